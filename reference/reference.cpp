@@ -1,0 +1,186 @@
+#include "reference/reference.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <thread>
+
+namespace attn {
+
+namespace {
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+}
+
+bool reference_visible(const AttnParams& p, int q_len, int k_len, int i, int j) {
+  const long pos = long(k_len) - q_len + i; // bottom-right aligned absolute position
+  if (p.causal && j > pos) {
+    return false;
+  }
+  if (p.window_left >= 0 && j < pos - p.window_left) {
+    return false;
+  }
+  if (p.window_right >= 0 && j > pos + p.window_right) {
+    return false;
+  }
+  return true;
+}
+
+ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& opt) {
+  const AttnParams& p = pr.params;
+  const int H = p.num_heads;
+  const int D = p.head_dim;
+  const int G = p.group_size();
+  const double scale = p.effective_scale();
+  ReferenceResult res;
+  res.rows = pr.num_rows();
+  res.heads = H;
+  res.head_dim = D;
+  res.out.assign(std::size_t(res.rows) * H * D, std::numeric_limits<double>::quiet_NaN());
+  res.lse.assign(std::size_t(res.rows) * H, std::numeric_limits<double>::quiet_NaN());
+  res.computed.assign(std::size_t(res.rows), opt.rows.empty() ? 1 : 0);
+  for (int r : opt.rows) {
+    if (r >= 0 && r < res.rows) {
+      res.computed[std::size_t(r)] = 1;
+    }
+  }
+
+  // One task per (sequence, kv head): gather its keys and values once, serve the group's heads.
+  struct Task {
+    int b, kvh;
+  };
+  std::vector<Task> tasks;
+  for (int b = 0; b < pr.batch; ++b) {
+    bool any = false;
+    for (int i = 0; i < pr.q_len(b) && !any; ++i) {
+      any = res.computed[std::size_t(pr.q_start(b) + i)] != 0;
+    }
+    if (any) {
+      for (int kvh = 0; kvh < p.num_kv_heads; ++kvh) {
+        tasks.push_back({b, kvh});
+      }
+    }
+  }
+
+  auto run_task = [&](const Task& t) {
+    const int ql = pr.q_len(t.b);
+    const int kl = pr.k_len(t.b);
+    Eigen::MatrixXd K(kl, D);
+    Eigen::MatrixXd V(kl, D);
+    for (int j = 0; j < kl; ++j) {
+      const int64_t off = pr.kv_offset(t.b, t.kvh, j);
+      for (int d = 0; d < D; ++d) {
+        K(j, d) = pr.key_cache.get(std::size_t(off + d));
+        V(j, d) = pr.value_cache.get(std::size_t(off + d));
+      }
+    }
+    Eigen::VectorXd q(D);
+    Eigen::VectorXd s(kl);
+    for (int h = t.kvh * G; h < (t.kvh + 1) * G; ++h) {
+      for (int i = 0; i < ql; ++i) {
+        const int row = pr.q_start(t.b) + i;
+        if (!res.computed[std::size_t(row)]) {
+          continue;
+        }
+        const std::size_t qoff = (std::size_t(row) * H + h) * D;
+        for (int d = 0; d < D; ++d) {
+          q(d) = pr.query.get(qoff + d);
+        }
+        s.noalias() = K * q;
+        double m = kNegInf;
+        for (int j = 0; j < kl; ++j) {
+          if (!reference_visible(p, ql, kl, i, j)) {
+            s(j) = kNegInf;
+            continue;
+          }
+          double x = scale * s(j);
+          if (p.softcap > 0) {
+            x = p.softcap * std::tanh(x / p.softcap);
+          }
+          s(j) = x;
+          m = std::max(m, x);
+        }
+        double* out = &res.out[qoff];
+        double& lse = res.lse[std::size_t(row) * H + h];
+        if (m == kNegInf) { // no visible key
+          std::fill(out, out + D, 0.0);
+          lse = kNegInf;
+          continue;
+        }
+        double sum = 0.0;
+        for (int j = 0; j < kl; ++j) {
+          s(j) = s(j) == kNegInf ? 0.0 : std::exp(s(j) - m);
+          sum += s(j);
+        }
+        Eigen::VectorXd o = V.transpose() * s / sum;
+        std::copy(o.data(), o.data() + D, out);
+        lse = m + std::log(sum);
+      }
+    }
+  };
+
+  int threads = opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  threads = std::min<int>(threads, int(tasks.size()));
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t k; (k = next.fetch_add(1)) < tasks.size();) {
+      run_task(tasks[k]);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) {
+    pool.emplace_back(worker);
+  }
+  worker();
+  for (auto& th : pool) {
+    th.join();
+  }
+  return res;
+}
+
+Partial reference_partial(const Eigen::VectorXd& scores, const Eigen::MatrixXd& v, int begin,
+                          int end) {
+  Partial part;
+  part.o = Eigen::VectorXd::Zero(v.cols());
+  for (int j = begin; j < end; ++j) {
+    part.m = std::max(part.m, scores(j));
+  }
+  if (part.m == kNegInf) {
+    return part; // l = 0: contributes nothing
+  }
+  for (int j = begin; j < end; ++j) {
+    if (scores(j) != kNegInf) {
+      const double w = std::exp(scores(j) - part.m);
+      part.l += w;
+      part.o += w * v.row(j).transpose();
+    }
+  }
+  part.o /= part.l;
+  return part;
+}
+
+Combined reference_combine(const std::vector<Partial>& parts, int head_dim) {
+  Combined c;
+  c.out = Eigen::VectorXd::Zero(head_dim);
+  double m = kNegInf;
+  for (const auto& t : parts) {
+    if (t.l > 0) {
+      m = std::max(m, t.m);
+    }
+  }
+  if (m == kNegInf) {
+    return c; // out = 0, lse = -inf
+  }
+  double wsum = 0.0;
+  for (const auto& t : parts) {
+    if (t.l > 0) {
+      const double w = t.l * std::exp(t.m - m);
+      wsum += w;
+      c.out += w * t.o;
+    }
+  }
+  c.out /= wsum;
+  c.lse = m + std::log(wsum);
+  return c;
+}
+
+} // namespace attn

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what attn-tune needs to build and test, and nothing that is already there.
+# Idempotent: a second run on a ready machine installs nothing and takes a second.
+set -euo pipefail
+
+need_apt=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+for pkg in cmake g++ make libcli11-dev libeigen3-dev nlohmann-json3-dev libgtest-dev; do
+  have_pkg "$pkg" || need_apt+=("$pkg")
+done
+if ((${#need_apt[@]})); then
+  echo "install-deps: installing ${need_apt[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# The replay cross-check writes its dumps with numpy and the safetensors package, independently
+# of attn-tune's own writer.
+PY=${PYTHON:-python3}
+if command -v "$PY" >/dev/null 2>&1; then
+  if ! "$PY" -c 'import numpy, safetensors' 2>/dev/null; then
+    echo "install-deps: installing numpy and safetensors for $PY"
+    "$PY" -m pip install -q numpy safetensors
+  fi
+fi

@@ -1,0 +1,132 @@
+// Storage dtypes of attention tensors and the exact conversions between them and float.
+// fp16 and bf16 are held as raw uint16 bits; rounding from float is round-to-nearest-even.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace attn {
+
+enum class DType { f32, f16, bf16 };
+
+[[nodiscard]] std::string_view dtype_name(DType t);      // "fp32", "fp16", "bf16"
+[[nodiscard]] DType parse_dtype(std::string_view name);  // accepts fp32/float32/f32, ...; throws InputError
+[[nodiscard]] inline std::size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
+
+[[nodiscard]] inline float bf16_to_float(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+[[nodiscard]] inline uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) {
+    return uint16_t((u >> 16) | 0x0040u); // quiet NaN, keep the sign
+  }
+  uint32_t lsb = (u >> 16) & 1u;
+  u += 0x7fffu + lsb;
+  return uint16_t(u >> 16);
+}
+
+[[nodiscard]] inline float half_to_float(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else { // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while ((man & 0x400u) == 0);
+      u = sign | (uint32_t(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+  } else if (exp == 0x1f) {
+    u = sign | 0x7f800000u | (man << 13);
+  } else {
+    u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+[[nodiscard]] inline uint16_t float_to_half(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  uint32_t absu = u & 0x7fffffffu;
+  if (absu >= 0x7f800000u) { // inf or nan
+    return uint16_t(sign | 0x7c00u | (absu > 0x7f800000u ? 0x200u : 0u));
+  }
+  if (absu >= 0x477ff000u) { // rounds to >= 65520: overflow to inf
+    return uint16_t(sign | 0x7c00u);
+  }
+  if (absu < 0x38800000u) { // below the smallest normal half (2^-14): subnormal or zero
+    if (absu < 0x33000000u) { // below half of the smallest subnormal (2^-25): zero
+      return sign;
+    }
+    uint32_t e = absu >> 23;
+    uint32_t man = (absu & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e; // 14 + (127 - 1 - e) ... position of the result's lsb
+    uint32_t res = man >> shift;
+    uint32_t rem = man & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (res & 1u))) {
+      ++res;
+    }
+    return uint16_t(sign | res);
+  }
+  uint32_t res = ((absu >> 13) - (112u << 10)); // rebias exponent 127 -> 15
+  uint32_t rem = absu & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (res & 1u))) {
+    ++res;
+  }
+  return uint16_t(sign | res);
+}
+
+// Round a float to the precision of `t` (identity for fp32).
+[[nodiscard]] inline float round_to(DType t, float f) {
+  switch (t) {
+  case DType::f16:
+    return half_to_float(float_to_half(f));
+  case DType::bf16:
+    return bf16_to_float(float_to_bf16(f));
+  default:
+    return f;
+  }
+}
+
+// Element `i` of a buffer of dtype `t`, as float.
+[[nodiscard]] inline float load_as_float(DType t, const void* data, std::size_t i) {
+  switch (t) {
+  case DType::f16:
+    return half_to_float(static_cast<const uint16_t*>(data)[i]);
+  case DType::bf16:
+    return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+  default:
+    return static_cast<const float*>(data)[i];
+  }
+}
+
+inline void store_from_float(DType t, void* data, std::size_t i, float v) {
+  switch (t) {
+  case DType::f16:
+    static_cast<uint16_t*>(data)[i] = float_to_half(v);
+    break;
+  case DType::bf16:
+    static_cast<uint16_t*>(data)[i] = float_to_bf16(v);
+    break;
+  default:
+    static_cast<float*>(data)[i] = v;
+  }
+}
+
+} // namespace attn
