@@ -87,6 +87,15 @@ DeviceList list_devices(const BackendOptions& opt) {
   return l;
 }
 
+std::string default_device_spec(const BackendOptions& opt) {
+  for (const auto& d : list_devices(opt).devices) {
+    if (d.backend == "cuda") {
+      return d.id;
+    }
+  }
+  return "cpu";
+}
+
 RunOutput run_once(Backend& be, const Problem& pr, const KernelConfig& cfg) {
   auto run = be.prepare(pr, cfg);
   run->poison_outputs();

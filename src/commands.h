@@ -14,5 +14,6 @@ struct Command {
 
 Command setup_devices(CLI::App& root);
 Command setup_replay(CLI::App& root);
+Command setup_verify(CLI::App& root);
 
 } // namespace attn
