@@ -237,6 +237,11 @@ def write_good(outdir, written):
             tensors["lse"] = lse.astype(np.float32)
         save(os.path.join(outdir, name + ".safetensors"), tensors, c["dtype"], c["meta"])
         written.append(name)
+    # A dump without the engine's answer: replay just computes.
+    c, tensors, out, lse = build("prefill_q_longer_than_k_bf16", 99, "fp16")
+    save(os.path.join(outdir, "noout_prefill_q_longer_than_k_fp16.safetensors"), tensors, "fp16",
+         c["meta"])
+    written.append("noout_prefill_q_longer_than_k_fp16")
 
 
 def write_wrong(outdir, written):
