@@ -39,8 +39,8 @@ KernelConfig pick_config(const ReplayOptions& o, const Problem& pr) {
   }
   cfg = KernelConfig::from_json(j);
   if (family_is_decode(cfg.family) != (pr.phase == Phase::decode)) {
-    throw InputError(std::string("--config family ") + family_name(cfg.family) +
-                     " cannot run a " + phase_name(pr.phase) + " problem");
+    throw InputError(std::string("--config family ") + family_name(cfg.family) + " cannot run a " +
+                     phase_name(pr.phase) + " problem");
   }
   return cfg;
 }
@@ -85,8 +85,7 @@ int run_replay(const ReplayOptions& o) {
   const ReplayFile rf = load_replay(o.file);
   const Problem& pr = rf.problem;
   std::printf("replay %s: %s%s%s\n", o.file.c_str(), pr.describe().c_str(),
-              rf.out ? " (file holds out" : " (file holds no out",
-              rf.lse ? " and lse)" : ")");
+              rf.out ? " (file holds out" : " (file holds no out", rf.lse ? " and lse)" : ")");
 
   const ReferenceResult ref = reference_attention(pr, {.threads = o.threads, .rows = {}});
   const Tolerance tol = tolerance_for(pr.params.dtype);

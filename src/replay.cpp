@@ -129,12 +129,12 @@ ReplayFile replay_from_safetensors(const SafetensorsFile& f, const std::string& 
                     st_dtype_name(v.dtype) + ")");
     }
     if (k.shape != v.shape) {
-      bad(file, "key_cache has shape " + shape_str(k.shape) + " but value_cache " +
-                    shape_str(v.shape));
+      bad(file,
+          "key_cache has shape " + shape_str(k.shape) + " but value_cache " + shape_str(v.shape));
     }
     if (k.shape[3] != q.shape[2]) {
-      bad(file, "key_cache head_dim " + std::to_string(k.shape[3]) + " differs from query head_dim " +
-                    std::to_string(q.shape[2]));
+      bad(file, "key_cache head_dim " + std::to_string(k.shape[3]) +
+                    " differs from query head_dim " + std::to_string(q.shape[2]));
     }
     p.dtype = pr.query.dtype;
     p.num_heads = dim_as_int(file, "query num_heads", q.shape[1]);
@@ -154,18 +154,20 @@ ReplayFile replay_from_safetensors(const SafetensorsFile& f, const std::string& 
                       " entries but block_tables has " + std::to_string(pr.batch) + " rows");
       }
       if (rows != pr.batch) {
-        bad(file, "decode query has " + std::to_string(rows) + " rows, expected one per sequence (" +
-                      std::to_string(pr.batch) + ")");
+        bad(file, "decode query has " + std::to_string(rows) +
+                      " rows, expected one per sequence (" + std::to_string(pr.batch) + ")");
       }
       pr.context_lens = to_int32(cl, "context_lens");
     } else {
       for (const char* name : {"cu_seqlens_q", "cu_seqlens_k"}) {
         const StTensor& cu = need(f, file, name, 1);
         if (cu.shape[0] != int64_t(pr.batch) + 1) {
-          bad(file, std::string(name) + " has " + std::to_string(cu.shape[0]) +
-                        " entries, expected block_tables rows + 1 = " + std::to_string(pr.batch + 1));
+          bad(file,
+              std::string(name) + " has " + std::to_string(cu.shape[0]) +
+                  " entries, expected block_tables rows + 1 = " + std::to_string(pr.batch + 1));
         }
-        (std::string(name) == "cu_seqlens_q" ? pr.cu_seqlens_q : pr.cu_seqlens_k) = to_int32(cu, name);
+        (std::string(name) == "cu_seqlens_q" ? pr.cu_seqlens_q : pr.cu_seqlens_k) =
+            to_int32(cu, name);
       }
       if (!pr.cu_seqlens_q.empty() && pr.cu_seqlens_q.back() != rows) {
         bad(file, "cu_seqlens_q ends at " + std::to_string(pr.cu_seqlens_q.back()) +
@@ -248,9 +250,9 @@ SafetensorsFile replay_to_safetensors(const Problem& pr, const HostTensor* out,
   const int64_t rows = pr.num_rows();
   if (out) {
     if (out->dtype != p.dtype || out->shape != pr.query.shape) {
-      throw InputError("out is " + std::string(dtype_name(out->dtype)) + " " + shape_str(out->shape) +
-                       ", expected " + std::string(dtype_name(p.dtype)) + " " +
-                       shape_str(pr.query.shape));
+      throw InputError("out is " + std::string(dtype_name(out->dtype)) + " " +
+                       shape_str(out->shape) + ", expected " + std::string(dtype_name(p.dtype)) +
+                       " " + shape_str(pr.query.shape));
     }
     f.tensors["out"] = to_st(*out);
   }

@@ -15,8 +15,8 @@ namespace attn {
 
 struct ReplayFile {
   Problem problem;
-  std::optional<HostTensor> out;         // the engine's answer, [rows, num_heads, head_dim]
-  std::optional<std::vector<float>> lse; // the engine's lse, [rows, num_heads]
+  std::optional<HostTensor> out;               // the engine's answer, [rows, num_heads, head_dim]
+  std::optional<std::vector<float>> lse;       // the engine's lse, [rows, num_heads]
   std::map<std::string, std::string> metadata; // as stored, including keys attn-tune ignores
 };
 

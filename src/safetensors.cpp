@@ -173,7 +173,8 @@ std::vector<Entry> parse_header(const std::string& header, uint64_t data_size,
 SafetensorsFile parse_image(uint64_t size, const std::string& file,
                             const std::function<void(uint64_t, uint64_t, void*)>& read) {
   if (size < 8) {
-    bad(file, "the file has " + std::to_string(size) + " bytes, too short for the 8-byte header length");
+    bad(file,
+        "the file has " + std::to_string(size) + " bytes, too short for the 8-byte header length");
   }
   unsigned char len_bytes[8];
   read(0, 8, len_bytes);
@@ -219,9 +220,7 @@ const char* st_dtype_name(StDType t) {
   }
 }
 
-std::size_t st_dtype_size(StDType t) {
-  return t == StDType::f16 || t == StDType::bf16 ? 2 : 4;
-}
+std::size_t st_dtype_size(StDType t) { return t == StDType::f16 || t == StDType::bf16 ? 2 : 4; }
 
 int64_t StTensor::numel() const {
   int64_t n = 1;
@@ -255,8 +254,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
     in.seekg(std::streamoff(off));
     in.read(static_cast<char*>(dst), std::streamsize(n));
     if (!in || uint64_t(in.gcount()) != n) {
-      bad(path, "read of " + std::to_string(n) + " bytes at offset " + std::to_string(off) +
-                    " failed");
+      bad(path,
+          "read of " + std::to_string(n) + " bytes at offset " + std::to_string(off) + " failed");
     }
   });
 }
@@ -344,7 +343,9 @@ void write_safetensors(const std::string& path, const SafetensorsFile& f) {
 
 StTensor to_st(const HostTensor& t) {
   StTensor s;
-  s.dtype = t.dtype == DType::f16 ? StDType::f16 : t.dtype == DType::bf16 ? StDType::bf16 : StDType::f32;
+  s.dtype = t.dtype == DType::f16    ? StDType::f16
+            : t.dtype == DType::bf16 ? StDType::bf16
+                                     : StDType::f32;
   s.shape = t.shape;
   s.data = t.data;
   return s;

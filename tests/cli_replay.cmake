@@ -88,6 +88,23 @@ else()
                 ARGS replay computed.safetensors)
   set_tests_properties(cli.replay.saved_is_not_a_replay PROPERTIES FIXTURES_REQUIRED replay_saved)
 
+  # Our writer against the safetensors package: it reads what --save wrote, and the values agree
+  # with the independent answer to one unit in the last place.
+  foreach(name decode_gqa_scale_softcap_fp16 prefill_noncausal_q_longer_than_k_fp32)
+    set(save_dir ${CMAKE_CURRENT_BINARY_DIR}/cli_work/replay.save.${name})
+    attn_cli_test(NAME replay.save.${name} EXIT 0 WORKDIR ${save_dir}
+                  REGEX "saved out .* to saved.safetensors"
+                  ARGS replay ${REPLAY_DUMPS}/${name}.safetensors --save saved.safetensors)
+    set_tests_properties(cli.replay.save.${name} PROPERTIES FIXTURES_REQUIRED replay_dumps
+                                                            FIXTURES_SETUP replay_saved_${name})
+    add_test(NAME replay.saved_readable.${name}
+             COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/data/make_dumps.py
+                     --compare-saved ${save_dir}/saved.safetensors
+                     ${REPLAY_DUMPS}/${name}.safetensors)
+    set_tests_properties(replay.saved_readable.${name} PROPERTIES
+                         FIXTURES_REQUIRED "replay_dumps;replay_saved_${name}" LABELS "cli")
+  endforeach()
+
   # A file without `out`: the reference's figures, exit 0.
   attn_cli_test(NAME replay.no_out EXIT 0
                 REGEX "file holds no out.*reference: out rms=.*; 16 .row, head. pairs see no key"

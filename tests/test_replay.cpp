@@ -57,7 +57,8 @@ void expect_same_problem(const Problem& a, const Problem& b) {
   EXPECT_EQ(a.context_lens, b.context_lens);
   EXPECT_EQ(a.cu_seqlens_q, b.cu_seqlens_q);
   EXPECT_EQ(a.cu_seqlens_k, b.cu_seqlens_k);
-  for (auto [x, y] : {std::pair{&a.query, &b.query}, {&a.key_cache, &b.key_cache},
+  for (auto [x, y] : {std::pair{&a.query, &b.query},
+                      {&a.key_cache, &b.key_cache},
                       {&a.value_cache, &b.value_cache}}) {
     EXPECT_EQ(x->dtype, y->dtype);
     EXPECT_EQ(x->shape, y->shape);
@@ -103,8 +104,8 @@ TEST(Replay, DecodeRoundTripsThroughAFile) {
 }
 
 TEST(Replay, PrefillRoundTripsWithoutAnswer) {
-  const Problem pr = make_prefill_problem(prefill_params(), {5, 16, 3, 0}, {40, 16, 0, 9},
-                                          {.seed = 6});
+  const Problem pr =
+      make_prefill_problem(prefill_params(), {5, 16, 3, 0}, {40, 16, 0, 9}, {.seed = 6});
   const fs::path path = temp_file("prefill.safetensors");
   save_replay(path.string(), pr);
   const ReplayFile rf = load_replay(path.string());
@@ -119,7 +120,8 @@ TEST(Replay, PrefillRoundTripsWithoutAnswer) {
 
 TEST(Replay, MissingMetadataTakesTheSpecDefaults) {
   AttnParams p = prefill_params();
-  SafetensorsFile f = replay_to_safetensors(make_prefill_problem(p, {3}, {5}, {}), nullptr, nullptr);
+  SafetensorsFile f =
+      replay_to_safetensors(make_prefill_problem(p, {3}, {5}, {}), nullptr, nullptr);
   f.metadata.clear();
   const AttnParams q = replay_from_safetensors(f, "x").problem.params;
   EXPECT_TRUE(q.causal);
@@ -139,8 +141,8 @@ TEST(Replay, MissingMetadataTakesTheSpecDefaults) {
 TEST(Replay, MetadataSpellingsAndUnknownKeys) {
   SafetensorsFile f =
       replay_to_safetensors(make_decode_problem(decode_params(), {9}, {}), nullptr, nullptr);
-  f.metadata = {{"causal", "False"}, {"scale", "0.5"}, {"window_left", "-1"},
-                {"window_right", "7"}, {"softcap", "30.0"}, {"format", "pt"},
+  f.metadata = {{"causal", "False"},      {"scale", "0.5"},    {"window_left", "-1"},
+                {"window_right", "7"},    {"softcap", "30.0"}, {"format", "pt"},
                 {"vllm_version", "0.6.3"}};
   const AttnParams p = replay_from_safetensors(f, "x").problem.params;
   EXPECT_FALSE(p.causal);
@@ -165,7 +167,7 @@ TEST(Replay, MalformedMetadataNamesTheKey) {
       {"scale", "abc", "scale = 'abc' is not a finite number"},
       {"scale", "0.5x", "scale = '0.5x'"},
       {"scale", "nan", "scale = 'nan'"},
-      {"scale", "-1", "scale -1"},          // parses, then validate() refuses it
+      {"scale", "-1", "scale -1"}, // parses, then validate() refuses it
       {"softcap", "inf", "softcap = 'inf'"},
       {"softcap", "-2", "softcap -2"},
       {"window_left", "1.5", "window_left = '1.5' is not an integer"},
@@ -281,7 +283,7 @@ TEST(Replay, RoundsDoublesOnceToNearestEven) {
   // float first lands exactly on the midpoint and then ties down to 1.
   const double above = 1.0 + 0x1p-11 + 0x1p-40;
   EXPECT_EQ(round_double_to(DType::f16, above), 1.0f + 0x1p-10f);
-  EXPECT_EQ(round_double_to(DType::f16, 1.0 + 0x1p-11), 1.0f);       // exact tie: to even
+  EXPECT_EQ(round_double_to(DType::f16, 1.0 + 0x1p-11), 1.0f); // exact tie: to even
   EXPECT_EQ(round_double_to(DType::f16, 1.0 + 3 * 0x1p-11), 1.0f + 0x1p-9f);
   EXPECT_EQ(round_double_to(DType::bf16, 1.0 + 0x1p-8 + 0x1p-40), 1.0f + 0x1p-7f);
   EXPECT_EQ(round_double_to(DType::bf16, -(1.0 + 0x1p-8 - 0x1p-40)), -1.0f);
@@ -294,8 +296,8 @@ TEST(Replay, RoundsDoublesOnceToNearestEven) {
   std::mt19937_64 gen(42);
   std::uniform_real_distribution<double> mag(-20.0, 14.99);
   for (int n = 0; n < 200000; ++n) {
-    const double v = std::ldexp(1.0 + double(gen() >> 11) * 0x1p-53, int(mag(gen))) *
-                     ((gen() & 1) ? 1 : -1);
+    const double v =
+        std::ldexp(1.0 + double(gen() >> 11) * 0x1p-53, int(mag(gen))) * ((gen() & 1) ? 1 : -1);
     const uint16_t c = float_to_half(float(v));
     uint16_t best = c;
     double best_err = std::abs(double(half_to_float(c)) - v);

@@ -64,9 +64,10 @@ void expect_refused(const std::vector<std::byte>& img, const std::string& needle
 }
 
 fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() /
-               ("attn_st_" + name + "_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                "_" + std::to_string(std::random_device{}()));
+  fs::path d =
+      fs::temp_directory_path() /
+      ("attn_st_" + name + "_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+       "_" + std::to_string(std::random_device{}()));
   fs::create_directories(d);
   return d;
 }
@@ -207,8 +208,8 @@ TEST(Safetensors, RejectsInvalidJson) {
 
 TEST(Safetensors, RejectsUnsupportedDtypesByName) {
   for (const char* dt : {"F64", "I64", "U8", "BOOL", "F8_E4M3", "f32"}) {
-    const std::string h = std::string(R"({"kv":{"dtype":")") + dt +
-                          R"(","shape":[1],"data_offsets":[0,8]}})";
+    const std::string h =
+        std::string(R"({"kv":{"dtype":")") + dt + R"(","shape":[1],"data_offsets":[0,8]}})";
     expect_refused(image(h, 8), std::string("tensor 'kv' has unsupported dtype ") + dt);
   }
 }

@@ -7,6 +7,9 @@ the float64 numpy implementation below, written from SPEC.md "The function". Thr
   wrong/ one answer element (or lse value) far outside tolerance: must exit 1
   bad/   malformed files and impossible shapes: must exit 2
 Usage: make_dumps.py OUTDIR [--expect NAME ...]   (--expect: fail unless exactly these are written)
+       make_dumps.py --compare-saved SAVED DUMP
+         reads `attn-tune replay DUMP --save SAVED` with the safetensors package and checks its
+         out (and lse, when DUMP has one) against DUMP's answer to within one unit in the last place
 """
 import argparse
 import json
@@ -354,11 +357,47 @@ def write_bad(outdir, written):
         "cu_seqlens_k": ("I32", (2,), np.array([0, -2], np.int32).tobytes())})
 
 
+def within_one_ulp(got, want):
+    """Same dtype, shape, infinities; finite values at most one unit in the last place apart."""
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return f"{got.dtype}{got.shape} vs {want.dtype}{want.shape}"
+    inf = np.isinf(want)
+    if not np.array_equal(np.isinf(got), inf) or not np.array_equal(got[inf], want[inf]):
+        return "infinities differ"
+    g = got[~inf].astype(np.float64)
+    w = want[~inf].astype(np.float64)
+    ulp = np.spacing(np.abs(want[~inf])).astype(np.float64)
+    worst = np.max(np.abs(g - w) / ulp, initial=0.0)
+    return None if worst <= 1.0 else f"differs by {worst:.1f} ulp"
+
+
+def compare_saved(saved_path, dump_path):
+    from safetensors.numpy import load_file
+    saved = load_file(saved_path)
+    dump = load_file(dump_path)
+    if sorted(saved) != ["lse", "out"]:
+        sys.exit(f"make_dumps: {saved_path} holds {sorted(saved)}, expected lse and out")
+    if saved["lse"].dtype != np.float32 or saved["lse"].shape != saved["out"].shape[:2]:
+        sys.exit(f"make_dumps: {saved_path} lse is {saved['lse'].dtype}{saved['lse'].shape}")
+    for name in ("out", "lse"):
+        if name in dump:
+            why = within_one_ulp(saved[name], dump[name])
+            if why:
+                sys.exit(f"make_dumps: {saved_path} {name} disagrees with {dump_path}: {why}")
+    print(f"make_dumps: {saved_path} agrees with {dump_path}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("outdir")
+    ap.add_argument("outdir", nargs="?")
     ap.add_argument("--expect", nargs="*", help="the exact set of file names (without suffix)")
+    ap.add_argument("--compare-saved", nargs=2, metavar=("SAVED", "DUMP"))
     args = ap.parse_args()
+    if args.compare_saved:
+        compare_saved(*args.compare_saved)
+        return
+    if not args.outdir:
+        ap.error("OUTDIR is required")
     os.makedirs(args.outdir, exist_ok=True)
     written = []
     write_good(args.outdir, written)
