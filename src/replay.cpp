@@ -27,8 +27,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-const StTensor& need(const SafetensorsFile& f, const std::string& file, const std::string& name,
-                     std::size_t rank) {
+StTensor& need(SafetensorsFile& f, const std::string& file, const std::string& name,
+               std::size_t rank) {
   auto it = f.tensors.find(name);
   if (it == f.tensors.end()) {
     bad(file, "has no tensor '" + name + "'");
@@ -94,7 +94,7 @@ std::string format_double(double v) {
 
 } // namespace
 
-ReplayFile replay_from_safetensors(const SafetensorsFile& f, const std::string& file) {
+ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
   ReplayFile rf;
   rf.metadata = f.metadata;
   Problem& pr = rf.problem;
@@ -116,13 +116,13 @@ ReplayFile replay_from_safetensors(const SafetensorsFile& f, const std::string& 
   pr.phase = has_ctx ? Phase::decode : Phase::prefill;
 
   try {
-    const StTensor& q = need(f, file, "query", 3);
-    const StTensor& k = need(f, file, "key_cache", 4);
-    const StTensor& v = need(f, file, "value_cache", 4);
+    StTensor& q = need(f, file, "query", 3);
+    StTensor& k = need(f, file, "key_cache", 4);
+    StTensor& v = need(f, file, "value_cache", 4);
     const StTensor& bt = need(f, file, "block_tables", 2);
-    pr.query = to_host(q, "query");
-    pr.key_cache = to_host(k, "key_cache");
-    pr.value_cache = to_host(v, "value_cache");
+    pr.query = to_host(std::move(q), "query");
+    pr.key_cache = to_host(std::move(k), "key_cache");
+    pr.value_cache = to_host(std::move(v), "value_cache");
     if (pr.key_cache.dtype != pr.query.dtype || pr.value_cache.dtype != pr.query.dtype) {
       bad(file, std::string("query, key_cache and value_cache must share a dtype (they are ") +
                     st_dtype_name(q.dtype) + ", " + st_dtype_name(k.dtype) + ", " +
@@ -199,7 +199,7 @@ ReplayFile replay_from_safetensors(const SafetensorsFile& f, const std::string& 
     pr.validate();
 
     if (auto it = f.tensors.find("out"); it != f.tensors.end()) {
-      HostTensor out = to_host(it->second, "out");
+      HostTensor out = to_host(std::move(it->second), "out");
       if (out.dtype != p.dtype) {
         bad(file, std::string("out is ") + st_dtype_name(it->second.dtype) + " but query is " +
                       st_dtype_name(q.dtype));

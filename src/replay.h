@@ -22,8 +22,9 @@ struct ReplayFile {
 
 // Reads and validates a replay file; every problem is an InputError naming the file.
 [[nodiscard]] ReplayFile load_replay(const std::string& path);
-// The same from an already parsed file (`name` stands for the file in messages).
-[[nodiscard]] ReplayFile replay_from_safetensors(const SafetensorsFile& f, const std::string& name);
+// The same from an already parsed file (`name` stands for the file in messages); taken by value
+// so that a caller who moves it in does not hold the tensors twice.
+[[nodiscard]] ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& name);
 
 // The replay file image of a problem, optionally with an answer (out in the problem's dtype,
 // lse F32). Metadata holds every attention parameter; scale only when it is set explicitly.

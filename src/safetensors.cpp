@@ -369,23 +369,35 @@ StTensor to_st(const std::vector<float>& v, std::vector<int64_t> shape) {
   return s;
 }
 
-HostTensor to_host(const StTensor& t, const std::string& name) {
-  HostTensor h;
+namespace {
+DType host_dtype(const StTensor& t, const std::string& name) {
   switch (t.dtype) {
   case StDType::f32:
-    h.dtype = DType::f32;
-    break;
+    return DType::f32;
   case StDType::f16:
-    h.dtype = DType::f16;
-    break;
+    return DType::f16;
   case StDType::bf16:
-    h.dtype = DType::bf16;
-    break;
+    return DType::bf16;
   default:
     throw InputError(name + " has dtype " + st_dtype_name(t.dtype) + ", expected F32, F16 or BF16");
   }
+}
+} // namespace
+
+HostTensor to_host(const StTensor& t, const std::string& name) {
+  HostTensor h;
+  h.dtype = host_dtype(t, name);
   h.shape = t.shape;
   h.data = t.data;
+  return h;
+}
+
+HostTensor to_host(StTensor&& t, const std::string& name) {
+  HostTensor h;
+  h.dtype = host_dtype(t, name);
+  h.shape = t.shape;
+  h.data = std::move(t.data);
+  t.data.clear();
   return h;
 }
 

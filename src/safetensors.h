@@ -48,6 +48,8 @@ void write_safetensors(const std::string& path, const SafetensorsFile& f);
 [[nodiscard]] StTensor to_st(const std::vector<float>& v, std::vector<int64_t> shape);
 // `name` is the tensor's name, for the error when it is not a floating-point tensor.
 [[nodiscard]] HostTensor to_host(const StTensor& t, const std::string& name);
+// Moves the bytes (a replay's caches can be gigabytes); `t` keeps its dtype and shape.
+[[nodiscard]] HostTensor to_host(StTensor&& t, const std::string& name);
 [[nodiscard]] std::vector<int32_t> to_int32(const StTensor& t, const std::string& name);
 [[nodiscard]] std::vector<float> to_float32(const StTensor& t, const std::string& name);
 
