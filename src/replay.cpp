@@ -176,23 +176,29 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
     }
 
     // Parameters: missing keys take SPEC.md's defaults; keys we do not know are the engine's.
+    // Python's str(None) ("None") for scale, windows or softcap also means "the default": that is
+    // what an engine that dumps its optional arguments with str() writes for an unset one.
     auto meta = [&](const char* key) -> const std::string* {
       auto it = f.metadata.find(key);
       return it == f.metadata.end() ? nullptr : &it->second;
     };
+    auto optional_meta = [&](const char* key) -> const std::string* {
+      const std::string* s = meta(key);
+      return s && *s != "None" ? s : nullptr;
+    };
     if (auto* s = meta("causal")) {
       p.causal = parse_bool(file, "causal", *s);
     }
-    if (auto* s = meta("scale")) {
+    if (auto* s = optional_meta("scale")) {
       p.scale = parse_double(file, "scale", *s);
     }
-    if (auto* s = meta("window_left")) {
+    if (auto* s = optional_meta("window_left")) {
       p.window_left = parse_int(file, "window_left", *s);
     }
-    if (auto* s = meta("window_right")) {
+    if (auto* s = optional_meta("window_right")) {
       p.window_right = parse_int(file, "window_right", *s);
     }
-    if (auto* s = meta("softcap")) {
+    if (auto* s = optional_meta("softcap")) {
       p.softcap = parse_double(file, "softcap", *s);
     }
 

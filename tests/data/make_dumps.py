@@ -176,7 +176,7 @@ CASES = {
         meta={"format": "pt", "engine": "test-engine 0.1", "causal": "1"}),
     "prefill_causal_gqa_fp32": dict(
         phase="prefill", dtype="fp32", h=4, kvh=2, d=64, bs=16, q=[1, 17, 33], k=[1, 17, 33],
-        meta={"engine_step": "12"}),
+        meta={"engine_step": "12", "scale": "None", "softcap": "None"}),
     "prefill_chunked_sliding_fp16": dict(
         phase="prefill", dtype="fp16", h=4, kvh=4, d=64, bs=16, q=[5, 16, 1], k=[40, 49, 100],
         meta={"causal": "true", "window_left": "20", "window_right": "-1"}),
@@ -205,7 +205,8 @@ CASES = {
 
 
 def options(meta, head_dim):
-    meta = meta or {}
+    # SPEC.md defaults for missing keys; str(None) of an unset optional argument means the same.
+    meta = {k: v for k, v in (meta or {}).items() if v != "None"}
     causal = meta.get("causal", "true").lower() in ("true", "1")
     scale = float(meta["scale"]) if "scale" in meta else 1.0 / math.sqrt(head_dim)
     return dict(causal=causal, scale=scale, window_left=int(meta.get("window_left", "-1")),
