@@ -87,18 +87,24 @@ int run_replay(const ReplayOptions& o) {
   std::printf("replay %s: %s%s%s\n", o.file.c_str(), pr.describe().c_str(),
               rf.out ? " (file holds out" : " (file holds no out", rf.lse ? " and lse)" : ")");
 
+  // The backend and its configuration first: a refusal should not wait for the reference.
+  std::unique_ptr<Backend> be;
+  KernelConfig cfg;
+  if (o.backend != "reference") {
+    be = make_backend(o.backend, {.threads = o.threads});
+    cfg = pick_config(o, pr);
+    if (auto why = be->can_run(cfg, pr)) {
+      throw InputError(cfg.key() + " cannot run this problem on " + be->info().id + ": " + *why);
+    }
+  }
+
   const ReferenceResult ref = reference_attention(pr, {.threads = o.threads, .rows = {}});
   const Tolerance tol = tolerance_for(pr.params.dtype);
   bool pass = true;
 
   HostTensor saved_out;
   std::vector<float> saved_lse;
-  if (o.backend != "reference") {
-    auto be = make_backend(o.backend, {.threads = o.threads});
-    const KernelConfig cfg = pick_config(o, pr);
-    if (auto why = be->can_run(cfg, pr)) {
-      throw InputError(cfg.key() + " cannot run this problem on " + be->info().id + ": " + *why);
-    }
+  if (be) {
     RunOutput r = run_once(*be, pr, cfg);
     const std::size_t lse_size = std::size_t(ref.rows) * std::size_t(ref.heads);
     if (r.lse.size() != lse_size) {
