@@ -5,7 +5,7 @@ set -euo pipefail
 
 need_apt=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for pkg in cmake g++ make libcli11-dev libeigen3-dev nlohmann-json3-dev libgtest-dev; do
+for pkg in cmake g++ make libcli11-dev libeigen3-dev nlohmann-json3-dev libgtest-dev libxml2-utils; do
   have_pkg "$pkg" || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then

@@ -17,6 +17,7 @@
 #include "src/check.h"
 #include "src/errors.h"
 #include "src/replay.h"
+#include "src/safetensors.h"
 
 namespace attn {
 
@@ -340,7 +341,9 @@ VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log) {
                       {"attn_tune_config", cfg.key()},
                       {"attn_tune_device", device},
                       {"attn_tune_run_seed", std::to_string(opt.seed)}};
-                  save_replay(path, pr, &out.out, &out.lse, meta);
+                  SafetensorsFile file = replay_to_safetensors(pr, &out.out, &out.lse);
+                  file.metadata.insert(meta.begin(), meta.end());
+                  write_safetensors(path, file);
                   rep.dumped.push_back(path);
                   failure += "; dumped to " + path;
                 }

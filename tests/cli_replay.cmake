@@ -1,0 +1,131 @@
+# `attn-tune replay` against dumps written by an independent script (tests/data/make_dumps.py:
+# numpy float64 answers, files written by the safetensors package): agree, catch, refuse.
+find_package(Python3 COMPONENTS Interpreter)
+set(REPLAY_DUMPS ${CMAKE_CURRENT_BINARY_DIR}/replay_dumps)
+
+# Correct answers over every SPEC.md option: exit 0.
+set(REPLAY_GOOD
+  decode_defaults_fp32 decode_gqa_scale_softcap_fp16 decode_mqa_window_left_bf16
+  decode_noncausal_windows_fp16 decode_shared_prefix_fp32
+  prefill_causal_gqa_fp32 prefill_chunked_sliding_fp16 prefill_q_longer_than_k_bf16
+  prefill_noncausal_windows_fp32 prefill_window_right_only_bf16 prefill_softcap_scale_fp16
+  prefill_causal_window_both_fp16 prefill_shared_prefix_bf16
+  prefill_noncausal_q_longer_than_k_fp32)
+# One value far outside tolerance: exit 1, and the bad element is listed.
+set(REPLAY_WRONG
+  wrong_decode_out_fp16 wrong_decode_out_fp32 wrong_prefill_out_bf16
+  wrong_prefill_empty_row_bf16 wrong_prefill_lse_fp32)
+# Malformed files and impossible shapes: exit 2 with one line; name|regex of that line.
+set(REPLAY_BAD
+  "bad_too_short|too short for the 8-byte header length"
+  "bad_truncated_header|header length [0-9]+ is larger than"
+  "bad_truncated_data|reach past the [0-9]+ data bytes"
+  "bad_header_length_lies|header length [0-9]+ is larger than"
+  "bad_header_json|not valid JSON"
+  "bad_offsets_out_of_range|'value_cache' data_offsets .* reach past"
+  "bad_offsets_overlap|overlap in the data section"
+  "bad_size_mismatch|'query' data_offsets .* hold 64 bytes .* need 128"
+  "bad_negative_shape|'query' shape.1. is negative"
+  "bad_unsupported_dtype|'key_cache' has unsupported dtype F64"
+  "bad_meta_causal|causal = 'maybe' is not a boolean"
+  "bad_meta_scale|scale = 'abc' is not a finite number"
+  "bad_meta_window|window_left = '1.5' is not an integer"
+  "bad_meta_not_string|'softcap' is not a string"
+  "bad_missing_query|no tensor 'query'"
+  "bad_block_out_of_range|block_tables.0..1. = 5 is outside"
+  "bad_block_table_short|too short for its 9 keys"
+  "bad_negative_context|context_lens.0. = -3 is negative"
+  "bad_gqa_heads|num_heads 3 is not a multiple of num_kv_heads 2"
+  "bad_head_dim_mismatch|head_dim 16 differs from query head_dim 8"
+  "bad_dtype_mixed|must share a dtype"
+  "bad_out_dtype|out is F16 but query is F32"
+  "bad_cu_seqlens_decreasing|cu_seqlens_k decreases")
+
+if(NOT Python3_Interpreter_FOUND)
+  message(WARNING "attn-tune: no python3; the replay cross-check tests are not registered "
+                  "(scripts/install-deps.sh installs what they need)")
+else()
+  set(replay_names ${REPLAY_GOOD} ${REPLAY_WRONG} noout_prefill_q_longer_than_k_fp16)
+  foreach(entry ${REPLAY_BAD})
+    string(REGEX REPLACE "\\|.*" "" name "${entry}")
+    list(APPEND replay_names ${name})
+  endforeach()
+  add_test(NAME replay.make_dumps
+           COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/data/make_dumps.py
+                   ${REPLAY_DUMPS} --expect ${replay_names})
+  set_tests_properties(replay.make_dumps PROPERTIES FIXTURES_SETUP replay_dumps LABELS "cli")
+
+  foreach(name ${REPLAY_GOOD})
+    attn_cli_test(NAME replay.good.${name} EXIT 0
+                  REGEX "file out vs reference: MATCH.* bad=0 "
+                  ARGS replay ${REPLAY_DUMPS}/${name}.safetensors --threads 2)
+    set_tests_properties(cli.replay.good.${name} PROPERTIES FIXTURES_REQUIRED replay_dumps)
+  endforeach()
+  foreach(name ${REPLAY_WRONG})
+    attn_cli_test(NAME replay.wrong.${name} EXIT 1
+                  REGEX "file out vs reference: MISMATCH.*\n  (out|lse).row="
+                  ARGS replay ${REPLAY_DUMPS}/${name}.safetensors --threads 2)
+    set_tests_properties(cli.replay.wrong.${name} PROPERTIES FIXTURES_REQUIRED replay_dumps)
+  endforeach()
+  foreach(entry ${REPLAY_BAD})
+    string(REGEX REPLACE "\\|.*" "" name "${entry}")
+    string(REGEX REPLACE "^[^|]*\\|" "" regex "${entry}")
+    attn_cli_test(NAME replay.bad.${name} EXIT 2 REGEX "${name}.safetensors: .*${regex}"
+                  ARGS replay ${REPLAY_DUMPS}/${name}.safetensors)
+    set_tests_properties(cli.replay.bad.${name} PROPERTIES FIXTURES_REQUIRED replay_dumps)
+  endforeach()
+
+  # --save writes out and lse; the file it writes is a valid safetensors file (but no replay).
+  set(save_dir ${CMAKE_CURRENT_BINARY_DIR}/cli_work/replay.save)
+  attn_cli_test(NAME replay.save EXIT 0 WORKDIR ${save_dir}
+                REGEX "saved out \\(bf16\\) and lse \\(fp32\\) to computed.safetensors"
+                ARGS replay ${REPLAY_DUMPS}/prefill_shared_prefix_bf16.safetensors
+                     --save computed.safetensors)
+  set_tests_properties(cli.replay.save PROPERTIES FIXTURES_REQUIRED replay_dumps
+                                                  FIXTURES_SETUP replay_saved)
+  attn_cli_test(NAME replay.saved_is_not_a_replay EXIT 2 WORKDIR ${save_dir}
+                REGEX "computed.safetensors: has neither context_lens"
+                ARGS replay computed.safetensors)
+  set_tests_properties(cli.replay.saved_is_not_a_replay PROPERTIES FIXTURES_REQUIRED replay_saved)
+
+  # Our writer against the safetensors package: it reads what --save wrote, and the values agree
+  # with the independent answer to one unit in the last place.
+  foreach(name decode_gqa_scale_softcap_fp16 prefill_noncausal_q_longer_than_k_fp32)
+    set(save_dir ${CMAKE_CURRENT_BINARY_DIR}/cli_work/replay.save.${name})
+    attn_cli_test(NAME replay.save.${name} EXIT 0 WORKDIR ${save_dir}
+                  REGEX "saved out .* to saved.safetensors"
+                  ARGS replay ${REPLAY_DUMPS}/${name}.safetensors --save saved.safetensors)
+    set_tests_properties(cli.replay.save.${name} PROPERTIES FIXTURES_REQUIRED replay_dumps
+                                                            FIXTURES_SETUP replay_saved_${name})
+    add_test(NAME replay.saved_readable.${name}
+             COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/data/make_dumps.py
+                     --compare-saved ${save_dir}/saved.safetensors
+                     ${REPLAY_DUMPS}/${name}.safetensors)
+    set_tests_properties(replay.saved_readable.${name} PROPERTIES
+                         FIXTURES_REQUIRED "replay_dumps;replay_saved_${name}" LABELS "cli")
+  endforeach()
+
+  # A file without `out`: the reference's figures, exit 0.
+  attn_cli_test(NAME replay.no_out EXIT 0
+                REGEX "file holds no out.*reference: out rms=.*; 16 .row, head. pairs see no key"
+                ARGS replay ${REPLAY_DUMPS}/noout_prefill_q_longer_than_k_fp16.safetensors)
+  set_tests_properties(cli.replay.no_out PROPERTIES FIXTURES_REQUIRED replay_dumps)
+
+  # A backend that this build or machine does not have: exit 3 (device unavailable).
+  attn_cli_test(NAME replay.backend_missing EXIT 3 REGEX "device unavailable"
+                ARGS replay ${REPLAY_DUMPS}/decode_defaults_fp32.safetensors --backend cuda:99)
+  set_tests_properties(cli.replay.backend_missing PROPERTIES FIXTURES_REQUIRED replay_dumps)
+  attn_cli_test(NAME replay.config_without_backend EXIT 2 REGEX "--config .* needs --backend"
+                ARGS replay ${REPLAY_DUMPS}/decode_defaults_fp32.safetensors
+                     --config {})
+  set_tests_properties(cli.replay.config_without_backend PROPERTIES FIXTURES_REQUIRED replay_dumps)
+endif()
+
+attn_cli_test(NAME replay.missing_file EXIT 2 REGEX "no_such_file.safetensors: cannot open"
+              ARGS replay no_such_file.safetensors)
+attn_cli_test(NAME replay.no_file_argument EXIT 2 REGEX "file is required" ARGS replay)
+attn_cli_test(NAME replay.unknown_flag EXIT 2 REGEX "--frobnicate" ARGS replay x.safetensors
+              --frobnicate)
+attn_cli_test(NAME replay.bad_threads EXIT 2 REGEX "--threads" ARGS replay x.safetensors
+              --threads -4)
+attn_cli_test(NAME replay.directory EXIT 2 REGEX "not a regular file" ARGS replay .)
