@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "src/errors.h"
+
 namespace attn {
 
 Tolerance tolerance_for(DType t) {
@@ -25,6 +27,16 @@ CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
   CheckReport rep;
   const int H = ref.heads;
   const int D = ref.head_dim;
+  // The loops below index by the reference's shape; a smaller output would be read past its end.
+  const int64_t want_out = int64_t(ref.rows) * H * D;
+  if (int64_t(out.data.size()) != want_out * int64_t(dtype_size(out.dtype))) {
+    throw InputError("out holds " + std::to_string(out.data.size() / dtype_size(out.dtype)) +
+                     " elements, expected rows x heads x head_dim = " + std::to_string(want_out));
+  }
+  if (lse && int64_t(lse->size()) != int64_t(ref.rows) * H) {
+    throw InputError("lse holds " + std::to_string(lse->size()) +
+                     " elements, expected rows x heads = " + std::to_string(int64_t(ref.rows) * H));
+  }
   double err2 = 0.0;
   double ref2 = 0.0;
   auto note = [&](int row, int head, int dim, double got, double want, const char* what) {
