@@ -81,17 +81,18 @@ CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
           ++rep.lse_bad;
           ++rep.unwritten;
           note(r, h, -1, std::nan(""), want, "unwritten");
+        } else if (std::isnan(g)) {
+          ++rep.lse_bad;
+          note(r, h, -1, g, want, "nan");
         } else if (std::isinf(want) || std::isinf(g)) {
           if (!(std::isinf(want) && std::isinf(g) && (want < 0) == (g < 0))) {
             ++rep.lse_bad;
             note(r, h, -1, g, want, "mismatch");
           }
-        } else if (std::isnan(g) || std::abs(g - want) > tol.lse_atol) {
+        } else if (std::abs(g - want) > tol.lse_atol) {
           ++rep.lse_bad;
-          if (!std::isnan(g)) {
-            rep.max_lse_err = std::max(rep.max_lse_err, std::abs(g - want));
-          }
-          note(r, h, -1, g, want, std::isnan(g) ? "nan" : "mismatch");
+          rep.max_lse_err = std::max(rep.max_lse_err, std::abs(g - want));
+          note(r, h, -1, g, want, "mismatch");
         } else {
           rep.max_lse_err = std::max(rep.max_lse_err, std::abs(g - want));
         }
