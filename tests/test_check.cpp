@@ -269,6 +269,24 @@ TEST(Check, OutputsOfTheWrongSizeAreRejected) {
   EXPECT_THROW((void)check_output(f.out, &short_lse, f.ref, f.tol), InputError);
 }
 
+TEST(Check, PoisonCoversExactlyTheAllocatedElements) {
+  HostTensor none; // shape [] but no bytes: poisoning it writes nothing
+  poison(none);
+  EXPECT_TRUE(none.data.empty());
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    HostTensor x(t, {3, 5});
+    poison(x);
+    for (std::size_t i = 0; i < 15; ++i) {
+      EXPECT_TRUE(is_poison(x, i)) << dtype_name(t);
+      EXPECT_TRUE(std::isnan(x.get(i))) << dtype_name(t);
+    }
+    x.set(4, 0.0f);
+    EXPECT_FALSE(is_poison(x, 4));
+    x.set(4, std::nanf("")); // a computed NaN is a different pattern
+    EXPECT_FALSE(is_poison(x, 4)) << dtype_name(t);
+  }
+}
+
 TEST(Check, TolerancesAreOrderedByPrecision) {
   const Tolerance a = tolerance_for(DType::f32);
   const Tolerance b = tolerance_for(DType::f16);
