@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <string>
 #include <thread>
+
+#include "src/errors.h"
 
 namespace attn {
 
@@ -39,9 +42,12 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
   res.lse.assign(std::size_t(res.rows) * H, std::numeric_limits<double>::quiet_NaN());
   res.computed.assign(std::size_t(res.rows), opt.rows.empty() ? 1 : 0);
   for (int r : opt.rows) {
-    if (r >= 0 && r < res.rows) {
-      res.computed[std::size_t(r)] = 1;
+    // Dropping such a row silently would leave nothing computed, and a check over nothing passes.
+    if (r < 0 || r >= res.rows) {
+      throw InputError("reference row " + std::to_string(r) + " is outside the problem's " +
+                       std::to_string(res.rows) + " query rows");
     }
+    res.computed[std::size_t(r)] = 1;
   }
 
   // One task per (sequence, kv head): gather its keys and values once, serve the group's heads.
