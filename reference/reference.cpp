@@ -29,6 +29,7 @@ bool reference_visible(const AttnParams& p, int q_len, int k_len, int i, int j) 
 }
 
 ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& opt) {
+  pr.validate(); // block ids and shapes are trusted below: never read outside the cache
   const AttnParams& p = pr.params;
   const int H = p.num_heads;
   const int D = p.head_dim;
