@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "reference/reference.h"
+#include "src/errors.h"
 #include "src/problem.h"
 #include "src/rng.h"
 
@@ -851,6 +852,30 @@ TEST(Reference, RowSubsetComputesExactlyThoseRows) {
       }
     }
   }
+}
+
+TEST(Reference, RejectsRowsOutsideTheProblem) {
+  const Problem pr = make_prefill_problem(small_params(4, 2, 8), {3, 2}, {5, 5}, {.seed = 1});
+  for (int bad : {5, -1, 1000}) {
+    ReferenceOptions o;
+    o.rows = {0, bad};
+    try {
+      (void)reference_attention(pr, o);
+      ADD_FAILURE() << "row " << bad << " accepted";
+    } catch (const InputError &e) {
+      EXPECT_NE(std::string(e.what()).find("row " + std::to_string(bad)), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(Reference, RejectsAnInvalidProblemInsteadOfReadingOutsideTheCache) {
+  Problem pr = make_decode_problem(small_params(4, 2, 8), {9}, {.seed = 1});
+  pr.block_tables[1] = pr.num_blocks + 1000; // a used entry far outside the cache
+  EXPECT_THROW((void)reference_attention(pr), InputError);
+  pr = make_decode_problem(small_params(4, 2, 8), {9}, {.seed = 1});
+  pr.context_lens[0] = 4 * pr.max_blocks_per_seq + 1; // more keys than the table holds
+  EXPECT_THROW((void)reference_attention(pr), InputError);
 }
 
 // ---------------------------------------------------------------------------------------------
