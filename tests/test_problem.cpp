@@ -403,6 +403,11 @@ TEST(Validate, BlockTableErrorsNameTheEntry) {
   t = base;
   t.block_tables[2] = -1;
   expect_input_error([&] { t.validate(); }, {"block_tables[0][2] = -1"}, "negative block id");
+  // A length near INT_MAX must not wrap the block count around to a negative number.
+  t = base;
+  t.context_lens[0] = 2147483647;
+  expect_input_error([&] { t.validate(); }, {"sequence 0", "2147483647 keys", "needs 134217728"},
+                     "huge context");
   // A table whose size does not match batch x columns.
   t = base;
   t.block_tables.pop_back();
