@@ -312,6 +312,39 @@ TEST(Reference, AgreesWithNaiveLoopsOnRandomCasesOverEveryMaskOption) {
   }
 }
 
+TEST(Reference, AgreesWithNaiveLoopsAcrossPartitionBoundaries) {
+  // Longer ragged contexts from the SPEC.md edges (1, bs-1, bs, bs+1, 512 +-1, 1024 +-1), with
+  // sliding windows, softcap and chunked prefill over them.
+  for (uint64_t seed = 300; seed < 306; ++seed) {
+    Rng rng(seed);
+    AttnParams p;
+    p.num_kv_heads = int(rng.range(1, 2));
+    p.num_heads = p.num_kv_heads * int(rng.range(1, 4));
+    p.head_dim = 32;
+    p.block_size = seed % 2 ? 16 : 32;
+    p.dtype = seed % 3 == 0 ? DType::bf16 : DType::f16;
+    p.causal = seed % 4 != 3;
+    p.window_left = seed % 2 ? 300 : -1;
+    p.softcap = seed % 3 == 1 ? 8.0 : 0.0;
+    const std::vector<int> lens = ragged_lengths(seed, 14, p.block_size, {512}, 1100);
+    GenOptions opt;
+    opt.seed = seed;
+    opt.shared_prefix = seed % 2 == 0;
+    Problem pr;
+    if (seed < 303) {
+      pr = make_decode_problem(p, lens, opt);
+    } else {
+      std::vector<int> q;
+      for (int k : lens) {
+        q.push_back(int(rng.range(1, std::min(k, 40)))); // chunked prefill chunks
+      }
+      pr = make_prefill_problem(p, q, lens, opt);
+    }
+    const std::string ctx = context(seed, pr);
+    expect_agrees(reference_attention(pr, with_threads(2)), naive_attention(pr), ctx);
+  }
+}
+
 TEST(Reference, RandomGridCoversTheOptionsItClaims) {
   // Guards the sweep above against silently losing a mask option to a refactor of the grid.
   std::set<int> ratios;
