@@ -8,6 +8,15 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+// The vector-extension helpers below are always inlined, so the ABI notes GCC prints for
+// passing wide vectors by value do not apply.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 
 namespace attn::cpu {
 
@@ -78,21 +87,55 @@ void size_scratch(Scratch& s, int max_rows, int max_heads, int head_dim, int k_t
 namespace {
 
 // fp16 bits -> fp32 without branches, exact for every input (normals, subnormals, inf, NaN),
-// so the baseline build vectorises it; the v3/v4 builds use the F16C conversion instead.
+// written with masks so the baseline build vectorises it.
 ATTN_ALWAYS_INLINE float half_bits_to_float(uint16_t h) {
   const int32_t em = int32_t(h & 0x7fffu);
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  const uint32_t normal = (uint32_t(em) << 13) + 0x38000000u;   // rebias 15 -> 127
-  const uint32_t infnan = (uint32_t(em) << 13) | 0x7f800000u;   // keep the NaN payload
-  const float sub_f = float(em) * 0x1p-24f;                      // subnormal: man * 2^-24
+  const uint32_t normal = (uint32_t(em) << 13) + 0x38000000u; // rebias 15 -> 127
+  const uint32_t infnan = (uint32_t(em) << 13) | 0x7f800000u; // keep the NaN payload
+  const float sub_f = float(em) * 0x1p-24f;                    // subnormal: man * 2^-24
   uint32_t sub;
   std::memcpy(&sub, &sub_f, 4);
-  const uint32_t bits = em < 0x400 ? sub : (em >= 0x7c00 ? infnan : normal);
-  const uint32_t u = bits | sign;
+  const uint32_t sub_mask = 0u - uint32_t(em < 0x400);
+  const uint32_t inf_mask = 0u - uint32_t(em >= 0x7c00);
+  const uint32_t u =
+      ((sub & sub_mask) | (infnan & inf_mask) | (normal & ~(sub_mask | inf_mask))) | sign;
   float f;
   std::memcpy(&f, &u, 4);
   return f;
 }
+
+#if ATTN_CPU_MULTI_ISA
+// The v3/v4 builds convert with F16C. GCC 12 does not vectorise _Float16 conversions under a
+// target attribute, so these use the intrinsics, as out-of-line calls (one per cache-block run).
+ATTN_TARGET_AVX2 void half_to_float_f16c(const uint16_t* __restrict src, float* __restrict dst,
+                                         int n) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) {
+    dst[i] = half_bits_to_float(src[i]);
+  }
+}
+// GCC 12's _mm512_cvtph_ps passes an undefined source for its unused mask operand, which
+// -Wmaybe-uninitialized reports; the full mask never reads it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+ATTN_TARGET_AVX512 void half_to_float_avx512(const uint16_t* __restrict src,
+                                             float* __restrict dst, int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+  }
+  for (; i < n; ++i) {
+    dst[i] = half_bits_to_float(src[i]);
+  }
+}
+#pragma GCC diagnostic pop
+#endif
 
 template <DType DT, Isa I>
 ATTN_ALWAYS_INLINE void convert_run(const void* base, int64_t offset, int n, float* __restrict dst) {
@@ -106,39 +149,118 @@ ATTN_ALWAYS_INLINE void convert_run(const void* base, int64_t offset, int n, flo
     }
   } else {
     const uint16_t* __restrict src = static_cast<const uint16_t*>(base) + offset;
-    if constexpr (I == Isa::base) {
-      for (int i = 0; i < n; ++i) {
-        dst[i] = half_bits_to_float(src[i]);
-      }
-    } else {
-      for (int i = 0; i < n; ++i) {
-        _Float16 h;
-        std::memcpy(&h, &src[i], 2);
-        dst[i] = float(h);
-      }
+#if ATTN_CPU_MULTI_ISA
+    if constexpr (I == Isa::avx512) {
+      half_to_float_avx512(src, dst, n);
+      return;
+    } else if constexpr (I == Isa::avx2) {
+      half_to_float_f16c(src, dst, n);
+      return;
+    }
+#endif
+    for (int i = 0; i < n; ++i) {
+      dst[i] = half_bits_to_float(src[i]);
     }
   }
 }
 
-// dot(a, b) over n floats, n a multiple of 8 (SPEC head_dim). Sixteen lane sums keep the loop
-// free of a serial dependency, so it vectorises without reassociation flags.
-ATTN_ALWAYS_INLINE float dot(const float* __restrict a, const float* __restrict b, int n) {
-  float acc[16] = {};
+// GCC/Clang vector extensions: 16 floats, split by the compiler into the widest registers the
+// build's ISA has (one zmm, two ymm or four xmm). Loads and stores go through memcpy (unaligned).
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef float f32x8 __attribute__((vector_size(32)));
+
+template <class V> ATTN_ALWAYS_INLINE V vload(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <class V> ATTN_ALWAYS_INLINE void vstore(float* p, V v) { std::memcpy(p, &v, sizeof(V)); }
+template <class V> ATTN_ALWAYS_INLINE float hsum(V v) {
+  float s = 0.0f;
+  for (std::size_t l = 0; l < sizeof(V) / sizeof(float); ++l) {
+    s += v[l];
+  }
+  return s;
+}
+
+// dot(q, k_j) for four keys at once: four independent FMA chains and one load of q per step.
+// n is a multiple of 8 (SPEC head_dim).
+ATTN_ALWAYS_INLINE void dot4(const float* __restrict q, const float* const* k, int n, float* out) {
+  f32x16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
   int d = 0;
   for (; d + 16 <= n; d += 16) {
-    for (int l = 0; l < 16; ++l) {
-      acc[l] += a[d + l] * b[d + l];
+    const f32x16 x = vload<f32x16>(q + d);
+    a0 += x * vload<f32x16>(k[0] + d);
+    a1 += x * vload<f32x16>(k[1] + d);
+    a2 += x * vload<f32x16>(k[2] + d);
+    a3 += x * vload<f32x16>(k[3] + d);
+  }
+  float t0 = hsum(a0), t1 = hsum(a1), t2 = hsum(a2), t3 = hsum(a3);
+  if (d < n) { // the last 8
+    const f32x8 x = vload<f32x8>(q + d);
+    t0 += hsum(x * vload<f32x8>(k[0] + d));
+    t1 += hsum(x * vload<f32x8>(k[1] + d));
+    t2 += hsum(x * vload<f32x8>(k[2] + d));
+    t3 += hsum(x * vload<f32x8>(k[3] + d));
+  }
+  out[0] = t0;
+  out[1] = t1;
+  out[2] = t2;
+  out[3] = t3;
+}
+
+ATTN_ALWAYS_INLINE float dot(const float* __restrict a, const float* __restrict b, int n) {
+  f32x16 a0 = {}, a1 = {};
+  int d = 0;
+  for (; d + 32 <= n; d += 32) {
+    a0 += vload<f32x16>(a + d) * vload<f32x16>(b + d);
+    a1 += vload<f32x16>(a + d + 16) * vload<f32x16>(b + d + 16);
+  }
+  for (; d + 16 <= n; d += 16) {
+    a0 += vload<f32x16>(a + d) * vload<f32x16>(b + d);
+  }
+  float t = hsum(a0 + a1);
+  if (d < n) {
+    t += hsum(vload<f32x8>(a + d) * vload<f32x8>(b + d));
+  }
+  return t;
+}
+
+// acc += sum_j p[j] * rows[j] over n rows: 64 output lanes stay in registers across the rows
+// (four independent FMA chains) instead of a load and store of acc per key.
+ATTN_ALWAYS_INLINE void pv_accumulate(float* __restrict acc, const float* __restrict p,
+                                      const float* const* rows, int n, int D) {
+  int d0 = 0;
+  for (; d0 + 64 <= D; d0 += 64) {
+    f32x16 t0 = vload<f32x16>(acc + d0), t1 = vload<f32x16>(acc + d0 + 16);
+    f32x16 t2 = vload<f32x16>(acc + d0 + 32), t3 = vload<f32x16>(acc + d0 + 48);
+    for (int j = 0; j < n; ++j) {
+      const float pj = p[j];
+      const float* v = rows[j] + d0;
+      t0 += pj * vload<f32x16>(v);
+      t1 += pj * vload<f32x16>(v + 16);
+      t2 += pj * vload<f32x16>(v + 32);
+      t3 += pj * vload<f32x16>(v + 48);
     }
+    vstore(acc + d0, t0);
+    vstore(acc + d0 + 16, t1);
+    vstore(acc + d0 + 32, t2);
+    vstore(acc + d0 + 48, t3);
   }
-  for (; d + 8 <= n; d += 8) {
-    for (int l = 0; l < 8; ++l) {
-      acc[l] += a[d + l] * b[d + l];
+  for (; d0 + 16 <= D; d0 += 16) {
+    f32x16 t0 = vload<f32x16>(acc + d0);
+    for (int j = 0; j < n; ++j) {
+      t0 += p[j] * vload<f32x16>(rows[j] + d0);
     }
+    vstore(acc + d0, t0);
   }
-  for (int l = 0; l < 8; ++l) {
-    acc[l] += acc[l + 8];
+  if (d0 < D) { // the last 8
+    f32x8 t0 = vload<f32x8>(acc + d0);
+    for (int j = 0; j < n; ++j) {
+      t0 += p[j] * vload<f32x8>(rows[j] + d0);
+    }
+    vstore(acc + d0, t0);
   }
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
 ATTN_ALWAYS_INLINE void axpy(float* __restrict y, float alpha, const float* __restrict x, int n) {
@@ -176,6 +298,27 @@ ATTN_ALWAYS_INLINE void gather_rows(const KernelArgs& a, const void* cache, int 
       for (int r = 0; r < run; ++r) {
         rows[j - t0 + r] = dst + int64_t(r) * D;
       }
+    }
+    j += run;
+  }
+}
+
+// Asks for keys [t0, t1) of K and V to be brought into L2 while the current tile is computed:
+// blocks are scattered, so the hardware prefetcher would restart at every block.
+template <DType DT>
+ATTN_ALWAYS_INLINE void prefetch_rows(const KernelArgs& a, int b, int kvh, int t0, int t1) {
+  const int bs = a.block_size;
+  const int64_t row_bytes = int64_t(a.head_dim) * int64_t(dtype_size(DT));
+  const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
+  for (int j = t0; j < t1;) {
+    const int slot = j % bs;
+    const int run = std::min(t1 - j, bs - slot);
+    const int64_t off = ((int64_t(table[j / bs]) * a.num_kv_heads + kvh) * bs + slot) * row_bytes;
+    const char* k = static_cast<const char*>(a.key_cache) + off;
+    const char* v = static_cast<const char*>(a.value_cache) + off;
+    for (int64_t o = 0; o < run * row_bytes; o += 64) {
+      __builtin_prefetch(k + o, 0, 2);
+      __builtin_prefetch(v + o, 0, 2);
     }
     j += run;
   }
@@ -228,6 +371,7 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs& a, const WorkItem& it, int
 
   for (int t0 = ulo; t0 < uhi; t0 += k_tile) {
     const int t1 = am::imin(uhi, t0 + k_tile);
+    prefetch_rows<DT>(a, it.b, kvh, t1, am::imin(uhi, t1 + k_tile));
     gather_rows<DT, I>(a, a.key_cache, it.b, kvh, t0, t1, s.kv.data(), s.rows.data());
     for (int r = 0; r < nrows; ++r) {
       const int lo = am::imax(s.lo[std::size_t(r)], t0);
@@ -236,10 +380,17 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs& a, const WorkItem& it, int
         const int i = r * nh + g;
         const float* qi = q + int64_t(i) * D;
         float* sc = s.scores.data() + int64_t(i) * k_tile;
+        const float* const* kr = s.rows.data();
+        int j = lo;
+        for (; j + 4 <= hi; j += 4) {
+          dot4(qi, kr + (j - t0), D, sc + (j - t0));
+        }
+        for (; j < hi; ++j) {
+          sc[j - t0] = dot(qi, kr[j - t0], D);
+        }
         float mx = am::neg_inf();
-        for (int j = lo; j < hi; ++j) {
-          const float x =
-              am::apply_softcap(a.scale * dot(qi, s.rows[std::size_t(j - t0)], D), a.softcap);
+        for (j = lo; j < hi; ++j) {
+          const float x = am::apply_softcap(a.scale * sc[j - t0], a.softcap);
           sc[j - t0] = x;
           mx = x > mx ? x : mx;
         }
@@ -263,10 +414,7 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs& a, const WorkItem& it, int
       for (int g = 0; g < nh && lo < hi; ++g) {
         const int i = r * nh + g;
         const float* sc = s.scores.data() + int64_t(i) * k_tile;
-        float* ai = acc + int64_t(i) * D;
-        for (int j = lo; j < hi; ++j) {
-          axpy(ai, sc[j - t0], s.rows[std::size_t(j - t0)], D);
-        }
+        pv_accumulate(acc + int64_t(i) * D, sc + (lo - t0), s.rows.data() + (lo - t0), hi - lo, D);
       }
     }
   }
