@@ -168,10 +168,10 @@ TEST(AttnMath, OnlineSoftmaxMatchesTwoPass) {
     std::vector<float> s(static_cast<std::size_t>(n));
     std::vector<float> v(static_cast<std::size_t>(n * dim));
     const double spread = trial % 3 == 0 ? 30.0 : 3.0; // large spreads stress the rescaling
-    for (auto& x : s) {
+    for (auto &x : s) {
       x = float(rng.normal() * spread);
     }
-    for (auto& x : v) {
+    for (auto &x : v) {
       x = float(rng.normal());
     }
     OnlineSoftmax st = OnlineSoftmax::empty();
@@ -183,7 +183,7 @@ TEST(AttnMath, OnlineSoftmaxMatchesTwoPass) {
         mx = std::max(mx, s[std::size_t(j)]);
       }
       const float alpha = st.update(mx);
-      for (auto& a : acc) {
+      for (auto &a : acc) {
         a *= alpha;
       }
       for (int j = j0; j < j1; ++j) {
@@ -292,7 +292,8 @@ TEST(AttnMath, CombineOfPartialsMatchesUnsplit) {
     EXPECT_NEAR(combine_lse(m, wsum), want.lse, 1e-5 * std::max(1.0, std::abs(want.lse)))
         << "trial " << trial;
     for (int d = 0; d < dim; ++d) {
-      EXPECT_NEAR(out[std::size_t(d)] / wsum, whole.o(d), 2e-5) << "trial " << trial << " dim " << d;
+      EXPECT_NEAR(out[std::size_t(d)] / wsum, whole.o(d), 2e-5)
+          << "trial " << trial << " dim " << d;
     }
   }
 }
