@@ -76,7 +76,9 @@ void size_scratch(Scratch &s, int max_rows, int max_heads, int head_dim, int k_t
   const std::size_t vectors = std::size_t(max_rows) * std::size_t(max_heads);
   s.q.resize(vectors * std::size_t(head_dim));
   s.acc.resize(vectors * std::size_t(head_dim));
-  s.scores.resize(vectors * std::size_t(k_tile));
+  s.ld = (k_tile + 31) / 32 * 32;
+  s.scores.resize(vectors * std::size_t(s.ld));
+  s.kt.resize(std::size_t(head_dim) * std::size_t(s.ld));
   s.kv.resize(std::size_t(k_tile) * std::size_t(head_dim));
   s.rows.resize(std::size_t(k_tile));
   s.sm.resize(vectors);
@@ -227,6 +229,111 @@ ATTN_ALWAYS_INLINE float dot(const float *__restrict a, const float *__restrict 
   return t;
 }
 
+// acc_v += sum_j p_v[j] * rows[j] for NV query vectors at once (acc and p rows NV apart by D
+// and ld): each V load feeds NV FMAs; 32 output lanes per pass, then 16 and 8 for the tail.
+template <int NV>
+ATTN_ALWAYS_INLINE void pv_block(float *__restrict acc, const float *__restrict p, int ld,
+                                 const float *const *rows, int n, int D) {
+  int d0 = 0;
+  for (; d0 + 32 <= D; d0 += 32) {
+    f32x16 t[NV][2];
+    for (int v = 0; v < NV; ++v) {
+      t[v][0] = vload<f32x16>(acc + int64_t(v) * D + d0);
+      t[v][1] = vload<f32x16>(acc + int64_t(v) * D + d0 + 16);
+    }
+    for (int j = 0; j < n; ++j) {
+      const f32x16 x0 = vload<f32x16>(rows[j] + d0);
+      const f32x16 x1 = vload<f32x16>(rows[j] + d0 + 16);
+      for (int v = 0; v < NV; ++v) {
+        const float pj = p[int64_t(v) * ld + j];
+        t[v][0] += pj * x0;
+        t[v][1] += pj * x1;
+      }
+    }
+    for (int v = 0; v < NV; ++v) {
+      vstore(acc + int64_t(v) * D + d0, t[v][0]);
+      vstore(acc + int64_t(v) * D + d0 + 16, t[v][1]);
+    }
+  }
+  for (; d0 + 16 <= D; d0 += 16) {
+    f32x16 t[NV];
+    for (int v = 0; v < NV; ++v) {
+      t[v] = vload<f32x16>(acc + int64_t(v) * D + d0);
+    }
+    for (int j = 0; j < n; ++j) {
+      const f32x16 x = vload<f32x16>(rows[j] + d0);
+      for (int v = 0; v < NV; ++v) {
+        t[v] += p[int64_t(v) * ld + j] * x;
+      }
+    }
+    for (int v = 0; v < NV; ++v) {
+      vstore(acc + int64_t(v) * D + d0, t[v]);
+    }
+  }
+  if (d0 < D) { // the last 8
+    f32x8 t[NV];
+    for (int v = 0; v < NV; ++v) {
+      t[v] = vload<f32x8>(acc + int64_t(v) * D + d0);
+    }
+    for (int j = 0; j < n; ++j) {
+      const f32x8 x = vload<f32x8>(rows[j] + d0);
+      for (int v = 0; v < NV; ++v) {
+        t[v] += p[int64_t(v) * ld + j] * x;
+      }
+    }
+    for (int v = 0; v < NV; ++v) {
+      vstore(acc + int64_t(v) * D + d0, t[v]);
+    }
+  }
+}
+
+// kt[d][j] = rows[j][d] for j < n, and 0 up to n32: the layout in which one vector load of kt
+// holds 16 keys' component d, so scores need no horizontal sums.
+ATTN_ALWAYS_INLINE void transpose_tile(const float *const *rows, int n, int n32, int D,
+                                       float *__restrict kt, int ld) {
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int d = 0; d < D; ++d) {
+      for (int jj = 0; jj < 8; ++jj) {
+        kt[int64_t(d) * ld + j + jj] = rows[j + jj][d];
+      }
+    }
+  }
+  for (; j < n; ++j) {
+    for (int d = 0; d < D; ++d) {
+      kt[int64_t(d) * ld + j] = rows[j][d];
+    }
+  }
+  for (int d = 0; d < D; ++d) {
+    for (int jj = n; jj < n32; ++jj) {
+      kt[int64_t(d) * ld + jj] = 0.0f;
+    }
+  }
+}
+
+// Scores of `nv` (1 to 4) consecutive query vectors against keys [0, n32) of the transposed tile:
+// a 4 x 32 block of accumulators, one load of kt per 4 x 2 FMAs (GEMM micro-kernel shape).
+template <int NV>
+ATTN_ALWAYS_INLINE void scores_block(const float *__restrict q, int D, const float *__restrict kt,
+                                     int ld, int n32, float *__restrict sc, int sc_ld) {
+  for (int j0 = 0; j0 < n32; j0 += 32) {
+    f32x16 c[NV][2] = {};
+    for (int d = 0; d < D; ++d) {
+      const f32x16 k0 = vload<f32x16>(kt + int64_t(d) * ld + j0);
+      const f32x16 k1 = vload<f32x16>(kt + int64_t(d) * ld + j0 + 16);
+      for (int v = 0; v < NV; ++v) {
+        const float qv = q[int64_t(v) * D + d];
+        c[v][0] += qv * k0;
+        c[v][1] += qv * k1;
+      }
+    }
+    for (int v = 0; v < NV; ++v) {
+      vstore(sc + int64_t(v) * sc_ld + j0, c[v][0]);
+      vstore(sc + int64_t(v) * sc_ld + j0 + 16, c[v][1]);
+    }
+  }
+}
+
 // acc += sum_j p[j] * rows[j] over n rows: 64 output lanes stay in registers across the rows
 // (four independent FMA chains) instead of a load and store of acc per key.
 ATTN_ALWAYS_INLINE void pv_accumulate(float *__restrict acc, const float *__restrict p,
@@ -325,6 +432,8 @@ ATTN_ALWAYS_INLINE void prefetch_rows(const KernelArgs &a, int b, int kvh, int t
   }
 }
 
+constexpr int kTransposeMinVectors = 8;
+
 template <DType DT, Isa I>
 ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int k_tile,
                                     Scratch &s) {
@@ -359,6 +468,10 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int
     }
   }
 
+  const int nq = nrows * nh;
+  const int ld = s.ld;
+  // Past a handful of query vectors per tile, transposing K pays for itself.
+  const bool transposed = nq >= kTransposeMinVectors;
   float *__restrict q = s.q.data();
   float *__restrict acc = s.acc.data();
   am::OnlineSoftmax *sm = s.sm.data();
@@ -376,20 +489,37 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int
     const int t1 = am::imin(uhi, t0 + k_tile);
     prefetch_rows<DT>(a, it.b, kvh, t1, am::imin(uhi, t1 + k_tile));
     gather_rows<DT, I>(a, a.key_cache, it.b, kvh, t0, t1, s.kv.data(), s.rows.data());
+    if (transposed) {
+      // Many query vectors share this tile: transpose it once and score every vector against
+      // the whole tile; masked entries are computed but never used.
+      const int n32 = (t1 - t0 + 31) / 32 * 32;
+      transpose_tile(s.rows.data(), t1 - t0, n32, D, s.kt.data(), ld);
+      int i = 0;
+      for (; i + 4 <= nq; i += 4) {
+        scores_block<4>(q + int64_t(i) * D, D, s.kt.data(), ld, n32,
+                        s.scores.data() + int64_t(i) * ld, ld);
+      }
+      for (; i < nq; ++i) {
+        scores_block<1>(q + int64_t(i) * D, D, s.kt.data(), ld, n32,
+                        s.scores.data() + int64_t(i) * ld, ld);
+      }
+    }
     for (int r = 0; r < nrows; ++r) {
       const int lo = am::imax(s.lo[std::size_t(r)], t0);
       const int hi = am::imin(s.hi[std::size_t(r)], t1);
       for (int g = 0; g < nh && lo < hi; ++g) {
         const int i = r * nh + g;
         const float *qi = q + int64_t(i) * D;
-        float *sc = s.scores.data() + int64_t(i) * k_tile;
+        float *sc = s.scores.data() + int64_t(i) * ld;
         const float *const *kr = s.rows.data();
         int j = lo;
-        for (; j + 4 <= hi; j += 4) {
-          dot4(qi, kr + (j - t0), D, sc + (j - t0));
-        }
-        for (; j < hi; ++j) {
-          sc[j - t0] = dot(qi, kr[j - t0], D);
+        if (!transposed) {
+          for (; j + 4 <= hi; j += 4) {
+            dot4(qi, kr + (j - t0), D, sc + (j - t0));
+          }
+          for (; j < hi; ++j) {
+            sc[j - t0] = dot(qi, kr[j - t0], D);
+          }
         }
         float mx = am::neg_inf();
         for (j = lo; j < hi; ++j) {
@@ -411,12 +541,36 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int
       }
     }
     gather_rows<DT, I>(a, a.value_cache, it.b, kvh, t0, t1, s.kv.data(), s.rows.data());
+    if (transposed) {
+      // Probabilities of masked keys become 0, so that blocks of four query vectors can share
+      // each V load over the whole tile.
+      const int n = t1 - t0;
+      for (int r = 0; r < nrows; ++r) {
+        const int lo = am::imax(s.lo[std::size_t(r)], t0) - t0;
+        const int hi = am::imin(s.hi[std::size_t(r)], t1) - t0;
+        for (int g = 0; g < nh; ++g) {
+          float *sc = s.scores.data() + int64_t(r * nh + g) * ld;
+          for (int j = 0; j < n; ++j) {
+            sc[j] = (j >= lo && j < hi) ? sc[j] : 0.0f;
+          }
+        }
+      }
+      int i = 0;
+      for (; i + 4 <= nq; i += 4) {
+        pv_block<4>(acc + int64_t(i) * D, s.scores.data() + int64_t(i) * ld, ld, s.rows.data(), n,
+                    D);
+      }
+      for (; i < nq; ++i) {
+        pv_accumulate(acc + int64_t(i) * D, s.scores.data() + int64_t(i) * ld, s.rows.data(), n, D);
+      }
+      continue;
+    }
     for (int r = 0; r < nrows; ++r) {
       const int lo = am::imax(s.lo[std::size_t(r)], t0);
       const int hi = am::imin(s.hi[std::size_t(r)], t1);
       for (int g = 0; g < nh && lo < hi; ++g) {
         const int i = r * nh + g;
-        const float *sc = s.scores.data() + int64_t(i) * k_tile;
+        const float *sc = s.scores.data() + int64_t(i) * ld;
         pv_accumulate(acc + int64_t(i) * D, sc + (lo - t0), s.rows.data() + (lo - t0), hi - lo, D);
       }
     }

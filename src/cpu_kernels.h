@@ -63,7 +63,9 @@ struct WorkItem {
 struct Scratch {
   std::vector<float> q;            // [vectors, head_dim] queries as fp32
   std::vector<float> acc;          // [vectors, head_dim] unnormalised outputs
-  std::vector<float> scores;       // [vectors, k_tile] scores, then probabilities
+  std::vector<float> scores;       // [vectors, ld] scores, then probabilities
+  std::vector<float> kt;           // [head_dim, ld] the K tile transposed (many-query items)
+  int ld = 0;                      // k_tile rounded up to 32
   std::vector<float> kv;           // [k_tile, head_dim] converted K, then V, rows of one tile
   std::vector<const float *> rows; // [k_tile] fp32 row pointers (into kv, or the fp32 cache)
   std::vector<attn_math::OnlineSoftmax> sm; // [vectors]
