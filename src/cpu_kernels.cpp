@@ -432,7 +432,7 @@ ATTN_ALWAYS_INLINE void prefetch_rows(const KernelArgs &a, int b, int kvh, int t
   }
 }
 
-constexpr int kTransposeMinVectors = 8;
+constexpr int kTransposeMinVectors = 4;
 
 template <DType DT, Isa I>
 ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int k_tile,
