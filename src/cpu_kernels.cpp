@@ -1,8 +1,10 @@
 // The CPU kernel loops. A key tile's rows are converted to fp32 once into a small scratch buffer
-// (fp32 caches are read in place); Q.K runs four keys at a time and P.V keeps 64 output lanes in
-// registers across the tile, both in GCC vector extensions that the compiler maps to the ISA.
-// Each loop body is compiled three times (baseline x86-64, x86-64-v3, x86-64-v4) and chosen at
-// run time; all softmax and mask math comes from kernels/attn_math.h.
+// (fp32 caches are read in place). With few query vectors per tile, Q.K runs four keys at a time
+// and P.V keeps 64 output lanes in registers; with four or more (a GQA group, a prefill q tile)
+// the K tile is transposed and both products run as 4-vector blocks that share each K/V load.
+// The vector code uses GCC vector extensions, which the compiler maps to the ISA; each loop body
+// is compiled three times (baseline x86-64, x86-64-v3, x86-64-v4) and chosen at run time. All
+// softmax and mask math comes from kernels/attn_math.h.
 #include "src/cpu_kernels.h"
 
 #include <algorithm>
@@ -14,7 +16,7 @@
 
 // The vector-extension helpers below are always inlined, so the ABI notes GCC prints for
 // passing wide vectors by value do not apply.
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
@@ -49,9 +51,9 @@ bool isa_supported(Isa isa) {
 #if ATTN_CPU_MULTI_ISA
   __builtin_cpu_init();
 #if defined(__clang__)
+  // Clang has no level names here, nor "f16c"; every AVX2 processor has F16C.
   const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                  __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi") &&
-                  __builtin_cpu_supports("bmi2");
+                  __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
   const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                   __builtin_cpu_supports("avx512cd");
@@ -124,7 +126,9 @@ ATTN_TARGET_AVX2 void half_to_float_f16c(const uint16_t *__restrict src, float *
 // GCC 12's _mm512_cvtph_ps passes an undefined source for its unused mask operand, which
 // -Wmaybe-uninitialized reports; the full mask never reads it.
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 ATTN_TARGET_AVX512 void half_to_float_avx512(const uint16_t *__restrict src, float *__restrict dst,
                                              int n) {
   int i = 0;
