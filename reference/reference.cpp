@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <string>
 #include <thread>
+
+#include "src/errors.h"
 
 namespace attn {
 
@@ -26,6 +29,7 @@ bool reference_visible(const AttnParams& p, int q_len, int k_len, int i, int j) 
 }
 
 ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& opt) {
+  pr.validate(); // block ids and shapes are trusted below: never read outside the cache
   const AttnParams& p = pr.params;
   const int H = p.num_heads;
   const int D = p.head_dim;
@@ -39,9 +43,12 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
   res.lse.assign(std::size_t(res.rows) * H, std::numeric_limits<double>::quiet_NaN());
   res.computed.assign(std::size_t(res.rows), opt.rows.empty() ? 1 : 0);
   for (int r : opt.rows) {
-    if (r >= 0 && r < res.rows) {
-      res.computed[std::size_t(r)] = 1;
+    // Dropping such a row silently would leave nothing computed, and a check over nothing passes.
+    if (r < 0 || r >= res.rows) {
+      throw InputError("reference row " + std::to_string(r) + " is outside the problem's " +
+                       std::to_string(res.rows) + " query rows");
     }
+    res.computed[std::size_t(r)] = 1;
   }
 
   // One task per (sequence, kv head): gather its keys and values once, serve the group's heads.

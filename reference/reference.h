@@ -23,6 +23,7 @@ struct ReferenceResult {
   std::vector<uint8_t> computed;  // [rows]: 1 where this row was computed
 };
 
+// Throws InputError when the problem does not validate or a requested row is out of range.
 [[nodiscard]] ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& opt = {});
 
 // Whether key j is visible to query row i of a sequence with q_len rows and k_len keys.

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "src/errors.h"
+
 namespace attn {
 
 Tolerance tolerance_for(DType t) {
@@ -25,6 +27,16 @@ CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
   CheckReport rep;
   const int H = ref.heads;
   const int D = ref.head_dim;
+  // The loops below index by the reference's shape; a smaller output would be read past its end.
+  const int64_t want_out = int64_t(ref.rows) * H * D;
+  if (int64_t(out.data.size()) != want_out * int64_t(dtype_size(out.dtype))) {
+    throw InputError("out holds " + std::to_string(out.data.size() / dtype_size(out.dtype)) +
+                     " elements, expected rows x heads x head_dim = " + std::to_string(want_out));
+  }
+  if (lse && int64_t(lse->size()) != int64_t(ref.rows) * H) {
+    throw InputError("lse holds " + std::to_string(lse->size()) +
+                     " elements, expected rows x heads = " + std::to_string(int64_t(ref.rows) * H));
+  }
   double err2 = 0.0;
   double ref2 = 0.0;
   auto note = [&](int row, int head, int dim, double got, double want, const char* what) {
@@ -69,17 +81,18 @@ CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
           ++rep.lse_bad;
           ++rep.unwritten;
           note(r, h, -1, std::nan(""), want, "unwritten");
+        } else if (std::isnan(g)) {
+          ++rep.lse_bad;
+          note(r, h, -1, g, want, "nan");
         } else if (std::isinf(want) || std::isinf(g)) {
           if (!(std::isinf(want) && std::isinf(g) && (want < 0) == (g < 0))) {
             ++rep.lse_bad;
             note(r, h, -1, g, want, "mismatch");
           }
-        } else if (std::isnan(g) || std::abs(g - want) > tol.lse_atol) {
+        } else if (std::abs(g - want) > tol.lse_atol) {
           ++rep.lse_bad;
-          if (!std::isnan(g)) {
-            rep.max_lse_err = std::max(rep.max_lse_err, std::abs(g - want));
-          }
-          note(r, h, -1, g, want, std::isnan(g) ? "nan" : "mismatch");
+          rep.max_lse_err = std::max(rep.max_lse_err, std::abs(g - want));
+          note(r, h, -1, g, want, "mismatch");
         } else {
           rep.max_lse_err = std::max(rep.max_lse_err, std::abs(g - want));
         }

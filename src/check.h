@@ -50,7 +50,8 @@ struct CheckReport {
 inline constexpr int kMaxListedMismatches = 8;
 
 // Compare `out` ([rows, heads, head_dim], the problem's dtype) and optionally `lse` ([rows, heads])
-// with the reference, over the rows the reference computed.
+// with the reference, over the rows the reference computed. Throws InputError when out or lse
+// does not hold exactly the reference's number of elements.
 [[nodiscard]] CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
                                        const ReferenceResult& ref, const Tolerance& tol);
 

@@ -1,11 +1,33 @@
 // attn-tune: wires the subcommands together and turns errors into exit codes (README.md).
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "build_info.h"
 #include "src/commands.h"
 #include "src/errors.h"
+
+namespace {
+// CLI11 checks require_subcommand before it complains about leftover arguments, so a mistyped
+// subcommand or a root-level flag it does not know would only say "A subcommand is required".
+// Name the first argument it could not place instead, with the subcommands it would accept.
+std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
+  const std::vector<std::string> left = app.remaining();
+  if (!app.get_subcommands().empty() || left.empty()) {
+    return e.what();
+  }
+  const std::string& arg = left.front();
+  if (arg.rfind('-', 0) == 0) {
+    return "unknown option '" + arg + "'";
+  }
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return "unknown subcommand '" + arg + "' (expected one of: " + names + ")";
+}
+} // namespace
 
 int main(int argc, char** argv) {
   using namespace attn;
@@ -23,7 +45,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "attn-tune: error: %s (see attn-tune --help)\n", e.what());
+    std::fprintf(stderr, "attn-tune: error: %s (see attn-tune --help)\n",
+                 parse_error_message(app, e).c_str());
     return kExitUsage;
   }
   for (auto& c : commands) {

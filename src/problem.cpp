@@ -51,7 +51,7 @@ void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const G
   std::vector<int> nblocks(k_lens.size());
   int max_blocks = 0;
   for (std::size_t b = 0; b < k_lens.size(); ++b) {
-    nblocks[b] = (k_lens[b] + bs - 1) / bs;
+    nblocks[b] = int((int64_t(k_lens[b]) + bs - 1) / bs);
     max_blocks = std::max(max_blocks, nblocks[b]);
   }
   // Prefix sharing: every sequence starts with the same physical blocks as sequence 0, over the
@@ -286,13 +286,14 @@ void Problem::validate() const {
   expect_shape("key_cache", key_cache, {num_blocks, p.num_kv_heads, p.block_size, p.head_dim});
   expect_shape("value_cache", value_cache, {num_blocks, p.num_kv_heads, p.block_size, p.head_dim});
   for (int b = 0; b < batch; ++b) {
-    const int used = (k_len(b) + p.block_size - 1) / p.block_size;
+    // In 64 bits: a k_len near INT_MAX would wrap to a negative block count and pass.
+    const int64_t used = (int64_t(k_len(b)) + p.block_size - 1) / p.block_size;
     if (used > max_blocks_per_seq) {
       bad("block table of sequence " + std::to_string(b) + " has " +
           std::to_string(max_blocks_per_seq) + " entries, too short for its " +
           std::to_string(k_len(b)) + " keys (needs " + std::to_string(used) + ")");
     }
-    for (int i = 0; i < used; ++i) {
+    for (int i = 0; i < int(used); ++i) {
       const int32_t blk = block_tables[std::size_t(b) * max_blocks_per_seq + i];
       if (blk < 0 || blk >= num_blocks) {
         bad("block_tables[" + std::to_string(b) + "][" + std::to_string(i) + "] = " +

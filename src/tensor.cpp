@@ -13,7 +13,9 @@ std::string HostTensor::shape_string() const {
 }
 
 void poison(HostTensor& t) {
-  const auto n = std::size_t(t.numel());
+  // Count what is allocated, not numel(): a default-constructed tensor has shape [] (numel 1)
+  // but no bytes, and poisoning it must not write through a null pointer.
+  const std::size_t n = t.data.size() / dtype_size(t.dtype);
   if (t.dtype == DType::f32) {
     auto* p = static_cast<uint32_t*>(t.raw());
     std::fill(p, p + n, kPoisonF32);

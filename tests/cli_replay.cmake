@@ -105,6 +105,21 @@ else()
                          FIXTURES_REQUIRED "replay_dumps;replay_saved_${name}" LABELS "cli")
   endforeach()
 
+  # The CPU backend on the same dumps: its answer and the file's both match the reference.
+  foreach(name ${REPLAY_GOOD})
+    attn_cli_test(NAME replay.cpu.${name} EXIT 0
+                  REGEX "cpu (decode_v1|prefill).* vs reference: MATCH.* bad=0 "
+                  ARGS replay ${REPLAY_DUMPS}/${name}.safetensors --backend cpu --threads 2)
+    set_tests_properties(cli.replay.cpu.${name} PROPERTIES FIXTURES_REQUIRED replay_dumps)
+  endforeach()
+  foreach(name decode_defaults_fp32 decode_gqa_scale_softcap_fp16 decode_mqa_window_left_bf16)
+    attn_cli_test(NAME replay.cpu_v2.${name} EXIT 0
+                  REGEX "cpu decode_v2.partition=256,split=0. vs reference: MATCH.* bad=0 "
+                  ARGS replay ${REPLAY_DUMPS}/${name}.safetensors --backend cpu --threads 2
+                       --config "{\"family\":\"decode_v2\",\"params\":{\"partition\":256,\"split\":0}}")
+    set_tests_properties(cli.replay.cpu_v2.${name} PROPERTIES FIXTURES_REQUIRED replay_dumps)
+  endforeach()
+
   # A file without `out`: the reference's figures, exit 0.
   attn_cli_test(NAME replay.no_out EXIT 0
                 REGEX "file holds no out.*reference: out rms=.*; 16 .row, head. pairs see no key"
