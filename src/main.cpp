@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("attn-tune ") + ATTN_VERSION + " (" +
                                         ATTN_GIT_HASH + ")");
   app.require_subcommand(1);
-  std::vector<Command> commands = {setup_devices(app)};
+  std::vector<Command> commands = {setup_devices(app), setup_sweep(app), setup_table(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
