@@ -94,8 +94,10 @@ std::string record_key(const std::string& workload_key, const std::string& confi
 
 // The device fields a resumed sweep must share with the one that started the file.
 bool same_device(const json& a, const json& b) {
-  return a.value("backend", "") == b.value("backend", "") && a.value("name", "") == b.value("name", "") &&
-         a.value("uuid", "") == b.value("uuid", "");
+  // CPU worker threads change the timings as much as the device does.
+  return a.value("backend", "") == b.value("backend", "") &&
+         a.value("name", "") == b.value("name", "") && a.value("uuid", "") == b.value("uuid", "") &&
+         a.value("threads", 0) == b.value("threads", 0);
 }
 
 Problem make_problem(const Workload& w, double pool_factor, uint64_t seed) {
@@ -248,8 +250,11 @@ SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt
                        "' (hash " + prof.hash + "); --resume needs the same profile");
     }
     if (!same_device(h.value("device", json::object()), dev.to_json())) {
-      throw InputError(results + " was measured on " + h["device"].value("name", "?") +
-                       ", not on " + dev.name + "; --resume needs the same device");
+      throw InputError(results + " was measured on " + h["device"].value("name", "?") + " (" +
+                       h["device"].value("id", "?") + ", " +
+                       std::to_string(h["device"].value("threads", 0)) + " threads), not on " +
+                       dev.name + " (" + dev.id + ", " + std::to_string(dev.threads) +
+                       " threads); --resume needs the same device and --threads");
     }
     if (h.value("seed", uint64_t(0)) != opt.seed) {
       throw InputError(results + " was made with --seed " +
