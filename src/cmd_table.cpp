@@ -59,14 +59,15 @@ void warn_if_other_device(const nlohmann::json& table, const std::string& spec) 
   const auto& td = table.at("provenance").at("device");
   const auto cur = current_device(spec);
   if (!cur) {
-    std::fprintf(stderr, "attn-tune: warning: device '%s' is not on this machine; cannot tell "
-                         "whether the table (measured on %s) fits it\n",
+    std::fprintf(stderr,
+                 "attn-tune: warning: device '%s' is not on this machine; cannot tell "
+                 "whether the table (measured on %s) fits it\n",
                  spec.c_str(), td.value("name", "?").c_str());
     return;
   }
-  const bool same = td.value("backend", "") == cur->backend && td.value("name", "") == cur->name &&
-                    (cur->uuid.empty() || td.value("uuid", "").empty() ||
-                     td.value("uuid", "") == cur->uuid);
+  const bool same =
+      td.value("backend", "") == cur->backend && td.value("name", "") == cur->name &&
+      (cur->uuid.empty() || td.value("uuid", "").empty() || td.value("uuid", "") == cur->uuid);
   if (!same) {
     std::fprintf(stderr,
                  "attn-tune: warning: this table was measured on %s (%s), not on this machine's "
@@ -116,9 +117,12 @@ int run_lookup(const TableCliOptions& o) {
                  c.point.at("dtype").get<std::string>().c_str(), c.distance);
   }
   if (o.json) {
-    nlohmann::json j = {{"family", c.family},          {"config", c.config},
-                        {"exact_point", c.exact_point}, {"distance", c.distance},
-                        {"measured_context", c.measured_context}, {"point", c.point}};
+    nlohmann::json j = {{"family", c.family},
+                        {"config", c.config},
+                        {"exact_point", c.exact_point},
+                        {"distance", c.distance},
+                        {"measured_context", c.measured_context},
+                        {"point", c.point}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s %s\n", c.family.c_str(), c.config_key.c_str());
@@ -137,13 +141,21 @@ Command setup_table(CLI::App& root) {
   show->add_flag("--json", opt->json, "Print the table itself (pretty JSON)");
   CLI::App* lk = sub->add_subcommand("lookup", "v1 or v2, and the configuration, for one call");
   lk->add_option("FILE", opt->file, "threshold_table.json")->required();
-  lk->add_option("--batch", opt->q.batch, "Sequences in the batch")->required()->check(CLI::PositiveNumber);
+  lk->add_option("--batch", opt->q.batch, "Sequences in the batch")
+      ->required()
+      ->check(CLI::PositiveNumber);
   lk->add_option("--context-len", opt->q.context_len, "Longest context length")
       ->required()
       ->check(CLI::PositiveNumber);
-  lk->add_option("--num-heads", opt->q.num_heads, "Query heads")->required()->check(CLI::PositiveNumber);
-  lk->add_option("--num-kv-heads", opt->q.num_kv_heads, "KV heads")->required()->check(CLI::PositiveNumber);
-  lk->add_option("--head-dim", opt->q.head_dim, "Head dimension")->required()->check(CLI::PositiveNumber);
+  lk->add_option("--num-heads", opt->q.num_heads, "Query heads")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  lk->add_option("--num-kv-heads", opt->q.num_kv_heads, "KV heads")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  lk->add_option("--head-dim", opt->q.head_dim, "Head dimension")
+      ->required()
+      ->check(CLI::PositiveNumber);
   lk->add_option("--block-size", opt->q.block_size, "KV cache block size")
       ->required()
       ->check(CLI::PositiveNumber);
@@ -154,7 +166,8 @@ Command setup_table(CLI::App& root) {
   lk->add_option("--softcap", opt->q.softcap, "Logit softcap (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
-  lk->add_option("--device", opt->device, "Device to compare the table's with (default: GPU 0, else cpu)");
+  lk->add_option("--device", opt->device,
+                 "Device to compare the table's with (default: GPU 0, else cpu)");
   lk->add_flag("--json", opt->json, "Print the choice as JSON");
   return {sub, [opt, show, lk] {
             if (show->parsed()) {

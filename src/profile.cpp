@@ -113,8 +113,8 @@ void check_keys(const Ctx& c, const std::string& path, const json& obj,
 }
 
 PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase phase) {
-  std::set<std::string> allowed = {"batch",     "num_kv_heads", "gqa_ratio", "num_heads",
-                                   "head_dim",  "block_size",   "dtype",     "causal",
+  std::set<std::string> allowed = {"batch",       "num_kv_heads", "gqa_ratio", "num_heads",
+                                   "head_dim",    "block_size",   "dtype",     "causal",
                                    "window_left", "window_right", "softcap"};
   if (phase == Phase::decode) {
     allowed.insert("context_len");
@@ -153,14 +153,14 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
   }
   r.head_dim = get_axis<int>(c, path + ".head_dim", req("head_dim"), pos_int);
   r.block_size = get_axis<int>(c, path + ".block_size", req("block_size"), pos_int);
-  r.dtype = get_axis<DType>(c, path + ".dtype", req("dtype"),
-                            [&](const std::string& p, const json& v) { return get_dtype(c, p, v); });
-  r.causal = g.contains("causal")
-                 ? get_axis<bool>(c, path + ".causal", g["causal"],
-                                  [&](const std::string& p, const json& v) {
-                                    return get_bool(c, p, v);
-                                  })
-                 : std::vector<bool>{true};
+  r.dtype =
+      get_axis<DType>(c, path + ".dtype", req("dtype"),
+                      [&](const std::string& p, const json& v) { return get_dtype(c, p, v); });
+  r.causal =
+      g.contains("causal")
+          ? get_axis<bool>(c, path + ".causal", g["causal"],
+                           [&](const std::string& p, const json& v) { return get_bool(c, p, v); })
+          : std::vector<bool>{true};
   r.window_left = g.contains("window_left")
                       ? get_axis<int>(c, path + ".window_left", g["window_left"], window)
                       : std::vector<int>{-1};
@@ -184,10 +184,10 @@ std::vector<KernelConfig> parse_config_entry(const Ctx& c, const std::string& pa
   }
   std::vector<KernelConfig> out(1, KernelConfig{f, {}});
   for (const auto& [k, v] : e.items()) {
-    std::vector<int> values = get_axis<int>(c, path + "." + k, v,
-                                            [&](const std::string& p, const json& x) {
-                                              return get_int(c, p, x, 0, "a non-negative integer");
-                                            });
+    std::vector<int> values =
+        get_axis<int>(c, path + "." + k, v, [&](const std::string& p, const json& x) {
+          return get_int(c, p, x, 0, "a non-negative integer");
+        });
     std::vector<KernelConfig> next;
     for (const auto& base : out) {
       for (int x : values) {
@@ -246,8 +246,8 @@ Workload parse_held_out(const Ctx& c, const std::string& path, const json& h, co
   if (!grid) {
     c.fail(path + ".phase", std::string("the profile has no ") + phase_name(phase) + " grid");
   }
-  std::set<std::string> allowed = {"phase",     "batch",      "num_kv_heads", "gqa_ratio",
-                                   "num_heads", "head_dim",   "block_size",   "dtype",
+  std::set<std::string> allowed = {"phase",     "batch",       "num_kv_heads", "gqa_ratio",
+                                   "num_heads", "head_dim",    "block_size",   "dtype",
                                    "causal",    "window_left", "window_right", "softcap"};
   if (phase == Phase::decode) {
     allowed.insert("context_len");
@@ -464,9 +464,9 @@ std::optional<std::string> builtin_profile_text(const std::string& name) {
 
 Profile load_profile(const std::string& name_or_path) {
   namespace fs = std::filesystem;
-  const bool looks_like_path = name_or_path.find('/') != std::string::npos ||
-                               (name_or_path.size() > 5 &&
-                                name_or_path.substr(name_or_path.size() - 5) == ".json");
+  const bool looks_like_path =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
   std::error_code ec;
   if (looks_like_path || fs::is_regular_file(name_or_path, ec)) {
     if (!fs::is_regular_file(name_or_path, ec)) {
@@ -580,41 +580,48 @@ std::vector<Workload> expand_workloads(const Profile& p) {
         }
       }
     }
-    // When the grid gives num_heads, the ratio loop runs once with ratio 0 as a marker.
-    const std::vector<int> ratios = g.gqa_ratio.empty() ? std::vector<int>{0} : g.gqa_ratio;
-    const std::vector<int> heads = g.num_heads.empty() ? std::vector<int>{0} : g.num_heads;
-    for (DType dt : g.dtype)
-      for (int d : g.head_dim)
-        for (int bs : g.block_size)
-          for (int kvh : g.num_kv_heads)
-            for (int ratio : ratios)
-              for (int nh : heads)
-                for (bool causal : g.causal)
-                  for (int wl : g.window_left)
-                    for (int wr : g.window_right)
-                      for (double cap : g.softcap)
-                        for (int b : g.batch)
-                          for (auto [q, k] : lens) {
-                            Workload w;
-                            w.phase = phase;
-                            w.batch = b;
-                            if (phase == Phase::decode) {
-                              w.context_len = k;
-                            } else {
-                              w.q_len = q;
-                              w.k_len = k;
-                            }
-                            w.params.num_kv_heads = kvh;
-                            w.params.num_heads = ratio > 0 ? kvh * ratio : nh;
-                            w.params.head_dim = d;
-                            w.params.block_size = bs;
-                            w.params.dtype = dt;
-                            w.params.causal = causal;
-                            w.params.window_left = wl;
-                            w.params.window_right = wr;
-                            w.params.softcap = cap;
-                            out.push_back(w);
-                          }
+    // The cross product, built from the fastest-varying axis (lengths) to the slowest (dtype):
+    // each cross() makes the axis it adds vary slower than those already there.
+    Workload proto;
+    proto.phase = phase;
+    std::vector<Workload> ws;
+    for (auto [q, k] : lens) {
+      Workload w = proto;
+      (phase == Phase::decode ? w.context_len : w.k_len) = k;
+      w.q_len = phase == Phase::decode ? 0 : q;
+      ws.push_back(w);
+    }
+    auto cross = [&ws](const auto& values, const auto& set) {
+      std::vector<Workload> next;
+      for (const auto& v : values) {
+        for (Workload w : ws) {
+          set(w, v);
+          next.push_back(w);
+        }
+      }
+      ws = std::move(next);
+    };
+    cross(g.batch, [](Workload& w, int v) { w.batch = v; });
+    cross(g.softcap, [](Workload& w, double v) { w.params.softcap = v; });
+    cross(g.window_right, [](Workload& w, int v) { w.params.window_right = v; });
+    cross(g.window_left, [](Workload& w, int v) { w.params.window_left = v; });
+    cross(g.causal, [](Workload& w, bool v) { w.params.causal = v; });
+    // num_heads is either given or num_kv_heads * gqa_ratio (filled once kvh is known).
+    if (g.gqa_ratio.empty()) {
+      cross(g.num_heads, [](Workload& w, int v) { w.params.num_heads = v; });
+    } else {
+      cross(g.gqa_ratio, [](Workload& w, int v) { w.params.num_heads = v; });
+    }
+    cross(g.num_kv_heads, [&g](Workload& w, int v) {
+      w.params.num_kv_heads = v;
+      if (!g.gqa_ratio.empty()) {
+        w.params.num_heads *= v; // held the ratio until now
+      }
+    });
+    cross(g.block_size, [](Workload& w, int v) { w.params.block_size = v; });
+    cross(g.head_dim, [](Workload& w, int v) { w.params.head_dim = v; });
+    cross(g.dtype, [](Workload& w, DType v) { w.params.dtype = v; });
+    out.insert(out.end(), ws.begin(), ws.end());
   }
   // Held-out points that coincide with a grid point would leak into the fit: keep one copy,
   // flagged held out only if it is not a grid point.

@@ -245,9 +245,9 @@ SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt
       throw InputError(results + " has no header line; start a new --out folder");
     }
     if (h.value("profile_hash", "") != prof.hash) {
-      throw InputError(results + " was made with profile '" + h.value("profile", "?") +
-                       "' (hash " + h.value("profile_hash", "?") + "), not '" + prof.name +
-                       "' (hash " + prof.hash + "); --resume needs the same profile");
+      throw InputError(results + " was made with profile '" + h.value("profile", "?") + "' (hash " +
+                       h.value("profile_hash", "?") + "), not '" + prof.name + "' (hash " +
+                       prof.hash + "); --resume needs the same profile");
     }
     if (!same_device(h.value("device", json::object()), dev.to_json())) {
       throw InputError(results + " was measured on " + h["device"].value("name", "?") + " (" +
@@ -265,7 +265,8 @@ SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt
       done.insert(record_key(l.value("workload_key", ""), l.value("config_key", "")));
     }
   }
-  if (existing.truncated_tail || (fs::exists(results) && fs::file_size(results) != existing.valid_bytes)) {
+  if (existing.truncated_tail ||
+      (fs::exists(results) && fs::file_size(results) != existing.valid_bytes)) {
     fs::resize_file(results, existing.valid_bytes); // drop the half-written line
   }
   DurableAppender out(results);
@@ -342,9 +343,8 @@ SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt
     std::optional<ReferenceResult> ref;
     std::vector<int> rows;
     for (const KernelConfig* cfg : pending) {
-      json rec = {{"type", "measurement"},  {"workload_key", wkey},
-                  {"config_key", cfg->key()}, {"workload", w.to_json()},
-                  {"config", cfg->to_json()}, {"seed", seed}};
+      json rec = {{"type", "measurement"},   {"workload_key", wkey},     {"config_key", cfg->key()},
+                  {"workload", w.to_json()}, {"config", cfg->to_json()}, {"seed", seed}};
       std::string shown;
       if (auto why = be.can_run(*cfg, pr)) {
         rec["status"] = "skipped";
@@ -361,7 +361,8 @@ SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt
             rows = sample_rows(pr, prof.validation, seed);
             ref = reference_attention(pr, {opt.reference_threads, rows});
           }
-          const CheckReport rep = check_output(got.out, &got.lse, *ref, tolerance_for(w.params.dtype));
+          const CheckReport rep =
+              check_output(got.out, &got.lse, *ref, tolerance_for(w.params.dtype));
           rec["check"] = {{"pass", rep.pass},
                           {"rows_checked", rows.empty() ? pr.num_rows() : int(rows.size())},
                           {"rows_total", pr.num_rows()},

@@ -54,8 +54,8 @@ struct SweepSummary {
 // newline (a measurement killed mid-write) is ignored and reported through `valid_bytes`, the
 // length of the file's valid prefix. Throws InputError on a corrupt complete line.
 struct ResultsFile {
-  nlohmann::json header;                  // null when the file is empty
-  std::vector<nlohmann::json> lines;      // measurement records
+  nlohmann::json header;             // null when the file is empty
+  std::vector<nlohmann::json> lines; // measurement records
   std::size_t valid_bytes = 0;
   bool truncated_tail = false;
 };

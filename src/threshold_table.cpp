@@ -260,7 +260,9 @@ json config_json(const KernelConfig& c) {
   return j;
 }
 
-json timed(const KernelConfig& c, double s) { return {{"config", config_json(c)}, {"median_s", s}}; }
+json timed(const KernelConfig& c, double s) {
+  return {{"config", config_json(c)}, {"median_s", s}};
+}
 
 // Everything measured on one decode workload.
 struct WorkloadBest {
@@ -446,7 +448,9 @@ nlohmann::json build_threshold_table(const std::vector<MeasurementRecord>& recor
       return KernelConfig::from_json(reader.lookup(query_of((*ws)[i]->w)).config);
     };
   };
-  const Rule fitted = [&fit](const DecodePoint& p) { return RuleChoice{fit.uses_v2(p), fit.partition}; };
+  const Rule fitted = [&fit](const DecodePoint& p) {
+    return RuleChoice{fit.uses_v2(p), fit.partition};
+  };
   json regret;
   for (const auto& [name, pts, ws] :
        {std::tuple{"sweep", &sweep_pts, &sweep_w}, std::tuple{"held_out", &held_pts, &held_w}}) {
@@ -543,8 +547,8 @@ std::string describe_table(const nlohmann::json& t) {
   s << "tool:     attn-tune " << pv.at("tool").value("version", "?") << " ("
     << pv.at("tool").value("git_hash", "?") << "), kernels sha256 "
     << pv.value("kernel_sources_sha256", "?").substr(0, 16) << "\n";
-  s << "made:     " << pv.value("created_utc", "?") << ", timing: " << pv.value("timing_method", "?")
-    << "\n";
+  s << "made:     " << pv.value("created_utc", "?")
+    << ", timing: " << pv.value("timing_method", "?") << "\n";
   const json& c = t.at("measurement_counts");
   s << "measured: " << c.value("ok", 0) << " timed, " << c.value("failed", 0)
     << " failed validation, " << c.value("skipped", 0) << " skipped (cannot run), "
@@ -584,12 +588,13 @@ std::string describe_table(const nlohmann::json& t) {
       s << " non-causal";
     }
     const json& f = p.at("v2_from");
-    s << ": v2 " << (f.is_string() ? f.get<std::string>() : "from ctx " + std::to_string(f.get<int>()))
+    s << ": v2 "
+      << (f.is_string() ? f.get<std::string>() : "from ctx " + std::to_string(f.get<int>()))
       << "\n";
     for (const auto& m : p.at("measured")) {
-      s << "      ctx " << m.at("context_len").get<int>() << ": v1 " << fmt_us(m.at("v1")) << " us, v2 "
-        << fmt_us(m.at("v2")) << " us, best " << m.at("best").at("config").at("key").get<std::string>()
-        << "\n";
+      s << "      ctx " << m.at("context_len").get<int>() << ": v1 " << fmt_us(m.at("v1"))
+        << " us, v2 " << fmt_us(m.at("v2")) << " us, best "
+        << m.at("best").at("config").at("key").get<std::string>() << "\n";
     }
   }
   if (!t.at("prefill").empty()) {

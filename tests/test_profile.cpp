@@ -108,8 +108,9 @@ TEST(Profile, ErrorsNameTheKeyPath) {
             "profile t: timing.warmup: expected a non-negative integer, got \"3\"");
   EXPECT_NE(error_of(base_with("/timing/speed", 3)).find("timing.speed: unknown key"),
             std::string::npos);
-  EXPECT_NE(error_of(base_with("/configs/decode_v3", "auto")).find("configs.decode_v3: unknown key"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(base_with("/configs/decode_v3", "auto")).find("configs.decode_v3: unknown key"),
+      std::string::npos);
   EXPECT_EQ(error_of(base_with("/configs/decode_v2", json::array({{{"partition", "big"}}}))),
             "profile t: configs.decode_v2[0].partition: expected a non-negative integer, got "
             "\"big\"");
@@ -118,7 +119,8 @@ TEST(Profile, ErrorsNameTheKeyPath) {
             "\"fast\"");
   EXPECT_EQ(error_of(base_with("/held_out", json::array({{{"context_len", 1.5}}}))),
             "profile t: held_out[0].context_len: expected a positive integer, got 1.5");
-  EXPECT_NE(error_of(base_with("/held_out", json::array({{{"q_len", 4}}}))).find("held_out[0].q_len: unknown key"),
+  EXPECT_NE(error_of(base_with("/held_out", json::array({{{"q_len", 4}}})))
+                .find("held_out[0].q_len: unknown key"),
             std::string::npos);
   EXPECT_EQ(error_of(base_with("/decode/num_heads", {8})),
             "profile t: decode: give exactly one of gqa_ratio and num_heads");
@@ -134,7 +136,8 @@ TEST(Profile, ErrorsNameTheKeyPath) {
   EXPECT_EQ(error_of(json::array()), "profile t: (top level): expected an object, got []");
   json no_grid = json::parse(kBase);
   no_grid.erase("decode");
-  EXPECT_NE(error_of(no_grid).find("needs a decode grid, a prefill grid or both"), std::string::npos);
+  EXPECT_NE(error_of(no_grid).find("needs a decode grid, a prefill grid or both"),
+            std::string::npos);
 }
 
 TEST(Profile, LoadErrorsNameTheFileOrListTheNames) {
@@ -164,9 +167,9 @@ TEST(Profile, LoadErrorsNameTheFileOrListTheNames) {
 TEST(Profile, ExpandsTheGridInAStableOrder) {
   json j = json::parse(kBase);
   j["decode"]["window_left"] = {-1, 128};
-  j["prefill"] = {{"batch", 2},           {"q_len", {16, 64}}, {"k_len", {32, 64}},
-                  {"num_kv_heads", 1},    {"num_heads", 4},    {"head_dim", 32},
-                  {"block_size", 16},     {"dtype", "bf16"},   {"causal", {true, false}}};
+  j["prefill"] = {{"batch", 2},        {"q_len", {16, 64}}, {"k_len", {32, 64}},
+                  {"num_kv_heads", 1}, {"num_heads", 4},    {"head_dim", 32},
+                  {"block_size", 16},  {"dtype", "bf16"},   {"causal", {true, false}}};
   j["held_out"] = {{{"batch", 2}, {"context_len", 100}},
                    {{"batch", 4}, {"context_len", 64}}, // a grid point: not held out
                    {{"phase", "prefill"}, {"q_len", 8}, {"k_len", 8}}};
@@ -197,8 +200,9 @@ TEST(Profile, ExpandsTheGridInAStableOrder) {
 
 TEST(Profile, ConfigListsCrossTheirValues) {
   json j = json::parse(kBase);
-  j["configs"] = {{"decode_v2", {{{"partition", {256, 512}}, {"split", {0, 1}}},
-                                 {{"partition", 256}, {"split", 0}}}}}; // duplicate dropped
+  j["configs"] = {{"decode_v2",
+                   {{{"partition", {256, 512}}, {"split", {0, 1}}},
+                    {{"partition", 256}, {"split", 0}}}}}; // duplicate dropped
   const Profile p = parse_profile(j, "profile t");
   ASSERT_EQ(p.configs.at(Family::decode_v2).size(), 4u);
   EXPECT_EQ(p.configs.at(Family::decode_v2)[0].key(), "decode_v2[partition=256,split=0]");

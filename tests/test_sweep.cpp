@@ -49,7 +49,8 @@ struct Counters {
 class FormulaRun : public PreparedRun {
 public:
   FormulaRun(const Problem& pr, KernelConfig c, Counters& n) : pr_(pr), cfg_(std::move(c)), n_(n) {
-    out_.out = HostTensor(pr.params.dtype, {pr.num_rows(), pr.params.num_heads, pr.params.head_dim});
+    out_.out =
+        HostTensor(pr.params.dtype, {pr.num_rows(), pr.params.num_heads, pr.params.head_dim});
     out_.lse.assign(std::size_t(pr.num_rows()) * pr.params.num_heads, 0.0f);
   }
   void poison_outputs() override {
@@ -103,7 +104,8 @@ public:
             }
           }
           for (int d = 0; d < D; ++d) {
-            out_.out.set((std::size_t(row) * H + h) * D + d, l > 0 ? acc[std::size_t(d)] / l : 0.0f);
+            out_.out.set((std::size_t(row) * H + h) * D + d,
+                         l > 0 ? acc[std::size_t(d)] / l : 0.0f);
           }
           out_.lse[std::size_t(row) * H + h] =
               l > 0 ? m + std::log(l) : -std::numeric_limits<float>::infinity();
@@ -183,7 +185,8 @@ const char* kProfile = R"({
 })";
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("attn_test_sweep_" + name + "_" + std::to_string(::getpid()));
+  fs::path d =
+      fs::temp_directory_path() / ("attn_test_sweep_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   return d;
 }
@@ -355,8 +358,10 @@ TEST(Sweep, ReadsResultsWithATruncatedTail) {
   const fs::path f = dir / "results.jsonl";
   {
     std::ofstream o(f, std::ios::binary);
-    o << R"({"type":"header","schema":"attn-tune/results","version":1})" << "\n"
-      << R"({"type":"measurement","workload_key":"a","config_key":"b"})" << "\n"
+    o << R"({"type":"header","schema":"attn-tune/results","version":1})"
+      << "\n"
+      << R"({"type":"measurement","workload_key":"a","config_key":"b"})"
+      << "\n"
       << R"({"type":"measurem)";
   }
   const ResultsFile r = read_results(f.string());

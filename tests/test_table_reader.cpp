@@ -66,8 +66,11 @@ json make_fixture() {
   add(32, 1, 20000, -1, true);
   const json prov = {
       {"device",
-       {{"backend", "cuda"}, {"id", "cuda:0"}, {"name", "Synthetic fixture GPU"},
-        {"uuid", "GPU-00000000-0000-0000-0000-000000000000"}, {"sm_count", 16},
+       {{"backend", "cuda"},
+        {"id", "cuda:0"},
+        {"name", "Synthetic fixture GPU"},
+        {"uuid", "GPU-00000000-0000-0000-0000-000000000000"},
+        {"sm_count", 16},
         {"compute_capability", "9.0"}}},
       {"tool", {{"name", "attn-tune"}, {"version", "fixture"}, {"git_hash", "fixture"}}},
       {"kernel_sources_sha256", std::string(64, '0')},

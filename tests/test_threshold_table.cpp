@@ -99,7 +99,8 @@ TEST(RuleFit, RecoversTheGeneratingRule) {
   EXPECT_GE(f.k, hi_v1);
   EXPECT_LT(f.k, lo_v2);
   for (const auto& p : pts) {
-    EXPECT_EQ(f.uses_v2(p), p.best_s < 1.0) << p.batch << " " << p.num_kv_heads << " " << p.context_len;
+    EXPECT_EQ(f.uses_v2(p), p.best_s < 1.0)
+        << p.batch << " " << p.num_kv_heads << " " << p.context_len;
   }
   // Every (definition, partition) was tried: 4 definitions x 2 partitions.
   EXPECT_EQ(all.size(), 8u);
@@ -125,16 +126,18 @@ TEST(RuleFit, MinimisesTotalRegretOnNoisyData) {
     p.best_s = std::min(v1, v2);
     pts.push_back(p);
   };
-  add(1024, 1.0, 2.0);  // tiles 2: v2 would cost +100%
-  add(2048, 2.0, 1.0);  // tiles 4: v1 would cost +100%
-  add(4096, 1.0, 1.1);  // tiles 8: v2 costs +10%
-  add(8192, 4.0, 1.0);  // tiles 16: v1 costs +300%
+  add(1024, 1.0, 2.0); // tiles 2: v2 would cost +100%
+  add(2048, 2.0, 1.0); // tiles 4: v1 would cost +100%
+  add(4096, 1.0, 1.1); // tiles 8: v2 costs +10%
+  add(8192, 4.0, 1.0); // tiles 16: v1 costs +300%
   const RuleFit f = fit_rule(pts, 1);
   // The best threshold is between 2 and 4 (regret 0.1, from the point at 8).
   EXPECT_NEAR(f.total_regret, 0.1, 1e-12);
   EXPECT_GT(f.k, 2.0);
   EXPECT_LT(f.k, 4.0);
-  const Regret r = regret_of(pts, [&](const DecodePoint& p) { return RuleChoice{f.uses_v2(p), 512}; });
+  const Regret r = regret_of(pts, [&](const DecodePoint& p) {
+    return RuleChoice{f.uses_v2(p), 512};
+  });
   EXPECT_NEAR(r.mean, 0.1 / 4, 1e-12);
   EXPECT_NEAR(r.worst, 0.1, 1e-12);
   EXPECT_EQ(r.points, 4);
@@ -255,8 +258,11 @@ TEST(ThresholdTable, ShowExplainsTheTable) {
   const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};
   std::vector<MeasurementRecord> rs = {rec(1, 512, 8, v1, 1.0), rec(1, 512, 8, v2, 2.0),
                                        rec(1, 4096, 8, v1, 4.0), rec(1, 4096, 8, v2, 2.0)};
-  const json prov = {{"device", {{"name", "Synthetic GPU"}, {"id", "cuda:0"}, {"sm_count", 16},
-                                 {"compute_capability", "9.0"}}},
+  const json prov = {{"device",
+                      {{"name", "Synthetic GPU"},
+                       {"id", "cuda:0"},
+                       {"sm_count", 16},
+                       {"compute_capability", "9.0"}}},
                      {"profile", {{"name", "p"}, {"hash", "0123"}}},
                      {"tool", {{"version", "0.1.0"}, {"git_hash", "abc"}}},
                      {"kernel_sources_sha256", std::string(64, 'f')},

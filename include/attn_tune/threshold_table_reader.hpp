@@ -37,13 +37,13 @@ struct Query {
 };
 
 struct Choice {
-  std::string family;        // "decode_v1" or "decode_v2"
-  nlohmann::json config;     // {"family": ..., "params": {...}, "key": "..."}
-  std::string config_key;    // "decode_v2[partition=512]"
-  bool exact_point = false;  // the table has a point with exactly the query's shape and mask
-  double distance = 0.0;     // the nearest point's distance (0 for an exact point)
-  int measured_context = 0;  // the context length whose best configuration was taken
-  nlohmann::json point;      // the table point used (without its measurements)
+  std::string family;       // "decode_v1" or "decode_v2"
+  nlohmann::json config;    // {"family": ..., "params": {...}, "key": "..."}
+  std::string config_key;   // "decode_v2[partition=512]"
+  bool exact_point = false; // the table has a point with exactly the query's shape and mask
+  double distance = 0.0;    // the nearest point's distance (0 for an exact point)
+  int measured_context = 0; // the context length whose best configuration was taken
+  nlohmann::json point;     // the table point used (without its measurements)
 };
 
 class ThresholdTableReader {
