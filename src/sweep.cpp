@@ -339,7 +339,28 @@ SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt
       continue;
     }
     const uint64_t seed = workload_seed(opt.seed, w);
-    const Problem pr = make_problem(w, prof.pool_factor, seed);
+    Problem pr;
+    try {
+      pr = make_problem(w, prof.pool_factor, seed);
+    } catch (const std::exception& e) {
+      // A workload too large for host memory is a finding about the profile, not a reason to
+      // lose the rest of the sweep: record it against each of its configurations.
+      for (const KernelConfig* cfg : pending) {
+        out.append({{"type", "measurement"},
+                    {"workload_key", wkey},
+                    {"config_key", cfg->key()},
+                    {"workload", w.to_json()},
+                    {"config", cfg->to_json()},
+                    {"seed", seed},
+                    {"status", "error"},
+                    {"reason", std::string("cannot build the problem: ") + e.what()}});
+        ++sum.errors;
+        ++finished;
+        ++new_done;
+        progress("ERROR cannot build the problem", wkey + " " + cfg->key());
+      }
+      continue;
+    }
     std::optional<ReferenceResult> ref;
     std::vector<int> rows;
     for (const KernelConfig* cfg : pending) {
