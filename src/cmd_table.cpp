@@ -84,10 +84,11 @@ int run_show(const TableCliOptions& o) {
     return kExitOk;
   }
   try {
-    std::printf("%s", describe_table(t.json()).c_str());
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError("'" + o.file + "' is missing table fields (" + e.what() + ")");
+    validate_table(t.json());
+  } catch (const InputError& e) {
+    throw InputError("'" + o.file + "': " + e.what());
   }
+  std::printf("%s", describe_table(t.json()).c_str());
   return kExitOk;
 }
 

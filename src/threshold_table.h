@@ -109,6 +109,10 @@ struct Regret {
 [[nodiscard]] nlohmann::json build_threshold_table(const std::vector<MeasurementRecord>& records,
                                                    const nlohmann::json& provenance, int sm_count);
 
+// Checks a table against the version-1 schema of docs/threshold-table.md; throws InputError
+// naming the first missing or mistyped field ("decode[3].measured[0].best.median_s: ...").
+void validate_table(const nlohmann::json& table);
+
 // Writes `j` to `path` atomically (temporary file in the same folder, fsync, rename).
 void write_json_atomically(const std::string& path, const nlohmann::json& j);
 

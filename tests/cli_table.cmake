@@ -30,6 +30,11 @@ attn_cli_test(NAME table_show_missing_file EXIT 2 REGEX "cannot read threshold t
 attn_cli_test(NAME table_show_not_a_table EXIT 2 REGEX "not an attn-tune threshold table"
               ARGS table show ${PROJECT_SOURCE_DIR}/profiles/quick.json)
 
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json
+     "{\"schema\": \"attn-tune/threshold-table\", \"version\": 1, \"decode\": []}\n")
+attn_cli_test(NAME table_show_incomplete EXIT 2 REGEX "threshold table: provenance: missing"
+              ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json)
+
 find_package(Python3 COMPONENTS Interpreter QUIET)
 if(Python3_Interpreter_FOUND)
   add_test(NAME python.table_reader

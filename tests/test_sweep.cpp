@@ -241,7 +241,7 @@ TEST(Sweep, RecordsEveryMeasurementAndBuildsTheTable) {
   // batch 1, kvh 1: v1 = ctx, v2(16) = ceil(ctx/16/8)*16 + 2 -> v1 at 16, v2 from 48.
   const json t = json::parse(std::ifstream(s.table_path));
   EXPECT_EQ(without_date(t), without_date(s.table));
-  EXPECT_EQ(t["schema"], "attn-tune/threshold-table");
+  EXPECT_NO_THROW(validate_table(t));
   ASSERT_EQ(t["decode"].size(), 4u); // (batch, kvh) shape points
   for (const auto& p : t["decode"]) {
     if (p["batch"] == 1 && p["num_kv_heads"] == 1) {
@@ -393,6 +393,7 @@ TEST(Sweep, QuickProfileEndToEndOnTheCpuBackend) {
   EXPECT_EQ(s.errors, 0);
   EXPECT_GT(s.ok, 0);
   const json t = json::parse(std::ifstream(s.table_path));
+  EXPECT_NO_THROW(validate_table(t));
   const attn_tune::ThresholdTableReader reader(t);
   ASSERT_FALSE(t["decode"].empty());
   // Lookup agrees with the measurements at every measured point: the family follows the

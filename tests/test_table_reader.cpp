@@ -89,6 +89,7 @@ TEST(TableReader, FixtureIsWhatTheBuilderMakes) {
   std::ifstream f(kFixture);
   ASSERT_TRUE(f) << kFixture;
   // Compare after a round trip through text so that doubles print the same way.
+  EXPECT_NO_THROW(validate_table(fresh));
   EXPECT_EQ(json::parse(f), json::parse(fresh.dump(1)))
       << "regenerate with ATTN_WRITE_FIXTURE=" << kFixture;
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "src/errors.h"
 #include "src/threshold_table.h"
 
 namespace attn {
@@ -225,6 +226,31 @@ TEST(ThresholdTable, BuildsPointsBestConfigsAndRegret) {
   EXPECT_EQ(t["schema"], "attn-tune/threshold-table");
   EXPECT_EQ(t["version"], 1);
   EXPECT_EQ(t["measurement_counts"]["failed"], 1);
+  json full = t;
+  full["provenance"] = {
+      {"device", {{"name", "synthetic"}}},     {"tool", {{"version", "v"}, {"git_hash", "g"}}},
+      {"kernel_sources_sha256", "0"},          {"profile", {{"name", "p"}, {"hash", "h"}}},
+      {"created_utc", "2026-01-01T00:00:00Z"}, {"timing_method", "synthetic"}};
+  EXPECT_NO_THROW(validate_table(full));
+  json broken = full;
+  broken["decode"][1]["measured"][2]["best"].erase("median_s");
+  try {
+    validate_table(broken);
+    FAIL() << "a missing field must be reported";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "threshold table: decode[1].measured[2].best.median_s: missing");
+  }
+  broken = full;
+  broken["decode"][0]["v2_from"] = "sometimes";
+  EXPECT_THROW(validate_table(broken), InputError);
+  broken = full;
+  broken["regret"]["held_out"]["vllm"]["mean"] = "low";
+  try {
+    validate_table(broken);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "threshold table: regret.held_out.vllm.mean: expected a number");
+  }
   ASSERT_EQ(t["decode"].size(), 2u);
   const json* b1 = nullptr;
   const json* b64 = nullptr;
