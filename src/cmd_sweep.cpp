@@ -59,6 +59,11 @@ int run_sweep_cmd(const SweepCliOptions& o) {
   so.progress_tty = ::isatty(STDERR_FILENO) != 0;
   std::printf("sweep: profile %s (hash %s) on %s (%s), results in %s\n", prof.name.c_str(),
               prof.hash.c_str(), dev.name.c_str(), dev.id.c_str(), so.out_dir.c_str());
+  if (dev.backend == "cpu" && prof.name == "default") {
+    // The default grid is sized for a GPU; say so before the ETA does.
+    std::printf("sweep: note: the default profile's GPU-sized shapes take hours on a CPU; "
+                "--profile quick finishes in seconds\n");
+  }
   std::fflush(stdout);
   const SweepSummary s = run_sweep(*be, prof, so);
   const auto& c = s.table.at("measurement_counts");
