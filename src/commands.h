@@ -14,6 +14,8 @@ struct Command {
 
 Command setup_devices(CLI::App& root);
 Command setup_replay(CLI::App& root);
+Command setup_sweep(CLI::App& root);
+Command setup_table(CLI::App& root);
 Command setup_verify(CLI::App& root);
 
 } // namespace attn

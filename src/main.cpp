@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("attn-tune ") + ATTN_VERSION + " (" +
                                         ATTN_GIT_HASH + ")");
   app.require_subcommand(1);
-  std::vector<Command> commands = {setup_devices(app), setup_replay(app), setup_verify(app)};
+  std::vector<Command> commands = {setup_sweep(app), setup_verify(app), setup_replay(app),
+                                   setup_table(app), setup_devices(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

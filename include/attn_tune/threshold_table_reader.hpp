@@ -1,0 +1,164 @@
+// Header-only reader of attn-tune threshold tables (docs/threshold-table.md): an engine includes
+// this file (it needs only nlohmann/json) to pick decode v1 or v2 and its configuration.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace attn_tune {
+
+inline constexpr int kTableSchemaVersion = 1;
+inline constexpr const char* kTableSchemaName = "attn-tune/threshold-table";
+// Distance penalty for a differing dtype or mask: larger than any realistic sum of log2 ratios,
+// so the nearest point always shares dtype and mask when the table has one that does.
+inline constexpr double kCategoryPenalty = 64.0;
+// Distances closer than this count as ties, broken by table order (so readers agree exactly).
+inline constexpr double kTieEpsilon = 1e-9;
+
+// One decode call as an engine sees it.
+struct Query {
+  int batch = 1;
+  int context_len = 1;
+  int num_heads = 1;
+  int num_kv_heads = 1;
+  int head_dim = 128;
+  int block_size = 16;
+  std::string dtype = "fp16"; // "fp32", "fp16" or "bf16"
+  bool causal = true;
+  int window_left = -1;
+  int window_right = -1;
+  double softcap = 0.0;
+};
+
+struct Choice {
+  std::string family;       // "decode_v1" or "decode_v2"
+  nlohmann::json config;    // {"family": ..., "params": {...}, "key": "..."}
+  std::string config_key;   // "decode_v2[partition=512]"
+  bool exact_point = false; // the table has a point with exactly the query's shape and mask
+  double distance = 0.0;    // the nearest point's distance (0 for an exact point)
+  int measured_context = 0; // the context length whose best configuration was taken
+  nlohmann::json point;     // the table point used (without its measurements)
+};
+
+class ThresholdTableReader {
+public:
+  explicit ThresholdTableReader(nlohmann::json table) : t_(std::move(table)) {
+    if (!t_.is_object() || t_.value("schema", "") != kTableSchemaName) {
+      throw std::runtime_error("not an attn-tune threshold table (schema is not \"" +
+                               std::string(kTableSchemaName) + "\")");
+    }
+    if (!t_.contains("version") || !t_["version"].is_number_integer() ||
+        t_["version"].get<int>() != kTableSchemaVersion) {
+      throw std::runtime_error("unsupported threshold table version (this reader reads " +
+                               std::to_string(kTableSchemaVersion) + ")");
+    }
+    if (!t_.contains("decode") || !t_["decode"].is_array()) {
+      throw std::runtime_error("threshold table has no 'decode' list");
+    }
+  }
+
+  static ThresholdTableReader from_file(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) {
+      throw std::runtime_error("cannot read threshold table '" + path + "'");
+    }
+    return ThresholdTableReader(nlohmann::json::parse(f));
+  }
+
+  [[nodiscard]] const nlohmann::json& json() const { return t_; }
+  [[nodiscard]] const nlohmann::json& provenance() const { return t_.at("provenance"); }
+
+  // Distance between a table point and a query (docs/threshold-table.md "Lookup").
+  [[nodiscard]] static double distance(const nlohmann::json& p, const Query& q) {
+    auto lr = [](double a, double b) { return std::fabs(std::log2(a) - std::log2(b)); };
+    const double gqa_q = double(q.num_heads) / double(q.num_kv_heads);
+    double d = lr(p.at("batch").get<double>(), q.batch) +
+               lr(p.at("num_kv_heads").get<double>(), q.num_kv_heads) +
+               lr(p.at("gqa_ratio").get<double>(), gqa_q) +
+               lr(p.at("head_dim").get<double>(), q.head_dim) +
+               lr(p.at("block_size").get<double>(), q.block_size);
+    if (p.at("dtype").get<std::string>() != q.dtype) {
+      d += kCategoryPenalty;
+    }
+    if (p.at("causal").get<bool>() != q.causal || p.at("window_left").get<int>() != q.window_left ||
+        p.at("window_right").get<int>() != q.window_right ||
+        p.at("softcap").get<double>() != q.softcap) {
+      d += kCategoryPenalty;
+    }
+    return d;
+  }
+
+  // v1 or v2 and the configuration for a decode call. Throws when the table has no points.
+  [[nodiscard]] Choice lookup(const Query& q) const {
+    if (q.batch < 1 || q.context_len < 1 || q.num_heads < 1 || q.num_kv_heads < 1 ||
+        q.head_dim < 1 || q.block_size < 1) {
+      throw std::invalid_argument("lookup needs positive batch, context_len, heads, head_dim "
+                                  "and block_size");
+    }
+    const nlohmann::json& pts = t_["decode"];
+    const nlohmann::json* best = nullptr;
+    double best_d = 0.0;
+    for (const auto& p : pts) {
+      const double d = distance(p, q);
+      if (best == nullptr || d < best_d - kTieEpsilon) {
+        best = &p;
+        best_d = d;
+      }
+    }
+    if (best == nullptr) {
+      throw std::runtime_error("threshold table has no decode points");
+    }
+    const nlohmann::json& p = *best;
+    Choice c;
+    c.distance = best_d;
+    c.exact_point = best_d == 0.0;
+    c.point = p;
+    c.point.erase("measured");
+    // The family: from the crossover context length.
+    const nlohmann::json& from = p.at("v2_from");
+    bool v2 = false;
+    if (from.is_string()) {
+      v2 = from.get<std::string>() == "always";
+    } else {
+      v2 = q.context_len >= from.get<int>();
+    }
+    c.family = v2 ? "decode_v2" : "decode_v1";
+    // The configuration: that family's best at the nearest measured context length; when the
+    // family was never measured at this point, the other family's.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const char* slot = c.family == "decode_v2" ? "v2" : "v1";
+      const nlohmann::json* pick = nullptr;
+      double pick_d = 0.0;
+      for (const auto& m : p.at("measured")) {
+        if (!m.contains(slot) || m[slot].is_null()) {
+          continue;
+        }
+        const double d = std::fabs(std::log2(m.at("context_len").get<double>()) -
+                                   std::log2(double(q.context_len)));
+        if (pick == nullptr || d < pick_d - kTieEpsilon) {
+          pick = &m;
+          pick_d = d;
+        }
+      }
+      if (pick != nullptr) {
+        c.config = (*pick)[slot].at("config");
+        c.config_key = c.config.at("key").get<std::string>();
+        c.measured_context = pick->at("context_len").get<int>();
+        return c;
+      }
+      c.family = c.family == "decode_v2" ? "decode_v1" : "decode_v2";
+    }
+    throw std::runtime_error("threshold table point has no measured configuration");
+  }
+
+private:
+  nlohmann::json t_;
+};
+
+} // namespace attn_tune

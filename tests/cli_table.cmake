@@ -1,0 +1,45 @@
+# CLI tests of `attn-tune table show|lookup` on the synthetic fixture table, and the Python
+# reader's own tests, which also check that it agrees with `table lookup`.
+set(ATTN_TABLE_FIXTURE ${PROJECT_SOURCE_DIR}/python/testdata/synthetic_table.json)
+attn_cli_test(NAME table_show EXIT 0 REGEX "kvh=8 gqa=4 batch=1: v2 from ctx 2048"
+              ARGS table show ${ATTN_TABLE_FIXTURE})
+attn_cli_test(NAME table_show_json EXIT 0 REGEX "\"schema\": \"attn-tune/threshold-table\""
+              ARGS table show --json ${ATTN_TABLE_FIXTURE})
+attn_cli_test(NAME table_lookup_exact EXIT 0 REGEX "decode_v2 decode_v2\\[partition=256\\]"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 1 --context-len 2048 --num-heads 32
+                   --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
+attn_cli_test(NAME table_lookup_other_device EXIT 0
+              REGEX "warning: this table was measured on Synthetic fixture GPU"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --device cpu --batch 64 --context-len 9000
+                   --num-heads 32 --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
+attn_cli_test(NAME table_lookup_nearest EXIT 0
+              REGEX "using the nearest \\(batch=8 .*\\).*decode_v1 decode_v1\\[\\]|decode_v1 decode_v1\\[\\].*using the nearest \\(batch=8"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 6 --context-len 3000 --num-heads 32
+                   --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype float16)
+attn_cli_test(NAME table_lookup_bad_dtype EXIT 2 REGEX "unknown dtype 'fp8'"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 1 --context-len 2048 --num-heads 32
+                   --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp8)
+attn_cli_test(NAME table_lookup_bad_heads EXIT 2 REGEX "not a multiple of --num-kv-heads 8"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 1 --context-len 2048 --num-heads 12
+                   --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
+attn_cli_test(NAME table_lookup_missing_flag EXIT 2 REGEX "--dtype"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 1 --context-len 2048 --num-heads 32
+                   --num-kv-heads 8 --head-dim 128 --block-size 16)
+attn_cli_test(NAME table_show_missing_file EXIT 2 REGEX "cannot read threshold table"
+              ARGS table show /nonexistent/table.json)
+attn_cli_test(NAME table_show_not_a_table EXIT 2 REGEX "not an attn-tune threshold table"
+              ARGS table show ${PROJECT_SOURCE_DIR}/profiles/quick.json)
+
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json
+     "{\"schema\": \"attn-tune/threshold-table\", \"version\": 1, \"decode\": []}\n")
+attn_cli_test(NAME table_show_incomplete EXIT 2 REGEX "threshold table: provenance: missing"
+              ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json)
+
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME python.table_reader
+           COMMAND ${CMAKE_COMMAND} -E env ATTN_TUNE_BIN=$<TARGET_FILE:attn-tune>
+                   ${Python3_EXECUTABLE} -m unittest discover -s ${PROJECT_SOURCE_DIR}/python
+                   -p "test_*.py" -v)
+  set_tests_properties(python.table_reader PROPERTIES LABELS "unit")
+endif()
