@@ -87,13 +87,15 @@ DeviceList list_devices(const BackendOptions& opt) {
   return l;
 }
 
-std::string default_device_spec(const BackendOptions& opt) {
-  for (const auto& d : list_devices(opt).devices) {
+DeviceChoice default_device(const BackendOptions& opt) {
+  const DeviceList l = list_devices(opt);
+  for (const auto& d : l.devices) {
     if (d.backend == "cuda") {
-      return d.id;
+      return {d.id, "no --device given: using GPU 0 (" + d.name + ")"};
     }
   }
-  return "cpu";
+  return {"cpu", "no --device given: using the CPU backend (no GPU: " +
+                     (l.why_no_gpu.empty() ? std::string("none found") : l.why_no_gpu) + ")"};
 }
 
 RunOutput run_once(Backend& be, const Problem& pr, const KernelConfig& cfg) {

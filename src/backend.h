@@ -104,8 +104,13 @@ struct DeviceList {
 };
 [[nodiscard]] DeviceList list_devices(const BackendOptions& opt);
 
-// The device a command uses when none is named: "cuda:0" when a GPU is there, else "cpu".
-[[nodiscard]] std::string default_device_spec(const BackendOptions& opt);
+// The device a command uses when none is named: GPU 0 when there is one, else the CPU; `said`
+// is the sentence the command prints about that choice.
+struct DeviceChoice {
+  std::string spec;
+  std::string said;
+};
+[[nodiscard]] DeviceChoice default_device(const BackendOptions& opt);
 
 // Runs `cfg` on `pr` once with poisoned outputs and returns them (the validate step).
 [[nodiscard]] RunOutput run_once(Backend& be, const Problem& pr, const KernelConfig& cfg);

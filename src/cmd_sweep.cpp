@@ -31,19 +31,9 @@ int run_sweep_cmd(const SweepCliOptions& o) {
   const BackendOptions bo{.threads = o.threads};
   std::string spec = o.device;
   if (spec.empty()) {
-    const DeviceList l = list_devices(bo);
-    for (const auto& d : l.devices) {
-      if (d.backend == "cuda") {
-        spec = "0";
-        std::printf("sweep: no --device given: using GPU 0 (%s)\n", d.name.c_str());
-        break;
-      }
-    }
-    if (spec.empty()) {
-      spec = "cpu";
-      std::printf("sweep: no --device given: using the CPU backend (no GPU: %s)\n",
-                  l.why_no_gpu.empty() ? "none found" : l.why_no_gpu.c_str());
-    }
+    const DeviceChoice choice = default_device(bo);
+    spec = choice.spec;
+    std::printf("sweep: %s\n", choice.said.c_str());
   }
   auto be = make_backend(spec, bo);
   const DeviceInfo& dev = be->info();

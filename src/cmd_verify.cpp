@@ -58,9 +58,9 @@ int run_verify_command(const VerifyCommandOptions& o, const BackendFactory& fact
       specs.push_back(d.id);
     }
   } else if (o.device.empty()) {
-    const std::string spec = default_device_spec(bo);
-    std::fprintf(err, "verify: no --device given, using %s\n", spec.c_str());
-    specs.push_back(spec);
+    const DeviceChoice choice = default_device(bo);
+    std::fprintf(err, "verify: %s\n", choice.said.c_str());
+    specs.push_back(choice.spec);
   } else {
     specs.push_back(o.device);
   }
