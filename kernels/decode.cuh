@@ -6,7 +6,9 @@
 // s_j = softcap(scale * q.k_j), out = softmax(s) @ V and lse = log(sum exp(s)); rows with no
 // visible key get out = 0 and lse = -inf.
 //
-// Launch shapes (the host computes them in src/cuda/decode_launch.cpp):
+// Launch shapes (the host computes them in src/cuda/decode_launch.cpp); the main kernels are
+// declared __launch_bounds__(THREADS, 1): with THREADS alone ptxas aims at an occupancy target
+// and spilled some configurations at 48-64 registers.
 //   decode_v1         grid (GROUP ? num_kv_heads : num_heads, batch),        block THREADS
 //   decode_v2         grid (GROUP ? num_kv_heads : num_heads, batch, parts), block THREADS
 //   decode_v2_reduce  grid (num_heads, batch), block REDUCE_THREADS, dynamic smem parts floats
@@ -66,6 +68,7 @@ constexpr int D = HEAD_DIM;
 constexpr int NCHUNK = D / VEC;                             // vector chunks in one row
 constexpr int TK = NCHUNK >= 32 ? 32 : next_pow2(NCHUNK);   // lanes that share one key
 constexpr int NCH = (NCHUNK + TK - 1) / TK;                 // chunks per lane
+constexpr bool FULL = NCHUNK % TK == 0;                     // every lane owns NCH chunks
 constexpr int EPL = NCH * VEC;                              // row elements per lane
 constexpr int NSG = THREADS / TK;                           // key subgroups per CTA
 constexpr int NWARP = THREADS / 32;
@@ -120,10 +123,23 @@ template <> struct VecBits<8> { typedef uint2 type; };
 template <> struct VecBits<16> { typedef uint4 type; };
 typedef VecBits<VBYTES>::type vec_t;
 
-union VecUnion {
-  vec_t v;
-  elem_t e[VEC];
-};
+// 32-bit word w of a vector (w is a compile-time constant after unrolling, so this is a
+// register pick; a union here made ptxas spill).
+__device__ __forceinline__ unsigned int word(unsigned short v, int) { return v; }
+__device__ __forceinline__ unsigned int word(unsigned int v, int) { return v; }
+__device__ __forceinline__ unsigned int word(const uint2& v, int w) { return w == 0 ? v.x : v.y; }
+__device__ __forceinline__ unsigned int word(const uint4& v, int w) {
+  return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
+}
+
+// Element i of a loaded vector, as float.
+__device__ __forceinline__ float elem(const vec_t& v, int i) {
+#if DTYPE == 0
+  return __uint_as_float(word(v, i));
+#else
+  return to_float(static_cast<unsigned short>((word(v, i / 2) >> (16 * (i % 2))) & 0xffffu));
+#endif
+}
 
 __device__ __forceinline__ vec_t load_vec(const elem_t* p) {
   return __ldg(reinterpret_cast<const vec_t*>(p));
@@ -206,24 +222,28 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
 
   const int* table = c.block_tables + static_cast<long long>(b) * c.max_blocks_per_seq;
   for (int base = klo; base < khi; base += UNROLL * NSG) {
-    VecUnion kv[UNROLL][NCH];
-    VecUnion vv[UNROLL][NCH];
+    vec_t kv[UNROLL][NCH];
+    vec_t vv[UNROLL][NCH];
     bool valid[UNROLL];
-    // Issue every load of the step before any arithmetic, so they overlap in flight.
+    // Issue every load of the step before any arithmetic, so they overlap in flight. Keys past
+    // khi re-read the last key (already in flight) and are masked out below: branch-free, as
+    // nested divergent branches made ptxas spill convergence state to local memory.
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
-      const int j = base + u * NSG + sg;
-      valid[u] = j < khi;
-      if (valid[u]) {
-        const long long page = table[j / BLOCK_SIZE];
-        const long long row = ((page * c.num_kv_heads + kvh) * BLOCK_SIZE + j % BLOCK_SIZE) * D;
+      const int j_raw = base + u * NSG + sg;
+      valid[u] = j_raw < khi;
+      const int j = valid[u] ? j_raw : khi - 1;
+      const long long page = table[j / BLOCK_SIZE];
+      const long long row = ((page * c.num_kv_heads + kvh) * BLOCK_SIZE + j % BLOCK_SIZE) * D;
 #pragma unroll
-        for (int k = 0; k < NCH; ++k) {
-          const int ch = sl + k * TK;
-          if (ch < NCHUNK) {
-            kv[u][k].v = load_vec(c.k_cache + row + ch * VEC);
-            vv[u][k].v = load_vec(c.v_cache + row + ch * VEC);
-          }
+      for (int k = 0; k < NCH; ++k) {
+        const int ch = sl + k * TK;
+        if (FULL || ch < NCHUNK) {
+          kv[u][k] = load_vec(c.k_cache + row + ch * VEC);
+          vv[u][k] = load_vec(c.v_cache + row + ch * VEC);
+        } else {
+          kv[u][k] = vec_t(); // lanes past the row: zeros, never written out
+          vv[u][k] = vec_t();
         }
       }
     }
@@ -233,14 +253,12 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float dot = 0.0f;
-        if (valid[u]) {
 #pragma unroll
-          for (int k = 0; k < NCH; ++k) {
-            if (sl + k * TK < NCHUNK) {
+        for (int k = 0; k < NCH; ++k) {
+          if (FULL || sl + k * TK < NCHUNK) {
 #pragma unroll
-              for (int i = 0; i < VEC; ++i) {
-                dot += qr[g][k * VEC + i] * to_float(kv[u][k].e[i]);
-              }
+            for (int i = 0; i < VEC; ++i) {
+              dot += qr[g][k * VEC + i] * elem(kv[u][k], i);
             }
           }
         }
@@ -266,15 +284,13 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
       }
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u) {
-        if (valid[u]) {
-          const float w = st[g].weight(s[u][g]);
-          st[g].add(w);
+        const float w = st[g].weight(s[u][g]); // 0 for the masked (-inf) keys
+        st[g].add(w);
 #pragma unroll
-          for (int k = 0; k < NCH; ++k) {
+        for (int k = 0; k < NCH; ++k) {
 #pragma unroll
-            for (int i = 0; i < VEC; ++i) {
-              acc[g][k * VEC + i] += w * to_float(vv[u][k].e[i]);
-            }
+          for (int i = 0; i < VEC; ++i) {
+            acc[g][k * VEC + i] += w * elem(vv[u][k], i);
           }
         }
       }
@@ -309,7 +325,7 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
 #pragma unroll
       for (int k = 0; k < NCH; ++k) {
         const int ch = sl + k * TK;
-        if (ch < NCHUNK) {
+        if (FULL || ch < NCHUNK) {
 #pragma unroll
           for (int i = 0; i < VEC; ++i) {
             sm_o[warp][ch * VEC + i] = acc[g][k * VEC + i];
@@ -323,10 +339,12 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
     }
     __syncthreads();
     float m = attn_math::neg_inf();
+#pragma unroll
     for (int w = 0; w < NWARP; ++w) {
       m = attn_math::combine_max(m, sm_m[w], sm_l[w]);
     }
     float l = 0.0f;
+#pragma unroll
     for (int w = 0; w < NWARP; ++w) {
       l += attn_math::combine_weight(sm_m[w], sm_l[w], m);
     }
@@ -336,11 +354,10 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
     const long long bh = static_cast<long long>(b) * c.num_heads + h;
     for (int d = tid; d < D; d += THREADS) {
       float a = 0.0f;
+#pragma unroll
       for (int w = 0; w < NWARP; ++w) {
-        const float f = attn_math::combine_scale(sm_m[w], sm_l[w], m);
-        if (f > 0.0f) {
-          a += sm_o[w][d] * f;
-        }
+        // An empty warp state has f = 0 and a zero accumulator, so it adds exactly 0.
+        a += sm_o[w][d] * attn_math::combine_scale(sm_m[w], sm_l[w], m);
       }
       if (final_row) {
         store(c.out + bh * D + d, a * inv);
@@ -388,7 +405,7 @@ __device__ __forceinline__ void cta_heads(const Common& c, int* head0, int* kvh)
 
 #if PARTITION == 0
 
-extern "C" __global__ void __launch_bounds__(THREADS) decode_v1(ATTN_DECODE_PARAMS) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_v1(ATTN_DECODE_PARAMS) {
   ATTN_DECODE_COMMON;
   const int b = blockIdx.y;
   int head0, kvh;
@@ -403,7 +420,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) decode_v1(ATTN_DECODE_PARA
 
 // Partition t of sequence b; a sequence with a single partition writes its final row here
 // and the reduce leaves it alone, so short contexts pay no combine.
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
     decode_v2(ATTN_DECODE_PARAMS, float* ws_m, float* ws_l, float* ws_o, int max_parts) {
   ATTN_DECODE_COMMON;
   const int b = blockIdx.y;

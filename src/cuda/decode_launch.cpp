@@ -103,7 +103,7 @@ std::vector<KernelConfig> decode_config_space(Family f, const AttnParams& p) {
   const int vmax = max_vec(p.dtype);
   for (int part : partitions) {
     for (int split : splits) {
-      for (int threads : {64, 128, 256}) {
+      for (int threads : kDecodeThreads) {
         for (int vec : {vmax, vmax / 2}) {
           KernelConfig c;
           c.family = f;

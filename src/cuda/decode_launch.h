@@ -13,7 +13,7 @@ namespace attn::cuda {
 
 inline constexpr int kDecodeHeadDims[] = {64, 80, 96, 112, 128, 192, 256};
 inline constexpr int kDecodeBlockSizes[] = {8, 16, 32, 64, 128};
-inline constexpr int kDecodeThreads[] = {64, 128, 256, 512};
+inline constexpr int kDecodeThreads[] = {64, 128, 256};
 inline constexpr int kDecodePartitions[] = {256, 512, 1024};
 inline constexpr int kDecodeMaxGroup = 8;   // split=1 keeps GQA q rows in registers
 inline constexpr int kReduceThreads = 128;  // REDUCE_THREADS of decode_v2_reduce
