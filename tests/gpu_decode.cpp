@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include "src/cuda_devices.h"
@@ -34,22 +35,72 @@ struct Shape {
   int heads, kv_heads, head_dim, block_size;
 };
 
+constexpr Shape kShapes[] = {{8, 8, 64, 8},     {16, 4, 80, 16},  {12, 2, 96, 32},
+                              {8, 1, 112, 64},   {32, 8, 128, 128}, {14, 2, 192, 16},
+                              {8, 4, 256, 32},   {28, 4, 128, 16}};
+constexpr DType kDtypes[] = {DType::f32, DType::f16, DType::bf16};
+constexpr int kSeeds = 2;
+
+AttnParams case_params(int case_index) {
+  const Shape& s = kShapes[case_index % std::size(kShapes)];
+  AttnParams p;
+  p.num_heads = s.heads;
+  p.num_kv_heads = s.kv_heads;
+  p.head_dim = s.head_dim;
+  p.block_size = s.block_size;
+  p.dtype = kDtypes[case_index % 3];
+  return p;
+}
+
+// Two configurations per family and case, rotating through the space.
+std::vector<KernelConfig> case_configs(int case_index, const AttnParams& p) {
+  std::vector<KernelConfig> out;
+  for (Family f : {Family::decode_v1, Family::decode_v2}) {
+    const auto space = cuda::decode_config_space(f, p);
+    out.push_back(space[std::size_t(case_index) % space.size()]);
+    out.push_back(space[std::size_t(case_index * 7 + 3) % space.size()]);
+  }
+  return out;
+}
+
+AttnParams space_params() {
+  AttnParams p;
+  p.num_heads = 16;
+  p.num_kv_heads = 4;
+  p.head_dim = 128;
+  p.block_size = 16;
+  p.dtype = DType::f16;
+  return p;
+}
+
+// Compiles every variant the suite runs on all cores first: the backend compiles one at a time.
+class GpuDecode : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    std::vector<cuda::DecodeVariant> variants;
+    for (int c = 0; c < kSeeds * int(std::size(kShapes)); ++c) {
+      const AttnParams p = case_params(c);
+      for (const auto& cfg : case_configs(c, p)) {
+        variants.push_back(cuda::decode_variant(cfg, p));
+      }
+    }
+    for (Family f : {Family::decode_v1, Family::decode_v2}) {
+      for (const auto& cfg : cuda::decode_config_space(f, space_params())) {
+        variants.push_back(cuda::decode_variant(cfg, space_params()));
+      }
+    }
+    const DeviceInfo& d = gpu().info();
+    (void)cuda::precompile_decode(variants, d.cc_major * 10 + d.cc_minor);
+  }
+};
+
 } // namespace
 
-TEST(GpuDecode, RandomizedAgainstReference) {
-  const Shape shapes[] = {{8, 8, 64, 8},     {16, 4, 80, 16},  {12, 2, 96, 32},  {8, 1, 112, 64},
-                          {32, 8, 128, 128}, {14, 2, 192, 16}, {8, 4, 256, 32}, {28, 4, 128, 16}};
-  const DType dtypes[] = {DType::f32, DType::f16, DType::bf16};
+TEST_F(GpuDecode, RandomizedAgainstReference) {
   int case_index = 0;
-  for (uint64_t seed = 1; seed <= 2; ++seed) {
-    for (const Shape& s : shapes) {
-      const DType dt = dtypes[case_index % 3];
-      AttnParams p;
-      p.num_heads = s.heads;
-      p.num_kv_heads = s.kv_heads;
-      p.head_dim = s.head_dim;
-      p.block_size = s.block_size;
-      p.dtype = dt;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    for (std::size_t s = 0; s < std::size(kShapes); ++s) {
+      AttnParams p = case_params(case_index);
       switch (case_index % 5) {
       case 1:
         p.window_left = 37; // sliding window of 38 keys
@@ -69,7 +120,7 @@ TEST(GpuDecode, RandomizedAgainstReference) {
       default:
         break;
       }
-      std::vector<int> lens = ragged_lengths(seed * 100 + case_index, 7, s.block_size,
+      std::vector<int> lens = ragged_lengths(seed * 100 + case_index, 7, p.block_size,
                                              {256, 512, 1024}, 1100);
       if (case_index % 4 == 0) {
         lens.push_back(0); // an empty row: out = 0, lse = -inf
@@ -78,34 +129,22 @@ TEST(GpuDecode, RandomizedAgainstReference) {
       g.seed = seed * 1000 + case_index;
       const Problem pr = make_decode_problem(p, lens, g);
       const ReferenceResult ref = reference_attention(pr);
-      for (Family f : {Family::decode_v1, Family::decode_v2}) {
-        const auto space = gpu().config_space(f, p);
-        ASSERT_FALSE(space.empty());
-        // Two configurations per family and case, rotating through the space.
-        for (std::size_t k : {std::size_t(case_index) % space.size(),
-                              std::size_t(case_index * 7 + 3) % space.size()}) {
-          const KernelConfig& cfg = space[k];
-          const auto why = gpu().can_run(cfg, pr);
-          ASSERT_EQ(why, std::nullopt) << cfg.key() << " " << pr.describe();
-          const CheckReport rep = run_and_check(pr, cfg, ref);
-          EXPECT_TRUE(rep.pass) << "seed " << g.seed << " " << cfg.key() << " " << pr.describe()
-                                << "\n"
-                                << rep.summary() << "\n"
-                                << rep.details();
-        }
+      for (const KernelConfig& cfg : case_configs(case_index, p)) {
+        const auto why = gpu().can_run(cfg, pr);
+        ASSERT_EQ(why, std::nullopt) << cfg.key() << " " << pr.describe();
+        const CheckReport rep = run_and_check(pr, cfg, ref);
+        EXPECT_TRUE(rep.pass) << "seed " << g.seed << " " << cfg.key() << " " << pr.describe()
+                              << "\n"
+                              << rep.summary() << "\n"
+                              << rep.details();
       }
       ++case_index;
     }
   }
 }
 
-TEST(GpuDecode, EveryConfigurationOfTheSpace) {
-  AttnParams p;
-  p.num_heads = 16;
-  p.num_kv_heads = 4;
-  p.head_dim = 128;
-  p.block_size = 16;
-  p.dtype = DType::f16;
+TEST_F(GpuDecode, EveryConfigurationOfTheSpace) {
+  const AttnParams p = space_params();
   GenOptions g;
   g.seed = 4242;
   const Problem pr = make_decode_problem(p, {1, 15, 16, 17, 255, 257, 511, 513, 1023, 1025, 2100}, g);
@@ -121,7 +160,7 @@ TEST(GpuDecode, EveryConfigurationOfTheSpace) {
   }
 }
 
-TEST(GpuDecode, LongContextAndV1EqualsV2) {
+TEST_F(GpuDecode, LongContextAndV1EqualsV2) {
   // v1 has no shared-memory limit on the context: one pass over 70k keys.
   AttnParams p;
   p.num_heads = 8;
@@ -147,7 +186,7 @@ TEST(GpuDecode, LongContextAndV1EqualsV2) {
   }
 }
 
-TEST(GpuDecode, TimingAndCopyBandwidth) {
+TEST_F(GpuDecode, TimingAndCopyBandwidth) {
   AttnParams p;
   p.num_heads = 32;
   p.num_kv_heads = 8;
@@ -169,7 +208,7 @@ TEST(GpuDecode, TimingAndCopyBandwidth) {
   EXPECT_GT(copy.bytes_per_s, 1e10); // any data-centre GPU copies faster than 10 GB/s
 }
 
-TEST(GpuDecode, PreparedRunRefusesWhatCanRunRefuses) {
+TEST_F(GpuDecode, PreparedRunRefusesWhatCanRunRefuses) {
   AttnParams p;
   p.num_heads = 4;
   p.num_kv_heads = 4;

@@ -4,7 +4,9 @@
 #include "src/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <thread>
 #include <map>
 #include <mutex>
 
@@ -63,6 +65,31 @@ CompileRequest decode_compile_request(const DecodeVariant& v, const TargetArch& 
   req.cubin = target.cubin;
   req.description = v.describe();
   return req;
+}
+
+int precompile_decode(const std::vector<DecodeVariant>& variants, int cc) {
+  const TargetArch target = pick_target_arch(cc, nvrtc_supported_archs());
+  const NvrtcCompiler compiler(default_cache_dir());
+  std::atomic<std::size_t> next{0};
+  std::atomic<int> failed{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < variants.size(); i = next++) {
+      try {
+        (void)compiler.compile(decode_compile_request(variants[i], target));
+      } catch (const std::exception&) {
+        ++failed;
+      }
+    }
+  };
+  const unsigned n = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < n; ++w) {
+    pool.emplace_back(worker);
+  }
+  for (auto& t : pool) {
+    t.join();
+  }
+  return failed.load();
 }
 
 namespace {

@@ -1,11 +1,9 @@
 // attn-cuda-bandwidth: decode v1 and v2 bandwidth (KV bytes read over time) against a
 // device-to-device copy measured in the same run, every configuration validated first.
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -31,31 +29,6 @@ struct Best {
   double bytes_per_s = 0.0;
   double median_s = 0.0;
 };
-
-// Compiles every variant the cases need on all cores, filling the disk cache, so the
-// backend's own (serial) compiles are cache hits.
-void warm_compile_cache(const std::vector<cuda::DecodeVariant>& variants, const DeviceInfo& d) {
-  const cuda::TargetArch target =
-      cuda::pick_target_arch(d.cc_major * 10 + d.cc_minor, cuda::nvrtc_supported_archs());
-  const cuda::NvrtcCompiler compiler(cuda::default_cache_dir());
-  const unsigned workers = std::max(1u, std::thread::hardware_concurrency());
-  std::atomic<std::size_t> next{0};
-  std::vector<std::thread> pool;
-  for (unsigned w = 0; w < workers; ++w) {
-    pool.emplace_back([&] {
-      for (std::size_t i = next++; i < variants.size(); i = next++) {
-        try {
-          (void)compiler.compile(cuda::decode_compile_request(variants[i], target));
-        } catch (const std::exception&) {
-          // can_run reports the failure with its reason later
-        }
-      }
-    });
-  }
-  for (auto& t : pool) {
-    t.join();
-  }
-}
 
 int run(int device, bool quick, const std::string& json_path) {
   auto be = make_cuda_backend(device);
@@ -89,7 +62,7 @@ int run(int device, bool quick, const std::string& json_path) {
       variants.push_back(cuda::decode_variant(c, p));
     }
   }
-  warm_compile_cache(variants, d);
+  (void)cuda::precompile_decode(variants, d.cc_major * 10 + d.cc_minor);
 
   nlohmann::json out = {{"device", d.to_json()},
                         {"copy_bytes_per_s", copy.bytes_per_s},
