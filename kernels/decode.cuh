@@ -32,8 +32,22 @@
 //   GQA         query heads per KV head, compiled in when GROUP = 1 (at most 8)
 //   PARTITION   0: emit decode_v1; > 0: emit decode_v2 and its reduce with this many tokens
 //               per partition (a multiple of BLOCK_SIZE)
-#pragma once
+//
+// No include guard: tests/test_cuda_kernel_emulation.cpp includes this file once per
+// configuration (each in its own namespace) and runs it on the CPU with one std::thread per CUDA
+// thread; the hooks ATTN_KERNEL_LINKAGE, ATTN_UNROLL, ATTN_DYNAMIC_SHARED and ATTN_EMULATE_HOST
+// exist for it.
 #include "attn_math.h"
+
+#ifndef ATTN_KERNEL_LINKAGE
+#define ATTN_KERNEL_LINKAGE extern "C"
+#endif
+#ifndef ATTN_UNROLL
+#define ATTN_UNROLL _Pragma("unroll")
+#endif
+#ifndef ATTN_DYNAMIC_SHARED
+#define ATTN_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
 
 #if !defined(DTYPE) || !defined(HEAD_DIM) || !defined(BLOCK_SIZE) || !defined(THREADS) ||      \
     !defined(VEC)
@@ -90,7 +104,9 @@ static_assert(REDUCE_THREADS % 32 == 0 && REDUCE_THREADS <= 1024, "REDUCE_THREAD
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(unsigned short h) {
-#if DTYPE == 1
+#if DTYPE == 1 && defined(ATTN_EMULATE_HOST)
+  return attn_emu_half_to_float(h);
+#elif DTYPE == 1
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
@@ -101,7 +117,9 @@ __device__ __forceinline__ float to_float(unsigned short h) {
 
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(unsigned short* p, float v) {
-#if DTYPE == 1
+#if DTYPE == 1 && defined(ATTN_EMULATE_HOST)
+  *p = attn_emu_float_to_half(v);
+#elif DTYPE == 1
   unsigned short h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
   *p = h;
@@ -205,14 +223,14 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
   float qr[G][EPL];
   float acc[G][EPL];
   attn_math::OnlineSoftmax st[G];
-#pragma unroll
+ATTN_UNROLL
   for (int g = 0; g < G; ++g) {
     st[g] = attn_math::OnlineSoftmax::empty();
     const elem_t* qrow = c.q + (static_cast<long long>(b) * c.num_heads + head0 + g) * D;
-#pragma unroll
+ATTN_UNROLL
     for (int k = 0; k < NCH; ++k) {
       const int ch = sl + k * TK;
-#pragma unroll
+ATTN_UNROLL
       for (int i = 0; i < VEC; ++i) {
         qr[g][k * VEC + i] = ch < NCHUNK ? to_float(qrow[ch * VEC + i]) * c.scale : 0.0f;
         acc[g][k * VEC + i] = 0.0f;
@@ -228,14 +246,14 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
     // Issue every load of the step before any arithmetic, so they overlap in flight. Keys past
     // khi re-read the last key (already in flight) and are masked out below: branch-free, as
     // nested divergent branches made ptxas spill convergence state to local memory.
-#pragma unroll
+ATTN_UNROLL
     for (int u = 0; u < UNROLL; ++u) {
       const int j_raw = base + u * NSG + sg;
       valid[u] = j_raw < khi;
       const int j = valid[u] ? j_raw : khi - 1;
       const long long page = table[j / BLOCK_SIZE];
       const long long row = ((page * c.num_kv_heads + kvh) * BLOCK_SIZE + j % BLOCK_SIZE) * D;
-#pragma unroll
+ATTN_UNROLL
       for (int k = 0; k < NCH; ++k) {
         const int ch = sl + k * TK;
         if (FULL || ch < NCHUNK) {
@@ -248,47 +266,47 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
       }
     }
     float s[UNROLL][G];
-#pragma unroll
+ATTN_UNROLL
     for (int u = 0; u < UNROLL; ++u) {
-#pragma unroll
+ATTN_UNROLL
       for (int g = 0; g < G; ++g) {
         float dot = 0.0f;
-#pragma unroll
+ATTN_UNROLL
         for (int k = 0; k < NCH; ++k) {
           if (FULL || sl + k * TK < NCHUNK) {
-#pragma unroll
+ATTN_UNROLL
             for (int i = 0; i < VEC; ++i) {
               dot += qr[g][k * VEC + i] * elem(kv[u][k], i);
             }
           }
         }
         // Every lane of the warp takes part in the shuffles (the loop bounds are uniform).
-#pragma unroll
+ATTN_UNROLL
         for (int off = TK / 2; off > 0; off >>= 1) {
           dot += __shfl_xor_sync(0xffffffffu, dot, off);
         }
         s[u][g] = valid[u] ? attn_math::apply_softcap(dot, c.softcap) : attn_math::neg_inf();
       }
     }
-#pragma unroll
+ATTN_UNROLL
     for (int g = 0; g < G; ++g) {
       float block_max = attn_math::neg_inf();
-#pragma unroll
+ATTN_UNROLL
       for (int u = 0; u < UNROLL; ++u) {
         block_max = fmaxf(block_max, s[u][g]);
       }
       const float alpha = st[g].update(block_max);
-#pragma unroll
+ATTN_UNROLL
       for (int e = 0; e < EPL; ++e) {
         acc[g][e] *= alpha;
       }
-#pragma unroll
+ATTN_UNROLL
       for (int u = 0; u < UNROLL; ++u) {
         const float w = st[g].weight(s[u][g]); // 0 for the masked (-inf) keys
         st[g].add(w);
-#pragma unroll
+ATTN_UNROLL
         for (int k = 0; k < NCH; ++k) {
-#pragma unroll
+ATTN_UNROLL
           for (int i = 0; i < VEC; ++i) {
             acc[g][k * VEC + i] += w * elem(vv[u][k], i);
           }
@@ -298,16 +316,16 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
   }
 
   // Merge the subgroups of each warp: lanes tid and tid ^ off (off >= TK) hold the same chunks.
-#pragma unroll
+ATTN_UNROLL
   for (int off = TK; off < 32; off <<= 1) {
-#pragma unroll
+ATTN_UNROLL
     for (int g = 0; g < G; ++g) {
       const float m_o = __shfl_xor_sync(0xffffffffu, st[g].m, off);
       const float l_o = __shfl_xor_sync(0xffffffffu, st[g].l, off);
       const float m_new = fmaxf(st[g].m, m_o);
       const float f_self = attn_math::combine_scale(st[g].m, st[g].l, m_new);
       const float f_o = attn_math::combine_scale(m_o, l_o, m_new);
-#pragma unroll
+ATTN_UNROLL
       for (int e = 0; e < EPL; ++e) {
         const float a_o = __shfl_xor_sync(0xffffffffu, acc[g][e], off);
         acc[g][e] = acc[g][e] * f_self + a_o * f_o;
@@ -319,14 +337,14 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
 
   // Merge the warps through shared memory, one head at a time (keeps shared memory small).
   // Fully unrolled: a run-time head index would move acc and st to local memory.
-#pragma unroll
+ATTN_UNROLL
   for (int g = 0; g < G; ++g) {
     if (lane < TK) {
-#pragma unroll
+ATTN_UNROLL
       for (int k = 0; k < NCH; ++k) {
         const int ch = sl + k * TK;
         if (FULL || ch < NCHUNK) {
-#pragma unroll
+ATTN_UNROLL
           for (int i = 0; i < VEC; ++i) {
             sm_o[warp][ch * VEC + i] = acc[g][k * VEC + i];
           }
@@ -339,12 +357,12 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
     }
     __syncthreads();
     float m = attn_math::neg_inf();
-#pragma unroll
+ATTN_UNROLL
     for (int w = 0; w < NWARP; ++w) {
       m = attn_math::combine_max(m, sm_m[w], sm_l[w]);
     }
     float l = 0.0f;
-#pragma unroll
+ATTN_UNROLL
     for (int w = 0; w < NWARP; ++w) {
       l += attn_math::combine_weight(sm_m[w], sm_l[w], m);
     }
@@ -354,7 +372,7 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
     const long long bh = static_cast<long long>(b) * c.num_heads + h;
     for (int d = tid; d < D; d += THREADS) {
       float a = 0.0f;
-#pragma unroll
+ATTN_UNROLL
       for (int w = 0; w < NWARP; ++w) {
         // An empty warp state has f = 0 and a zero accumulator, so it adds exactly 0.
         a += sm_o[w][d] * attn_math::combine_scale(sm_m[w], sm_l[w], m);
@@ -405,7 +423,7 @@ __device__ __forceinline__ void cta_heads(const Common& c, int* head0, int* kvh)
 
 #if PARTITION == 0
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_v1(ATTN_DECODE_PARAMS) {
+ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(THREADS, 1) decode_v1(ATTN_DECODE_PARAMS) {
   ATTN_DECODE_COMMON;
   const int b = blockIdx.y;
   int head0, kvh;
@@ -420,7 +438,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) decode_v1(ATTN_DECODE_P
 
 // Partition t of sequence b; a sequence with a single partition writes its final row here
 // and the reduce leaves it alone, so short contexts pay no combine.
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(THREADS, 1)
     decode_v2(ATTN_DECODE_PARAMS, float* ws_m, float* ws_l, float* ws_o, int max_parts) {
   ATTN_DECODE_COMMON;
   const int b = blockIdx.y;
@@ -442,11 +460,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
 // Combines the partials of (b, h) as SPEC.md "Split-KV partials"; w holds one weight per
 // partition in dynamic shared memory (max_parts floats).
-extern "C" __global__ void __launch_bounds__(REDUCE_THREADS)
+ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(REDUCE_THREADS)
     decode_v2_reduce(attn_decode::elem_t* out, float* lse, const int* __restrict__ context_lens,
                      const float* __restrict__ ws_m, const float* __restrict__ ws_l,
                      const float* __restrict__ ws_o, int num_heads, int max_parts) {
-  extern __shared__ float w[];
+  ATTN_DYNAMIC_SHARED(float, w);
   __shared__ float red[REDUCE_THREADS / 32];
   const int h = blockIdx.x;
   const int b = blockIdx.y;
