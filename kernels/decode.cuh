@@ -49,7 +49,7 @@
 #define ATTN_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
 
-#if !defined(DTYPE) || !defined(HEAD_DIM) || !defined(BLOCK_SIZE) || !defined(THREADS) ||      \
+#if !defined(DTYPE) || !defined(HEAD_DIM) || !defined(BLOCK_SIZE) || !defined(THREADS) ||          \
     !defined(VEC)
 #error "decode.cuh needs DTYPE, HEAD_DIM, BLOCK_SIZE, THREADS and VEC defined"
 #endif
@@ -76,18 +76,20 @@ typedef unsigned short elem_t; // raw fp16 / bf16 bits; converted below without 
 #error "DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
 #endif
 
-__host__ __device__ constexpr int next_pow2(int x) { return x <= 1 ? 1 : 2 * next_pow2((x + 1) / 2); }
+__host__ __device__ constexpr int next_pow2(int x) {
+  return x <= 1 ? 1 : 2 * next_pow2((x + 1) / 2);
+}
 
 constexpr int D = HEAD_DIM;
-constexpr int NCHUNK = D / VEC;                             // vector chunks in one row
-constexpr int TK = NCHUNK >= 32 ? 32 : next_pow2(NCHUNK);   // lanes that share one key
-constexpr int NCH = (NCHUNK + TK - 1) / TK;                 // chunks per lane
-constexpr bool FULL = NCHUNK % TK == 0;                     // every lane owns NCH chunks
-constexpr int EPL = NCH * VEC;                              // row elements per lane
-constexpr int NSG = THREADS / TK;                           // key subgroups per CTA
+constexpr int NCHUNK = D / VEC;                           // vector chunks in one row
+constexpr int TK = NCHUNK >= 32 ? 32 : next_pow2(NCHUNK); // lanes that share one key
+constexpr int NCH = (NCHUNK + TK - 1) / TK;               // chunks per lane
+constexpr bool FULL = NCHUNK % TK == 0;                   // every lane owns NCH chunks
+constexpr int EPL = NCH * VEC;                            // row elements per lane
+constexpr int NSG = THREADS / TK;                         // key subgroups per CTA
 constexpr int NWARP = THREADS / 32;
-constexpr int G = GROUP ? GQA : 1;                          // query heads per CTA
-constexpr int UNROLL = G >= 8 ? 1 : G >= 4 ? 2 : 4;          // keys in flight per subgroup
+constexpr int G = GROUP ? GQA : 1;                  // query heads per CTA
+constexpr int UNROLL = G >= 8 ? 1 : G >= 4 ? 2 : 4; // keys in flight per subgroup
 constexpr int VBYTES = VEC * int(sizeof(elem_t));
 
 static_assert(D > 0 && D % VEC == 0, "HEAD_DIM must be a multiple of VEC");
@@ -115,8 +117,8 @@ __device__ __forceinline__ float to_float(unsigned short h) {
 #endif
 }
 
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(unsigned short* p, float v) {
+__device__ __forceinline__ void store(float *p, float v) { *p = v; }
+__device__ __forceinline__ void store(unsigned short *p, float v) {
 #if DTYPE == 1 && defined(ATTN_EMULATE_HOST)
   *p = attn_emu_float_to_half(v);
 #elif DTYPE == 1
@@ -145,13 +147,13 @@ typedef VecBits<VBYTES>::type vec_t;
 // register pick; a union here made ptxas spill).
 __device__ __forceinline__ unsigned int word(unsigned short v, int) { return v; }
 __device__ __forceinline__ unsigned int word(unsigned int v, int) { return v; }
-__device__ __forceinline__ unsigned int word(const uint2& v, int w) { return w == 0 ? v.x : v.y; }
-__device__ __forceinline__ unsigned int word(const uint4& v, int w) {
+__device__ __forceinline__ unsigned int word(const uint2 &v, int w) { return w == 0 ? v.x : v.y; }
+__device__ __forceinline__ unsigned int word(const uint4 &v, int w) {
   return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
 }
 
 // Element i of a loaded vector, as float.
-__device__ __forceinline__ float elem(const vec_t& v, int i) {
+__device__ __forceinline__ float elem(const vec_t &v, int i) {
 #if DTYPE == 0
   return __uint_as_float(word(v, i));
 #else
@@ -159,8 +161,8 @@ __device__ __forceinline__ float elem(const vec_t& v, int i) {
 #endif
 }
 
-__device__ __forceinline__ vec_t load_vec(const elem_t* p) {
-  return __ldg(reinterpret_cast<const vec_t*>(p));
+__device__ __forceinline__ vec_t load_vec(const elem_t *p) {
+  return __ldg(reinterpret_cast<const vec_t *>(p));
 }
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -181,13 +183,13 @@ __device__ __forceinline__ float warp_sum(float v) {
 //   q: [batch, num_heads, HEAD_DIM]     k_cache, v_cache: [blocks, num_kv_heads, BLOCK_SIZE, D]
 //   block_tables: [batch, max_blocks_per_seq]   context_lens: [batch]
 struct Common {
-  elem_t* out;
-  float* lse;
-  const elem_t* q;
-  const elem_t* k_cache;
-  const elem_t* v_cache;
-  const int* block_tables;
-  const int* context_lens;
+  elem_t *out;
+  float *lse;
+  const elem_t *q;
+  const elem_t *k_cache;
+  const elem_t *v_cache;
+  const int *block_tables;
+  const int *context_lens;
   int num_heads;
   int num_kv_heads;
   int max_blocks_per_seq;
@@ -198,16 +200,16 @@ struct Common {
 
 // Split-KV workspace: m, l: [batch, num_heads, max_parts]; o: [batch, num_heads, max_parts, D].
 struct Partials {
-  float* m;
-  float* l;
-  float* o;
+  float *m;
+  float *l;
+  float *o;
   int max_parts;
 };
 
 // Attention of the CTA's G query heads over keys [klo, khi). Writes either the final row
 // (out, lse) or, when `part` is not null, the partial (m, l, normalised o) of partition t.
-__device__ __forceinline__ void attend(const Common& c, int b, int head0, int kvh, int klo,
-                                      int khi, const Partials* part, int t, bool final_row) {
+__device__ __forceinline__ void attend(const Common &c, int b, int head0, int kvh, int klo, int khi,
+                                       const Partials *part, int t, bool final_row) {
   __shared__ float sm_o[NWARP][D];
   __shared__ float sm_m[NWARP];
   __shared__ float sm_l[NWARP];
@@ -215,22 +217,22 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const int sg = tid / TK;       // subgroup: which key of a step this thread reads
-  const int sl = tid % TK;       // lane inside the subgroup: which chunks of the row
+  const int sg = tid / TK; // subgroup: which key of a step this thread reads
+  const int sl = tid % TK; // lane inside the subgroup: which chunks of the row
 
   // q rows of the CTA's heads, pre-multiplied by the scale; chunk k of this lane is
   // row elements [(sl + k * TK) * VEC, ... + VEC).
   float qr[G][EPL];
   float acc[G][EPL];
   attn_math::OnlineSoftmax st[G];
-ATTN_UNROLL
+  ATTN_UNROLL
   for (int g = 0; g < G; ++g) {
     st[g] = attn_math::OnlineSoftmax::empty();
-    const elem_t* qrow = c.q + (static_cast<long long>(b) * c.num_heads + head0 + g) * D;
-ATTN_UNROLL
+    const elem_t *qrow = c.q + (static_cast<long long>(b) * c.num_heads + head0 + g) * D;
+    ATTN_UNROLL
     for (int k = 0; k < NCH; ++k) {
       const int ch = sl + k * TK;
-ATTN_UNROLL
+      ATTN_UNROLL
       for (int i = 0; i < VEC; ++i) {
         qr[g][k * VEC + i] = ch < NCHUNK ? to_float(qrow[ch * VEC + i]) * c.scale : 0.0f;
         acc[g][k * VEC + i] = 0.0f;
@@ -238,7 +240,7 @@ ATTN_UNROLL
     }
   }
 
-  const int* table = c.block_tables + static_cast<long long>(b) * c.max_blocks_per_seq;
+  const int *table = c.block_tables + static_cast<long long>(b) * c.max_blocks_per_seq;
   for (int base = klo; base < khi; base += UNROLL * NSG) {
     vec_t kv[UNROLL][NCH];
     vec_t vv[UNROLL][NCH];
@@ -246,14 +248,14 @@ ATTN_UNROLL
     // Issue every load of the step before any arithmetic, so they overlap in flight. Keys past
     // khi re-read the last key (already in flight) and are masked out below: branch-free, as
     // nested divergent branches made ptxas spill convergence state to local memory.
-ATTN_UNROLL
+    ATTN_UNROLL
     for (int u = 0; u < UNROLL; ++u) {
       const int j_raw = base + u * NSG + sg;
       valid[u] = j_raw < khi;
       const int j = valid[u] ? j_raw : khi - 1;
       const long long page = table[j / BLOCK_SIZE];
       const long long row = ((page * c.num_kv_heads + kvh) * BLOCK_SIZE + j % BLOCK_SIZE) * D;
-ATTN_UNROLL
+      ATTN_UNROLL
       for (int k = 0; k < NCH; ++k) {
         const int ch = sl + k * TK;
         if (FULL || ch < NCHUNK) {
@@ -266,47 +268,47 @@ ATTN_UNROLL
       }
     }
     float s[UNROLL][G];
-ATTN_UNROLL
+    ATTN_UNROLL
     for (int u = 0; u < UNROLL; ++u) {
-ATTN_UNROLL
+      ATTN_UNROLL
       for (int g = 0; g < G; ++g) {
         float dot = 0.0f;
-ATTN_UNROLL
+        ATTN_UNROLL
         for (int k = 0; k < NCH; ++k) {
           if (FULL || sl + k * TK < NCHUNK) {
-ATTN_UNROLL
+            ATTN_UNROLL
             for (int i = 0; i < VEC; ++i) {
               dot += qr[g][k * VEC + i] * elem(kv[u][k], i);
             }
           }
         }
         // Every lane of the warp takes part in the shuffles (the loop bounds are uniform).
-ATTN_UNROLL
+        ATTN_UNROLL
         for (int off = TK / 2; off > 0; off >>= 1) {
           dot += __shfl_xor_sync(0xffffffffu, dot, off);
         }
         s[u][g] = valid[u] ? attn_math::apply_softcap(dot, c.softcap) : attn_math::neg_inf();
       }
     }
-ATTN_UNROLL
+    ATTN_UNROLL
     for (int g = 0; g < G; ++g) {
       float block_max = attn_math::neg_inf();
-ATTN_UNROLL
+      ATTN_UNROLL
       for (int u = 0; u < UNROLL; ++u) {
         block_max = fmaxf(block_max, s[u][g]);
       }
       const float alpha = st[g].update(block_max);
-ATTN_UNROLL
+      ATTN_UNROLL
       for (int e = 0; e < EPL; ++e) {
         acc[g][e] *= alpha;
       }
-ATTN_UNROLL
+      ATTN_UNROLL
       for (int u = 0; u < UNROLL; ++u) {
         const float w = st[g].weight(s[u][g]); // 0 for the masked (-inf) keys
         st[g].add(w);
-ATTN_UNROLL
+        ATTN_UNROLL
         for (int k = 0; k < NCH; ++k) {
-ATTN_UNROLL
+          ATTN_UNROLL
           for (int i = 0; i < VEC; ++i) {
             acc[g][k * VEC + i] += w * elem(vv[u][k], i);
           }
@@ -316,16 +318,16 @@ ATTN_UNROLL
   }
 
   // Merge the subgroups of each warp: lanes tid and tid ^ off (off >= TK) hold the same chunks.
-ATTN_UNROLL
+  ATTN_UNROLL
   for (int off = TK; off < 32; off <<= 1) {
-ATTN_UNROLL
+    ATTN_UNROLL
     for (int g = 0; g < G; ++g) {
       const float m_o = __shfl_xor_sync(0xffffffffu, st[g].m, off);
       const float l_o = __shfl_xor_sync(0xffffffffu, st[g].l, off);
       const float m_new = fmaxf(st[g].m, m_o);
       const float f_self = attn_math::combine_scale(st[g].m, st[g].l, m_new);
       const float f_o = attn_math::combine_scale(m_o, l_o, m_new);
-ATTN_UNROLL
+      ATTN_UNROLL
       for (int e = 0; e < EPL; ++e) {
         const float a_o = __shfl_xor_sync(0xffffffffu, acc[g][e], off);
         acc[g][e] = acc[g][e] * f_self + a_o * f_o;
@@ -337,14 +339,14 @@ ATTN_UNROLL
 
   // Merge the warps through shared memory, one head at a time (keeps shared memory small).
   // Fully unrolled: a run-time head index would move acc and st to local memory.
-ATTN_UNROLL
+  ATTN_UNROLL
   for (int g = 0; g < G; ++g) {
     if (lane < TK) {
-ATTN_UNROLL
+      ATTN_UNROLL
       for (int k = 0; k < NCH; ++k) {
         const int ch = sl + k * TK;
         if (FULL || ch < NCHUNK) {
-ATTN_UNROLL
+          ATTN_UNROLL
           for (int i = 0; i < VEC; ++i) {
             sm_o[warp][ch * VEC + i] = acc[g][k * VEC + i];
           }
@@ -357,12 +359,12 @@ ATTN_UNROLL
     }
     __syncthreads();
     float m = attn_math::neg_inf();
-ATTN_UNROLL
+    ATTN_UNROLL
     for (int w = 0; w < NWARP; ++w) {
       m = attn_math::combine_max(m, sm_m[w], sm_l[w]);
     }
     float l = 0.0f;
-ATTN_UNROLL
+    ATTN_UNROLL
     for (int w = 0; w < NWARP; ++w) {
       l += attn_math::combine_weight(sm_m[w], sm_l[w], m);
     }
@@ -372,7 +374,7 @@ ATTN_UNROLL
     const long long bh = static_cast<long long>(b) * c.num_heads + h;
     for (int d = tid; d < D; d += THREADS) {
       float a = 0.0f;
-ATTN_UNROLL
+      ATTN_UNROLL
       for (int w = 0; w < NWARP; ++w) {
         // An empty warp state has f = 0 and a zero accumulator, so it adds exactly 0.
         a += sm_o[w][d] * attn_math::combine_scale(sm_m[w], sm_l[w], m);
@@ -396,7 +398,7 @@ ATTN_UNROLL
 }
 
 // The CTA's first query head and its KV head.
-__device__ __forceinline__ void cta_heads(const Common& c, int* head0, int* kvh) {
+__device__ __forceinline__ void cta_heads(const Common &c, int *head0, int *kvh) {
 #if GROUP
   *kvh = blockIdx.x;
   *head0 = blockIdx.x * GQA;
@@ -417,9 +419,19 @@ __device__ __forceinline__ void cta_heads(const Common& c, int* head0, int* kvh)
       int window_right
 
 #define ATTN_DECODE_COMMON                                                                         \
-  attn_decode::Common c = {out,          lse,          q,         k_cache, v_cache,              \
-                           block_tables, context_lens, num_heads, num_kv_heads,                  \
-                           max_blocks_per_seq, scale, softcap, {causal, window_left, window_right}}
+  attn_decode::Common c = {out,                                                                    \
+                           lse,                                                                    \
+                           q,                                                                      \
+                           k_cache,                                                                \
+                           v_cache,                                                                \
+                           block_tables,                                                           \
+                           context_lens,                                                           \
+                           num_heads,                                                              \
+                           num_kv_heads,                                                           \
+                           max_blocks_per_seq,                                                     \
+                           scale,                                                                  \
+                           softcap,                                                                \
+                           {causal, window_left, window_right}}
 
 #if PARTITION == 0
 
@@ -439,7 +451,7 @@ ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(THREADS, 1) decode_v1(ATTN
 // Partition t of sequence b; a sequence with a single partition writes its final row here
 // and the reduce leaves it alone, so short contexts pay no combine.
 ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(THREADS, 1)
-    decode_v2(ATTN_DECODE_PARAMS, float* ws_m, float* ws_l, float* ws_o, int max_parts) {
+    decode_v2(ATTN_DECODE_PARAMS, float *ws_m, float *ws_l, float *ws_o, int max_parts) {
   ATTN_DECODE_COMMON;
   const int b = blockIdx.y;
   const int t = blockIdx.z;
@@ -454,16 +466,16 @@ ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(THREADS, 1)
   attn_math::visible_range(c.mask, attn_math::row_position(1, k_len, 0), k_len, &lo, &hi);
   attn_math::partition_bounds(t, PARTITION, k_len, &pb, &pe);
   const attn_decode::Partials part = {ws_m, ws_l, ws_o, max_parts};
-  attn_decode::attend(c, b, head0, kvh, attn_math::imax(lo, pb), attn_math::imin(hi, pe), &part,
-                      t, /*final_row=*/parts == 1);
+  attn_decode::attend(c, b, head0, kvh, attn_math::imax(lo, pb), attn_math::imin(hi, pe), &part, t,
+                      /*final_row=*/parts == 1);
 }
 
 // Combines the partials of (b, h) as SPEC.md "Split-KV partials"; w holds one weight per
 // partition in dynamic shared memory (max_parts floats).
 ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(REDUCE_THREADS)
-    decode_v2_reduce(attn_decode::elem_t* out, float* lse, const int* __restrict__ context_lens,
-                     const float* __restrict__ ws_m, const float* __restrict__ ws_l,
-                     const float* __restrict__ ws_o, int num_heads, int max_parts) {
+    decode_v2_reduce(attn_decode::elem_t *out, float *lse, const int *__restrict__ context_lens,
+                     const float *__restrict__ ws_m, const float *__restrict__ ws_l,
+                     const float *__restrict__ ws_o, int num_heads, int max_parts) {
   ATTN_DYNAMIC_SHARED(float, w);
   __shared__ float red[REDUCE_THREADS / 32];
   const int h = blockIdx.x;
@@ -474,9 +486,9 @@ ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(REDUCE_THREADS)
     return; // decode_v2 wrote this row directly
   }
   const long long bh = static_cast<long long>(b) * num_heads + h;
-  const float* pm = ws_m + bh * max_parts;
-  const float* pl = ws_l + bh * max_parts;
-  const float* po = ws_o + bh * max_parts * attn_decode::D;
+  const float *pm = ws_m + bh * max_parts;
+  const float *pl = ws_l + bh * max_parts;
+  const float *po = ws_o + bh * max_parts * attn_decode::D;
 
   float m = attn_math::neg_inf();
   for (int t = tid; t < parts; t += REDUCE_THREADS) {

@@ -38,7 +38,7 @@ struct State {
   Dim block;
 };
 
-inline State& state() {
+inline State &state() {
   static State s;
   return s;
 }
@@ -48,12 +48,12 @@ inline Dim block_idx() { return state().block; }
 
 // Returns to the scheduler; it resumes this thread after every other thread got here too.
 inline void barrier() {
-  State& s = state();
+  State &s = state();
   swapcontext(&s.ctx[std::size_t(s.current)], &s.scheduler);
 }
 
 inline float shfl_xor(float v, int off) {
-  State& s = state();
+  State &s = state();
   const int t = s.current;
   s.slots[std::size_t(t)] = v;
   barrier();
@@ -63,16 +63,16 @@ inline float shfl_xor(float v, int off) {
 }
 
 inline void trampoline() {
-  State& s = state();
+  State &s = state();
   s.body();
   s.finished[std::size_t(s.current)] = 1;
 }
 
 // Runs `body` as a grid of CTAs of `threads` threads, one CTA after the other.
 inline void launch(Dim grid, int threads, std::size_t dynamic_floats,
-                   const std::function<void()>& body) {
+                   const std::function<void()> &body) {
   constexpr std::size_t kStack = 256 * 1024;
-  State& s = state();
+  State &s = state();
   s.body = body;
   s.ctx.assign(std::size_t(threads), ucontext_t{});
   s.finished.assign(std::size_t(threads), 0);
@@ -87,7 +87,7 @@ inline void launch(Dim grid, int threads, std::size_t dynamic_floats,
         s.block = {x, y, z};
         std::fill(s.finished.begin(), s.finished.end(), 0);
         for (int t = 0; t < threads; ++t) {
-          ucontext_t& c = s.ctx[std::size_t(t)];
+          ucontext_t &c = s.ctx[std::size_t(t)];
           getcontext(&c);
           c.uc_stack.ss_sp = s.stacks[std::size_t(t)].get();
           c.uc_stack.ss_size = kStack;
@@ -109,7 +109,7 @@ inline void launch(Dim grid, int threads, std::size_t dynamic_floats,
   }
 }
 
-template <typename T> T ldg(const T* p) { return *p; }
+template <typename T> T ldg(const T *p) { return *p; }
 
 } // namespace emu
 
@@ -135,7 +135,7 @@ struct uint4 {
 #define ATTN_KERNEL_LINKAGE
 #define ATTN_UNROLL
 #define ATTN_DYNAMIC_SHARED(type, name)                                                            \
-  type* name = reinterpret_cast<type*>(::emu::state().dynamic_smem.data())
+  type *name = reinterpret_cast<type *>(::emu::state().dynamic_smem.data())
 
 inline float __uint_as_float(unsigned int u) {
   float f;
@@ -279,7 +279,7 @@ struct Case {
 };
 
 // Problem parameters for a configuration and mask variant `m`.
-AttnParams make_params(const Case& c, int m) {
+AttnParams make_params(const Case &c, int m) {
   AttnParams p;
   p.num_kv_heads = 2;
   p.num_heads = 2 * c.gqa;
@@ -308,12 +308,12 @@ AttnParams make_params(const Case& c, int m) {
   return p;
 }
 
-template <typename E> const E* in(const HostTensor& t) {
-  return reinterpret_cast<const E*>(t.raw());
+template <typename E> const E *in(const HostTensor &t) {
+  return reinterpret_cast<const E *>(t.raw());
 }
 
-RunOutput fresh_output(const Problem& pr) {
-  const AttnParams& p = pr.params;
+RunOutput fresh_output(const Problem &pr) {
+  const AttnParams &p = pr.params;
   RunOutput o;
   o.out = HostTensor(p.dtype, {pr.batch, p.num_heads, p.head_dim});
   poison(o.out);
@@ -322,15 +322,15 @@ RunOutput fresh_output(const Problem& pr) {
   return o;
 }
 
-emu::Dim dim(const cuda::Dim3& d) { return {d.x, d.y, d.z}; }
+emu::Dim dim(const cuda::Dim3 &d) { return {d.x, d.y, d.z}; }
 
 // Launches a decode_v1 entry point over the problem exactly as the CUDA backend does.
 template <typename E, typename Kernel>
-RunOutput run_v1(Kernel kernel, const Problem& pr, const cuda::DecodeVariant& v) {
-  const AttnParams& p = pr.params;
+RunOutput run_v1(Kernel kernel, const Problem &pr, const cuda::DecodeVariant &v) {
+  const AttnParams &p = pr.params;
   const cuda::DecodeLaunch l = cuda::decode_launch(v, pr);
   RunOutput o = fresh_output(pr);
-  E* out = reinterpret_cast<E*>(o.out.raw());
+  E *out = reinterpret_cast<E *>(o.out.raw());
   emu::launch(dim(l.grid), int(l.block.x), 0, [&] {
     kernel(out, o.lse.data(), in<E>(pr.query), in<E>(pr.key_cache), in<E>(pr.value_cache),
            pr.block_tables.data(), pr.context_lens.data(), p.num_heads, p.num_kv_heads,
@@ -342,17 +342,17 @@ RunOutput run_v1(Kernel kernel, const Problem& pr, const cuda::DecodeVariant& v)
 
 // decode_v2 and its reduce, with a workspace poisoned so that reading an unwritten partial shows.
 template <typename E, typename Kernel, typename Reduce>
-RunOutput run_v2(Kernel kernel, Reduce reduce, const Problem& pr, const cuda::DecodeVariant& v) {
-  const AttnParams& p = pr.params;
+RunOutput run_v2(Kernel kernel, Reduce reduce, const Problem &pr, const cuda::DecodeVariant &v) {
+  const AttnParams &p = pr.params;
   const cuda::DecodeLaunch l = cuda::decode_launch(v, pr);
   RunOutput o = fresh_output(pr);
-  E* out = reinterpret_cast<E*>(o.out.raw());
+  E *out = reinterpret_cast<E *>(o.out.raw());
   std::vector<float> ws(std::size_t(l.workspace_floats), 0.0f);
   poison(ws);
   const std::size_t parts = std::size_t(pr.batch) * p.num_heads * l.max_parts;
-  float* ws_m = ws.data();
-  float* ws_l = ws_m + parts;
-  float* ws_o = ws_l + parts;
+  float *ws_m = ws.data();
+  float *ws_l = ws_m + parts;
+  float *ws_o = ws_l + parts;
   emu::launch(dim(l.grid), int(l.block.x), 0, [&] {
     kernel(out, o.lse.data(), in<E>(pr.query), in<E>(pr.key_cache), in<E>(pr.value_cache),
            pr.block_tables.data(), pr.context_lens.data(), p.num_heads, p.num_kv_heads,
@@ -365,7 +365,7 @@ RunOutput run_v2(Kernel kernel, Reduce reduce, const Problem& pr, const cuda::De
   return o;
 }
 
-cuda::DecodeVariant variant_of(const Case& c, const AttnParams& p) {
+cuda::DecodeVariant variant_of(const Case &c, const AttnParams &p) {
   KernelConfig cfg;
   cfg.family = c.partition > 0 ? Family::decode_v2 : Family::decode_v1;
   cfg.params = {{"threads", c.threads}, {"vec", c.vec}, {"split", c.group}};
@@ -378,7 +378,7 @@ cuda::DecodeVariant variant_of(const Case& c, const AttnParams& p) {
 }
 
 // Every mask variant on ragged and edge lengths (0, 1, bs-1, bs, bs+1, partition edges).
-template <typename Run> void check_case(const Case& c, Run run, uint64_t seed) {
+template <typename Run> void check_case(const Case &c, Run run, uint64_t seed) {
   for (int m = 0; m < 4; ++m) {
     const AttnParams p = make_params(c, m);
     std::vector<int> parts = {c.partition > 0 ? c.partition : 64};
@@ -401,47 +401,63 @@ template <typename Run> void check_case(const Case& c, Run run, uint64_t seed) {
 
 TEST(CudaKernelEmulation, V1Fp16PerQueryHead) {
   const Case c{DType::f16, 64, 16, 64, 8, 0, 1, 0};
-  check_case(c, [](const Problem& pr, const cuda::DecodeVariant& v) {
-    return run_v1<uint16_t>(cfg1::decode_v1, pr, v);
-  }, 11);
+  check_case(
+      c,
+      [](const Problem &pr, const cuda::DecodeVariant &v) {
+        return run_v1<uint16_t>(cfg1::decode_v1, pr, v);
+      },
+      11);
 }
 
 TEST(CudaKernelEmulation, V1Bf16PerKvHeadPartialRows) {
   const Case c{DType::bf16, 80, 8, 128, 8, 1, 4, 0};
-  check_case(c, [](const Problem& pr, const cuda::DecodeVariant& v) {
-    return run_v1<uint16_t>(cfg2::decode_v1, pr, v);
-  }, 21);
+  check_case(
+      c,
+      [](const Problem &pr, const cuda::DecodeVariant &v) {
+        return run_v1<uint16_t>(cfg2::decode_v1, pr, v);
+      },
+      21);
 }
 
 TEST(CudaKernelEmulation, V2Fp32PerQueryHead) {
   const Case c{DType::f32, 96, 32, 64, 4, 0, 1, 64};
-  check_case(c, [](const Problem& pr, const cuda::DecodeVariant& v) {
-    return run_v2<float>(cfg3::decode_v2, cfg3::decode_v2_reduce, pr, v);
-  }, 31);
+  check_case(
+      c,
+      [](const Problem &pr, const cuda::DecodeVariant &v) {
+        return run_v2<float>(cfg3::decode_v2, cfg3::decode_v2_reduce, pr, v);
+      },
+      31);
 }
 
 TEST(CudaKernelEmulation, V2Fp16PerKvHead) {
   const Case c{DType::f16, 128, 16, 128, 4, 1, 2, 32};
-  check_case(c, [](const Problem& pr, const cuda::DecodeVariant& v) {
-    return run_v2<uint16_t>(cfg4::decode_v2, cfg4::decode_v2_reduce, pr, v);
-  }, 41);
+  check_case(
+      c,
+      [](const Problem &pr, const cuda::DecodeVariant &v) {
+        return run_v2<uint16_t>(cfg4::decode_v2, cfg4::decode_v2_reduce, pr, v);
+      },
+      41);
 }
 
 TEST(CudaKernelEmulation, V2Fp32EightHeadsPerKvHead) {
   const Case c{DType::f32, 112, 64, 64, 4, 1, 8, 128};
-  check_case(c, [](const Problem& pr, const cuda::DecodeVariant& v) {
-    return run_v2<float>(cfg5::decode_v2, cfg5::decode_v2_reduce, pr, v);
-  }, 51);
+  check_case(
+      c,
+      [](const Problem &pr, const cuda::DecodeVariant &v) {
+        return run_v2<float>(cfg5::decode_v2, cfg5::decode_v2_reduce, pr, v);
+      },
+      51);
 }
 
 TEST(CudaKernelEmulation, V1Bf16ThreeChunksPerLane) {
   const Case c{DType::bf16, 192, 32, 64, 2, 0, 1, 0};
-  check_case(c, [](const Problem& pr, const cuda::DecodeVariant& v) {
-    return run_v1<uint16_t>(cfg6::decode_v1, pr, v);
-  }, 61);
+  check_case(
+      c,
+      [](const Problem &pr, const cuda::DecodeVariant &v) {
+        return run_v1<uint16_t>(cfg6::decode_v1, pr, v);
+      },
+      61);
 }
 #else
-TEST(CudaKernelEmulation, NeedsTheCudaBackend) {
-  GTEST_SKIP() << "built without the CUDA backend";
-}
+TEST(CudaKernelEmulation, NeedsTheCudaBackend) { GTEST_SKIP() << "built without the CUDA backend"; }
 #endif

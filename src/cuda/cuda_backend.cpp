@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <thread>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include <cuda_runtime_api.h>
 #include <nvrtc.h>
@@ -24,7 +24,7 @@ namespace attn {
 
 namespace cuda {
 
-TargetArch pick_target_arch(int cc, const std::vector<int>& supported) {
+TargetArch pick_target_arch(int cc, const std::vector<int> &supported) {
   if (std::find(supported.begin(), supported.end(), cc) != supported.end()) {
     return {cc, true};
   }
@@ -55,7 +55,7 @@ std::vector<int> nvrtc_supported_archs() {
   return archs;
 }
 
-CompileRequest decode_compile_request(const DecodeVariant& v, const TargetArch& target) {
+CompileRequest decode_compile_request(const DecodeVariant &v, const TargetArch &target) {
   CompileRequest req;
   req.source_name = "decode.cuh";
   req.source = embedded_kernel("decode.cuh");
@@ -67,7 +67,7 @@ CompileRequest decode_compile_request(const DecodeVariant& v, const TargetArch& 
   return req;
 }
 
-int precompile_decode(const std::vector<DecodeVariant>& variants, int cc) {
+int precompile_decode(const std::vector<DecodeVariant> &variants, int cc) {
   const TargetArch target = pick_target_arch(cc, nvrtc_supported_archs());
   const NvrtcCompiler compiler(default_cache_dir());
   std::atomic<std::size_t> next{0};
@@ -76,7 +76,7 @@ int precompile_decode(const std::vector<DecodeVariant>& variants, int cc) {
     for (std::size_t i = next++; i < variants.size(); i = next++) {
       try {
         (void)compiler.compile(decode_compile_request(variants[i], target));
-      } catch (const std::exception&) {
+      } catch (const std::exception &) {
         ++failed;
       }
     }
@@ -86,7 +86,7 @@ int precompile_decode(const std::vector<DecodeVariant>& variants, int cc) {
   for (unsigned w = 0; w < n; ++w) {
     pool.emplace_back(worker);
   }
-  for (auto& t : pool) {
+  for (auto &t : pool) {
     t.join();
   }
   return failed.load();
@@ -101,10 +101,10 @@ public:
   explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
     ATTN_CUDA_CHECK(cudaMalloc(&ptr_, std::max<std::size_t>(bytes, 16)));
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  DeviceBuffer(DeviceBuffer &&o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  DeviceBuffer &operator=(DeviceBuffer &&o) noexcept {
     std::swap(ptr_, o.ptr_);
     std::swap(bytes_, o.bytes_);
     return *this;
@@ -114,24 +114,24 @@ public:
       cudaFree(ptr_);
     }
   }
-  [[nodiscard]] void* get() const { return ptr_; }
+  [[nodiscard]] void *get() const { return ptr_; }
   [[nodiscard]] std::size_t bytes() const { return bytes_; }
-  void upload(const void* src, std::size_t bytes) {
+  void upload(const void *src, std::size_t bytes) {
     if (bytes > 0) {
       ATTN_CUDA_CHECK(cudaMemcpy(ptr_, src, bytes, cudaMemcpyHostToDevice));
     }
   }
 
 private:
-  void* ptr_ = nullptr;
+  void *ptr_ = nullptr;
   std::size_t bytes_ = 0;
 };
 
 class Event {
 public:
   Event() { ATTN_CUDA_CHECK(cudaEventCreate(&e_)); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
+  Event(const Event &) = delete;
+  Event &operator=(const Event &) = delete;
   ~Event() { cudaEventDestroy(e_); }
   [[nodiscard]] cudaEvent_t get() const { return e_; }
 
@@ -146,8 +146,8 @@ struct Module {
   cudaKernel_t reduce = nullptr;
   CompileResult compiled;
   Module() = default;
-  Module(const Module&) = delete;
-  Module& operator=(const Module&) = delete;
+  Module(const Module &) = delete;
+  Module &operator=(const Module &) = delete;
   ~Module() {
     if (lib != nullptr) {
       cudaLibraryUnload(lib);
@@ -159,17 +159,17 @@ class CudaBackend;
 
 class CudaRun final : public PreparedRun {
 public:
-  CudaRun(CudaBackend& be, const Problem& pr, const DecodeVariant& v,
+  CudaRun(CudaBackend &be, const Problem &pr, const DecodeVariant &v,
           std::shared_ptr<const Module> mod);
   void poison_outputs() override;
   void run() override;
   [[nodiscard]] RunOutput download() override;
-  [[nodiscard]] TimingResult time(const TimingOptions& opt) override;
+  [[nodiscard]] TimingResult time(const TimingOptions &opt) override;
 
 private:
   void launch();
 
-  CudaBackend& be_;
+  CudaBackend &be_;
   DecodeVariant v_;
   DecodeLaunch shape_;
   std::shared_ptr<const Module> mod_;
@@ -179,16 +179,16 @@ private:
   HostTensor out_poison_;
   std::vector<float> lse_poison_;
   // Kernel arguments, kept alive for cudaLaunchKernel's pointer array.
-  void* out_ptr_ = nullptr;
-  void* lse_ptr_ = nullptr;
-  void* q_ptr_ = nullptr;
-  void* k_ptr_ = nullptr;
-  void* v_ptr_ = nullptr;
-  void* tables_ptr_ = nullptr;
-  void* lens_ptr_ = nullptr;
-  void* ws_m_ = nullptr;
-  void* ws_l_ = nullptr;
-  void* ws_o_ = nullptr;
+  void *out_ptr_ = nullptr;
+  void *lse_ptr_ = nullptr;
+  void *q_ptr_ = nullptr;
+  void *k_ptr_ = nullptr;
+  void *v_ptr_ = nullptr;
+  void *tables_ptr_ = nullptr;
+  void *lens_ptr_ = nullptr;
+  void *ws_m_ = nullptr;
+  void *ws_l_ = nullptr;
+  void *ws_o_ = nullptr;
   int num_heads_ = 0;
   int num_kv_heads_ = 0;
   int max_blocks_ = 0;
@@ -219,8 +219,8 @@ public:
     target_ = pick_target_arch(info_.cc_major * 10 + info_.cc_minor, nvrtc_supported_archs());
     ATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
-  CudaBackend(const CudaBackend&) = delete;
-  CudaBackend& operator=(const CudaBackend&) = delete;
+  CudaBackend(const CudaBackend &) = delete;
+  CudaBackend &operator=(const CudaBackend &) = delete;
   ~CudaBackend() override {
     modules_.clear();
     flush_ = DeviceBuffer();
@@ -229,15 +229,15 @@ public:
     }
   }
 
-  [[nodiscard]] const DeviceInfo& info() const override { return info_; }
+  [[nodiscard]] const DeviceInfo &info() const override { return info_; }
 
   [[nodiscard]] std::vector<KernelConfig> config_space(Family f,
-                                                       const AttnParams& p) const override {
+                                                       const AttnParams &p) const override {
     return decode_config_space(f, p);
   }
 
-  [[nodiscard]] std::optional<std::string> can_run(const KernelConfig& cfg,
-                                                   const Problem& pr) const override {
+  [[nodiscard]] std::optional<std::string> can_run(const KernelConfig &cfg,
+                                                   const Problem &pr) const override {
     if (auto why = decode_static_can_run(cfg, pr, lim_)) {
       return why;
     }
@@ -245,11 +245,11 @@ public:
     std::shared_ptr<const Module> mod;
     try {
       mod = module(v);
-    } catch (const CompileError& e) {
+    } catch (const CompileError &e) {
       const std::string msg = e.what();
       return "does not compile: " + msg.substr(0, msg.find('\n'));
     }
-    for (const auto& k : mod->compiled.kernels) {
+    for (const auto &k : mod->compiled.kernels) {
       const int threads = k.name == kDecodeReduceEntry ? kReduceThreads : v.threads;
       if (int64_t(k.registers) * threads > lim_.regs_per_block) {
         return k.name + " uses " + std::to_string(k.registers) + " registers per thread; " +
@@ -260,8 +260,8 @@ public:
     return std::nullopt;
   }
 
-  [[nodiscard]] std::unique_ptr<PreparedRun> prepare(const Problem& pr,
-                                                     const KernelConfig& cfg) override {
+  [[nodiscard]] std::unique_ptr<PreparedRun> prepare(const Problem &pr,
+                                                     const KernelConfig &cfg) override {
     if (auto why = can_run(cfg, pr)) {
       throw InputError(cfg.key() + " cannot run on " + info_.id + ": " + *why);
     }
@@ -270,7 +270,7 @@ public:
   }
 
   // Compiles (through the disk cache) and loads a variant once per backend.
-  [[nodiscard]] std::shared_ptr<const Module> module(const DecodeVariant& v) const {
+  [[nodiscard]] std::shared_ptr<const Module> module(const DecodeVariant &v) const {
     const std::string key = v.describe();
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = modules_.find(key); it != modules_.end()) {
@@ -281,8 +281,8 @@ public:
     auto mod = std::make_shared<Module>();
     mod->compiled = compiler_.compile(req);
     ATTN_CUDA_CHECK(cudaSetDevice(device_));
-    ATTN_CUDA_CHECK(cudaLibraryLoadData(&mod->lib, mod->compiled.image.data(), nullptr, nullptr,
-                                        0, nullptr, nullptr, 0));
+    ATTN_CUDA_CHECK(cudaLibraryLoadData(&mod->lib, mod->compiled.image.data(), nullptr, nullptr, 0,
+                                        nullptr, nullptr, 0));
     ATTN_CUDA_CHECK(cudaLibraryGetKernel(&mod->main, mod->lib, decode_entry(v.family)));
     if (v.family == Family::decode_v2) {
       ATTN_CUDA_CHECK(cudaLibraryGetKernel(&mod->reduce, mod->lib, kDecodeReduceEntry));
@@ -319,10 +319,10 @@ private:
   unsigned flush_value_ = 0;
 };
 
-CudaRun::CudaRun(CudaBackend& be, const Problem& pr, const DecodeVariant& v,
+CudaRun::CudaRun(CudaBackend &be, const Problem &pr, const DecodeVariant &v,
                  std::shared_ptr<const Module> mod)
     : be_(be), v_(v), shape_(decode_launch(v, pr)), mod_(std::move(mod)) {
-  const AttnParams& p = pr.params;
+  const AttnParams &p = pr.params;
   ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
   rows_ = pr.num_rows();
   heads_ = p.num_heads;
@@ -345,7 +345,7 @@ CudaRun::CudaRun(CudaBackend& be, const Problem& pr, const DecodeVariant& v,
   if (shape_.reduce) {
     ws_ = DeviceBuffer(std::size_t(shape_.workspace_floats) * sizeof(float));
     const std::size_t parts = std::size_t(pr.batch) * heads_ * shape_.max_parts;
-    auto* base = static_cast<float*>(ws_.get());
+    auto *base = static_cast<float *>(ws_.get());
     ws_m_ = base;
     ws_l_ = base + parts;
     ws_o_ = base + 2 * parts;
@@ -385,24 +385,24 @@ void CudaRun::launch() {
     return; // an empty batch: nothing to compute
   }
   if (v_.family == Family::decode_v1) {
-    void* args[] = {&out_ptr_,    &lse_ptr_,   &q_ptr_,   &k_ptr_,       &v_ptr_,
-                    &tables_ptr_, &lens_ptr_,  &num_heads_, &num_kv_heads_, &max_blocks_,
-                    &scale_,      &softcap_,   &causal_,  &window_left_, &window_right_};
-    ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->main), grid, block, args,
+    void *args[] = {&out_ptr_,    &lse_ptr_,  &q_ptr_,     &k_ptr_,        &v_ptr_,
+                    &tables_ptr_, &lens_ptr_, &num_heads_, &num_kv_heads_, &max_blocks_,
+                    &scale_,      &softcap_,  &causal_,    &window_left_,  &window_right_};
+    ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->main), grid, block, args,
                                      0, be_.stream()));
     return;
   }
-  void* args[] = {&out_ptr_,     &lse_ptr_,    &q_ptr_,     &k_ptr_,   &v_ptr_,
-                  &tables_ptr_,  &lens_ptr_,   &num_heads_, &num_kv_heads_, &max_blocks_,
-                  &scale_,       &softcap_,    &causal_,    &window_left_,  &window_right_,
-                  &ws_m_,        &ws_l_,       &ws_o_,      &max_parts_};
-  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->main), grid, block, args,
-                                   0, be_.stream()));
+  void *args[] = {&out_ptr_,    &lse_ptr_,  &q_ptr_,     &k_ptr_,        &v_ptr_,
+                  &tables_ptr_, &lens_ptr_, &num_heads_, &num_kv_heads_, &max_blocks_,
+                  &scale_,      &softcap_,  &causal_,    &window_left_,  &window_right_,
+                  &ws_m_,       &ws_l_,     &ws_o_,      &max_parts_};
+  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->main), grid, block, args, 0,
+                                   be_.stream()));
   const dim3 rgrid(shape_.reduce_grid.x, shape_.reduce_grid.y, shape_.reduce_grid.z);
   const dim3 rblock(shape_.reduce_block.x, shape_.reduce_block.y, shape_.reduce_block.z);
-  void* rargs[] = {&out_ptr_, &lse_ptr_,   &lens_ptr_, &ws_m_,
-                   &ws_l_,    &ws_o_,      &num_heads_, &max_parts_};
-  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->reduce), rgrid, rblock,
+  void *rargs[] = {&out_ptr_, &lse_ptr_, &lens_ptr_,  &ws_m_,
+                   &ws_l_,    &ws_o_,    &num_heads_, &max_parts_};
+  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->reduce), rgrid, rblock,
                                    rargs, std::size_t(shape_.reduce_smem), be_.stream()));
 }
 
@@ -426,7 +426,7 @@ RunOutput CudaRun::download() {
   return r;
 }
 
-TimingResult CudaRun::time(const TimingOptions& opt) {
+TimingResult CudaRun::time(const TimingOptions &opt) {
   ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
   Event start;
   Event stop;
@@ -452,7 +452,7 @@ TimingResult CudaRun::time(const TimingOptions& opt) {
 
 } // namespace
 
-CopyBandwidth measure_copy_bandwidth(int device, int64_t buffer_bytes, const TimingOptions& opt) {
+CopyBandwidth measure_copy_bandwidth(int device, int64_t buffer_bytes, const TimingOptions &opt) {
   ATTN_CUDA_CHECK(cudaSetDevice(device));
   cudaStream_t stream = nullptr;
   ATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -499,8 +499,8 @@ std::unique_ptr<Backend> make_cuda_backend(int index) {
   }
   if (index < 0 || index >= int(devices.size())) {
     throw DeviceUnavailable("no CUDA device " + std::to_string(index) + ": this machine has " +
-                            std::to_string(devices.size()) + " (cuda:0 to cuda:" +
-                            std::to_string(devices.size() - 1) + ")");
+                            std::to_string(devices.size()) +
+                            " (cuda:0 to cuda:" + std::to_string(devices.size() - 1) + ")");
   }
   return std::make_unique<cuda::CudaBackend>(index, devices[std::size_t(index)]);
 }
