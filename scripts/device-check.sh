@@ -111,7 +111,8 @@ build() {
 
 # The quick sweep, when this build has the command (it comes with the sweep task).
 sweep() {
-  if "$BUILD/attn-tune" sweep --help >/dev/null 2>&1; then
+  # `attn-tune sweep --help` exits 0 even without the subcommand (root help), so read the list.
+  if "$BUILD/attn-tune" --help 2>/dev/null | grep -qE '^[[:space:]]+sweep([[:space:]]|$)'; then
     "$BUILD/attn-tune" sweep --device 0 --profile quick
   else
     echo "attn-tune has no sweep subcommand in this build"
