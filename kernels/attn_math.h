@@ -116,6 +116,12 @@ struct OnlineSoftmax {
 ATTN_HD float combine_weight(float m_t, float l_t, float m) {
   return l_t > 0.0f ? l_t * expf(m_t - m) : 0.0f;
 }
+// Factor exp(m_t - m) that rescales an unnormalised accumulator taken relative to m_t onto
+// the max m; 0 for an empty state (l_t = 0, m_t possibly -inf). Merging two running states
+// (m1, l1, a1) and (m2, l2, a2): m = max, l = l1 f1 + l2 f2, a = a1 f1 + a2 f2.
+ATTN_HD float combine_scale(float m_t, float l_t, float m) {
+  return l_t > 0.0f ? expf(m_t - m) : 0.0f;
+}
 // Global max over partials, ignoring empty ones; neg_inf() when every partition is empty.
 ATTN_HD float combine_max(float acc, float m_t, float l_t) {
   return (l_t > 0.0f && m_t > acc) ? m_t : acc;

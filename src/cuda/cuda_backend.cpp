@@ -1,0 +1,508 @@
+// The CUDA backend (cuda_backend.h): modules compiled by NvrtcCompiler are loaded with
+// cudaLibraryLoadData and launched with cudaLaunchKernel on the backend's stream; timing uses
+// events on that stream after an L2 flush (a memset of exactly the device's L2 size).
+#include "src/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <cuda_runtime_api.h>
+#include <nvrtc.h>
+
+#include "src/cuda/cuda_check.h"
+#include "src/cuda/decode_launch.h"
+#include "src/cuda/embedded_kernels.h"
+#include "src/cuda/nvrtc_compiler.h"
+#include "src/cuda_devices.h"
+#include "src/errors.h"
+
+namespace attn {
+
+namespace cuda {
+
+TargetArch pick_target_arch(int cc, const std::vector<int> &supported) {
+  if (std::find(supported.begin(), supported.end(), cc) != supported.end()) {
+    return {cc, true};
+  }
+  int best = 0;
+  for (int a : supported) {
+    if (a <= cc) {
+      best = std::max(best, a);
+    }
+  }
+  if (best == 0) {
+    throw DeviceUnavailable("NVRTC " + nvrtc_version() + " cannot generate code for sm_" +
+                            std::to_string(cc) + " (oldest supported: sm_" +
+                            std::to_string(supported.empty() ? 0 : supported.front()) + ")");
+  }
+  return {best, false};
+}
+
+std::vector<int> nvrtc_supported_archs() {
+  int n = 0;
+  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) {
+    return {};
+  }
+  std::vector<int> archs(std::size_t(n), 0);
+  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) {
+    return {};
+  }
+  std::sort(archs.begin(), archs.end());
+  return archs;
+}
+
+CompileRequest decode_compile_request(const DecodeVariant &v, const TargetArch &target) {
+  CompileRequest req;
+  req.source_name = "decode.cuh";
+  req.source = embedded_kernel("decode.cuh");
+  req.headers = embedded_kernel_headers();
+  req.options = v.defines();
+  req.arch = target.arch;
+  req.cubin = target.cubin;
+  req.description = v.describe();
+  return req;
+}
+
+int precompile_decode(const std::vector<DecodeVariant> &variants, int cc) {
+  const TargetArch target = pick_target_arch(cc, nvrtc_supported_archs());
+  const NvrtcCompiler compiler(default_cache_dir());
+  std::atomic<std::size_t> next{0};
+  std::atomic<int> failed{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < variants.size(); i = next++) {
+      try {
+        (void)compiler.compile(decode_compile_request(variants[i], target));
+      } catch (const std::exception &) {
+        ++failed;
+      }
+    }
+  };
+  const unsigned n = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < n; ++w) {
+    pool.emplace_back(worker);
+  }
+  for (auto &t : pool) {
+    t.join();
+  }
+  return failed.load();
+}
+
+namespace {
+
+// Device memory owned by one object; zero-byte requests still get a valid pointer.
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    ATTN_CUDA_CHECK(cudaMalloc(&ptr_, std::max<std::size_t>(bytes, 16)));
+  }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  DeviceBuffer(DeviceBuffer &&o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  DeviceBuffer &operator=(DeviceBuffer &&o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) {
+      cudaFree(ptr_);
+    }
+  }
+  [[nodiscard]] void *get() const { return ptr_; }
+  [[nodiscard]] std::size_t bytes() const { return bytes_; }
+  void upload(const void *src, std::size_t bytes) {
+    if (bytes > 0) {
+      ATTN_CUDA_CHECK(cudaMemcpy(ptr_, src, bytes, cudaMemcpyHostToDevice));
+    }
+  }
+
+private:
+  void *ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+class Event {
+public:
+  Event() { ATTN_CUDA_CHECK(cudaEventCreate(&e_)); }
+  Event(const Event &) = delete;
+  Event &operator=(const Event &) = delete;
+  ~Event() { cudaEventDestroy(e_); }
+  [[nodiscard]] cudaEvent_t get() const { return e_; }
+
+private:
+  cudaEvent_t e_ = nullptr;
+};
+
+// A loaded compilation of decode.cuh: the library and its entry points.
+struct Module {
+  cudaLibrary_t lib = nullptr;
+  cudaKernel_t main = nullptr;
+  cudaKernel_t reduce = nullptr;
+  CompileResult compiled;
+  Module() = default;
+  Module(const Module &) = delete;
+  Module &operator=(const Module &) = delete;
+  ~Module() {
+    if (lib != nullptr) {
+      cudaLibraryUnload(lib);
+    }
+  }
+};
+
+class CudaBackend;
+
+class CudaRun final : public PreparedRun {
+public:
+  CudaRun(CudaBackend &be, const Problem &pr, const DecodeVariant &v,
+          std::shared_ptr<const Module> mod);
+  void poison_outputs() override;
+  void run() override;
+  [[nodiscard]] RunOutput download() override;
+  [[nodiscard]] TimingResult time(const TimingOptions &opt) override;
+
+private:
+  void launch();
+
+  CudaBackend &be_;
+  DecodeVariant v_;
+  DecodeLaunch shape_;
+  std::shared_ptr<const Module> mod_;
+  int rows_ = 0;
+  int heads_ = 0;
+  DeviceBuffer q_, k_, v_cache_, tables_, lens_, out_, lse_, ws_;
+  HostTensor out_poison_;
+  std::vector<float> lse_poison_;
+  // Kernel arguments, kept alive for cudaLaunchKernel's pointer array.
+  void *out_ptr_ = nullptr;
+  void *lse_ptr_ = nullptr;
+  void *q_ptr_ = nullptr;
+  void *k_ptr_ = nullptr;
+  void *v_ptr_ = nullptr;
+  void *tables_ptr_ = nullptr;
+  void *lens_ptr_ = nullptr;
+  void *ws_m_ = nullptr;
+  void *ws_l_ = nullptr;
+  void *ws_o_ = nullptr;
+  int num_heads_ = 0;
+  int num_kv_heads_ = 0;
+  int max_blocks_ = 0;
+  float scale_ = 0.0f;
+  float softcap_ = 0.0f;
+  int causal_ = 1;
+  int window_left_ = -1;
+  int window_right_ = -1;
+  int max_parts_ = 0;
+};
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(int index, DeviceInfo info)
+      : device_(index), info_(std::move(info)), compiler_(default_cache_dir()) {
+    ATTN_CUDA_CHECK(cudaSetDevice(device_));
+    int v = 0;
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlock, device_));
+    lim_.smem_per_block = v;
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxThreadsPerBlock, device_));
+    lim_.max_threads_per_block = v;
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxRegistersPerBlock, device_));
+    lim_.regs_per_block = v;
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxGridDimY, device_));
+    lim_.max_grid_y = v;
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxGridDimZ, device_));
+    lim_.max_grid_z = v;
+    target_ = pick_target_arch(info_.cc_major * 10 + info_.cc_minor, nvrtc_supported_archs());
+    ATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  CudaBackend(const CudaBackend &) = delete;
+  CudaBackend &operator=(const CudaBackend &) = delete;
+  ~CudaBackend() override {
+    modules_.clear();
+    flush_ = DeviceBuffer();
+    if (stream_ != nullptr) {
+      cudaStreamDestroy(stream_);
+    }
+  }
+
+  [[nodiscard]] const DeviceInfo &info() const override { return info_; }
+
+  [[nodiscard]] std::vector<KernelConfig> config_space(Family f,
+                                                       const AttnParams &p) const override {
+    return decode_config_space(f, p);
+  }
+
+  [[nodiscard]] std::optional<std::string> can_run(const KernelConfig &cfg,
+                                                   const Problem &pr) const override {
+    if (auto why = decode_static_can_run(cfg, pr, lim_)) {
+      return why;
+    }
+    const DecodeVariant v = decode_variant(cfg, pr.params);
+    std::shared_ptr<const Module> mod;
+    try {
+      mod = module(v);
+    } catch (const CompileError &e) {
+      const std::string msg = e.what();
+      return "does not compile: " + msg.substr(0, msg.find('\n'));
+    }
+    for (const auto &k : mod->compiled.kernels) {
+      const int threads = k.name == kDecodeReduceEntry ? kReduceThreads : v.threads;
+      if (int64_t(k.registers) * threads > lim_.regs_per_block) {
+        return k.name + " uses " + std::to_string(k.registers) + " registers per thread; " +
+               std::to_string(threads) + " threads exceed the device's " +
+               std::to_string(lim_.regs_per_block) + " registers per block";
+      }
+    }
+    return std::nullopt;
+  }
+
+  [[nodiscard]] std::unique_ptr<PreparedRun> prepare(const Problem &pr,
+                                                     const KernelConfig &cfg) override {
+    if (auto why = can_run(cfg, pr)) {
+      throw InputError(cfg.key() + " cannot run on " + info_.id + ": " + *why);
+    }
+    const DecodeVariant v = decode_variant(cfg, pr.params);
+    return std::make_unique<CudaRun>(*this, pr, v, module(v));
+  }
+
+  // Compiles (through the disk cache) and loads a variant once per backend.
+  [[nodiscard]] std::shared_ptr<const Module> module(const DecodeVariant &v) const {
+    const std::string key = v.describe();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = modules_.find(key); it != modules_.end()) {
+      return it->second;
+    }
+    CompileRequest req = decode_compile_request(v, target_);
+    req.description += " for " + info_.id + " (" + info_.name + ")";
+    auto mod = std::make_shared<Module>();
+    mod->compiled = compiler_.compile(req);
+    ATTN_CUDA_CHECK(cudaSetDevice(device_));
+    ATTN_CUDA_CHECK(cudaLibraryLoadData(&mod->lib, mod->compiled.image.data(), nullptr, nullptr, 0,
+                                        nullptr, nullptr, 0));
+    ATTN_CUDA_CHECK(cudaLibraryGetKernel(&mod->main, mod->lib, decode_entry(v.family)));
+    if (v.family == Family::decode_v2) {
+      ATTN_CUDA_CHECK(cudaLibraryGetKernel(&mod->reduce, mod->lib, kDecodeReduceEntry));
+    }
+    modules_[key] = mod;
+    return mod;
+  }
+
+  [[nodiscard]] int device() const { return device_; }
+  [[nodiscard]] cudaStream_t stream() const { return stream_; }
+
+  // Overwrites the whole L2 so that the next launch reads K/V from DRAM.
+  void flush_l2() {
+    if (info_.l2_bytes <= 0) {
+      return;
+    }
+    if (flush_.get() == nullptr) {
+      flush_ = DeviceBuffer(std::size_t(info_.l2_bytes));
+    }
+    ATTN_CUDA_CHECK(cudaMemsetAsync(flush_.get(), int(flush_value_++ & 0xff),
+                                    std::size_t(info_.l2_bytes), stream_));
+  }
+
+private:
+  int device_;
+  DeviceInfo info_;
+  CudaLimits lim_;
+  TargetArch target_;
+  NvrtcCompiler compiler_;
+  cudaStream_t stream_ = nullptr;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, std::shared_ptr<const Module>> modules_;
+  DeviceBuffer flush_;
+  unsigned flush_value_ = 0;
+};
+
+CudaRun::CudaRun(CudaBackend &be, const Problem &pr, const DecodeVariant &v,
+                 std::shared_ptr<const Module> mod)
+    : be_(be), v_(v), shape_(decode_launch(v, pr)), mod_(std::move(mod)) {
+  const AttnParams &p = pr.params;
+  ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
+  rows_ = pr.num_rows();
+  heads_ = p.num_heads;
+  q_ = DeviceBuffer(pr.query.data.size());
+  q_.upload(pr.query.raw(), pr.query.data.size());
+  k_ = DeviceBuffer(pr.key_cache.data.size());
+  k_.upload(pr.key_cache.raw(), pr.key_cache.data.size());
+  v_cache_ = DeviceBuffer(pr.value_cache.data.size());
+  v_cache_.upload(pr.value_cache.raw(), pr.value_cache.data.size());
+  tables_ = DeviceBuffer(pr.block_tables.size() * sizeof(int32_t));
+  tables_.upload(pr.block_tables.data(), pr.block_tables.size() * sizeof(int32_t));
+  lens_ = DeviceBuffer(pr.context_lens.size() * sizeof(int32_t));
+  lens_.upload(pr.context_lens.data(), pr.context_lens.size() * sizeof(int32_t));
+  out_poison_ = HostTensor(p.dtype, {rows_, heads_, p.head_dim});
+  poison(out_poison_);
+  lse_poison_.assign(std::size_t(rows_) * heads_, 0.0f);
+  poison(lse_poison_);
+  out_ = DeviceBuffer(out_poison_.data.size());
+  lse_ = DeviceBuffer(lse_poison_.size() * sizeof(float));
+  if (shape_.reduce) {
+    ws_ = DeviceBuffer(std::size_t(shape_.workspace_floats) * sizeof(float));
+    const std::size_t parts = std::size_t(pr.batch) * heads_ * shape_.max_parts;
+    auto *base = static_cast<float *>(ws_.get());
+    ws_m_ = base;
+    ws_l_ = base + parts;
+    ws_o_ = base + 2 * parts;
+  }
+  out_ptr_ = out_.get();
+  lse_ptr_ = lse_.get();
+  q_ptr_ = q_.get();
+  k_ptr_ = k_.get();
+  v_ptr_ = v_cache_.get();
+  tables_ptr_ = tables_.get();
+  lens_ptr_ = lens_.get();
+  num_heads_ = p.num_heads;
+  num_kv_heads_ = p.num_kv_heads;
+  max_blocks_ = pr.max_blocks_per_seq;
+  scale_ = float(p.effective_scale());
+  softcap_ = float(p.softcap);
+  causal_ = p.causal ? 1 : 0;
+  window_left_ = p.window_left;
+  window_right_ = p.window_right;
+  max_parts_ = shape_.max_parts;
+}
+
+void CudaRun::poison_outputs() {
+  ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
+  ATTN_CUDA_CHECK(cudaMemcpyAsync(out_.get(), out_poison_.raw(), out_poison_.data.size(),
+                                  cudaMemcpyHostToDevice, be_.stream()));
+  ATTN_CUDA_CHECK(cudaMemcpyAsync(lse_.get(), lse_poison_.data(),
+                                  lse_poison_.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                  be_.stream()));
+  ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
+}
+
+void CudaRun::launch() {
+  const dim3 grid(shape_.grid.x, shape_.grid.y, shape_.grid.z);
+  const dim3 block(shape_.block.x, shape_.block.y, shape_.block.z);
+  if (grid.x == 0 || grid.y == 0) {
+    return; // an empty batch: nothing to compute
+  }
+  if (v_.family == Family::decode_v1) {
+    void *args[] = {&out_ptr_,    &lse_ptr_,  &q_ptr_,     &k_ptr_,        &v_ptr_,
+                    &tables_ptr_, &lens_ptr_, &num_heads_, &num_kv_heads_, &max_blocks_,
+                    &scale_,      &softcap_,  &causal_,    &window_left_,  &window_right_};
+    ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->main), grid, block, args,
+                                     0, be_.stream()));
+    return;
+  }
+  void *args[] = {&out_ptr_,    &lse_ptr_,  &q_ptr_,     &k_ptr_,        &v_ptr_,
+                  &tables_ptr_, &lens_ptr_, &num_heads_, &num_kv_heads_, &max_blocks_,
+                  &scale_,      &softcap_,  &causal_,    &window_left_,  &window_right_,
+                  &ws_m_,       &ws_l_,     &ws_o_,      &max_parts_};
+  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->main), grid, block, args, 0,
+                                   be_.stream()));
+  const dim3 rgrid(shape_.reduce_grid.x, shape_.reduce_grid.y, shape_.reduce_grid.z);
+  const dim3 rblock(shape_.reduce_block.x, shape_.reduce_block.y, shape_.reduce_block.z);
+  void *rargs[] = {&out_ptr_, &lse_ptr_, &lens_ptr_,  &ws_m_,
+                   &ws_l_,    &ws_o_,    &num_heads_, &max_parts_};
+  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->reduce), rgrid, rblock,
+                                   rargs, std::size_t(shape_.reduce_smem), be_.stream()));
+}
+
+void CudaRun::run() {
+  ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
+  launch();
+  ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
+  ATTN_CUDA_CHECK(cudaGetLastError());
+}
+
+RunOutput CudaRun::download() {
+  ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
+  RunOutput r;
+  r.out = HostTensor(out_poison_.dtype, out_poison_.shape);
+  r.lse.assign(lse_poison_.size(), 0.0f);
+  ATTN_CUDA_CHECK(cudaMemcpyAsync(r.out.raw(), out_.get(), r.out.data.size(),
+                                  cudaMemcpyDeviceToHost, be_.stream()));
+  ATTN_CUDA_CHECK(cudaMemcpyAsync(r.lse.data(), lse_.get(), r.lse.size() * sizeof(float),
+                                  cudaMemcpyDeviceToHost, be_.stream()));
+  ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
+  return r;
+}
+
+TimingResult CudaRun::time(const TimingOptions &opt) {
+  ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
+  Event start;
+  Event stop;
+  auto one_rep = [&]() {
+    if (opt.flush_cache) {
+      be_.flush_l2();
+    }
+    ATTN_CUDA_CHECK(cudaEventRecord(start.get(), be_.stream()));
+    launch();
+    ATTN_CUDA_CHECK(cudaEventRecord(stop.get(), be_.stream()));
+    ATTN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float ms = 0.0f;
+    ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    return double(ms) * 1e-3;
+  };
+  auto warm_one = [&]() {
+    launch();
+    ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
+  };
+  return measure(one_rep, warm_one, opt,
+                 opt.flush_cache ? "cuda-events, L2 flushed" : "cuda-events, L2 warm");
+}
+
+} // namespace
+
+CopyBandwidth measure_copy_bandwidth(int device, int64_t buffer_bytes, const TimingOptions &opt) {
+  ATTN_CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t stream = nullptr;
+  ATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } guard{stream};
+  DeviceBuffer src{std::size_t(buffer_bytes)};
+  DeviceBuffer dst{std::size_t(buffer_bytes)};
+  ATTN_CUDA_CHECK(cudaMemsetAsync(src.get(), 1, std::size_t(buffer_bytes), stream));
+  Event start;
+  Event stop;
+  auto copy = [&]() {
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), std::size_t(buffer_bytes),
+                                    cudaMemcpyDeviceToDevice, stream));
+  };
+  auto one_rep = [&]() {
+    ATTN_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+    copy();
+    ATTN_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+    ATTN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float ms = 0.0f;
+    ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    return double(ms) * 1e-3;
+  };
+  auto warm_one = [&]() {
+    copy();
+    ATTN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  };
+  CopyBandwidth r;
+  r.buffer_bytes = buffer_bytes;
+  r.timing = measure(one_rep, warm_one, opt, "cuda-events, cudaMemcpyAsync device to device");
+  r.bytes_per_s = r.timing.median_s > 0 ? 2.0 * double(buffer_bytes) / r.timing.median_s : 0.0;
+  return r;
+}
+
+} // namespace cuda
+
+std::unique_ptr<Backend> make_cuda_backend(int index) {
+  std::string why;
+  const std::vector<DeviceInfo> devices = cuda_devices(why);
+  if (devices.empty()) {
+    throw DeviceUnavailable(why);
+  }
+  if (index < 0 || index >= int(devices.size())) {
+    throw DeviceUnavailable("no CUDA device " + std::to_string(index) + ": this machine has " +
+                            std::to_string(devices.size()) +
+                            " (cuda:0 to cuda:" + std::to_string(devices.size() - 1) + ")");
+  }
+  return std::make_unique<cuda::CudaBackend>(index, devices[std::size_t(index)]);
+}
+
+} // namespace attn
