@@ -36,26 +36,33 @@ ATTN_HD int row_position(int q_len, int k_len, int i) { return k_len - q_len + i
 
 // Whether key j is visible from a query at absolute position pos.
 ATTN_HD bool key_visible(const Mask& m, int pos, int j) {
-  return (!m.causal || j <= pos) && (m.window_left < 0 || j >= pos - m.window_left) &&
-         (m.window_right < 0 || j <= pos + m.window_right);
+  // 64-bit: windows near INT_MAX and negative positions must not overflow.
+  return (!m.causal || j <= pos) &&
+         (m.window_left < 0 || (long long)j >= (long long)pos - m.window_left) &&
+         (m.window_right < 0 || (long long)j <= (long long)pos + m.window_right);
 }
 
 // Visible keys of a query at position pos form the half-open range [*lo, *hi) inside
 // [0, k_len); empty when *lo >= *hi. Every kernel iterates this range only.
 ATTN_HD void visible_range(const Mask& m, int pos, int k_len, int* lo, int* hi) {
-  int l = 0;
-  int h = k_len; // exclusive
+  // 64-bit bounds: pos - window_left and pos + window_right + 1 overflow int for windows near
+  // INT_MAX (engines pass such values for "unbounded") or for negative positions (q_len > k_len).
+  long long l = 0;
+  long long h = k_len; // exclusive
   if (m.causal) {
-    h = imin(h, pos + 1);
+    h = h < (long long)pos + 1 ? h : (long long)pos + 1;
   }
   if (m.window_left >= 0) {
-    l = imax(l, pos - m.window_left);
+    const long long w = (long long)pos - m.window_left;
+    l = l > w ? l : w;
   }
   if (m.window_right >= 0) {
-    h = imin(h, pos + m.window_right + 1);
+    const long long w = (long long)pos + m.window_right + 1;
+    h = h < w ? h : w;
   }
-  *lo = l;
-  *hi = h;
+  // l >= 0 and h <= k_len; clamping the other ends keeps both in [0, k_len] (empty: lo >= hi).
+  *lo = (int)(l > k_len ? k_len : l);
+  *hi = (int)(h < 0 ? 0 : h);
 }
 
 // Union of the visible ranges of rows [row_begin, row_end) of one sequence (rows move

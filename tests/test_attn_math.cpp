@@ -314,3 +314,37 @@ TEST(AttnMath, CombineOfOnlyEmptyPartitions) {
   // A stale maximum of an empty partition must not win the global max.
   EXPECT_EQ(combine_max(1.0f, 5.0f, 0.0f), 1.0f);
 }
+
+TEST(AttnMath, HugeWindowsAndNegativePositionsDoNotOverflow) {
+  // Engines pass INT_MAX-like windows for "unbounded"; rows with q_len > k_len have pos < 0.
+  constexpr int kBig = std::numeric_limits<int>::max();
+  for (const Mask m : {Mask{1, kBig, -1}, Mask{0, kBig, kBig}, Mask{0, -1, kBig}, Mask{1, kBig, kBig}}) {
+    for (int pos : {-7, -1, 0, 3, 99}) {
+      const int k_len = 100;
+      int lo = 0;
+      int hi = 0;
+      visible_range(m, pos, k_len, &lo, &hi);
+      int want_lo = k_len;
+      int want_hi = 0;
+      for (int j = 0; j < k_len; ++j) {
+        if (key_visible(m, pos, j)) {
+          want_lo = std::min(want_lo, j);
+          want_hi = j + 1;
+        }
+      }
+      if (want_hi == 0) {
+        EXPECT_GE(lo, hi) << "pos " << pos << " causal " << m.causal;
+      } else {
+        EXPECT_EQ(lo, want_lo) << "pos " << pos << " causal " << m.causal;
+        EXPECT_EQ(hi, want_hi) << "pos " << pos << " causal " << m.causal;
+      }
+      EXPECT_GE(lo, 0);
+      EXPECT_LE(hi, k_len);
+      // Unbounded windows behave like no window at all.
+      const bool all_visible_noncausal = !m.causal && want_lo == 0 && want_hi == k_len;
+      if (!m.causal) {
+        EXPECT_TRUE(all_visible_noncausal) << "pos " << pos;
+      }
+    }
+  }
+}
