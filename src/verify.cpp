@@ -106,6 +106,17 @@ constexpr MaskVariant kMaskVariants[] = {
     {"scale", true, -1, -1, 0.0, 0.3},
 };
 
+AttnParams with_mask(AttnParams p, const MaskVariant& m) {
+  p.causal = m.causal;
+  p.window_left = m.window_left;
+  p.window_right = m.window_right;
+  p.softcap = m.softcap;
+  if (m.scale > 0) {
+    p.scale = m.scale;
+  }
+  return p;
+}
+
 } // namespace
 
 std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64_t seed) {
@@ -147,14 +158,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
     add("gqa", base_params(dt, 16, 1, 128, 16), {},
         ragged_lengths(mix_seed(seed, "decode-mqa-lens", 0), 5, 16, partitions, sz.max_len));
     for (const auto& m : kMaskVariants) {
-      AttnParams p = base_params(dt, 4, 2, in == Intensity::quick ? 64 : 128, 16);
-      p.causal = m.causal;
-      p.window_left = m.window_left;
-      p.window_right = m.window_right;
-      p.softcap = m.softcap;
-      if (m.scale > 0) {
-        p.scale = m.scale;
-      }
+      const AttnParams p = with_mask(base_params(dt, 4, 2, in == Intensity::quick ? 64 : 128, 16), m);
       add("masks", p, {}, ragged_lengths(mix_seed(seed, m.name, 1), 6, 16, partitions, sz.max_len));
     }
     add("shared-prefix", base_params(dt, 8, 2, 128, 16), {}, {300, 97, 1025, 64, 513}, true);
@@ -194,14 +198,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
   }
   add("gqa", base_params(dt, 8, 1, 128, 16), {33, 70}, {33, 90});
   for (const auto& m : kMaskVariants) {
-    AttnParams p = base_params(dt, 4, 2, in == Intensity::quick ? 64 : 128, 16);
-    p.causal = m.causal;
-    p.window_left = m.window_left;
-    p.window_right = m.window_right;
-    p.softcap = m.softcap;
-    if (m.scale > 0) {
-      p.scale = m.scale;
-    }
+    const AttnParams p = with_mask(base_params(dt, 4, 2, in == Intensity::quick ? 64 : 128, 16), m);
     std::vector<int> q = ragged_lengths(mix_seed(seed, m.name, 2), 3, 16, {}, L / 2);
     std::vector<int> k = q;
     k[0] += 37; // one chunked sequence per mask option
