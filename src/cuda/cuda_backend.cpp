@@ -67,6 +67,18 @@ CompileRequest decode_compile_request(const DecodeVariant &v, const TargetArch &
   return req;
 }
 
+CompileRequest prefill_compile_request(const PrefillVariant &v, const TargetArch &target) {
+  CompileRequest req;
+  req.source_name = "prefill.cuh";
+  req.source = embedded_kernel("prefill.cuh");
+  req.headers = embedded_kernel_headers();
+  req.options = v.defines();
+  req.arch = target.arch;
+  req.cubin = target.cubin;
+  req.description = v.describe();
+  return req;
+}
+
 int precompile_decode(const std::vector<DecodeVariant> &variants, int cc) {
   const TargetArch target = pick_target_arch(cc, nvrtc_supported_archs());
   const NvrtcCompiler compiler(default_cache_dir());

@@ -8,6 +8,7 @@
 
 #include "src/backend.h"
 #include "src/cuda/decode_launch.h"
+#include "src/cuda/prefill_launch.h"
 #include "src/cuda/nvrtc_compiler.h"
 #include "src/timing.h"
 
@@ -32,6 +33,10 @@ struct TargetArch {
 // exactly what the backend compiles, so that tests and cache warm-ups compile the same thing.
 [[nodiscard]] CompileRequest decode_compile_request(const DecodeVariant &v,
                                                     const TargetArch &target);
+
+// The same for variant `v` of kernels/prefill.cuh.
+[[nodiscard]] CompileRequest prefill_compile_request(const PrefillVariant &v,
+                                                     const TargetArch &target);
 
 // Compiles `variants` for a device of compute capability `cc` on all CPU cores into the disk
 // cache, so that the backend's own compiles (one at a time, on first use) become cache hits.
