@@ -81,6 +81,30 @@ CompileRequest prefill_compile_request(const PrefillVariant &v, const TargetArch
   return req;
 }
 
+int precompile_prefill(const std::vector<PrefillVariant> &variants, int cc) {
+  const TargetArch target = pick_target_arch(cc, nvrtc_supported_archs());
+  const NvrtcCompiler compiler(default_cache_dir());
+  std::atomic<std::size_t> next{0};
+  std::atomic<int> failed{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < variants.size(); i = next++) {
+      try {
+        (void)compiler.compile(prefill_compile_request(variants[i], target));
+      } catch (const std::exception &) {
+        ++failed;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < std::max(1u, std::thread::hardware_concurrency()); ++w) {
+    pool.emplace_back(worker);
+  }
+  for (auto &t : pool) {
+    t.join();
+  }
+  return failed.load();
+}
+
 int precompile_decode(const std::vector<DecodeVariant> &variants, int cc) {
   const TargetArch target = pick_target_arch(cc, nvrtc_supported_archs());
   const NvrtcCompiler compiler(default_cache_dir());

@@ -42,6 +42,8 @@ struct TargetArch {
 // cache, so that the backend's own compiles (one at a time, on first use) become cache hits.
 // Returns how many failed to compile (can_run reports each with its reason later).
 int precompile_decode(const std::vector<DecodeVariant> &variants, int cc);
+// The same for prefill variants.
+int precompile_prefill(const std::vector<PrefillVariant> &variants, int cc);
 
 // Device-to-device copy bandwidth of GPU `device`, counting bytes read plus bytes written, the
 // ceiling that a memory-bound kernel is compared with.
