@@ -96,7 +96,7 @@ build_project() {
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$DEPS/prefix;$BUILD/gtest-prefix" \
     -DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF \
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_ENVIRONMENT_PATH=OFF \
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_IGNORE_PREFIX_PATH="/usr;/usr/local;/" \
     -DCUDAToolkit_ROOT="$CUDA_DIR"
   cmake --build "$BUILD" -j "$JOBS"
 }
@@ -112,7 +112,8 @@ build() {
 
 # The quick sweep, when this build has the command (it comes with the sweep task).
 sweep() {
-  if "$BUILD/attn-tune" sweep --help >/dev/null 2>&1; then
+  # `attn-tune sweep --help` exits 0 even without the subcommand (root help), so read the list.
+  if "$BUILD/attn-tune" --help 2>/dev/null | grep -qE '^[[:space:]]+sweep([[:space:]]|$)'; then
     "$BUILD/attn-tune" sweep --device 0 --profile quick
   else
     echo "attn-tune has no sweep subcommand in this build"
