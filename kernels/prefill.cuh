@@ -76,9 +76,9 @@ constexpr int MT = RPW / 16;         // 16-row fragments per warp
 constexpr int NT = BLOCK_N / 8;      // 8-key fragments of a key tile
 constexpr int DT = D / 8;            // 8-dim fragments of an output row
 constexpr int ES = int(sizeof(elem_t));
-constexpr int PAD = 16 / ES;         // row padding: 16 bytes
-constexpr int LD = D + PAD;          // shared row stride in elements
-constexpr int CPR = D * ES / 16;     // 16-byte chunks per row
+constexpr int PAD = 16 / ES;     // row padding: 16 bytes
+constexpr int LD = D + PAD;      // shared row stride in elements
+constexpr int CPR = D * ES / 16; // 16-byte chunks per row
 
 static_assert(D % 16 == 0 && D >= 16 && D <= 256, "HEAD_DIM must be a multiple of 16 up to 256");
 static_assert(BLOCK_SIZE > 0, "BLOCK_SIZE must be positive");
@@ -384,8 +384,8 @@ __device__ __forceinline__ float quad_sum(float v) {
 }
 
 // Shared memory bytes of one CTA (the host computes the same number in prefill_launch.cpp).
-constexpr int SMEM_BYTES = (BLOCK_M + 2 * STAGES * BLOCK_N) * LD * ES +
-                           (DTYPE == 0 ? WARPS * RPW * BLOCK_N * 4 : 0);
+constexpr int SMEM_BYTES =
+    (BLOCK_M + 2 * STAGES * BLOCK_N) * LD * ES + (DTYPE == 0 ? WARPS * RPW * BLOCK_N * 4 : 0);
 
 __device__ __forceinline__ void prefill_tile(const Args &a) {
   ATTN_DYNAMIC_SHARED(unsigned char, smem_raw);
@@ -564,20 +564,10 @@ ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(attn_prefill::THREADS, 1)
             const int *__restrict__ tile_map, int num_heads, int num_kv_heads,
             int max_blocks_per_seq, float scale, float softcap, int causal, int window_left,
             int window_right) {
-  const attn_prefill::Args a = {out,
-                                lse,
-                                q,
-                                k_cache,
-                                v_cache,
-                                block_tables,
-                                cu_seqlens_q,
-                                cu_seqlens_k,
-                                tile_map,
-                                num_heads,
-                                num_kv_heads,
-                                max_blocks_per_seq,
-                                scale,
-                                softcap,
-                                {causal, window_left, window_right}};
+  const attn_prefill::Args a = {out,          lse,          q,
+                                k_cache,      v_cache,      block_tables,
+                                cu_seqlens_q, cu_seqlens_k, tile_map,
+                                num_heads,    num_kv_heads, max_blocks_per_seq,
+                                scale,        softcap,      {causal, window_left, window_right}};
   attn_prefill::prefill_tile(a);
 }

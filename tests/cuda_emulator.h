@@ -25,7 +25,7 @@ struct State {
   std::vector<ucontext_t> ctx;
   std::vector<std::unique_ptr<char[]>> stacks;
   std::vector<char> finished;
-  std::vector<float> slots; // shuffle exchange, one per thread
+  std::vector<float> slots;                   // shuffle exchange, one per thread
   std::vector<std::array<uint32_t, 6>> frags; // mma fragment exchange (a[4], b[2]), per thread
   std::vector<float> dynamic_smem;
   ucontext_t scheduler{};
@@ -223,4 +223,3 @@ inline unsigned int attn_emu_pack2(float lo, float hi, int dtype) {
 inline void attn_emu_cp_async16(void *dst, const void *src, bool valid) {
   ::emu::cp_async16(dst, src, valid);
 }
-

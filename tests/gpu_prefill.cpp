@@ -30,9 +30,9 @@ struct Shape {
   int heads, kv_heads, head_dim, block_size;
 };
 
-constexpr Shape kShapes[] = {{8, 8, 64, 8},    {16, 4, 80, 16},  {12, 2, 96, 32},
-                             {8, 1, 112, 64},  {8, 2, 128, 256}, {14, 2, 192, 16},
-                             {8, 4, 256, 32},  {28, 4, 128, 24}, {16, 2, 64, 128}};
+constexpr Shape kShapes[] = {{8, 8, 64, 8},   {16, 4, 80, 16},  {12, 2, 96, 32},
+                             {8, 1, 112, 64}, {8, 2, 128, 256}, {14, 2, 192, 16},
+                             {8, 4, 256, 32}, {28, 4, 128, 24}, {16, 2, 64, 128}};
 constexpr DType kDtypes[] = {DType::bf16, DType::f16, DType::f32};
 constexpr int kSeeds = 2;
 
@@ -160,7 +160,8 @@ TEST_F(GpuPrefill, EveryConfigurationOfTheSpace) {
   AttnParams p = space_params();
   GenOptions g;
   g.seed = 4343;
-  const Problem pr = make_prefill_problem(p, {1, 15, 64, 65, 200, 33}, {1, 300, 64, 65, 520, 17}, g);
+  const Problem pr =
+      make_prefill_problem(p, {1, 15, 64, 65, 200, 33}, {1, 300, 64, 65, 520, 17}, g);
   const ReferenceResult ref = reference_attention(pr);
   for (const auto &cfg : gpu().config_space(Family::prefill, p)) {
     ASSERT_EQ(gpu().can_run(cfg, pr), std::nullopt) << cfg.key();
@@ -182,7 +183,8 @@ TEST_F(GpuPrefill, CausalSkipsMaskedTiles) {
   TimingOptions opt;
   opt.max_seconds = 0.2;
   p.causal = false;
-  const double full = gpu().prepare(make_prefill_problem(p, {8192}, {8192}, g), cfg)->time(opt).median_s;
+  const double full =
+      gpu().prepare(make_prefill_problem(p, {8192}, {8192}, g), cfg)->time(opt).median_s;
   p.causal = true;
   const double causal =
       gpu().prepare(make_prefill_problem(p, {8192}, {8192}, g), cfg)->time(opt).median_s;

@@ -161,11 +161,9 @@ template <typename Run> void check_case(const Case &c, Run run, uint64_t seed) {
     GenOptions g;
     g.seed = seed * 10 + m;
     const Problem pr = make_prefill_problem(p, q_lens, k_lens, g);
-    KernelConfig cfg{Family::prefill,
-                     {{"q_tile", c.q_tile},
-                      {"k_tile", c.k_tile},
-                      {"warps", c.warps},
-                      {"stages", c.stages}}};
+    KernelConfig cfg{
+        Family::prefill,
+        {{"q_tile", c.q_tile}, {"k_tile", c.k_tile}, {"warps", c.warps}, {"stages", c.stages}}};
     const cuda::PrefillVariant v = cuda::prefill_variant(cfg, p);
     const ReferenceResult ref = reference_attention(pr);
     const RunOutput o = run(pr, v);
@@ -180,36 +178,42 @@ template <typename Run> void check_case(const Case &c, Run run, uint64_t seed) {
 } // namespace
 
 TEST(CudaPrefillEmulation, Fp16TensorCoresDoubleBuffered) {
-  check_case({DType::f16, 64, 16, 64, 32, 4, 2},
-             [](const Problem &pr, const cuda::PrefillVariant &v) {
-               return run_prefill<uint16_t>(pcfg1::prefill, pr, v);
-             },
-             101);
+  check_case(
+      {DType::f16, 64, 16, 64, 32, 4, 2},
+      [](const Problem &pr, const cuda::PrefillVariant &v) {
+        return run_prefill<uint16_t>(pcfg1::prefill, pr, v);
+      },
+      101);
 }
 
 TEST(CudaPrefillEmulation, Bf16Dim80SmallPagesOneStage) {
-  check_case({DType::bf16, 80, 8, 64, 16, 4, 1},
-             [](const Problem &pr, const cuda::PrefillVariant &v) {
-               return run_prefill<uint16_t>(pcfg2::prefill, pr, v);
-             },
-             201);
+  check_case(
+      {DType::bf16, 80, 8, 64, 16, 4, 1},
+      [](const Problem &pr, const cuda::PrefillVariant &v) {
+        return run_prefill<uint16_t>(pcfg2::prefill, pr, v);
+      },
+      201);
 }
 
 TEST(CudaPrefillEmulation, Fp32CudaCoresOddPageSize) {
-  check_case({DType::f32, 64, 24, 64, 32, 4, 2},
-             [](const Problem &pr, const cuda::PrefillVariant &v) {
-               return run_prefill<float>(pcfg3::prefill, pr, v);
-             },
-             301);
+  check_case(
+      {DType::f32, 64, 24, 64, 32, 4, 2},
+      [](const Problem &pr, const cuda::PrefillVariant &v) {
+        return run_prefill<float>(pcfg3::prefill, pr, v);
+      },
+      301);
 }
 
 TEST(CudaPrefillEmulation, Bf16Dim128EightWarps) {
-  check_case({DType::bf16, 128, 32, 128, 64, 8, 2},
-             [](const Problem &pr, const cuda::PrefillVariant &v) {
-               return run_prefill<uint16_t>(pcfg4::prefill, pr, v);
-             },
-             401);
+  check_case(
+      {DType::bf16, 128, 32, 128, 64, 8, 2},
+      [](const Problem &pr, const cuda::PrefillVariant &v) {
+        return run_prefill<uint16_t>(pcfg4::prefill, pr, v);
+      },
+      401);
 }
 #else
-TEST(CudaPrefillEmulation, NeedsTheCudaBackend) { GTEST_SKIP() << "built without the CUDA backend"; }
+TEST(CudaPrefillEmulation, NeedsTheCudaBackend) {
+  GTEST_SKIP() << "built without the CUDA backend";
+}
 #endif

@@ -114,9 +114,9 @@ TEST(CudaPrefillLaunch, SharedMemoryMatchesTheKernelLayout) {
   v.dtype = DType::f32;
   v.stages = 1;
   EXPECT_EQ(prefill_smem_bytes(v), (64 + 2 * 64) * (128 + 4) * 4 + 64 * 64 * 4);
-  const std::vector<std::string> want = {"-std=c++17",  "-DDTYPE=0",    "-DHEAD_DIM=128",
+  const std::vector<std::string> want = {"-std=c++17",      "-DDTYPE=0",    "-DHEAD_DIM=128",
                                          "-DBLOCK_SIZE=16", "-DBLOCK_M=64", "-DBLOCK_N=64",
-                                         "-DWARPS=4",   "-DSTAGES=1"};
+                                         "-DWARPS=4",       "-DSTAGES=1"};
   EXPECT_EQ(v.defines(), want);
 }
 

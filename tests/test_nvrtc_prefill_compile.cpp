@@ -95,9 +95,8 @@ TEST(NvrtcPrefillCompile, EveryConfigurationCompilesWithoutSpills) {
       std::string note;
       try {
         const CompileResult r = compiler.compile(prefill_compile_request(j.v, {j.arch, true}));
-        const auto it = std::find_if(r.kernels.begin(), r.kernels.end(), [](const auto &k) {
-          return k.name == kPrefillEntry;
-        });
+        const auto it = std::find_if(r.kernels.begin(), r.kernels.end(),
+                                     [](const auto &k) { return k.name == kPrefillEntry; });
         if (it == r.kernels.end()) {
           problem = " no ptxas report for prefill";
         } else {

@@ -570,7 +570,8 @@ TimingResult CudaRun::time(const TimingOptions &opt) {
                  opt.flush_cache ? "cuda-events, L2 flushed" : "cuda-events, L2 warm");
 }
 
-// ---- prefill runs --------------------------------------------------------------------------------
+// ---- prefill runs
+// --------------------------------------------------------------------------------
 
 class PrefillRun final : public PreparedRun {
 public:
@@ -597,7 +598,7 @@ public:
     poison(lse_poison_);
     out_ = DeviceBuffer(out_poison_.data.size());
     lse_ = DeviceBuffer(lse_poison_.size() * sizeof(float));
-    ptrs_ = {out_.get(), lse_.get(), q_.get(),    k_.get(),    v_.get(),
+    ptrs_ = {out_.get(),    lse_.get(),  q_.get(),    k_.get(),  v_.get(),
              tables_.get(), cu_q_.get(), cu_k_.get(), map_.get()};
     num_heads_ = p.num_heads;
     num_kv_heads_ = p.num_kv_heads;
@@ -670,10 +671,9 @@ private:
     }
     const dim3 grid(shape_.grid.x, shape_.grid.y, shape_.grid.z);
     const dim3 block(shape_.block.x, shape_.block.y, shape_.block.z);
-    void *args[] = {&ptrs_[0],      &ptrs_[1],    &ptrs_[2],      &ptrs_[3],     &ptrs_[4],
-                    &ptrs_[5],      &ptrs_[6],    &ptrs_[7],      &ptrs_[8],     &num_heads_,
-                    &num_kv_heads_, &max_blocks_, &scale_,        &softcap_,     &causal_,
-                    &window_left_,  &window_right_};
+    void *args[] = {&ptrs_[0], &ptrs_[1], &ptrs_[2], &ptrs_[3],     &ptrs_[4],      &ptrs_[5],
+                    &ptrs_[6], &ptrs_[7], &ptrs_[8], &num_heads_,   &num_kv_heads_, &max_blocks_,
+                    &scale_,   &softcap_, &causal_,  &window_left_, &window_right_};
     ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->main), grid, block, args,
                                      std::size_t(shape_.smem), be_.stream()));
   }

@@ -8,8 +8,8 @@
 
 #include "src/backend.h"
 #include "src/cuda/decode_launch.h"
-#include "src/cuda/prefill_launch.h"
 #include "src/cuda/nvrtc_compiler.h"
+#include "src/cuda/prefill_launch.h"
 #include "src/timing.h"
 
 namespace attn {

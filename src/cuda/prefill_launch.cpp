@@ -95,8 +95,9 @@ std::vector<KernelConfig> prefill_config_space(const AttnParams &p) {
         continue;
       }
       for (int stages : kPrefillStages) {
-        out.push_back({Family::prefill,
-                       {{"q_tile", q_tile}, {"k_tile", k_tile}, {"warps", warps}, {"stages", stages}}});
+        out.push_back(
+            {Family::prefill,
+             {{"q_tile", q_tile}, {"k_tile", k_tile}, {"warps", warps}, {"stages", stages}}});
       }
     }
   }

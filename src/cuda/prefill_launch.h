@@ -36,8 +36,8 @@ inline constexpr int kDefaultStages = 2;
 
 // What the device allows a prefill launch.
 struct PrefillLimits {
-  int cc = 90;                              // compute capability, major*10 + minor
-  int64_t smem_optin = 227 * 1024;          // dynamic shared memory per block, opted in
+  int cc = 90;                     // compute capability, major*10 + minor
+  int64_t smem_optin = 227 * 1024; // dynamic shared memory per block, opted in
   int max_threads_per_block = 1024;
   int regs_per_block = 65536;
   int64_t max_grid_x = 2147483647;
