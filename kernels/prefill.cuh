@@ -189,9 +189,19 @@ __device__ __forceinline__ unsigned int pack2(float lo, float hi) {
 __device__ __forceinline__ unsigned int ld32(const elem_t *p) {
   return *reinterpret_cast<const unsigned int *>(p);
 }
-// Two 16-bit elements one row apart (the B fragment of V, which is stored key-major).
-__device__ __forceinline__ unsigned int ld_pair(const elem_t *p) {
-  return static_cast<unsigned int>(p[0]) | (static_cast<unsigned int>(p[LD]) << 16);
+// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: four 8x8 matrices of 16-bit elements, lane l
+// giving the address of row l % 8 of matrix l / 8 (16-byte aligned). Register m of lane
+// (g = lane / 4, t = lane % 4) receives elements [2t][g] (low half) and [2t+1][g] of matrix m:
+// the transposed load, which turns key-major V rows into B fragments.
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned int r[4], const elem_t *row) {
+#if defined(ATTN_EMULATE_HOST)
+  attn_emu_ldmatrix_x4_trans(r, row);
+#else
+  const unsigned int sa = static_cast<unsigned int>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(sa));
+#endif
 }
 #endif
 
@@ -293,13 +303,17 @@ __device__ __forceinline__ void accumulate_pv(float o[MT][DT][4], const float p[
       af[mt][3] = pack2(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
     }
     ATTN_UNROLL
-    for (int dt = 0; dt < DT; ++dt) {
-      // B = V: B[k][n] = V[key k][dim n]; a register holds keys 2t and 2t+1 of dim g.
-      const elem_t *v0 = vs + (kk * 16 + 2 * t) * LD + dt * 8 + g;
-      const unsigned int bf[2] = {ld_pair(v0), ld_pair(v0 + 8 * LD)};
+    for (int dt = 0; dt < DT; dt += 2) {
+      // B = V: B[k][n] = V[key k][dim n]; a register holds keys 2t and 2t+1 of dim g. One
+      // transposed ldmatrix loads dims [8dt, 8dt + 16) of the 16 keys: matrices (keys 0-7,
+      // dims 0-7), (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 8-15).
+      unsigned int bf[4];
+      ldmatrix_x4_trans(bf, vs + (kk * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * LD + dt * 8 +
+                                8 * (lane / 16));
       ATTN_UNROLL
       for (int mt = 0; mt < MT; ++mt) {
         mma16816(o[mt][dt], af[mt], bf);
+        mma16816(o[mt][dt + 1], af[mt], bf + 2);
       }
     }
   }

@@ -27,6 +27,7 @@ struct State {
   std::vector<char> finished;
   std::vector<float> slots;                   // shuffle exchange, one per thread
   std::vector<std::array<uint32_t, 6>> frags; // mma fragment exchange (a[4], b[2]), per thread
+  std::vector<const void *> rows;             // ldmatrix row addresses, per thread
   std::vector<float> dynamic_smem;
   ucontext_t scheduler{};
   std::function<void()> body;
@@ -74,6 +75,7 @@ inline void launch(Dim grid, int threads, std::size_t dynamic_floats,
   s.finished.assign(std::size_t(threads), 0);
   s.slots.assign(std::size_t(threads), 0.0f);
   s.frags.assign(std::size_t(threads), {});
+  s.rows.assign(std::size_t(threads), nullptr);
   s.dynamic_smem.assign(dynamic_floats + 1, 0.0f);
   while (s.stacks.size() < std::size_t(threads)) {
     s.stacks.push_back(std::make_unique<char[]>(kStack));
@@ -157,6 +159,28 @@ inline void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2], int d
   }
 }
 
+// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: lane l gives the address of row l % 8 of
+// matrix l / 8; register m of lane (g = lane / 4, t = lane % 4) receives matrix m's elements
+// [2t][g] (bits 0..15) and [2t+1][g] (bits 16..31), i.e. row g of the transposed matrix.
+inline void ldmatrix_x4_trans(uint32_t r[4], const void *row) {
+  State &s = state();
+  const int t = s.current;
+  s.rows[std::size_t(t)] = row;
+  barrier();
+  const int base = t & ~31;
+  const int lane = t & 31;
+  for (int m = 0; m < 4; ++m) {
+    uint32_t v = 0;
+    for (int e = 0; e < 2; ++e) {
+      const auto *src =
+          static_cast<const uint16_t *>(s.rows[std::size_t(base + m * 8 + 2 * (lane % 4) + e)]);
+      v |= uint32_t(src[lane / 4]) << (16 * e);
+    }
+    r[m] = v;
+  }
+  barrier(); // nobody replaces an address before every lane has read
+}
+
 // cvt.rn.{f16x2,bf16x2}.f32: lo in bits 0..15, hi in bits 16..31, round to nearest even.
 inline uint32_t pack2(float lo, float hi, int dtype) {
   auto one = [&](float v) -> uint32_t {
@@ -219,6 +243,9 @@ inline void attn_emu_mma16816(float c[4], const unsigned int a[4], const unsigne
 }
 inline unsigned int attn_emu_pack2(float lo, float hi, int dtype) {
   return ::emu::pack2(lo, hi, dtype);
+}
+inline void attn_emu_ldmatrix_x4_trans(unsigned int r[4], const void *row) {
+  ::emu::ldmatrix_x4_trans(r, row);
 }
 inline void attn_emu_cp_async16(void *dst, const void *src, bool valid) {
   ::emu::cp_async16(dst, src, valid);
