@@ -58,6 +58,21 @@ TEST(CudaPrefillLaunch, ConfigSpaceHasTwoChoicesOfEachParameterAndRunsOnAnH100) 
   }
 }
 
+TEST(CudaPrefillLaunch, DefaultConfigurationRunsEverySupportedShape) {
+  // replay runs the family with no parameters: the defaults must fit every head_dim and dtype.
+  const PrefillLimits h100;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    for (int d : kPrefillHeadDims) {
+      for (int bs : {8, 16, 24, 256}) {
+        const AttnParams p = params(dt, d, bs);
+        EXPECT_EQ(prefill_static_can_run({Family::prefill, {}}, problem(p, {3}, {9}), h100),
+                  std::nullopt)
+            << dtype_name(dt) << " d=" << d << " bs=" << bs;
+      }
+    }
+  }
+}
+
 TEST(CudaPrefillLaunch, CanRunNamesTheReason) {
   const PrefillLimits lim;
   const AttnParams p = params(DType::bf16, 128, 16);

@@ -69,7 +69,8 @@ PrefillVariant prefill_variant(const KernelConfig &cfg, const AttnParams &p) {
   v.head_dim = p.head_dim;
   v.block_size = p.block_size;
   v.q_tile = cfg.get("q_tile", kDefaultQTile);
-  v.k_tile = cfg.get("k_tile", kDefaultKTile);
+  // The default must run every supported head_dim (replay uses it): narrower above 128.
+  v.k_tile = cfg.get("k_tile", p.head_dim <= kPrefillMaxDimWideKTile ? kDefaultKTile : 32);
   v.warps = cfg.get("warps", kDefaultWarps);
   v.stages = cfg.get("stages", kDefaultStages);
   return v;

@@ -30,7 +30,7 @@ inline constexpr int kPrefillMaxDimWideKTile = 128;
 
 // The defaults a prefill configuration takes for parameters it does not name.
 inline constexpr int kDefaultQTile = 64;
-inline constexpr int kDefaultKTile = 64;
+inline constexpr int kDefaultKTile = 64; // 32 above head_dim kPrefillMaxDimWideKTile
 inline constexpr int kDefaultWarps = 4;
 inline constexpr int kDefaultStages = 2;
 
