@@ -288,8 +288,6 @@ __device__ __forceinline__ void scores(float s[MT][NT][4], const elem_t *qs, con
 
 __device__ __forceinline__ void accumulate_pv(float o[MT][DT][4], const float p[MT][NT][4],
                                               const elem_t *vs, float *, int lane) {
-  const int g = lane / 4;
-  const int t = lane % 4;
   ATTN_UNROLL
   for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
     // The C fragments of key fragments 2kk and 2kk+1 are exactly the A fragment of keys
