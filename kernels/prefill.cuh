@@ -463,17 +463,18 @@ __device__ __forceinline__ void prefill_tile(const Args &a) {
   }
 
   float o[MT][DT][4];
-  attn_math::OnlineSoftmax st[MT][2];
+  attn_math::OnlineSoftmax2 st[MT][2]; // base 2: scores are kept times log2(e)
   ATTN_UNROLL
   for (int mt = 0; mt < MT; ++mt) {
-    st[mt][0] = attn_math::OnlineSoftmax::empty();
-    st[mt][1] = attn_math::OnlineSoftmax::empty();
+    st[mt][0] = attn_math::OnlineSoftmax2::empty();
+    st[mt][1] = attn_math::OnlineSoftmax2::empty();
     ATTN_UNROLL
     for (int dt = 0; dt < DT; ++dt) {
       o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.0f;
     }
   }
 
+  const float scale_log2 = a.scale * attn_math::kLog2e;
   const elem_t *qw = qs + warp * RPW * LD;
   float *scratch = scratch_base + warp * RPW * BLOCK_N;
   int it = 0;
@@ -502,7 +503,9 @@ __device__ __forceinline__ void prefill_tile(const Args &a) {
         for (int e = 0; e < 4; ++e) {
           const int half = e / 2;
           const int j = k0 + nt * 8 + 2 * t + (e % 2);
-          float v = attn_math::apply_softcap(s[mt][nt][e] * a.scale, a.softcap);
+          float v = a.softcap > 0.0f ? attn_math::apply_softcap(s[mt][nt][e] * a.scale, a.softcap) *
+                                           attn_math::kLog2e
+                                     : s[mt][nt][e] * scale_log2;
           if (!full && !(rlo[mt][half] <= j && j < rhi[mt][half])) {
             v = attn_math::neg_inf();
           }
@@ -547,7 +550,7 @@ __device__ __forceinline__ void prefill_tile(const Args &a) {
   for (int mt = 0; mt < MT; ++mt) {
     ATTN_UNROLL
     for (int half = 0; half < 2; ++half) {
-      const attn_math::OnlineSoftmax row = {st[mt][half].m, quad_sum(st[mt][half].l)};
+      const attn_math::OnlineSoftmax2 row = {st[mt][half].m, quad_sum(st[mt][half].l)};
       const float inv = row.inv_sum();
       const int i = row0 + warp * RPW + mt * 16 + g + 8 * half;
       if (i < q_len) {
