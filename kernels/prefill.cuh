@@ -53,6 +53,15 @@
 #ifndef ATTN_DYNAMIC_SHARED
 #define ATTN_DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
 #endif
+// Partial unrolling of the fp32 engine's dot-product loops: fully unrolled, ptxas hoisted enough
+// loads to spill at head_dim 80 on sm_80.
+#ifndef ATTN_UNROLL4
+#if defined(ATTN_EMULATE_HOST)
+#define ATTN_UNROLL4
+#else
+#define ATTN_UNROLL4 _Pragma("unroll 4")
+#endif
+#endif
 
 #if !defined(DTYPE) || !defined(HEAD_DIM) || !defined(BLOCK_SIZE) || !defined(BLOCK_M) ||          \
     !defined(BLOCK_N) || !defined(WARPS) || !defined(STAGES)
@@ -331,6 +340,7 @@ __device__ __forceinline__ void scores(float s[MT][NT][4], const float *qs, cons
       const float *k0 = ks + (nt * 8 + 2 * t) * LD;
       const float *k1 = k0 + LD;
       float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f;
+      ATTN_UNROLL4
       for (int d = 0; d < D; ++d) {
         a00 += q0[d] * k0[d];
         a01 += q0[d] * k1[d];
@@ -366,6 +376,7 @@ __device__ __forceinline__ void accumulate_pv(float o[MT][DT][4], const float p[
   for (int mt = 0; mt < MT; ++mt) {
     const float *p0 = scratch + (mt * 16 + g) * BLOCK_N;
     const float *p1 = p0 + 8 * BLOCK_N;
+    ATTN_UNROLL4
     for (int k = 0; k < BLOCK_N; ++k) {
       const float w0 = p0[k];
       const float w1 = p1[k];
