@@ -72,4 +72,9 @@ if(ATTN_HAVE_CUDA)
   add_executable(attn-cuda-bandwidth ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/tools/decode_bandwidth.cpp)
   target_link_libraries(attn-cuda-bandwidth PRIVATE attn_core)
   target_compile_options(attn-cuda-bandwidth PRIVATE ${ATTN_WARNINGS})
+
+  # Prefill TFLOP/s on prompt shapes, for scripts/prefill_vs_sdpa.py (compared with PyTorch).
+  add_executable(attn-cuda-prefill-speed ${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/tools/prefill_speed.cpp)
+  target_link_libraries(attn-cuda-prefill-speed PRIVATE attn_core)
+  target_compile_options(attn-cuda-prefill-speed PRIVATE ${ATTN_WARNINGS})
 endif()

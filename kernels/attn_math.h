@@ -118,6 +118,32 @@ struct OnlineSoftmax {
   ATTN_HD float inv_sum() const { return l > 0.0f ? 1.0f / l : 0.0f; }
 };
 
+// The same running state in base 2, for kernels that keep their scores multiplied by log2(e):
+// one exp2 per score (a single MUFU instruction on GPUs) instead of expf. m and the scores are in
+// log2 units; lse() converts back to the natural log.
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+struct OnlineSoftmax2 {
+  float m; // running max of log2-scaled scores
+  float l; // running sum of exp2(s - m)
+
+  ATTN_HD static OnlineSoftmax2 empty() { return {neg_inf(), 0.0f}; }
+  ATTN_HD float update(float block_max) {
+    if (block_max <= m) {
+      return 1.0f;
+    }
+    const float alpha = (m == neg_inf()) ? 0.0f : exp2f(m - block_max);
+    l *= alpha;
+    m = block_max;
+    return alpha;
+  }
+  ATTN_HD float weight(float s) const { return s == neg_inf() ? 0.0f : exp2f(s - m); }
+  ATTN_HD void add(float w) { l += w; }
+  ATTN_HD float lse() const { return l > 0.0f ? m * kLn2 + logf(l) : neg_inf(); }
+  ATTN_HD float inv_sum() const { return l > 0.0f ? 1.0f / l : 0.0f; }
+};
+
 // Combine of partials (m_t, l_t, o_t): weight of partition t relative to the global max m.
 // A partition with no visible key (l_t = 0) weighs nothing.
 ATTN_HD float combine_weight(float m_t, float l_t, float m) {

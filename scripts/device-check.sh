@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device check for a lent GPU machine: builds attn-tune there from staged dependencies, runs the
-# gpu tests, the decode bandwidth comparison and the quick sweep, and prints a short table last.
+# gpu tests, the decode bandwidth comparison, the prefill comparison with PyTorch's SDPA and the
+# quick sweep, and prints a short table last.
 #
 # The GPU machine has CUDA 13, CMake and g++ but no package registry, so the header-only
 # dependencies and the GoogleTest sources travel with the working tree in the ignored folder
@@ -145,6 +146,9 @@ if ((FAILED == 0)); then
   step gpu-tests 150 ctest --test-dir "$BUILD" -L gpu --output-on-failure || FAILED=1
   step bandwidth 100 "$BUILD/attn-cuda-bandwidth" --device 0 --quick --json "$LOGS/bandwidth.json" ||
     FAILED=1
+  step prefill-vs-sdpa 100 python3 "$ROOT/scripts/prefill_vs_sdpa.py" \
+    --tool "$BUILD/attn-cuda-prefill-speed" --seconds 0.05 --json "$LOGS/prefill_vs_sdpa.json" ||
+    FAILED=1
   step sweep-quick 60 sweep || true
 fi
 
@@ -158,6 +162,9 @@ if [[ -s $LOGS/gpu-tests.log ]]; then
 fi
 if [[ -s $LOGS/bandwidth.log ]]; then
   sed -n '/^device-to-device/p; /^case /,$p' "$LOGS/bandwidth.log"
+fi
+if [[ -s $LOGS/prefill-vs-sdpa.log ]]; then
+  sed -n '/^   seq  batch    bs causal      ours/,$p' "$LOGS/prefill-vs-sdpa.log"
 fi
 echo
 printf '%-22s %-8s %5s  %s\n' step status time log

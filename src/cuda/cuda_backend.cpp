@@ -4,6 +4,7 @@
 #include "src/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -17,6 +18,7 @@
 #include "src/cuda/decode_launch.h"
 #include "src/cuda/embedded_kernels.h"
 #include "src/cuda/nvrtc_compiler.h"
+#include "src/cuda/prefill_launch.h"
 #include "src/cuda_devices.h"
 #include "src/errors.h"
 
@@ -65,6 +67,42 @@ CompileRequest decode_compile_request(const DecodeVariant &v, const TargetArch &
   req.cubin = target.cubin;
   req.description = v.describe();
   return req;
+}
+
+CompileRequest prefill_compile_request(const PrefillVariant &v, const TargetArch &target) {
+  CompileRequest req;
+  req.source_name = "prefill.cuh";
+  req.source = embedded_kernel("prefill.cuh");
+  req.headers = embedded_kernel_headers();
+  req.options = v.defines();
+  req.arch = target.arch;
+  req.cubin = target.cubin;
+  req.description = v.describe();
+  return req;
+}
+
+int precompile_prefill(const std::vector<PrefillVariant> &variants, int cc) {
+  const TargetArch target = pick_target_arch(cc, nvrtc_supported_archs());
+  const NvrtcCompiler compiler(default_cache_dir());
+  std::atomic<std::size_t> next{0};
+  std::atomic<int> failed{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < variants.size(); i = next++) {
+      try {
+        (void)compiler.compile(prefill_compile_request(variants[i], target));
+      } catch (const std::exception &) {
+        ++failed;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < std::max(1u, std::thread::hardware_concurrency()); ++w) {
+    pool.emplace_back(worker);
+  }
+  for (auto &t : pool) {
+    t.join();
+  }
+  return failed.load();
 }
 
 int precompile_decode(const std::vector<DecodeVariant> &variants, int cc) {
@@ -157,6 +195,12 @@ struct Module {
 
 class CudaBackend;
 
+// A prefill problem resident on the device with one variant of prefill.cuh (defined below the
+// backend).
+std::unique_ptr<PreparedRun> make_prefill_run(CudaBackend &be, const Problem &pr,
+                                              const PrefillVariant &v,
+                                              std::shared_ptr<const Module> mod);
+
 class CudaRun final : public PreparedRun {
 public:
   CudaRun(CudaBackend &be, const Problem &pr, const DecodeVariant &v,
@@ -216,6 +260,7 @@ public:
     lim_.max_grid_y = v;
     ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxGridDimZ, device_));
     lim_.max_grid_z = v;
+    read_prefill_limits();
     target_ = pick_target_arch(info_.cc_major * 10 + info_.cc_minor, nvrtc_supported_archs());
     ATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
@@ -233,11 +278,17 @@ public:
 
   [[nodiscard]] std::vector<KernelConfig> config_space(Family f,
                                                        const AttnParams &p) const override {
+    if (f == Family::prefill) {
+      return prefill_config_space(p);
+    }
     return decode_config_space(f, p);
   }
 
   [[nodiscard]] std::optional<std::string> can_run(const KernelConfig &cfg,
                                                    const Problem &pr) const override {
+    if (cfg.family == Family::prefill) {
+      return prefill_can_run(cfg, pr);
+    }
     if (auto why = decode_static_can_run(cfg, pr, lim_)) {
       return why;
     }
@@ -265,6 +316,10 @@ public:
     if (auto why = can_run(cfg, pr)) {
       throw InputError(cfg.key() + " cannot run on " + info_.id + ": " + *why);
     }
+    if (cfg.family == Family::prefill) {
+      const PrefillVariant pv = prefill_variant(cfg, pr.params);
+      return make_prefill_run(*this, pr, pv, prefill_module(pv));
+    }
     const DecodeVariant v = decode_variant(cfg, pr.params);
     return std::make_unique<CudaRun>(*this, pr, v, module(v));
   }
@@ -291,6 +346,70 @@ public:
     return mod;
   }
 
+  // ---- prefill (kernels/prefill.cuh) ----
+
+  void read_prefill_limits() {
+    int v = 0;
+    plim_.cc = info_.cc_major * 10 + info_.cc_minor;
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
+    plim_.smem_optin = v;
+    plim_.max_threads_per_block = lim_.max_threads_per_block;
+    plim_.regs_per_block = lim_.regs_per_block;
+    plim_.max_grid_y = lim_.max_grid_y;
+    ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxGridDimX, device_));
+    plim_.max_grid_x = v;
+  }
+
+  [[nodiscard]] std::optional<std::string> prefill_can_run(const KernelConfig &cfg,
+                                                           const Problem &pr) const {
+    if (auto why = prefill_static_can_run(cfg, pr, plim_)) {
+      return why;
+    }
+    const PrefillVariant v = prefill_variant(cfg, pr.params);
+    std::shared_ptr<const Module> mod;
+    try {
+      mod = prefill_module(v);
+    } catch (const CompileError &e) {
+      const std::string msg = e.what();
+      return "does not compile: " + msg.substr(0, msg.find('\n'));
+    }
+    for (const auto &k : mod->compiled.kernels) {
+      if (int64_t(k.registers) * v.threads() > plim_.regs_per_block) {
+        return k.name + " uses " + std::to_string(k.registers) + " registers per thread; " +
+               std::to_string(v.threads()) + " threads exceed the device's " +
+               std::to_string(plim_.regs_per_block) + " registers per block";
+      }
+      if (k.stack_bytes > 0 || k.spill_store_bytes > 0) {
+        return k.name + " spills to local memory (" + std::to_string(k.spill_store_bytes) +
+               " bytes of spill stores)";
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Compiles and loads a prefill variant once per backend and opts it into the dynamic shared
+  // memory it needs (above the 48 KiB default).
+  [[nodiscard]] std::shared_ptr<const Module> prefill_module(const PrefillVariant &v) const {
+    const std::string key = v.describe();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = modules_.find(key); it != modules_.end()) {
+      return it->second;
+    }
+    CompileRequest req = prefill_compile_request(v, target_);
+    req.description += " for " + info_.id + " (" + info_.name + ")";
+    auto mod = std::make_shared<Module>();
+    mod->compiled = compiler_.compile(req);
+    ATTN_CUDA_CHECK(cudaSetDevice(device_));
+    ATTN_CUDA_CHECK(cudaLibraryLoadData(&mod->lib, mod->compiled.image.data(), nullptr, nullptr, 0,
+                                        nullptr, nullptr, 0));
+    ATTN_CUDA_CHECK(cudaLibraryGetKernel(&mod->main, mod->lib, kPrefillEntry));
+    ATTN_CUDA_CHECK(cudaKernelSetAttributeForDevice(mod->main,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    int(prefill_smem_bytes(v)), device_));
+    modules_[key] = mod;
+    return mod;
+  }
+
   [[nodiscard]] int device() const { return device_; }
   [[nodiscard]] cudaStream_t stream() const { return stream_; }
 
@@ -310,6 +429,7 @@ private:
   int device_;
   DeviceInfo info_;
   CudaLimits lim_;
+  PrefillLimits plim_;
   TargetArch target_;
   NvrtcCompiler compiler_;
   cudaStream_t stream_ = nullptr;
@@ -448,6 +568,139 @@ TimingResult CudaRun::time(const TimingOptions &opt) {
   };
   return measure(one_rep, warm_one, opt,
                  opt.flush_cache ? "cuda-events, L2 flushed" : "cuda-events, L2 warm");
+}
+
+// ---- prefill runs
+// --------------------------------------------------------------------------------
+
+class PrefillRun final : public PreparedRun {
+public:
+  PrefillRun(CudaBackend &be, const Problem &pr, const PrefillVariant &v,
+             std::shared_ptr<const Module> mod)
+      : be_(be), shape_(prefill_launch(v, pr)), mod_(std::move(mod)) {
+    const AttnParams &p = pr.params;
+    ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
+    const int rows = pr.num_rows();
+    auto upload = [](DeviceBuffer &buf, const void *src, std::size_t bytes) {
+      buf = DeviceBuffer(bytes);
+      buf.upload(src, bytes);
+    };
+    upload(q_, pr.query.raw(), pr.query.data.size());
+    upload(k_, pr.key_cache.raw(), pr.key_cache.data.size());
+    upload(v_, pr.value_cache.raw(), pr.value_cache.data.size());
+    upload(tables_, pr.block_tables.data(), pr.block_tables.size() * sizeof(int32_t));
+    upload(cu_q_, pr.cu_seqlens_q.data(), pr.cu_seqlens_q.size() * sizeof(int32_t));
+    upload(cu_k_, pr.cu_seqlens_k.data(), pr.cu_seqlens_k.size() * sizeof(int32_t));
+    upload(map_, shape_.tile_map.data(), shape_.tile_map.size() * sizeof(int32_t));
+    out_poison_ = HostTensor(p.dtype, {rows, p.num_heads, p.head_dim});
+    poison(out_poison_);
+    lse_poison_.assign(std::size_t(rows) * p.num_heads, 0.0f);
+    poison(lse_poison_);
+    out_ = DeviceBuffer(out_poison_.data.size());
+    lse_ = DeviceBuffer(lse_poison_.size() * sizeof(float));
+    ptrs_ = {out_.get(),    lse_.get(),  q_.get(),    k_.get(),  v_.get(),
+             tables_.get(), cu_q_.get(), cu_k_.get(), map_.get()};
+    num_heads_ = p.num_heads;
+    num_kv_heads_ = p.num_kv_heads;
+    max_blocks_ = pr.max_blocks_per_seq;
+    scale_ = float(p.effective_scale());
+    softcap_ = float(p.softcap);
+    causal_ = p.causal ? 1 : 0;
+    window_left_ = p.window_left;
+    window_right_ = p.window_right;
+  }
+
+  void poison_outputs() override {
+    ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(out_.get(), out_poison_.raw(), out_poison_.data.size(),
+                                    cudaMemcpyHostToDevice, be_.stream()));
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(lse_.get(), lse_poison_.data(),
+                                    lse_poison_.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                    be_.stream()));
+    ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
+  }
+
+  void run() override {
+    ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
+    launch();
+    ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
+    ATTN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  [[nodiscard]] RunOutput download() override {
+    ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
+    RunOutput r;
+    r.out = HostTensor(out_poison_.dtype, out_poison_.shape);
+    r.lse.assign(lse_poison_.size(), 0.0f);
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(r.out.raw(), out_.get(), r.out.data.size(),
+                                    cudaMemcpyDeviceToHost, be_.stream()));
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(r.lse.data(), lse_.get(), r.lse.size() * sizeof(float),
+                                    cudaMemcpyDeviceToHost, be_.stream()));
+    ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
+    return r;
+  }
+
+  [[nodiscard]] TimingResult time(const TimingOptions &opt) override {
+    ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
+    Event start;
+    Event stop;
+    auto one_rep = [&]() {
+      if (opt.flush_cache) {
+        be_.flush_l2();
+      }
+      ATTN_CUDA_CHECK(cudaEventRecord(start.get(), be_.stream()));
+      launch();
+      ATTN_CUDA_CHECK(cudaEventRecord(stop.get(), be_.stream()));
+      ATTN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+      float ms = 0.0f;
+      ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+      return double(ms) * 1e-3;
+    };
+    auto warm_one = [&]() {
+      launch();
+      ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
+    };
+    return measure(one_rep, warm_one, opt,
+                   opt.flush_cache ? "cuda-events, L2 flushed" : "cuda-events, L2 warm");
+  }
+
+private:
+  void launch() {
+    if (shape_.grid.x == 0 || shape_.grid.y == 0) {
+      return; // no query rows: nothing to compute
+    }
+    const dim3 grid(shape_.grid.x, shape_.grid.y, shape_.grid.z);
+    const dim3 block(shape_.block.x, shape_.block.y, shape_.block.z);
+    void *args[] = {&ptrs_[0], &ptrs_[1], &ptrs_[2], &ptrs_[3],     &ptrs_[4],      &ptrs_[5],
+                    &ptrs_[6], &ptrs_[7], &ptrs_[8], &num_heads_,   &num_kv_heads_, &max_blocks_,
+                    &scale_,   &softcap_, &causal_,  &window_left_, &window_right_};
+    ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->main), grid, block, args,
+                                     std::size_t(shape_.smem), be_.stream()));
+  }
+
+  CudaBackend &be_;
+  PrefillLaunch shape_;
+  std::shared_ptr<const Module> mod_;
+  DeviceBuffer q_, k_, v_, tables_, cu_q_, cu_k_, map_, out_, lse_;
+  HostTensor out_poison_;
+  std::vector<float> lse_poison_;
+  // Kernel arguments in prefill.cuh's order, kept alive for cudaLaunchKernel's pointer array:
+  // out, lse, q, k_cache, v_cache, block_tables, cu_seqlens_q, cu_seqlens_k, tile_map.
+  std::array<void *, 9> ptrs_{};
+  int num_heads_ = 0;
+  int num_kv_heads_ = 0;
+  int max_blocks_ = 0;
+  float scale_ = 0.0f;
+  float softcap_ = 0.0f;
+  int causal_ = 1;
+  int window_left_ = -1;
+  int window_right_ = -1;
+};
+
+std::unique_ptr<PreparedRun> make_prefill_run(CudaBackend &be, const Problem &pr,
+                                              const PrefillVariant &v,
+                                              std::shared_ptr<const Module> mod) {
+  return std::make_unique<PrefillRun>(be, pr, v, std::move(mod));
 }
 
 } // namespace

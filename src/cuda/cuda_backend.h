@@ -9,6 +9,7 @@
 #include "src/backend.h"
 #include "src/cuda/decode_launch.h"
 #include "src/cuda/nvrtc_compiler.h"
+#include "src/cuda/prefill_launch.h"
 #include "src/timing.h"
 
 namespace attn {
@@ -33,10 +34,16 @@ struct TargetArch {
 [[nodiscard]] CompileRequest decode_compile_request(const DecodeVariant &v,
                                                     const TargetArch &target);
 
+// The same for variant `v` of kernels/prefill.cuh.
+[[nodiscard]] CompileRequest prefill_compile_request(const PrefillVariant &v,
+                                                     const TargetArch &target);
+
 // Compiles `variants` for a device of compute capability `cc` on all CPU cores into the disk
 // cache, so that the backend's own compiles (one at a time, on first use) become cache hits.
 // Returns how many failed to compile (can_run reports each with its reason later).
 int precompile_decode(const std::vector<DecodeVariant> &variants, int cc);
+// The same for prefill variants.
+int precompile_prefill(const std::vector<PrefillVariant> &variants, int cc);
 
 // Device-to-device copy bandwidth of GPU `device`, counting bytes read plus bytes written, the
 // ceiling that a memory-bound kernel is compared with.

@@ -1,0 +1,599 @@
+// Paged flash-attention prefill (SPEC.md): varlen query rows against K/V read through block
+// tables, one pass with an online softmax, fp16/bf16 on tensor cores, fp32 on CUDA cores.
+//
+// What it computes, for every sequence b, query row i (0 <= i < q_len) and query head h: the
+// row's position p = k_len - q_len + i (bottom-right), its visible keys [lo, hi) from
+// attn_math::visible_range (causal, window left/right), s_j = softcap(scale * q.k_j),
+// out = softmax(s) @ V and lse = log(sum exp(s)); a row with no visible key gets out = 0 and
+// lse = -inf. Key j of sequence b is slot j % BLOCK_SIZE of page block_tables[b][j / BLOCK_SIZE];
+// query head h reads kv head h / (num_heads / num_kv_heads).
+//
+// Work split: a CTA owns BLOCK_M consecutive query rows of one sequence and one query head. The
+// host (src/cuda/prefill_launch.cpp) lists the q tiles of every sequence in tile_map as pairs
+// (sequence, first row), heaviest first. A CTA walks only the union of its rows' visible key
+// ranges (attn_math::visible_range_rows) in tiles of BLOCK_N keys: a causal prefill touches about
+// half of the keys and a sliding window only the window. Only boundary tiles, where some row of
+// the CTA does not see every key of the tile, are masked element by element.
+//
+// Inside a CTA, warp w owns rows [w * RPW, (w + 1) * RPW) (RPW = BLOCK_M / WARPS = 16 * MT). The
+// fp16/bf16 engine computes S = Q K^T and O += P V with mma.sync.m16n8k16 (fp32 accumulate): S
+// stays in registers in the C-fragment layout, is turned into P in place and re-packed as the A
+// fragment of the PV product (probabilities rounded to the input dtype, as FlashAttention 2). The
+// fp32 engine keeps the same fragment layout but computes with FMAs from shared memory, with P
+// going through a per-warp shared scratch.
+//
+// Launch (host: prefill_launch): grid (num_q_tiles, num_heads), block WARPS * 32 threads,
+// dynamic shared memory (elements of the dtype, rows padded by 16 bytes against bank conflicts):
+//   Q tile   BLOCK_M x (HEAD_DIM + PAD)
+//   K, V     STAGES x BLOCK_N x (HEAD_DIM + PAD) each
+//   fp32 only: P scratch WARPS x RPW x BLOCK_N floats
+// K/V tiles are gathered row by row (each key row is contiguous in its page) with 16-byte
+// cp.async; STAGES = 2 prefetches the next key tile while the current one is computed.
+//
+// Tunables (macros, set by the host per configuration):
+//   DTYPE       0 fp32, 1 fp16, 2 bf16: storage type of q, the caches and out
+//   HEAD_DIM    elements per head row (a multiple of 16)
+//   BLOCK_SIZE  tokens per KV page (any positive value; the gather divides by it)
+//   BLOCK_M     query rows per CTA (the q tile; BLOCK_M / WARPS must be 16 or 32)
+//   BLOCK_N     keys per tile (the k tile; a multiple of 16)
+//   WARPS       warps per CTA
+//   STAGES      1: load then compute; 2: cp.async double buffering of the K/V tiles
+//
+// No include guard, and the hooks ATTN_KERNEL_LINKAGE, ATTN_UNROLL, ATTN_DYNAMIC_SHARED and
+// ATTN_EMULATE_HOST: tests/test_cuda_prefill_emulation.cpp runs this file on the CPU, where the
+// tensor-core and cp.async helpers below call emulations of the PTX instructions.
+#include "attn_math.h"
+
+#ifndef ATTN_KERNEL_LINKAGE
+#define ATTN_KERNEL_LINKAGE extern "C"
+#endif
+#ifndef ATTN_UNROLL
+#define ATTN_UNROLL _Pragma("unroll")
+#endif
+#ifndef ATTN_DYNAMIC_SHARED
+#define ATTN_DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
+#endif
+// Partial unrolling of the fp32 engine's dot-product loops: fully unrolled, ptxas hoisted enough
+// loads to spill at head_dim 80 on sm_80.
+#ifndef ATTN_UNROLL4
+#if defined(ATTN_EMULATE_HOST)
+#define ATTN_UNROLL4
+#else
+#define ATTN_UNROLL4 _Pragma("unroll 4")
+#endif
+#endif
+
+#if !defined(DTYPE) || !defined(HEAD_DIM) || !defined(BLOCK_SIZE) || !defined(BLOCK_M) ||          \
+    !defined(BLOCK_N) || !defined(WARPS) || !defined(STAGES)
+#error "prefill.cuh needs DTYPE, HEAD_DIM, BLOCK_SIZE, BLOCK_M, BLOCK_N, WARPS and STAGES"
+#endif
+
+namespace attn_prefill {
+
+#if DTYPE == 0
+typedef float elem_t;
+#elif DTYPE == 1 || DTYPE == 2
+typedef unsigned short elem_t; // raw fp16 / bf16 bits
+#else
+#error "DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
+#endif
+
+constexpr int D = HEAD_DIM;
+constexpr int THREADS = WARPS * 32;
+constexpr int RPW = BLOCK_M / WARPS; // query rows per warp
+constexpr int MT = RPW / 16;         // 16-row fragments per warp
+constexpr int NT = BLOCK_N / 8;      // 8-key fragments of a key tile
+constexpr int DT = D / 8;            // 8-dim fragments of an output row
+constexpr int ES = int(sizeof(elem_t));
+constexpr int PAD = 16 / ES;     // row padding: 16 bytes
+constexpr int LD = D + PAD;      // shared row stride in elements
+constexpr int CPR = D * ES / 16; // 16-byte chunks per row
+
+static_assert(D % 16 == 0 && D >= 16 && D <= 256, "HEAD_DIM must be a multiple of 16 up to 256");
+static_assert(BLOCK_SIZE > 0, "BLOCK_SIZE must be positive");
+static_assert(WARPS >= 1 && WARPS <= 16, "WARPS must be in [1, 16]");
+static_assert(BLOCK_M % WARPS == 0 && (RPW == 16 || RPW == 32),
+              "BLOCK_M / WARPS (rows per warp) must be 16 or 32");
+static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 16 && BLOCK_N <= 128,
+              "BLOCK_N must be a multiple of 16 up to 128");
+static_assert(STAGES == 1 || STAGES == 2, "STAGES must be 1 or 2");
+
+// ---- Conversions ---------------------------------------------------------------------------
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(unsigned short h) {
+#if DTYPE == 1 && defined(ATTN_EMULATE_HOST)
+  return attn_emu_half_to_float(h);
+#elif DTYPE == 1
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#else
+  return __uint_as_float(static_cast<unsigned int>(h) << 16);
+#endif
+}
+
+__device__ __forceinline__ void store(float *p, float v) { *p = v; }
+__device__ __forceinline__ void store(unsigned short *p, float v) {
+#if DTYPE == 1 && defined(ATTN_EMULATE_HOST)
+  *p = attn_emu_float_to_half(v);
+#elif DTYPE == 1
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  *p = h;
+#else
+  const unsigned int u = __float_as_uint(v); // round to nearest even, as src/dtype.h
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u) {
+    *p = static_cast<unsigned short>((u >> 16) | 0x0040u);
+  } else {
+    *p = static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+#endif
+}
+
+// ---- Instruction helpers (each has a CPU emulation in the test) --------------------------------
+
+// 16 bytes global -> shared, asynchronously; zero-fills the destination when !valid (src is then
+// not read).
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+#if defined(ATTN_EMULATE_HOST)
+  attn_emu_cp_async16(dst, src, valid);
+#else
+  const unsigned int sa = static_cast<unsigned int>(__cvta_generic_to_shared(dst));
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(src), "r"(n));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if !defined(ATTN_EMULATE_HOST)
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// Waits until at most N committed groups are still in flight.
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+#if !defined(ATTN_EMULATE_HOST)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+#if DTYPE != 0
+// D = A B + C for one warp, m16n8k16, A row-major 16x16, B column-major 16x8, fp32 C/D. The
+// fragment layout is the PTX ISA's (groupID g = lane / 4, t = lane % 4; low half = lower index):
+//   a[0] = A[g][2t..2t+1]    a[1] = A[g+8][2t..2t+1]   a[2] = A[g][2t+8..]   a[3] = A[g+8][2t+8..]
+//   b[0] = B[2t..2t+1][g]    b[1] = B[2t+8..2t+9][g]
+//   c[0..1] = C[g][2t..2t+1] c[2..3] = C[g+8][2t..2t+1]
+__device__ __forceinline__ void mma16816(float c[4], const unsigned int a[4],
+                                         const unsigned int b[2]) {
+#if defined(ATTN_EMULATE_HOST)
+  attn_emu_mma16816(c, a, b, DTYPE);
+#elif DTYPE == 1
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+               "{%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// Two floats rounded to the dtype and packed: lo in bits 0..15, hi in bits 16..31.
+__device__ __forceinline__ unsigned int pack2(float lo, float hi) {
+#if defined(ATTN_EMULATE_HOST)
+  return attn_emu_pack2(lo, hi, DTYPE);
+#elif DTYPE == 1
+  unsigned int r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  unsigned int r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#endif
+}
+
+// Two consecutive 16-bit elements of shared memory as one 32-bit register.
+__device__ __forceinline__ unsigned int ld32(const elem_t *p) {
+  return *reinterpret_cast<const unsigned int *>(p);
+}
+// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: four 8x8 matrices of 16-bit elements, lane l
+// giving the address of row l % 8 of matrix l / 8 (16-byte aligned). Register m of lane
+// (g = lane / 4, t = lane % 4) receives elements [2t][g] (low half) and [2t+1][g] of matrix m:
+// the transposed load, which turns key-major V rows into B fragments.
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned int r[4], const elem_t *row) {
+#if defined(ATTN_EMULATE_HOST)
+  attn_emu_ldmatrix_x4_trans(r, row);
+#else
+  const unsigned int sa = static_cast<unsigned int>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(sa));
+#endif
+}
+#endif
+
+// ---- Arguments -------------------------------------------------------------------------------
+
+//   out: [total_q, num_heads, D]  lse: [total_q, num_heads] fp32  q: [total_q, num_heads, D]
+//   k_cache, v_cache: [blocks, num_kv_heads, BLOCK_SIZE, D]  block_tables: [batch, max_blocks]
+//   cu_seqlens_q, cu_seqlens_k: [batch + 1]  tile_map: [num_tiles, 2] (sequence, first row)
+struct Args {
+  elem_t *out;
+  float *lse;
+  const elem_t *q;
+  const elem_t *k_cache;
+  const elem_t *v_cache;
+  const int *block_tables;
+  const int *cu_seqlens_q;
+  const int *cu_seqlens_k;
+  const int *tile_map;
+  int num_heads;
+  int num_kv_heads;
+  int max_blocks_per_seq;
+  float scale;
+  float softcap;
+  attn_math::Mask mask;
+};
+
+// Gathers keys [k0, k0 + BLOCK_N) of the CTA's sequence and kv head into the K and V tiles; rows
+// at or past khi are zero-filled (their scores are masked, and zero V keeps 0 * V finite).
+__device__ __forceinline__ void load_kv(const Args &a, const int *table, int kvh, int k0, int khi,
+                                        elem_t *ks, elem_t *vs) {
+  for (int c = threadIdx.x; c < BLOCK_N * CPR; c += THREADS) {
+    const int r = c / CPR;
+    const int ch = c % CPR;
+    const int j = k0 + r;
+    const bool valid = j < khi;
+    long long off = 0;
+    if (valid) {
+      const long long page = table[j / BLOCK_SIZE];
+      off = ((page * a.num_kv_heads + kvh) * BLOCK_SIZE + j % BLOCK_SIZE) * D;
+    }
+    const int e = ch * (16 / ES);
+    cp_async16(ks + r * LD + e, a.k_cache + off + e, valid);
+    cp_async16(vs + r * LD + e, a.v_cache + off + e, valid);
+  }
+}
+
+// ---- The two engines: S = Q K^T of a warp's rows, O += P V ------------------------------------
+
+#if DTYPE != 0
+__device__ __forceinline__ void scores(float s[MT][NT][4], const elem_t *qs, const elem_t *ks,
+                                       int lane) {
+  const int g = lane / 4;
+  const int t = lane % 4;
+  ATTN_UNROLL
+  for (int mt = 0; mt < MT; ++mt) {
+    ATTN_UNROLL
+    for (int nt = 0; nt < NT; ++nt) {
+      s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+    }
+  }
+  ATTN_UNROLL
+  for (int kk = 0; kk < D / 16; ++kk) {
+    unsigned int af[MT][4];
+    ATTN_UNROLL
+    for (int mt = 0; mt < MT; ++mt) {
+      const elem_t *q0 = qs + (mt * 16 + g) * LD + kk * 16 + 2 * t;
+      af[mt][0] = ld32(q0);
+      af[mt][1] = ld32(q0 + 8 * LD);
+      af[mt][2] = ld32(q0 + 8);
+      af[mt][3] = ld32(q0 + 8 * LD + 8);
+    }
+    ATTN_UNROLL
+    for (int nt = 0; nt < NT; ++nt) {
+      // B = K^T: B[k][n] = K[key n][dim k], so a B register is two adjacent dims of one key row.
+      const elem_t *k0 = ks + (nt * 8 + g) * LD + kk * 16 + 2 * t;
+      const unsigned int bf[2] = {ld32(k0), ld32(k0 + 8)};
+      ATTN_UNROLL
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816(s[mt][nt], af[mt], bf);
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void accumulate_pv(float o[MT][DT][4], const float p[MT][NT][4],
+                                              const elem_t *vs, float *, int lane) {
+  ATTN_UNROLL
+  for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+    // The C fragments of key fragments 2kk and 2kk+1 are exactly the A fragment of keys
+    // [16kk, 16kk + 16): row g / g+8, keys 2t..2t+1 and 2t+8..2t+9.
+    unsigned int af[MT][4];
+    ATTN_UNROLL
+    for (int mt = 0; mt < MT; ++mt) {
+      af[mt][0] = pack2(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+      af[mt][1] = pack2(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+      af[mt][2] = pack2(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+      af[mt][3] = pack2(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+    }
+    ATTN_UNROLL
+    for (int dt = 0; dt < DT; dt += 2) {
+      // B = V: B[k][n] = V[key k][dim n]; a register holds keys 2t and 2t+1 of dim g. One
+      // transposed ldmatrix loads dims [8dt, 8dt + 16) of the 16 keys: matrices (keys 0-7,
+      // dims 0-7), (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 8-15).
+      unsigned int bf[4];
+      ldmatrix_x4_trans(bf, vs + (kk * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * LD + dt * 8 +
+                                8 * (lane / 16));
+      ATTN_UNROLL
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816(o[mt][dt], af[mt], bf);
+        mma16816(o[mt][dt + 1], af[mt], bf + 2);
+      }
+    }
+  }
+}
+#else
+// fp32: the same fragment ownership (row g / g+8, columns 2t and 2t+1 of each 8-wide fragment),
+// computed with FMAs from shared memory.
+__device__ __forceinline__ void scores(float s[MT][NT][4], const float *qs, const float *ks,
+                                       int lane) {
+  const int g = lane / 4;
+  const int t = lane % 4;
+  ATTN_UNROLL
+  for (int mt = 0; mt < MT; ++mt) {
+    const float *q0 = qs + (mt * 16 + g) * LD;
+    const float *q1 = q0 + 8 * LD;
+    for (int nt = 0; nt < NT; ++nt) {
+      const float *k0 = ks + (nt * 8 + 2 * t) * LD;
+      const float *k1 = k0 + LD;
+      float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f;
+      ATTN_UNROLL4
+      for (int d = 0; d < D; ++d) {
+        a00 += q0[d] * k0[d];
+        a01 += q0[d] * k1[d];
+        a10 += q1[d] * k0[d];
+        a11 += q1[d] * k1[d];
+      }
+      s[mt][nt][0] = a00;
+      s[mt][nt][1] = a01;
+      s[mt][nt][2] = a10;
+      s[mt][nt][3] = a11;
+    }
+  }
+}
+
+// P goes through the warp's scratch (RPW x BLOCK_N floats) so every lane can read whole rows.
+__device__ __forceinline__ void accumulate_pv(float o[MT][DT][4], const float p[MT][NT][4],
+                                              const float *vs, float *scratch, int lane) {
+  const int g = lane / 4;
+  const int t = lane % 4;
+  ATTN_UNROLL
+  for (int mt = 0; mt < MT; ++mt) {
+    ATTN_UNROLL
+    for (int nt = 0; nt < NT; ++nt) {
+      float *r0 = scratch + (mt * 16 + g) * BLOCK_N + nt * 8 + 2 * t;
+      r0[0] = p[mt][nt][0];
+      r0[1] = p[mt][nt][1];
+      r0[8 * BLOCK_N] = p[mt][nt][2];
+      r0[8 * BLOCK_N + 1] = p[mt][nt][3];
+    }
+  }
+  __syncwarp();
+  ATTN_UNROLL
+  for (int mt = 0; mt < MT; ++mt) {
+    const float *p0 = scratch + (mt * 16 + g) * BLOCK_N;
+    const float *p1 = p0 + 8 * BLOCK_N;
+    ATTN_UNROLL4
+    for (int k = 0; k < BLOCK_N; ++k) {
+      const float w0 = p0[k];
+      const float w1 = p1[k];
+      const float *vrow = vs + k * LD + 2 * t;
+      ATTN_UNROLL
+      for (int dt = 0; dt < DT; ++dt) {
+        const float v0 = vrow[dt * 8];
+        const float v1 = vrow[dt * 8 + 1];
+        o[mt][dt][0] += w0 * v0;
+        o[mt][dt][1] += w0 * v1;
+        o[mt][dt][2] += w1 * v0;
+        o[mt][dt][3] += w1 * v1;
+      }
+    }
+  }
+  __syncwarp(); // the scratch is rewritten by the next tile
+}
+#endif
+
+// Max over the 4 lanes of a quad (the lanes that share a row).
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Shared memory bytes of one CTA (the host computes the same number in prefill_launch.cpp).
+constexpr int SMEM_BYTES =
+    (BLOCK_M + 2 * STAGES * BLOCK_N) * LD * ES + (DTYPE == 0 ? WARPS * RPW * BLOCK_N * 4 : 0);
+
+__device__ __forceinline__ void prefill_tile(const Args &a) {
+  ATTN_DYNAMIC_SHARED(unsigned char, smem_raw);
+  elem_t *qs = reinterpret_cast<elem_t *>(smem_raw);
+  elem_t *ks_base = qs + BLOCK_M * LD;
+  elem_t *vs_base = ks_base + STAGES * BLOCK_N * LD;
+  float *scratch_base = reinterpret_cast<float *>(vs_base + STAGES * BLOCK_N * LD);
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int b = a.tile_map[2 * blockIdx.x];
+  const int row0 = a.tile_map[2 * blockIdx.x + 1];
+  const int h = blockIdx.y;
+  const int kvh = h / (a.num_heads / a.num_kv_heads);
+  const int q_start = a.cu_seqlens_q[b];
+  const int q_len = a.cu_seqlens_q[b + 1] - q_start;
+  const int k_len = a.cu_seqlens_k[b + 1] - a.cu_seqlens_k[b];
+  const int rows = attn_math::imin(BLOCK_M, q_len - row0); // valid rows of this tile (>= 1)
+  const int *table = a.block_tables + static_cast<long long>(b) * a.max_blocks_per_seq;
+
+  // Union of the visible ranges, and the ranges of the first and last row: a key tile inside
+  // [lo_last, hi_first) is visible from every row and needs no per-element mask.
+  int lo, hi, lo_first, hi_first, lo_last, hi_last;
+  attn_math::visible_range_rows(a.mask, q_len, k_len, row0, row0 + rows, &lo, &hi);
+  attn_math::visible_range(a.mask, attn_math::row_position(q_len, k_len, row0), k_len, &lo_first,
+                           &hi_first);
+  attn_math::visible_range(a.mask, attn_math::row_position(q_len, k_len, row0 + rows - 1), k_len,
+                           &lo_last, &hi_last);
+
+  // Q tile (rows past the sequence are zero).
+  for (int c = tid; c < BLOCK_M * CPR; c += THREADS) {
+    const int r = c / CPR;
+    const int e = (c % CPR) * (16 / ES);
+    const bool valid = r < rows;
+    const long long off =
+        valid ? (static_cast<long long>(q_start + row0 + r) * a.num_heads + h) * D : 0;
+    cp_async16(qs + r * LD + e, a.q + off + e, valid);
+  }
+  if (lo < hi) {
+    load_kv(a, table, kvh, lo, hi, ks_base, vs_base);
+  }
+  cp_async_commit();
+
+  // This thread's rows (within the sequence) and their visible ranges; rows past the sequence
+  // see nothing.
+  int rlo[MT][2], rhi[MT][2];
+  ATTN_UNROLL
+  for (int mt = 0; mt < MT; ++mt) {
+    ATTN_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const int i = row0 + warp * RPW + mt * 16 + g + 8 * half;
+      if (i < q_len) {
+        attn_math::visible_range(a.mask, attn_math::row_position(q_len, k_len, i), k_len,
+                                 &rlo[mt][half], &rhi[mt][half]);
+      } else {
+        rlo[mt][half] = 0;
+        rhi[mt][half] = 0;
+      }
+    }
+  }
+
+  float o[MT][DT][4];
+  attn_math::OnlineSoftmax2 st[MT][2]; // base 2: scores are kept times log2(e)
+  ATTN_UNROLL
+  for (int mt = 0; mt < MT; ++mt) {
+    st[mt][0] = attn_math::OnlineSoftmax2::empty();
+    st[mt][1] = attn_math::OnlineSoftmax2::empty();
+    ATTN_UNROLL
+    for (int dt = 0; dt < DT; ++dt) {
+      o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.0f;
+    }
+  }
+
+  const float scale_log2 = a.scale * attn_math::kLog2e;
+  const elem_t *qw = qs + warp * RPW * LD;
+  float *scratch = scratch_base + warp * RPW * BLOCK_N;
+  int it = 0;
+  for (int k0 = lo; k0 < hi; k0 += BLOCK_N, ++it) {
+    const int buf = STAGES == 2 ? (it & 1) : 0;
+    if (STAGES == 2 && k0 + BLOCK_N < hi) {
+      load_kv(a, table, kvh, k0 + BLOCK_N, hi, ks_base + (buf ^ 1) * BLOCK_N * LD,
+              vs_base + (buf ^ 1) * BLOCK_N * LD);
+      cp_async_commit();
+      cp_async_wait<1>(); // the current tile (and Q) have landed; the next is in flight
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const elem_t *ks = ks_base + buf * BLOCK_N * LD;
+    const elem_t *vs = vs_base + buf * BLOCK_N * LD;
+
+    float s[MT][NT][4];
+    scores(s, qw, ks, lane);
+    const bool full = lo_last <= k0 && k0 + BLOCK_N <= hi_first;
+    ATTN_UNROLL
+    for (int mt = 0; mt < MT; ++mt) {
+      ATTN_UNROLL
+      for (int nt = 0; nt < NT; ++nt) {
+        ATTN_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          const int half = e / 2;
+          const int j = k0 + nt * 8 + 2 * t + (e % 2);
+          float v = a.softcap > 0.0f ? attn_math::apply_softcap(s[mt][nt][e] * a.scale, a.softcap) *
+                                           attn_math::kLog2e
+                                     : s[mt][nt][e] * scale_log2;
+          if (!full && !(rlo[mt][half] <= j && j < rhi[mt][half])) {
+            v = attn_math::neg_inf();
+          }
+          s[mt][nt][e] = v;
+        }
+      }
+      ATTN_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        float mx = attn_math::neg_inf();
+        ATTN_UNROLL
+        for (int nt = 0; nt < NT; ++nt) {
+          mx = fmaxf(mx, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
+        }
+        mx = quad_max(mx);
+        const float alpha = st[mt][half].update(mx);
+        ATTN_UNROLL
+        for (int dt = 0; dt < DT; ++dt) {
+          o[mt][dt][2 * half] *= alpha;
+          o[mt][dt][2 * half + 1] *= alpha;
+        }
+        ATTN_UNROLL
+        for (int nt = 0; nt < NT; ++nt) {
+          ATTN_UNROLL
+          for (int e = 2 * half; e < 2 * half + 2; ++e) {
+            const float w = st[mt][half].weight(s[mt][nt][e]);
+            st[mt][half].add(w); // this lane's part of the row sum; summed over the quad at the end
+            s[mt][nt][e] = w;
+          }
+        }
+      }
+    }
+    accumulate_pv(o, s, vs, scratch, lane);
+    __syncthreads(); // every warp is done with this buffer before it is refilled
+    if (STAGES == 1 && k0 + BLOCK_N < hi) {
+      load_kv(a, table, kvh, k0 + BLOCK_N, hi, ks_base, vs_base);
+      cp_async_commit();
+    }
+  }
+  cp_async_wait<0>(); // nothing may be in flight when the CTA exits (Q when the range is empty)
+
+  ATTN_UNROLL
+  for (int mt = 0; mt < MT; ++mt) {
+    ATTN_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const attn_math::OnlineSoftmax2 row = {st[mt][half].m, quad_sum(st[mt][half].l)};
+      const float inv = row.inv_sum();
+      const int i = row0 + warp * RPW + mt * 16 + g + 8 * half;
+      if (i < q_len) {
+        const long long rh = static_cast<long long>(q_start + i) * a.num_heads + h;
+        elem_t *orow = a.out + rh * D + 2 * t;
+        ATTN_UNROLL
+        for (int dt = 0; dt < DT; ++dt) {
+          store(orow + dt * 8, o[mt][dt][2 * half] * inv);
+          store(orow + dt * 8 + 1, o[mt][dt][2 * half + 1] * inv);
+        }
+        if (t == 0) {
+          a.lse[rh] = row.lse();
+        }
+      }
+    }
+  }
+}
+
+} // namespace attn_prefill
+
+ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(attn_prefill::THREADS, 1)
+    prefill(attn_prefill::elem_t *out, float *lse, const attn_prefill::elem_t *__restrict__ q,
+            const attn_prefill::elem_t *__restrict__ k_cache,
+            const attn_prefill::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
+            const int *__restrict__ cu_seqlens_q, const int *__restrict__ cu_seqlens_k,
+            const int *__restrict__ tile_map, int num_heads, int num_kv_heads,
+            int max_blocks_per_seq, float scale, float softcap, int causal, int window_left,
+            int window_right) {
+  const attn_prefill::Args a = {out,          lse,          q,
+                                k_cache,      v_cache,      block_tables,
+                                cu_seqlens_q, cu_seqlens_k, tile_map,
+                                num_heads,    num_kv_heads, max_blocks_per_seq,
+                                scale,        softcap,      {causal, window_left, window_right}};
+  attn_prefill::prefill_tile(a);
+}
