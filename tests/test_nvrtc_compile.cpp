@@ -18,6 +18,7 @@
 #include "src/cuda/decode_launch.h"
 #include "src/cuda/embedded_kernels.h"
 #include "src/cuda/nvrtc_compiler.h"
+#include "src/profile.h"
 
 using namespace attn;
 using namespace attn::cuda;
@@ -102,11 +103,39 @@ std::vector<DecodeVariant> variants_to_compile() {
   return out;
 }
 
+// Every variant a shipped profile can choose: its decode workloads' parameters crossed with the
+// backend's configuration space (the profiles name "auto"), deduplicated. 264 variants today.
+std::vector<DecodeVariant> variants_the_profiles_name() {
+  std::vector<DecodeVariant> out;
+  for (const auto &name : builtin_profile_names()) {
+    for (const auto &w : expand_workloads(load_profile(name))) {
+      if (w.phase != Phase::decode) {
+        continue;
+      }
+      for (Family f : {Family::decode_v1, Family::decode_v2}) {
+        for (const auto &c : decode_config_space(f, w.params)) {
+          const DecodeVariant v = decode_variant(c, w.params);
+          if (std::find(out.begin(), out.end(), v) == out.end()) {
+            out.push_back(v);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
 } // namespace
 
 TEST(NvrtcCompile, EveryDecodeConfigurationCompilesWithoutSpills) {
+  std::vector<DecodeVariant> variants = variants_to_compile();
+  for (const auto &v : variants_the_profiles_name()) {
+    if (std::find(variants.begin(), variants.end(), v) == variants.end()) {
+      variants.push_back(v);
+    }
+  }
   std::vector<Job> jobs;
-  for (const auto &v : variants_to_compile()) {
+  for (const auto &v : variants) {
     for (int arch : {80, 90}) {
       jobs.push_back({v, arch});
     }

@@ -13,6 +13,7 @@
 #include "src/cuda/cuda_backend.h"
 #include "src/cuda/nvrtc_compiler.h"
 #include "src/cuda/prefill_launch.h"
+#include "src/profile.h"
 
 using namespace attn;
 using namespace attn::cuda;
@@ -83,10 +84,34 @@ std::vector<Job> jobs_to_compile() {
   return out;
 }
 
+// Every variant a shipped profile can choose (its prefill workloads x the configuration space),
+// for both architectures, added to the sample when it is not already there.
+void add_variants_the_profiles_name(std::vector<Job> &jobs) {
+  for (const auto &name : builtin_profile_names()) {
+    for (const auto &w : expand_workloads(load_profile(name))) {
+      if (w.phase != Phase::prefill) {
+        continue;
+      }
+      for (const auto &c : prefill_config_space(w.params)) {
+        const PrefillVariant v = prefill_variant(c, w.params);
+        for (int arch : {80, 90}) {
+          const bool have = std::any_of(jobs.begin(), jobs.end(), [&](const Job &j) {
+            return j.arch == arch && j.v == v;
+          });
+          if (!have) {
+            jobs.push_back({v, arch});
+          }
+        }
+      }
+    }
+  }
+}
+
 } // namespace
 
 TEST(NvrtcPrefillCompile, EveryConfigurationCompilesWithoutSpills) {
-  const std::vector<Job> jobs = jobs_to_compile();
+  std::vector<Job> jobs = jobs_to_compile();
+  add_variants_the_profiles_name(jobs);
   const NvrtcCompiler compiler(std::nullopt); // no cache: every job runs NVRTC and ptxas
   std::atomic<std::size_t> next{0};
   std::mutex mu;
