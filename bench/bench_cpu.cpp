@@ -19,8 +19,8 @@ namespace {
 // Seconds of one threaded memcpy of `bytes`, after the same cache flush the kernels get.
 struct CopyBench {
   std::vector<unsigned char> src, dst, flush;
-  ThreadPool &pool;
-  CopyBench(std::size_t bytes, std::size_t flush_bytes, ThreadPool &p)
+  ThreadPool& pool;
+  CopyBench(std::size_t bytes, std::size_t flush_bytes, ThreadPool& p)
       : src(bytes, 1), dst(bytes, 0), flush(flush_bytes, 0), pool(p) {}
   double once() {
     for (std::size_t i = 0; i < flush.size(); i += 64) {
@@ -50,7 +50,7 @@ AttnParams shape(DType dt) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   int threads = 0;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
     }
   }
   auto be = make_cpu_backend({.threads = threads});
-  const DeviceInfo &info = be->info();
+  const DeviceInfo& info = be->info();
   ThreadPool copy_pool(info.threads);
   std::printf("device: %s, %d threads, LLC %.0f MiB, kernels %s\n", info.name.c_str(), info.threads,
               double(info.l2_bytes) / (1 << 20), cpu::isa_name(cpu::best_isa()));
@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
   std::printf("%-6s %-6s %-6s %-30s %10s %10s %10s %7s\n", "dtype", "batch", "ctx", "config", "ms",
               "kernel", "memcpy", "ratio");
   for (DType dt : {DType::f16, DType::f32}) {
-    for (const auto &s : decode_shapes) {
+    for (const auto& s : decode_shapes) {
       const Problem pr =
           make_decode_problem(shape(dt), std::vector<int>(std::size_t(s.batch), s.ctx),
                               {.seed = 1, .pool_factor = 1.0});
@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
             measure([&] { return copy.once(); }, [&] { (void)copy.once(); }, topt, "steady_clock");
         return bytes / tc.median_s / 1e9;
       };
-      for (const KernelConfig &cfg :
+      for (const KernelConfig& cfg :
            {KernelConfig{Family::decode_v1, {{"split", 0}}},
             KernelConfig{Family::decode_v1, {{"split", 1}}},
             KernelConfig{Family::decode_v2, {{"partition", 512}, {"split", 0}}},
@@ -132,12 +132,12 @@ int main(int argc, char **argv) {
   std::printf("%-6s %-6s %-6s %-6s %-38s %10s %10s\n", "dtype", "batch", "q", "k", "config", "ms",
               "GFLOP/s");
   for (DType dt : {DType::f16, DType::f32}) {
-    for (const auto &s : prefill_shapes) {
+    for (const auto& s : prefill_shapes) {
       const Problem pr = make_prefill_problem(
           shape(dt), std::vector<int>(std::size_t(s.batch), s.q),
           std::vector<int>(std::size_t(s.batch), s.k), {.seed = 2, .pool_factor = 1.0});
       const double flops = 4.0 * double(pr.visible_pairs()) * pr.params.head_dim;
-      for (const KernelConfig &cfg :
+      for (const KernelConfig& cfg :
            {KernelConfig{Family::prefill, {{"q_tile", 16}, {"k_tile", 64}, {"split", 1}}},
             KernelConfig{Family::prefill, {{"q_tile", 32}, {"k_tile", 64}, {"split", 1}}},
             KernelConfig{Family::prefill, {{"q_tile", 32}, {"k_tile", 128}, {"split", 0}}}}) {

@@ -117,8 +117,8 @@ __device__ __forceinline__ float to_float(unsigned short h) {
 #endif
 }
 
-__device__ __forceinline__ void store(float *p, float v) { *p = v; }
-__device__ __forceinline__ void store(unsigned short *p, float v) {
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store(unsigned short* p, float v) {
 #if DTYPE == 1 && defined(ATTN_EMULATE_HOST)
   *p = attn_emu_float_to_half(v);
 #elif DTYPE == 1
@@ -147,13 +147,13 @@ typedef VecBits<VBYTES>::type vec_t;
 // register pick; a union here made ptxas spill).
 __device__ __forceinline__ unsigned int word(unsigned short v, int) { return v; }
 __device__ __forceinline__ unsigned int word(unsigned int v, int) { return v; }
-__device__ __forceinline__ unsigned int word(const uint2 &v, int w) { return w == 0 ? v.x : v.y; }
-__device__ __forceinline__ unsigned int word(const uint4 &v, int w) {
+__device__ __forceinline__ unsigned int word(const uint2& v, int w) { return w == 0 ? v.x : v.y; }
+__device__ __forceinline__ unsigned int word(const uint4& v, int w) {
   return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
 }
 
 // Element i of a loaded vector, as float.
-__device__ __forceinline__ float elem(const vec_t &v, int i) {
+__device__ __forceinline__ float elem(const vec_t& v, int i) {
 #if DTYPE == 0
   return __uint_as_float(word(v, i));
 #else
@@ -161,8 +161,8 @@ __device__ __forceinline__ float elem(const vec_t &v, int i) {
 #endif
 }
 
-__device__ __forceinline__ vec_t load_vec(const elem_t *p) {
-  return __ldg(reinterpret_cast<const vec_t *>(p));
+__device__ __forceinline__ vec_t load_vec(const elem_t* p) {
+  return __ldg(reinterpret_cast<const vec_t*>(p));
 }
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -183,13 +183,13 @@ __device__ __forceinline__ float warp_sum(float v) {
 //   q: [batch, num_heads, HEAD_DIM]     k_cache, v_cache: [blocks, num_kv_heads, BLOCK_SIZE, D]
 //   block_tables: [batch, max_blocks_per_seq]   context_lens: [batch]
 struct Common {
-  elem_t *out;
-  float *lse;
-  const elem_t *q;
-  const elem_t *k_cache;
-  const elem_t *v_cache;
-  const int *block_tables;
-  const int *context_lens;
+  elem_t* out;
+  float* lse;
+  const elem_t* q;
+  const elem_t* k_cache;
+  const elem_t* v_cache;
+  const int* block_tables;
+  const int* context_lens;
   int num_heads;
   int num_kv_heads;
   int max_blocks_per_seq;
@@ -200,16 +200,16 @@ struct Common {
 
 // Split-KV workspace: m, l: [batch, num_heads, max_parts]; o: [batch, num_heads, max_parts, D].
 struct Partials {
-  float *m;
-  float *l;
-  float *o;
+  float* m;
+  float* l;
+  float* o;
   int max_parts;
 };
 
 // Attention of the CTA's G query heads over keys [klo, khi). Writes either the final row
 // (out, lse) or, when `part` is not null, the partial (m, l, normalised o) of partition t.
-__device__ __forceinline__ void attend(const Common &c, int b, int head0, int kvh, int klo, int khi,
-                                       const Partials *part, int t, bool final_row) {
+__device__ __forceinline__ void attend(const Common& c, int b, int head0, int kvh, int klo, int khi,
+                                       const Partials* part, int t, bool final_row) {
   __shared__ float sm_o[NWARP][D];
   __shared__ float sm_m[NWARP];
   __shared__ float sm_l[NWARP];
@@ -228,7 +228,7 @@ __device__ __forceinline__ void attend(const Common &c, int b, int head0, int kv
   ATTN_UNROLL
   for (int g = 0; g < G; ++g) {
     st[g] = attn_math::OnlineSoftmax::empty();
-    const elem_t *qrow = c.q + (static_cast<long long>(b) * c.num_heads + head0 + g) * D;
+    const elem_t* qrow = c.q + (static_cast<long long>(b) * c.num_heads + head0 + g) * D;
     ATTN_UNROLL
     for (int k = 0; k < NCH; ++k) {
       const int ch = sl + k * TK;
@@ -240,7 +240,7 @@ __device__ __forceinline__ void attend(const Common &c, int b, int head0, int kv
     }
   }
 
-  const int *table = c.block_tables + static_cast<long long>(b) * c.max_blocks_per_seq;
+  const int* table = c.block_tables + static_cast<long long>(b) * c.max_blocks_per_seq;
   for (int base = klo; base < khi; base += UNROLL * NSG) {
     vec_t kv[UNROLL][NCH];
     vec_t vv[UNROLL][NCH];
@@ -398,7 +398,7 @@ __device__ __forceinline__ void attend(const Common &c, int b, int head0, int kv
 }
 
 // The CTA's first query head and its KV head.
-__device__ __forceinline__ void cta_heads(const Common &c, int *head0, int *kvh) {
+__device__ __forceinline__ void cta_heads(const Common& c, int* head0, int* kvh) {
 #if GROUP
   *kvh = blockIdx.x;
   *head0 = blockIdx.x * GQA;
@@ -451,7 +451,7 @@ ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(THREADS, 1) decode_v1(ATTN
 // Partition t of sequence b; a sequence with a single partition writes its final row here
 // and the reduce leaves it alone, so short contexts pay no combine.
 ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(THREADS, 1)
-    decode_v2(ATTN_DECODE_PARAMS, float *ws_m, float *ws_l, float *ws_o, int max_parts) {
+    decode_v2(ATTN_DECODE_PARAMS, float* ws_m, float* ws_l, float* ws_o, int max_parts) {
   ATTN_DECODE_COMMON;
   const int b = blockIdx.y;
   const int t = blockIdx.z;
@@ -473,9 +473,9 @@ ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(THREADS, 1)
 // Combines the partials of (b, h) as SPEC.md "Split-KV partials"; w holds one weight per
 // partition in dynamic shared memory (max_parts floats).
 ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(REDUCE_THREADS)
-    decode_v2_reduce(attn_decode::elem_t *out, float *lse, const int *__restrict__ context_lens,
-                     const float *__restrict__ ws_m, const float *__restrict__ ws_l,
-                     const float *__restrict__ ws_o, int num_heads, int max_parts) {
+    decode_v2_reduce(attn_decode::elem_t* out, float* lse, const int* __restrict__ context_lens,
+                     const float* __restrict__ ws_m, const float* __restrict__ ws_l,
+                     const float* __restrict__ ws_o, int num_heads, int max_parts) {
   ATTN_DYNAMIC_SHARED(float, w);
   __shared__ float red[REDUCE_THREADS / 32];
   const int h = blockIdx.x;
@@ -486,9 +486,9 @@ ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(REDUCE_THREADS)
     return; // decode_v2 wrote this row directly
   }
   const long long bh = static_cast<long long>(b) * num_heads + h;
-  const float *pm = ws_m + bh * max_parts;
-  const float *pl = ws_l + bh * max_parts;
-  const float *po = ws_o + bh * max_parts * attn_decode::D;
+  const float* pm = ws_m + bh * max_parts;
+  const float* pl = ws_l + bh * max_parts;
+  const float* po = ws_o + bh * max_parts * attn_decode::D;
 
   float m = attn_math::neg_inf();
   for (int t = tid; t < parts; t += REDUCE_THREADS) {

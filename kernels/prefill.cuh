@@ -113,8 +113,8 @@ __device__ __forceinline__ float to_float(unsigned short h) {
 #endif
 }
 
-__device__ __forceinline__ void store(float *p, float v) { *p = v; }
-__device__ __forceinline__ void store(unsigned short *p, float v) {
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store(unsigned short* p, float v) {
 #if DTYPE == 1 && defined(ATTN_EMULATE_HOST)
   *p = attn_emu_float_to_half(v);
 #elif DTYPE == 1
@@ -135,7 +135,7 @@ __device__ __forceinline__ void store(unsigned short *p, float v) {
 
 // 16 bytes global -> shared, asynchronously; zero-fills the destination when !valid (src is then
 // not read).
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
 #if defined(ATTN_EMULATE_HOST)
   attn_emu_cp_async16(dst, src, valid);
 #else
@@ -195,14 +195,14 @@ __device__ __forceinline__ unsigned int pack2(float lo, float hi) {
 }
 
 // Two consecutive 16-bit elements of shared memory as one 32-bit register.
-__device__ __forceinline__ unsigned int ld32(const elem_t *p) {
-  return *reinterpret_cast<const unsigned int *>(p);
+__device__ __forceinline__ unsigned int ld32(const elem_t* p) {
+  return *reinterpret_cast<const unsigned int*>(p);
 }
 // ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: four 8x8 matrices of 16-bit elements, lane l
 // giving the address of row l % 8 of matrix l / 8 (16-byte aligned). Register m of lane
 // (g = lane / 4, t = lane % 4) receives elements [2t][g] (low half) and [2t+1][g] of matrix m:
 // the transposed load, which turns key-major V rows into B fragments.
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned int r[4], const elem_t *row) {
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned int r[4], const elem_t* row) {
 #if defined(ATTN_EMULATE_HOST)
   attn_emu_ldmatrix_x4_trans(r, row);
 #else
@@ -220,15 +220,15 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned int r[4], const elem_
 //   k_cache, v_cache: [blocks, num_kv_heads, BLOCK_SIZE, D]  block_tables: [batch, max_blocks]
 //   cu_seqlens_q, cu_seqlens_k: [batch + 1]  tile_map: [num_tiles, 2] (sequence, first row)
 struct Args {
-  elem_t *out;
-  float *lse;
-  const elem_t *q;
-  const elem_t *k_cache;
-  const elem_t *v_cache;
-  const int *block_tables;
-  const int *cu_seqlens_q;
-  const int *cu_seqlens_k;
-  const int *tile_map;
+  elem_t* out;
+  float* lse;
+  const elem_t* q;
+  const elem_t* k_cache;
+  const elem_t* v_cache;
+  const int* block_tables;
+  const int* cu_seqlens_q;
+  const int* cu_seqlens_k;
+  const int* tile_map;
   int num_heads;
   int num_kv_heads;
   int max_blocks_per_seq;
@@ -239,8 +239,8 @@ struct Args {
 
 // Gathers keys [k0, k0 + BLOCK_N) of the CTA's sequence and kv head into the K and V tiles; rows
 // at or past khi are zero-filled (their scores are masked, and zero V keeps 0 * V finite).
-__device__ __forceinline__ void load_kv(const Args &a, const int *table, int kvh, int k0, int khi,
-                                        elem_t *ks, elem_t *vs) {
+__device__ __forceinline__ void load_kv(const Args& a, const int* table, int kvh, int k0, int khi,
+                                        elem_t* ks, elem_t* vs) {
   for (int c = threadIdx.x; c < BLOCK_N * CPR; c += THREADS) {
     const int r = c / CPR;
     const int ch = c % CPR;
@@ -260,7 +260,7 @@ __device__ __forceinline__ void load_kv(const Args &a, const int *table, int kvh
 // ---- The two engines: S = Q K^T of a warp's rows, O += P V ------------------------------------
 
 #if DTYPE != 0
-__device__ __forceinline__ void scores(float s[MT][NT][4], const elem_t *qs, const elem_t *ks,
+__device__ __forceinline__ void scores(float s[MT][NT][4], const elem_t* qs, const elem_t* ks,
                                        int lane) {
   const int g = lane / 4;
   const int t = lane % 4;
@@ -276,7 +276,7 @@ __device__ __forceinline__ void scores(float s[MT][NT][4], const elem_t *qs, con
     unsigned int af[MT][4];
     ATTN_UNROLL
     for (int mt = 0; mt < MT; ++mt) {
-      const elem_t *q0 = qs + (mt * 16 + g) * LD + kk * 16 + 2 * t;
+      const elem_t* q0 = qs + (mt * 16 + g) * LD + kk * 16 + 2 * t;
       af[mt][0] = ld32(q0);
       af[mt][1] = ld32(q0 + 8 * LD);
       af[mt][2] = ld32(q0 + 8);
@@ -285,7 +285,7 @@ __device__ __forceinline__ void scores(float s[MT][NT][4], const elem_t *qs, con
     ATTN_UNROLL
     for (int nt = 0; nt < NT; ++nt) {
       // B = K^T: B[k][n] = K[key n][dim k], so a B register is two adjacent dims of one key row.
-      const elem_t *k0 = ks + (nt * 8 + g) * LD + kk * 16 + 2 * t;
+      const elem_t* k0 = ks + (nt * 8 + g) * LD + kk * 16 + 2 * t;
       const unsigned int bf[2] = {ld32(k0), ld32(k0 + 8)};
       ATTN_UNROLL
       for (int mt = 0; mt < MT; ++mt) {
@@ -296,7 +296,7 @@ __device__ __forceinline__ void scores(float s[MT][NT][4], const elem_t *qs, con
 }
 
 __device__ __forceinline__ void accumulate_pv(float o[MT][DT][4], const float p[MT][NT][4],
-                                              const elem_t *vs, float *, int lane) {
+                                              const elem_t* vs, float*, int lane) {
   ATTN_UNROLL
   for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
     // The C fragments of key fragments 2kk and 2kk+1 are exactly the A fragment of keys
@@ -328,17 +328,17 @@ __device__ __forceinline__ void accumulate_pv(float o[MT][DT][4], const float p[
 #else
 // fp32: the same fragment ownership (row g / g+8, columns 2t and 2t+1 of each 8-wide fragment),
 // computed with FMAs from shared memory.
-__device__ __forceinline__ void scores(float s[MT][NT][4], const float *qs, const float *ks,
+__device__ __forceinline__ void scores(float s[MT][NT][4], const float* qs, const float* ks,
                                        int lane) {
   const int g = lane / 4;
   const int t = lane % 4;
   ATTN_UNROLL
   for (int mt = 0; mt < MT; ++mt) {
-    const float *q0 = qs + (mt * 16 + g) * LD;
-    const float *q1 = q0 + 8 * LD;
+    const float* q0 = qs + (mt * 16 + g) * LD;
+    const float* q1 = q0 + 8 * LD;
     for (int nt = 0; nt < NT; ++nt) {
-      const float *k0 = ks + (nt * 8 + 2 * t) * LD;
-      const float *k1 = k0 + LD;
+      const float* k0 = ks + (nt * 8 + 2 * t) * LD;
+      const float* k1 = k0 + LD;
       float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f;
       ATTN_UNROLL4
       for (int d = 0; d < D; ++d) {
@@ -357,14 +357,14 @@ __device__ __forceinline__ void scores(float s[MT][NT][4], const float *qs, cons
 
 // P goes through the warp's scratch (RPW x BLOCK_N floats) so every lane can read whole rows.
 __device__ __forceinline__ void accumulate_pv(float o[MT][DT][4], const float p[MT][NT][4],
-                                              const float *vs, float *scratch, int lane) {
+                                              const float* vs, float* scratch, int lane) {
   const int g = lane / 4;
   const int t = lane % 4;
   ATTN_UNROLL
   for (int mt = 0; mt < MT; ++mt) {
     ATTN_UNROLL
     for (int nt = 0; nt < NT; ++nt) {
-      float *r0 = scratch + (mt * 16 + g) * BLOCK_N + nt * 8 + 2 * t;
+      float* r0 = scratch + (mt * 16 + g) * BLOCK_N + nt * 8 + 2 * t;
       r0[0] = p[mt][nt][0];
       r0[1] = p[mt][nt][1];
       r0[8 * BLOCK_N] = p[mt][nt][2];
@@ -374,13 +374,13 @@ __device__ __forceinline__ void accumulate_pv(float o[MT][DT][4], const float p[
   __syncwarp();
   ATTN_UNROLL
   for (int mt = 0; mt < MT; ++mt) {
-    const float *p0 = scratch + (mt * 16 + g) * BLOCK_N;
-    const float *p1 = p0 + 8 * BLOCK_N;
+    const float* p0 = scratch + (mt * 16 + g) * BLOCK_N;
+    const float* p1 = p0 + 8 * BLOCK_N;
     ATTN_UNROLL4
     for (int k = 0; k < BLOCK_N; ++k) {
       const float w0 = p0[k];
       const float w1 = p1[k];
-      const float *vrow = vs + k * LD + 2 * t;
+      const float* vrow = vs + k * LD + 2 * t;
       ATTN_UNROLL
       for (int dt = 0; dt < DT; ++dt) {
         const float v0 = vrow[dt * 8];
@@ -410,12 +410,12 @@ __device__ __forceinline__ float quad_sum(float v) {
 constexpr int SMEM_BYTES =
     (BLOCK_M + 2 * STAGES * BLOCK_N) * LD * ES + (DTYPE == 0 ? WARPS * RPW * BLOCK_N * 4 : 0);
 
-__device__ __forceinline__ void prefill_tile(const Args &a) {
+__device__ __forceinline__ void prefill_tile(const Args& a) {
   ATTN_DYNAMIC_SHARED(unsigned char, smem_raw);
-  elem_t *qs = reinterpret_cast<elem_t *>(smem_raw);
-  elem_t *ks_base = qs + BLOCK_M * LD;
-  elem_t *vs_base = ks_base + STAGES * BLOCK_N * LD;
-  float *scratch_base = reinterpret_cast<float *>(vs_base + STAGES * BLOCK_N * LD);
+  elem_t* qs = reinterpret_cast<elem_t*>(smem_raw);
+  elem_t* ks_base = qs + BLOCK_M * LD;
+  elem_t* vs_base = ks_base + STAGES * BLOCK_N * LD;
+  float* scratch_base = reinterpret_cast<float*>(vs_base + STAGES * BLOCK_N * LD);
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
@@ -430,7 +430,7 @@ __device__ __forceinline__ void prefill_tile(const Args &a) {
   const int q_len = a.cu_seqlens_q[b + 1] - q_start;
   const int k_len = a.cu_seqlens_k[b + 1] - a.cu_seqlens_k[b];
   const int rows = attn_math::imin(BLOCK_M, q_len - row0); // valid rows of this tile (>= 1)
-  const int *table = a.block_tables + static_cast<long long>(b) * a.max_blocks_per_seq;
+  const int* table = a.block_tables + static_cast<long long>(b) * a.max_blocks_per_seq;
 
   // Union of the visible ranges, and the ranges of the first and last row: a key tile inside
   // [lo_last, hi_first) is visible from every row and needs no per-element mask.
@@ -486,8 +486,8 @@ __device__ __forceinline__ void prefill_tile(const Args &a) {
   }
 
   const float scale_log2 = a.scale * attn_math::kLog2e;
-  const elem_t *qw = qs + warp * RPW * LD;
-  float *scratch = scratch_base + warp * RPW * BLOCK_N;
+  const elem_t* qw = qs + warp * RPW * LD;
+  float* scratch = scratch_base + warp * RPW * BLOCK_N;
   int it = 0;
   for (int k0 = lo; k0 < hi; k0 += BLOCK_N, ++it) {
     const int buf = STAGES == 2 ? (it & 1) : 0;
@@ -500,8 +500,8 @@ __device__ __forceinline__ void prefill_tile(const Args &a) {
       cp_async_wait<0>();
     }
     __syncthreads();
-    const elem_t *ks = ks_base + buf * BLOCK_N * LD;
-    const elem_t *vs = vs_base + buf * BLOCK_N * LD;
+    const elem_t* ks = ks_base + buf * BLOCK_N * LD;
+    const elem_t* vs = vs_base + buf * BLOCK_N * LD;
 
     float s[MT][NT][4];
     scores(s, qw, ks, lane);
@@ -566,7 +566,7 @@ __device__ __forceinline__ void prefill_tile(const Args &a) {
       const int i = row0 + warp * RPW + mt * 16 + g + 8 * half;
       if (i < q_len) {
         const long long rh = static_cast<long long>(q_start + i) * a.num_heads + h;
-        elem_t *orow = a.out + rh * D + 2 * t;
+        elem_t* orow = a.out + rh * D + 2 * t;
         ATTN_UNROLL
         for (int dt = 0; dt < DT; ++dt) {
           store(orow + dt * 8, o[mt][dt][2 * half] * inv);
@@ -583,11 +583,11 @@ __device__ __forceinline__ void prefill_tile(const Args &a) {
 } // namespace attn_prefill
 
 ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(attn_prefill::THREADS, 1)
-    prefill(attn_prefill::elem_t *out, float *lse, const attn_prefill::elem_t *__restrict__ q,
-            const attn_prefill::elem_t *__restrict__ k_cache,
-            const attn_prefill::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,
-            const int *__restrict__ cu_seqlens_q, const int *__restrict__ cu_seqlens_k,
-            const int *__restrict__ tile_map, int num_heads, int num_kv_heads,
+    prefill(attn_prefill::elem_t* out, float* lse, const attn_prefill::elem_t* __restrict__ q,
+            const attn_prefill::elem_t* __restrict__ k_cache,
+            const attn_prefill::elem_t* __restrict__ v_cache, const int* __restrict__ block_tables,
+            const int* __restrict__ cu_seqlens_q, const int* __restrict__ cu_seqlens_k,
+            const int* __restrict__ tile_map, int num_heads, int num_kv_heads,
             int max_blocks_per_seq, float scale, float softcap, int causal, int window_left,
             int window_right) {
   const attn_prefill::Args a = {out,          lse,          q,

@@ -125,7 +125,8 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
     }
   };
 
-  int threads = opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads =
+      opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   threads = std::min<int>(threads, int(tasks.size()));
   std::atomic<std::size_t> next{0};
   auto worker = [&] {

@@ -18,13 +18,14 @@ struct ReferenceResult {
   int rows = 0;
   int heads = 0;
   int head_dim = 0;
-  std::vector<double> out;        // [rows, heads, head_dim]; NaN where not computed
-  std::vector<double> lse;        // [rows, heads]; natural log, -inf for rows with no visible key
-  std::vector<uint8_t> computed;  // [rows]: 1 where this row was computed
+  std::vector<double> out;       // [rows, heads, head_dim]; NaN where not computed
+  std::vector<double> lse;       // [rows, heads]; natural log, -inf for rows with no visible key
+  std::vector<uint8_t> computed; // [rows]: 1 where this row was computed
 };
 
 // Throws InputError when the problem does not validate or a requested row is out of range.
-[[nodiscard]] ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& opt = {});
+[[nodiscard]] ReferenceResult reference_attention(const Problem& pr,
+                                                  const ReferenceOptions& opt = {});
 
 // Whether key j is visible to query row i of a sequence with q_len rows and k_len keys.
 [[nodiscard]] bool reference_visible(const AttnParams& p, int q_len, int k_len, int i, int j);

@@ -27,7 +27,8 @@ Family parse_family(const std::string& name) {
   if (name == "prefill") {
     return Family::prefill;
   }
-  throw InputError("unknown kernel family '" + name + "' (expected decode_v1, decode_v2 or prefill)");
+  throw InputError("unknown kernel family '" + name +
+                   "' (expected decode_v1, decode_v2 or prefill)");
 }
 
 std::string KernelConfig::key() const {
@@ -66,7 +67,10 @@ KernelConfig KernelConfig::from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json DeviceInfo::to_json() const {
-  nlohmann::json j = {{"backend", backend}, {"id", id}, {"name", name}, {"memory_bytes", memory_bytes},
+  nlohmann::json j = {{"backend", backend},
+                      {"id", id},
+                      {"name", name},
+                      {"memory_bytes", memory_bytes},
                       {"l2_bytes", l2_bytes}};
   if (backend == "cuda") {
     j["uuid"] = uuid;

@@ -41,18 +41,18 @@ struct KernelConfig {
 };
 
 struct DeviceInfo {
-  std::string backend;       // "cpu" or "cuda"
-  std::string id;            // "cpu", "cuda:0"
-  std::string name;          // CPU model or GPU name
-  std::string uuid;          // GPU UUID; empty on the CPU
-  int sm_count = 0;          // GPU multiprocessors; CPU threads used on the CPU
+  std::string backend; // "cpu" or "cuda"
+  std::string id;      // "cpu", "cuda:0"
+  std::string name;    // CPU model or GPU name
+  std::string uuid;    // GPU UUID; empty on the CPU
+  int sm_count = 0;    // GPU multiprocessors; CPU threads used on the CPU
   int cc_major = 0;
   int cc_minor = 0;
   int64_t memory_bytes = 0;
-  int64_t l2_bytes = 0;      // GPU L2, or the CPU's last-level cache
+  int64_t l2_bytes = 0; // GPU L2, or the CPU's last-level cache
   std::string driver_version;
   std::string runtime_version;
-  int threads = 0;           // CPU backend worker threads
+  int threads = 0; // CPU backend worker threads
   [[nodiscard]] nlohmann::json to_json() const;
 };
 
@@ -66,8 +66,8 @@ struct RunOutput {
 class PreparedRun {
 public:
   virtual ~PreparedRun() = default;
-  virtual void poison_outputs() = 0;     // write the poison pattern into out and lse
-  virtual void run() = 0;                // one launch; returns when the results are complete
+  virtual void poison_outputs() = 0; // write the poison pattern into out and lse
+  virtual void run() = 0;            // one launch; returns when the results are complete
   [[nodiscard]] virtual RunOutput download() = 0;
   [[nodiscard]] virtual TimingResult time(const TimingOptions& opt) = 0;
 };

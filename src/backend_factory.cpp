@@ -15,7 +15,7 @@ namespace attn {
 
 namespace {
 // The GPU index of "cuda:N" or "N"; -1 when spec is neither.
-int parse_gpu_index(const std::string &spec) {
+int parse_gpu_index(const std::string& spec) {
   std::string digits = spec.rfind("cuda:", 0) == 0 ? spec.substr(5) : spec;
   if (digits.empty() || digits.size() > 6) {
     return -1;
@@ -29,7 +29,7 @@ int parse_gpu_index(const std::string &spec) {
 }
 } // namespace
 
-std::unique_ptr<Backend> make_backend(const std::string &spec, const BackendOptions &opt) {
+std::unique_ptr<Backend> make_backend(const std::string& spec, const BackendOptions& opt) {
   if (spec == "cpu") {
     return make_cpu_backend(opt);
   }

@@ -32,13 +32,13 @@ struct Mismatch {
 
 struct CheckReport {
   bool pass = true;
-  double norm_rel_err = 0.0;  // ||got - ref|| / ||ref|| over the checked rows
+  double norm_rel_err = 0.0; // ||got - ref|| / ||ref|| over the checked rows
   double max_abs_err = 0.0;
   double max_lse_err = 0.0;
-  int64_t checked = 0;        // output elements compared
-  int64_t bad = 0;            // elements outside atol + rtol|ref|
-  int64_t unwritten = 0;      // elements still holding the poison pattern
-  int64_t nonfinite = 0;      // NaN or Inf (other than the poison)
+  int64_t checked = 0;   // output elements compared
+  int64_t bad = 0;       // elements outside atol + rtol|ref|
+  int64_t unwritten = 0; // elements still holding the poison pattern
+  int64_t nonfinite = 0; // NaN or Inf (other than the poison)
   int64_t lse_bad = 0;
   std::vector<Mismatch> first; // the first few problems, in index order
   // "norm_rel_err=1.2e-04 max_abs=3.1e-03 bad=0 unwritten=0 nonfinite=0"

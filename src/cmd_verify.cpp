@@ -27,8 +27,8 @@ std::vector<std::string> split_list(const std::string& s) {
 
 } // namespace
 
-int run_verify_command(const VerifyCommandOptions& o, const BackendFactory& factory,
-                       std::FILE* out, std::FILE* err) {
+int run_verify_command(const VerifyCommandOptions& o, const BackendFactory& factory, std::FILE* out,
+                       std::FILE* err) {
   VerifyOptions vo;
   if (!o.families.empty()) {
     vo.families.clear();
@@ -79,17 +79,16 @@ int run_verify_command(const VerifyCommandOptions& o, const BackendFactory& fact
     failed += reports.back().failed;
     skipped += reports.back().skipped;
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!o.junit.empty()) {
     write_junit(o.junit, reports, secs);
   }
   if (failed > 0) {
-    std::fprintf(out, "reproduce: attn-tune verify --device %s --seed %llu --intensity %s%s%s%s%s\n",
-                 o.device.empty() ? specs.front().c_str() : o.device.c_str(),
-                 (unsigned long long)o.seed, o.intensity.c_str(),
-                 o.families.empty() ? "" : " --families ", o.families.c_str(),
-                 o.dtypes.empty() ? "" : " --dtypes ", o.dtypes.c_str());
+    std::fprintf(
+        out, "reproduce: attn-tune verify --device %s --seed %llu --intensity %s%s%s%s%s\n",
+        o.device.empty() ? specs.front().c_str() : o.device.c_str(), (unsigned long long)o.seed,
+        o.intensity.c_str(), o.families.empty() ? "" : " --families ", o.families.c_str(),
+        o.dtypes.empty() ? "" : " --dtypes ", o.dtypes.c_str());
   }
   std::fprintf(out, "%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   if (passed == 0 && failed == 0) {
@@ -111,10 +110,9 @@ Command setup_verify(CLI::App& root) {
   sub->add_option("--intensity", o->intensity, "quick, default or full")
       ->check(CLI::IsMember({"quick", "default", "full"}));
   sub->add_option("--dump-failures", o->dump_dir, "Write failing cases as replay files here");
-  sub->add_option("--threads", o->threads, "CPU worker threads (0: all)")->check(CLI::Range(0, 4096));
-  return {sub, [o] {
-            return run_verify_command(*o, make_backend, stdout, stderr);
-          }};
+  sub->add_option("--threads", o->threads, "CPU worker threads (0: all)")
+      ->check(CLI::Range(0, 4096));
+  return {sub, [o] { return run_verify_command(*o, make_backend, stdout, stderr); }};
 }
 
 } // namespace attn

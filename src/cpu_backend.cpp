@@ -21,7 +21,7 @@ namespace am = attn_math;
 // Keys per tile in decode: a K (then V) tile of 32 KiB of fp32 stays in L1/L2.
 int decode_k_tile(int head_dim) { return std::clamp(8192 / head_dim, 16, 256); }
 
-const std::set<std::string> &known_params(Family f) {
+const std::set<std::string>& known_params(Family f) {
   static const std::set<std::string> v1 = {"split"};
   static const std::set<std::string> v2 = {"partition", "split"};
   static const std::set<std::string> pf = {"q_tile", "k_tile", "split"};
@@ -30,10 +30,10 @@ const std::set<std::string> &known_params(Family f) {
 
 class CpuPreparedRun final : public PreparedRun {
 public:
-  CpuPreparedRun(const Problem &pr, const KernelConfig &cfg, std::shared_ptr<ThreadPool> pool,
-                 cpu::Isa isa, const DeviceInfo &info)
+  CpuPreparedRun(const Problem& pr, const KernelConfig& cfg, std::shared_ptr<ThreadPool> pool,
+                 cpu::Isa isa, const DeviceInfo& info)
       : pr_(pr), cfg_(cfg), pool_(std::move(pool)), isa_(isa), info_(info) {
-    const AttnParams &p = pr_.params;
+    const AttnParams& p = pr_.params;
     const int H = p.num_heads;
     const int G = p.group_size();
     const int rows = pr_.num_rows();
@@ -133,7 +133,7 @@ public:
     items_ = std::move(sorted);
 
     scratch_.resize(std::size_t(pool_->size()));
-    for (auto &s : scratch_) {
+    for (auto& s : scratch_) {
       cpu::size_scratch(s, max_rows, heads_per_item, p.head_dim, k_tile_);
     }
     reduce_tmp_.resize(std::size_t(pool_->size()) * p.head_dim);
@@ -164,7 +164,7 @@ public:
 
   RunOutput download() override { return {out_, lse_}; }
 
-  TimingResult time(const TimingOptions &opt) override {
+  TimingResult time(const TimingOptions& opt) override {
     std::string method = "steady_clock, " + std::to_string(pool_->size()) + " threads, " +
                          cpu::isa_name(isa_) + " kernels";
     if (opt.flush_cache) {
@@ -189,7 +189,7 @@ public:
   }
 
 private:
-  void add_item(const cpu::WorkItem &it) {
+  void add_item(const cpu::WorkItem& it) {
     const int ql = q_len_[std::size_t(it.b)];
     const int kl = k_len_[std::size_t(it.b)];
     int kb = 0;
@@ -210,7 +210,7 @@ private:
   void flush_cache() {
     // Read-modify-write one byte per cache line: every line is loaded and dirtied, evicting
     // whatever the previous rep left.
-    unsigned char *p = flush_.data();
+    unsigned char* p = flush_.data();
     for (std::size_t i = 0; i < flush_.size(); i += 64) {
       p[i] = static_cast<unsigned char>(p[i] + 1);
     }
@@ -240,13 +240,13 @@ private:
 
 class CpuBackend final : public Backend {
 public:
-  CpuBackend(const BackendOptions &opt, cpu::Isa isa)
+  CpuBackend(const BackendOptions& opt, cpu::Isa isa)
       : info_(cpu_device_info(opt.threads)), isa_(isa),
         pool_(std::make_shared<ThreadPool>(info_.threads)) {}
 
-  const DeviceInfo &info() const override { return info_; }
+  const DeviceInfo& info() const override { return info_; }
 
-  std::vector<KernelConfig> config_space(Family f, const AttnParams &p) const override {
+  std::vector<KernelConfig> config_space(Family f, const AttnParams& p) const override {
     std::vector<KernelConfig> out;
     for (int split : {0, 1}) {
       if (f == Family::decode_v1) {
@@ -266,13 +266,13 @@ public:
     return out;
   }
 
-  std::optional<std::string> can_run(const KernelConfig &cfg, const Problem &pr) const override {
-    const char *fam = family_name(cfg.family);
+  std::optional<std::string> can_run(const KernelConfig& cfg, const Problem& pr) const override {
+    const char* fam = family_name(cfg.family);
     if (family_is_decode(cfg.family) != (pr.phase == Phase::decode)) {
       return std::string(fam) + " runs " + (family_is_decode(cfg.family) ? "decode" : "prefill") +
              " problems, not " + phase_name(pr.phase) + " problems";
     }
-    for (const auto &[k, v] : cfg.params) {
+    for (const auto& [k, v] : cfg.params) {
       if (!known_params(cfg.family).count(k)) {
         return "parameter '" + k + "' does not apply to " + fam + " on the CPU";
       }
@@ -308,7 +308,7 @@ public:
     return std::nullopt;
   }
 
-  std::unique_ptr<PreparedRun> prepare(const Problem &pr, const KernelConfig &cfg) override {
+  std::unique_ptr<PreparedRun> prepare(const Problem& pr, const KernelConfig& cfg) override {
     pr.validate();
     if (auto why = can_run(cfg, pr)) {
       throw InputError("cannot run " + cfg.key() + " on the CPU: " + *why);
@@ -324,11 +324,11 @@ private:
 
 } // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(const BackendOptions &opt) {
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt) {
   return make_cpu_backend(opt, cpu::best_isa());
 }
 
-std::unique_ptr<Backend> make_cpu_backend(const BackendOptions &opt, cpu::Isa isa) {
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt, cpu::Isa isa) {
   if (!cpu::isa_supported(isa)) {
     throw DeviceUnavailable(std::string("this processor cannot run the ") + cpu::isa_name(isa) +
                             " build of the CPU kernels");

@@ -21,8 +21,8 @@ inline constexpr int kCpuMaxKTile = 1024;
 inline constexpr int kCpuMaxPartition = 1 << 20;
 
 // Uses the best kernel build the processor runs (cpu::best_isa()).
-[[nodiscard]] std::unique_ptr<Backend> make_cpu_backend(const BackendOptions &opt);
+[[nodiscard]] std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt);
 // Uses the given kernel build; throws DeviceUnavailable when the processor lacks it.
-[[nodiscard]] std::unique_ptr<Backend> make_cpu_backend(const BackendOptions &opt, cpu::Isa isa);
+[[nodiscard]] std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt, cpu::Isa isa);
 
 } // namespace attn

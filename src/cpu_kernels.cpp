@@ -33,7 +33,7 @@ namespace am = attn_math;
 #endif
 #define ATTN_ALWAYS_INLINE [[gnu::always_inline]] inline
 
-const char *isa_name(Isa isa) {
+const char* isa_name(Isa isa) {
   switch (isa) {
   case Isa::avx2:
     return "x86-64-v3";
@@ -74,7 +74,7 @@ Isa best_isa() {
   return isa_supported(Isa::avx2) ? Isa::avx2 : Isa::base;
 }
 
-void size_scratch(Scratch &s, int max_rows, int max_heads, int head_dim, int k_tile) {
+void size_scratch(Scratch& s, int max_rows, int max_heads, int head_dim, int k_tile) {
   const std::size_t vectors = std::size_t(max_rows) * std::size_t(max_heads);
   s.q.resize(vectors * std::size_t(head_dim));
   s.acc.resize(vectors * std::size_t(head_dim));
@@ -112,11 +112,11 @@ ATTN_ALWAYS_INLINE float half_bits_to_float(uint16_t h) {
 #if ATTN_CPU_MULTI_ISA
 // The v3/v4 builds convert with F16C. GCC 12 does not vectorise _Float16 conversions under a
 // target attribute, so these use the intrinsics, as out-of-line calls (one per cache-block run).
-ATTN_TARGET_AVX2 void half_to_float_f16c(const uint16_t *__restrict src, float *__restrict dst,
+ATTN_TARGET_AVX2 void half_to_float_f16c(const uint16_t* __restrict src, float* __restrict dst,
                                          int n) {
   int i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i));
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
   }
   for (; i < n; ++i) {
@@ -129,11 +129,11 @@ ATTN_TARGET_AVX2 void half_to_float_f16c(const uint16_t *__restrict src, float *
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-ATTN_TARGET_AVX512 void half_to_float_avx512(const uint16_t *__restrict src, float *__restrict dst,
+ATTN_TARGET_AVX512 void half_to_float_avx512(const uint16_t* __restrict src, float* __restrict dst,
                                              int n) {
   int i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + i));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
     _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
   }
   for (; i < n; ++i) {
@@ -144,18 +144,18 @@ ATTN_TARGET_AVX512 void half_to_float_avx512(const uint16_t *__restrict src, flo
 #endif
 
 template <DType DT, Isa I>
-ATTN_ALWAYS_INLINE void convert_run(const void *base, int64_t offset, int n,
-                                    float *__restrict dst) {
+ATTN_ALWAYS_INLINE void convert_run(const void* base, int64_t offset, int n,
+                                    float* __restrict dst) {
   if constexpr (DT == DType::f32) {
-    std::memcpy(dst, static_cast<const float *>(base) + offset, std::size_t(n) * 4);
+    std::memcpy(dst, static_cast<const float*>(base) + offset, std::size_t(n) * 4);
   } else if constexpr (DT == DType::bf16) {
-    const uint16_t *__restrict src = static_cast<const uint16_t *>(base) + offset;
+    const uint16_t* __restrict src = static_cast<const uint16_t*>(base) + offset;
     for (int i = 0; i < n; ++i) {
       const uint32_t u = uint32_t(src[i]) << 16;
       std::memcpy(&dst[i], &u, 4);
     }
   } else {
-    const uint16_t *__restrict src = static_cast<const uint16_t *>(base) + offset;
+    const uint16_t* __restrict src = static_cast<const uint16_t*>(base) + offset;
 #if ATTN_CPU_MULTI_ISA
     if constexpr (I == Isa::avx512) {
       half_to_float_avx512(src, dst, n);
@@ -176,12 +176,12 @@ ATTN_ALWAYS_INLINE void convert_run(const void *base, int64_t offset, int n,
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef float f32x8 __attribute__((vector_size(32)));
 
-template <class V> ATTN_ALWAYS_INLINE V vload(const float *p) {
+template <class V> ATTN_ALWAYS_INLINE V vload(const float* p) {
   V v;
   std::memcpy(&v, p, sizeof(V));
   return v;
 }
-template <class V> ATTN_ALWAYS_INLINE void vstore(float *p, V v) { std::memcpy(p, &v, sizeof(V)); }
+template <class V> ATTN_ALWAYS_INLINE void vstore(float* p, V v) { std::memcpy(p, &v, sizeof(V)); }
 template <class V> ATTN_ALWAYS_INLINE float hsum(V v) {
   float s = 0.0f;
   for (std::size_t l = 0; l < sizeof(V) / sizeof(float); ++l) {
@@ -192,7 +192,7 @@ template <class V> ATTN_ALWAYS_INLINE float hsum(V v) {
 
 // dot(q, k_j) for four keys at once: four independent FMA chains and one load of q per step.
 // n is a multiple of 8 (SPEC head_dim).
-ATTN_ALWAYS_INLINE void dot4(const float *__restrict q, const float *const *k, int n, float *out) {
+ATTN_ALWAYS_INLINE void dot4(const float* __restrict q, const float* const* k, int n, float* out) {
   f32x16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
   int d = 0;
   for (; d + 16 <= n; d += 16) {
@@ -216,7 +216,7 @@ ATTN_ALWAYS_INLINE void dot4(const float *__restrict q, const float *const *k, i
   out[3] = t3;
 }
 
-ATTN_ALWAYS_INLINE float dot(const float *__restrict a, const float *__restrict b, int n) {
+ATTN_ALWAYS_INLINE float dot(const float* __restrict a, const float* __restrict b, int n) {
   f32x16 a0 = {}, a1 = {};
   int d = 0;
   for (; d + 32 <= n; d += 32) {
@@ -236,8 +236,8 @@ ATTN_ALWAYS_INLINE float dot(const float *__restrict a, const float *__restrict 
 // acc_v += sum_j p_v[j] * rows[j] for NV query vectors at once (acc and p rows NV apart by D
 // and ld): each V load feeds NV FMAs; 32 output lanes per pass, then 16 and 8 for the tail.
 template <int NV>
-ATTN_ALWAYS_INLINE void pv_block(float *__restrict acc, const float *__restrict p, int ld,
-                                 const float *const *rows, int n, int D) {
+ATTN_ALWAYS_INLINE void pv_block(float* __restrict acc, const float* __restrict p, int ld,
+                                 const float* const* rows, int n, int D) {
   int d0 = 0;
   for (; d0 + 32 <= D; d0 += 32) {
     f32x16 t[NV][2];
@@ -293,8 +293,8 @@ ATTN_ALWAYS_INLINE void pv_block(float *__restrict acc, const float *__restrict 
 
 // kt[d][j] = rows[j][d] for j < n, and 0 up to n32: the layout in which one vector load of kt
 // holds 16 keys' component d, so scores need no horizontal sums.
-ATTN_ALWAYS_INLINE void transpose_tile(const float *const *rows, int n, int n32, int D,
-                                       float *__restrict kt, int ld) {
+ATTN_ALWAYS_INLINE void transpose_tile(const float* const* rows, int n, int n32, int D,
+                                       float* __restrict kt, int ld) {
   int j = 0;
   for (; j + 8 <= n; j += 8) {
     for (int d = 0; d < D; ++d) {
@@ -318,8 +318,8 @@ ATTN_ALWAYS_INLINE void transpose_tile(const float *const *rows, int n, int n32,
 // Scores of `nv` (1 to 4) consecutive query vectors against keys [0, n32) of the transposed tile:
 // a 4 x 32 block of accumulators, one load of kt per 4 x 2 FMAs (GEMM micro-kernel shape).
 template <int NV>
-ATTN_ALWAYS_INLINE void scores_block(const float *__restrict q, int D, const float *__restrict kt,
-                                     int ld, int n32, float *__restrict sc, int sc_ld) {
+ATTN_ALWAYS_INLINE void scores_block(const float* __restrict q, int D, const float* __restrict kt,
+                                     int ld, int n32, float* __restrict sc, int sc_ld) {
   for (int j0 = 0; j0 < n32; j0 += 32) {
     f32x16 c[NV][2] = {};
     for (int d = 0; d < D; ++d) {
@@ -340,15 +340,15 @@ ATTN_ALWAYS_INLINE void scores_block(const float *__restrict q, int D, const flo
 
 // acc += sum_j p[j] * rows[j] over n rows: 64 output lanes stay in registers across the rows
 // (four independent FMA chains) instead of a load and store of acc per key.
-ATTN_ALWAYS_INLINE void pv_accumulate(float *__restrict acc, const float *__restrict p,
-                                      const float *const *rows, int n, int D) {
+ATTN_ALWAYS_INLINE void pv_accumulate(float* __restrict acc, const float* __restrict p,
+                                      const float* const* rows, int n, int D) {
   int d0 = 0;
   for (; d0 + 64 <= D; d0 += 64) {
     f32x16 t0 = vload<f32x16>(acc + d0), t1 = vload<f32x16>(acc + d0 + 16);
     f32x16 t2 = vload<f32x16>(acc + d0 + 32), t3 = vload<f32x16>(acc + d0 + 48);
     for (int j = 0; j < n; ++j) {
       const float pj = p[j];
-      const float *v = rows[j] + d0;
+      const float* v = rows[j] + d0;
       t0 += pj * vload<f32x16>(v);
       t1 += pj * vload<f32x16>(v + 16);
       t2 += pj * vload<f32x16>(v + 32);
@@ -375,13 +375,13 @@ ATTN_ALWAYS_INLINE void pv_accumulate(float *__restrict acc, const float *__rest
   }
 }
 
-ATTN_ALWAYS_INLINE void axpy(float *__restrict y, float alpha, const float *__restrict x, int n) {
+ATTN_ALWAYS_INLINE void axpy(float* __restrict y, float alpha, const float* __restrict x, int n) {
   for (int d = 0; d < n; ++d) {
     y[d] += alpha * x[d];
   }
 }
 
-ATTN_ALWAYS_INLINE void scale_vec(float *__restrict y, float alpha, int n) {
+ATTN_ALWAYS_INLINE void scale_vec(float* __restrict y, float alpha, int n) {
   for (int d = 0; d < n; ++d) {
     y[d] *= alpha;
   }
@@ -390,22 +390,22 @@ ATTN_ALWAYS_INLINE void scale_vec(float *__restrict y, float alpha, int n) {
 // Row pointers of keys [t0, t1) of sequence b, kv head kvh: fp32 caches are read in place,
 // other dtypes are converted block run by block run into buf.
 template <DType DT, Isa I>
-ATTN_ALWAYS_INLINE void gather_rows(const KernelArgs &a, const void *cache, int b, int kvh, int t0,
-                                    int t1, float *buf, const float **rows) {
+ATTN_ALWAYS_INLINE void gather_rows(const KernelArgs& a, const void* cache, int b, int kvh, int t0,
+                                    int t1, float* buf, const float** rows) {
   const int bs = a.block_size;
   const int D = a.head_dim;
-  const int32_t *table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
+  const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
   for (int j = t0; j < t1;) {
     const int slot = j % bs;
     const int run = std::min(t1 - j, bs - slot);
     const int64_t off = ((int64_t(table[j / bs]) * a.num_kv_heads + kvh) * bs + slot) * D;
     if constexpr (DT == DType::f32) {
-      const float *p = static_cast<const float *>(cache) + off;
+      const float* p = static_cast<const float*>(cache) + off;
       for (int r = 0; r < run; ++r) {
         rows[j - t0 + r] = p + int64_t(r) * D;
       }
     } else {
-      float *dst = buf + int64_t(j - t0) * D;
+      float* dst = buf + int64_t(j - t0) * D;
       convert_run<DT, I>(cache, off, run * D, dst);
       for (int r = 0; r < run; ++r) {
         rows[j - t0 + r] = dst + int64_t(r) * D;
@@ -418,16 +418,16 @@ ATTN_ALWAYS_INLINE void gather_rows(const KernelArgs &a, const void *cache, int 
 // Asks for keys [t0, t1) of K and V to be brought into L2 while the current tile is computed:
 // blocks are scattered, so the hardware prefetcher would restart at every block.
 template <DType DT>
-ATTN_ALWAYS_INLINE void prefetch_rows(const KernelArgs &a, int b, int kvh, int t0, int t1) {
+ATTN_ALWAYS_INLINE void prefetch_rows(const KernelArgs& a, int b, int kvh, int t0, int t1) {
   const int bs = a.block_size;
   const int64_t row_bytes = int64_t(a.head_dim) * int64_t(dtype_size(DT));
-  const int32_t *table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
+  const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
   for (int j = t0; j < t1;) {
     const int slot = j % bs;
     const int run = std::min(t1 - j, bs - slot);
     const int64_t off = ((int64_t(table[j / bs]) * a.num_kv_heads + kvh) * bs + slot) * row_bytes;
-    const char *k = static_cast<const char *>(a.key_cache) + off;
-    const char *v = static_cast<const char *>(a.value_cache) + off;
+    const char* k = static_cast<const char*>(a.key_cache) + off;
+    const char* v = static_cast<const char*>(a.value_cache) + off;
     for (int64_t o = 0; o < run * row_bytes; o += 64) {
       __builtin_prefetch(k + o, 0, 2);
       __builtin_prefetch(v + o, 0, 2);
@@ -439,8 +439,8 @@ ATTN_ALWAYS_INLINE void prefetch_rows(const KernelArgs &a, int b, int kvh, int t
 constexpr int kTransposeMinVectors = 4;
 
 template <DType DT, Isa I>
-ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int k_tile,
-                                    Scratch &s) {
+ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs& a, const WorkItem& it, int k_tile,
+                                    Scratch& s) {
   const int D = a.head_dim;
   const int H = a.num_heads;
   const int ql = a.seq_q_len[it.b];
@@ -476,9 +476,9 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int
   const int ld = s.ld;
   // Past a handful of query vectors per tile, transposing K pays for itself.
   const bool transposed = nq >= kTransposeMinVectors;
-  float *__restrict q = s.q.data();
-  float *__restrict acc = s.acc.data();
-  am::OnlineSoftmax *sm = s.sm.data();
+  float* __restrict q = s.q.data();
+  float* __restrict acc = s.acc.data();
+  am::OnlineSoftmax* sm = s.sm.data();
   for (int r = 0; r < nrows; ++r) {
     for (int g = 0; g < nh; ++g) {
       const int i = r * nh + g;
@@ -513,9 +513,9 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int
       const int hi = am::imin(s.hi[std::size_t(r)], t1);
       for (int g = 0; g < nh && lo < hi; ++g) {
         const int i = r * nh + g;
-        const float *qi = q + int64_t(i) * D;
-        float *sc = s.scores.data() + int64_t(i) * ld;
-        const float *const *kr = s.rows.data();
+        const float* qi = q + int64_t(i) * D;
+        float* sc = s.scores.data() + int64_t(i) * ld;
+        const float* const* kr = s.rows.data();
         int j = lo;
         if (!transposed) {
           for (; j + 4 <= hi; j += 4) {
@@ -553,7 +553,7 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int
         const int lo = am::imax(s.lo[std::size_t(r)], t0) - t0;
         const int hi = am::imin(s.hi[std::size_t(r)], t1) - t0;
         for (int g = 0; g < nh; ++g) {
-          float *sc = s.scores.data() + int64_t(r * nh + g) * ld;
+          float* sc = s.scores.data() + int64_t(r * nh + g) * ld;
           for (int j = 0; j < n; ++j) {
             sc[j] = (j >= lo && j < hi) ? sc[j] : 0.0f;
           }
@@ -574,7 +574,7 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int
       const int hi = am::imin(s.hi[std::size_t(r)], t1);
       for (int g = 0; g < nh && lo < hi; ++g) {
         const int i = r * nh + g;
-        const float *sc = s.scores.data() + int64_t(i) * ld;
+        const float* sc = s.scores.data() + int64_t(i) * ld;
         pv_accumulate(acc + int64_t(i) * D, sc + (lo - t0), s.rows.data() + (lo - t0), hi - lo, D);
       }
     }
@@ -585,7 +585,7 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int
       const int i = r * nh + g;
       const int head = it.head_begin + g;
       const float inv = sm[i].inv_sum();
-      const float *ai = acc + int64_t(i) * D;
+      const float* ai = acc + int64_t(i) * D;
       if (it.part < 0) {
         const int64_t row = q_row0 + r;
         const int64_t o = (row * H + head) * D;
@@ -597,7 +597,7 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int
         const int64_t p = (int64_t(it.b) * H + head) * a.max_parts + it.part;
         a.part_m[p] = sm[i].m;
         a.part_l[p] = sm[i].l;
-        float *po = a.part_o + p * D;
+        float* po = a.part_o + p * D;
         for (int d = 0; d < D; ++d) {
           po[d] = ai[d] * inv;
         }
@@ -607,7 +607,7 @@ ATTN_ALWAYS_INLINE void attend_impl(const KernelArgs &a, const WorkItem &it, int
 }
 
 template <DType DT, Isa I>
-ATTN_ALWAYS_INLINE void combine_impl(const KernelArgs &a, int b, int head, float *__restrict tmp) {
+ATTN_ALWAYS_INLINE void combine_impl(const KernelArgs& a, int b, int head, float* __restrict tmp) {
   const int D = a.head_dim;
   const int H = a.num_heads;
   const int kl = a.seq_k_len[b];
@@ -636,7 +636,7 @@ ATTN_ALWAYS_INLINE void combine_impl(const KernelArgs &a, int b, int head, float
 }
 
 template <DType DT, Isa I>
-ATTN_ALWAYS_INLINE void convert_impl(const void *src, float *dst, std::size_t n) {
+ATTN_ALWAYS_INLINE void convert_impl(const void* src, float* dst, std::size_t n) {
   constexpr std::size_t kChunk = 1 << 20;
   for (std::size_t i = 0; i < n; i += kChunk) {
     convert_run<DT, I>(src, int64_t(i), int(std::min(kChunk, n - i)), dst + i);
@@ -646,13 +646,13 @@ ATTN_ALWAYS_INLINE void convert_impl(const void *src, float *dst, std::size_t n)
 // One set of entry points per (ISA, dtype); the ISA attribute applies to everything inlined.
 #define ATTN_DEFINE_ENTRIES(ISA, ATTR)                                                             \
   template <DType DT>                                                                              \
-  ATTR void attend_##ISA(const KernelArgs &a, const WorkItem &it, int k_tile, Scratch &s) {        \
+  ATTR void attend_##ISA(const KernelArgs& a, const WorkItem& it, int k_tile, Scratch& s) {        \
     attend_impl<DT, Isa::ISA>(a, it, k_tile, s);                                                   \
   }                                                                                                \
-  template <DType DT> ATTR void combine_##ISA(const KernelArgs &a, int b, int head, float *tmp) {  \
+  template <DType DT> ATTR void combine_##ISA(const KernelArgs& a, int b, int head, float* tmp) {  \
     combine_impl<DT, Isa::ISA>(a, b, head, tmp);                                                   \
   }                                                                                                \
-  template <DType DT> ATTR void convert_##ISA(const void *src, float *dst, std::size_t n) {        \
+  template <DType DT> ATTR void convert_##ISA(const void* src, float* dst, std::size_t n) {        \
     convert_impl<DT, Isa::ISA>(src, dst, n);                                                       \
   }
 
@@ -698,15 +698,15 @@ ATTN_DEFINE_ENTRIES(avx512, ATTN_TARGET_AVX512)
 
 } // namespace
 
-void attend(Isa isa, const KernelArgs &a, const WorkItem &it, int k_tile, Scratch &s) {
+void attend(Isa isa, const KernelArgs& a, const WorkItem& it, int k_tile, Scratch& s) {
   ATTN_DISPATCH(attend, isa, a.dtype, a, it, k_tile, s);
 }
 
-void combine_partials(Isa isa, const KernelArgs &a, int b, int head, float *tmp) {
+void combine_partials(Isa isa, const KernelArgs& a, int b, int head, float* tmp) {
   ATTN_DISPATCH(combine, isa, a.dtype, a, b, head, tmp);
 }
 
-void convert_to_float(Isa isa, DType t, const void *src, float *dst, std::size_t n) {
+void convert_to_float(Isa isa, DType t, const void* src, float* dst, std::size_t n) {
   ATTN_DISPATCH(convert, isa, t, src, dst, n);
 }
 

@@ -10,8 +10,9 @@ namespace attn {
 
 enum class DType { f32, f16, bf16 };
 
-[[nodiscard]] std::string_view dtype_name(DType t);      // "fp32", "fp16", "bf16"
-[[nodiscard]] DType parse_dtype(std::string_view name);  // accepts fp32/float32/f32, ...; throws InputError
+[[nodiscard]] std::string_view dtype_name(DType t); // "fp32", "fp16", "bf16"
+[[nodiscard]] DType
+parse_dtype(std::string_view name); // accepts fp32/float32/f32, ...; throws InputError
 [[nodiscard]] inline std::size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
 
 [[nodiscard]] inline float bf16_to_float(uint16_t h) {
@@ -69,7 +70,7 @@ enum class DType { f32, f16, bf16 };
   if (absu >= 0x477ff000u) { // rounds to >= 65520: overflow to inf
     return uint16_t(sign | 0x7c00u);
   }
-  if (absu < 0x38800000u) { // below the smallest normal half (2^-14): subnormal or zero
+  if (absu < 0x38800000u) {   // below the smallest normal half (2^-14): subnormal or zero
     if (absu < 0x33000000u) { // below half of the smallest subnormal (2^-25): zero
       return sign;
     }

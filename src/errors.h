@@ -8,10 +8,10 @@ namespace attn {
 
 // Exit codes of every subcommand (documented in README.md).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitMismatch = 1;       // a check failed: wrong results
-inline constexpr int kExitUsage = 2;          // bad flags, bad input files, impossible shapes
-inline constexpr int kExitNoDevice = 3;       // the requested device does not exist or cannot run
-inline constexpr int kExitInternal = 4;       // a bug or an environment failure (CUDA error, I/O)
+inline constexpr int kExitMismatch = 1; // a check failed: wrong results
+inline constexpr int kExitUsage = 2;    // bad flags, bad input files, impossible shapes
+inline constexpr int kExitNoDevice = 3; // the requested device does not exist or cannot run
+inline constexpr int kExitInternal = 4; // a bug or an environment failure (CUDA error, I/O)
 
 // Bad flags, malformed input files, invalid shapes or parameters.
 class InputError : public std::runtime_error {

@@ -32,8 +32,8 @@ std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
 int main(int argc, char** argv) {
   using namespace attn;
   CLI::App app{"attn-tune: tune and validate paged attention kernels for LLM inference engines"};
-  app.set_version_flag("--version", std::string("attn-tune ") + ATTN_VERSION + " (" +
-                                        ATTN_GIT_HASH + ")");
+  app.set_version_flag("--version",
+                       std::string("attn-tune ") + ATTN_VERSION + " (" + ATTN_GIT_HASH + ")");
   app.require_subcommand(1);
   std::vector<Command> commands = {setup_sweep(app), setup_verify(app), setup_replay(app),
                                    setup_table(app), setup_devices(app)};

@@ -251,16 +251,16 @@ void Problem::validate() const {
     }
     for (int b = 0; b < batch; ++b) {
       if (context_lens[std::size_t(b)] < 0) {
-        bad("context_lens[" + std::to_string(b) + "] = " +
-            std::to_string(context_lens[std::size_t(b)]) + " is negative");
+        bad("context_lens[" + std::to_string(b) +
+            "] = " + std::to_string(context_lens[std::size_t(b)]) + " is negative");
       }
     }
   } else {
     for (const auto* cu : {&cu_seqlens_q, &cu_seqlens_k}) {
       const char* name = cu == &cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_k";
       if (cu->size() != std::size_t(batch) + 1) {
-        bad(std::string(name) + " has " + std::to_string(cu->size()) + " entries, expected batch+1 = " +
-            std::to_string(batch + 1));
+        bad(std::string(name) + " has " + std::to_string(cu->size()) +
+            " entries, expected batch+1 = " + std::to_string(batch + 1));
       }
       if ((*cu)[0] != 0) {
         bad(std::string(name) + "[0] = " + std::to_string((*cu)[0]) + ", expected 0");
@@ -277,7 +277,9 @@ void Problem::validate() const {
   const int64_t rows = num_rows();
   for (const auto* t : {&query, &key_cache, &value_cache}) {
     if (t->dtype != p.dtype) {
-      bad(std::string(t == &query ? "query" : t == &key_cache ? "key_cache" : "value_cache") +
+      bad(std::string(t == &query       ? "query"
+                      : t == &key_cache ? "key_cache"
+                                        : "value_cache") +
           " is " + std::string(dtype_name(t->dtype)) + " but the problem is " +
           std::string(dtype_name(p.dtype)));
     }
@@ -296,8 +298,8 @@ void Problem::validate() const {
     for (int i = 0; i < int(used); ++i) {
       const int32_t blk = block_tables[std::size_t(b) * max_blocks_per_seq + i];
       if (blk < 0 || blk >= num_blocks) {
-        bad("block_tables[" + std::to_string(b) + "][" + std::to_string(i) + "] = " +
-            std::to_string(blk) + " is outside the cache's " + std::to_string(num_blocks) +
+        bad("block_tables[" + std::to_string(b) + "][" + std::to_string(i) +
+            "] = " + std::to_string(blk) + " is outside the cache's " + std::to_string(num_blocks) +
             " blocks");
       }
     }
@@ -368,7 +370,8 @@ Problem make_prefill_problem(const AttnParams& p, const std::vector<int>& q_lens
   return pr;
 }
 
-std::vector<int> edge_lengths(int block_size, const std::vector<int>& partition_sizes, int max_len) {
+std::vector<int> edge_lengths(int block_size, const std::vector<int>& partition_sizes,
+                              int max_len) {
   std::vector<int> e = {1, block_size - 1, block_size, block_size + 1, max_len};
   for (int ps : partition_sizes) {
     for (int k = 1; k <= 2; ++k) {

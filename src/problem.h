@@ -18,9 +18,9 @@ struct AttnParams {
   int block_size = 16;
   DType dtype = DType::f16;
   bool causal = true;
-  int window_left = -1;  // -1: unbounded
-  int window_right = -1; // -1: unbounded
-  double softcap = 0.0;  // 0: off
+  int window_left = -1;        // -1: unbounded
+  int window_right = -1;       // -1: unbounded
+  double softcap = 0.0;        // 0: off
   std::optional<double> scale; // unset: 1/sqrt(head_dim)
 
   [[nodiscard]] double effective_scale() const;
@@ -44,14 +44,14 @@ struct Problem {
   int batch = 0;
   int num_blocks = 0;
   int max_blocks_per_seq = 0;
-  std::vector<int32_t> block_tables;  // [batch, max_blocks_per_seq]
-  std::vector<int32_t> context_lens;  // decode: [batch]
-  std::vector<int32_t> cu_seqlens_q;  // prefill: [batch + 1]
-  std::vector<int32_t> cu_seqlens_k;  // prefill: [batch + 1]
-  HostTensor query;                   // [rows, num_heads, head_dim]
-  HostTensor key_cache;               // [num_blocks, num_kv_heads, block_size, head_dim]
-  HostTensor value_cache;             // same as key_cache
-  uint64_t seed = 0;                  // generator seed (0 for loaded problems)
+  std::vector<int32_t> block_tables; // [batch, max_blocks_per_seq]
+  std::vector<int32_t> context_lens; // decode: [batch]
+  std::vector<int32_t> cu_seqlens_q; // prefill: [batch + 1]
+  std::vector<int32_t> cu_seqlens_k; // prefill: [batch + 1]
+  HostTensor query;                  // [rows, num_heads, head_dim]
+  HostTensor key_cache;              // [num_blocks, num_kv_heads, block_size, head_dim]
+  HostTensor value_cache;            // same as key_cache
+  uint64_t seed = 0;                 // generator seed (0 for loaded problems)
 
   // Query rows: batch for decode, total_q for prefill.
   [[nodiscard]] int num_rows() const;

@@ -17,7 +17,7 @@ ThreadPool::~ThreadPool() {
     stop_ = true;
   }
   start_cv_.notify_all();
-  for (auto &t : workers_) {
+  for (auto& t : workers_) {
     t.join();
   }
 }
@@ -56,7 +56,7 @@ void ThreadPool::worker_loop(int worker) {
   }
 }
 
-void ThreadPool::run(int n_tasks, const std::function<void(int task, int worker)> &fn) {
+void ThreadPool::run(int n_tasks, const std::function<void(int task, int worker)>& fn) {
   if (n_tasks <= 0) {
     return;
   }

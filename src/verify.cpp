@@ -1,15 +1,15 @@
 #include "src/verify.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
-#include <optional>
-#include <ctime>
-#include <cctype>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -58,8 +58,8 @@ uint64_t mix_seed(uint64_t seed, const std::string& group, int index) {
 struct Sizes {
   std::vector<int> head_dims;
   std::vector<int> block_sizes;
-  int max_len;       // longest ragged length in the edge groups
-  int prefill_len;   // longest prefill sequence
+  int max_len;     // longest ragged length in the edge groups
+  int prefill_len; // longest prefill sequence
   std::vector<int> long_lens;
 };
 
@@ -158,7 +158,8 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
     add("gqa", base_params(dt, 16, 1, 128, 16), {},
         ragged_lengths(mix_seed(seed, "decode-mqa-lens", 0), 5, 16, partitions, sz.max_len));
     for (const auto& m : kMaskVariants) {
-      const AttnParams p = with_mask(base_params(dt, 4, 2, in == Intensity::quick ? 64 : 128, 16), m);
+      const AttnParams p =
+          with_mask(base_params(dt, 4, 2, in == Intensity::quick ? 64 : 128, 16), m);
       add("masks", p, {}, ragged_lengths(mix_seed(seed, m.name, 1), 6, 16, partitions, sz.max_len));
     }
     add("shared-prefix", base_params(dt, 8, 2, 128, 16), {}, {300, 97, 1025, 64, 513}, true);
@@ -279,7 +280,8 @@ VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log) {
   VerifyReport rep;
   const std::string device = be.info().id;
   std::map<std::string, std::size_t> index; // testcase key -> position in rep.testcases
-  auto testcase = [&](Family f, const KernelConfig& cfg, const std::string& group) -> VerifyTestcase& {
+  auto testcase = [&](Family f, const KernelConfig& cfg,
+                      const std::string& group) -> VerifyTestcase& {
     const std::string key = cfg.key() + "|" + group;
     auto it = index.find(key);
     if (it == index.end()) {
@@ -330,8 +332,8 @@ VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log) {
               if (!check.pass) {
                 failure = one_line_failure(device, cfg, c, pr, check, opt.seed);
                 if (!opt.dump_dir.empty()) {
-                  const std::string path = opt.dump_dir + "/" + slug(device + "_" + cfg.key() +
-                                                                     "_" + c.name()) +
+                  const std::string path = opt.dump_dir + "/" +
+                                           slug(device + "_" + cfg.key() + "_" + c.name()) +
                                            ".safetensors";
                   std::map<std::string, std::string> meta = {
                       {"attn_tune_case", c.name()},
@@ -417,8 +419,8 @@ void write_junit(const std::string& path, const std::vector<VerifyReport>& repor
           text += line + "\n";
         }
         x << "      <failure message=\""
-          << xml_escape(std::to_string(tc.failed) + " of " +
-                        std::to_string(tc.failed + tc.passed) + " cases failed")
+          << xml_escape(std::to_string(tc.failed) + " of " + std::to_string(tc.failed + tc.passed) +
+                        " cases failed")
           << "\" type=\"mismatch\">" << xml_escape(text) << "</failure>\n";
       } else if (tc.passed == 0) {
         x << "      <skipped message=\"" << xml_escape(tc.skip_reason) << "\"/>\n";

@@ -27,7 +27,7 @@ struct State {
   std::vector<char> finished;
   std::vector<float> slots;                   // shuffle exchange, one per thread
   std::vector<std::array<uint32_t, 6>> frags; // mma fragment exchange (a[4], b[2]), per thread
-  std::vector<const void *> rows;             // ldmatrix row addresses, per thread
+  std::vector<const void*> rows;              // ldmatrix row addresses, per thread
   std::vector<float> dynamic_smem;
   ucontext_t scheduler{};
   std::function<void()> body;
@@ -35,7 +35,7 @@ struct State {
   Dim block;
 };
 
-inline State &state() {
+inline State& state() {
   static State s;
   return s;
 }
@@ -45,12 +45,12 @@ inline Dim block_idx() { return state().block; }
 
 // Returns to the scheduler; it resumes this thread after every other thread got here too.
 inline void barrier() {
-  State &s = state();
+  State& s = state();
   swapcontext(&s.ctx[std::size_t(s.current)], &s.scheduler);
 }
 
 inline float shfl_xor(float v, int off) {
-  State &s = state();
+  State& s = state();
   const int t = s.current;
   s.slots[std::size_t(t)] = v;
   barrier();
@@ -60,16 +60,16 @@ inline float shfl_xor(float v, int off) {
 }
 
 inline void trampoline() {
-  State &s = state();
+  State& s = state();
   s.body();
   s.finished[std::size_t(s.current)] = 1;
 }
 
 // Runs `body` as a grid of CTAs of `threads` threads, one CTA after the other.
 inline void launch(Dim grid, int threads, std::size_t dynamic_floats,
-                   const std::function<void()> &body) {
+                   const std::function<void()>& body) {
   constexpr std::size_t kStack = 256 * 1024;
-  State &s = state();
+  State& s = state();
   s.body = body;
   s.ctx.assign(std::size_t(threads), ucontext_t{});
   s.finished.assign(std::size_t(threads), 0);
@@ -86,7 +86,7 @@ inline void launch(Dim grid, int threads, std::size_t dynamic_floats,
         s.block = {x, y, z};
         std::fill(s.finished.begin(), s.finished.end(), 0);
         for (int t = 0; t < threads; ++t) {
-          ucontext_t &c = s.ctx[std::size_t(t)];
+          ucontext_t& c = s.ctx[std::size_t(t)];
           getcontext(&c);
           c.uc_stack.ss_sp = s.stacks[std::size_t(t)].get();
           c.uc_stack.ss_size = kStack;
@@ -108,7 +108,7 @@ inline void launch(Dim grid, int threads, std::size_t dynamic_floats,
   }
 }
 
-template <typename T> T ldg(const T *p) { return *p; }
+template <typename T> T ldg(const T* p) { return *p; }
 
 // One 16-bit element of an fp16 (dtype 1) or bf16 (dtype 2) register half, as float.
 inline float half_bits_to_float(uint32_t bits, int dtype) {
@@ -124,9 +124,9 @@ inline float half_bits_to_float(uint32_t bits, int dtype) {
 //   C/D[r][n]: lane (r % 8) * 4 + n / 2,     element 2 * (r / 8) + n % 2
 // so a kernel that packs its fragments in any other order computes a wrong product here.
 inline void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2], int dtype) {
-  State &s = state();
+  State& s = state();
   const int t = s.current;
-  auto &mine = s.frags[std::size_t(t)];
+  auto& mine = s.frags[std::size_t(t)];
   for (int i = 0; i < 4; ++i) {
     mine[std::size_t(i)] = a[i];
   }
@@ -136,11 +136,11 @@ inline void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2], int d
   const int base = t & ~31;
   const int lane = t & 31;
   auto A = [&](int r, int k) {
-    const auto &f = s.frags[std::size_t(base + (r % 8) * 4 + (k % 8) / 2)];
+    const auto& f = s.frags[std::size_t(base + (r % 8) * 4 + (k % 8) / 2)];
     return half_bits_to_float(f[std::size_t(r / 8 + 2 * (k / 8))] >> (16 * (k % 2)), dtype);
   };
   auto B = [&](int k, int n) {
-    const auto &f = s.frags[std::size_t(base + n * 4 + (k % 8) / 2)];
+    const auto& f = s.frags[std::size_t(base + n * 4 + (k % 8) / 2)];
     return half_bits_to_float(f[std::size_t(4 + k / 8)] >> (16 * (k % 2)), dtype);
   };
   float d[4];
@@ -162,8 +162,8 @@ inline void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2], int d
 // ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: lane l gives the address of row l % 8 of
 // matrix l / 8; register m of lane (g = lane / 4, t = lane % 4) receives matrix m's elements
 // [2t][g] (bits 0..15) and [2t+1][g] (bits 16..31), i.e. row g of the transposed matrix.
-inline void ldmatrix_x4_trans(uint32_t r[4], const void *row) {
-  State &s = state();
+inline void ldmatrix_x4_trans(uint32_t r[4], const void* row) {
+  State& s = state();
   const int t = s.current;
   s.rows[std::size_t(t)] = row;
   barrier();
@@ -172,8 +172,8 @@ inline void ldmatrix_x4_trans(uint32_t r[4], const void *row) {
   for (int m = 0; m < 4; ++m) {
     uint32_t v = 0;
     for (int e = 0; e < 2; ++e) {
-      const auto *src =
-          static_cast<const uint16_t *>(s.rows[std::size_t(base + m * 8 + 2 * (lane % 4) + e)]);
+      const auto* src =
+          static_cast<const uint16_t*>(s.rows[std::size_t(base + m * 8 + 2 * (lane % 4) + e)]);
       v |= uint32_t(src[lane / 4]) << (16 * e);
     }
     r[m] = v;
@@ -190,7 +190,7 @@ inline uint32_t pack2(float lo, float hi, int dtype) {
 }
 
 // cp.async of 16 bytes with zero fill; synchronous here, so waits are no-ops.
-inline void cp_async16(void *dst, const void *src, bool valid) {
+inline void cp_async16(void* dst, const void* src, bool valid) {
   if (valid) {
     std::memcpy(dst, src, 16);
   } else {
@@ -223,7 +223,7 @@ struct uint4 {
 #define ATTN_KERNEL_LINKAGE
 #define ATTN_UNROLL
 #define ATTN_DYNAMIC_SHARED(type, name)                                                            \
-  type *name = reinterpret_cast<type *>(::emu::state().dynamic_smem.data())
+  type* name = reinterpret_cast<type*>(::emu::state().dynamic_smem.data())
 
 inline float __uint_as_float(unsigned int u) {
   float f;
@@ -244,9 +244,9 @@ inline void attn_emu_mma16816(float c[4], const unsigned int a[4], const unsigne
 inline unsigned int attn_emu_pack2(float lo, float hi, int dtype) {
   return ::emu::pack2(lo, hi, dtype);
 }
-inline void attn_emu_ldmatrix_x4_trans(unsigned int r[4], const void *row) {
+inline void attn_emu_ldmatrix_x4_trans(unsigned int r[4], const void* row) {
   ::emu::ldmatrix_x4_trans(r, row);
 }
-inline void attn_emu_cp_async16(void *dst, const void *src, bool valid) {
+inline void attn_emu_cp_async16(void* dst, const void* src, bool valid) {
   ::emu::cp_async16(dst, src, valid);
 }

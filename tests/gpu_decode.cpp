@@ -20,13 +20,13 @@ using namespace attn;
 
 namespace {
 
-Backend &gpu() {
+Backend& gpu() {
   static std::unique_ptr<Backend> be = make_cuda_backend(0);
   return *be;
 }
 
 // Runs `cfg` on `pr` with poisoned outputs and checks it against `ref`; returns the report.
-CheckReport run_and_check(const Problem &pr, const KernelConfig &cfg, const ReferenceResult &ref) {
+CheckReport run_and_check(const Problem& pr, const KernelConfig& cfg, const ReferenceResult& ref) {
   const RunOutput o = run_once(gpu(), pr, cfg);
   return check_output(o.out, &o.lse, ref, tolerance_for(pr.params.dtype));
 }
@@ -42,7 +42,7 @@ constexpr DType kDtypes[] = {DType::f32, DType::f16, DType::bf16};
 constexpr int kSeeds = 2;
 
 AttnParams case_params(int case_index) {
-  const Shape &s = kShapes[case_index % std::size(kShapes)];
+  const Shape& s = kShapes[case_index % std::size(kShapes)];
   AttnParams p;
   p.num_heads = s.heads;
   p.num_kv_heads = s.kv_heads;
@@ -53,7 +53,7 @@ AttnParams case_params(int case_index) {
 }
 
 // Two configurations per family and case, rotating through the space.
-std::vector<KernelConfig> case_configs(int case_index, const AttnParams &p) {
+std::vector<KernelConfig> case_configs(int case_index, const AttnParams& p) {
   std::vector<KernelConfig> out;
   for (Family f : {Family::decode_v1, Family::decode_v2}) {
     const auto space = cuda::decode_config_space(f, p);
@@ -80,16 +80,16 @@ protected:
     std::vector<cuda::DecodeVariant> variants;
     for (int c = 0; c < kSeeds * int(std::size(kShapes)); ++c) {
       const AttnParams p = case_params(c);
-      for (const auto &cfg : case_configs(c, p)) {
+      for (const auto& cfg : case_configs(c, p)) {
         variants.push_back(cuda::decode_variant(cfg, p));
       }
     }
     for (Family f : {Family::decode_v1, Family::decode_v2}) {
-      for (const auto &cfg : cuda::decode_config_space(f, space_params())) {
+      for (const auto& cfg : cuda::decode_config_space(f, space_params())) {
         variants.push_back(cuda::decode_variant(cfg, space_params()));
       }
     }
-    const DeviceInfo &d = gpu().info();
+    const DeviceInfo& d = gpu().info();
     (void)cuda::precompile_decode(variants, d.cc_major * 10 + d.cc_minor);
   }
 };
@@ -129,7 +129,7 @@ TEST_F(GpuDecode, RandomizedAgainstReference) {
       g.seed = seed * 1000 + case_index;
       const Problem pr = make_decode_problem(p, lens, g);
       const ReferenceResult ref = reference_attention(pr);
-      for (const KernelConfig &cfg : case_configs(case_index, p)) {
+      for (const KernelConfig& cfg : case_configs(case_index, p)) {
         const auto why = gpu().can_run(cfg, pr);
         ASSERT_EQ(why, std::nullopt) << cfg.key() << " " << pr.describe();
         const CheckReport rep = run_and_check(pr, cfg, ref);
@@ -151,7 +151,7 @@ TEST_F(GpuDecode, EveryConfigurationOfTheSpace) {
       make_decode_problem(p, {1, 15, 16, 17, 255, 257, 511, 513, 1023, 1025, 2100}, g);
   const ReferenceResult ref = reference_attention(pr);
   for (Family f : {Family::decode_v1, Family::decode_v2}) {
-    for (const auto &cfg : gpu().config_space(f, p)) {
+    for (const auto& cfg : gpu().config_space(f, p)) {
       ASSERT_EQ(gpu().can_run(cfg, pr), std::nullopt) << cfg.key();
       const CheckReport rep = run_and_check(pr, cfg, ref);
       EXPECT_TRUE(rep.pass) << "seed " << g.seed << " " << cfg.key() << "\n"
@@ -223,7 +223,7 @@ TEST_F(GpuDecode, PreparedRunRefusesWhatCanRunRefuses) {
 }
 #endif
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   std::string why;
   if (attn::cuda_devices(why).empty()) {
     std::printf("gpu_decode: skipped: %s\n", why.c_str());

@@ -21,7 +21,7 @@ using namespace attn;
 
 namespace {
 
-Backend &gpu() {
+Backend& gpu() {
   static std::unique_ptr<Backend> be = make_cuda_backend(0);
   return *be;
 }
@@ -37,7 +37,7 @@ constexpr DType kDtypes[] = {DType::bf16, DType::f16, DType::f32};
 constexpr int kSeeds = 2;
 
 AttnParams case_params(int case_index) {
-  const Shape &s = kShapes[case_index % std::size(kShapes)];
+  const Shape& s = kShapes[case_index % std::size(kShapes)];
   AttnParams p;
   p.num_heads = s.heads;
   p.num_kv_heads = s.kv_heads;
@@ -70,7 +70,7 @@ AttnParams case_params(int case_index) {
 }
 
 // Two configurations per case, rotating through the space.
-std::vector<KernelConfig> case_configs(int case_index, const AttnParams &p) {
+std::vector<KernelConfig> case_configs(int case_index, const AttnParams& p) {
   const auto space = cuda::prefill_config_space(p);
   return {space[std::size_t(case_index) % space.size()],
           space[std::size_t(case_index * 5 + 3) % space.size()]};
@@ -78,7 +78,7 @@ std::vector<KernelConfig> case_configs(int case_index, const AttnParams &p) {
 
 // A varlen batch: full prompts, chunked prefill (q_len < k_len), a prompt with more rows than
 // keys, an empty cache, and ragged edge lengths.
-void case_lengths(uint64_t seed, const AttnParams &p, std::vector<int> &q, std::vector<int> &k) {
+void case_lengths(uint64_t seed, const AttnParams& p, std::vector<int>& q, std::vector<int>& k) {
   const std::vector<int> edges = ragged_lengths(seed, 4, p.block_size, {64, 128}, 300);
   q.clear();
   k.clear();
@@ -97,14 +97,14 @@ protected:
     std::vector<cuda::PrefillVariant> variants;
     for (int c = 0; c < kSeeds * int(std::size(kShapes)); ++c) {
       const AttnParams p = case_params(c);
-      for (const auto &cfg : case_configs(c, p)) {
+      for (const auto& cfg : case_configs(c, p)) {
         variants.push_back(cuda::prefill_variant(cfg, p));
       }
     }
-    for (const auto &cfg : cuda::prefill_config_space(space_params())) {
+    for (const auto& cfg : cuda::prefill_config_space(space_params())) {
       variants.push_back(cuda::prefill_variant(cfg, space_params()));
     }
-    const DeviceInfo &d = gpu().info();
+    const DeviceInfo& d = gpu().info();
     (void)cuda::precompile_prefill(variants, d.cc_major * 10 + d.cc_minor);
   }
 
@@ -120,7 +120,7 @@ public:
   }
 };
 
-CheckReport run_and_check(const Problem &pr, const KernelConfig &cfg, const ReferenceResult &ref) {
+CheckReport run_and_check(const Problem& pr, const KernelConfig& cfg, const ReferenceResult& ref) {
   const RunOutput o = run_once(gpu(), pr, cfg);
   return check_output(o.out, &o.lse, ref, tolerance_for(pr.params.dtype));
 }
@@ -139,7 +139,7 @@ TEST_F(GpuPrefill, RandomizedAgainstReference) {
       g.shared_prefix = case_index % 4 == 1;
       const Problem pr = make_prefill_problem(p, q, k, g);
       const ReferenceResult ref = reference_attention(pr);
-      for (const KernelConfig &cfg : case_configs(case_index, p)) {
+      for (const KernelConfig& cfg : case_configs(case_index, p)) {
         const auto why = gpu().can_run(cfg, pr);
         if (p.dtype == DType::f32 && why && why->find("shared memory") != std::string::npos) {
           continue; // large fp32 tiles may exceed the device's shared memory; can_run says so
@@ -163,7 +163,7 @@ TEST_F(GpuPrefill, EveryConfigurationOfTheSpace) {
   const Problem pr =
       make_prefill_problem(p, {1, 15, 64, 65, 200, 33}, {1, 300, 64, 65, 520, 17}, g);
   const ReferenceResult ref = reference_attention(pr);
-  for (const auto &cfg : gpu().config_space(Family::prefill, p)) {
+  for (const auto& cfg : gpu().config_space(Family::prefill, p)) {
     ASSERT_EQ(gpu().can_run(cfg, pr), std::nullopt) << cfg.key();
     const CheckReport rep = run_and_check(pr, cfg, ref);
     EXPECT_TRUE(rep.pass) << "seed " << g.seed << " " << cfg.key() << "\n"
@@ -205,7 +205,7 @@ TEST_F(GpuPrefill, PreparedRunRefusesWhatCanRunRefuses) {
 }
 #endif
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   std::string why;
   if (attn::cuda_devices(why).empty()) {
     std::printf("gpu_prefill: skipped: %s\n", why.c_str());

@@ -168,10 +168,10 @@ TEST(AttnMath, OnlineSoftmaxMatchesTwoPass) {
     std::vector<float> s(static_cast<std::size_t>(n));
     std::vector<float> v(static_cast<std::size_t>(n * dim));
     const double spread = trial % 3 == 0 ? 30.0 : 3.0; // large spreads stress the rescaling
-    for (auto &x : s) {
+    for (auto& x : s) {
       x = float(rng.normal() * spread);
     }
-    for (auto &x : v) {
+    for (auto& x : v) {
       x = float(rng.normal());
     }
     OnlineSoftmax st = OnlineSoftmax::empty();
@@ -183,7 +183,7 @@ TEST(AttnMath, OnlineSoftmaxMatchesTwoPass) {
         mx = std::max(mx, s[std::size_t(j)]);
       }
       const float alpha = st.update(mx);
-      for (auto &a : acc) {
+      for (auto& a : acc) {
         a *= alpha;
       }
       for (int j = j0; j < j1; ++j) {
@@ -318,7 +318,8 @@ TEST(AttnMath, CombineOfOnlyEmptyPartitions) {
 TEST(AttnMath, HugeWindowsAndNegativePositionsDoNotOverflow) {
   // Engines pass INT_MAX-like windows for "unbounded"; rows with q_len > k_len have pos < 0.
   constexpr int kBig = std::numeric_limits<int>::max();
-  for (const Mask m : {Mask{1, kBig, -1}, Mask{0, kBig, kBig}, Mask{0, -1, kBig}, Mask{1, kBig, kBig}}) {
+  for (const Mask m :
+       {Mask{1, kBig, -1}, Mask{0, kBig, kBig}, Mask{0, -1, kBig}, Mask{1, kBig, kBig}}) {
     for (int pos : {-7, -1, 0, 3, 99}) {
       const int k_len = 100;
       int lo = 0;

@@ -20,7 +20,7 @@ TEST(AttnMathLog2, MatchesTheNaturalBaseState) {
     for (int block = 0; block < 6; ++block) {
       std::vector<float> s(7);
       float mx = neg_inf();
-      for (auto &x : s) {
+      for (auto& x : s) {
         x = (block + trial) % 5 == 3 ? neg_inf() : float(rng.normal() * 4.0);
         mx = std::fmax(mx, x);
       }

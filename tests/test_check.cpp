@@ -33,7 +33,7 @@ Problem small_problem(DType t, uint64_t seed = 1) {
 }
 
 // The reference rounded to the output dtype, as a perfect kernel would write it.
-HostTensor exact_out(const ReferenceResult &ref, DType t) {
+HostTensor exact_out(const ReferenceResult& ref, DType t) {
   HostTensor out(t, {ref.rows, ref.heads, ref.head_dim});
   poison(out);
   for (std::size_t i = 0; i < ref.out.size(); ++i) {
@@ -44,7 +44,7 @@ HostTensor exact_out(const ReferenceResult &ref, DType t) {
   return out;
 }
 
-std::vector<float> exact_lse(const ReferenceResult &ref) {
+std::vector<float> exact_lse(const ReferenceResult& ref) {
   std::vector<float> lse(ref.lse.size());
   poison(lse);
   for (std::size_t i = 0; i < ref.lse.size(); ++i) {
@@ -241,7 +241,7 @@ TEST(Check, ListingStopsAfterTheFirstFew) {
   EXPECT_EQ(r.bad, int64_t(spoiled.size()));
   ASSERT_EQ(r.first.size(), std::size_t(kMaxListedMismatches));
   for (int k = 0; k < kMaxListedMismatches; ++k) { // the first ones, in index order
-    const Mismatch &m = r.first[std::size_t(k)];
+    const Mismatch& m = r.first[std::size_t(k)];
     EXPECT_EQ(f.index(m.row, m.head, m.dim), spoiled[std::size_t(k)]);
   }
   // details() prints exactly the listed ones.

@@ -25,7 +25,7 @@ constexpr uint64_t kGridSeed = 0x5eed2026;
 // reshuffled when empty.
 template <class T> class Deck {
 public:
-  Deck(std::vector<T> values, Rng &rng) : values_(std::move(values)), rng_(rng) {}
+  Deck(std::vector<T> values, Rng& rng) : values_(std::move(values)), rng_(rng) {}
   T next() {
     if (pos_ == 0) {
       for (std::size_t i = values_.size(); i > 1; --i) {
@@ -39,12 +39,12 @@ public:
 
 private:
   std::vector<T> values_;
-  Rng &rng_;
+  Rng& rng_;
   std::size_t pos_ = 0;
 };
 
 enum class MaskOpt { causal, full, window_left, window_right, both_windows, softcap, scale };
-const char *mask_name(MaskOpt m) {
+const char* mask_name(MaskOpt m) {
   switch (m) {
   case MaskOpt::causal:
     return "causal";
@@ -63,7 +63,7 @@ const char *mask_name(MaskOpt m) {
   }
 }
 
-void apply_mask(AttnParams &p, MaskOpt m, Rng &rng, int max_len) {
+void apply_mask(AttnParams& p, MaskOpt m, Rng& rng, int max_len) {
   p.causal = true;
   const int w = int(rng.range(0, std::max(1, max_len / 2)));
   switch (m) {
@@ -93,7 +93,7 @@ void apply_mask(AttnParams &p, MaskOpt m, Rng &rng, int max_len) {
   }
 }
 
-std::string lengths_string(const std::vector<int> &v) {
+std::string lengths_string(const std::vector<int>& v) {
   std::ostringstream s;
   s << "[";
   for (std::size_t i = 0; i < v.size(); ++i) {
@@ -104,14 +104,14 @@ std::string lengths_string(const std::vector<int> &v) {
 }
 
 // Checks one run against the reference; the message names everything needed to reproduce.
-void expect_matches(const RunOutput &got, const ReferenceResult &ref, DType dt,
-                    const std::string &what) {
+void expect_matches(const RunOutput& got, const ReferenceResult& ref, DType dt,
+                    const std::string& what) {
   const CheckReport rep = check_output(got.out, &got.lse, ref, tolerance_for(dt));
   EXPECT_TRUE(rep.pass) << what << "\n  " << rep.summary() << "\n" << rep.details();
 }
 
 // The reference format for another kernel's output, to compare two kernels directly.
-ReferenceResult as_reference(const RunOutput &o, int rows, int heads, int dim) {
+ReferenceResult as_reference(const RunOutput& o, int rows, int heads, int dim) {
   ReferenceResult r;
   r.rows = rows;
   r.heads = heads;
@@ -131,7 +131,7 @@ struct GridAxes {
   Deck<int> block_size;
   Deck<int> gqa;
   Deck<MaskOpt> mask;
-  explicit GridAxes(Rng &rng)
+  explicit GridAxes(Rng& rng)
       : dtype({DType::f32, DType::f16, DType::bf16}, rng), head_dim({64, 80, 96, 128, 256}, rng),
         block_size({8, 16, 32, 64, 128, 256}, rng), gqa({1, 2, 4, 8}, rng),
         mask({MaskOpt::causal, MaskOpt::full, MaskOpt::window_left, MaskOpt::window_right,
@@ -140,7 +140,7 @@ struct GridAxes {
 };
 
 // Shapes are kept small (at most 8 query heads) so the reference stays cheap.
-AttnParams draw_params(GridAxes &ax, Rng &rng, MaskOpt *mask_out) {
+AttnParams draw_params(GridAxes& ax, Rng& rng, MaskOpt* mask_out) {
   AttnParams p;
   p.dtype = ax.dtype.next();
   p.head_dim = ax.head_dim.next();
@@ -152,7 +152,7 @@ AttnParams draw_params(GridAxes &ax, Rng &rng, MaskOpt *mask_out) {
   return p;
 }
 
-void run_decode_grid(Backend &be, int cases, uint64_t seed) {
+void run_decode_grid(Backend& be, int cases, uint64_t seed) {
   Rng rng(seed);
   GridAxes ax(rng);
   for (int c = 0; c < cases; ++c) {
@@ -203,7 +203,7 @@ void run_decode_grid(Backend &be, int cases, uint64_t seed) {
   }
 }
 
-void run_prefill_grid(Backend &be, int cases, uint64_t seed) {
+void run_prefill_grid(Backend& be, int cases, uint64_t seed) {
   Rng rng(seed);
   GridAxes ax(rng);
   Deck<int> q_tiles({1, 7, 16, 32, 64}, rng);
@@ -218,7 +218,7 @@ void run_prefill_grid(Backend &be, int cases, uint64_t seed) {
     std::vector<int> q_lens;
     for (int b = 0; b < batch; ++b) {
       const int kind = int(rng.range(0, 5));
-      int &k = k_lens[std::size_t(b)];
+      int& k = k_lens[std::size_t(b)];
       if (kind == 0) { // q_len > k_len: leading rows see no key under causal
         q_lens.push_back(k + int(rng.range(1, 6)));
       } else if (kind == 1) { // no keys at all
@@ -399,7 +399,7 @@ TEST(CpuBackend, CanRunExplainsRefusals) {
   p.block_size = 32;
   const Problem dec = make_decode_problem(p, {40}, {.seed = 1});
   const Problem pre = make_prefill_problem(p, {4}, {40}, {.seed = 1});
-  auto reason = [&](const KernelConfig &c, const Problem &pr) {
+  auto reason = [&](const KernelConfig& c, const Problem& pr) {
     auto r = be->can_run(c, pr);
     return r ? *r : std::string();
   };
@@ -433,8 +433,8 @@ TEST(CpuBackend, ConfigSpaceRunsTypicalShapes) {
   EXPECT_EQ(be->config_space(Family::decode_v2, p).size(), 6u);
   EXPECT_EQ(be->config_space(Family::prefill, p).size(), 18u);
   for (Family f : {Family::decode_v1, Family::decode_v2, Family::prefill}) {
-    for (const KernelConfig &cfg : be->config_space(f, p)) {
-      const Problem &pr = f == Family::prefill ? pre : dec;
+    for (const KernelConfig& cfg : be->config_space(f, p)) {
+      const Problem& pr = f == Family::prefill ? pre : dec;
       ASSERT_FALSE(be->can_run(cfg, pr).has_value()) << cfg.key();
       expect_matches(run_once(*be, pr, cfg), f == Family::prefill ? ref_pre : ref_dec, p.dtype,
                      cfg.key());
@@ -478,7 +478,7 @@ TEST(BackendFactory, ParsesDeviceSpecs) {
   try {
     (void)make_backend("cuda:0", {});
     ADD_FAILURE() << "a build without the CUDA backend returned a GPU backend";
-  } catch (const DeviceUnavailable &e) {
+  } catch (const DeviceUnavailable& e) {
     EXPECT_NE(std::string(e.what()).find("CUDA backend"), std::string::npos) << e.what();
   }
   EXPECT_THROW((void)make_backend("0", {}), DeviceUnavailable);

@@ -30,13 +30,13 @@ AttnParams gqa_params(int heads, int kv_heads, int head_dim = 128, int block_siz
   return p;
 }
 
-Problem small_problem(const AttnParams &p, std::vector<int> lens) {
+Problem small_problem(const AttnParams& p, std::vector<int> lens) {
   GenOptions g;
   g.seed = 7;
   return make_decode_problem(p, lens, g);
 }
 
-std::string reason(const KernelConfig &c, const Problem &pr, const CudaLimits &lim = {}) {
+std::string reason(const KernelConfig& c, const Problem& pr, const CudaLimits& lim = {}) {
   return decode_static_can_run(c, pr, lim).value_or("");
 }
 
@@ -49,11 +49,11 @@ TEST(CudaDecodeLaunch, ConfigSpaceRunsOnTypicalProblems) {
   const auto v2 = decode_config_space(Family::decode_v2, p);
   EXPECT_EQ(v1.size(), 3u * 2u * 2u); // threads x vec x split
   EXPECT_EQ(v2.size(), 3u * 3u * 2u * 2u);
-  for (const auto &c : v1) {
+  for (const auto& c : v1) {
     EXPECT_EQ(decode_static_can_run(c, pr, {}), std::nullopt) << c.key();
   }
   std::vector<int> partitions;
-  for (const auto &c : v2) {
+  for (const auto& c : v2) {
     EXPECT_EQ(decode_static_can_run(c, pr, {}), std::nullopt) << c.key();
     partitions.push_back(c.get("partition", 0));
   }
@@ -64,9 +64,9 @@ TEST(CudaDecodeLaunch, ConfigSpaceRunsOnTypicalProblems) {
 }
 
 TEST(CudaDecodeLaunch, SplitPerKvHeadOnlyForSmallGroups) {
-  auto splits = [](const AttnParams &p) {
+  auto splits = [](const AttnParams& p) {
     std::vector<int> s;
-    for (const auto &c : decode_config_space(Family::decode_v1, p)) {
+    for (const auto& c : decode_config_space(Family::decode_v1, p)) {
       s.push_back(c.get("split", -1));
     }
     return s;
@@ -202,7 +202,7 @@ TEST(CudaDecodeLaunch, NoGpuGivesOneLineReason) {
   try {
     (void)make_cuda_backend(0);
     FAIL() << "make_cuda_backend succeeded without a GPU";
-  } catch (const DeviceUnavailable &e) {
+  } catch (const DeviceUnavailable& e) {
     const std::string msg = e.what();
     EXPECT_FALSE(msg.empty());
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
@@ -216,7 +216,7 @@ TEST(CudaDecodeLaunch, NoGpuGivesOneLineReason) {
 TEST(CudaDecodeLaunch, CombineScaleMergesRunningStates) {
   const float s1[] = {0.5f, -1.0f, 2.0f};
   const float s2[] = {3.0f, 0.25f};
-  auto state = [](const float *s, int n) {
+  auto state = [](const float* s, int n) {
     attn_math::OnlineSoftmax st = attn_math::OnlineSoftmax::empty();
     float mx = attn_math::neg_inf();
     for (int i = 0; i < n; ++i) {

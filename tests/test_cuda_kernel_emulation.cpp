@@ -150,7 +150,7 @@ struct Case {
 };
 
 // Problem parameters for a configuration and mask variant `m`.
-AttnParams make_params(const Case &c, int m) {
+AttnParams make_params(const Case& c, int m) {
   AttnParams p;
   p.num_kv_heads = 2;
   p.num_heads = 2 * c.gqa;
@@ -179,12 +179,12 @@ AttnParams make_params(const Case &c, int m) {
   return p;
 }
 
-template <typename E> const E *in(const HostTensor &t) {
-  return reinterpret_cast<const E *>(t.raw());
+template <typename E> const E* in(const HostTensor& t) {
+  return reinterpret_cast<const E*>(t.raw());
 }
 
-RunOutput fresh_output(const Problem &pr) {
-  const AttnParams &p = pr.params;
+RunOutput fresh_output(const Problem& pr) {
+  const AttnParams& p = pr.params;
   RunOutput o;
   o.out = HostTensor(p.dtype, {pr.batch, p.num_heads, p.head_dim});
   poison(o.out);
@@ -193,15 +193,15 @@ RunOutput fresh_output(const Problem &pr) {
   return o;
 }
 
-emu::Dim dim(const cuda::Dim3 &d) { return {d.x, d.y, d.z}; }
+emu::Dim dim(const cuda::Dim3& d) { return {d.x, d.y, d.z}; }
 
 // Launches a decode_v1 entry point over the problem exactly as the CUDA backend does.
 template <typename E, typename Kernel>
-RunOutput run_v1(Kernel kernel, const Problem &pr, const cuda::DecodeVariant &v) {
-  const AttnParams &p = pr.params;
+RunOutput run_v1(Kernel kernel, const Problem& pr, const cuda::DecodeVariant& v) {
+  const AttnParams& p = pr.params;
   const cuda::DecodeLaunch l = cuda::decode_launch(v, pr);
   RunOutput o = fresh_output(pr);
-  E *out = reinterpret_cast<E *>(o.out.raw());
+  E* out = reinterpret_cast<E*>(o.out.raw());
   emu::launch(dim(l.grid), int(l.block.x), 0, [&] {
     kernel(out, o.lse.data(), in<E>(pr.query), in<E>(pr.key_cache), in<E>(pr.value_cache),
            pr.block_tables.data(), pr.context_lens.data(), p.num_heads, p.num_kv_heads,
@@ -213,17 +213,17 @@ RunOutput run_v1(Kernel kernel, const Problem &pr, const cuda::DecodeVariant &v)
 
 // decode_v2 and its reduce, with a workspace poisoned so that reading an unwritten partial shows.
 template <typename E, typename Kernel, typename Reduce>
-RunOutput run_v2(Kernel kernel, Reduce reduce, const Problem &pr, const cuda::DecodeVariant &v) {
-  const AttnParams &p = pr.params;
+RunOutput run_v2(Kernel kernel, Reduce reduce, const Problem& pr, const cuda::DecodeVariant& v) {
+  const AttnParams& p = pr.params;
   const cuda::DecodeLaunch l = cuda::decode_launch(v, pr);
   RunOutput o = fresh_output(pr);
-  E *out = reinterpret_cast<E *>(o.out.raw());
+  E* out = reinterpret_cast<E*>(o.out.raw());
   std::vector<float> ws(std::size_t(l.workspace_floats), 0.0f);
   poison(ws);
   const std::size_t parts = std::size_t(pr.batch) * p.num_heads * l.max_parts;
-  float *ws_m = ws.data();
-  float *ws_l = ws_m + parts;
-  float *ws_o = ws_l + parts;
+  float* ws_m = ws.data();
+  float* ws_l = ws_m + parts;
+  float* ws_o = ws_l + parts;
   emu::launch(dim(l.grid), int(l.block.x), 0, [&] {
     kernel(out, o.lse.data(), in<E>(pr.query), in<E>(pr.key_cache), in<E>(pr.value_cache),
            pr.block_tables.data(), pr.context_lens.data(), p.num_heads, p.num_kv_heads,
@@ -236,7 +236,7 @@ RunOutput run_v2(Kernel kernel, Reduce reduce, const Problem &pr, const cuda::De
   return o;
 }
 
-cuda::DecodeVariant variant_of(const Case &c, const AttnParams &p) {
+cuda::DecodeVariant variant_of(const Case& c, const AttnParams& p) {
   KernelConfig cfg;
   cfg.family = c.partition > 0 ? Family::decode_v2 : Family::decode_v1;
   cfg.params = {{"threads", c.threads}, {"vec", c.vec}, {"split", c.group}};
@@ -249,7 +249,7 @@ cuda::DecodeVariant variant_of(const Case &c, const AttnParams &p) {
 }
 
 // Every mask variant on ragged and edge lengths (0, 1, bs-1, bs, bs+1, partition edges).
-template <typename Run> void check_case(const Case &c, Run run, uint64_t seed) {
+template <typename Run> void check_case(const Case& c, Run run, uint64_t seed) {
   for (int m = 0; m < 4; ++m) {
     const AttnParams p = make_params(c, m);
     std::vector<int> parts = {c.partition > 0 ? c.partition : 64};
@@ -274,7 +274,7 @@ TEST(CudaKernelEmulation, V1Fp16PerQueryHead) {
   const Case c{DType::f16, 64, 16, 64, 8, 0, 1, 0};
   check_case(
       c,
-      [](const Problem &pr, const cuda::DecodeVariant &v) {
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
         return run_v1<uint16_t>(cfg1::decode_v1, pr, v);
       },
       11);
@@ -284,7 +284,7 @@ TEST(CudaKernelEmulation, V1Bf16PerKvHeadPartialRows) {
   const Case c{DType::bf16, 80, 8, 128, 8, 1, 4, 0};
   check_case(
       c,
-      [](const Problem &pr, const cuda::DecodeVariant &v) {
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
         return run_v1<uint16_t>(cfg2::decode_v1, pr, v);
       },
       21);
@@ -294,7 +294,7 @@ TEST(CudaKernelEmulation, V2Fp32PerQueryHead) {
   const Case c{DType::f32, 96, 32, 64, 4, 0, 1, 64};
   check_case(
       c,
-      [](const Problem &pr, const cuda::DecodeVariant &v) {
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
         return run_v2<float>(cfg3::decode_v2, cfg3::decode_v2_reduce, pr, v);
       },
       31);
@@ -304,7 +304,7 @@ TEST(CudaKernelEmulation, V2Fp16PerKvHead) {
   const Case c{DType::f16, 128, 16, 128, 4, 1, 2, 32};
   check_case(
       c,
-      [](const Problem &pr, const cuda::DecodeVariant &v) {
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
         return run_v2<uint16_t>(cfg4::decode_v2, cfg4::decode_v2_reduce, pr, v);
       },
       41);
@@ -314,7 +314,7 @@ TEST(CudaKernelEmulation, V2Fp32EightHeadsPerKvHead) {
   const Case c{DType::f32, 112, 64, 64, 4, 1, 8, 128};
   check_case(
       c,
-      [](const Problem &pr, const cuda::DecodeVariant &v) {
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
         return run_v2<float>(cfg5::decode_v2, cfg5::decode_v2_reduce, pr, v);
       },
       51);
@@ -324,7 +324,7 @@ TEST(CudaKernelEmulation, V1Bf16ThreeChunksPerLane) {
   const Case c{DType::bf16, 192, 32, 64, 2, 0, 1, 0};
   check_case(
       c,
-      [](const Problem &pr, const cuda::DecodeVariant &v) {
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
         return run_v1<uint16_t>(cfg6::decode_v1, pr, v);
       },
       61);

@@ -96,7 +96,7 @@ struct Case {
 
 // Mask variant m: 0 causal, 1 causal sliding window, 2 softcap with a custom scale, 3 window
 // left and right without causal, 4 full (no mask).
-AttnParams make_params(const Case &c, int m) {
+AttnParams make_params(const Case& c, int m) {
   AttnParams p;
   p.num_heads = 4;
   p.num_kv_heads = 2;
@@ -125,21 +125,21 @@ AttnParams make_params(const Case &c, int m) {
   return p;
 }
 
-template <typename E> const E *in(const HostTensor &t) {
-  return reinterpret_cast<const E *>(t.raw());
+template <typename E> const E* in(const HostTensor& t) {
+  return reinterpret_cast<const E*>(t.raw());
 }
 
 // Launches a prefill entry point over the problem exactly as the CUDA backend does.
 template <typename E, typename Kernel>
-RunOutput run_prefill(Kernel kernel, const Problem &pr, const cuda::PrefillVariant &v) {
-  const AttnParams &p = pr.params;
+RunOutput run_prefill(Kernel kernel, const Problem& pr, const cuda::PrefillVariant& v) {
+  const AttnParams& p = pr.params;
   const cuda::PrefillLaunch l = cuda::prefill_launch(v, pr);
   RunOutput o;
   o.out = HostTensor(p.dtype, {pr.num_rows(), p.num_heads, p.head_dim});
   poison(o.out);
   o.lse.assign(std::size_t(pr.num_rows()) * p.num_heads, 0.0f);
   poison(o.lse);
-  E *out = reinterpret_cast<E *>(o.out.raw());
+  E* out = reinterpret_cast<E*>(o.out.raw());
   emu::launch({l.grid.x, l.grid.y, l.grid.z}, int(l.block.x), std::size_t(l.smem / 4) + 4, [&] {
     kernel(out, o.lse.data(), in<E>(pr.query), in<E>(pr.key_cache), in<E>(pr.value_cache),
            pr.block_tables.data(), pr.cu_seqlens_q.data(), pr.cu_seqlens_k.data(),
@@ -153,7 +153,7 @@ RunOutput run_prefill(Kernel kernel, const Problem &pr, const cuda::PrefillVaria
 // Every mask variant on a varlen batch: a square prompt spanning two q tiles, a chunked prefill
 // (5 new rows over 100 keys), a single row, more query rows than keys (rows that see nothing
 // under causal), an empty cache, and lengths at page edges.
-template <typename Run> void check_case(const Case &c, Run run, uint64_t seed) {
+template <typename Run> void check_case(const Case& c, Run run, uint64_t seed) {
   const std::vector<int> q_lens = {c.q_tile + 6, 5, 1, 33, 4, c.block_size + 1};
   const std::vector<int> k_lens = {c.q_tile + 6, 100, 17, 20, 0, 2 * c.block_size - 1};
   for (int m = 0; m < 5; ++m) {
@@ -180,7 +180,7 @@ template <typename Run> void check_case(const Case &c, Run run, uint64_t seed) {
 TEST(CudaPrefillEmulation, Fp16TensorCoresDoubleBuffered) {
   check_case(
       {DType::f16, 64, 16, 64, 32, 4, 2},
-      [](const Problem &pr, const cuda::PrefillVariant &v) {
+      [](const Problem& pr, const cuda::PrefillVariant& v) {
         return run_prefill<uint16_t>(pcfg1::prefill, pr, v);
       },
       101);
@@ -189,7 +189,7 @@ TEST(CudaPrefillEmulation, Fp16TensorCoresDoubleBuffered) {
 TEST(CudaPrefillEmulation, Bf16Dim80SmallPagesOneStage) {
   check_case(
       {DType::bf16, 80, 8, 64, 16, 4, 1},
-      [](const Problem &pr, const cuda::PrefillVariant &v) {
+      [](const Problem& pr, const cuda::PrefillVariant& v) {
         return run_prefill<uint16_t>(pcfg2::prefill, pr, v);
       },
       201);
@@ -198,7 +198,7 @@ TEST(CudaPrefillEmulation, Bf16Dim80SmallPagesOneStage) {
 TEST(CudaPrefillEmulation, Fp32CudaCoresOddPageSize) {
   check_case(
       {DType::f32, 64, 24, 64, 32, 4, 2},
-      [](const Problem &pr, const cuda::PrefillVariant &v) {
+      [](const Problem& pr, const cuda::PrefillVariant& v) {
         return run_prefill<float>(pcfg3::prefill, pr, v);
       },
       301);
@@ -207,7 +207,7 @@ TEST(CudaPrefillEmulation, Fp32CudaCoresOddPageSize) {
 TEST(CudaPrefillEmulation, Bf16Dim128EightWarps) {
   check_case(
       {DType::bf16, 128, 32, 128, 64, 8, 2},
-      [](const Problem &pr, const cuda::PrefillVariant &v) {
+      [](const Problem& pr, const cuda::PrefillVariant& v) {
         return run_prefill<uint16_t>(pcfg4::prefill, pr, v);
       },
       401);

@@ -28,7 +28,7 @@ KernelConfig config(int q_tile, int k_tile, int warps, int stages) {
           {{"q_tile", q_tile}, {"k_tile", k_tile}, {"warps", warps}, {"stages", stages}}};
 }
 
-Problem problem(const AttnParams &p, std::vector<int> q, std::vector<int> k) {
+Problem problem(const AttnParams& p, std::vector<int> q, std::vector<int> k) {
   GenOptions g;
   g.seed = 7;
   return make_prefill_problem(p, q, k, g);
@@ -43,15 +43,15 @@ TEST(CudaPrefillLaunch, ConfigSpaceHasTwoChoicesOfEachParameterAndRunsOnAnH100) 
       const AttnParams p = params(dt, d, 16);
       const auto space = prefill_config_space(p);
       std::map<std::string, std::set<int>> seen;
-      for (const auto &c : space) {
+      for (const auto& c : space) {
         EXPECT_EQ(c.family, Family::prefill);
-        for (const auto &[k, v] : c.params) {
+        for (const auto& [k, v] : c.params) {
           seen[k].insert(v);
         }
         const Problem pr = problem(p, {5}, {9});
         EXPECT_EQ(prefill_static_can_run(c, pr, h100), std::nullopt) << c.key() << " d=" << d;
       }
-      for (const char *name : {"q_tile", "k_tile", "warps", "stages"}) {
+      for (const char* name : {"q_tile", "k_tile", "warps", "stages"}) {
         EXPECT_GE(seen[name].size(), 2u) << name << " d=" << d;
       }
     }
@@ -77,7 +77,7 @@ TEST(CudaPrefillLaunch, CanRunNamesTheReason) {
   const PrefillLimits lim;
   const AttnParams p = params(DType::bf16, 128, 16);
   const Problem pr = problem(p, {40, 3}, {40, 90});
-  auto why = [&](const KernelConfig &c, const Problem &x, const PrefillLimits &l) {
+  auto why = [&](const KernelConfig& c, const Problem& x, const PrefillLimits& l) {
     const auto r = prefill_static_can_run(c, x, l);
     return r ? *r : std::string("(runs)");
   };

@@ -25,7 +25,7 @@ using namespace attn::cuda;
 
 namespace {
 
-std::filesystem::path fresh_dir(const std::string &name) {
+std::filesystem::path fresh_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() /
            ("attn-nvrtc-test-" + name + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
@@ -55,7 +55,7 @@ struct Job {
 // value of each is compiled at least once.
 std::vector<DecodeVariant> variants_to_compile() {
   std::vector<DecodeVariant> out;
-  const char *full = std::getenv("ATTN_FULL_COMPILE");
+  const char* full = std::getenv("ATTN_FULL_COMPILE");
   if (full != nullptr && std::string(full) == "1") {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
       for (int d : kDecodeHeadDims) {
@@ -63,7 +63,7 @@ std::vector<DecodeVariant> variants_to_compile() {
           for (int group : {1, 4, 8}) {
             const AttnParams p = params_for(dt, d, bs, group);
             for (Family f : {Family::decode_v1, Family::decode_v2}) {
-              for (const auto &c : decode_config_space(f, p)) {
+              for (const auto& c : decode_config_space(f, p)) {
                 out.push_back(decode_variant(c, p));
               }
             }
@@ -107,13 +107,13 @@ std::vector<DecodeVariant> variants_to_compile() {
 // backend's configuration space (the profiles name "auto"), deduplicated. 264 variants today.
 std::vector<DecodeVariant> variants_the_profiles_name() {
   std::vector<DecodeVariant> out;
-  for (const auto &name : builtin_profile_names()) {
-    for (const auto &w : expand_workloads(load_profile(name))) {
+  for (const auto& name : builtin_profile_names()) {
+    for (const auto& w : expand_workloads(load_profile(name))) {
       if (w.phase != Phase::decode) {
         continue;
       }
       for (Family f : {Family::decode_v1, Family::decode_v2}) {
-        for (const auto &c : decode_config_space(f, w.params)) {
+        for (const auto& c : decode_config_space(f, w.params)) {
           const DecodeVariant v = decode_variant(c, w.params);
           if (std::find(out.begin(), out.end(), v) == out.end()) {
             out.push_back(v);
@@ -129,13 +129,13 @@ std::vector<DecodeVariant> variants_the_profiles_name() {
 
 TEST(NvrtcCompile, EveryDecodeConfigurationCompilesWithoutSpills) {
   std::vector<DecodeVariant> variants = variants_to_compile();
-  for (const auto &v : variants_the_profiles_name()) {
+  for (const auto& v : variants_the_profiles_name()) {
     if (std::find(variants.begin(), variants.end(), v) == variants.end()) {
       variants.push_back(v);
     }
   }
   std::vector<Job> jobs;
-  for (const auto &v : variants) {
+  for (const auto& v : variants) {
     for (int arch : {80, 90}) {
       jobs.push_back({v, arch});
     }
@@ -146,7 +146,7 @@ TEST(NvrtcCompile, EveryDecodeConfigurationCompilesWithoutSpills) {
   std::vector<std::string> failures;
   auto worker = [&] {
     for (std::size_t i = next++; i < jobs.size(); i = next++) {
-      const Job &j = jobs[i];
+      const Job& j = jobs[i];
       const std::string what = j.v.describe() + " sm_" + std::to_string(j.arch);
       std::string problem;
       try {
@@ -155,9 +155,9 @@ TEST(NvrtcCompile, EveryDecodeConfigurationCompilesWithoutSpills) {
         if (j.v.family == Family::decode_v2) {
           want.push_back(kDecodeReduceEntry);
         }
-        for (const auto &name : want) {
+        for (const auto& name : want) {
           const auto it = std::find_if(r.kernels.begin(), r.kernels.end(),
-                                       [&](const KernelResources &k) { return k.name == name; });
+                                       [&](const KernelResources& k) { return k.name == name; });
           if (it == r.kernels.end()) {
             problem += " no ptxas report for " + name + ";";
             continue;
@@ -172,7 +172,7 @@ TEST(NvrtcCompile, EveryDecodeConfigurationCompilesWithoutSpills) {
             problem += " " + name + " registers " + std::to_string(it->registers) + ";";
           }
         }
-      } catch (const std::exception &e) {
+      } catch (const std::exception& e) {
         problem = e.what();
       }
       if (!problem.empty()) {
@@ -186,10 +186,10 @@ TEST(NvrtcCompile, EveryDecodeConfigurationCompilesWithoutSpills) {
   for (unsigned w = 0; w < n; ++w) {
     pool.emplace_back(worker);
   }
-  for (auto &t : pool) {
+  for (auto& t : pool) {
     t.join();
   }
-  for (const auto &f : failures) {
+  for (const auto& f : failures) {
     ADD_FAILURE() << f;
   }
   EXPECT_TRUE(failures.empty()) << failures.size() << " of " << jobs.size() << " compiles failed";
@@ -205,7 +205,7 @@ TEST(NvrtcCompile, CacheHitReturnsTheSameImageAndReport) {
   EXPECT_FALSE(first.from_cache);
   const auto file = dir / (NvrtcCompiler::cache_key(req) + ".bin");
   ASSERT_TRUE(std::filesystem::exists(file));
-  for (const auto &e : std::filesystem::directory_iterator(dir)) {
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
     EXPECT_EQ(e.path().extension(), ".bin") << "temporary file left behind: " << e.path();
   }
   const CompileResult second = compiler.compile(req);
@@ -257,7 +257,7 @@ TEST(NvrtcCompile, BrokenSourceReportsConfigurationAndLog) {
   try {
     (void)compiler.compile(req);
     FAIL() << "a broken source compiled";
-  } catch (const CompileError &e) {
+  } catch (const CompileError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("the broken test kernel"), std::string::npos) << msg;
     EXPECT_NE(msg.find("sm_80"), std::string::npos) << msg;
@@ -311,12 +311,12 @@ TEST(NvrtcCompile, ParsesPtxasReport) {
 }
 
 TEST(NvrtcCompile, DefaultCacheDirFollowsXdg) {
-  const char *old_xdg = std::getenv("XDG_CACHE_HOME");
+  const char* old_xdg = std::getenv("XDG_CACHE_HOME");
   const std::string saved = old_xdg ? old_xdg : "";
   ::setenv("XDG_CACHE_HOME", "/tmp/xdg-test", 1);
   EXPECT_EQ(default_cache_dir(), std::filesystem::path("/tmp/xdg-test/attn-tune"));
   ::unsetenv("XDG_CACHE_HOME");
-  if (const char *home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
     EXPECT_EQ(default_cache_dir(), std::filesystem::path(home) / ".cache" / "attn-tune");
   }
   if (old_xdg != nullptr) {

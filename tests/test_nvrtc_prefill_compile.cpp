@@ -36,7 +36,7 @@ struct Job {
 };
 
 bool full_compile() {
-  const char *full = std::getenv("ATTN_FULL_COMPILE");
+  const char* full = std::getenv("ATTN_FULL_COMPILE");
   return full != nullptr && std::string(full) == "1";
 }
 
@@ -54,7 +54,7 @@ std::vector<Job> jobs_to_compile() {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
       for (int d : kPrefillHeadDims) {
         const AttnParams p = params_for(dt, d, block_sizes[i++ % 4]);
-        for (const auto &c : prefill_config_space(p)) {
+        for (const auto& c : prefill_config_space(p)) {
           out.push_back({prefill_variant(c, p), 80});
           out.push_back({prefill_variant(c, p), 90});
         }
@@ -86,18 +86,17 @@ std::vector<Job> jobs_to_compile() {
 
 // Every variant a shipped profile can choose (its prefill workloads x the configuration space),
 // for both architectures, added to the sample when it is not already there.
-void add_variants_the_profiles_name(std::vector<Job> &jobs) {
-  for (const auto &name : builtin_profile_names()) {
-    for (const auto &w : expand_workloads(load_profile(name))) {
+void add_variants_the_profiles_name(std::vector<Job>& jobs) {
+  for (const auto& name : builtin_profile_names()) {
+    for (const auto& w : expand_workloads(load_profile(name))) {
       if (w.phase != Phase::prefill) {
         continue;
       }
-      for (const auto &c : prefill_config_space(w.params)) {
+      for (const auto& c : prefill_config_space(w.params)) {
         const PrefillVariant v = prefill_variant(c, w.params);
         for (int arch : {80, 90}) {
-          const bool have = std::any_of(jobs.begin(), jobs.end(), [&](const Job &j) {
-            return j.arch == arch && j.v == v;
-          });
+          const bool have = std::any_of(jobs.begin(), jobs.end(),
+                                        [&](const Job& j) { return j.arch == arch && j.v == v; });
           if (!have) {
             jobs.push_back({v, arch});
           }
@@ -119,14 +118,14 @@ TEST(NvrtcPrefillCompile, EveryConfigurationCompilesWithoutSpills) {
   std::vector<std::string> notes;
   auto worker = [&] {
     for (std::size_t i = next++; i < jobs.size(); i = next++) {
-      const Job &j = jobs[i];
+      const Job& j = jobs[i];
       const std::string what = j.v.describe() + " sm_" + std::to_string(j.arch);
       std::string problem;
       std::string note;
       try {
         const CompileResult r = compiler.compile(prefill_compile_request(j.v, {j.arch, true}));
         const auto it = std::find_if(r.kernels.begin(), r.kernels.end(),
-                                     [](const auto &k) { return k.name == kPrefillEntry; });
+                                     [](const auto& k) { return k.name == kPrefillEntry; });
         if (it == r.kernels.end()) {
           problem = " no ptxas report for prefill";
         } else {
@@ -140,7 +139,7 @@ TEST(NvrtcPrefillCompile, EveryConfigurationCompilesWithoutSpills) {
           }
           note = what + ": " + std::to_string(it->registers) + " registers";
         }
-      } catch (const std::exception &e) {
+      } catch (const std::exception& e) {
         problem = e.what();
       }
       std::lock_guard<std::mutex> lock(mu);
@@ -157,16 +156,16 @@ TEST(NvrtcPrefillCompile, EveryConfigurationCompilesWithoutSpills) {
   for (unsigned w = 0; w < n; ++w) {
     pool.emplace_back(worker);
   }
-  for (auto &t : pool) {
+  for (auto& t : pool) {
     t.join();
   }
   if (std::getenv("ATTN_COMPILE_VERBOSE") != nullptr) {
     std::sort(notes.begin(), notes.end());
-    for (const auto &s : notes) {
+    for (const auto& s : notes) {
       std::printf("%s\n", s.c_str());
     }
   }
-  for (const auto &f : failures) {
+  for (const auto& f : failures) {
     ADD_FAILURE() << f;
   }
   EXPECT_TRUE(failures.empty()) << failures.size() << " of " << jobs.size() << " compiles failed";

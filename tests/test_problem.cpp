@@ -40,19 +40,19 @@ GenOptions gen(uint64_t seed, bool shared_prefix = false, double pool_factor = 3
 }
 
 // Runs `f`, expects an InputError whose one-line message contains every fragment.
-void expect_input_error(const std::function<void()> &f, std::initializer_list<std::string> parts,
-                        const std::string &what) {
+void expect_input_error(const std::function<void()>& f, std::initializer_list<std::string> parts,
+                        const std::string& what) {
   try {
     f();
-  } catch (const InputError &e) {
+  } catch (const InputError& e) {
     const std::string msg = e.what();
     EXPECT_EQ(msg.find('\n'), std::string::npos) << what << ": " << msg;
-    for (const auto &p : parts) {
+    for (const auto& p : parts) {
       EXPECT_NE(msg.find(p), std::string::npos)
           << what << ": message \"" << msg << "\" does not contain \"" << p << "\"";
     }
     return;
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     ADD_FAILURE() << what << ": threw a non-InputError: " << e.what();
     return;
   }
@@ -100,7 +100,7 @@ TEST(Generator, DifferentSeedsGiveDifferentData) {
 TEST(Generator, DataIsStandardNormalRoundedToTheDtype) {
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     const Problem pr = make_decode_problem(params(8, 2, 64, 16, t), {500}, gen(4));
-    const HostTensor &k = pr.key_cache;
+    const HostTensor& k = pr.key_cache;
     double sum = 0.0, sum2 = 0.0;
     int zeros = 0;
     const auto n = std::size_t(k.numel());
@@ -119,7 +119,7 @@ TEST(Generator, DataIsStandardNormalRoundedToTheDtype) {
 }
 
 // Every block id a sequence reads, per sequence.
-std::vector<std::vector<int32_t>> used_blocks(const Problem &pr) {
+std::vector<std::vector<int32_t>> used_blocks(const Problem& pr) {
   std::vector<std::vector<int32_t>> out;
   for (int b = 0; b < pr.batch; ++b) {
     const int used = blocks_for(pr.k_len(b), pr.params.block_size);
@@ -140,7 +140,7 @@ TEST(Generator, BlockTablesArePermutationsOfAPoolThreeTimesLarger) {
     EXPECT_EQ(pr.num_blocks, 3 * needed) << "seed=" << seed;
     std::set<int32_t> seen;
     int out_of_order = 0;
-    for (const auto &row : used_blocks(pr)) {
+    for (const auto& row : used_blocks(pr)) {
       for (std::size_t i = 0; i < row.size(); ++i) {
         EXPECT_GE(row[i], 0) << "seed=" << seed;
         EXPECT_LT(row[i], pr.num_blocks) << "seed=" << seed;
@@ -174,7 +174,7 @@ TEST(Generator, SharedPrefixBlocksAreIdenticalAcrossSequences) {
     const auto rows = used_blocks(pr);
     const int shared = 3;
     std::map<int32_t, int> uses;
-    for (const auto &row : rows) {
+    for (const auto& row : rows) {
       for (int i = 0; i < shared; ++i) {
         EXPECT_EQ(row[std::size_t(i)], rows[0][std::size_t(i)]) << "seed=" << seed;
       }
@@ -182,7 +182,7 @@ TEST(Generator, SharedPrefixBlocksAreIdenticalAcrossSequences) {
         ++uses[blk];
       }
     }
-    for (const auto &[blk, n] : uses) {
+    for (const auto& [blk, n] : uses) {
       const bool in_prefix =
           std::find(rows[0].begin(), rows[0].begin() + shared, blk) != rows[0].begin() + shared;
       EXPECT_EQ(n, in_prefix ? int(ctx.size()) : 1) << "seed=" << seed << " block " << blk;

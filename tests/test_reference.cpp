@@ -28,7 +28,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // and the mask is the three SPEC.md conditions, each written as a distance test.
 
 // Element d of logical key/value position j of sequence b, kv head g.
-double cache_at(const Problem &pr, const HostTensor &cache, int b, int g, int j, int d) {
+double cache_at(const Problem& pr, const HostTensor& cache, int b, int g, int j, int d) {
   const int bs = pr.params.block_size;
   const long long block = pr.block_tables[std::size_t(b) * pr.max_blocks_per_seq + j / bs];
   const long long slot = j % bs;
@@ -36,7 +36,7 @@ double cache_at(const Problem &pr, const HostTensor &cache, int b, int g, int j,
   return cache.get(std::size_t(idx));
 }
 
-void cache_set(Problem &pr, HostTensor &cache, int b, int g, int j, int d, float v) {
+void cache_set(Problem& pr, HostTensor& cache, int b, int g, int j, int d, float v) {
   const int bs = pr.params.block_size;
   const long long block = pr.block_tables[std::size_t(b) * pr.max_blocks_per_seq + j / bs];
   const long long idx =
@@ -60,23 +60,23 @@ bool naive_visible(bool causal, int window_left, int window_right, int q_len, in
   return true;
 }
 
-int first_row(const Problem &pr, int b) {
+int first_row(const Problem& pr, int b) {
   return pr.phase == Phase::decode ? b : pr.cu_seqlens_q[std::size_t(b)];
 }
-int rows_of(const Problem &pr, int b) {
+int rows_of(const Problem& pr, int b) {
   return pr.phase == Phase::decode
              ? 1
              : pr.cu_seqlens_q[std::size_t(b) + 1] - pr.cu_seqlens_q[std::size_t(b)];
 }
-int keys_of(const Problem &pr, int b) {
+int keys_of(const Problem& pr, int b) {
   return pr.phase == Phase::decode
              ? pr.context_lens[std::size_t(b)]
              : pr.cu_seqlens_k[std::size_t(b) + 1] - pr.cu_seqlens_k[std::size_t(b)];
 }
 
 // Final score (after scale and softcap) of every key for one query row and head; -inf masked.
-std::vector<double> naive_scores(const Problem &pr, int b, int i, int h) {
-  const AttnParams &p = pr.params;
+std::vector<double> naive_scores(const Problem& pr, int b, int i, int h) {
+  const AttnParams& p = pr.params;
   const int D = p.head_dim;
   const int g = h / (p.num_heads / p.num_kv_heads);
   const double scale = p.scale.has_value() ? *p.scale : 1.0 / std::sqrt(double(D));
@@ -106,8 +106,8 @@ struct Naive {
   std::vector<double> lse; // [rows, heads]
 };
 
-Naive naive_attention(const Problem &pr) {
-  const AttnParams &p = pr.params;
+Naive naive_attention(const Problem& pr) {
+  const AttnParams& p = pr.params;
   const int H = p.num_heads;
   const int D = p.head_dim;
   int rows = 0;
@@ -163,7 +163,7 @@ bool close(double got, double want, double rel) {
 }
 
 // Compares every computed row; reports the first few differences and their count.
-void expect_agrees(const ReferenceResult &ref, const Naive &nv, const std::string &ctx,
+void expect_agrees(const ReferenceResult& ref, const Naive& nv, const std::string& ctx,
                    double rel = 1e-12) {
   ASSERT_EQ(ref.out.size(), nv.out.size()) << ctx;
   ASSERT_EQ(ref.lse.size(), nv.lse.size()) << ctx;
@@ -196,7 +196,7 @@ ReferenceOptions with_threads(int n) {
   return o;
 }
 
-std::string context(uint64_t seed, const Problem &pr) {
+std::string context(uint64_t seed, const Problem& pr) {
   std::ostringstream s;
   s << "seed=" << seed << " [" << pr.describe() << "]";
   return s.str();
@@ -210,7 +210,7 @@ struct Lengths {
 };
 
 // Decode context lengths: the edges around the block size, an empty context and random ones.
-std::vector<int> decode_lengths(Rng &rng, int bs, int max_len) {
+std::vector<int> decode_lengths(Rng& rng, int bs, int max_len) {
   const int picks[] = {0, 1, std::max(1, bs - 1), bs, bs + 1, 2 * bs + 1, max_len};
   std::vector<int> out;
   const int batch = int(rng.range(1, 5));
@@ -221,7 +221,7 @@ std::vector<int> decode_lengths(Rng &rng, int bs, int max_len) {
 }
 
 // Prefill sequences of every shape: full prefill, chunked (q < k), q > k, k = 0, q = 0, q = 1.
-Lengths prefill_lengths(Rng &rng, int max_len) {
+Lengths prefill_lengths(Rng& rng, int max_len) {
   Lengths l;
   const int batch = int(rng.range(1, 4));
   for (int b = 0; b < batch; ++b) {
@@ -253,7 +253,7 @@ Lengths prefill_lengths(Rng &rng, int max_len) {
 }
 
 // Window sizes: none, zero, narrow, around the context and wider than any context.
-int pick_window(Rng &rng, int max_len) {
+int pick_window(Rng& rng, int max_len) {
   const int picks[] = {0, 1, 2, 7, max_len / 2, max_len + 50};
   return rng.uniform() < 0.7 ? picks[rng.range(0, 5)] : int(rng.range(0, max_len));
 }
@@ -352,7 +352,7 @@ TEST(Reference, RandomGridCoversTheOptionsItClaims) {
   int shared = 0, custom_scale = 0;
   for (int index = 0; index < 96; ++index) {
     const Problem pr = random_problem(7000 + uint64_t(index), index);
-    const AttnParams &p = pr.params;
+    const AttnParams& p = pr.params;
     ratios.insert(p.group_size());
     mqa += p.num_kv_heads == 1 && p.num_heads > 1;
     custom_scale += p.scale.has_value();
@@ -432,7 +432,7 @@ AttnParams small_params(int heads, int kv_heads, int head_dim, bool causal = tru
   return p;
 }
 
-void fill(HostTensor &t, float v) {
+void fill(HostTensor& t, float v) {
   for (std::size_t i = 0; i < std::size_t(t.numel()); ++i) {
     t.set(i, v);
   }
@@ -659,7 +659,7 @@ TEST(Reference, GqaQueryHeadReadsKvHeadHOverGroupSize) {
   // Each kv head's values are one constant (10 * (g + 1)), so every output element of query
   // head h must equal 10 * (h / group + 1) whatever the softmax weights are.
   const int shapes[][2] = {{12, 3}, {8, 1}, {8, 8}, {16, 2}, {6, 6}, {14, 2}};
-  for (const auto &s : shapes) {
+  for (const auto& s : shapes) {
     const int H = s[0], KVH = s[1], G = H / KVH;
     AttnParams p = small_params(H, KVH, 8);
     Problem pr = make_prefill_problem(p, {3, 1}, {5, 9}, {.seed = uint64_t(H * 100 + KVH)});
@@ -680,7 +680,7 @@ TEST(Reference, GqaQueryHeadReadsKvHeadHOverGroupSize) {
 }
 
 TEST(Reference, EmptyRowsGiveZeroOutAndMinusInfinityLse) {
-  auto check = [](const Problem &pr, const std::vector<int> &empty_rows, const char *what) {
+  auto check = [](const Problem& pr, const std::vector<int>& empty_rows, const char* what) {
     const ReferenceResult ref = reference_attention(pr);
     const int H = ref.heads, D = ref.head_dim;
     for (double x : ref.out) {
@@ -722,7 +722,7 @@ TEST(Reference, EmptyRowsGiveZeroOutAndMinusInfinityLse) {
 // ---------------------------------------------------------------------------------------------
 // Split-KV algebra.
 
-Eigen::MatrixXd values_of(const Problem &pr, int b, int g) {
+Eigen::MatrixXd values_of(const Problem& pr, int b, int g) {
   const int kl = pr.k_len(b);
   Eigen::MatrixXd v(kl, pr.params.head_dim);
   for (int j = 0; j < kl; ++j) {
@@ -895,7 +895,7 @@ TEST(Reference, RejectsRowsOutsideTheProblem) {
     try {
       (void)reference_attention(pr, o);
       ADD_FAILURE() << "row " << bad << " accepted";
-    } catch (const InputError &e) {
+    } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find("row " + std::to_string(bad)), std::string::npos)
           << e.what();
     }

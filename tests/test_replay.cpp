@@ -157,8 +157,8 @@ TEST(Replay, MetadataSpellingsAndUnknownKeys) {
   f.metadata["causal"] = "0";
   EXPECT_FALSE(replay_from_safetensors(f, "x").problem.params.causal);
   // str(None) of an unset optional argument takes the default; for causal it is no boolean.
-  f.metadata = {{"scale", "None"}, {"window_left", "None"}, {"window_right", "None"},
-                {"softcap", "None"}};
+  f.metadata = {
+      {"scale", "None"}, {"window_left", "None"}, {"window_right", "None"}, {"softcap", "None"}};
   const AttnParams d = replay_from_safetensors(f, "x").problem.params;
   EXPECT_FALSE(d.scale);
   EXPECT_EQ(d.window_left, -1);

@@ -73,8 +73,8 @@ std::string read_file(const std::filesystem::path& p) {
 }
 
 std::filesystem::path fresh_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("attn_verify_" + name + "_" +
-                                                     std::to_string(::getpid()));
+  auto d = std::filesystem::temp_directory_path() /
+           ("attn_verify_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
@@ -196,7 +196,8 @@ TEST(Verify, PlantedFaultIsCaughtReportedDumpedAndReplayed) {
     ReplayFile rf = load_replay(e.path().string());
     ASSERT_TRUE(rf.out.has_value()) << e.path();
     const ReferenceResult ref = reference_attention(rf.problem);
-    const CheckReport rep = check_output(*rf.out, nullptr, ref, tolerance_for(rf.problem.params.dtype));
+    const CheckReport rep =
+        check_output(*rf.out, nullptr, ref, tolerance_for(rf.problem.params.dtype));
     EXPECT_FALSE(rep.pass) << e.path();
     EXPECT_GT(rep.bad, 0) << e.path();
   }

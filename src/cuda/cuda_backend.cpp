@@ -26,7 +26,7 @@ namespace attn {
 
 namespace cuda {
 
-TargetArch pick_target_arch(int cc, const std::vector<int> &supported) {
+TargetArch pick_target_arch(int cc, const std::vector<int>& supported) {
   if (std::find(supported.begin(), supported.end(), cc) != supported.end()) {
     return {cc, true};
   }
@@ -57,7 +57,7 @@ std::vector<int> nvrtc_supported_archs() {
   return archs;
 }
 
-CompileRequest decode_compile_request(const DecodeVariant &v, const TargetArch &target) {
+CompileRequest decode_compile_request(const DecodeVariant& v, const TargetArch& target) {
   CompileRequest req;
   req.source_name = "decode.cuh";
   req.source = embedded_kernel("decode.cuh");
@@ -69,7 +69,7 @@ CompileRequest decode_compile_request(const DecodeVariant &v, const TargetArch &
   return req;
 }
 
-CompileRequest prefill_compile_request(const PrefillVariant &v, const TargetArch &target) {
+CompileRequest prefill_compile_request(const PrefillVariant& v, const TargetArch& target) {
   CompileRequest req;
   req.source_name = "prefill.cuh";
   req.source = embedded_kernel("prefill.cuh");
@@ -81,7 +81,7 @@ CompileRequest prefill_compile_request(const PrefillVariant &v, const TargetArch
   return req;
 }
 
-int precompile_prefill(const std::vector<PrefillVariant> &variants, int cc) {
+int precompile_prefill(const std::vector<PrefillVariant>& variants, int cc) {
   const TargetArch target = pick_target_arch(cc, nvrtc_supported_archs());
   const NvrtcCompiler compiler(default_cache_dir());
   std::atomic<std::size_t> next{0};
@@ -90,7 +90,7 @@ int precompile_prefill(const std::vector<PrefillVariant> &variants, int cc) {
     for (std::size_t i = next++; i < variants.size(); i = next++) {
       try {
         (void)compiler.compile(prefill_compile_request(variants[i], target));
-      } catch (const std::exception &) {
+      } catch (const std::exception&) {
         ++failed;
       }
     }
@@ -99,13 +99,13 @@ int precompile_prefill(const std::vector<PrefillVariant> &variants, int cc) {
   for (unsigned w = 0; w < std::max(1u, std::thread::hardware_concurrency()); ++w) {
     pool.emplace_back(worker);
   }
-  for (auto &t : pool) {
+  for (auto& t : pool) {
     t.join();
   }
   return failed.load();
 }
 
-int precompile_decode(const std::vector<DecodeVariant> &variants, int cc) {
+int precompile_decode(const std::vector<DecodeVariant>& variants, int cc) {
   const TargetArch target = pick_target_arch(cc, nvrtc_supported_archs());
   const NvrtcCompiler compiler(default_cache_dir());
   std::atomic<std::size_t> next{0};
@@ -114,7 +114,7 @@ int precompile_decode(const std::vector<DecodeVariant> &variants, int cc) {
     for (std::size_t i = next++; i < variants.size(); i = next++) {
       try {
         (void)compiler.compile(decode_compile_request(variants[i], target));
-      } catch (const std::exception &) {
+      } catch (const std::exception&) {
         ++failed;
       }
     }
@@ -124,7 +124,7 @@ int precompile_decode(const std::vector<DecodeVariant> &variants, int cc) {
   for (unsigned w = 0; w < n; ++w) {
     pool.emplace_back(worker);
   }
-  for (auto &t : pool) {
+  for (auto& t : pool) {
     t.join();
   }
   return failed.load();
@@ -139,10 +139,10 @@ public:
   explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
     ATTN_CUDA_CHECK(cudaMalloc(&ptr_, std::max<std::size_t>(bytes, 16)));
   }
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-  DeviceBuffer(DeviceBuffer &&o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
-  DeviceBuffer &operator=(DeviceBuffer &&o) noexcept {
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     std::swap(ptr_, o.ptr_);
     std::swap(bytes_, o.bytes_);
     return *this;
@@ -152,24 +152,24 @@ public:
       cudaFree(ptr_);
     }
   }
-  [[nodiscard]] void *get() const { return ptr_; }
+  [[nodiscard]] void* get() const { return ptr_; }
   [[nodiscard]] std::size_t bytes() const { return bytes_; }
-  void upload(const void *src, std::size_t bytes) {
+  void upload(const void* src, std::size_t bytes) {
     if (bytes > 0) {
       ATTN_CUDA_CHECK(cudaMemcpy(ptr_, src, bytes, cudaMemcpyHostToDevice));
     }
   }
 
 private:
-  void *ptr_ = nullptr;
+  void* ptr_ = nullptr;
   std::size_t bytes_ = 0;
 };
 
 class Event {
 public:
   Event() { ATTN_CUDA_CHECK(cudaEventCreate(&e_)); }
-  Event(const Event &) = delete;
-  Event &operator=(const Event &) = delete;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
   ~Event() { cudaEventDestroy(e_); }
   [[nodiscard]] cudaEvent_t get() const { return e_; }
 
@@ -184,8 +184,8 @@ struct Module {
   cudaKernel_t reduce = nullptr;
   CompileResult compiled;
   Module() = default;
-  Module(const Module &) = delete;
-  Module &operator=(const Module &) = delete;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
   ~Module() {
     if (lib != nullptr) {
       cudaLibraryUnload(lib);
@@ -197,23 +197,23 @@ class CudaBackend;
 
 // A prefill problem resident on the device with one variant of prefill.cuh (defined below the
 // backend).
-std::unique_ptr<PreparedRun> make_prefill_run(CudaBackend &be, const Problem &pr,
-                                              const PrefillVariant &v,
+std::unique_ptr<PreparedRun> make_prefill_run(CudaBackend& be, const Problem& pr,
+                                              const PrefillVariant& v,
                                               std::shared_ptr<const Module> mod);
 
 class CudaRun final : public PreparedRun {
 public:
-  CudaRun(CudaBackend &be, const Problem &pr, const DecodeVariant &v,
+  CudaRun(CudaBackend& be, const Problem& pr, const DecodeVariant& v,
           std::shared_ptr<const Module> mod);
   void poison_outputs() override;
   void run() override;
   [[nodiscard]] RunOutput download() override;
-  [[nodiscard]] TimingResult time(const TimingOptions &opt) override;
+  [[nodiscard]] TimingResult time(const TimingOptions& opt) override;
 
 private:
   void launch();
 
-  CudaBackend &be_;
+  CudaBackend& be_;
   DecodeVariant v_;
   DecodeLaunch shape_;
   std::shared_ptr<const Module> mod_;
@@ -223,16 +223,16 @@ private:
   HostTensor out_poison_;
   std::vector<float> lse_poison_;
   // Kernel arguments, kept alive for cudaLaunchKernel's pointer array.
-  void *out_ptr_ = nullptr;
-  void *lse_ptr_ = nullptr;
-  void *q_ptr_ = nullptr;
-  void *k_ptr_ = nullptr;
-  void *v_ptr_ = nullptr;
-  void *tables_ptr_ = nullptr;
-  void *lens_ptr_ = nullptr;
-  void *ws_m_ = nullptr;
-  void *ws_l_ = nullptr;
-  void *ws_o_ = nullptr;
+  void* out_ptr_ = nullptr;
+  void* lse_ptr_ = nullptr;
+  void* q_ptr_ = nullptr;
+  void* k_ptr_ = nullptr;
+  void* v_ptr_ = nullptr;
+  void* tables_ptr_ = nullptr;
+  void* lens_ptr_ = nullptr;
+  void* ws_m_ = nullptr;
+  void* ws_l_ = nullptr;
+  void* ws_o_ = nullptr;
   int num_heads_ = 0;
   int num_kv_heads_ = 0;
   int max_blocks_ = 0;
@@ -264,8 +264,8 @@ public:
     target_ = pick_target_arch(info_.cc_major * 10 + info_.cc_minor, nvrtc_supported_archs());
     ATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
-  CudaBackend(const CudaBackend &) = delete;
-  CudaBackend &operator=(const CudaBackend &) = delete;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
   ~CudaBackend() override {
     modules_.clear();
     flush_ = DeviceBuffer();
@@ -274,18 +274,18 @@ public:
     }
   }
 
-  [[nodiscard]] const DeviceInfo &info() const override { return info_; }
+  [[nodiscard]] const DeviceInfo& info() const override { return info_; }
 
   [[nodiscard]] std::vector<KernelConfig> config_space(Family f,
-                                                       const AttnParams &p) const override {
+                                                       const AttnParams& p) const override {
     if (f == Family::prefill) {
       return prefill_config_space(p);
     }
     return decode_config_space(f, p);
   }
 
-  [[nodiscard]] std::optional<std::string> can_run(const KernelConfig &cfg,
-                                                   const Problem &pr) const override {
+  [[nodiscard]] std::optional<std::string> can_run(const KernelConfig& cfg,
+                                                   const Problem& pr) const override {
     if (cfg.family == Family::prefill) {
       return prefill_can_run(cfg, pr);
     }
@@ -296,11 +296,11 @@ public:
     std::shared_ptr<const Module> mod;
     try {
       mod = module(v);
-    } catch (const CompileError &e) {
+    } catch (const CompileError& e) {
       const std::string msg = e.what();
       return "does not compile: " + msg.substr(0, msg.find('\n'));
     }
-    for (const auto &k : mod->compiled.kernels) {
+    for (const auto& k : mod->compiled.kernels) {
       const int threads = k.name == kDecodeReduceEntry ? kReduceThreads : v.threads;
       if (int64_t(k.registers) * threads > lim_.regs_per_block) {
         return k.name + " uses " + std::to_string(k.registers) + " registers per thread; " +
@@ -311,8 +311,8 @@ public:
     return std::nullopt;
   }
 
-  [[nodiscard]] std::unique_ptr<PreparedRun> prepare(const Problem &pr,
-                                                     const KernelConfig &cfg) override {
+  [[nodiscard]] std::unique_ptr<PreparedRun> prepare(const Problem& pr,
+                                                     const KernelConfig& cfg) override {
     if (auto why = can_run(cfg, pr)) {
       throw InputError(cfg.key() + " cannot run on " + info_.id + ": " + *why);
     }
@@ -325,7 +325,7 @@ public:
   }
 
   // Compiles (through the disk cache) and loads a variant once per backend.
-  [[nodiscard]] std::shared_ptr<const Module> module(const DecodeVariant &v) const {
+  [[nodiscard]] std::shared_ptr<const Module> module(const DecodeVariant& v) const {
     const std::string key = v.describe();
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = modules_.find(key); it != modules_.end()) {
@@ -360,8 +360,8 @@ public:
     plim_.max_grid_x = v;
   }
 
-  [[nodiscard]] std::optional<std::string> prefill_can_run(const KernelConfig &cfg,
-                                                           const Problem &pr) const {
+  [[nodiscard]] std::optional<std::string> prefill_can_run(const KernelConfig& cfg,
+                                                           const Problem& pr) const {
     if (auto why = prefill_static_can_run(cfg, pr, plim_)) {
       return why;
     }
@@ -369,11 +369,11 @@ public:
     std::shared_ptr<const Module> mod;
     try {
       mod = prefill_module(v);
-    } catch (const CompileError &e) {
+    } catch (const CompileError& e) {
       const std::string msg = e.what();
       return "does not compile: " + msg.substr(0, msg.find('\n'));
     }
-    for (const auto &k : mod->compiled.kernels) {
+    for (const auto& k : mod->compiled.kernels) {
       if (int64_t(k.registers) * v.threads() > plim_.regs_per_block) {
         return k.name + " uses " + std::to_string(k.registers) + " registers per thread; " +
                std::to_string(v.threads()) + " threads exceed the device's " +
@@ -389,7 +389,7 @@ public:
 
   // Compiles and loads a prefill variant once per backend and opts it into the dynamic shared
   // memory it needs (above the 48 KiB default).
-  [[nodiscard]] std::shared_ptr<const Module> prefill_module(const PrefillVariant &v) const {
+  [[nodiscard]] std::shared_ptr<const Module> prefill_module(const PrefillVariant& v) const {
     const std::string key = v.describe();
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = modules_.find(key); it != modules_.end()) {
@@ -439,10 +439,10 @@ private:
   unsigned flush_value_ = 0;
 };
 
-CudaRun::CudaRun(CudaBackend &be, const Problem &pr, const DecodeVariant &v,
+CudaRun::CudaRun(CudaBackend& be, const Problem& pr, const DecodeVariant& v,
                  std::shared_ptr<const Module> mod)
     : be_(be), v_(v), shape_(decode_launch(v, pr)), mod_(std::move(mod)) {
-  const AttnParams &p = pr.params;
+  const AttnParams& p = pr.params;
   ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
   rows_ = pr.num_rows();
   heads_ = p.num_heads;
@@ -465,7 +465,7 @@ CudaRun::CudaRun(CudaBackend &be, const Problem &pr, const DecodeVariant &v,
   if (shape_.reduce) {
     ws_ = DeviceBuffer(std::size_t(shape_.workspace_floats) * sizeof(float));
     const std::size_t parts = std::size_t(pr.batch) * heads_ * shape_.max_parts;
-    auto *base = static_cast<float *>(ws_.get());
+    auto* base = static_cast<float*>(ws_.get());
     ws_m_ = base;
     ws_l_ = base + parts;
     ws_o_ = base + 2 * parts;
@@ -505,24 +505,24 @@ void CudaRun::launch() {
     return; // an empty batch: nothing to compute
   }
   if (v_.family == Family::decode_v1) {
-    void *args[] = {&out_ptr_,    &lse_ptr_,  &q_ptr_,     &k_ptr_,        &v_ptr_,
+    void* args[] = {&out_ptr_,    &lse_ptr_,  &q_ptr_,     &k_ptr_,        &v_ptr_,
                     &tables_ptr_, &lens_ptr_, &num_heads_, &num_kv_heads_, &max_blocks_,
                     &scale_,      &softcap_,  &causal_,    &window_left_,  &window_right_};
-    ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->main), grid, block, args,
+    ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->main), grid, block, args,
                                      0, be_.stream()));
     return;
   }
-  void *args[] = {&out_ptr_,    &lse_ptr_,  &q_ptr_,     &k_ptr_,        &v_ptr_,
+  void* args[] = {&out_ptr_,    &lse_ptr_,  &q_ptr_,     &k_ptr_,        &v_ptr_,
                   &tables_ptr_, &lens_ptr_, &num_heads_, &num_kv_heads_, &max_blocks_,
                   &scale_,      &softcap_,  &causal_,    &window_left_,  &window_right_,
                   &ws_m_,       &ws_l_,     &ws_o_,      &max_parts_};
-  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->main), grid, block, args, 0,
+  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->main), grid, block, args, 0,
                                    be_.stream()));
   const dim3 rgrid(shape_.reduce_grid.x, shape_.reduce_grid.y, shape_.reduce_grid.z);
   const dim3 rblock(shape_.reduce_block.x, shape_.reduce_block.y, shape_.reduce_block.z);
-  void *rargs[] = {&out_ptr_, &lse_ptr_, &lens_ptr_,  &ws_m_,
+  void* rargs[] = {&out_ptr_, &lse_ptr_, &lens_ptr_,  &ws_m_,
                    &ws_l_,    &ws_o_,    &num_heads_, &max_parts_};
-  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->reduce), rgrid, rblock,
+  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->reduce), rgrid, rblock,
                                    rargs, std::size_t(shape_.reduce_smem), be_.stream()));
 }
 
@@ -546,7 +546,7 @@ RunOutput CudaRun::download() {
   return r;
 }
 
-TimingResult CudaRun::time(const TimingOptions &opt) {
+TimingResult CudaRun::time(const TimingOptions& opt) {
   ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
   Event start;
   Event stop;
@@ -575,13 +575,13 @@ TimingResult CudaRun::time(const TimingOptions &opt) {
 
 class PrefillRun final : public PreparedRun {
 public:
-  PrefillRun(CudaBackend &be, const Problem &pr, const PrefillVariant &v,
+  PrefillRun(CudaBackend& be, const Problem& pr, const PrefillVariant& v,
              std::shared_ptr<const Module> mod)
       : be_(be), shape_(prefill_launch(v, pr)), mod_(std::move(mod)) {
-    const AttnParams &p = pr.params;
+    const AttnParams& p = pr.params;
     ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
     const int rows = pr.num_rows();
-    auto upload = [](DeviceBuffer &buf, const void *src, std::size_t bytes) {
+    auto upload = [](DeviceBuffer& buf, const void* src, std::size_t bytes) {
       buf = DeviceBuffer(bytes);
       buf.upload(src, bytes);
     };
@@ -640,7 +640,7 @@ public:
     return r;
   }
 
-  [[nodiscard]] TimingResult time(const TimingOptions &opt) override {
+  [[nodiscard]] TimingResult time(const TimingOptions& opt) override {
     ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
     Event start;
     Event stop;
@@ -671,14 +671,14 @@ private:
     }
     const dim3 grid(shape_.grid.x, shape_.grid.y, shape_.grid.z);
     const dim3 block(shape_.block.x, shape_.block.y, shape_.block.z);
-    void *args[] = {&ptrs_[0], &ptrs_[1], &ptrs_[2], &ptrs_[3],     &ptrs_[4],      &ptrs_[5],
+    void* args[] = {&ptrs_[0], &ptrs_[1], &ptrs_[2], &ptrs_[3],     &ptrs_[4],      &ptrs_[5],
                     &ptrs_[6], &ptrs_[7], &ptrs_[8], &num_heads_,   &num_kv_heads_, &max_blocks_,
                     &scale_,   &softcap_, &causal_,  &window_left_, &window_right_};
-    ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void *>(mod_->main), grid, block, args,
+    ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->main), grid, block, args,
                                      std::size_t(shape_.smem), be_.stream()));
   }
 
-  CudaBackend &be_;
+  CudaBackend& be_;
   PrefillLaunch shape_;
   std::shared_ptr<const Module> mod_;
   DeviceBuffer q_, k_, v_, tables_, cu_q_, cu_k_, map_, out_, lse_;
@@ -686,7 +686,7 @@ private:
   std::vector<float> lse_poison_;
   // Kernel arguments in prefill.cuh's order, kept alive for cudaLaunchKernel's pointer array:
   // out, lse, q, k_cache, v_cache, block_tables, cu_seqlens_q, cu_seqlens_k, tile_map.
-  std::array<void *, 9> ptrs_{};
+  std::array<void*, 9> ptrs_{};
   int num_heads_ = 0;
   int num_kv_heads_ = 0;
   int max_blocks_ = 0;
@@ -697,15 +697,15 @@ private:
   int window_right_ = -1;
 };
 
-std::unique_ptr<PreparedRun> make_prefill_run(CudaBackend &be, const Problem &pr,
-                                              const PrefillVariant &v,
+std::unique_ptr<PreparedRun> make_prefill_run(CudaBackend& be, const Problem& pr,
+                                              const PrefillVariant& v,
                                               std::shared_ptr<const Module> mod) {
   return std::make_unique<PrefillRun>(be, pr, v, std::move(mod));
 }
 
 } // namespace
 
-CopyBandwidth measure_copy_bandwidth(int device, int64_t buffer_bytes, const TimingOptions &opt) {
+CopyBandwidth measure_copy_bandwidth(int device, int64_t buffer_bytes, const TimingOptions& opt) {
   ATTN_CUDA_CHECK(cudaSetDevice(device));
   cudaStream_t stream = nullptr;
   ATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -26,24 +26,24 @@ struct TargetArch {
   int arch = 0;
   bool cubin = true;
 };
-[[nodiscard]] TargetArch pick_target_arch(int cc, const std::vector<int> &supported);
+[[nodiscard]] TargetArch pick_target_arch(int cc, const std::vector<int>& supported);
 [[nodiscard]] std::vector<int> nvrtc_supported_archs();
 
 // The NVRTC request that builds variant `v` from the embedded kernels/decode.cuh for `target`:
 // exactly what the backend compiles, so that tests and cache warm-ups compile the same thing.
-[[nodiscard]] CompileRequest decode_compile_request(const DecodeVariant &v,
-                                                    const TargetArch &target);
+[[nodiscard]] CompileRequest decode_compile_request(const DecodeVariant& v,
+                                                    const TargetArch& target);
 
 // The same for variant `v` of kernels/prefill.cuh.
-[[nodiscard]] CompileRequest prefill_compile_request(const PrefillVariant &v,
-                                                     const TargetArch &target);
+[[nodiscard]] CompileRequest prefill_compile_request(const PrefillVariant& v,
+                                                     const TargetArch& target);
 
 // Compiles `variants` for a device of compute capability `cc` on all CPU cores into the disk
 // cache, so that the backend's own compiles (one at a time, on first use) become cache hits.
 // Returns how many failed to compile (can_run reports each with its reason later).
-int precompile_decode(const std::vector<DecodeVariant> &variants, int cc);
+int precompile_decode(const std::vector<DecodeVariant>& variants, int cc);
 // The same for prefill variants.
-int precompile_prefill(const std::vector<PrefillVariant> &variants, int cc);
+int precompile_prefill(const std::vector<PrefillVariant>& variants, int cc);
 
 // Device-to-device copy bandwidth of GPU `device`, counting bytes read plus bytes written, the
 // ceiling that a memory-bound kernel is compared with.
@@ -53,7 +53,7 @@ struct CopyBandwidth {
   TimingResult timing;
 };
 [[nodiscard]] CopyBandwidth measure_copy_bandwidth(int device, int64_t buffer_bytes,
-                                                   const TimingOptions &opt);
+                                                   const TimingOptions& opt);
 
 } // namespace cuda
 } // namespace attn

@@ -8,7 +8,7 @@
 
 namespace attn::cuda {
 
-[[noreturn]] inline void throw_cuda_error(cudaError_t err, const char *call, const char *file,
+[[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* call, const char* file,
                                           int line) {
   throw std::runtime_error(std::string(call) + " failed: " + cudaGetErrorName(err) + ": " +
                            cudaGetErrorString(err) + " (" + file + ":" + std::to_string(line) +

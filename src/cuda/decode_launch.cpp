@@ -21,13 +21,13 @@ int dtype_code(DType t) {
   }
 }
 
-bool contains(const auto &list, int v) {
+bool contains(const auto& list, int v) {
   return std::find(std::begin(list), std::end(list), v) != std::end(list);
 }
 
 bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
-std::string list_string(const auto &list) {
+std::string list_string(const auto& list) {
   std::string s;
   for (int v : list) {
     s += (s.empty() ? "" : ", ") + std::to_string(v);
@@ -39,7 +39,7 @@ std::string list_string(const auto &list) {
 
 int max_vec(DType t) { return int(16 / dtype_size(t)); }
 
-const char *decode_entry(Family f) { return f == Family::decode_v2 ? "decode_v2" : "decode_v1"; }
+const char* decode_entry(Family f) { return f == Family::decode_v2 ? "decode_v2" : "decode_v1"; }
 
 std::vector<std::string> DecodeVariant::defines() const {
   return {"-std=c++17",
@@ -68,7 +68,7 @@ std::string DecodeVariant::describe() const {
   return s;
 }
 
-DecodeVariant decode_variant(const KernelConfig &cfg, const AttnParams &p) {
+DecodeVariant decode_variant(const KernelConfig& cfg, const AttnParams& p) {
   DecodeVariant v;
   v.family = cfg.family;
   v.dtype = p.dtype;
@@ -82,7 +82,7 @@ DecodeVariant decode_variant(const KernelConfig &cfg, const AttnParams &p) {
   return v;
 }
 
-std::vector<KernelConfig> decode_config_space(Family f, const AttnParams &p) {
+std::vector<KernelConfig> decode_config_space(Family f, const AttnParams& p) {
   std::vector<KernelConfig> out;
   if (!family_is_decode(f)) {
     return out;
@@ -119,16 +119,16 @@ std::vector<KernelConfig> decode_config_space(Family f, const AttnParams &p) {
   return out;
 }
 
-std::optional<std::string> decode_static_can_run(const KernelConfig &cfg, const Problem &pr,
-                                                 const CudaLimits &lim) {
-  const AttnParams &p = pr.params;
+std::optional<std::string> decode_static_can_run(const KernelConfig& cfg, const Problem& pr,
+                                                 const CudaLimits& lim) {
+  const AttnParams& p = pr.params;
   if (!family_is_decode(cfg.family)) {
     return std::string("the CUDA backend has no ") + family_name(cfg.family) + " kernel";
   }
   if (pr.phase != Phase::decode) {
     return std::string("decode kernels cannot run a ") + phase_name(pr.phase) + " problem";
   }
-  for (const auto &[name, value] : cfg.params) {
+  for (const auto& [name, value] : cfg.params) {
     const bool known = name == "threads" || name == "vec" || name == "split" ||
                        (name == "partition" && cfg.family == Family::decode_v2);
     if (!known) {
@@ -195,8 +195,8 @@ std::optional<std::string> decode_static_can_run(const KernelConfig &cfg, const 
   return std::nullopt;
 }
 
-DecodeLaunch decode_launch(const DecodeVariant &v, const Problem &pr) {
-  const AttnParams &p = pr.params;
+DecodeLaunch decode_launch(const DecodeVariant& v, const Problem& pr) {
+  const AttnParams& p = pr.params;
   DecodeLaunch l;
   l.grid.x = unsigned(v.group ? p.num_kv_heads : p.num_heads);
   l.grid.y = unsigned(pr.batch);

@@ -47,25 +47,25 @@ struct DecodeVariant {
   [[nodiscard]] std::vector<std::string> defines() const;
   // "decode_v2 fp16 d=128 bs=16 threads=128 vec=8 group=1 gqa=4 partition=512"
   [[nodiscard]] std::string describe() const;
-  bool operator==(const DecodeVariant &) const = default;
+  bool operator==(const DecodeVariant&) const = default;
 };
 
 // Widest vector load of a dtype: 16 bytes.
 [[nodiscard]] int max_vec(DType t);
 
 // The variant that `cfg` compiles to for problems with parameters `p` (defaults filled in).
-[[nodiscard]] DecodeVariant decode_variant(const KernelConfig &cfg, const AttnParams &p);
+[[nodiscard]] DecodeVariant decode_variant(const KernelConfig& cfg, const AttnParams& p);
 
 // The configurations the tuner explores for a decode family and these attention parameters.
-[[nodiscard]] std::vector<KernelConfig> decode_config_space(Family f, const AttnParams &p);
+[[nodiscard]] std::vector<KernelConfig> decode_config_space(Family f, const AttnParams& p);
 
 // Why `cfg` cannot run `pr` under `lim`, checked without compiling; nullopt when it can.
 [[nodiscard]] std::optional<std::string>
-decode_static_can_run(const KernelConfig &cfg, const Problem &pr, const CudaLimits &lim);
+decode_static_can_run(const KernelConfig& cfg, const Problem& pr, const CudaLimits& lim);
 
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
-  bool operator==(const Dim3 &) const = default;
+  bool operator==(const Dim3&) const = default;
 };
 
 struct DecodeLaunch {
@@ -80,10 +80,10 @@ struct DecodeLaunch {
   int64_t workspace_floats = 0; // m, l and partial o of every (sequence, head, partition)
 };
 
-[[nodiscard]] DecodeLaunch decode_launch(const DecodeVariant &v, const Problem &pr);
+[[nodiscard]] DecodeLaunch decode_launch(const DecodeVariant& v, const Problem& pr);
 
 // Kernel entry points in decode.cuh.
-[[nodiscard]] const char *decode_entry(Family f); // "decode_v1" or "decode_v2"
-inline constexpr const char *kDecodeReduceEntry = "decode_v2_reduce";
+[[nodiscard]] const char* decode_entry(Family f); // "decode_v1" or "decode_v2"
+inline constexpr const char* kDecodeReduceEntry = "decode_v2_reduce";
 
 } // namespace attn::cuda

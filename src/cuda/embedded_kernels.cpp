@@ -5,7 +5,7 @@
 
 namespace attn::cuda {
 
-std::string embedded_kernel(const std::string &name) {
+std::string embedded_kernel(const std::string& name) {
   for (int i = 0; i < kEmbeddedKernelFileCount; ++i) {
     if (name == kEmbeddedKernelFiles[i].name) {
       return {kEmbeddedKernelFiles[i].text, kEmbeddedKernelFiles[i].size};

@@ -9,8 +9,8 @@
 namespace attn::cuda {
 
 struct EmbeddedFile {
-  const char *name; // file name inside kernels/, e.g. "decode.cuh"
-  const char *text;
+  const char* name; // file name inside kernels/, e.g. "decode.cuh"
+  const char* text;
   std::size_t size;
 };
 
@@ -18,7 +18,7 @@ extern const EmbeddedFile kEmbeddedKernelFiles[];
 extern const int kEmbeddedKernelFileCount;
 
 // The text of kernels/<name>; throws std::runtime_error when the build did not embed it.
-[[nodiscard]] std::string embedded_kernel(const std::string &name);
+[[nodiscard]] std::string embedded_kernel(const std::string& name);
 
 // Every embedded file as (include name, text): the headers argument of an NVRTC program.
 [[nodiscard]] std::vector<std::pair<std::string, std::string>> embedded_kernel_headers();

@@ -28,11 +28,11 @@ namespace {
     }                                                                                              \
   } while (0)
 
-constexpr const char *kCacheMagic = "attn-tune-nvrtc-cache 1";
+constexpr const char* kCacheMagic = "attn-tune-nvrtc-cache 1";
 
 // FNV-1a, 64 bit, with a caller-chosen basis: two bases give two independent-enough hashes
 // (one names the file, the other is stored inside it and checked on load).
-uint64_t fnv1a(const std::string &s, uint64_t basis) {
+uint64_t fnv1a(const std::string& s, uint64_t basis) {
   uint64_t h = basis;
   for (unsigned char c : s) {
     h ^= c;
@@ -49,25 +49,25 @@ std::string hex64(uint64_t v) {
 
 // Everything that changes the compiled image, with lengths so that no two inputs concatenate
 // to the same text.
-std::string key_material(const CompileRequest &req) {
+std::string key_material(const CompileRequest& req) {
   std::ostringstream m;
-  auto put = [&m](const std::string &s) { m << s.size() << ':' << s << ';'; };
+  auto put = [&m](const std::string& s) { m << s.size() << ':' << s << ';'; };
   put(nvrtc_version());
   put(req.cubin ? "cubin" : "ptx");
   put(std::to_string(req.arch));
   put(req.source_name);
   put(req.source);
-  for (const auto &[name, text] : req.headers) {
+  for (const auto& [name, text] : req.headers) {
     put(name);
     put(text);
   }
-  for (const auto &o : req.options) {
+  for (const auto& o : req.options) {
     put(o);
   }
   return m.str();
 }
 
-std::vector<std::string> full_options(const CompileRequest &req) {
+std::vector<std::string> full_options(const CompileRequest& req) {
   std::vector<std::string> opts = req.options;
   const std::string sm = std::to_string(req.arch);
   if (req.cubin) {
@@ -79,9 +79,9 @@ std::vector<std::string> full_options(const CompileRequest &req) {
   return opts;
 }
 
-std::string join(const std::vector<std::string> &v) {
+std::string join(const std::vector<std::string>& v) {
   std::string s;
-  for (const auto &x : v) {
+  for (const auto& x : v) {
     s += (s.empty() ? "" : " ") + x;
   }
   return s;
@@ -107,16 +107,16 @@ std::string nvrtc_version() {
 }
 
 std::optional<std::filesystem::path> default_cache_dir() {
-  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
     return std::filesystem::path(xdg) / "attn-tune";
   }
-  if (const char *home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
     return std::filesystem::path(home) / ".cache" / "attn-tune";
   }
   return std::nullopt;
 }
 
-std::vector<KernelResources> parse_ptxas_report(const std::string &log) {
+std::vector<KernelResources> parse_ptxas_report(const std::string& log) {
   // ptxas -v prints, per function:
   //   ptxas info    : Compiling entry function 'decode_v1' for 'sm_90'
   //   ptxas info    : Function properties for decode_v1
@@ -129,8 +129,8 @@ std::vector<KernelResources> parse_ptxas_report(const std::string &log) {
   static const std::regex used_re(R"(Used (\d+) registers)");
   static const std::regex smem_re(R"((\d+) bytes smem)");
   std::vector<KernelResources> out;
-  auto find = [&out](const std::string &name) -> KernelResources & {
-    for (auto &k : out) {
+  auto find = [&out](const std::string& name) -> KernelResources& {
+    for (auto& k : out) {
       if (k.name == name) {
         return k;
       }
@@ -148,12 +148,12 @@ std::vector<KernelResources> parse_ptxas_report(const std::string &log) {
       current = m[1];
       find(current);
     } else if (!current.empty() && std::regex_search(line, m, frame_re)) {
-      auto &k = find(current);
+      auto& k = find(current);
       k.stack_bytes = std::stoi(m[1]);
       k.spill_store_bytes = std::stoi(m[2]);
       k.spill_load_bytes = std::stoi(m[3]);
     } else if (!current.empty() && std::regex_search(line, m, used_re)) {
-      auto &k = find(current);
+      auto& k = find(current);
       k.registers = std::stoi(m[1]);
       if (std::regex_search(line, m, smem_re)) {
         k.smem_bytes = std::stoi(m[1]);
@@ -166,24 +166,24 @@ std::vector<KernelResources> parse_ptxas_report(const std::string &log) {
 NvrtcCompiler::NvrtcCompiler(std::optional<std::filesystem::path> cache_dir)
     : dir_(std::move(cache_dir)) {}
 
-std::string NvrtcCompiler::cache_key(const CompileRequest &req) {
+std::string NvrtcCompiler::cache_key(const CompileRequest& req) {
   const std::string material = key_material(req);
   return hex64(fnv1a(material, 0xcbf29ce484222325ull)) + "-" + hex64(material.size());
 }
 
-CompileResult NvrtcCompiler::compile(const CompileRequest &req) const {
+CompileResult NvrtcCompiler::compile(const CompileRequest& req) const {
   const std::string key = cache_key(req);
   if (auto hit = load_cached(key)) {
     return *hit;
   }
   const std::vector<std::string> opts = full_options(req);
-  std::vector<const char *> opt_ptrs;
-  for (const auto &o : opts) {
+  std::vector<const char*> opt_ptrs;
+  for (const auto& o : opts) {
     opt_ptrs.push_back(o.c_str());
   }
-  std::vector<const char *> header_texts;
-  std::vector<const char *> header_names;
-  for (const auto &[name, text] : req.headers) {
+  std::vector<const char*> header_texts;
+  std::vector<const char*> header_names;
+  for (const auto& [name, text] : req.headers) {
     header_names.push_back(name.c_str());
     header_texts.push_back(text.c_str());
   }
@@ -222,7 +222,7 @@ CompileResult NvrtcCompiler::compile(const CompileRequest &req) const {
   return r;
 }
 
-std::optional<CompileResult> NvrtcCompiler::load_cached(const std::string &key) const {
+std::optional<CompileResult> NvrtcCompiler::load_cached(const std::string& key) const {
   if (!dir_) {
     return std::nullopt;
   }
@@ -252,7 +252,7 @@ std::optional<CompileResult> NvrtcCompiler::load_cached(const std::string &key) 
   return r;
 }
 
-void NvrtcCompiler::store_cached(const std::string &key, const CompileResult &r) const {
+void NvrtcCompiler::store_cached(const std::string& key, const CompileResult& r) const {
   if (!dir_) {
     return;
   }

@@ -46,7 +46,7 @@ struct CompileResult {
 };
 
 // Parses the "ptxas info" lines of a compile log into one entry per function.
-[[nodiscard]] std::vector<KernelResources> parse_ptxas_report(const std::string &log);
+[[nodiscard]] std::vector<KernelResources> parse_ptxas_report(const std::string& log);
 
 // "13.0" for NVRTC 13.0.
 [[nodiscard]] std::string nvrtc_version();
@@ -60,15 +60,15 @@ public:
   explicit NvrtcCompiler(std::optional<std::filesystem::path> cache_dir = default_cache_dir());
 
   // Compiles (or loads from the cache); throws CompileError when NVRTC rejects the source.
-  [[nodiscard]] CompileResult compile(const CompileRequest &req) const;
+  [[nodiscard]] CompileResult compile(const CompileRequest& req) const;
 
   // The key the cache files are named by (hex), exposed for tests.
-  [[nodiscard]] static std::string cache_key(const CompileRequest &req);
-  [[nodiscard]] const std::optional<std::filesystem::path> &cache_dir() const { return dir_; }
+  [[nodiscard]] static std::string cache_key(const CompileRequest& req);
+  [[nodiscard]] const std::optional<std::filesystem::path>& cache_dir() const { return dir_; }
 
 private:
-  [[nodiscard]] std::optional<CompileResult> load_cached(const std::string &key) const;
-  void store_cached(const std::string &key, const CompileResult &r) const;
+  [[nodiscard]] std::optional<CompileResult> load_cached(const std::string& key) const;
+  void store_cached(const std::string& key, const CompileResult& r) const;
 
   std::optional<std::filesystem::path> dir_;
 };

@@ -21,11 +21,11 @@ int dtype_code(DType t) {
   }
 }
 
-bool contains(const auto &list, int v) {
+bool contains(const auto& list, int v) {
   return std::find(std::begin(list), std::end(list), v) != std::end(list);
 }
 
-std::string list_string(const auto &list) {
+std::string list_string(const auto& list) {
   std::string s;
   for (int v : list) {
     s += (s.empty() ? "" : ", ") + std::to_string(v);
@@ -34,8 +34,8 @@ std::string list_string(const auto &list) {
 }
 
 // Key tiles a CTA over rows [row0, row0 + rows) of sequence b walks.
-int64_t tile_key_tiles(const Problem &pr, int b, int row0, int rows, int k_tile) {
-  const AttnParams &p = pr.params;
+int64_t tile_key_tiles(const Problem& pr, int b, int row0, int rows, int k_tile) {
+  const AttnParams& p = pr.params;
   const attn_math::Mask m{p.causal ? 1 : 0, p.window_left, p.window_right};
   int lo = 0;
   int hi = 0;
@@ -63,7 +63,7 @@ std::string PrefillVariant::describe() const {
          " warps=" + std::to_string(warps) + " stages=" + std::to_string(stages);
 }
 
-PrefillVariant prefill_variant(const KernelConfig &cfg, const AttnParams &p) {
+PrefillVariant prefill_variant(const KernelConfig& cfg, const AttnParams& p) {
   PrefillVariant v;
   v.dtype = p.dtype;
   v.head_dim = p.head_dim;
@@ -76,7 +76,7 @@ PrefillVariant prefill_variant(const KernelConfig &cfg, const AttnParams &p) {
   return v;
 }
 
-int64_t prefill_smem_bytes(const PrefillVariant &v) {
+int64_t prefill_smem_bytes(const PrefillVariant& v) {
   const int es = int(dtype_size(v.dtype));
   const int ld = v.head_dim + 16 / es;
   int64_t bytes = int64_t(v.q_tile + 2 * v.stages * v.k_tile) * ld * es;
@@ -86,7 +86,7 @@ int64_t prefill_smem_bytes(const PrefillVariant &v) {
   return bytes;
 }
 
-std::vector<KernelConfig> prefill_config_space(const AttnParams &p) {
+std::vector<KernelConfig> prefill_config_space(const AttnParams& p) {
   std::vector<KernelConfig> out;
   for (int q_tile : kPrefillQTiles) {
     const int warps = q_tile / kPrefillRowsPerWarp;
@@ -105,16 +105,16 @@ std::vector<KernelConfig> prefill_config_space(const AttnParams &p) {
   return out;
 }
 
-std::optional<std::string> prefill_static_can_run(const KernelConfig &cfg, const Problem &pr,
-                                                  const PrefillLimits &lim) {
-  const AttnParams &p = pr.params;
+std::optional<std::string> prefill_static_can_run(const KernelConfig& cfg, const Problem& pr,
+                                                  const PrefillLimits& lim) {
+  const AttnParams& p = pr.params;
   if (cfg.family != Family::prefill) {
     return std::string("the prefill rules cannot judge a ") + family_name(cfg.family) + " kernel";
   }
   if (pr.phase != Phase::prefill) {
     return std::string("the prefill kernel cannot run a ") + phase_name(pr.phase) + " problem";
   }
-  for (const auto &[name, value] : cfg.params) {
+  for (const auto& [name, value] : cfg.params) {
     if (name != "q_tile" && name != "k_tile" && name != "warps" && name != "stages") {
       return "unknown parameter '" + name + "' for prefill on CUDA";
     }
@@ -178,7 +178,7 @@ std::optional<std::string> prefill_static_can_run(const KernelConfig &cfg, const
   return std::nullopt;
 }
 
-PrefillLaunch prefill_launch(const PrefillVariant &v, const Problem &pr) {
+PrefillLaunch prefill_launch(const PrefillVariant& v, const Problem& pr) {
   PrefillLaunch l;
   struct Tile {
     int b, row0;
@@ -194,9 +194,9 @@ PrefillLaunch prefill_launch(const PrefillVariant &v, const Problem &pr) {
     }
   }
   std::stable_sort(tiles.begin(), tiles.end(),
-                   [](const Tile &x, const Tile &y) { return x.work > y.work; });
+                   [](const Tile& x, const Tile& y) { return x.work > y.work; });
   l.tile_map.reserve(tiles.size() * 2);
-  for (const Tile &t : tiles) {
+  for (const Tile& t : tiles) {
     l.tile_map.push_back(t.b);
     l.tile_map.push_back(t.row0);
   }

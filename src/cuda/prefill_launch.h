@@ -58,21 +58,21 @@ struct PrefillVariant {
   // "prefill bf16 d=128 bs=16 q_tile=64 k_tile=64 warps=4 stages=2"
   [[nodiscard]] std::string describe() const;
   [[nodiscard]] int threads() const { return warps * 32; }
-  bool operator==(const PrefillVariant &) const = default;
+  bool operator==(const PrefillVariant&) const = default;
 };
 
-[[nodiscard]] PrefillVariant prefill_variant(const KernelConfig &cfg, const AttnParams &p);
+[[nodiscard]] PrefillVariant prefill_variant(const KernelConfig& cfg, const AttnParams& p);
 
 // Dynamic shared memory of a variant, bytes: exactly SMEM_BYTES of prefill.cuh.
-[[nodiscard]] int64_t prefill_smem_bytes(const PrefillVariant &v);
+[[nodiscard]] int64_t prefill_smem_bytes(const PrefillVariant& v);
 
 // The configurations the tuner explores for these attention parameters: q_tile 64 / 128 (with
 // 4 / 8 warps), k_tile 32 / 64 (16 / 32 above head_dim 128), stages 1 / 2.
-[[nodiscard]] std::vector<KernelConfig> prefill_config_space(const AttnParams &p);
+[[nodiscard]] std::vector<KernelConfig> prefill_config_space(const AttnParams& p);
 
 // Why `cfg` cannot run `pr` under `lim`, checked without compiling; nullopt when it can.
 [[nodiscard]] std::optional<std::string>
-prefill_static_can_run(const KernelConfig &cfg, const Problem &pr, const PrefillLimits &lim);
+prefill_static_can_run(const KernelConfig& cfg, const Problem& pr, const PrefillLimits& lim);
 
 struct PrefillLaunch {
   Dim3 grid;  // (q tiles, num_heads)
@@ -84,8 +84,8 @@ struct PrefillLaunch {
   int64_t key_tiles = 0; // key tiles all CTAs of one head walk (work measure, for tests)
 };
 
-[[nodiscard]] PrefillLaunch prefill_launch(const PrefillVariant &v, const Problem &pr);
+[[nodiscard]] PrefillLaunch prefill_launch(const PrefillVariant& v, const Problem& pr);
 
-inline constexpr const char *kPrefillEntry = "prefill";
+inline constexpr const char* kPrefillEntry = "prefill";
 
 } // namespace attn::cuda

@@ -30,9 +30,9 @@ struct Best {
   double median_s = 0.0;
 };
 
-int run(int device, bool quick, const std::string &json_path) {
+int run(int device, bool quick, const std::string& json_path) {
   auto be = make_cuda_backend(device);
-  const DeviceInfo &d = be->info();
+  const DeviceInfo& d = be->info();
   std::printf("device %s: %s, %d SMs, L2 %.0f MiB\n", d.id.c_str(), d.name.c_str(), d.sm_count,
               double(d.l2_bytes) / (1 << 20));
 
@@ -58,7 +58,7 @@ int run(int device, bool quick, const std::string &json_path) {
 
   std::vector<cuda::DecodeVariant> variants;
   for (Family f : {Family::decode_v1, Family::decode_v2}) {
-    for (const auto &c : be->config_space(f, p)) {
+    for (const auto& c : be->config_space(f, p)) {
       variants.push_back(cuda::decode_variant(c, p));
     }
   }
@@ -69,7 +69,7 @@ int run(int device, bool quick, const std::string &json_path) {
                         {"copy_timing", to_json(copy.timing)},
                         {"cases", nlohmann::json::array()}};
   std::vector<std::string> table;
-  for (const Case &cs : cases) {
+  for (const Case& cs : cases) {
     GenOptions g;
     g.seed = 20261129;
     g.pool_factor = 1.0; // timing only needs the bytes; the layout is still a permutation
@@ -86,7 +86,7 @@ int run(int device, bool quick, const std::string &json_path) {
                          {"results", nlohmann::json::array()}};
     for (Family f : {Family::decode_v1, Family::decode_v2}) {
       Best best;
-      for (const auto &cfg : be->config_space(f, p)) {
+      for (const auto& cfg : be->config_space(f, p)) {
         if (auto why = be->can_run(cfg, pr)) {
           jc["results"].push_back({{"config", cfg.key()}, {"skipped", *why}});
           continue;
@@ -123,7 +123,7 @@ int run(int device, bool quick, const std::string &json_path) {
   }
   std::printf("\n%-6s %-10s %9s %8s  %9s  %s\n", "case", "family", "GB/s", "of copy", "ms",
               "best configuration");
-  for (const auto &l : table) {
+  for (const auto& l : table) {
     std::printf("%s\n", l.c_str());
   }
   if (!json_path.empty()) {
@@ -139,7 +139,7 @@ int run(int device, bool quick, const std::string &json_path) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   CLI::App app{"Decode kernel bandwidth against a device-to-device copy"};
   int device = 0;
   bool quick = false;
@@ -150,13 +150,13 @@ int main(int argc, char **argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     return run(device, quick, json_path);
-  } catch (const DeviceUnavailable &e) {
+  } catch (const DeviceUnavailable& e) {
     std::fprintf(stderr, "attn-cuda-bandwidth: device unavailable: %s\n", e.what());
     return kExitNoDevice;
-  } catch (const InputError &e) {
+  } catch (const InputError& e) {
     std::fprintf(stderr, "attn-cuda-bandwidth: error: %s\n", e.what());
     return kExitUsage;
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "attn-cuda-bandwidth: internal error: %s\n", e.what());
     return kExitInternal;
   }

@@ -31,7 +31,7 @@ struct Options {
   std::string json_path;
 };
 
-AttnParams shape_params(const Options &o, int block_size, bool causal) {
+AttnParams shape_params(const Options& o, int block_size, bool causal) {
   AttnParams p;
   p.num_heads = o.heads;
   p.num_kv_heads = o.heads; // dense MHA, as the SDPA side
@@ -42,15 +42,15 @@ AttnParams shape_params(const Options &o, int block_size, bool causal) {
   return p;
 }
 
-int run(const Options &o) {
+int run(const Options& o) {
   auto be = make_cuda_backend(o.device);
-  const DeviceInfo &d = be->info();
+  const DeviceInfo& d = be->info();
   std::printf("device %s: %s, %d SMs\n", d.id.c_str(), d.name.c_str(), d.sm_count);
 
   std::vector<cuda::PrefillVariant> variants;
   for (int bs : o.block_sizes) {
     const AttnParams p = shape_params(o, bs, true);
-    for (const auto &c : be->config_space(Family::prefill, p)) {
+    for (const auto& c : be->config_space(Family::prefill, p)) {
       variants.push_back(cuda::prefill_variant(c, p));
     }
   }
@@ -77,9 +77,9 @@ int run(const Options &o) {
       small_gen.seed = 77;
       const Problem small = make_prefill_problem(p, {300, 129, 5}, {300, 200, 64}, small_gen);
       const ReferenceResult ref = reference_attention(small);
-      auto &rej = rejected[{bs, causal}];
+      auto& rej = rejected[{bs, causal}];
       rej = nlohmann::json::array();
-      for (const auto &cfg : be->config_space(Family::prefill, p)) {
+      for (const auto& cfg : be->config_space(Family::prefill, p)) {
         if (auto why = be->can_run(cfg, small)) {
           rej.push_back({{"config", cfg.key()}, {"skipped", *why}});
           continue;
@@ -125,7 +125,7 @@ int run(const Options &o) {
                              {"results", nlohmann::json::array()}};
         double best_s = 0.0;
         std::string best_key;
-        for (const auto &cfg : good[{bs, causal}]) {
+        for (const auto& cfg : good[{bs, causal}]) {
           auto prep = be->prepare(pr, cfg);
           const TimingResult t = prep->time(topt);
           jc["results"].push_back({{"config", cfg.key()},
@@ -159,7 +159,7 @@ int run(const Options &o) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   CLI::App app{"Prefill kernel TFLOP/s (visible query-key pairs) on prompt shapes"};
   Options o;
   app.add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);
@@ -174,13 +174,13 @@ int main(int argc, char **argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);
-  } catch (const DeviceUnavailable &e) {
+  } catch (const DeviceUnavailable& e) {
     std::fprintf(stderr, "attn-cuda-prefill-speed: device unavailable: %s\n", e.what());
     return kExitNoDevice;
-  } catch (const InputError &e) {
+  } catch (const InputError& e) {
     std::fprintf(stderr, "attn-cuda-prefill-speed: error: %s\n", e.what());
     return kExitUsage;
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "attn-cuda-prefill-speed: internal error: %s\n", e.what());
     return kExitInternal;
   }
