@@ -1,7 +1,7 @@
 # The CLI's basic contract: help and version succeed, `devices` reports the CPU and the GPUs or
 # why there are none, and every usage error exits 2 with one stderr line that names the problem.
 attn_cli_test(NAME help EXIT 0 REGEX "Usage:.*Subcommands:.*devices" ARGS --help)
-attn_cli_test(NAME version EXIT 0 REGEX "^attn-tune ${PROJECT_VERSION} \\([0-9a-z]+\\)" ARGS --version)
+attn_cli_test(NAME version EXIT 0 REGEX "^attn-tune ${PROJECT_VERSION} \\([0-9a-z]+(-dirty)?\\)" ARGS --version)
 # GPUs come first, then the CPU with its thread count; without a GPU a last line says why.
 attn_cli_test(NAME devices EXIT 0
               REGEX "(cuda:0 .*\ncpu +[^\n]* [0-9]+ threads|^cpu +[^\n]* [0-9]+ threads[^\n]*\nno GPU: [a-zA-Z][^\n]+)"
