@@ -201,27 +201,39 @@ std::unique_ptr<PreparedRun> make_prefill_run(CudaBackend& be, const Problem& pr
                                               const PrefillVariant& v,
                                               std::shared_ptr<const Module> mod);
 
-class CudaRun final : public PreparedRun {
+// What both kernel families' runs share: out and lse with their poison images, one synchronous
+// launch, download, and event timing with the L2 flush. A family adds its inputs and launch().
+class DeviceRun : public PreparedRun {
 public:
-  CudaRun(CudaBackend& be, const Problem& pr, const DecodeVariant& v,
-          std::shared_ptr<const Module> mod);
   void poison_outputs() override;
   void run() override;
   [[nodiscard]] RunOutput download() override;
   [[nodiscard]] TimingResult time(const TimingOptions& opt) override;
 
-private:
-  void launch();
+protected:
+  // Allocates out [rows, num_heads, head_dim] and lse [rows, num_heads] on the backend's device.
+  DeviceRun(CudaBackend& be, const Problem& pr);
+  // Enqueues the family's kernels on the backend's stream.
+  virtual void launch() = 0;
 
   CudaBackend& be_;
+  DeviceBuffer out_, lse_;
+  HostTensor out_poison_;
+  std::vector<float> lse_poison_;
+};
+
+class CudaRun final : public DeviceRun {
+public:
+  CudaRun(CudaBackend& be, const Problem& pr, const DecodeVariant& v,
+          std::shared_ptr<const Module> mod);
+
+private:
+  void launch() override;
+
   DecodeVariant v_;
   DecodeLaunch shape_;
   std::shared_ptr<const Module> mod_;
-  int rows_ = 0;
-  int heads_ = 0;
-  DeviceBuffer q_, k_, v_cache_, tables_, lens_, out_, lse_, ws_;
-  HostTensor out_poison_;
-  std::vector<float> lse_poison_;
+  DeviceBuffer q_, k_, v_cache_, tables_, lens_, ws_;
   // Kernel arguments, kept alive for cudaLaunchKernel's pointer array.
   void* out_ptr_ = nullptr;
   void* lse_ptr_ = nullptr;
@@ -439,13 +451,22 @@ private:
   unsigned flush_value_ = 0;
 };
 
-CudaRun::CudaRun(CudaBackend& be, const Problem& pr, const DecodeVariant& v,
-                 std::shared_ptr<const Module> mod)
-    : be_(be), v_(v), shape_(decode_launch(v, pr)), mod_(std::move(mod)) {
+DeviceRun::DeviceRun(CudaBackend& be, const Problem& pr) : be_(be) {
   const AttnParams& p = pr.params;
   ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
-  rows_ = pr.num_rows();
-  heads_ = p.num_heads;
+  const int rows = pr.num_rows();
+  out_poison_ = HostTensor(p.dtype, {rows, p.num_heads, p.head_dim});
+  poison(out_poison_);
+  lse_poison_.assign(std::size_t(rows) * p.num_heads, 0.0f);
+  poison(lse_poison_);
+  out_ = DeviceBuffer(out_poison_.data.size());
+  lse_ = DeviceBuffer(lse_poison_.size() * sizeof(float));
+}
+
+CudaRun::CudaRun(CudaBackend& be, const Problem& pr, const DecodeVariant& v,
+                 std::shared_ptr<const Module> mod)
+    : DeviceRun(be, pr), v_(v), shape_(decode_launch(v, pr)), mod_(std::move(mod)) {
+  const AttnParams& p = pr.params;
   q_ = DeviceBuffer(pr.query.data.size());
   q_.upload(pr.query.raw(), pr.query.data.size());
   k_ = DeviceBuffer(pr.key_cache.data.size());
@@ -456,15 +477,9 @@ CudaRun::CudaRun(CudaBackend& be, const Problem& pr, const DecodeVariant& v,
   tables_.upload(pr.block_tables.data(), pr.block_tables.size() * sizeof(int32_t));
   lens_ = DeviceBuffer(pr.context_lens.size() * sizeof(int32_t));
   lens_.upload(pr.context_lens.data(), pr.context_lens.size() * sizeof(int32_t));
-  out_poison_ = HostTensor(p.dtype, {rows_, heads_, p.head_dim});
-  poison(out_poison_);
-  lse_poison_.assign(std::size_t(rows_) * heads_, 0.0f);
-  poison(lse_poison_);
-  out_ = DeviceBuffer(out_poison_.data.size());
-  lse_ = DeviceBuffer(lse_poison_.size() * sizeof(float));
   if (shape_.reduce) {
     ws_ = DeviceBuffer(std::size_t(shape_.workspace_floats) * sizeof(float));
-    const std::size_t parts = std::size_t(pr.batch) * heads_ * shape_.max_parts;
+    const std::size_t parts = std::size_t(pr.batch) * p.num_heads * shape_.max_parts;
     auto* base = static_cast<float*>(ws_.get());
     ws_m_ = base;
     ws_l_ = base + parts;
@@ -488,7 +503,7 @@ CudaRun::CudaRun(CudaBackend& be, const Problem& pr, const DecodeVariant& v,
   max_parts_ = shape_.max_parts;
 }
 
-void CudaRun::poison_outputs() {
+void DeviceRun::poison_outputs() {
   ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
   ATTN_CUDA_CHECK(cudaMemcpyAsync(out_.get(), out_poison_.raw(), out_poison_.data.size(),
                                   cudaMemcpyHostToDevice, be_.stream()));
@@ -526,14 +541,14 @@ void CudaRun::launch() {
                                    rargs, std::size_t(shape_.reduce_smem), be_.stream()));
 }
 
-void CudaRun::run() {
+void DeviceRun::run() {
   ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
   launch();
   ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
   ATTN_CUDA_CHECK(cudaGetLastError());
 }
 
-RunOutput CudaRun::download() {
+RunOutput DeviceRun::download() {
   ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
   RunOutput r;
   r.out = HostTensor(out_poison_.dtype, out_poison_.shape);
@@ -546,7 +561,7 @@ RunOutput CudaRun::download() {
   return r;
 }
 
-TimingResult CudaRun::time(const TimingOptions& opt) {
+TimingResult DeviceRun::time(const TimingOptions& opt) {
   ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
   Event start;
   Event stop;
@@ -573,14 +588,12 @@ TimingResult CudaRun::time(const TimingOptions& opt) {
 // ---- prefill runs
 // --------------------------------------------------------------------------------
 
-class PrefillRun final : public PreparedRun {
+class PrefillRun final : public DeviceRun {
 public:
   PrefillRun(CudaBackend& be, const Problem& pr, const PrefillVariant& v,
              std::shared_ptr<const Module> mod)
-      : be_(be), shape_(prefill_launch(v, pr)), mod_(std::move(mod)) {
+      : DeviceRun(be, pr), shape_(prefill_launch(v, pr)), mod_(std::move(mod)) {
     const AttnParams& p = pr.params;
-    ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
-    const int rows = pr.num_rows();
     auto upload = [](DeviceBuffer& buf, const void* src, std::size_t bytes) {
       buf = DeviceBuffer(bytes);
       buf.upload(src, bytes);
@@ -592,12 +605,6 @@ public:
     upload(cu_q_, pr.cu_seqlens_q.data(), pr.cu_seqlens_q.size() * sizeof(int32_t));
     upload(cu_k_, pr.cu_seqlens_k.data(), pr.cu_seqlens_k.size() * sizeof(int32_t));
     upload(map_, shape_.tile_map.data(), shape_.tile_map.size() * sizeof(int32_t));
-    out_poison_ = HostTensor(p.dtype, {rows, p.num_heads, p.head_dim});
-    poison(out_poison_);
-    lse_poison_.assign(std::size_t(rows) * p.num_heads, 0.0f);
-    poison(lse_poison_);
-    out_ = DeviceBuffer(out_poison_.data.size());
-    lse_ = DeviceBuffer(lse_poison_.size() * sizeof(float));
     ptrs_ = {out_.get(),    lse_.get(),  q_.get(),    k_.get(),  v_.get(),
              tables_.get(), cu_q_.get(), cu_k_.get(), map_.get()};
     num_heads_ = p.num_heads;
@@ -610,62 +617,8 @@ public:
     window_right_ = p.window_right;
   }
 
-  void poison_outputs() override {
-    ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
-    ATTN_CUDA_CHECK(cudaMemcpyAsync(out_.get(), out_poison_.raw(), out_poison_.data.size(),
-                                    cudaMemcpyHostToDevice, be_.stream()));
-    ATTN_CUDA_CHECK(cudaMemcpyAsync(lse_.get(), lse_poison_.data(),
-                                    lse_poison_.size() * sizeof(float), cudaMemcpyHostToDevice,
-                                    be_.stream()));
-    ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
-  }
-
-  void run() override {
-    ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
-    launch();
-    ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
-    ATTN_CUDA_CHECK(cudaGetLastError());
-  }
-
-  [[nodiscard]] RunOutput download() override {
-    ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
-    RunOutput r;
-    r.out = HostTensor(out_poison_.dtype, out_poison_.shape);
-    r.lse.assign(lse_poison_.size(), 0.0f);
-    ATTN_CUDA_CHECK(cudaMemcpyAsync(r.out.raw(), out_.get(), r.out.data.size(),
-                                    cudaMemcpyDeviceToHost, be_.stream()));
-    ATTN_CUDA_CHECK(cudaMemcpyAsync(r.lse.data(), lse_.get(), r.lse.size() * sizeof(float),
-                                    cudaMemcpyDeviceToHost, be_.stream()));
-    ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
-    return r;
-  }
-
-  [[nodiscard]] TimingResult time(const TimingOptions& opt) override {
-    ATTN_CUDA_CHECK(cudaSetDevice(be_.device()));
-    Event start;
-    Event stop;
-    auto one_rep = [&]() {
-      if (opt.flush_cache) {
-        be_.flush_l2();
-      }
-      ATTN_CUDA_CHECK(cudaEventRecord(start.get(), be_.stream()));
-      launch();
-      ATTN_CUDA_CHECK(cudaEventRecord(stop.get(), be_.stream()));
-      ATTN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-      float ms = 0.0f;
-      ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-      return double(ms) * 1e-3;
-    };
-    auto warm_one = [&]() {
-      launch();
-      ATTN_CUDA_CHECK(cudaStreamSynchronize(be_.stream()));
-    };
-    return measure(one_rep, warm_one, opt,
-                   opt.flush_cache ? "cuda-events, L2 flushed" : "cuda-events, L2 warm");
-  }
-
 private:
-  void launch() {
+  void launch() override {
     if (shape_.grid.x == 0 || shape_.grid.y == 0) {
       return; // no query rows: nothing to compute
     }
@@ -678,12 +631,9 @@ private:
                                      std::size_t(shape_.smem), be_.stream()));
   }
 
-  CudaBackend& be_;
   PrefillLaunch shape_;
   std::shared_ptr<const Module> mod_;
-  DeviceBuffer q_, k_, v_, tables_, cu_q_, cu_k_, map_, out_, lse_;
-  HostTensor out_poison_;
-  std::vector<float> lse_poison_;
+  DeviceBuffer q_, k_, v_, tables_, cu_q_, cu_k_, map_;
   // Kernel arguments in prefill.cuh's order, kept alive for cudaLaunchKernel's pointer array:
   // out, lse, q, k_cache, v_cache, block_tables, cu_seqlens_q, cu_seqlens_k, tile_map.
   std::array<void*, 9> ptrs_{};
