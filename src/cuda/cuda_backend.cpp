@@ -57,28 +57,28 @@ std::vector<int> nvrtc_supported_archs() {
   return archs;
 }
 
-CompileRequest decode_compile_request(const DecodeVariant& v, const TargetArch& target) {
+namespace {
+// The NVRTC request of one kernel file with a variant's defines, for one target.
+CompileRequest kernel_compile_request(const char* file, std::vector<std::string> defines,
+                                      std::string description, const TargetArch& target) {
   CompileRequest req;
-  req.source_name = "decode.cuh";
-  req.source = embedded_kernel("decode.cuh");
+  req.source_name = file;
+  req.source = embedded_kernel(file);
   req.headers = embedded_kernel_headers();
-  req.options = v.defines();
+  req.options = std::move(defines);
   req.arch = target.arch;
   req.cubin = target.cubin;
-  req.description = v.describe();
+  req.description = std::move(description);
   return req;
+}
+} // namespace
+
+CompileRequest decode_compile_request(const DecodeVariant& v, const TargetArch& target) {
+  return kernel_compile_request("decode.cuh", v.defines(), v.describe(), target);
 }
 
 CompileRequest prefill_compile_request(const PrefillVariant& v, const TargetArch& target) {
-  CompileRequest req;
-  req.source_name = "prefill.cuh";
-  req.source = embedded_kernel("prefill.cuh");
-  req.headers = embedded_kernel_headers();
-  req.options = v.defines();
-  req.arch = target.arch;
-  req.cubin = target.cubin;
-  req.description = v.describe();
-  return req;
+  return kernel_compile_request("prefill.cuh", v.defines(), v.describe(), target);
 }
 
 int precompile_prefill(const std::vector<PrefillVariant>& variants, int cc) {
