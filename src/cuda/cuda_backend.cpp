@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -305,22 +306,59 @@ public:
       return why;
     }
     const DecodeVariant v = decode_variant(cfg, pr.params);
+    return compiled_can_run([&] { return module(v); },
+                            [&](const std::string& kernel) {
+                              return kernel == kDecodeReduceEntry ? kReduceThreads : v.threads;
+                            },
+                            lim_.regs_per_block, /*reject_spills=*/false);
+  }
+
+  // Why a variant's compiled kernels cannot run here (no compile, too many registers for its
+  // block, local memory when reject_spills), or nullopt; `load` compiles through the cache.
+  [[nodiscard]] static std::optional<std::string>
+  compiled_can_run(const std::function<std::shared_ptr<const Module>()>& load,
+                   const std::function<int(const std::string&)>& threads_of, int regs_per_block,
+                   bool reject_spills) {
     std::shared_ptr<const Module> mod;
     try {
-      mod = module(v);
+      mod = load();
     } catch (const CompileError& e) {
       const std::string msg = e.what();
       return "does not compile: " + msg.substr(0, msg.find('\n'));
     }
     for (const auto& k : mod->compiled.kernels) {
-      const int threads = k.name == kDecodeReduceEntry ? kReduceThreads : v.threads;
-      if (int64_t(k.registers) * threads > lim_.regs_per_block) {
+      const int threads = threads_of(k.name);
+      if (int64_t(k.registers) * threads > regs_per_block) {
         return k.name + " uses " + std::to_string(k.registers) + " registers per thread; " +
                std::to_string(threads) + " threads exceed the device's " +
-               std::to_string(lim_.regs_per_block) + " registers per block";
+               std::to_string(regs_per_block) + " registers per block";
+      }
+      if (reject_spills && (k.stack_bytes > 0 || k.spill_store_bytes > 0)) {
+        return k.name + " spills to local memory (" + std::to_string(k.spill_store_bytes) +
+               " bytes of spill stores)";
       }
     }
     return std::nullopt;
+  }
+
+  // Compiles `req` (through the disk cache) and loads it once per backend under `key`; `bind`
+  // looks up the module's kernels and sets their attributes.
+  [[nodiscard]] std::shared_ptr<const Module>
+  load_module(const std::string& key, CompileRequest req,
+              const std::function<void(Module&)>& bind) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = modules_.find(key); it != modules_.end()) {
+      return it->second;
+    }
+    req.description += " for " + info_.id + " (" + info_.name + ")";
+    auto mod = std::make_shared<Module>();
+    mod->compiled = compiler_.compile(req);
+    ATTN_CUDA_CHECK(cudaSetDevice(device_));
+    ATTN_CUDA_CHECK(cudaLibraryLoadData(&mod->lib, mod->compiled.image.data(), nullptr, nullptr, 0,
+                                        nullptr, nullptr, 0));
+    bind(*mod);
+    modules_[key] = mod;
+    return mod;
   }
 
   [[nodiscard]] std::unique_ptr<PreparedRun> prepare(const Problem& pr,
@@ -338,24 +376,12 @@ public:
 
   // Compiles (through the disk cache) and loads a variant once per backend.
   [[nodiscard]] std::shared_ptr<const Module> module(const DecodeVariant& v) const {
-    const std::string key = v.describe();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = modules_.find(key); it != modules_.end()) {
-      return it->second;
-    }
-    CompileRequest req = decode_compile_request(v, target_);
-    req.description += " for " + info_.id + " (" + info_.name + ")";
-    auto mod = std::make_shared<Module>();
-    mod->compiled = compiler_.compile(req);
-    ATTN_CUDA_CHECK(cudaSetDevice(device_));
-    ATTN_CUDA_CHECK(cudaLibraryLoadData(&mod->lib, mod->compiled.image.data(), nullptr, nullptr, 0,
-                                        nullptr, nullptr, 0));
-    ATTN_CUDA_CHECK(cudaLibraryGetKernel(&mod->main, mod->lib, decode_entry(v.family)));
-    if (v.family == Family::decode_v2) {
-      ATTN_CUDA_CHECK(cudaLibraryGetKernel(&mod->reduce, mod->lib, kDecodeReduceEntry));
-    }
-    modules_[key] = mod;
-    return mod;
+    return load_module(v.describe(), decode_compile_request(v, target_), [&](Module& mod) {
+      ATTN_CUDA_CHECK(cudaLibraryGetKernel(&mod.main, mod.lib, decode_entry(v.family)));
+      if (v.family == Family::decode_v2) {
+        ATTN_CUDA_CHECK(cudaLibraryGetKernel(&mod.reduce, mod.lib, kDecodeReduceEntry));
+      }
+    });
   }
 
   // ---- prefill (kernels/prefill.cuh) ----
@@ -378,48 +404,20 @@ public:
       return why;
     }
     const PrefillVariant v = prefill_variant(cfg, pr.params);
-    std::shared_ptr<const Module> mod;
-    try {
-      mod = prefill_module(v);
-    } catch (const CompileError& e) {
-      const std::string msg = e.what();
-      return "does not compile: " + msg.substr(0, msg.find('\n'));
-    }
-    for (const auto& k : mod->compiled.kernels) {
-      if (int64_t(k.registers) * v.threads() > plim_.regs_per_block) {
-        return k.name + " uses " + std::to_string(k.registers) + " registers per thread; " +
-               std::to_string(v.threads()) + " threads exceed the device's " +
-               std::to_string(plim_.regs_per_block) + " registers per block";
-      }
-      if (k.stack_bytes > 0 || k.spill_store_bytes > 0) {
-        return k.name + " spills to local memory (" + std::to_string(k.spill_store_bytes) +
-               " bytes of spill stores)";
-      }
-    }
-    return std::nullopt;
+    return compiled_can_run([&] { return prefill_module(v); },
+                            [&](const std::string&) { return v.threads(); }, plim_.regs_per_block,
+                            /*reject_spills=*/true);
   }
 
   // Compiles and loads a prefill variant once per backend and opts it into the dynamic shared
   // memory it needs (above the 48 KiB default).
   [[nodiscard]] std::shared_ptr<const Module> prefill_module(const PrefillVariant& v) const {
-    const std::string key = v.describe();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = modules_.find(key); it != modules_.end()) {
-      return it->second;
-    }
-    CompileRequest req = prefill_compile_request(v, target_);
-    req.description += " for " + info_.id + " (" + info_.name + ")";
-    auto mod = std::make_shared<Module>();
-    mod->compiled = compiler_.compile(req);
-    ATTN_CUDA_CHECK(cudaSetDevice(device_));
-    ATTN_CUDA_CHECK(cudaLibraryLoadData(&mod->lib, mod->compiled.image.data(), nullptr, nullptr, 0,
-                                        nullptr, nullptr, 0));
-    ATTN_CUDA_CHECK(cudaLibraryGetKernel(&mod->main, mod->lib, kPrefillEntry));
-    ATTN_CUDA_CHECK(cudaKernelSetAttributeForDevice(mod->main,
-                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    int(prefill_smem_bytes(v)), device_));
-    modules_[key] = mod;
-    return mod;
+    return load_module(v.describe(), prefill_compile_request(v, target_), [&](Module& mod) {
+      ATTN_CUDA_CHECK(cudaLibraryGetKernel(&mod.main, mod.lib, kPrefillEntry));
+      ATTN_CUDA_CHECK(cudaKernelSetAttributeForDevice(mod.main,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                      int(prefill_smem_bytes(v)), device_));
+    });
   }
 
   [[nodiscard]] int device() const { return device_; }
