@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "src/errors.h"
+#include "src/model/errors.h"
 
 namespace attn {
 

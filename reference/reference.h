@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "src/problem.h"
+#include "src/model/problem.h"
 
 namespace attn {
 

@@ -1,0 +1,118 @@
+// The backend interface that sweep, verify and replay drive: a backend lists its kernel
+// families and their configuration space, says why a configuration cannot run a problem,
+// holds a problem in its memory, launches, times and downloads. CPU and CUDA implement it.
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/model/problem.h"
+#include "src/model/tensor.h"
+#include "src/backends/timing.h"
+
+namespace attn {
+
+enum class Family { decode_v1, decode_v2, prefill };
+[[nodiscard]] const char* family_name(Family f);
+[[nodiscard]] Family parse_family(const std::string& name); // throws InputError
+[[nodiscard]] inline bool family_is_decode(Family f) { return f != Family::prefill; }
+
+// A kernel family plus its configuration parameters, by name. Parameter names in use:
+//   partition  (decode_v2) tokens per partition, a multiple of block_size
+//   split      0: work split per query head, 1: per KV head (one K/V pass serves the group)
+//   threads    threads per block (CUDA), q_tile / k_tile (prefill tiles), warps, stages, vec
+struct KernelConfig {
+  Family family = Family::decode_v1;
+  std::map<std::string, int> params;
+
+  [[nodiscard]] int get(const std::string& name, int fallback) const {
+    auto it = params.find(name);
+    return it == params.end() ? fallback : it->second;
+  }
+  // "decode_v2[partition=512,split=1]": stable, sorted; used as a key in results and tables.
+  [[nodiscard]] std::string key() const;
+  [[nodiscard]] nlohmann::json to_json() const;
+  [[nodiscard]] static KernelConfig from_json(const nlohmann::json& j); // throws InputError
+  bool operator==(const KernelConfig&) const = default;
+};
+
+struct DeviceInfo {
+  std::string backend; // "cpu" or "cuda"
+  std::string id;      // "cpu", "cuda:0"
+  std::string name;    // CPU model or GPU name
+  std::string uuid;    // GPU UUID; empty on the CPU
+  int sm_count = 0;    // GPU multiprocessors; CPU threads used on the CPU
+  int cc_major = 0;
+  int cc_minor = 0;
+  int64_t memory_bytes = 0;
+  int64_t l2_bytes = 0; // GPU L2, or the CPU's last-level cache
+  std::string driver_version;
+  std::string runtime_version;
+  int threads = 0; // CPU backend worker threads
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+
+// An attention computation's outputs, downloaded to the host.
+struct RunOutput {
+  HostTensor out;         // [rows, num_heads, head_dim], the problem's dtype
+  std::vector<float> lse; // [rows, num_heads]
+};
+
+// A problem resident on a backend with one kernel configuration, ready to launch repeatedly.
+class PreparedRun {
+public:
+  virtual ~PreparedRun() = default;
+  virtual void poison_outputs() = 0; // write the poison pattern into out and lse
+  virtual void run() = 0;            // one launch; returns when the results are complete
+  [[nodiscard]] virtual RunOutput download() = 0;
+  [[nodiscard]] virtual TimingResult time(const TimingOptions& opt) = 0;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  [[nodiscard]] virtual const DeviceInfo& info() const = 0;
+  // The configurations the tuner explores for a family (before can_run filtering).
+  [[nodiscard]] virtual std::vector<KernelConfig> config_space(Family f,
+                                                               const AttnParams& p) const = 0;
+  // Why `cfg` cannot run `pr` on this backend, or nullopt when it can.
+  [[nodiscard]] virtual std::optional<std::string> can_run(const KernelConfig& cfg,
+                                                           const Problem& pr) const = 0;
+  // Allocates and uploads; throws InputError when can_run would refuse.
+  [[nodiscard]] virtual std::unique_ptr<PreparedRun> prepare(const Problem& pr,
+                                                             const KernelConfig& cfg) = 0;
+};
+
+struct BackendOptions {
+  int threads = 0; // CPU backend: worker threads (0: all hardware threads)
+};
+
+// "cpu", "cuda:N" or a bare GPU index "N". Throws DeviceUnavailable (with the reason) when the
+// device is not there, InputError when the spec is malformed.
+[[nodiscard]] std::unique_ptr<Backend> make_backend(const std::string& spec,
+                                                    const BackendOptions& opt);
+
+// Every device this build can use, for `attn-tune devices`; `why_no_gpu` is filled when there
+// is no usable GPU (no driver, no device, built without CUDA).
+struct DeviceList {
+  std::vector<DeviceInfo> devices;
+  std::string why_no_gpu;
+};
+[[nodiscard]] DeviceList list_devices(const BackendOptions& opt);
+
+// The device a command uses when none is named: GPU 0 when there is one, else the CPU; `said`
+// is the sentence the command prints about that choice.
+struct DeviceChoice {
+  std::string spec;
+  std::string said;
+};
+[[nodiscard]] DeviceChoice default_device(const BackendOptions& opt);
+
+// Runs `cfg` on `pr` once with poisoned outputs and returns them (the validate step).
+[[nodiscard]] RunOutput run_once(Backend& be, const Problem& pr, const KernelConfig& cfg);
+
+} // namespace attn

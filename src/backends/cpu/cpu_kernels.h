@@ -1,0 +1,86 @@
+// The CPU attention kernels: a work item attends a few query vectors of one KV group over a key
+// range of the paged cache (online softmax, kernels/attn_math.h), plus the split-KV reduce.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attn_math.h"
+#include "src/model/dtype.h"
+
+namespace attn::cpu {
+
+// Instruction-set level the kernels are compiled for; the backend picks the best one the
+// processor has at run time, so a portable build still uses AVX2/AVX-512 where present.
+enum class Isa { base, avx2, avx512 };
+[[nodiscard]] const char* isa_name(Isa isa);
+[[nodiscard]] bool isa_supported(Isa isa);
+[[nodiscard]] Isa best_isa();
+
+// Raw views of one problem and its outputs (the prepared run owns the memory).
+struct KernelArgs {
+  DType dtype = DType::f32;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 0;
+  int group = 1; // num_heads / num_kv_heads
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  attn_math::Mask mask{1, -1, -1};
+  const void* query = nullptr;           // [rows, num_heads, head_dim]
+  const void* key_cache = nullptr;       // [num_blocks, num_kv_heads, block_size, head_dim]
+  const void* value_cache = nullptr;     // same
+  const int32_t* block_tables = nullptr; // [batch, max_blocks_per_seq]
+  int max_blocks_per_seq = 0;
+  const int32_t* seq_q_start = nullptr; // [batch]: first query row of each sequence
+  const int32_t* seq_q_len = nullptr;   // [batch]
+  const int32_t* seq_k_len = nullptr;   // [batch]
+  void* out = nullptr;                  // [rows, num_heads, head_dim], dtype
+  float* lse = nullptr;                 // [rows, num_heads]
+  // Split-KV partials of decode_v2, indexed [(b * num_heads + head) * max_parts + part].
+  int partition = 0;
+  int max_parts = 0;
+  float* part_m = nullptr;
+  float* part_l = nullptr;
+  float* part_o = nullptr; // times head_dim
+};
+
+// Query rows [row_begin, row_end) (0-based within sequence b) times query heads
+// [head_begin, head_begin + heads) (one KV group, so one pass over K/V serves them all), over
+// the keys of partition `part` (writing partials) or over all keys when part < 0 (writing out
+// and lse).
+struct WorkItem {
+  int b = 0;
+  int row_begin = 0;
+  int row_end = 1;
+  int head_begin = 0;
+  int heads = 1;
+  int part = -1;
+};
+
+// Per-worker buffers, sized once for the largest work item of a prepared run.
+struct Scratch {
+  std::vector<float> q;           // [vectors, head_dim] queries as fp32
+  std::vector<float> acc;         // [vectors, head_dim] unnormalised outputs
+  std::vector<float> scores;      // [vectors, ld] scores, then probabilities
+  std::vector<float> kt;          // [head_dim, ld] the K tile transposed (many-query items)
+  int ld = 0;                     // k_tile rounded up to 32
+  std::vector<float> kv;          // [k_tile, head_dim] converted K, then V, rows of one tile
+  std::vector<const float*> rows; // [k_tile] fp32 row pointers (into kv, or the fp32 cache)
+  std::vector<attn_math::OnlineSoftmax> sm; // [vectors]
+  std::vector<int> lo, hi; // [rows] visible key range of each query row, clipped to the item
+};
+void size_scratch(Scratch& s, int max_rows, int max_heads, int head_dim, int k_tile);
+
+// Runs one work item, reading keys in tiles of k_tile (any positive count; tiles may cross
+// cache blocks). `s` must be sized for the item.
+void attend(Isa isa, const KernelArgs& a, const WorkItem& it, int k_tile, Scratch& s);
+
+// Combines the partials of (sequence b, query head) into out and lse; `tmp` holds head_dim floats.
+void combine_partials(Isa isa, const KernelArgs& a, int b, int head, float* tmp);
+
+// Converts n stored values to fp32 with the kernels' vectorised loop (exposed for tests).
+void convert_to_float(Isa isa, DType t, const void* src, float* dst, std::size_t n);
+
+} // namespace attn::cpu

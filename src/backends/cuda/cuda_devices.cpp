@@ -1,0 +1,79 @@
+#include "src/backends/cuda/cuda_devices.h"
+
+#ifdef ATTN_HAVE_CUDA
+#include <cstdio>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace attn {
+
+#ifndef ATTN_HAVE_CUDA
+std::vector<DeviceInfo> cuda_devices(std::string& why_none) {
+  why_none = "this attn-tune was built without the CUDA Toolkit, so it has no GPU backend";
+  return {};
+}
+#else
+namespace {
+std::string version_string(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+} // namespace
+
+std::vector<DeviceInfo> cuda_devices(std::string& why_none) {
+  std::vector<DeviceInfo> out;
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError(); // clear the sticky error state of the runtime
+    if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice) {
+      why_none = err == cudaErrorNoDevice
+                     ? "no CUDA device found (cudaGetDeviceCount: cudaErrorNoDevice)"
+                     : "no NVIDIA driver is loaded on this machine "
+                       "(cudaGetDeviceCount: cudaErrorInsufficientDriver)";
+    } else {
+      why_none = std::string("the CUDA runtime cannot start: ") + cudaGetErrorName(err) + ": " +
+                 cudaGetErrorString(err);
+    }
+    return out;
+  }
+  if (count == 0) {
+    why_none = "no CUDA device found";
+    return out;
+  }
+  int driver = 0;
+  int runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+      continue;
+    }
+    DeviceInfo d;
+    d.backend = "cuda";
+    d.id = "cuda:" + std::to_string(i);
+    d.name = prop.name;
+    char uuid[64];
+    const auto* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+    std::snprintf(uuid, sizeof uuid,
+                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                  u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+                  u[14], u[15]);
+    d.uuid = uuid;
+    d.sm_count = prop.multiProcessorCount;
+    d.cc_major = prop.major;
+    d.cc_minor = prop.minor;
+    d.memory_bytes = int64_t(prop.totalGlobalMem);
+    d.l2_bytes = prop.l2CacheSize;
+    d.driver_version = version_string(driver);
+    d.runtime_version = version_string(runtime);
+    out.push_back(d);
+  }
+  if (out.empty()) {
+    why_none = "CUDA reported devices but none could be queried";
+  }
+  return out;
+}
+#endif
+
+} // namespace attn

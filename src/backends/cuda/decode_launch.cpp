@@ -1,0 +1,217 @@
+// Configuration space, can_run reasons, defines and launch shapes of kernels/decode.cuh; the
+// numbers here must agree with the constants at the top of that file.
+#include "src/backends/cuda/decode_launch.h"
+
+#include <algorithm>
+
+#include "kernels/attn_math.h"
+
+namespace attn::cuda {
+
+namespace {
+
+int dtype_code(DType t) {
+  switch (t) {
+  case DType::f16:
+    return 1;
+  case DType::bf16:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
+bool contains(const auto& list, int v) {
+  return std::find(std::begin(list), std::end(list), v) != std::end(list);
+}
+
+bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+std::string list_string(const auto& list) {
+  std::string s;
+  for (int v : list) {
+    s += (s.empty() ? "" : ", ") + std::to_string(v);
+  }
+  return s;
+}
+
+} // namespace
+
+int max_vec(DType t) { return int(16 / dtype_size(t)); }
+
+const char* decode_entry(Family f) { return f == Family::decode_v2 ? "decode_v2" : "decode_v1"; }
+
+std::vector<std::string> DecodeVariant::defines() const {
+  return {"-std=c++17",
+          "-DDTYPE=" + std::to_string(dtype_code(dtype)),
+          "-DHEAD_DIM=" + std::to_string(head_dim),
+          "-DBLOCK_SIZE=" + std::to_string(block_size),
+          "-DTHREADS=" + std::to_string(threads),
+          "-DVEC=" + std::to_string(vec),
+          "-DGROUP=" + std::to_string(group),
+          "-DGQA=" + std::to_string(group ? gqa : 1),
+          "-DPARTITION=" + std::to_string(family == Family::decode_v2 ? partition : 0),
+          "-DREDUCE_THREADS=" + std::to_string(kReduceThreads)};
+}
+
+std::string DecodeVariant::describe() const {
+  std::string s = std::string(family_name(family)) + " " + std::string(dtype_name(dtype)) +
+                  " d=" + std::to_string(head_dim) + " bs=" + std::to_string(block_size) +
+                  " threads=" + std::to_string(threads) + " vec=" + std::to_string(vec) +
+                  " group=" + std::to_string(group);
+  if (group) {
+    s += " gqa=" + std::to_string(gqa);
+  }
+  if (family == Family::decode_v2) {
+    s += " partition=" + std::to_string(partition);
+  }
+  return s;
+}
+
+DecodeVariant decode_variant(const KernelConfig& cfg, const AttnParams& p) {
+  DecodeVariant v;
+  v.family = cfg.family;
+  v.dtype = p.dtype;
+  v.head_dim = p.head_dim;
+  v.block_size = p.block_size;
+  v.threads = cfg.get("threads", kDefaultThreads);
+  v.vec = cfg.get("vec", max_vec(p.dtype));
+  v.group = cfg.get("split", 0);
+  v.gqa = v.group ? p.group_size() : 1;
+  v.partition = cfg.family == Family::decode_v2 ? cfg.get("partition", kDefaultPartition) : 0;
+  return v;
+}
+
+std::vector<KernelConfig> decode_config_space(Family f, const AttnParams& p) {
+  std::vector<KernelConfig> out;
+  if (!family_is_decode(f)) {
+    return out;
+  }
+  std::vector<int> splits = {0};
+  if (p.num_kv_heads > 0 && p.group_size() > 1 && p.group_size() <= kDecodeMaxGroup) {
+    splits.push_back(1);
+  }
+  std::vector<int> partitions = {0};
+  if (f == Family::decode_v2) {
+    partitions.clear();
+    for (int part : kDecodePartitions) {
+      if (p.block_size > 0 && part % p.block_size == 0) {
+        partitions.push_back(part);
+      }
+    }
+  }
+  const int vmax = max_vec(p.dtype);
+  for (int part : partitions) {
+    for (int split : splits) {
+      for (int threads : kDecodeThreads) {
+        for (int vec : {vmax, vmax / 2}) {
+          KernelConfig c;
+          c.family = f;
+          c.params = {{"threads", threads}, {"vec", vec}, {"split", split}};
+          if (f == Family::decode_v2) {
+            c.params["partition"] = part;
+          }
+          out.push_back(c);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> decode_static_can_run(const KernelConfig& cfg, const Problem& pr,
+                                                 const CudaLimits& lim) {
+  const AttnParams& p = pr.params;
+  if (!family_is_decode(cfg.family)) {
+    return std::string("the CUDA backend has no ") + family_name(cfg.family) + " kernel";
+  }
+  if (pr.phase != Phase::decode) {
+    return std::string("decode kernels cannot run a ") + phase_name(pr.phase) + " problem";
+  }
+  for (const auto& [name, value] : cfg.params) {
+    const bool known = name == "threads" || name == "vec" || name == "split" ||
+                       (name == "partition" && cfg.family == Family::decode_v2);
+    if (!known) {
+      return "unknown parameter '" + name + "' for " + family_name(cfg.family) + " on CUDA";
+    }
+  }
+  if (!contains(kDecodeHeadDims, p.head_dim)) {
+    return "head_dim " + std::to_string(p.head_dim) +
+           " is not compiled (supported: " + list_string(kDecodeHeadDims) + ")";
+  }
+  if (!contains(kDecodeBlockSizes, p.block_size)) {
+    return "block_size " + std::to_string(p.block_size) +
+           " is not supported (supported: " + list_string(kDecodeBlockSizes) + ")";
+  }
+  const DecodeVariant v = decode_variant(cfg, p);
+  if (!contains(kDecodeThreads, v.threads)) {
+    return "threads=" + std::to_string(v.threads) + " is not one of " + list_string(kDecodeThreads);
+  }
+  if (v.threads > lim.max_threads_per_block) {
+    return "threads=" + std::to_string(v.threads) + " exceeds the device's " +
+           std::to_string(lim.max_threads_per_block) + " threads per block";
+  }
+  if (!is_pow2(v.vec) || v.vec > max_vec(p.dtype)) {
+    return "vec=" + std::to_string(v.vec) + " must be a power of two up to " +
+           std::to_string(max_vec(p.dtype)) + " for " + std::string(dtype_name(p.dtype));
+  }
+  if (p.head_dim % v.vec != 0) {
+    return "vec=" + std::to_string(v.vec) + " does not divide head_dim " +
+           std::to_string(p.head_dim);
+  }
+  if (v.group != 0 && v.group != 1) {
+    return "split=" + std::to_string(v.group) + " must be 0 (per query head) or 1 (per KV head)";
+  }
+  if (v.group == 1 && p.group_size() > kDecodeMaxGroup) {
+    return "split=1 holds at most " + std::to_string(kDecodeMaxGroup) +
+           " query heads per KV head in registers; this problem has " +
+           std::to_string(p.group_size());
+  }
+  if (cfg.family == Family::decode_v2) {
+    if (v.partition < p.block_size || v.partition % p.block_size != 0 || v.partition > 16384) {
+      return "partition=" + std::to_string(v.partition) + " must be a multiple of block_size " +
+             std::to_string(p.block_size) + " and at most 16384";
+    }
+  }
+  const DecodeLaunch l = decode_launch(v, pr);
+  if (l.static_smem > lim.smem_per_block) {
+    return "needs " + std::to_string(l.static_smem) + " bytes of shared memory, the device has " +
+           std::to_string(lim.smem_per_block);
+  }
+  if (int64_t(l.grid.y) > lim.max_grid_y) {
+    return "batch " + std::to_string(pr.batch) + " exceeds the grid's y limit " +
+           std::to_string(lim.max_grid_y);
+  }
+  if (l.reduce) {
+    if (int64_t(l.grid.z) > lim.max_grid_z) {
+      return std::to_string(l.max_parts) + " partitions exceed the grid's z limit " +
+             std::to_string(lim.max_grid_z);
+    }
+    if (l.reduce_smem + 4 * (kReduceThreads / 32) > lim.smem_per_block) {
+      return "the reduce needs " + std::to_string(l.reduce_smem) + " bytes of shared memory for " +
+             std::to_string(l.max_parts) + " partitions; use a larger partition";
+    }
+  }
+  return std::nullopt;
+}
+
+DecodeLaunch decode_launch(const DecodeVariant& v, const Problem& pr) {
+  const AttnParams& p = pr.params;
+  DecodeLaunch l;
+  l.grid.x = unsigned(v.group ? p.num_kv_heads : p.num_heads);
+  l.grid.y = unsigned(pr.batch);
+  l.block.x = unsigned(v.threads);
+  l.static_smem = int64_t(v.threads / 32) * (v.head_dim + 2) * 4;
+  if (v.family == Family::decode_v2) {
+    l.max_parts = std::max(1, attn_math::num_partitions(pr.max_k_len(), v.partition));
+    l.grid.z = unsigned(l.max_parts);
+    l.reduce = true;
+    l.reduce_grid = {unsigned(p.num_heads), unsigned(pr.batch), 1};
+    l.reduce_block = {unsigned(kReduceThreads), 1, 1};
+    l.reduce_smem = int64_t(l.max_parts) * 4;
+    l.workspace_floats = int64_t(pr.batch) * p.num_heads * l.max_parts * (v.head_dim + 2);
+  }
+  return l;
+}
+
+} // namespace attn::cuda

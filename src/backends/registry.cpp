@@ -1,0 +1,55 @@
+// make_backend: turns a device spec from the command line ("cpu", "cuda:N", "N") into a
+// backend, or a one-line reason why that device is not available in this build or machine.
+#include <cctype>
+
+#include "src/backends/backend.h"
+#include "src/backends/cpu/cpu_backend.h"
+#include "src/backends/cuda/cuda_devices.h"
+#include "src/model/errors.h"
+
+#ifdef ATTN_HAVE_CUDA
+#include "src/backends/cuda/cuda_backend.h"
+#endif
+
+namespace attn {
+
+namespace {
+// The GPU index of "cuda:N" or "N"; -1 when spec is neither.
+int parse_gpu_index(const std::string& spec) {
+  std::string digits = spec.rfind("cuda:", 0) == 0 ? spec.substr(5) : spec;
+  if (digits.empty() || digits.size() > 6) {
+    return -1;
+  }
+  for (char c : digits) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) {
+      return -1;
+    }
+  }
+  return std::stoi(digits);
+}
+} // namespace
+
+std::unique_ptr<Backend> make_backend(const std::string& spec, const BackendOptions& opt) {
+  if (spec == "cpu") {
+    return make_cpu_backend(opt);
+  }
+  const int index = parse_gpu_index(spec);
+  if (index < 0) {
+    throw InputError("device '" + spec + "' is not 'cpu', 'cuda:N' or a GPU index N");
+  }
+#ifdef ATTN_HAVE_CUDA
+  return make_cuda_backend(index);
+#else
+  std::string why_none;
+  const auto gpus = cuda_devices(why_none);
+  std::string msg = "device '" + spec + "' needs the CUDA backend, which this build does not have";
+  if (gpus.empty()) {
+    msg += "; there is no GPU either: " + why_none;
+  } else {
+    msg += " (" + std::to_string(gpus.size()) + " GPU(s) present; rebuild with the CUDA Toolkit)";
+  }
+  throw DeviceUnavailable(msg);
+#endif
+}
+
+} // namespace attn

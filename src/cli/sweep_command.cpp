@@ -1,0 +1,93 @@
+// `attn-tune sweep`: runs a profile on a device (GPU 0 when there is one, else the CPU),
+// checking before timing, appending results.jsonl, and writes the threshold table.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <unistd.h>
+
+#include "build_info.h"
+#include "src/cli/commands.h"
+#include "src/model/errors.h"
+#include "src/tuning/sweep.h"
+
+namespace attn {
+
+namespace {
+struct SweepCliOptions {
+  std::string device;
+  std::string profile = "default";
+  std::string out;
+  bool resume = false;
+  int threads = 0;
+  uint64_t seed = 1;
+  bool publish = false;
+  bool quiet = false;
+};
+
+int run_sweep_cmd(const SweepCliOptions& o) {
+  // Load the profile first: a typo should not wait for a GPU to initialise.
+  const Profile prof = load_profile(o.profile);
+  const BackendOptions bo{.threads = o.threads};
+  std::string spec = o.device;
+  if (spec.empty()) {
+    const DeviceChoice choice = default_device(bo);
+    spec = choice.spec;
+    std::printf("sweep: %s\n", choice.said.c_str());
+  }
+  auto be = make_backend(spec, bo);
+  const DeviceInfo& dev = be->info();
+  SweepOptions so;
+  so.out_dir = o.out.empty() ? "attn-tune-out/" + prof.name : o.out;
+  so.resume = o.resume;
+  so.seed = o.seed;
+  so.reference_threads = o.threads;
+  if (o.publish) {
+    so.publish_dir = (std::filesystem::path(ATTN_SOURCE_DIR) / "results").string();
+  }
+  so.progress = o.quiet ? nullptr : stderr;
+  so.progress_tty = ::isatty(STDERR_FILENO) != 0;
+  std::printf("sweep: profile %s (hash %s) on %s (%s), results in %s\n", prof.name.c_str(),
+              prof.hash.c_str(), dev.name.c_str(), dev.id.c_str(), so.out_dir.c_str());
+  if (dev.backend == "cpu" && prof.name == "default") {
+    // The default grid is sized for a GPU; say so before the ETA does.
+    std::printf("sweep: note: the default profile's GPU-sized shapes take hours on a CPU; "
+                "--profile quick finishes in seconds\n");
+  }
+  std::fflush(stdout);
+  const SweepSummary s = run_sweep(*be, prof, so);
+  const auto& c = s.table.at("measurement_counts");
+  std::printf("sweep: %d measurements (%d from an earlier run): %d timed, %d failed validation, "
+              "%d skipped, %d errors\n",
+              s.total, s.resumed, c.value("ok", 0), c.value("failed", 0), c.value("skipped", 0),
+              c.value("error", 0));
+  std::printf("sweep: results %s\nsweep: table %s\n", s.results_path.c_str(), s.table_path.c_str());
+  if (!s.published_path.empty()) {
+    std::printf("sweep: published %s\n", s.published_path.c_str());
+  }
+  // Wrong results are the one finding a sweep must not bury: they set the exit code.
+  return c.value("failed", 0) > 0 ? kExitMismatch : kExitOk;
+}
+} // namespace
+
+Command setup_sweep(CLI::App& root) {
+  auto opt = std::make_shared<SweepCliOptions>();
+  CLI::App* sub = root.add_subcommand(
+      "sweep", "Check and time every kernel configuration of a profile; write the threshold table");
+  sub->add_option("--device", opt->device,
+                  "0 / cuda:N (a GPU) or cpu; default: GPU 0 if there is one, else cpu");
+  sub->add_option("--profile", opt->profile,
+                  "Built-in profile name (quick, default, llama-3-8b, ...) or a .json path")
+      ->capture_default_str();
+  sub->add_option("--out", opt->out, "Output folder (default: attn-tune-out/<profile>)");
+  sub->add_flag("--resume", opt->resume, "Continue the sweep whose results.jsonl is in --out");
+  sub->add_option("--threads", opt->threads, "CPU worker threads (backend and reference; 0: all)")
+      ->check(CLI::Range(0, 4096));
+  sub->add_option("--seed", opt->seed, "Seed of the test data")->capture_default_str();
+  sub->add_flag("--publish", opt->publish,
+                "Also write the table to results/<device>-<profile>.json in the source tree");
+  sub->add_flag("--quiet", opt->quiet, "No progress lines");
+  return {sub, [opt] { return run_sweep_cmd(*opt); }};
+}
+
+} // namespace attn

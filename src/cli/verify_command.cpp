@@ -1,0 +1,118 @@
+// `attn-tune verify`: the correctness gate CI systems run. Exit codes: 0 all passed, 1 a case
+// failed (or nothing could be checked), 2 usage error, 3 the requested device does not exist.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "src/backends/backend.h"
+#include "src/cli/commands.h"
+#include "src/model/errors.h"
+#include "src/validation/verify.h"
+
+namespace attn {
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (!item.empty()) {
+      out.push_back(item);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+int run_verify_command(const VerifyCommandOptions& o, const BackendFactory& factory, std::FILE* out,
+                       std::FILE* err) {
+  VerifyOptions vo;
+  if (!o.families.empty()) {
+    vo.families.clear();
+    for (const auto& f : split_list(o.families)) {
+      vo.families.push_back(parse_family(f));
+    }
+  }
+  if (!o.dtypes.empty()) {
+    vo.dtypes.clear();
+    for (const auto& d : split_list(o.dtypes)) {
+      vo.dtypes.push_back(parse_dtype(d));
+    }
+  }
+  if (vo.families.empty() || vo.dtypes.empty()) {
+    throw InputError("--families and --dtypes need at least one name each");
+  }
+  vo.intensity = parse_intensity(o.intensity);
+  vo.seed = o.seed;
+  vo.dump_dir = o.dump_dir;
+  vo.reference_threads = o.threads;
+
+  // Which devices: "all" is every CUDA device and the CPU; no flag is GPU 0, else the CPU.
+  std::vector<std::string> specs;
+  const BackendOptions bo{.threads = o.threads};
+  if (o.device == "all") {
+    for (const auto& d : list_devices(bo).devices) {
+      specs.push_back(d.id);
+    }
+  } else if (o.device.empty()) {
+    const DeviceChoice choice = default_device(bo);
+    std::fprintf(err, "verify: %s\n", choice.said.c_str());
+    specs.push_back(choice.spec);
+  } else {
+    specs.push_back(o.device);
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<VerifyReport> reports;
+  int passed = 0;
+  int failed = 0;
+  int skipped = 0;
+  for (const auto& spec : specs) {
+    std::unique_ptr<Backend> be = factory(spec, bo);
+    std::fprintf(err, "verify: %s (%s), seed %llu, intensity %s\n", be->info().id.c_str(),
+                 be->info().name.c_str(), (unsigned long long)o.seed, o.intensity.c_str());
+    reports.push_back(run_verify(*be, vo, out));
+    passed += reports.back().passed;
+    failed += reports.back().failed;
+    skipped += reports.back().skipped;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!o.junit.empty()) {
+    write_junit(o.junit, reports, secs);
+  }
+  if (failed > 0) {
+    std::fprintf(
+        out, "reproduce: attn-tune verify --device %s --seed %llu --intensity %s%s%s%s%s\n",
+        o.device.empty() ? specs.front().c_str() : o.device.c_str(), (unsigned long long)o.seed,
+        o.intensity.c_str(), o.families.empty() ? "" : " --families ", o.families.c_str(),
+        o.dtypes.empty() ? "" : " --dtypes ", o.dtypes.c_str());
+  }
+  std::fprintf(out, "%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  if (passed == 0 && failed == 0) {
+    std::fprintf(err, "verify: nothing was checked (every case was skipped): failing the gate\n");
+    return kExitMismatch;
+  }
+  return failed > 0 ? kExitMismatch : kExitOk;
+}
+
+Command setup_verify(CLI::App& root) {
+  auto o = std::make_shared<VerifyCommandOptions>();
+  CLI::App* sub = root.add_subcommand(
+      "verify", "Check every kernel family and configuration against the reference (a CI gate)");
+  sub->add_option("--device", o->device, "0, cuda:N, cpu or all (default: GPU 0, else the CPU)");
+  sub->add_option("--families", o->families, "Comma-separated: decode_v1,decode_v2,prefill");
+  sub->add_option("--dtypes", o->dtypes, "Comma-separated: fp32,fp16,bf16");
+  sub->add_option("--junit", o->junit, "Write a JUnit XML report to this file");
+  sub->add_option("--seed", o->seed, "Seed of every case's data (failures print it)");
+  sub->add_option("--intensity", o->intensity, "quick, default or full")
+      ->check(CLI::IsMember({"quick", "default", "full"}));
+  sub->add_option("--dump-failures", o->dump_dir, "Write failing cases as replay files here");
+  sub->add_option("--threads", o->threads, "CPU worker threads (0: all)")
+      ->check(CLI::Range(0, 4096));
+  return {sub, [o] { return run_verify_command(*o, make_backend, stdout, stderr); }};
+}
+
+} // namespace attn

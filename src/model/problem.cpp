@@ -1,0 +1,412 @@
+#include "src/model/problem.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "src/model/errors.h"
+#include "src/model/rng.h"
+
+namespace attn {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& msg) { throw InputError(msg); }
+
+std::string shape_of(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    r += (i ? ", " : "") + std::to_string(s[i]);
+  }
+  return r + "]";
+}
+
+void expect_shape(const char* name, const HostTensor& t, const std::vector<int64_t>& want) {
+  if (t.shape != want) {
+    bad(std::string(name) + " has shape " + shape_of(t.shape) + ", expected " + shape_of(want));
+  }
+  if (t.data.size() != std::size_t(t.numel()) * dtype_size(t.dtype)) {
+    bad(std::string(name) + " holds " + std::to_string(t.data.size()) + " bytes, expected " +
+        std::to_string(std::size_t(t.numel()) * dtype_size(t.dtype)));
+  }
+}
+
+// Fill a tensor with standard normal values rounded to its dtype.
+void fill_normal(HostTensor& t, uint64_t seed) {
+  Rng rng(seed);
+  const auto n = std::size_t(t.numel());
+  for (std::size_t i = 0; i < n; ++i) {
+    t.set(i, float(rng.normal()));
+  }
+}
+
+// Allocates the cache, draws block tables from a shuffled pool and fills q, k, v.
+void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const GenOptions& opt) {
+  const AttnParams& p = pr.params;
+  const int bs = p.block_size;
+  if (!(opt.pool_factor >= 1.0)) {
+    bad("pool_factor " + std::to_string(opt.pool_factor) + " must be >= 1");
+  }
+  Rng rng(opt.seed);
+  std::vector<int> nblocks(k_lens.size());
+  int max_blocks = 0;
+  for (std::size_t b = 0; b < k_lens.size(); ++b) {
+    nblocks[b] = int((int64_t(k_lens[b]) + bs - 1) / bs);
+    max_blocks = std::max(max_blocks, nblocks[b]);
+  }
+  // Prefix sharing: every sequence starts with the same physical blocks as sequence 0, over the
+  // full blocks they all have (at most half of the shortest sequence, so tails stay private).
+  int shared = 0;
+  if (opt.shared_prefix && k_lens.size() >= 2) {
+    int min_full = *std::min_element(k_lens.begin(), k_lens.end()) / bs;
+    shared = min_full / 2 > 0 ? min_full / 2 : std::min(min_full, 1);
+  }
+  int64_t needed = shared;
+  for (int n : nblocks) {
+    needed += n - shared;
+  }
+  const int64_t pool = std::max<int64_t>(1, int64_t(std::ceil(double(needed) * opt.pool_factor)));
+  if (pool > (int64_t(1) << 30)) {
+    bad("the problem needs " + std::to_string(pool) + " cache blocks, more than 2^30");
+  }
+  std::vector<int32_t> perm(static_cast<std::size_t>(pool));
+  for (int64_t i = 0; i < pool; ++i) {
+    perm[std::size_t(i)] = int32_t(i);
+  }
+  for (int64_t i = pool - 1; i > 0; --i) { // Fisher-Yates with our portable generator
+    std::swap(perm[std::size_t(i)], perm[std::size_t(rng.range(0, i))]);
+  }
+  // One spare column of garbage past the longest sequence: it must never be read.
+  pr.max_blocks_per_seq = max_blocks + 1;
+  pr.num_blocks = int(pool);
+  pr.block_tables.assign(std::size_t(pr.batch) * pr.max_blocks_per_seq, 0);
+  std::size_t next = 0;
+  std::vector<int32_t> prefix(static_cast<std::size_t>(shared));
+  for (int i = 0; i < shared; ++i) {
+    prefix[std::size_t(i)] = perm[next++];
+  }
+  for (int b = 0; b < pr.batch; ++b) {
+    int32_t* row = &pr.block_tables[std::size_t(b) * pr.max_blocks_per_seq];
+    for (int i = 0; i < pr.max_blocks_per_seq; ++i) {
+      if (i < shared && i < nblocks[std::size_t(b)]) {
+        row[i] = prefix[std::size_t(i)];
+      } else if (i < nblocks[std::size_t(b)]) {
+        row[i] = perm[next++];
+      } else {
+        // Unused entries: valid-looking block ids, so a kernel that reads them gives wrong
+        // numbers (caught by the checker) instead of crashing.
+        row[i] = int32_t(rng.range(0, pool - 1));
+      }
+    }
+  }
+  pr.key_cache = HostTensor(p.dtype, {pool, p.num_kv_heads, bs, p.head_dim});
+  pr.value_cache = HostTensor(p.dtype, {pool, p.num_kv_heads, bs, p.head_dim});
+  fill_normal(pr.query, rng.fork_seed());
+  fill_normal(pr.key_cache, rng.fork_seed());
+  fill_normal(pr.value_cache, rng.fork_seed());
+}
+
+} // namespace
+
+double AttnParams::effective_scale() const {
+  return scale ? *scale : 1.0 / std::sqrt(double(head_dim));
+}
+
+void AttnParams::validate() const {
+  if (num_heads <= 0) {
+    bad("num_heads " + std::to_string(num_heads) + " must be positive");
+  }
+  if (num_kv_heads <= 0) {
+    bad("num_kv_heads " + std::to_string(num_kv_heads) + " must be positive");
+  }
+  if (num_heads % num_kv_heads != 0) {
+    bad("num_heads " + std::to_string(num_heads) + " is not a multiple of num_kv_heads " +
+        std::to_string(num_kv_heads));
+  }
+  if (head_dim <= 0 || head_dim > kMaxHeadDim || head_dim % 8 != 0) {
+    bad("head_dim " + std::to_string(head_dim) + " is unsupported (a multiple of 8 up to " +
+        std::to_string(kMaxHeadDim) + ")");
+  }
+  if (block_size <= 0 || block_size > kMaxBlockSize) {
+    bad("block_size " + std::to_string(block_size) + " is out of range (1 to " +
+        std::to_string(kMaxBlockSize) + ")");
+  }
+  if (window_left < -1) {
+    bad("window_left " + std::to_string(window_left) + " must be -1 (unbounded) or >= 0");
+  }
+  if (window_right < -1) {
+    bad("window_right " + std::to_string(window_right) + " must be -1 (unbounded) or >= 0");
+  }
+  if (!std::isfinite(softcap) || softcap < 0) {
+    bad("softcap " + std::to_string(softcap) + " must be >= 0 (0 turns it off)");
+  }
+  if (scale && (!std::isfinite(*scale) || *scale <= 0)) {
+    bad("scale " + std::to_string(*scale) + " must be positive and finite");
+  }
+}
+
+std::string AttnParams::describe() const {
+  std::ostringstream s;
+  s << "h=" << num_heads << " kvh=" << num_kv_heads << " d=" << head_dim << " bs=" << block_size
+    << " " << dtype_name(dtype) << (causal ? " causal" : " full") << " win=" << window_left << ","
+    << window_right << " softcap=" << softcap;
+  if (scale) {
+    s << " scale=" << *scale;
+  }
+  return s.str();
+}
+
+const char* phase_name(Phase p) { return p == Phase::decode ? "decode" : "prefill"; }
+
+int Problem::num_rows() const {
+  return phase == Phase::decode ? batch : (cu_seqlens_q.empty() ? 0 : cu_seqlens_q.back());
+}
+
+int Problem::max_k_len() const {
+  int m = 0;
+  for (int b = 0; b < batch; ++b) {
+    m = std::max(m, k_len(b));
+  }
+  return m;
+}
+
+int Problem::max_q_len() const {
+  int m = 0;
+  for (int b = 0; b < batch; ++b) {
+    m = std::max(m, q_len(b));
+  }
+  return m;
+}
+
+namespace {
+// Visible key range [lo, hi] of query row i of a sequence (empty when lo > hi).
+std::pair<int64_t, int64_t> visible_range(const AttnParams& p, int q_len, int k_len, int i) {
+  const int64_t pos = int64_t(k_len) - q_len + i;
+  int64_t lo = 0;
+  int64_t hi = int64_t(k_len) - 1;
+  if (p.causal) {
+    hi = std::min(hi, pos);
+  }
+  if (p.window_left >= 0) {
+    lo = std::max(lo, pos - p.window_left);
+  }
+  if (p.window_right >= 0) {
+    hi = std::min(hi, pos + p.window_right);
+  }
+  return {lo, hi};
+}
+} // namespace
+
+int64_t Problem::kv_bytes_touched() const {
+  int64_t keys = 0;
+  for (int b = 0; b < batch; ++b) {
+    const int ql = q_len(b);
+    const int kl = k_len(b);
+    if (ql == 0 || kl == 0) {
+      continue;
+    }
+    // Row ranges move monotonically with i, so the union is [lo of row 0, hi of the last row].
+    auto first = visible_range(params, ql, kl, 0);
+    auto last = visible_range(params, ql, kl, ql - 1);
+    const int64_t lo = first.first;
+    const int64_t hi = std::max(first.second, last.second);
+    if (hi >= lo) {
+      keys += hi - lo + 1;
+    }
+  }
+  return keys * 2 * params.num_kv_heads * params.head_dim * int64_t(dtype_size(params.dtype));
+}
+
+int64_t Problem::visible_pairs() const {
+  int64_t pairs = 0;
+  for (int b = 0; b < batch; ++b) {
+    for (int i = 0; i < q_len(b); ++i) {
+      auto [lo, hi] = visible_range(params, q_len(b), k_len(b), i);
+      pairs += std::max<int64_t>(0, hi - lo + 1);
+    }
+  }
+  return pairs * params.num_heads;
+}
+
+void Problem::validate() const {
+  params.validate();
+  const AttnParams& p = params;
+  if (batch <= 0) {
+    bad("batch " + std::to_string(batch) + " must be positive");
+  }
+  if (num_blocks <= 0) {
+    bad("num_blocks " + std::to_string(num_blocks) + " must be positive");
+  }
+  if (max_blocks_per_seq < 0) {
+    bad("block_tables has " + std::to_string(max_blocks_per_seq) + " columns");
+  }
+  if (block_tables.size() != std::size_t(batch) * std::size_t(max_blocks_per_seq)) {
+    bad("block_tables holds " + std::to_string(block_tables.size()) + " entries, expected batch " +
+        std::to_string(batch) + " x " + std::to_string(max_blocks_per_seq));
+  }
+  if (phase == Phase::decode) {
+    if (context_lens.size() != std::size_t(batch)) {
+      bad("context_lens has " + std::to_string(context_lens.size()) + " entries, expected batch " +
+          std::to_string(batch));
+    }
+    for (int b = 0; b < batch; ++b) {
+      if (context_lens[std::size_t(b)] < 0) {
+        bad("context_lens[" + std::to_string(b) +
+            "] = " + std::to_string(context_lens[std::size_t(b)]) + " is negative");
+      }
+    }
+  } else {
+    for (const auto* cu : {&cu_seqlens_q, &cu_seqlens_k}) {
+      const char* name = cu == &cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_k";
+      if (cu->size() != std::size_t(batch) + 1) {
+        bad(std::string(name) + " has " + std::to_string(cu->size()) +
+            " entries, expected batch+1 = " + std::to_string(batch + 1));
+      }
+      if ((*cu)[0] != 0) {
+        bad(std::string(name) + "[0] = " + std::to_string((*cu)[0]) + ", expected 0");
+      }
+      for (int b = 0; b < batch; ++b) {
+        if ((*cu)[std::size_t(b) + 1] < (*cu)[std::size_t(b)]) {
+          bad(std::string(name) + " decreases at index " + std::to_string(b + 1) + " (" +
+              std::to_string((*cu)[std::size_t(b)]) + " -> " +
+              std::to_string((*cu)[std::size_t(b) + 1]) + "), a negative length");
+        }
+      }
+    }
+  }
+  const int64_t rows = num_rows();
+  for (const auto* t : {&query, &key_cache, &value_cache}) {
+    if (t->dtype != p.dtype) {
+      bad(std::string(t == &query       ? "query"
+                      : t == &key_cache ? "key_cache"
+                                        : "value_cache") +
+          " is " + std::string(dtype_name(t->dtype)) + " but the problem is " +
+          std::string(dtype_name(p.dtype)));
+    }
+  }
+  expect_shape("query", query, {rows, p.num_heads, p.head_dim});
+  expect_shape("key_cache", key_cache, {num_blocks, p.num_kv_heads, p.block_size, p.head_dim});
+  expect_shape("value_cache", value_cache, {num_blocks, p.num_kv_heads, p.block_size, p.head_dim});
+  for (int b = 0; b < batch; ++b) {
+    // In 64 bits: a k_len near INT_MAX would wrap to a negative block count and pass.
+    const int64_t used = (int64_t(k_len(b)) + p.block_size - 1) / p.block_size;
+    if (used > max_blocks_per_seq) {
+      bad("block table of sequence " + std::to_string(b) + " has " +
+          std::to_string(max_blocks_per_seq) + " entries, too short for its " +
+          std::to_string(k_len(b)) + " keys (needs " + std::to_string(used) + ")");
+    }
+    for (int i = 0; i < int(used); ++i) {
+      const int32_t blk = block_tables[std::size_t(b) * max_blocks_per_seq + i];
+      if (blk < 0 || blk >= num_blocks) {
+        bad("block_tables[" + std::to_string(b) + "][" + std::to_string(i) +
+            "] = " + std::to_string(blk) + " is outside the cache's " + std::to_string(num_blocks) +
+            " blocks");
+      }
+    }
+  }
+}
+
+std::string Problem::describe() const {
+  std::ostringstream s;
+  s << phase_name(phase) << " batch=" << batch << " " << params.describe();
+  if (phase == Phase::decode) {
+    s << " max_ctx=" << max_k_len();
+  } else {
+    s << " max_q=" << max_q_len() << " max_k=" << max_k_len();
+  }
+  return s.str();
+}
+
+Problem make_decode_problem(const AttnParams& p, const std::vector<int>& context_lens,
+                            const GenOptions& opt) {
+  p.validate();
+  Problem pr;
+  pr.phase = Phase::decode;
+  pr.params = p;
+  pr.batch = int(context_lens.size());
+  pr.seed = opt.seed;
+  if (pr.batch <= 0) {
+    bad("a decode batch needs at least one sequence");
+  }
+  for (std::size_t b = 0; b < context_lens.size(); ++b) {
+    if (context_lens[b] < 0) {
+      bad("context_lens[" + std::to_string(b) + "] = " + std::to_string(context_lens[b]) +
+          " is negative");
+    }
+  }
+  pr.context_lens.assign(context_lens.begin(), context_lens.end());
+  pr.query = HostTensor(p.dtype, {pr.batch, p.num_heads, p.head_dim});
+  build_cache_and_tables(pr, context_lens, opt);
+  return pr;
+}
+
+Problem make_prefill_problem(const AttnParams& p, const std::vector<int>& q_lens,
+                             const std::vector<int>& k_lens, const GenOptions& opt) {
+  p.validate();
+  if (q_lens.size() != k_lens.size()) {
+    bad("prefill batch has " + std::to_string(q_lens.size()) + " query lengths but " +
+        std::to_string(k_lens.size()) + " key lengths");
+  }
+  Problem pr;
+  pr.phase = Phase::prefill;
+  pr.params = p;
+  pr.batch = int(q_lens.size());
+  pr.seed = opt.seed;
+  if (pr.batch <= 0) {
+    bad("a prefill batch needs at least one sequence");
+  }
+  pr.cu_seqlens_q.assign(1, 0);
+  pr.cu_seqlens_k.assign(1, 0);
+  for (std::size_t b = 0; b < q_lens.size(); ++b) {
+    if (q_lens[b] < 0 || k_lens[b] < 0) {
+      bad("sequence " + std::to_string(b) + " has a negative length (q_len " +
+          std::to_string(q_lens[b]) + ", k_len " + std::to_string(k_lens[b]) + ")");
+    }
+    pr.cu_seqlens_q.push_back(pr.cu_seqlens_q.back() + q_lens[b]);
+    pr.cu_seqlens_k.push_back(pr.cu_seqlens_k.back() + k_lens[b]);
+  }
+  pr.query = HostTensor(p.dtype, {pr.cu_seqlens_q.back(), p.num_heads, p.head_dim});
+  build_cache_and_tables(pr, k_lens, opt);
+  return pr;
+}
+
+std::vector<int> edge_lengths(int block_size, const std::vector<int>& partition_sizes,
+                              int max_len) {
+  std::vector<int> e = {1, block_size - 1, block_size, block_size + 1, max_len};
+  for (int ps : partition_sizes) {
+    for (int k = 1; k <= 2; ++k) {
+      e.push_back(k * ps - 1);
+      e.push_back(k * ps);
+      e.push_back(k * ps + 1);
+    }
+  }
+  std::vector<int> out;
+  for (int x : e) {
+    if (x >= 1 && x <= max_len) {
+      out.push_back(x);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int> ragged_lengths(uint64_t seed, int count, int block_size,
+                                const std::vector<int>& partition_sizes, int max_len) {
+  Rng rng(seed);
+  std::vector<int> edges = edge_lengths(block_size, partition_sizes, max_len);
+  for (std::size_t i = edges.size(); i > 1; --i) {
+    std::swap(edges[i - 1], edges[std::size_t(rng.range(0, int64_t(i) - 1))]);
+  }
+  std::vector<int> out;
+  for (int i = 0; i < count; ++i) {
+    if (std::size_t(i) < edges.size()) {
+      out.push_back(edges[std::size_t(i)]);
+    } else {
+      out.push_back(int(rng.range(1, std::max(1, max_len))));
+    }
+  }
+  return out;
+}
+
+} // namespace attn

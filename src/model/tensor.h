@@ -1,0 +1,45 @@
+// A dense, row-major host tensor of one storage dtype: how problems, outputs and replay files
+// hold q, k, v and out. Index math is the caller's; this type only owns and converts.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "src/model/dtype.h"
+
+namespace attn {
+
+struct HostTensor {
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  std::vector<std::byte> data;
+
+  HostTensor() = default;
+  HostTensor(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {
+    data.resize(std::size_t(numel()) * dtype_size(t));
+  }
+
+  [[nodiscard]] int64_t numel() const {
+    return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  }
+  [[nodiscard]] float get(std::size_t i) const { return load_as_float(dtype, data.data(), i); }
+  void set(std::size_t i, float v) { store_from_float(dtype, data.data(), i, v); }
+  [[nodiscard]] void* raw() { return data.data(); }
+  [[nodiscard]] const void* raw() const { return data.data(); }
+  [[nodiscard]] std::string shape_string() const;
+};
+
+// The bit pattern written into outputs before a run: a NaN with a payload no arithmetic
+// produces, so that a checker can tell "never written" from "computed NaN".
+inline constexpr uint32_t kPoisonF32 = 0x7fbadbadu; // signalling-NaN payload
+inline constexpr uint16_t kPoisonF16 = 0x7d5au;     // signalling NaN in fp16
+inline constexpr uint16_t kPoisonBF16 = 0x7f9au;    // signalling NaN in bf16
+
+void poison(HostTensor& t);
+[[nodiscard]] bool is_poison(const HostTensor& t, std::size_t i);
+void poison(std::vector<float>& v);
+[[nodiscard]] bool is_poison(float f);
+
+} // namespace attn

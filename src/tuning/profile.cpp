@@ -1,0 +1,656 @@
+// Sweep profiles: parsing with errors that name the key path, lookup by name or path, and the
+// expansion of a grid into workloads.
+#include "src/tuning/profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "src/io/embedded.h"
+#include "src/model/errors.h"
+
+namespace attn {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string fnv1a_hex(const std::string& s) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(s)));
+  return buf;
+}
+
+namespace {
+
+using nlohmann::json;
+
+// Parsing context: the origin ("profile quick") and the key path being read.
+struct Ctx {
+  std::string origin;
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw InputError(origin + ": " + path + ": " + what);
+  }
+};
+
+std::string shown(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
+int get_int(const Ctx& c, const std::string& path, const json& v, int lo, const char* what) {
+  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > (1ll << 30)) {
+    c.fail(path, std::string("expected ") + what + ", got " + shown(v));
+  }
+  return v.get<int>();
+}
+
+double get_num(const Ctx& c, const std::string& path, const json& v, double lo, const char* what) {
+  if (!v.is_number() || !(v.get<double>() >= lo) || !std::isfinite(v.get<double>())) {
+    c.fail(path, std::string("expected ") + what + ", got " + shown(v));
+  }
+  return v.get<double>();
+}
+
+bool get_bool(const Ctx& c, const std::string& path, const json& v) {
+  if (!v.is_boolean()) {
+    c.fail(path, "expected true or false, got " + shown(v));
+  }
+  return v.get<bool>();
+}
+
+DType get_dtype(const Ctx& c, const std::string& path, const json& v) {
+  if (!v.is_string()) {
+    c.fail(path, "expected a dtype (\"fp32\", \"fp16\" or \"bf16\"), got " + shown(v));
+  }
+  try {
+    return parse_dtype(v.get<std::string>());
+  } catch (const InputError&) {
+    c.fail(path, "expected a dtype (\"fp32\", \"fp16\" or \"bf16\"), got " + shown(v));
+  }
+}
+
+// An axis is a non-empty list of values, or one bare value (a list of one).
+template <class T, class F>
+std::vector<T> get_axis(const Ctx& c, const std::string& path, const json& v, F one) {
+  std::vector<T> out;
+  if (v.is_array()) {
+    if (v.empty()) {
+      c.fail(path, "expected a non-empty list");
+    }
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      out.push_back(one(path + "[" + std::to_string(i) + "]", v[i]));
+    }
+  } else {
+    out.push_back(one(path, v));
+  }
+  return out;
+}
+
+void check_keys(const Ctx& c, const std::string& path, const json& obj,
+                const std::set<std::string>& allowed) {
+  if (!obj.is_object()) {
+    c.fail(path.empty() ? "(top level)" : path, "expected an object, got " + shown(obj));
+  }
+  for (const auto& [k, v] : obj.items()) {
+    if (!allowed.count(k)) {
+      std::string list;
+      for (const auto& a : allowed) {
+        list += (list.empty() ? "" : ", ") + a;
+      }
+      c.fail(path.empty() ? k : path + "." + k, "unknown key (expected one of: " + list + ")");
+    }
+  }
+}
+
+PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase phase) {
+  std::set<std::string> allowed = {"batch",       "num_kv_heads", "gqa_ratio", "num_heads",
+                                   "head_dim",    "block_size",   "dtype",     "causal",
+                                   "window_left", "window_right", "softcap"};
+  if (phase == Phase::decode) {
+    allowed.insert("context_len");
+  } else {
+    allowed.insert({"q_len", "k_len"});
+  }
+  check_keys(c, path, g, allowed);
+  auto pos_int = [&](const std::string& p, const json& v) {
+    return get_int(c, p, v, 1, "a positive integer");
+  };
+  auto window = [&](const std::string& p, const json& v) {
+    return get_int(c, p, v, -1, "-1 (unbounded) or a non-negative integer");
+  };
+  auto req = [&](const char* key) -> const json& {
+    if (!g.contains(key)) {
+      c.fail(path + "." + key, "missing (required)");
+    }
+    return g[key];
+  };
+  PhaseGrid r;
+  r.batch = get_axis<int>(c, path + ".batch", req("batch"), pos_int);
+  if (phase == Phase::decode) {
+    r.context_len = get_axis<int>(c, path + ".context_len", req("context_len"), pos_int);
+  } else {
+    r.q_len = get_axis<int>(c, path + ".q_len", req("q_len"), pos_int);
+    r.k_len = get_axis<int>(c, path + ".k_len", req("k_len"), pos_int);
+  }
+  r.num_kv_heads = get_axis<int>(c, path + ".num_kv_heads", req("num_kv_heads"), pos_int);
+  if (g.contains("gqa_ratio") == g.contains("num_heads")) {
+    c.fail(path, "give exactly one of gqa_ratio and num_heads");
+  }
+  if (g.contains("gqa_ratio")) {
+    r.gqa_ratio = get_axis<int>(c, path + ".gqa_ratio", g["gqa_ratio"], pos_int);
+  } else {
+    r.num_heads = get_axis<int>(c, path + ".num_heads", g["num_heads"], pos_int);
+  }
+  r.head_dim = get_axis<int>(c, path + ".head_dim", req("head_dim"), pos_int);
+  r.block_size = get_axis<int>(c, path + ".block_size", req("block_size"), pos_int);
+  r.dtype =
+      get_axis<DType>(c, path + ".dtype", req("dtype"),
+                      [&](const std::string& p, const json& v) { return get_dtype(c, p, v); });
+  r.causal =
+      g.contains("causal")
+          ? get_axis<bool>(c, path + ".causal", g["causal"],
+                           [&](const std::string& p, const json& v) { return get_bool(c, p, v); })
+          : std::vector<bool>{true};
+  r.window_left = g.contains("window_left")
+                      ? get_axis<int>(c, path + ".window_left", g["window_left"], window)
+                      : std::vector<int>{-1};
+  r.window_right = g.contains("window_right")
+                       ? get_axis<int>(c, path + ".window_right", g["window_right"], window)
+                       : std::vector<int>{-1};
+  r.softcap = g.contains("softcap")
+                  ? get_axis<double>(c, path + ".softcap", g["softcap"],
+                                     [&](const std::string& p, const json& v) {
+                                       return get_num(c, p, v, 0.0, "a number >= 0 (0: off)");
+                                     })
+                  : std::vector<double>{0.0};
+  return r;
+}
+
+// A configuration entry: an object of integer parameters, each a value or a list (crossed).
+std::vector<KernelConfig> parse_config_entry(const Ctx& c, const std::string& path, const json& e,
+                                             Family f) {
+  if (!e.is_object()) {
+    c.fail(path, "expected an object of integer parameters, got " + shown(e));
+  }
+  std::vector<KernelConfig> out(1, KernelConfig{f, {}});
+  for (const auto& [k, v] : e.items()) {
+    std::vector<int> values =
+        get_axis<int>(c, path + "." + k, v, [&](const std::string& p, const json& x) {
+          return get_int(c, p, x, 0, "a non-negative integer");
+        });
+    std::vector<KernelConfig> next;
+    for (const auto& base : out) {
+      for (int x : values) {
+        KernelConfig cfg = base;
+        cfg.params[k] = x;
+        next.push_back(cfg);
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+TimingOptions parse_timing(const Ctx& c, const json& t) {
+  check_keys(c, "timing", t,
+             {"warmup", "min_reps", "max_reps", "max_seconds", "target_noise", "flush_cache"});
+  TimingOptions o;
+  if (t.contains("warmup")) {
+    o.warmup = get_int(c, "timing.warmup", t["warmup"], 0, "a non-negative integer");
+  }
+  if (t.contains("min_reps")) {
+    o.min_reps = get_int(c, "timing.min_reps", t["min_reps"], 1, "a positive integer");
+  }
+  if (t.contains("max_reps")) {
+    o.max_reps = get_int(c, "timing.max_reps", t["max_reps"], 1, "a positive integer");
+  }
+  if (o.max_reps < o.min_reps) {
+    c.fail("timing.max_reps", "must be >= timing.min_reps (" + std::to_string(o.min_reps) + ")");
+  }
+  if (t.contains("max_seconds")) {
+    o.max_seconds = get_num(c, "timing.max_seconds", t["max_seconds"], 0.0, "seconds >= 0");
+  }
+  if (t.contains("target_noise")) {
+    o.target_noise = get_num(c, "timing.target_noise", t["target_noise"], 0.0, "a number >= 0");
+  }
+  if (t.contains("flush_cache")) {
+    o.flush_cache = get_bool(c, "timing.flush_cache", t["flush_cache"]);
+  }
+  return o;
+}
+
+// A held-out point: scalar fields; a missing one takes the first value of its phase's axis.
+Workload parse_held_out(const Ctx& c, const std::string& path, const json& h, const Profile& p) {
+  if (!h.is_object()) {
+    c.fail(path, "expected an object, got " + shown(h));
+  }
+  Phase phase = Phase::decode;
+  if (h.contains("phase")) {
+    if (h["phase"] == "prefill") {
+      phase = Phase::prefill;
+    } else if (h["phase"] != "decode") {
+      c.fail(path + ".phase", "expected \"decode\" or \"prefill\", got " + shown(h["phase"]));
+    }
+  }
+  const auto& grid = phase == Phase::decode ? p.decode : p.prefill;
+  if (!grid) {
+    c.fail(path + ".phase", std::string("the profile has no ") + phase_name(phase) + " grid");
+  }
+  std::set<std::string> allowed = {"phase",     "batch",       "num_kv_heads", "gqa_ratio",
+                                   "num_heads", "head_dim",    "block_size",   "dtype",
+                                   "causal",    "window_left", "window_right", "softcap"};
+  if (phase == Phase::decode) {
+    allowed.insert("context_len");
+  } else {
+    allowed.insert({"q_len", "k_len"});
+  }
+  check_keys(c, path, h, allowed);
+  auto pint = [&](const char* key, int fallback, int lo = 1) {
+    if (!h.contains(key)) {
+      return fallback;
+    }
+    return get_int(c, path + "." + key, h[key], lo,
+                   lo == 1 ? "a positive integer" : "-1 (unbounded) or a non-negative integer");
+  };
+  const PhaseGrid& g = *grid;
+  Workload w;
+  w.phase = phase;
+  w.held_out = true;
+  w.batch = pint("batch", g.batch[0]);
+  if (phase == Phase::decode) {
+    w.context_len = pint("context_len", g.context_len[0]);
+  } else {
+    w.q_len = pint("q_len", g.q_len[0]);
+    w.k_len = pint("k_len", g.k_len[0]);
+  }
+  AttnParams& a = w.params;
+  a.num_kv_heads = pint("num_kv_heads", g.num_kv_heads[0]);
+  if (h.contains("gqa_ratio") && h.contains("num_heads")) {
+    c.fail(path, "give at most one of gqa_ratio and num_heads");
+  }
+  if (h.contains("num_heads")) {
+    a.num_heads = pint("num_heads", 0);
+  } else if (h.contains("gqa_ratio") || !g.gqa_ratio.empty()) {
+    a.num_heads = a.num_kv_heads * pint("gqa_ratio", g.gqa_ratio.empty() ? 1 : g.gqa_ratio[0]);
+  } else {
+    a.num_heads = g.num_heads[0];
+  }
+  a.head_dim = pint("head_dim", g.head_dim[0]);
+  a.block_size = pint("block_size", g.block_size[0]);
+  a.dtype = h.contains("dtype") ? get_dtype(c, path + ".dtype", h["dtype"]) : g.dtype[0];
+  a.causal = h.contains("causal") ? get_bool(c, path + ".causal", h["causal"]) : bool(g.causal[0]);
+  a.window_left = pint("window_left", g.window_left[0], -1);
+  a.window_right = pint("window_right", g.window_right[0], -1);
+  a.softcap = h.contains("softcap")
+                  ? get_num(c, path + ".softcap", h["softcap"], 0.0, "a number >= 0 (0: off)")
+                  : g.softcap[0];
+  try {
+    a.validate();
+  } catch (const InputError& e) {
+    c.fail(path, e.what());
+  }
+  return w;
+}
+
+std::string read_file_text(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) {
+    throw InputError("cannot read profile '" + p.string() + "'");
+  }
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Profile parse_text(const std::string& text, const std::string& origin) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    throw InputError(origin + ": not valid JSON (" + what.substr(what.find(']') + 2) + ")");
+  }
+  return parse_profile(j, origin);
+}
+
+} // namespace
+
+Profile parse_profile(const json& j, const std::string& origin) {
+  Ctx c{origin};
+  check_keys(c, "", j,
+             {"name", "description", "decode", "prefill", "configs", "timing", "validation",
+              "pool_factor", "held_out"});
+  Profile p;
+  if (!j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty()) {
+    c.fail("name", j.contains("name") ? "expected a non-empty string, got " + shown(j["name"])
+                                      : "missing (required)");
+  }
+  p.name = j["name"].get<std::string>();
+  for (char ch : p.name) {
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.')) {
+      c.fail("name", "use letters, digits, '-', '_' and '.' only, got " + shown(j["name"]));
+    }
+  }
+  if (j.contains("description")) {
+    if (!j["description"].is_string()) {
+      c.fail("description", "expected a string, got " + shown(j["description"]));
+    }
+    p.description = j["description"].get<std::string>();
+  }
+  if (j.contains("decode")) {
+    p.decode = parse_grid(c, "decode", j["decode"], Phase::decode);
+  }
+  if (j.contains("prefill")) {
+    p.prefill = parse_grid(c, "prefill", j["prefill"], Phase::prefill);
+  }
+  if (!p.decode && !p.prefill) {
+    c.fail("decode", "a profile needs a decode grid, a prefill grid or both");
+  }
+  if (j.contains("configs")) {
+    const json& cf = j["configs"];
+    check_keys(c, "configs", cf, {"decode_v1", "decode_v2", "prefill"});
+    for (const auto& [k, v] : cf.items()) {
+      const std::string path = "configs." + k;
+      if (v.is_string()) {
+        if (v != "auto") {
+          c.fail(path, "expected \"auto\" or a list of configurations, got " + shown(v));
+        }
+        continue;
+      }
+      if (!v.is_array() || v.empty()) {
+        c.fail(path, "expected \"auto\" or a non-empty list of configurations, got " + shown(v));
+      }
+      const Family f = parse_family(k);
+      auto& list = p.configs[f];
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        for (auto& cfg : parse_config_entry(c, path + "[" + std::to_string(i) + "]", v[i], f)) {
+          if (std::find(list.begin(), list.end(), cfg) == list.end()) {
+            list.push_back(cfg);
+          }
+        }
+      }
+    }
+  }
+  if (j.contains("timing")) {
+    p.timing = parse_timing(c, j["timing"]);
+  }
+  if (j.contains("validation")) {
+    const json& v = j["validation"];
+    check_keys(c, "validation", v, {"max_reference_work", "min_rows"});
+    if (v.contains("max_reference_work")) {
+      const json& x = v["max_reference_work"];
+      if (!x.is_number() || !(x.get<double>() >= 1.0) || x.get<double>() > 1e18) {
+        c.fail("validation.max_reference_work", "expected a positive number, got " + shown(x));
+      }
+      p.validation.max_reference_work = int64_t(x.get<double>());
+    }
+    if (v.contains("min_rows")) {
+      p.validation.min_rows =
+          get_int(c, "validation.min_rows", v["min_rows"], 1, "a positive integer");
+    }
+  }
+  if (j.contains("pool_factor")) {
+    p.pool_factor = get_num(c, "pool_factor", j["pool_factor"], 1.0, "a number >= 1");
+  }
+  if (j.contains("held_out")) {
+    const json& h = j["held_out"];
+    if (!h.is_array()) {
+      c.fail("held_out", "expected a list of workloads, got " + shown(h));
+    }
+    for (std::size_t i = 0; i < h.size(); ++i) {
+      p.held_out.push_back(parse_held_out(c, "held_out[" + std::to_string(i) + "]", h[i], p));
+    }
+  }
+  // Every grid combination must be a valid problem; say which axis value breaks it.
+  for (const auto* g : {&p.decode, &p.prefill}) {
+    if (!*g) {
+      continue;
+    }
+    const char* gname = g == &p.decode ? "decode" : "prefill";
+    for (int kvh : (*g)->num_kv_heads) {
+      for (int h : (*g)->num_heads) {
+        if (h % kvh != 0) {
+          c.fail(std::string(gname) + ".num_heads",
+                 std::to_string(h) + " is not a multiple of num_kv_heads " + std::to_string(kvh));
+        }
+      }
+    }
+    for (int d : (*g)->head_dim) {
+      if (d % 8 != 0 || d > kMaxHeadDim) {
+        c.fail(std::string(gname) + ".head_dim", std::to_string(d) +
+                                                     " is unsupported (a multiple of 8 up to " +
+                                                     std::to_string(kMaxHeadDim) + ")");
+      }
+    }
+    for (int bs : (*g)->block_size) {
+      if (bs > kMaxBlockSize) {
+        c.fail(std::string(gname) + ".block_size",
+               std::to_string(bs) + " is above " + std::to_string(kMaxBlockSize));
+      }
+    }
+  }
+  p.hash = fnv1a_hex(j.dump());
+  return p;
+}
+
+std::vector<std::string> builtin_profile_names() {
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < generated::kEmbeddedProfileCount; ++i) {
+    names.emplace_back(generated::kEmbeddedProfiles[i].name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::optional<std::string> builtin_profile_text(const std::string& name) {
+  for (std::size_t i = 0; i < generated::kEmbeddedProfileCount; ++i) {
+    const auto& e = generated::kEmbeddedProfiles[i];
+    if (name == e.name) {
+      return std::string(reinterpret_cast<const char*>(e.data), e.size);
+    }
+  }
+  return std::nullopt;
+}
+
+Profile load_profile(const std::string& name_or_path) {
+  namespace fs = std::filesystem;
+  const bool looks_like_path =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
+  std::error_code ec;
+  if (looks_like_path || fs::is_regular_file(name_or_path, ec)) {
+    if (!fs::is_regular_file(name_or_path, ec)) {
+      throw InputError("profile file '" + name_or_path + "' does not exist");
+    }
+    return parse_text(read_file_text(name_or_path), "profile " + name_or_path);
+  }
+  if (auto text = builtin_profile_text(name_or_path)) {
+    return parse_text(*text, "profile " + name_or_path);
+  }
+  std::string list;
+  for (const auto& n : builtin_profile_names()) {
+    list += (list.empty() ? "" : ", ") + n;
+  }
+  throw InputError("unknown profile '" + name_or_path + "' (built in: " + list +
+                   "; or give a path to a .json file)");
+}
+
+MaskOption Workload::mask() const {
+  return {params.causal, params.window_left, params.window_right, params.softcap};
+}
+
+std::string Workload::key() const {
+  std::ostringstream s;
+  s << phase_name(phase) << " b=" << batch;
+  if (phase == Phase::decode) {
+    s << " ctx=" << context_len;
+  } else {
+    s << " q=" << q_len << " k=" << k_len;
+  }
+  s << " h=" << params.num_heads << " kvh=" << params.num_kv_heads << " d=" << params.head_dim
+    << " bs=" << params.block_size << " " << dtype_name(params.dtype)
+    << (params.causal ? " causal" : " full") << " wl=" << params.window_left
+    << " wr=" << params.window_right << " cap=" << params.softcap;
+  return s.str();
+}
+
+nlohmann::json Workload::to_json() const {
+  json j = {{"phase", phase_name(phase)},
+            {"batch", batch},
+            {"num_heads", params.num_heads},
+            {"num_kv_heads", params.num_kv_heads},
+            {"head_dim", params.head_dim},
+            {"block_size", params.block_size},
+            {"dtype", std::string(dtype_name(params.dtype))},
+            {"causal", params.causal},
+            {"window_left", params.window_left},
+            {"window_right", params.window_right},
+            {"softcap", params.softcap},
+            {"held_out", held_out}};
+  if (phase == Phase::decode) {
+    j["context_len"] = context_len;
+  } else {
+    j["q_len"] = q_len;
+    j["k_len"] = k_len;
+  }
+  return j;
+}
+
+Workload Workload::from_json(const nlohmann::json& j) {
+  try {
+    Workload w;
+    const std::string ph = j.at("phase").get<std::string>();
+    if (ph != "decode" && ph != "prefill") {
+      throw InputError("workload phase '" + ph + "' is neither decode nor prefill");
+    }
+    w.phase = ph == "decode" ? Phase::decode : Phase::prefill;
+    w.batch = j.at("batch").get<int>();
+    if (w.phase == Phase::decode) {
+      w.context_len = j.at("context_len").get<int>();
+    } else {
+      w.q_len = j.at("q_len").get<int>();
+      w.k_len = j.at("k_len").get<int>();
+    }
+    w.params.num_heads = j.at("num_heads").get<int>();
+    w.params.num_kv_heads = j.at("num_kv_heads").get<int>();
+    w.params.head_dim = j.at("head_dim").get<int>();
+    w.params.block_size = j.at("block_size").get<int>();
+    w.params.dtype = parse_dtype(j.at("dtype").get<std::string>());
+    w.params.causal = j.at("causal").get<bool>();
+    w.params.window_left = j.at("window_left").get<int>();
+    w.params.window_right = j.at("window_right").get<int>();
+    w.params.softcap = j.at("softcap").get<double>();
+    w.held_out = j.value("held_out", false);
+    return w;
+  } catch (const json::exception& e) {
+    throw InputError(std::string("malformed workload record: ") + e.what());
+  }
+}
+
+std::vector<Workload> expand_workloads(const Profile& p) {
+  std::vector<Workload> out;
+  for (Phase phase : {Phase::decode, Phase::prefill}) {
+    const auto& grid = phase == Phase::decode ? p.decode : p.prefill;
+    if (!grid) {
+      continue;
+    }
+    const PhaseGrid& g = *grid;
+    // Lengths as (q, k) pairs; decode has q = 1 and k = context_len.
+    std::vector<std::pair<int, int>> lens;
+    if (phase == Phase::decode) {
+      for (int ctx : g.context_len) {
+        lens.emplace_back(1, ctx);
+      }
+    } else {
+      for (int q : g.q_len) {
+        for (int k : g.k_len) {
+          if (q <= k) {
+            lens.emplace_back(q, k);
+          }
+        }
+      }
+    }
+    // The cross product, built from the fastest-varying axis (lengths) to the slowest (dtype):
+    // each cross() makes the axis it adds vary slower than those already there.
+    Workload proto;
+    proto.phase = phase;
+    std::vector<Workload> ws;
+    for (auto [q, k] : lens) {
+      Workload w = proto;
+      (phase == Phase::decode ? w.context_len : w.k_len) = k;
+      w.q_len = phase == Phase::decode ? 0 : q;
+      ws.push_back(w);
+    }
+    auto cross = [&ws](const auto& values, const auto& set) {
+      std::vector<Workload> next;
+      for (const auto& v : values) {
+        for (Workload w : ws) {
+          set(w, v);
+          next.push_back(w);
+        }
+      }
+      ws = std::move(next);
+    };
+    cross(g.batch, [](Workload& w, int v) { w.batch = v; });
+    cross(g.softcap, [](Workload& w, double v) { w.params.softcap = v; });
+    cross(g.window_right, [](Workload& w, int v) { w.params.window_right = v; });
+    cross(g.window_left, [](Workload& w, int v) { w.params.window_left = v; });
+    cross(g.causal, [](Workload& w, bool v) { w.params.causal = v; });
+    // num_heads is either given or num_kv_heads * gqa_ratio (filled once kvh is known).
+    if (g.gqa_ratio.empty()) {
+      cross(g.num_heads, [](Workload& w, int v) { w.params.num_heads = v; });
+    } else {
+      cross(g.gqa_ratio, [](Workload& w, int v) { w.params.num_heads = v; });
+    }
+    cross(g.num_kv_heads, [&g](Workload& w, int v) {
+      w.params.num_kv_heads = v;
+      if (!g.gqa_ratio.empty()) {
+        w.params.num_heads *= v; // held the ratio until now
+      }
+    });
+    cross(g.block_size, [](Workload& w, int v) { w.params.block_size = v; });
+    cross(g.head_dim, [](Workload& w, int v) { w.params.head_dim = v; });
+    cross(g.dtype, [](Workload& w, DType v) { w.params.dtype = v; });
+    out.insert(out.end(), ws.begin(), ws.end());
+  }
+  // Held-out points that coincide with a grid point would leak into the fit: keep one copy,
+  // flagged held out only if it is not a grid point.
+  std::set<std::string> seen;
+  for (const auto& w : out) {
+    seen.insert(w.key());
+  }
+  for (const auto& w : p.held_out) {
+    if (seen.insert(w.key()).second) {
+      out.push_back(w);
+    }
+  }
+  return out;
+}
+
+std::vector<KernelConfig> configs_for(const Profile& p, const Backend& be, const Workload& w) {
+  std::vector<Family> fams;
+  if (w.phase == Phase::decode) {
+    fams = {Family::decode_v1, Family::decode_v2};
+  } else {
+    fams = {Family::prefill};
+  }
+  std::vector<KernelConfig> out;
+  for (Family f : fams) {
+    auto it = p.configs.find(f);
+    const auto list = it != p.configs.end() ? it->second : be.config_space(f, w.params);
+    out.insert(out.end(), list.begin(), list.end());
+  }
+  return out;
+}
+
+} // namespace attn

@@ -1,0 +1,65 @@
+// The sweep: a profile's workloads meet a backend's kernel configurations; each pair is checked
+// against the reference, then timed, and appended to results.jsonl; the end builds the table.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/backends/backend.h"
+#include "src/tuning/profile.h"
+#include "src/tuning/threshold_table.h"
+
+namespace attn {
+
+struct SweepOptions {
+  std::string out_dir = "attn-tune-out"; // results.jsonl and threshold_table.json go here
+  bool resume = false;                   // continue the results.jsonl already in out_dir
+  uint64_t seed = 1;                     // test data seeds derive from it and the workload
+  int reference_threads = 0;             // 0: all hardware threads
+  std::string publish_dir;               // also write <slug>-<profile>.json here when set
+  FILE* progress = nullptr;              // progress lines; nullptr: silent
+  bool progress_tty = false;             // rewrite one line in place instead of a line each
+};
+
+struct SweepSummary {
+  int total = 0;   // measurements the profile asks for
+  int resumed = 0; // found in results.jsonl already
+  int ok = 0;      // counts of this run's new measurements
+  int failed = 0;
+  int skipped = 0;
+  int errors = 0;
+  std::string results_path;
+  std::string table_path;
+  std::string published_path;
+  nlohmann::json table;
+};
+
+[[nodiscard]] SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt);
+
+// The rows a check compares (ReferenceOptions::rows; empty = all), by the rule of
+// docs/profiles.md "Validation": all rows when the estimated reference work fits
+// max_reference_work, else row 0, the last row and seeded random rows up to the cap
+// (at least min_rows). Sorted.
+[[nodiscard]] std::vector<int> sample_rows(const Problem& pr, const ValidationOptions& v,
+                                           uint64_t seed);
+
+// The data seed of a workload: the sweep seed mixed with a hash of the workload key, so a
+// resumed sweep regenerates the same inputs.
+[[nodiscard]] uint64_t workload_seed(uint64_t sweep_seed, const Workload& w);
+
+// Reads results.jsonl: the header and every complete measurement line. A last line without its
+// newline (a measurement killed mid-write) is ignored and reported through `valid_bytes`, the
+// length of the file's valid prefix. Throws InputError on a corrupt complete line.
+struct ResultsFile {
+  nlohmann::json header;             // null when the file is empty
+  std::vector<nlohmann::json> lines; // measurement records
+  std::size_t valid_bytes = 0;
+  bool truncated_tail = false;
+};
+[[nodiscard]] ResultsFile read_results(const std::string& path);
+[[nodiscard]] std::vector<MeasurementRecord> to_records(const std::vector<nlohmann::json>& lines);
+
+} // namespace attn

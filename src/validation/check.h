@@ -1,0 +1,58 @@
+// Judging a computed attention output against the reference: per-dtype tolerances, poisoned
+// (never written) elements, NaN/Inf, the normwise error and the first few mismatches.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "reference/reference.h"
+#include "src/model/problem.h"
+#include "src/model/tensor.h"
+
+namespace attn {
+
+// An element passes when |got - ref| <= atol + rtol * |ref|; the whole output passes when every
+// element does and ||got - ref|| / ||ref|| <= norm_rel. lse is checked with lse_atol.
+// Values and their reasons are in README.md "Accuracy".
+struct Tolerance {
+  double atol;
+  double rtol;
+  double norm_rel;
+  double lse_atol;
+};
+[[nodiscard]] Tolerance tolerance_for(DType t);
+
+struct Mismatch {
+  int row = 0;
+  int head = 0;
+  int dim = -1; // -1: the lse of (row, head)
+  double got = 0.0;
+  double want = 0.0;
+  std::string what; // "mismatch", "unwritten", "nan", "inf"
+};
+
+struct CheckReport {
+  bool pass = true;
+  double norm_rel_err = 0.0; // ||got - ref|| / ||ref|| over the checked rows
+  double max_abs_err = 0.0;
+  double max_lse_err = 0.0;
+  int64_t checked = 0;   // output elements compared
+  int64_t bad = 0;       // elements outside atol + rtol|ref|
+  int64_t unwritten = 0; // elements still holding the poison pattern
+  int64_t nonfinite = 0; // NaN or Inf (other than the poison)
+  int64_t lse_bad = 0;
+  std::vector<Mismatch> first; // the first few problems, in index order
+  // "norm_rel_err=1.2e-04 max_abs=3.1e-03 bad=0 unwritten=0 nonfinite=0"
+  [[nodiscard]] std::string summary() const;
+  // One line per listed mismatch: "  out[row=3, head=1, dim=17] got 0.51 want 0.49 (mismatch)".
+  [[nodiscard]] std::string details() const;
+};
+
+inline constexpr int kMaxListedMismatches = 8;
+
+// Compare `out` ([rows, heads, head_dim], the problem's dtype) and optionally `lse` ([rows, heads])
+// with the reference, over the rows the reference computed. Throws InputError when out or lse
+// does not hold exactly the reference's number of elements.
+[[nodiscard]] CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
+                                       const ReferenceResult& ref, const Tolerance& tol);
+
+} // namespace attn

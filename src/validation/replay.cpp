@@ -1,0 +1,332 @@
+// Replay files: the shapes of SPEC.md's tensor table are the only description of the problem, so
+// every dimension is derived from them and cross-checked before Problem::validate() runs.
+#include "src/validation/replay.h"
+
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "src/model/errors.h"
+
+namespace attn {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& file, const std::string& what) {
+  throw InputError(file + ": " + what);
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    r += (i ? ", " : "") + std::to_string(s[i]);
+  }
+  return r + "]";
+}
+
+StTensor& need(SafetensorsFile& f, const std::string& file, const std::string& name,
+               std::size_t rank) {
+  auto it = f.tensors.find(name);
+  if (it == f.tensors.end()) {
+    bad(file, "has no tensor '" + name + "'");
+  }
+  if (it->second.shape.size() != rank) {
+    bad(file, name + " has shape " + shape_str(it->second.shape) + ", expected rank " +
+                  std::to_string(rank));
+  }
+  return it->second;
+}
+
+int dim_as_int(const std::string& file, const std::string& what, int64_t v) {
+  if (v > INT_MAX) {
+    bad(file, what + " = " + std::to_string(v) + " is too large");
+  }
+  return int(v);
+}
+
+// Metadata values are strings by the format's rules; engines write Python's str() of the value.
+bool parse_bool(const std::string& file, const std::string& key, const std::string& s) {
+  std::string l;
+  for (char c : s) {
+    l += char(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (l == "true" || l == "1") {
+    return true;
+  }
+  if (l == "false" || l == "0") {
+    return false;
+  }
+  bad(file, "__metadata__ " + key + " = '" + s + "' is not a boolean (true/false/1/0)");
+}
+
+int parse_int(const std::string& file, const std::string& key, const std::string& s) {
+  int v = 0;
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, v);
+  if (s.empty() || ec != std::errc() || p != end) {
+    bad(file, "__metadata__ " + key + " = '" + s + "' is not an integer");
+  }
+  return v;
+}
+
+double parse_double(const std::string& file, const std::string& key, const std::string& s) {
+  double v = 0;
+  const char* begin = s.data();
+  const char* end = s.data() + s.size();
+  if (!s.empty() && *begin == '+') { // from_chars refuses a leading '+'; Python never writes it
+    ++begin;
+  }
+  auto [p, ec] = std::from_chars(begin, end, v);
+  if (s.empty() || ec != std::errc() || p != end || !std::isfinite(v)) {
+    bad(file, "__metadata__ " + key + " = '" + s + "' is not a finite number");
+  }
+  return v;
+}
+
+std::string format_double(double v) {
+  char buf[32];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v); // shortest text that reads back exactly
+  return std::string(buf, p);
+}
+
+} // namespace
+
+ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
+  ReplayFile rf;
+  rf.metadata = f.metadata;
+  Problem& pr = rf.problem;
+  AttnParams& p = pr.params;
+
+  const bool has_ctx = f.tensors.count("context_lens") != 0;
+  const bool has_cuq = f.tensors.count("cu_seqlens_q") != 0;
+  const bool has_cuk = f.tensors.count("cu_seqlens_k") != 0;
+  if (has_ctx && (has_cuq || has_cuk)) {
+    bad(file, "holds both context_lens (decode) and cu_seqlens (prefill); which is it?");
+  }
+  if (!has_ctx && !has_cuq && !has_cuk) {
+    bad(file, "has neither context_lens (decode) nor cu_seqlens_q/cu_seqlens_k (prefill)");
+  }
+  if (!has_ctx && has_cuq != has_cuk) {
+    bad(file, std::string("has ") + (has_cuq ? "cu_seqlens_q" : "cu_seqlens_k") + " but no " +
+                  (has_cuq ? "cu_seqlens_k" : "cu_seqlens_q"));
+  }
+  pr.phase = has_ctx ? Phase::decode : Phase::prefill;
+
+  try {
+    StTensor& q = need(f, file, "query", 3);
+    StTensor& k = need(f, file, "key_cache", 4);
+    StTensor& v = need(f, file, "value_cache", 4);
+    const StTensor& bt = need(f, file, "block_tables", 2);
+    pr.query = to_host(std::move(q), "query");
+    pr.key_cache = to_host(std::move(k), "key_cache");
+    pr.value_cache = to_host(std::move(v), "value_cache");
+    if (pr.key_cache.dtype != pr.query.dtype || pr.value_cache.dtype != pr.query.dtype) {
+      bad(file, std::string("query, key_cache and value_cache must share a dtype (they are ") +
+                    st_dtype_name(q.dtype) + ", " + st_dtype_name(k.dtype) + ", " +
+                    st_dtype_name(v.dtype) + ")");
+    }
+    if (k.shape != v.shape) {
+      bad(file,
+          "key_cache has shape " + shape_str(k.shape) + " but value_cache " + shape_str(v.shape));
+    }
+    if (k.shape[3] != q.shape[2]) {
+      bad(file, "key_cache head_dim " + std::to_string(k.shape[3]) +
+                    " differs from query head_dim " + std::to_string(q.shape[2]));
+    }
+    p.dtype = pr.query.dtype;
+    p.num_heads = dim_as_int(file, "query num_heads", q.shape[1]);
+    p.head_dim = dim_as_int(file, "query head_dim", q.shape[2]);
+    p.num_kv_heads = dim_as_int(file, "key_cache num_kv_heads", k.shape[1]);
+    p.block_size = dim_as_int(file, "key_cache block_size", k.shape[2]);
+    pr.num_blocks = dim_as_int(file, "key_cache num_blocks", k.shape[0]);
+    const int rows = dim_as_int(file, "query rows", q.shape[0]);
+
+    pr.batch = dim_as_int(file, "block_tables batch", bt.shape[0]);
+    pr.max_blocks_per_seq = dim_as_int(file, "block_tables columns", bt.shape[1]);
+    pr.block_tables = to_int32(bt, "block_tables");
+    if (pr.phase == Phase::decode) {
+      const StTensor& cl = need(f, file, "context_lens", 1);
+      if (cl.shape[0] != pr.batch) {
+        bad(file, "context_lens has " + std::to_string(cl.shape[0]) +
+                      " entries but block_tables has " + std::to_string(pr.batch) + " rows");
+      }
+      if (rows != pr.batch) {
+        bad(file, "decode query has " + std::to_string(rows) +
+                      " rows, expected one per sequence (" + std::to_string(pr.batch) + ")");
+      }
+      pr.context_lens = to_int32(cl, "context_lens");
+    } else {
+      for (const char* name : {"cu_seqlens_q", "cu_seqlens_k"}) {
+        const StTensor& cu = need(f, file, name, 1);
+        if (cu.shape[0] != int64_t(pr.batch) + 1) {
+          bad(file,
+              std::string(name) + " has " + std::to_string(cu.shape[0]) +
+                  " entries, expected block_tables rows + 1 = " + std::to_string(pr.batch + 1));
+        }
+        (std::string(name) == "cu_seqlens_q" ? pr.cu_seqlens_q : pr.cu_seqlens_k) =
+            to_int32(cu, name);
+      }
+      if (!pr.cu_seqlens_q.empty() && pr.cu_seqlens_q.back() != rows) {
+        bad(file, "cu_seqlens_q ends at " + std::to_string(pr.cu_seqlens_q.back()) +
+                      " but query has " + std::to_string(rows) + " rows");
+      }
+    }
+
+    // Parameters: missing keys take SPEC.md's defaults; keys we do not know are the engine's.
+    // Python's str(None) ("None") for scale, windows or softcap also means "the default": that is
+    // what an engine that dumps its optional arguments with str() writes for an unset one.
+    auto meta = [&](const char* key) -> const std::string* {
+      auto it = f.metadata.find(key);
+      return it == f.metadata.end() ? nullptr : &it->second;
+    };
+    auto optional_meta = [&](const char* key) -> const std::string* {
+      const std::string* s = meta(key);
+      return s && *s != "None" ? s : nullptr;
+    };
+    if (auto* s = meta("causal")) {
+      p.causal = parse_bool(file, "causal", *s);
+    }
+    if (auto* s = optional_meta("scale")) {
+      p.scale = parse_double(file, "scale", *s);
+    }
+    if (auto* s = optional_meta("window_left")) {
+      p.window_left = parse_int(file, "window_left", *s);
+    }
+    if (auto* s = optional_meta("window_right")) {
+      p.window_right = parse_int(file, "window_right", *s);
+    }
+    if (auto* s = optional_meta("softcap")) {
+      p.softcap = parse_double(file, "softcap", *s);
+    }
+
+    pr.validate();
+
+    if (auto it = f.tensors.find("out"); it != f.tensors.end()) {
+      HostTensor out = to_host(std::move(it->second), "out");
+      if (out.dtype != p.dtype) {
+        bad(file, std::string("out is ") + st_dtype_name(it->second.dtype) + " but query is " +
+                      st_dtype_name(q.dtype));
+      }
+      if (out.shape != pr.query.shape) {
+        bad(file, "out has shape " + shape_str(out.shape) + ", expected the query's " +
+                      shape_str(pr.query.shape));
+      }
+      rf.out = std::move(out);
+    }
+    if (auto it = f.tensors.find("lse"); it != f.tensors.end()) {
+      const std::vector<int64_t> want = {rows, p.num_heads};
+      if (it->second.shape != want) {
+        bad(file, "lse has shape " + shape_str(it->second.shape) + ", expected " + shape_str(want));
+      }
+      rf.lse = to_float32(it->second, "lse");
+    }
+  } catch (const InputError& e) {
+    // Messages from the tensor and problem layers do not know the file; name it once.
+    const std::string msg = e.what();
+    if (msg.rfind(file + ": ", 0) == 0) {
+      throw;
+    }
+    bad(file, msg);
+  }
+  return rf;
+}
+
+ReplayFile load_replay(const std::string& path) {
+  return replay_from_safetensors(read_safetensors(path), path);
+}
+
+SafetensorsFile replay_to_safetensors(const Problem& pr, const HostTensor* out,
+                                      const std::vector<float>* lse) {
+  pr.validate();
+  const AttnParams& p = pr.params;
+  SafetensorsFile f;
+  f.tensors["query"] = to_st(pr.query);
+  f.tensors["key_cache"] = to_st(pr.key_cache);
+  f.tensors["value_cache"] = to_st(pr.value_cache);
+  f.tensors["block_tables"] = to_st(pr.block_tables, {pr.batch, pr.max_blocks_per_seq});
+  if (pr.phase == Phase::decode) {
+    f.tensors["context_lens"] = to_st(pr.context_lens, {pr.batch});
+  } else {
+    f.tensors["cu_seqlens_q"] = to_st(pr.cu_seqlens_q, {int64_t(pr.batch) + 1});
+    f.tensors["cu_seqlens_k"] = to_st(pr.cu_seqlens_k, {int64_t(pr.batch) + 1});
+  }
+  const int64_t rows = pr.num_rows();
+  if (out) {
+    if (out->dtype != p.dtype || out->shape != pr.query.shape) {
+      throw InputError("out is " + std::string(dtype_name(out->dtype)) + " " +
+                       shape_str(out->shape) + ", expected " + std::string(dtype_name(p.dtype)) +
+                       " " + shape_str(pr.query.shape));
+    }
+    f.tensors["out"] = to_st(*out);
+  }
+  if (lse) {
+    if (lse->size() != std::size_t(rows) * p.num_heads) {
+      throw InputError("lse holds " + std::to_string(lse->size()) + " values, expected " +
+                       std::to_string(rows * p.num_heads));
+    }
+    f.tensors["lse"] = to_st(*lse, {rows, p.num_heads});
+  }
+  f.metadata["causal"] = p.causal ? "true" : "false";
+  f.metadata["window_left"] = std::to_string(p.window_left);
+  f.metadata["window_right"] = std::to_string(p.window_right);
+  f.metadata["softcap"] = format_double(p.softcap);
+  if (p.scale) {
+    f.metadata["scale"] = format_double(*p.scale);
+  }
+  return f;
+}
+
+void save_replay(const std::string& path, const Problem& pr, const HostTensor* out,
+                 const std::vector<float>* lse) {
+  write_safetensors(path, replay_to_safetensors(pr, out, lse));
+}
+
+void save_outputs(const std::string& path, const HostTensor& out, const std::vector<float>& lse) {
+  if (out.shape.size() != 3 ||
+      lse.size() != std::size_t(out.shape[0]) * std::size_t(out.shape[1])) {
+    throw InputError("out " + shape_str(out.shape) + " and " + std::to_string(lse.size()) +
+                     " lse values do not go together");
+  }
+  SafetensorsFile f;
+  f.tensors["out"] = to_st(out);
+  f.tensors["lse"] = to_st(lse, {out.shape[0], out.shape[1]});
+  write_safetensors(path, f);
+}
+
+float round_double_to(DType t, double v) {
+  float f = float(v); // nearest even in fp32
+  if (t == DType::f32 || !std::isfinite(v) || double(f) == v) {
+    return round_to(t, f);
+  }
+  // Round to odd first: truncate toward zero and set the last bit when inexact. A second
+  // nearest-even rounding to a format at least two bits narrower is then exact (Boldo-Melquiond).
+  if (std::abs(double(f)) > std::abs(v)) {
+    f = std::nextafter(f, 0.0f);
+  }
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u |= 1u;
+  std::memcpy(&f, &u, 4);
+  return round_to(t, f);
+}
+
+HostTensor reference_out_as(const ReferenceResult& ref, DType t) {
+  HostTensor out(t, {ref.rows, ref.heads, ref.head_dim});
+  for (std::size_t i = 0; i < ref.out.size(); ++i) {
+    out.set(i, round_double_to(t, ref.out[i]));
+  }
+  return out;
+}
+
+std::vector<float> reference_lse_as_float(const ReferenceResult& ref) {
+  std::vector<float> lse(ref.lse.size());
+  for (std::size_t i = 0; i < lse.size(); ++i) {
+    lse[i] = float(ref.lse[i]);
+  }
+  return lse;
+}
+
+} // namespace attn

@@ -1,0 +1,97 @@
+// `attn-tune verify`: the correctness gate. Builds the SPEC.md edge cases as groups of
+// problems, runs every kernel family and configuration of a backend on them against the
+// reference, and reports per case, per JUnit testcase (family x configuration x group) and in sum.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/backends/backend.h"
+#include "src/model/problem.h"
+
+namespace attn {
+
+enum class Intensity { quick, standard, full };
+[[nodiscard]] Intensity parse_intensity(const std::string& s); // quick|default|full
+
+// One problem of a case group, described by its shape so that it can be rebuilt from its seed.
+struct VerifyCase {
+  std::string group; // "decode/edges", "prefill/chunked", ...
+  int index = 0;     // position in its group
+  uint64_t seed = 0; // derived from the run's seed, the group and the index
+  Phase phase = Phase::decode;
+  AttnParams params;
+  std::vector<int> q_lens; // prefill only
+  std::vector<int> k_lens; // context lengths (decode) or key lengths (prefill)
+  bool shared_prefix = false;
+
+  [[nodiscard]] Problem make() const;
+  [[nodiscard]] std::string name() const { return group + "#" + std::to_string(index); }
+};
+
+// The edge cases of SPEC.md for one phase and dtype. Case seeds depend only on (seed, group,
+// index), so that filtering families or dtypes never changes what a given seed reproduces.
+[[nodiscard]] std::vector<VerifyCase> verify_cases(Phase phase, DType dtype, Intensity intensity,
+                                                   uint64_t seed);
+
+struct VerifyOptions {
+  std::vector<Family> families = {Family::decode_v1, Family::decode_v2, Family::prefill};
+  std::vector<DType> dtypes = {DType::f32, DType::f16, DType::bf16};
+  Intensity intensity = Intensity::standard;
+  uint64_t seed = 1;
+  std::string dump_dir; // write failing cases as replay files here (empty: don't)
+  int reference_threads = 0;
+};
+
+// One JUnit testcase: a family x configuration x case group on one device.
+struct VerifyTestcase {
+  std::string device;
+  std::string family;
+  std::string config;
+  std::string group;
+  int passed = 0;
+  int failed = 0;
+  int skipped = 0;
+  double seconds = 0.0;
+  std::vector<std::string> failures; // one line per failing case
+  std::string skip_reason;           // when every case was skipped
+};
+
+struct VerifyReport {
+  std::vector<VerifyTestcase> testcases;
+  int passed = 0;
+  int failed = 0;
+  int skipped = 0;
+  std::vector<std::string> dumped; // replay files written
+};
+
+// Runs the gate on one backend. Failing cases are printed to `log` as they happen (one line
+// each); nothing else is printed.
+[[nodiscard]] VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log);
+
+// The `verify` subcommand's flags, and its body with the backend factory as a parameter so that
+// tests can plant a faulty backend (the CLI always passes make_backend).
+struct VerifyCommandOptions {
+  std::string device; // empty: GPU 0 if there is one, else the CPU
+  std::string families;
+  std::string dtypes;
+  std::string junit;
+  std::string dump_dir;
+  std::string intensity = "default";
+  uint64_t seed = 1;
+  int threads = 0;
+};
+using BackendFactory =
+    std::function<std::unique_ptr<Backend>(const std::string& spec, const BackendOptions& opt)>;
+[[nodiscard]] int run_verify_command(const VerifyCommandOptions& o, const BackendFactory& factory,
+                                     std::FILE* out, std::FILE* err);
+
+// JUnit XML of one or more devices' reports (GitLab, Jenkins and GitHub reporters read it),
+// written atomically.
+void write_junit(const std::string& path, const std::vector<VerifyReport>& reports,
+                 double total_seconds);
+
+} // namespace attn

@@ -1,0 +1,486 @@
+// Tests of the CPU backend against the Eigen reference: seeded random grids over dtype, head_dim,
+// block_size, GQA ratio, mask options, ragged lengths and partition sizes (sampled, not the full
+// product), prefill edge cases, every kernel build this processor runs, and the interface.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "reference/reference.h"
+#include "src/backends/backend.h"
+#include "src/validation/check.h"
+#include "src/backends/cpu/cpu_backend.h"
+#include "src/model/errors.h"
+#include "src/model/rng.h"
+
+using namespace attn;
+
+namespace {
+
+constexpr uint64_t kGridSeed = 0x5eed2026;
+
+// Draws values of one grid axis so that every value appears equally often: a shuffled deck,
+// reshuffled when empty.
+template <class T> class Deck {
+public:
+  Deck(std::vector<T> values, Rng& rng) : values_(std::move(values)), rng_(rng) {}
+  T next() {
+    if (pos_ == 0) {
+      for (std::size_t i = values_.size(); i > 1; --i) {
+        std::swap(values_[i - 1], values_[std::size_t(rng_.range(0, int64_t(i) - 1))]);
+      }
+    }
+    T v = values_[pos_];
+    pos_ = (pos_ + 1) % values_.size();
+    return v;
+  }
+
+private:
+  std::vector<T> values_;
+  Rng& rng_;
+  std::size_t pos_ = 0;
+};
+
+enum class MaskOpt { causal, full, window_left, window_right, both_windows, softcap, scale };
+const char* mask_name(MaskOpt m) {
+  switch (m) {
+  case MaskOpt::causal:
+    return "causal";
+  case MaskOpt::full:
+    return "full";
+  case MaskOpt::window_left:
+    return "window_left";
+  case MaskOpt::window_right:
+    return "window_right";
+  case MaskOpt::both_windows:
+    return "both_windows";
+  case MaskOpt::softcap:
+    return "softcap";
+  default:
+    return "scale";
+  }
+}
+
+void apply_mask(AttnParams& p, MaskOpt m, Rng& rng, int max_len) {
+  p.causal = true;
+  const int w = int(rng.range(0, std::max(1, max_len / 2)));
+  switch (m) {
+  case MaskOpt::full:
+    p.causal = false;
+    break;
+  case MaskOpt::window_left:
+    p.window_left = w;
+    break;
+  case MaskOpt::window_right:
+    p.causal = false;
+    p.window_right = w;
+    break;
+  case MaskOpt::both_windows:
+    p.causal = rng.range(0, 1) == 1;
+    p.window_left = w;
+    p.window_right = int(rng.range(0, 20));
+    break;
+  case MaskOpt::softcap:
+    p.softcap = rng.range(0, 1) ? 5.0 : 30.0;
+    break;
+  case MaskOpt::scale:
+    p.scale = 0.02 + rng.uniform() * 0.3;
+    break;
+  default:
+    break;
+  }
+}
+
+std::string lengths_string(const std::vector<int>& v) {
+  std::ostringstream s;
+  s << "[";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    s << (i ? "," : "") << v[i];
+  }
+  s << "]";
+  return s.str();
+}
+
+// Checks one run against the reference; the message names everything needed to reproduce.
+void expect_matches(const RunOutput& got, const ReferenceResult& ref, DType dt,
+                    const std::string& what) {
+  const CheckReport rep = check_output(got.out, &got.lse, ref, tolerance_for(dt));
+  EXPECT_TRUE(rep.pass) << what << "\n  " << rep.summary() << "\n" << rep.details();
+}
+
+// The reference format for another kernel's output, to compare two kernels directly.
+ReferenceResult as_reference(const RunOutput& o, int rows, int heads, int dim) {
+  ReferenceResult r;
+  r.rows = rows;
+  r.heads = heads;
+  r.head_dim = dim;
+  r.out.resize(std::size_t(o.out.numel()));
+  for (std::size_t i = 0; i < r.out.size(); ++i) {
+    r.out[i] = o.out.get(i);
+  }
+  r.lse.assign(o.lse.begin(), o.lse.end());
+  r.computed.assign(std::size_t(rows), 1);
+  return r;
+}
+
+struct GridAxes {
+  Deck<DType> dtype;
+  Deck<int> head_dim;
+  Deck<int> block_size;
+  Deck<int> gqa;
+  Deck<MaskOpt> mask;
+  explicit GridAxes(Rng& rng)
+      : dtype({DType::f32, DType::f16, DType::bf16}, rng), head_dim({64, 80, 96, 128, 256}, rng),
+        block_size({8, 16, 32, 64, 128, 256}, rng), gqa({1, 2, 4, 8}, rng),
+        mask({MaskOpt::causal, MaskOpt::full, MaskOpt::window_left, MaskOpt::window_right,
+              MaskOpt::both_windows, MaskOpt::softcap, MaskOpt::scale},
+             rng) {}
+};
+
+// Shapes are kept small (at most 8 query heads) so the reference stays cheap.
+AttnParams draw_params(GridAxes& ax, Rng& rng, MaskOpt* mask_out) {
+  AttnParams p;
+  p.dtype = ax.dtype.next();
+  p.head_dim = ax.head_dim.next();
+  p.block_size = ax.block_size.next();
+  const int g = ax.gqa.next();
+  p.num_kv_heads = g == 8 ? 1 : int(rng.range(1, 8 / g));
+  p.num_heads = p.num_kv_heads * g;
+  *mask_out = ax.mask.next();
+  return p;
+}
+
+void run_decode_grid(Backend& be, int cases, uint64_t seed) {
+  Rng rng(seed);
+  GridAxes ax(rng);
+  for (int c = 0; c < cases; ++c) {
+    MaskOpt mask;
+    AttnParams p = draw_params(ax, rng, &mask);
+    const int bs = p.block_size;
+    // Partition sizes that are multiples of the block size, from one block up to 1024.
+    std::vector<int> parts;
+    for (int m : {1, 2, 4}) {
+      parts.push_back(bs * m);
+    }
+    for (int s : {256, 512, 1024}) {
+      if (s % bs == 0) {
+        parts.push_back(s);
+      }
+    }
+    const int part = parts[std::size_t(rng.range(0, int64_t(parts.size()) - 1))];
+    const int max_len = std::min(2 * part + 3, 2100);
+    apply_mask(p, mask, rng, max_len);
+    const int batch = int(rng.range(2, 5));
+    std::vector<int> lens = ragged_lengths(rng.fork_seed(), batch, bs, {part}, max_len);
+    if (rng.range(0, 7) == 0) {
+      lens[std::size_t(rng.range(0, batch - 1))] = 0; // an empty context: out 0, lse -inf
+    }
+    GenOptions gen;
+    gen.seed = rng.fork_seed();
+    gen.shared_prefix = rng.range(0, 3) == 0;
+    const Problem pr = make_decode_problem(p, lens, gen);
+    const ReferenceResult ref = reference_attention(pr);
+    std::ostringstream ctx;
+    ctx << "grid seed " << seed << " case " << c << ": " << pr.describe()
+        << " mask=" << mask_name(mask) << " lens=" << lengths_string(lens)
+        << " gen_seed=" << gen.seed << " shared_prefix=" << gen.shared_prefix;
+
+    const int split = int(rng.range(0, 1));
+    const KernelConfig v1{Family::decode_v1, {{"split", split}}};
+    const KernelConfig v2{Family::decode_v2, {{"partition", part}, {"split", 1 - split}}};
+    const RunOutput o1 = run_once(be, pr, v1);
+    const RunOutput o2 = run_once(be, pr, v2);
+    expect_matches(o1, ref, p.dtype, ctx.str() + " " + v1.key());
+    expect_matches(o2, ref, p.dtype, ctx.str() + " " + v2.key());
+    // v1 and v2 agree with each other, too.
+    expect_matches(o2, as_reference(o1, pr.num_rows(), p.num_heads, p.head_dim), p.dtype,
+                   ctx.str() + " " + v2.key() + " vs " + v1.key());
+    if (::testing::Test::HasFailure()) {
+      return; // one reproducible failure is enough; the rest would repeat it
+    }
+  }
+}
+
+void run_prefill_grid(Backend& be, int cases, uint64_t seed) {
+  Rng rng(seed);
+  GridAxes ax(rng);
+  Deck<int> q_tiles({1, 7, 16, 32, 64}, rng);
+  Deck<int> k_tiles({1, 5, 32, 64, 128}, rng);
+  for (int c = 0; c < cases; ++c) {
+    MaskOpt mask;
+    AttnParams p = draw_params(ax, rng, &mask);
+    const int max_k = 160;
+    apply_mask(p, mask, rng, max_k);
+    const int batch = int(rng.range(2, 4));
+    std::vector<int> k_lens = ragged_lengths(rng.fork_seed(), batch, p.block_size, {}, max_k);
+    std::vector<int> q_lens;
+    for (int b = 0; b < batch; ++b) {
+      const int kind = int(rng.range(0, 5));
+      int& k = k_lens[std::size_t(b)];
+      if (kind == 0) { // q_len > k_len: leading rows see no key under causal
+        q_lens.push_back(k + int(rng.range(1, 6)));
+      } else if (kind == 1) { // no keys at all
+        k = 0;
+        q_lens.push_back(int(rng.range(1, 5)));
+      } else if (kind == 2) { // full prefill
+        q_lens.push_back(std::min(k, 48));
+        k = q_lens.back();
+      } else { // chunked prefill: a chunk of new rows after cached keys
+        q_lens.push_back(int(rng.range(1, std::min(k, 40))));
+      }
+    }
+    GenOptions gen;
+    gen.seed = rng.fork_seed();
+    gen.shared_prefix = rng.range(0, 3) == 0;
+    const Problem pr = make_prefill_problem(p, q_lens, k_lens, gen);
+    const ReferenceResult ref = reference_attention(pr);
+    const KernelConfig cfg{
+        Family::prefill,
+        {{"q_tile", q_tiles.next()}, {"k_tile", k_tiles.next()}, {"split", int(rng.range(0, 1))}}};
+    std::ostringstream ctx;
+    ctx << "grid seed " << seed << " case " << c << ": " << pr.describe()
+        << " mask=" << mask_name(mask) << " q_lens=" << lengths_string(q_lens)
+        << " k_lens=" << lengths_string(k_lens) << " gen_seed=" << gen.seed
+        << " shared_prefix=" << gen.shared_prefix << " " << cfg.key();
+    expect_matches(run_once(be, pr, cfg), ref, p.dtype, ctx.str());
+    if (::testing::Test::HasFailure()) {
+      return;
+    }
+  }
+}
+
+std::vector<cpu::Isa> supported_isas() {
+  std::vector<cpu::Isa> v;
+  for (cpu::Isa i : {cpu::Isa::base, cpu::Isa::avx2, cpu::Isa::avx512}) {
+    if (cpu::isa_supported(i)) {
+      v.push_back(i);
+    }
+  }
+  return v;
+}
+
+} // namespace
+
+TEST(CpuBackend, DecodeGrid) {
+  auto be = make_cpu_backend({.threads = 2});
+  run_decode_grid(*be, 150, kGridSeed);
+}
+
+TEST(CpuBackend, PrefillGrid) {
+  auto be = make_cpu_backend({.threads = 2});
+  run_prefill_grid(*be, 150, kGridSeed + 1);
+}
+
+// The baseline and v3 builds convert fp16 differently and vectorise differently: each build the
+// processor runs gets a smaller grid of its own.
+TEST(CpuBackend, EveryKernelBuildPassesAGrid) {
+  for (cpu::Isa isa : supported_isas()) {
+    if (isa == cpu::best_isa()) {
+      continue; // covered by the full grids above
+    }
+    SCOPED_TRACE(std::string("kernel build ") + cpu::isa_name(isa));
+    auto be = make_cpu_backend({.threads = 2}, isa);
+    run_decode_grid(*be, 30, kGridSeed + 10 + uint64_t(isa));
+    run_prefill_grid(*be, 30, kGridSeed + 20 + uint64_t(isa));
+  }
+}
+
+TEST(CpuBackend, HalfConversionIsExactForEveryValue) {
+  std::vector<uint16_t> all(0x10000);
+  for (uint32_t i = 0; i < 0x10000; ++i) {
+    all[i] = uint16_t(i);
+  }
+  std::vector<float> got(all.size());
+  for (cpu::Isa isa : supported_isas()) {
+    for (DType t : {DType::f16, DType::bf16}) {
+      cpu::convert_to_float(isa, t, all.data(), got.data(), all.size());
+      for (uint32_t i = 0; i < 0x10000; ++i) {
+        const float want =
+            t == DType::f16 ? half_to_float(uint16_t(i)) : bf16_to_float(uint16_t(i));
+        uint32_t gb, wb;
+        std::memcpy(&gb, &got[i], 4);
+        std::memcpy(&wb, &want, 4);
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got[i])) << cpu::isa_name(isa) << " " << dtype_name(t) << " " << i;
+        } else {
+          ASSERT_EQ(gb, wb) << cpu::isa_name(isa) << " " << dtype_name(t) << " bits " << i;
+        }
+      }
+    }
+  }
+}
+
+// Rows past the keys (q_len > k_len under causal) and sequences without keys: out exactly 0,
+// lse -inf, never NaN; every other row matches the reference.
+TEST(CpuBackend, PrefillRowsWithoutKeys) {
+  auto be = make_cpu_backend({.threads = 2});
+  AttnParams p;
+  p.num_heads = 4;
+  p.num_kv_heads = 2;
+  p.head_dim = 64;
+  p.block_size = 16;
+  p.dtype = DType::f16;
+  const Problem pr = make_prefill_problem(p, {5, 3, 2}, {2, 0, 40}, {.seed = 11});
+  const RunOutput o = run_once(*be, pr, {Family::prefill, {{"q_tile", 4}, {"k_tile", 8}}});
+  expect_matches(o, reference_attention(pr), p.dtype, "rows without keys");
+  // Sequence 0: rows 0..2 have positions -3..-1; sequence 1 has no keys.
+  for (int row : {0, 1, 2, 5, 6, 7}) {
+    for (int h = 0; h < p.num_heads; ++h) {
+      const float l = o.lse[std::size_t(row * p.num_heads + h)];
+      EXPECT_TRUE(std::isinf(l) && l < 0) << "row " << row << " head " << h;
+      for (int d = 0; d < p.head_dim; ++d) {
+        EXPECT_EQ(o.out.get(std::size_t((row * p.num_heads + h) * p.head_dim + d)), 0.0f);
+      }
+    }
+  }
+}
+
+// Decode with a context longer than many partitions and the sliding window: partitions left of
+// the window are empty and must contribute nothing.
+TEST(CpuBackend, DecodeV2WithEmptyPartitions) {
+  auto be = make_cpu_backend({.threads = 2});
+  AttnParams p;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.block_size = 16;
+  p.dtype = DType::bf16;
+  p.window_left = 100;
+  const Problem pr = make_decode_problem(p, {1000, 17, 512, 513}, {.seed = 5});
+  const ReferenceResult ref = reference_attention(pr);
+  for (int split : {0, 1}) {
+    const KernelConfig cfg{Family::decode_v2, {{"partition", 64}, {"split", split}}};
+    expect_matches(run_once(*be, pr, cfg), ref, p.dtype, cfg.key());
+  }
+}
+
+// Each output element is computed by exactly one work item, so the thread count changes nothing.
+TEST(CpuBackend, ThreadCountDoesNotChangeResults) {
+  AttnParams p;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 96;
+  p.block_size = 32;
+  p.dtype = DType::f16;
+  const Problem pr = make_decode_problem(p, {700, 31, 1200, 64, 5}, {.seed = 3});
+  const KernelConfig cfg{Family::decode_v2, {{"partition", 256}, {"split", 1}}};
+  const RunOutput a = run_once(*make_cpu_backend({.threads = 1}), pr, cfg);
+  const RunOutput b = run_once(*make_cpu_backend({.threads = 3}), pr, cfg);
+  EXPECT_EQ(a.out.data, b.out.data);
+  EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4));
+}
+
+TEST(CpuBackend, PoisonReachesEveryOutput) {
+  auto be = make_cpu_backend({.threads = 1});
+  AttnParams p;
+  p.num_heads = 2;
+  p.num_kv_heads = 1;
+  p.head_dim = 64;
+  const Problem pr = make_decode_problem(p, {10, 20}, {.seed = 1});
+  auto run = be->prepare(pr, {Family::decode_v1, {{"split", 0}}});
+  run->poison_outputs();
+  const RunOutput o = run->download();
+  for (std::size_t i = 0; i < std::size_t(o.out.numel()); ++i) {
+    ASSERT_TRUE(is_poison(o.out, i)) << i;
+  }
+  for (float l : o.lse) {
+    ASSERT_TRUE(is_poison(l));
+  }
+}
+
+TEST(CpuBackend, CanRunExplainsRefusals) {
+  auto be = make_cpu_backend({.threads = 1});
+  AttnParams p;
+  p.num_heads = 4;
+  p.num_kv_heads = 4;
+  p.head_dim = 64;
+  p.block_size = 32;
+  const Problem dec = make_decode_problem(p, {40}, {.seed = 1});
+  const Problem pre = make_prefill_problem(p, {4}, {40}, {.seed = 1});
+  auto reason = [&](const KernelConfig& c, const Problem& pr) {
+    auto r = be->can_run(c, pr);
+    return r ? *r : std::string();
+  };
+  EXPECT_NE(
+      reason({Family::decode_v2, {{"partition", 48}}}, dec).find("not a multiple of block_size"),
+      std::string::npos);
+  EXPECT_NE(reason({Family::prefill, {}}, dec).find("prefill problems"), std::string::npos);
+  EXPECT_NE(reason({Family::decode_v1, {}}, pre).find("decode problems"), std::string::npos);
+  EXPECT_NE(reason({Family::decode_v1, {{"split", 2}}}, dec).find("split=2"), std::string::npos);
+  EXPECT_NE(reason({Family::decode_v1, {{"warps", 4}}}, dec).find("'warps'"), std::string::npos);
+  EXPECT_NE(reason({Family::prefill, {{"q_tile", 0}}}, pre).find("q_tile=0"), std::string::npos);
+  EXPECT_NE(reason({Family::prefill, {{"k_tile", 5000}}}, pre).find("k_tile=5000"),
+            std::string::npos);
+  EXPECT_EQ(reason({Family::decode_v2, {{"partition", 64}}}, dec), "");
+  EXPECT_THROW((void)be->prepare(dec, {Family::decode_v2, {{"partition", 48}}}), InputError);
+}
+
+TEST(CpuBackend, ConfigSpaceRunsTypicalShapes) {
+  auto be = make_cpu_backend({.threads = 2});
+  AttnParams p;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 64;
+  p.block_size = 16;
+  p.dtype = DType::f32;
+  const Problem dec = make_decode_problem(p, {300, 1100}, {.seed = 9});
+  const Problem pre = make_prefill_problem(p, {30, 70}, {90, 70}, {.seed = 9});
+  const ReferenceResult ref_dec = reference_attention(dec);
+  const ReferenceResult ref_pre = reference_attention(pre);
+  EXPECT_EQ(be->config_space(Family::decode_v1, p).size(), 2u);
+  EXPECT_EQ(be->config_space(Family::decode_v2, p).size(), 6u);
+  EXPECT_EQ(be->config_space(Family::prefill, p).size(), 18u);
+  for (Family f : {Family::decode_v1, Family::decode_v2, Family::prefill}) {
+    for (const KernelConfig& cfg : be->config_space(f, p)) {
+      const Problem& pr = f == Family::prefill ? pre : dec;
+      ASSERT_FALSE(be->can_run(cfg, pr).has_value()) << cfg.key();
+      expect_matches(run_once(*be, pr, cfg), f == Family::prefill ? ref_pre : ref_dec, p.dtype,
+                     cfg.key());
+    }
+  }
+}
+
+TEST(CpuBackend, TimingReportsItsMethod) {
+  auto be = make_cpu_backend({.threads = 2});
+  AttnParams p;
+  p.num_heads = 4;
+  p.num_kv_heads = 1;
+  p.head_dim = 64;
+  const Problem pr = make_decode_problem(p, {256, 512}, {.seed = 2});
+  auto run = be->prepare(pr, {Family::decode_v1, {{"split", 1}}});
+  TimingOptions opt;
+  opt.warmup = 1;
+  opt.min_reps = 3;
+  opt.max_reps = 5;
+  opt.flush_cache = false;
+  TimingResult t = run->time(opt);
+  EXPECT_GT(t.median_s, 0.0);
+  EXPECT_GE(t.reps, 3);
+  EXPECT_NE(t.method.find("warm cache"), std::string::npos) << t.method;
+  opt.flush_cache = true;
+  t = run->time(opt);
+  EXPECT_GT(t.median_s, 0.0);
+  EXPECT_NE(t.method.find("touched before each rep"), std::string::npos) << t.method;
+  EXPECT_NE(t.method.find("steady_clock"), std::string::npos) << t.method;
+}
+
+TEST(BackendFactory, ParsesDeviceSpecs) {
+  auto cpu = make_backend("cpu", {.threads = 1});
+  EXPECT_EQ(cpu->info().backend, "cpu");
+  EXPECT_EQ(cpu->info().threads, 1);
+  EXPECT_THROW((void)make_backend("gpu0", {}), InputError);
+  EXPECT_THROW((void)make_backend("cuda:", {}), InputError);
+  EXPECT_THROW((void)make_backend("cuda:x", {}), InputError);
+  EXPECT_THROW((void)make_backend("", {}), InputError);
+#ifndef ATTN_HAVE_CUDA
+  try {
+    (void)make_backend("cuda:0", {});
+    ADD_FAILURE() << "a build without the CUDA backend returned a GPU backend";
+  } catch (const DeviceUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA backend"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)make_backend("0", {}), DeviceUnavailable);
+#endif
+}

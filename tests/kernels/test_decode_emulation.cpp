@@ -1,0 +1,334 @@
+// kernels/decode.cuh run on the CPU against the reference: each CUDA thread is a coroutine, and
+// a shuffle or __syncthreads is a CTA-wide barrier (valid for this kernel: every thread meets the
+// same barriers in the same order). Checks the kernel's own index math, masks, merges and reduce.
+#include <gtest/gtest.h>
+
+#include <ucontext.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kernels/attn_math.h"
+#include "reference/reference.h"
+#include "src/validation/check.h"
+#include "src/model/dtype.h"
+#include "src/model/problem.h"
+
+#ifdef ATTN_HAVE_CUDA
+#include "src/backends/cuda/decode_launch.h"
+
+#include "tests/kernels/cuda_emulator.h"
+
+// ---- The configurations under test, one namespace each -----------------------------------------
+// 1: fp16, d=64 (8 chunks: TK=8, 8 subgroups), v1 per query head.
+#define DTYPE 1
+#define HEAD_DIM 64
+#define BLOCK_SIZE 16
+#define THREADS 64
+#define VEC 8
+#define GROUP 0
+#define GQA 1
+#define PARTITION 0
+namespace cfg1 {
+#include "kernels/decode.cuh"
+}
+#undef DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef THREADS
+#undef VEC
+#undef GROUP
+#undef GQA
+#undef PARTITION
+
+// 2: bf16, d=80 (10 chunks on 16 lanes: partial rows), v1 per KV head with 4 heads.
+#define DTYPE 2
+#define HEAD_DIM 80
+#define BLOCK_SIZE 8
+#define THREADS 128
+#define VEC 8
+#define GROUP 1
+#define GQA 4
+#define PARTITION 0
+namespace cfg2 {
+#include "kernels/decode.cuh"
+}
+#undef DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef THREADS
+#undef VEC
+#undef GROUP
+#undef GQA
+#undef PARTITION
+
+// 3: fp32, d=96 (24 chunks: TK=32, 8 lanes idle), v2 per query head, 64-token partitions.
+#define DTYPE 0
+#define HEAD_DIM 96
+#define BLOCK_SIZE 32
+#define THREADS 64
+#define VEC 4
+#define GROUP 0
+#define GQA 1
+#define PARTITION 64
+namespace cfg3 {
+#include "kernels/decode.cuh"
+}
+#undef DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef THREADS
+#undef VEC
+#undef GROUP
+#undef GQA
+#undef PARTITION
+
+// 4: fp16, d=128 with 4-element loads (32 chunks), v2 per KV head with 2 heads, 32-token parts.
+#define DTYPE 1
+#define HEAD_DIM 128
+#define BLOCK_SIZE 16
+#define THREADS 128
+#define VEC 4
+#define GROUP 1
+#define GQA 2
+#define PARTITION 32
+namespace cfg4 {
+#include "kernels/decode.cuh"
+}
+#undef DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef THREADS
+#undef VEC
+#undef GROUP
+#undef GQA
+#undef PARTITION
+
+// 5: fp32, d=112 (28 chunks of 32 lanes), v2 per KV head with 8 heads (UNROLL 1), bs=64.
+#define DTYPE 0
+#define HEAD_DIM 112
+#define BLOCK_SIZE 64
+#define THREADS 64
+#define VEC 4
+#define GROUP 1
+#define GQA 8
+#define PARTITION 128
+namespace cfg5 {
+#include "kernels/decode.cuh"
+}
+#undef DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef THREADS
+#undef VEC
+#undef GROUP
+#undef GQA
+#undef PARTITION
+
+// 6: bf16, d=192 with 2-element loads (96 chunks: 3 per lane), v1 per query head.
+#define DTYPE 2
+#define HEAD_DIM 192
+#define BLOCK_SIZE 32
+#define THREADS 64
+#define VEC 2
+#define GROUP 0
+#define GQA 1
+#define PARTITION 0
+namespace cfg6 {
+#include "kernels/decode.cuh"
+}
+
+using namespace attn;
+
+namespace {
+
+struct Case {
+  DType dtype;
+  int head_dim, block_size, threads, vec, group, gqa, partition;
+};
+
+// Problem parameters for a configuration and mask variant `m`.
+AttnParams make_params(const Case& c, int m) {
+  AttnParams p;
+  p.num_kv_heads = 2;
+  p.num_heads = 2 * c.gqa;
+  if (c.group == 0 && c.gqa == 1) {
+    p.num_heads = 4; // GQA through the per-query-head path too
+  }
+  p.head_dim = c.head_dim;
+  p.block_size = c.block_size;
+  p.dtype = c.dtype;
+  switch (m) {
+  case 1:
+    p.window_left = 21;
+    break;
+  case 2:
+    p.softcap = 5.0;
+    p.scale = 0.7;
+    break;
+  case 3:
+    p.causal = false;
+    p.window_left = 70;
+    p.window_right = 3;
+    break;
+  default:
+    break;
+  }
+  return p;
+}
+
+template <typename E> const E* in(const HostTensor& t) {
+  return reinterpret_cast<const E*>(t.raw());
+}
+
+RunOutput fresh_output(const Problem& pr) {
+  const AttnParams& p = pr.params;
+  RunOutput o;
+  o.out = HostTensor(p.dtype, {pr.batch, p.num_heads, p.head_dim});
+  poison(o.out);
+  o.lse.assign(std::size_t(pr.batch) * p.num_heads, 0.0f);
+  poison(o.lse);
+  return o;
+}
+
+emu::Dim dim(const cuda::Dim3& d) { return {d.x, d.y, d.z}; }
+
+// Launches a decode_v1 entry point over the problem exactly as the CUDA backend does.
+template <typename E, typename Kernel>
+RunOutput run_v1(Kernel kernel, const Problem& pr, const cuda::DecodeVariant& v) {
+  const AttnParams& p = pr.params;
+  const cuda::DecodeLaunch l = cuda::decode_launch(v, pr);
+  RunOutput o = fresh_output(pr);
+  E* out = reinterpret_cast<E*>(o.out.raw());
+  emu::launch(dim(l.grid), int(l.block.x), 0, [&] {
+    kernel(out, o.lse.data(), in<E>(pr.query), in<E>(pr.key_cache), in<E>(pr.value_cache),
+           pr.block_tables.data(), pr.context_lens.data(), p.num_heads, p.num_kv_heads,
+           pr.max_blocks_per_seq, float(p.effective_scale()), float(p.softcap), p.causal ? 1 : 0,
+           p.window_left, p.window_right);
+  });
+  return o;
+}
+
+// decode_v2 and its reduce, with a workspace poisoned so that reading an unwritten partial shows.
+template <typename E, typename Kernel, typename Reduce>
+RunOutput run_v2(Kernel kernel, Reduce reduce, const Problem& pr, const cuda::DecodeVariant& v) {
+  const AttnParams& p = pr.params;
+  const cuda::DecodeLaunch l = cuda::decode_launch(v, pr);
+  RunOutput o = fresh_output(pr);
+  E* out = reinterpret_cast<E*>(o.out.raw());
+  std::vector<float> ws(std::size_t(l.workspace_floats), 0.0f);
+  poison(ws);
+  const std::size_t parts = std::size_t(pr.batch) * p.num_heads * l.max_parts;
+  float* ws_m = ws.data();
+  float* ws_l = ws_m + parts;
+  float* ws_o = ws_l + parts;
+  emu::launch(dim(l.grid), int(l.block.x), 0, [&] {
+    kernel(out, o.lse.data(), in<E>(pr.query), in<E>(pr.key_cache), in<E>(pr.value_cache),
+           pr.block_tables.data(), pr.context_lens.data(), p.num_heads, p.num_kv_heads,
+           pr.max_blocks_per_seq, float(p.effective_scale()), float(p.softcap), p.causal ? 1 : 0,
+           p.window_left, p.window_right, ws_m, ws_l, ws_o, l.max_parts);
+  });
+  emu::launch(dim(l.reduce_grid), int(l.reduce_block.x), std::size_t(l.reduce_smem / 4), [&] {
+    reduce(out, o.lse.data(), pr.context_lens.data(), ws_m, ws_l, ws_o, p.num_heads, l.max_parts);
+  });
+  return o;
+}
+
+cuda::DecodeVariant variant_of(const Case& c, const AttnParams& p) {
+  KernelConfig cfg;
+  cfg.family = c.partition > 0 ? Family::decode_v2 : Family::decode_v1;
+  cfg.params = {{"threads", c.threads}, {"vec", c.vec}, {"split", c.group}};
+  if (c.partition > 0) {
+    cfg.params["partition"] = c.partition;
+  }
+  cuda::DecodeVariant v = cuda::decode_variant(cfg, p);
+  EXPECT_EQ(v.gqa, c.group ? c.gqa : 1);
+  return v;
+}
+
+// Every mask variant on ragged and edge lengths (0, 1, bs-1, bs, bs+1, partition edges).
+template <typename Run> void check_case(const Case& c, Run run, uint64_t seed) {
+  for (int m = 0; m < 4; ++m) {
+    const AttnParams p = make_params(c, m);
+    std::vector<int> parts = {c.partition > 0 ? c.partition : 64};
+    std::vector<int> lens = ragged_lengths(seed + m, 5, c.block_size, parts, 3 * parts[0] + 7);
+    lens.push_back(0);
+    GenOptions g;
+    g.seed = seed * 10 + m;
+    const Problem pr = make_decode_problem(p, lens, g);
+    const ReferenceResult ref = reference_attention(pr);
+    const RunOutput o = run(pr, variant_of(c, p));
+    const CheckReport rep = check_output(o.out, &o.lse, ref, tolerance_for(p.dtype));
+    EXPECT_TRUE(rep.pass) << "seed " << g.seed << " mask variant " << m << " " << pr.describe()
+                          << "\n"
+                          << rep.summary() << "\n"
+                          << rep.details();
+  }
+}
+
+} // namespace
+
+TEST(CudaKernelEmulation, V1Fp16PerQueryHead) {
+  const Case c{DType::f16, 64, 16, 64, 8, 0, 1, 0};
+  check_case(
+      c,
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
+        return run_v1<uint16_t>(cfg1::decode_v1, pr, v);
+      },
+      11);
+}
+
+TEST(CudaKernelEmulation, V1Bf16PerKvHeadPartialRows) {
+  const Case c{DType::bf16, 80, 8, 128, 8, 1, 4, 0};
+  check_case(
+      c,
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
+        return run_v1<uint16_t>(cfg2::decode_v1, pr, v);
+      },
+      21);
+}
+
+TEST(CudaKernelEmulation, V2Fp32PerQueryHead) {
+  const Case c{DType::f32, 96, 32, 64, 4, 0, 1, 64};
+  check_case(
+      c,
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
+        return run_v2<float>(cfg3::decode_v2, cfg3::decode_v2_reduce, pr, v);
+      },
+      31);
+}
+
+TEST(CudaKernelEmulation, V2Fp16PerKvHead) {
+  const Case c{DType::f16, 128, 16, 128, 4, 1, 2, 32};
+  check_case(
+      c,
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
+        return run_v2<uint16_t>(cfg4::decode_v2, cfg4::decode_v2_reduce, pr, v);
+      },
+      41);
+}
+
+TEST(CudaKernelEmulation, V2Fp32EightHeadsPerKvHead) {
+  const Case c{DType::f32, 112, 64, 64, 4, 1, 8, 128};
+  check_case(
+      c,
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
+        return run_v2<float>(cfg5::decode_v2, cfg5::decode_v2_reduce, pr, v);
+      },
+      51);
+}
+
+TEST(CudaKernelEmulation, V1Bf16ThreeChunksPerLane) {
+  const Case c{DType::bf16, 192, 32, 64, 2, 0, 1, 0};
+  check_case(
+      c,
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
+        return run_v1<uint16_t>(cfg6::decode_v1, pr, v);
+      },
+      61);
+}
+#else
+TEST(CudaKernelEmulation, NeedsTheCudaBackend) { GTEST_SKIP() << "built without the CUDA backend"; }
+#endif

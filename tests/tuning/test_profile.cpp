@@ -1,0 +1,216 @@
+// Tests of sweep profiles: every shipped profile loads, errors name the key path, grids expand
+// into the expected workloads, configuration lists cross their values.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "src/model/errors.h"
+#include "src/tuning/profile.h"
+
+namespace attn {
+namespace {
+
+using nlohmann::json;
+
+const char* kBase = R"({
+  "name": "t",
+  "decode": {"batch": [1, 4], "context_len": [64, 256], "num_kv_heads": [2],
+             "gqa_ratio": [4], "head_dim": [64], "block_size": [16], "dtype": ["fp16"]}
+})";
+
+std::string error_of(const json& j) {
+  try {
+    (void)parse_profile(j, "profile t");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+json base_with(const std::string& ptr, const json& v) {
+  json j = json::parse(kBase);
+  j[json::json_pointer(ptr)] = v;
+  return j;
+}
+
+TEST(Profile, EveryShippedProfileLoadsByNameAndPath) {
+  const auto names = builtin_profile_names();
+  for (const char* want : {"quick", "default", "qwen2.5-7b", "llama-3-8b", "llama-3-70b-tp8",
+                           "mistral-7b", "gemma-2-9b", "phi-3-mini"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
+  for (const auto& n : names) {
+    SCOPED_TRACE(n);
+    const Profile p = load_profile(n);
+    EXPECT_EQ(p.name, n) << "a profile's name matches its file name";
+    EXPECT_EQ(p.hash.size(), 16u);
+    const auto ws = expand_workloads(p);
+    EXPECT_FALSE(ws.empty());
+    int held = 0;
+    for (const auto& w : ws) {
+      EXPECT_NO_THROW(w.params.validate());
+      held += w.held_out ? 1 : 0;
+    }
+    EXPECT_GE(held, 1) << "every shipped profile has held-out points";
+    // The embedded copy is the file in profiles/.
+    const std::string path = std::string(ATTN_SOURCE_DIR) + "/profiles/" + n + ".json";
+    EXPECT_EQ(load_profile(path).hash, p.hash);
+  }
+}
+
+TEST(Profile, ModelProfilesHaveTheModelsShapes) {
+  struct Want {
+    const char* name;
+    int heads, kv_heads, head_dim;
+  };
+  for (const Want& w : {Want{"qwen2.5-7b", 28, 4, 128}, Want{"llama-3-8b", 32, 8, 128},
+                        Want{"llama-3-70b-tp8", 8, 1, 128}, Want{"mistral-7b", 32, 8, 128},
+                        Want{"gemma-2-9b", 16, 8, 256}, Want{"phi-3-mini", 32, 32, 96}}) {
+    for (const auto& wl : expand_workloads(load_profile(w.name))) {
+      EXPECT_EQ(wl.params.num_heads, w.heads) << w.name;
+      EXPECT_EQ(wl.params.num_kv_heads, w.kv_heads) << w.name;
+      EXPECT_EQ(wl.params.head_dim, w.head_dim) << w.name;
+    }
+  }
+  std::set<int> gemma_windows;
+  for (const auto& wl : expand_workloads(load_profile("gemma-2-9b"))) {
+    gemma_windows.insert(wl.params.window_left);
+    EXPECT_EQ(wl.params.softcap, 50.0);
+  }
+  EXPECT_EQ(gemma_windows, (std::set<int>{-1, 4096}));
+  for (const auto& wl : expand_workloads(load_profile("mistral-7b"))) {
+    EXPECT_EQ(wl.params.window_left, 4096);
+  }
+}
+
+TEST(Profile, ErrorsNameTheKeyPath) {
+  EXPECT_EQ(error_of(base_with("/decode/batch", {1, 2, "x"})),
+            "profile t: decode.batch[2]: expected a positive integer, got \"x\"");
+  EXPECT_EQ(error_of(base_with("/decode/batch", {1, 0})),
+            "profile t: decode.batch[1]: expected a positive integer, got 0");
+  EXPECT_NE(error_of(base_with("/decode/bach", {1})).find("profile t: decode.bach: unknown key"),
+            std::string::npos);
+  EXPECT_NE(error_of(base_with("/colour", 1)).find("profile t: colour: unknown key"),
+            std::string::npos);
+  EXPECT_EQ(error_of(base_with("/decode/dtype", {"fp8"})),
+            "profile t: decode.dtype[0]: expected a dtype (\"fp32\", \"fp16\" or \"bf16\"), got "
+            "\"fp8\"");
+  EXPECT_EQ(error_of(base_with("/decode/causal", {1})),
+            "profile t: decode.causal[0]: expected true or false, got 1");
+  EXPECT_EQ(error_of(base_with("/decode/window_left", {-2})),
+            "profile t: decode.window_left[0]: expected -1 (unbounded) or a non-negative integer, "
+            "got -2");
+  EXPECT_EQ(error_of(base_with("/decode/batch", json::array())),
+            "profile t: decode.batch: expected a non-empty list");
+  EXPECT_EQ(error_of(base_with("/timing/warmup", "3")),
+            "profile t: timing.warmup: expected a non-negative integer, got \"3\"");
+  EXPECT_NE(error_of(base_with("/timing/speed", 3)).find("timing.speed: unknown key"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(base_with("/configs/decode_v3", "auto")).find("configs.decode_v3: unknown key"),
+      std::string::npos);
+  EXPECT_EQ(error_of(base_with("/configs/decode_v2", json::array({{{"partition", "big"}}}))),
+            "profile t: configs.decode_v2[0].partition: expected a non-negative integer, got "
+            "\"big\"");
+  EXPECT_EQ(error_of(base_with("/configs/prefill", "fast")),
+            "profile t: configs.prefill: expected \"auto\" or a list of configurations, got "
+            "\"fast\"");
+  EXPECT_EQ(error_of(base_with("/held_out", json::array({{{"context_len", 1.5}}}))),
+            "profile t: held_out[0].context_len: expected a positive integer, got 1.5");
+  EXPECT_NE(error_of(base_with("/held_out", json::array({{{"q_len", 4}}})))
+                .find("held_out[0].q_len: unknown key"),
+            std::string::npos);
+  EXPECT_EQ(error_of(base_with("/decode/num_heads", {8})),
+            "profile t: decode: give exactly one of gqa_ratio and num_heads");
+  json no_ctx = json::parse(kBase);
+  no_ctx["decode"].erase("context_len");
+  EXPECT_EQ(error_of(no_ctx), "profile t: decode.context_len: missing (required)");
+  json odd = json::parse(kBase);
+  odd["decode"].erase("gqa_ratio");
+  odd["decode"]["num_heads"] = {3};
+  EXPECT_EQ(error_of(odd), "profile t: decode.num_heads: 3 is not a multiple of num_kv_heads 2");
+  EXPECT_EQ(error_of(base_with("/decode/head_dim", {20})),
+            "profile t: decode.head_dim: 20 is unsupported (a multiple of 8 up to 512)");
+  EXPECT_EQ(error_of(json::array()), "profile t: (top level): expected an object, got []");
+  json no_grid = json::parse(kBase);
+  no_grid.erase("decode");
+  EXPECT_NE(error_of(no_grid).find("needs a decode grid, a prefill grid or both"),
+            std::string::npos);
+}
+
+TEST(Profile, LoadErrorsNameTheFileOrListTheNames) {
+  try {
+    (void)load_profile("no-such-profile");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown profile 'no-such-profile' (built in: default,"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW((void)load_profile("/nonexistent/p.json"), InputError);
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto f = dir / ("attn_bad_profile_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(f) << "{\"name\": \"bad\", \"decode\": {";
+  try {
+    (void)load_profile(f.string());
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("profile " + f.string() + ": not valid JSON"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(f);
+}
+
+TEST(Profile, ExpandsTheGridInAStableOrder) {
+  json j = json::parse(kBase);
+  j["decode"]["window_left"] = {-1, 128};
+  j["prefill"] = {{"batch", 2},        {"q_len", {16, 64}}, {"k_len", {32, 64}},
+                  {"num_kv_heads", 1}, {"num_heads", 4},    {"head_dim", 32},
+                  {"block_size", 16},  {"dtype", "bf16"},   {"causal", {true, false}}};
+  j["held_out"] = {{{"batch", 2}, {"context_len", 100}},
+                   {{"batch", 4}, {"context_len", 64}}, // a grid point: not held out
+                   {{"phase", "prefill"}, {"q_len", 8}, {"k_len", 8}}};
+  const Profile p = parse_profile(j, "profile t");
+  const auto ws = expand_workloads(p);
+  // decode 2 batch x 2 ctx x 2 windows; prefill (16,32) (16,64) (64,64) x 2 causal; 2 held out.
+  ASSERT_EQ(ws.size(), 8u + 6u + 2u);
+  EXPECT_EQ(ws[0].key(), "decode b=1 ctx=64 h=8 kvh=2 d=64 bs=16 fp16 causal wl=-1 wr=-1 cap=0");
+  EXPECT_EQ(ws[1].key(), "decode b=1 ctx=256 h=8 kvh=2 d=64 bs=16 fp16 causal wl=-1 wr=-1 cap=0");
+  EXPECT_EQ(ws[4].params.window_left, 128);
+  EXPECT_EQ(ws[8].phase, Phase::prefill);
+  EXPECT_EQ(ws[8].params.num_heads, 4);
+  EXPECT_EQ(ws[8].params.dtype, DType::bf16);
+  for (std::size_t i = 0; i < 14; ++i) {
+    EXPECT_FALSE(ws[i].held_out);
+  }
+  EXPECT_TRUE(ws[14].held_out);
+  EXPECT_EQ(ws[14].context_len, 100);
+  EXPECT_EQ(ws[14].params.num_heads, 8) << "missing held-out fields take the axis' first value";
+  EXPECT_TRUE(ws[15].held_out);
+  EXPECT_EQ(ws[15].phase, Phase::prefill);
+  EXPECT_EQ(ws[15].q_len, 8);
+  // The JSON form round-trips.
+  for (const auto& w : ws) {
+    EXPECT_EQ(Workload::from_json(w.to_json()).key(), w.key());
+  }
+}
+
+TEST(Profile, ConfigListsCrossTheirValues) {
+  json j = json::parse(kBase);
+  j["configs"] = {{"decode_v2",
+                   {{{"partition", {256, 512}}, {"split", {0, 1}}},
+                    {{"partition", 256}, {"split", 0}}}}}; // duplicate dropped
+  const Profile p = parse_profile(j, "profile t");
+  ASSERT_EQ(p.configs.at(Family::decode_v2).size(), 4u);
+  EXPECT_EQ(p.configs.at(Family::decode_v2)[0].key(), "decode_v2[partition=256,split=0]");
+  EXPECT_EQ(p.configs.at(Family::decode_v2)[3].key(), "decode_v2[partition=512,split=1]");
+  EXPECT_FALSE(p.configs.count(Family::decode_v1)) << "unlisted families are auto";
+  // The hash follows the content.
+  EXPECT_NE(p.hash, parse_profile(json::parse(kBase), "profile t").hash);
+}
+
+} // namespace
+} // namespace attn

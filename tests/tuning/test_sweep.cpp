@@ -1,0 +1,426 @@
+// Tests of the sweep driver with a deterministic test-double backend (float attention, timings
+// from a formula), including a killed-and-resumed sweep; and, once the CPU backend is built in,
+// the quick profile end to end on it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "include/attn_tune/threshold_table_reader.hpp"
+#include "reference/reference.h"
+#include "src/model/errors.h"
+#include "src/tuning/sweep.h"
+
+namespace attn {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Synthetic cost model of the test double, in units of 0.1 us, with sm_count = 8:
+//   v1:          waves(batch * kvh) * ctx
+//   v2(P):       waves(batch * kvh * ceil(ctx / P)) * P + 2 (the reduce)
+//   prefill(t):  q_len * k_len / t
+constexpr int kSm = 8;
+double formula_seconds(const Problem& pr, const KernelConfig& c) {
+  auto waves = [](double tiles) { return std::ceil(tiles / kSm); };
+  const double b = pr.batch;
+  const double kvh = pr.params.num_kv_heads;
+  double units = 0;
+  if (c.family == Family::decode_v1) {
+    units = waves(b * kvh) * pr.max_k_len();
+  } else if (c.family == Family::decode_v2) {
+    const int p = c.get("partition", 16);
+    units = waves(b * kvh * std::ceil(double(pr.max_k_len()) / p)) * p + 2;
+  } else {
+    units = double(pr.max_q_len()) * pr.max_k_len() / c.get("q_tile", 16) + 1;
+  }
+  return units * 1e-7;
+}
+
+struct Counters {
+  int prepared = 0;
+  int timed = 0;
+};
+
+class FormulaRun : public PreparedRun {
+public:
+  FormulaRun(const Problem& pr, KernelConfig c, Counters& n) : pr_(pr), cfg_(std::move(c)), n_(n) {
+    out_.out =
+        HostTensor(pr.params.dtype, {pr.num_rows(), pr.params.num_heads, pr.params.head_dim});
+    out_.lse.assign(std::size_t(pr.num_rows()) * pr.params.num_heads, 0.0f);
+  }
+  void poison_outputs() override {
+    poison(out_.out);
+    poison(out_.lse);
+  }
+  // Attention in float, straight from SPEC.md; config "broken=1" skips the last head's output.
+  void run() override {
+    const AttnParams& p = pr_.params;
+    const int H = p.num_heads, D = p.head_dim, G = p.group_size();
+    const float scale = float(p.effective_scale());
+    const bool broken = cfg_.get("broken", 0) != 0;
+    for (int b = 0; b < pr_.batch; ++b) {
+      const int ql = pr_.q_len(b), kl = pr_.k_len(b);
+      for (int i = 0; i < ql; ++i) {
+        const int row = pr_.q_start(b) + i;
+        for (int h = 0; h < H; ++h) {
+          if (broken && h == H - 1) {
+            continue;
+          }
+          std::vector<float> s(std::size_t(kl), -std::numeric_limits<float>::infinity());
+          float m = -std::numeric_limits<float>::infinity();
+          for (int j = 0; j < kl; ++j) {
+            if (!reference_visible(p, ql, kl, i, j)) {
+              continue;
+            }
+            const int64_t off = pr_.kv_offset(b, h / G, j);
+            float dot = 0;
+            for (int d = 0; d < D; ++d) {
+              dot += pr_.query.get((std::size_t(row) * H + h) * D + d) *
+                     pr_.key_cache.get(std::size_t(off + d));
+            }
+            float x = dot * scale;
+            if (p.softcap > 0) {
+              x = float(p.softcap * std::tanh(x / p.softcap));
+            }
+            s[std::size_t(j)] = x;
+            m = std::max(m, x);
+          }
+          std::vector<float> acc(std::size_t(D), 0.0f);
+          float l = 0;
+          for (int j = 0; j < kl; ++j) {
+            if (s[std::size_t(j)] == -std::numeric_limits<float>::infinity()) {
+              continue;
+            }
+            const float e = std::exp(s[std::size_t(j)] - m);
+            l += e;
+            const int64_t off = pr_.kv_offset(b, h / G, j);
+            for (int d = 0; d < D; ++d) {
+              acc[std::size_t(d)] += e * pr_.value_cache.get(std::size_t(off + d));
+            }
+          }
+          for (int d = 0; d < D; ++d) {
+            out_.out.set((std::size_t(row) * H + h) * D + d,
+                         l > 0 ? acc[std::size_t(d)] / l : 0.0f);
+          }
+          out_.lse[std::size_t(row) * H + h] =
+              l > 0 ? m + std::log(l) : -std::numeric_limits<float>::infinity();
+        }
+      }
+    }
+  }
+  RunOutput download() override { return out_; }
+  TimingResult time(const TimingOptions&) override {
+    ++n_.timed;
+    TimingResult t;
+    t.median_s = t.min_s = t.max_s = t.p25_s = t.p75_s = formula_seconds(pr_, cfg_);
+    t.reps = 1;
+    t.converged = true;
+    t.method = "synthetic formula (test double)";
+    return t;
+  }
+
+private:
+  const Problem& pr_;
+  KernelConfig cfg_;
+  Counters& n_;
+  RunOutput out_;
+};
+
+class FormulaBackend : public Backend {
+public:
+  FormulaBackend() {
+    info_.backend = "test";
+    info_.id = "test";
+    info_.name = "formula test double";
+    info_.sm_count = kSm;
+    info_.threads = 1;
+  }
+  const DeviceInfo& info() const override { return info_; }
+  std::vector<KernelConfig> config_space(Family f, const AttnParams& p) const override {
+    if (f == Family::decode_v1) {
+      return {{Family::decode_v1, {}}};
+    }
+    if (f == Family::decode_v2) {
+      return {{Family::decode_v2, {{"partition", 16}}},
+              {Family::decode_v2, {{"partition", 32}}},
+              {Family::decode_v2, {{"partition", 24}}},
+              {Family::decode_v2, {{"partition", 32}, {"broken", 1}}}};
+    }
+    return {{Family::prefill, {{"q_tile", 16}}}, {Family::prefill, {{"q_tile", 32}}}};
+  }
+  std::optional<std::string> can_run(const KernelConfig& c, const Problem& pr) const override {
+    const int part = c.get("partition", pr.params.block_size);
+    if (c.family == Family::decode_v2 && part % pr.params.block_size != 0) {
+      return "partition " + std::to_string(part) + " is not a multiple of block_size " +
+             std::to_string(pr.params.block_size);
+    }
+    return std::nullopt;
+  }
+  std::unique_ptr<PreparedRun> prepare(const Problem& pr, const KernelConfig& c) override {
+    if (can_run(c, pr)) {
+      throw InputError("cannot run " + c.key());
+    }
+    ++n.prepared;
+    return std::make_unique<FormulaRun>(pr, c, n);
+  }
+  Counters n;
+
+private:
+  DeviceInfo info_;
+};
+
+const char* kProfile = R"({
+  "name": "formula",
+  "decode": {"batch": [1, 4], "context_len": [16, 48, 300], "num_kv_heads": [1, 2],
+             "gqa_ratio": [2], "head_dim": [16], "block_size": [16], "dtype": ["fp32"]},
+  "prefill": {"batch": [1], "q_len": [8, 40], "k_len": [40], "num_kv_heads": [1],
+              "num_heads": [2], "head_dim": [16], "block_size": [16], "dtype": ["fp32"]},
+  "validation": {"max_reference_work": 1e9, "min_rows": 2},
+  "held_out": [{"batch": 2, "context_len": 100, "num_kv_heads": 2}]
+})";
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d =
+      fs::temp_directory_path() / ("attn_test_sweep_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  return d;
+}
+
+std::vector<std::string> lines_of(const fs::path& f) {
+  std::ifstream in(f);
+  std::vector<std::string> out;
+  std::string l;
+  while (std::getline(in, l)) {
+    out.push_back(l);
+  }
+  return out;
+}
+
+json without_date(json t) {
+  t["provenance"].erase("created_utc");
+  return t;
+}
+
+TEST(Sweep, RecordsEveryMeasurementAndBuildsTheTable) {
+  const Profile prof = parse_profile(json::parse(kProfile), "profile formula");
+  FormulaBackend be;
+  SweepOptions o;
+  o.out_dir = fresh_dir("full").string();
+  const SweepSummary s = run_sweep(be, prof, o);
+  // 12 grid + 1 held-out decode workloads x 5 configs, 2 prefill workloads (q <= k) x 2.
+  EXPECT_EQ(s.total, 13 * 5 + 2 * 2);
+  EXPECT_EQ(s.skipped, 13); // partition 24 with block_size 16
+  EXPECT_EQ(s.failed, 13);  // the broken configuration
+  EXPECT_EQ(s.ok, 13 * 3 + 4);
+  EXPECT_EQ(s.errors, 0);
+  EXPECT_EQ(be.n.timed, s.ok) << "failed configurations must not be timed";
+
+  const auto lines = lines_of(s.results_path);
+  ASSERT_EQ(int(lines.size()), 1 + s.total);
+  EXPECT_EQ(json::parse(lines[0])["type"], "header");
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const json j = json::parse(lines[i]);
+    if (j["config_key"] == "decode_v2[broken=1,partition=32]") {
+      EXPECT_EQ(j["status"], "failed");
+      EXPECT_FALSE(j["check"]["pass"].get<bool>());
+      EXPECT_FALSE(j.contains("timing"));
+    }
+    if (j["config_key"] == "decode_v2[partition=24]") {
+      EXPECT_EQ(j["status"], "skipped");
+      EXPECT_NE(j["reason"].get<std::string>().find("not a multiple of block_size"),
+                std::string::npos);
+    }
+  }
+
+  // The table on disk is the one returned, and its crossovers follow the formula:
+  // batch 1, kvh 1: v1 = ctx, v2(16) = ceil(ctx/16/8)*16 + 2 -> v1 at 16, v2 from 48.
+  const json t = json::parse(std::ifstream(s.table_path));
+  EXPECT_EQ(without_date(t), without_date(s.table));
+  EXPECT_NO_THROW(validate_table(t));
+  ASSERT_EQ(t["decode"].size(), 4u); // (batch, kvh) shape points
+  for (const auto& p : t["decode"]) {
+    if (p["batch"] == 1 && p["num_kv_heads"] == 1) {
+      EXPECT_EQ(p["v2_from"], 48);
+      EXPECT_EQ(p["measured"][0]["best"]["config"]["key"], "decode_v1[]");
+      EXPECT_EQ(p["measured"][2]["best"]["config"]["key"], "decode_v2[partition=16]");
+    }
+  }
+  EXPECT_EQ(t["held_out"].size(), 1u);
+  EXPECT_EQ(t["prefill"].size(), 2u);
+  EXPECT_EQ(t["prefill"][0]["best"]["config"]["key"], "prefill[q_tile=32]");
+  EXPECT_EQ(t["regret"]["held_out"]["vllm"]["points"], 1);
+  EXPECT_EQ(t["rule"]["points"], 12);
+  EXPECT_EQ(t["provenance"]["profile"]["name"], "formula");
+  EXPECT_EQ(t["provenance"]["timing_method"], "synthetic formula (test double)");
+  EXPECT_EQ(t["provenance"]["kernel_sources_sha256"].get<std::string>().size(), 64u);
+  fs::remove_all(o.out_dir);
+}
+
+TEST(Sweep, KilledAndResumedSweepGivesTheCompleteTable) {
+  const Profile prof = parse_profile(json::parse(kProfile), "profile formula");
+  FormulaBackend full_be;
+  SweepOptions full;
+  full.out_dir = fresh_dir("ref").string();
+  const SweepSummary ref = run_sweep(full_be, prof, full);
+
+  // A sweep killed mid-write: keep the first 40% of the lines and half of the next line.
+  const fs::path dir = fresh_dir("resumed");
+  fs::create_directories(dir);
+  const auto lines = lines_of(ref.results_path);
+  const std::size_t keep = lines.size() * 2 / 5;
+  {
+    std::ofstream f(dir / "results.jsonl", std::ios::binary);
+    for (std::size_t i = 0; i < keep; ++i) {
+      f << lines[i] << "\n";
+    }
+    f << lines[keep].substr(0, lines[keep].size() / 2); // no newline: the line in flight
+  }
+  FormulaBackend be;
+  SweepOptions o;
+  o.out_dir = dir.string();
+  o.resume = true;
+  const SweepSummary s = run_sweep(be, prof, o);
+  EXPECT_EQ(s.resumed, int(keep) - 1); // the header is not a measurement
+  EXPECT_EQ(s.resumed + s.ok + s.failed + s.skipped + s.errors, s.total);
+  EXPECT_EQ(be.n.timed, s.ok);
+  const auto after = lines_of(s.results_path);
+  ASSERT_EQ(after.size(), lines.size());
+  for (const auto& l : after) {
+    EXPECT_NO_THROW({ const json j = json::parse(l); }) << l;
+  }
+  EXPECT_EQ(without_date(s.table), without_date(ref.table));
+
+  // Resuming a complete sweep measures nothing and rebuilds the same table.
+  FormulaBackend idle;
+  const SweepSummary again = run_sweep(idle, prof, o);
+  EXPECT_EQ(again.resumed, again.total);
+  EXPECT_EQ(idle.n.prepared, 0);
+  EXPECT_EQ(without_date(again.table), without_date(ref.table));
+  fs::remove_all(dir);
+  fs::remove_all(full.out_dir);
+}
+
+TEST(Sweep, RefusesToMixSweeps) {
+  const Profile prof = parse_profile(json::parse(kProfile), "profile formula");
+  FormulaBackend be;
+  SweepOptions o;
+  o.out_dir = fresh_dir("mix").string();
+  (void)run_sweep(be, prof, o);
+  // Without --resume an existing results file is not appended to.
+  EXPECT_THROW((void)run_sweep(be, prof, o), InputError);
+  // --resume with another profile or seed is refused.
+  json other = json::parse(kProfile);
+  other["decode"]["batch"] = {1};
+  o.resume = true;
+  try {
+    (void)run_sweep(be, parse_profile(other, "profile other"), o);
+    FAIL() << "a different profile must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("same profile"), std::string::npos) << e.what();
+  }
+  o.seed = 7;
+  EXPECT_THROW((void)run_sweep(be, prof, o), InputError);
+  fs::remove_all(o.out_dir);
+}
+
+TEST(Sweep, SamplesRowsWhenTheReferenceWouldBeTooSlow) {
+  AttnParams p;
+  p.num_heads = 2;
+  p.num_kv_heads = 1;
+  p.head_dim = 16;
+  p.block_size = 16;
+  p.dtype = DType::f32;
+  const Problem pr = make_prefill_problem(p, {20, 30}, {20, 30}, {.seed = 3});
+  ValidationOptions v;
+  v.max_reference_work = 1'000'000'000;
+  EXPECT_TRUE(sample_rows(pr, v, 1).empty()) << "small problems are checked in full";
+  v.max_reference_work = 10 * 30 * 16 * 2; // about ten rows' worth
+  v.min_rows = 3;
+  const auto rows = sample_rows(pr, v, 1);
+  ASSERT_GE(rows.size(), 3u);
+  EXPECT_LE(rows.size(), 16u);
+  EXPECT_EQ(rows.front(), 0);
+  EXPECT_EQ(rows.back(), 49);
+  EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+  EXPECT_EQ(rows, sample_rows(pr, v, 1)) << "the sample is seeded";
+  v.max_reference_work = 1;
+  EXPECT_EQ(sample_rows(pr, v, 1).size(), 3u) << "min_rows holds even past the cap";
+}
+
+TEST(Sweep, ReadsResultsWithATruncatedTail) {
+  const fs::path dir = fresh_dir("read");
+  fs::create_directories(dir);
+  const fs::path f = dir / "results.jsonl";
+  {
+    std::ofstream o(f, std::ios::binary);
+    o << R"({"type":"header","schema":"attn-tune/results","version":1})"
+      << "\n"
+      << R"({"type":"measurement","workload_key":"a","config_key":"b"})"
+      << "\n"
+      << R"({"type":"measurem)";
+  }
+  const ResultsFile r = read_results(f.string());
+  EXPECT_TRUE(r.truncated_tail);
+  EXPECT_EQ(r.lines.size(), 1u);
+  EXPECT_LT(r.valid_bytes, fs::file_size(f));
+  {
+    std::ofstream o(f, std::ios::binary | std::ios::app);
+    o << "\n{not json}\n";
+  }
+  EXPECT_THROW((void)read_results(f.string()), InputError);
+  fs::remove_all(dir);
+}
+
+// The real thing: the quick profile on the CPU backend, once that backend is built in.
+TEST(Sweep, QuickProfileEndToEndOnTheCpuBackend) {
+  std::unique_ptr<Backend> be;
+  try {
+    be = make_backend("cpu", {.threads = 2});
+  } catch (const DeviceUnavailable& e) {
+    GTEST_SKIP() << "no CPU backend in this build: " << e.what();
+  }
+  const Profile prof = load_profile("quick");
+  SweepOptions o;
+  o.out_dir = fresh_dir("cpu_quick").string();
+  o.reference_threads = 2;
+  const SweepSummary s = run_sweep(*be, prof, o);
+  EXPECT_EQ(s.failed, 0);
+  EXPECT_EQ(s.errors, 0);
+  EXPECT_GT(s.ok, 0);
+  const json t = json::parse(std::ifstream(s.table_path));
+  EXPECT_NO_THROW(validate_table(t));
+  const attn_tune::ThresholdTableReader reader(t);
+  ASSERT_FALSE(t["decode"].empty());
+  // Lookup agrees with the measurements at every measured point: the family follows the
+  // crossover and the configuration is that family's best at that context length.
+  for (const auto& p : t["decode"]) {
+    for (const auto& m : p["measured"]) {
+      attn_tune::Query q;
+      q.batch = p["batch"];
+      q.context_len = m["context_len"];
+      q.num_heads = p["num_heads"];
+      q.num_kv_heads = p["num_kv_heads"];
+      q.head_dim = p["head_dim"];
+      q.block_size = p["block_size"];
+      q.dtype = p["dtype"];
+      const auto c = reader.lookup(q);
+      EXPECT_TRUE(c.exact_point);
+      const json& f = p["v2_from"];
+      const bool v2 = f.is_string() ? f == "always" : q.context_len >= f.get<int>();
+      const char* slot = v2 ? "v2" : "v1";
+      if (!m[slot].is_null()) {
+        EXPECT_EQ(c.family, v2 ? "decode_v2" : "decode_v1");
+        EXPECT_EQ(c.config_key, m[slot]["config"]["key"]);
+      }
+    }
+  }
+  fs::remove_all(o.out_dir);
+}
+
+} // namespace
+} // namespace attn

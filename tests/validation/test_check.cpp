@@ -1,0 +1,311 @@
+// Tests of the output checker: exact results pass; unwritten (poisoned) elements, NaN, Inf,
+// element and normwise errors and lse mismatches fail, and the listing stops after a handful.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "reference/reference.h"
+#include "src/validation/check.h"
+#include "src/model/errors.h"
+#include "src/model/problem.h"
+
+using namespace attn;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Problem small_problem(DType t, uint64_t seed = 1) {
+  AttnParams p;
+  p.num_heads = 4;
+  p.num_kv_heads = 2;
+  p.head_dim = 16;
+  p.block_size = 8;
+  p.dtype = t;
+  GenOptions o;
+  o.seed = seed;
+  // Sequence 1 has no keys: its rows have out 0 and lse -inf.
+  return make_prefill_problem(p, {3, 2, 4}, {9, 0, 20}, o);
+}
+
+// The reference rounded to the output dtype, as a perfect kernel would write it.
+HostTensor exact_out(const ReferenceResult& ref, DType t) {
+  HostTensor out(t, {ref.rows, ref.heads, ref.head_dim});
+  poison(out);
+  for (std::size_t i = 0; i < ref.out.size(); ++i) {
+    if (ref.computed[i / std::size_t(ref.heads * ref.head_dim)]) {
+      out.set(i, float(ref.out[i]));
+    }
+  }
+  return out;
+}
+
+std::vector<float> exact_lse(const ReferenceResult& ref) {
+  std::vector<float> lse(ref.lse.size());
+  poison(lse);
+  for (std::size_t i = 0; i < ref.lse.size(); ++i) {
+    if (ref.computed[i / std::size_t(ref.heads)]) {
+      lse[i] = float(ref.lse[i]);
+    }
+  }
+  return lse;
+}
+
+struct Fixture {
+  Problem pr;
+  ReferenceResult ref;
+  HostTensor out;
+  std::vector<float> lse;
+  Tolerance tol;
+  explicit Fixture(DType t, uint64_t seed = 1)
+      : pr(small_problem(t, seed)), ref(reference_attention(pr)), out(exact_out(ref, t)),
+        lse(exact_lse(ref)), tol(tolerance_for(t)) {}
+  std::size_t index(int row, int head, int dim) const {
+    return (std::size_t(row) * ref.heads + head) * ref.head_dim + dim;
+  }
+  CheckReport check() const { return check_output(out, &lse, ref, tol); }
+};
+
+TEST(Check, ExactResultsPassInEveryDtype) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    const Fixture f(t);
+    const CheckReport r = f.check();
+    EXPECT_TRUE(r.pass) << dtype_name(t) << " " << r.summary() << "\n" << r.details();
+    EXPECT_EQ(r.checked, int64_t(f.ref.out.size()));
+    EXPECT_EQ(r.bad + r.unwritten + r.nonfinite + r.lse_bad, 0);
+    EXPECT_TRUE(r.first.empty());
+    EXPECT_LT(r.norm_rel_err, f.tol.norm_rel);
+    // Without lse the output alone is judged.
+    EXPECT_TRUE(check_output(f.out, nullptr, f.ref, f.tol).pass) << dtype_name(t);
+  }
+  // fp32 storage of the double reference is within float rounding.
+  const CheckReport r = Fixture(DType::f32).check();
+  EXPECT_LT(r.norm_rel_err, 1e-7);
+  EXPECT_LT(r.max_lse_err, 1e-5);
+}
+
+TEST(Check, UnwrittenElementsFail) {
+  Fixture f(DType::f16);
+  const std::size_t i = f.index(5, 2, 7);
+  f.out.data[i * 2] = std::byte{0x5a}; // restore the poison pattern 0x7d5a
+  f.out.data[i * 2 + 1] = std::byte{0x7d};
+  ASSERT_TRUE(is_poison(f.out, i));
+  const CheckReport r = f.check();
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.unwritten, 1);
+  EXPECT_EQ(r.bad, 0);
+  EXPECT_EQ(r.nonfinite, 0);
+  ASSERT_EQ(r.first.size(), 1u);
+  EXPECT_EQ(r.first[0].what, "unwritten");
+  EXPECT_EQ(r.first[0].row, 5);
+  EXPECT_EQ(r.first[0].head, 2);
+  EXPECT_EQ(r.first[0].dim, 7);
+  // A wholly unwritten output fails with every element counted.
+  Fixture g(DType::bf16);
+  poison(g.out);
+  const CheckReport all = g.check();
+  EXPECT_FALSE(all.pass);
+  EXPECT_EQ(all.unwritten, all.checked);
+}
+
+TEST(Check, ComputedNanAndInfFailAndAreToldApartFromPoison) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    Fixture f(t);
+    f.out.set(f.index(0, 1, 3), std::nanf(""));
+    f.out.set(f.index(6, 3, 0), std::numeric_limits<float>::infinity());
+    f.out.set(f.index(7, 0, 15), -std::numeric_limits<float>::infinity());
+    const CheckReport r = f.check();
+    EXPECT_FALSE(r.pass) << dtype_name(t);
+    EXPECT_EQ(r.nonfinite, 3) << dtype_name(t);
+    EXPECT_EQ(r.unwritten, 0) << dtype_name(t) << ": a computed NaN is not the poison";
+    ASSERT_EQ(r.first.size(), 3u);
+    EXPECT_EQ(r.first[0].what, "nan");
+    EXPECT_EQ(r.first[1].what, "inf");
+    EXPECT_EQ(r.first[2].what, "inf");
+    EXPECT_FALSE(std::isnan(r.norm_rel_err)) << "non-finite values stay out of the norm";
+  }
+}
+
+TEST(Check, ElementErrorsBeyondAtolPlusRtolFail) {
+  Fixture f(DType::f32);
+  const std::size_t i = f.index(4, 1, 9);
+  const double want = f.ref.out[i];
+  const double limit = f.tol.atol + f.tol.rtol * std::abs(want);
+  f.out.set(i, float(want + 0.9 * limit));
+  CheckReport r = f.check();
+  EXPECT_TRUE(r.pass) << r.summary();
+  EXPECT_EQ(r.bad, 0);
+  EXPECT_NEAR(r.max_abs_err, 0.9 * limit, 1e-7);
+
+  f.out.set(i, float(want - 1.2 * limit));
+  r = f.check();
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.bad, 1);
+  ASSERT_EQ(r.first.size(), 1u);
+  EXPECT_EQ(r.first[0].what, "mismatch");
+  EXPECT_EQ(r.first[0].row, 4);
+  EXPECT_EQ(r.first[0].head, 1);
+  EXPECT_EQ(r.first[0].dim, 9);
+  EXPECT_NEAR(r.first[0].want, want, 0.0);
+  EXPECT_NEAR(r.first[0].got, want - 1.2 * limit, 1e-7);
+  // details() lists it with its indices, summary() counts it.
+  EXPECT_NE(r.details().find("out[row=4, head=1, dim=9]"), std::string::npos) << r.details();
+  EXPECT_NE(r.summary().find("bad=1"), std::string::npos) << r.summary();
+}
+
+TEST(Check, EmptyRowsMustBeZero) {
+  Fixture f(DType::f16);
+  // Rows 3 and 4 belong to the sequence with no keys: out must be 0.
+  f.out.set(f.index(3, 0, 0), 0.01f);
+  const CheckReport r = f.check();
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.bad, 1);
+}
+
+TEST(Check, NormwiseErrorFailsEvenWhenEveryElementIsInside) {
+  // Every element off by 90% of its own allowance: no single element fails, but the normwise
+  // error (about 0.9 * (atol * sqrt(n) / ||ref|| + rtol)) is beyond norm_rel.
+  Fixture f(DType::f32);
+  for (std::size_t i = 0; i < f.ref.out.size(); ++i) {
+    const double want = f.ref.out[i];
+    const double limit = f.tol.atol + f.tol.rtol * std::abs(want);
+    f.out.set(i, float(want + (i % 2 ? 0.9 : -0.9) * limit));
+  }
+  const CheckReport r = f.check();
+  EXPECT_EQ(r.bad, 0) << r.summary();
+  EXPECT_EQ(r.unwritten + r.nonfinite + r.lse_bad, 0);
+  EXPECT_GT(r.norm_rel_err, f.tol.norm_rel);
+  EXPECT_FALSE(r.pass);
+}
+
+TEST(Check, LseMismatchesFail) {
+  Fixture f(DType::f32);
+  const std::size_t finite = std::size_t(0) * 4 + 1; // row 0, head 1: has keys
+  const std::size_t empty = std::size_t(3) * 4 + 2;  // row 3, head 2: no keys
+  ASSERT_TRUE(std::isfinite(f.ref.lse[finite]));
+  ASSERT_EQ(f.ref.lse[empty], -kInf);
+
+  auto run = [&](std::size_t at, float value) {
+    Fixture g(DType::f32);
+    g.lse[at] = value;
+    return g.check();
+  };
+  const float ref_lse = float(f.ref.lse[finite]);
+  EXPECT_TRUE(run(finite, ref_lse + float(0.5 * f.tol.lse_atol)).pass);
+  CheckReport r = run(finite, ref_lse + float(2.0 * f.tol.lse_atol));
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.lse_bad, 1);
+  ASSERT_EQ(r.first.size(), 1u);
+  EXPECT_EQ(r.first[0].dim, -1);
+  EXPECT_NE(r.details().find("lse[row=0, head=1]"), std::string::npos) << r.details();
+  // -inf where the reference is finite, and a finite value where it is -inf.
+  r = run(finite, -std::numeric_limits<float>::infinity());
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.lse_bad, 1);
+  r = run(empty, 0.0f);
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.lse_bad, 1);
+  r = run(empty, -1e30f);
+  EXPECT_FALSE(r.pass) << "a very negative finite lse is not -inf";
+  r = run(empty, std::numeric_limits<float>::infinity());
+  EXPECT_FALSE(r.pass);
+  // NaN and poison.
+  r = run(finite, std::nanf(""));
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.lse_bad, 1);
+  EXPECT_EQ(r.first[0].what, "nan");
+  r = run(empty, std::nanf(""));
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.first[0].what, "nan");
+  std::vector<float> one(1);
+  poison(one);
+  r = run(finite, one[0]);
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.first[0].what, "unwritten");
+}
+
+TEST(Check, ListingStopsAfterTheFirstFew) {
+  Fixture f(DType::f16);
+  std::vector<std::size_t> spoiled;
+  for (std::size_t i = 3; i < f.ref.out.size(); i += 37) {
+    f.out.set(i, float(f.ref.out[i] + 1.0));
+    spoiled.push_back(i);
+  }
+  ASSERT_GT(spoiled.size(), std::size_t(kMaxListedMismatches) + 5);
+  const CheckReport r = f.check();
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.bad, int64_t(spoiled.size()));
+  ASSERT_EQ(r.first.size(), std::size_t(kMaxListedMismatches));
+  for (int k = 0; k < kMaxListedMismatches; ++k) { // the first ones, in index order
+    const Mismatch& m = r.first[std::size_t(k)];
+    EXPECT_EQ(f.index(m.row, m.head, m.dim), spoiled[std::size_t(k)]);
+  }
+  // details() prints exactly the listed ones.
+  const std::string d = r.details();
+  EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), kMaxListedMismatches);
+}
+
+TEST(Check, OnlyTheRowsTheReferenceComputedAreJudged) {
+  Problem pr = small_problem(DType::f16);
+  ReferenceOptions o;
+  o.rows = {1, 6};
+  const ReferenceResult ref = reference_attention(pr, o);
+  HostTensor out = exact_out(ref, DType::f16); // rows other than 1 and 6 stay poisoned
+  std::vector<float> lse = exact_lse(ref);
+  const CheckReport r = check_output(out, &lse, ref, tolerance_for(DType::f16));
+  EXPECT_TRUE(r.pass) << r.summary();
+  EXPECT_EQ(r.checked, 2 * 4 * 16);
+}
+
+TEST(Check, OutputsOfTheWrongSizeAreRejected) {
+  Fixture f(DType::f32);
+  const HostTensor short_out(DType::f32, {f.ref.rows - 1, f.ref.heads, f.ref.head_dim});
+  EXPECT_THROW((void)check_output(short_out, nullptr, f.ref, f.tol), InputError);
+  std::vector<float> short_lse(f.lse.begin(), f.lse.end() - 1);
+  EXPECT_THROW((void)check_output(f.out, &short_lse, f.ref, f.tol), InputError);
+}
+
+TEST(Check, PoisonCoversExactlyTheAllocatedElements) {
+  HostTensor none; // shape [] but no bytes: poisoning it writes nothing
+  poison(none);
+  EXPECT_TRUE(none.data.empty());
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    HostTensor x(t, {3, 5});
+    poison(x);
+    for (std::size_t i = 0; i < 15; ++i) {
+      EXPECT_TRUE(is_poison(x, i)) << dtype_name(t);
+      EXPECT_TRUE(std::isnan(x.get(i))) << dtype_name(t);
+    }
+    x.set(4, 0.0f);
+    EXPECT_FALSE(is_poison(x, 4));
+    x.set(4, std::nanf("")); // a computed NaN is a different pattern
+    EXPECT_FALSE(is_poison(x, 4)) << dtype_name(t);
+  }
+}
+
+TEST(Check, TolerancesAreOrderedByPrecision) {
+  const Tolerance a = tolerance_for(DType::f32);
+  const Tolerance b = tolerance_for(DType::f16);
+  const Tolerance c = tolerance_for(DType::bf16);
+  EXPECT_LT(a.atol, b.atol);
+  EXPECT_LT(b.atol, c.atol);
+  EXPECT_LT(a.rtol, b.rtol);
+  EXPECT_LT(b.rtol, c.rtol);
+  EXPECT_LT(a.norm_rel, b.norm_rel);
+  EXPECT_LT(b.norm_rel, c.norm_rel);
+  EXPECT_LT(a.lse_atol, b.lse_atol);
+  EXPECT_LT(b.lse_atol, c.lse_atol);
+  // SPEC.md guidance: fp32 far under 1e-3, fp16 about 2e-3, bf16 about 1e-2.
+  EXPECT_LT(a.norm_rel, 1e-4);
+  EXPECT_LE(b.norm_rel, 2e-3);
+  EXPECT_LE(c.norm_rel, 1e-2);
+  // Storing the exact answer in the dtype (relative 2^-11 / 2^-8 at worst) passes elementwise.
+  EXPECT_GT(b.rtol, std::ldexp(1.0, -11));
+  EXPECT_GT(c.rtol, std::ldexp(1.0, -8));
+}
+
+} // namespace

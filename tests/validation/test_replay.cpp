@@ -1,0 +1,327 @@
+// Tests of replay files: generated problems survive save and load bit for bit, metadata takes
+// SPEC.md's defaults and refuses malformed values by key, and outputs round correctly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "reference/reference.h"
+#include "src/model/errors.h"
+#include "src/validation/replay.h"
+
+using namespace attn;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_file(const std::string& name) {
+  return fs::temp_directory_path() /
+         ("attn_replay_" + std::to_string(std::random_device{}()) + "_" + name);
+}
+
+AttnParams decode_params() {
+  AttnParams p;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 32;
+  p.block_size = 16;
+  p.dtype = DType::f16;
+  p.window_left = 20;
+  p.softcap = 12.5;
+  p.scale = 0.125;
+  return p;
+}
+
+AttnParams prefill_params() {
+  AttnParams p;
+  p.num_heads = 4;
+  p.num_kv_heads = 4;
+  p.head_dim = 16;
+  p.block_size = 8;
+  p.dtype = DType::bf16;
+  p.causal = false;
+  p.window_right = 3;
+  return p;
+}
+
+void expect_same_problem(const Problem& a, const Problem& b) {
+  EXPECT_EQ(a.phase, b.phase);
+  EXPECT_EQ(a.params.describe(), b.params.describe());
+  EXPECT_EQ(a.params.scale.has_value(), b.params.scale.has_value());
+  EXPECT_EQ(a.params.effective_scale(), b.params.effective_scale());
+  EXPECT_EQ(a.batch, b.batch);
+  EXPECT_EQ(a.num_blocks, b.num_blocks);
+  EXPECT_EQ(a.max_blocks_per_seq, b.max_blocks_per_seq);
+  EXPECT_EQ(a.block_tables, b.block_tables);
+  EXPECT_EQ(a.context_lens, b.context_lens);
+  EXPECT_EQ(a.cu_seqlens_q, b.cu_seqlens_q);
+  EXPECT_EQ(a.cu_seqlens_k, b.cu_seqlens_k);
+  for (auto [x, y] : {std::pair{&a.query, &b.query},
+                      {&a.key_cache, &b.key_cache},
+                      {&a.value_cache, &b.value_cache}}) {
+    EXPECT_EQ(x->dtype, y->dtype);
+    EXPECT_EQ(x->shape, y->shape);
+    EXPECT_EQ(x->data, y->data);
+  }
+}
+
+// Expects replay_from_safetensors to refuse `f` with a one-line message holding `needle`.
+void expect_refused(const SafetensorsFile& f, const std::string& needle) {
+  try {
+    (void)replay_from_safetensors(f, "dump.safetensors");
+    ADD_FAILURE() << "accepted; expected an error containing: " << needle;
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("dump.safetensors: ", 0), 0u) << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+} // namespace
+
+TEST(Replay, DecodeRoundTripsThroughAFile) {
+  const Problem pr = make_decode_problem(decode_params(), {1, 15, 16, 17, 0, 40},
+                                         {.seed = 5, .shared_prefix = true});
+  const ReferenceResult ref = reference_attention(pr, {.threads = 2, .rows = {}});
+  const HostTensor out = reference_out_as(ref, pr.params.dtype);
+  const std::vector<float> lse = reference_lse_as_float(ref);
+  const fs::path path = temp_file("decode.safetensors");
+  save_replay(path.string(), pr, &out, &lse);
+  const ReplayFile rf = load_replay(path.string());
+  fs::remove(path);
+  expect_same_problem(pr, rf.problem);
+  ASSERT_TRUE(rf.out && rf.lse);
+  EXPECT_EQ(rf.out->data, out.data);
+  ASSERT_EQ(rf.lse->size(), lse.size());
+  for (std::size_t i = 0; i < lse.size(); ++i) {
+    EXPECT_TRUE(lse[i] == (*rf.lse)[i] || (std::isinf(lse[i]) && std::isinf((*rf.lse)[i]))) << i;
+  }
+  // The loaded problem is the same problem: the reference agrees exactly.
+  const ReferenceResult again = reference_attention(rf.problem, {.threads = 2, .rows = {}});
+  EXPECT_EQ(again.out, ref.out);
+}
+
+TEST(Replay, PrefillRoundTripsWithoutAnswer) {
+  const Problem pr =
+      make_prefill_problem(prefill_params(), {5, 16, 3, 0}, {40, 16, 0, 9}, {.seed = 6});
+  const fs::path path = temp_file("prefill.safetensors");
+  save_replay(path.string(), pr);
+  const ReplayFile rf = load_replay(path.string());
+  fs::remove(path);
+  expect_same_problem(pr, rf.problem);
+  EXPECT_FALSE(rf.out);
+  EXPECT_FALSE(rf.lse);
+  EXPECT_FALSE(rf.problem.params.scale); // unset stays unset: 1/sqrt(head_dim) on load
+  EXPECT_EQ(rf.metadata.at("causal"), "false");
+  EXPECT_EQ(rf.metadata.at("window_right"), "3");
+}
+
+TEST(Replay, MissingMetadataTakesTheSpecDefaults) {
+  AttnParams p = prefill_params();
+  SafetensorsFile f =
+      replay_to_safetensors(make_prefill_problem(p, {3}, {5}, {}), nullptr, nullptr);
+  f.metadata.clear();
+  const AttnParams q = replay_from_safetensors(f, "x").problem.params;
+  EXPECT_TRUE(q.causal);
+  EXPECT_EQ(q.window_left, -1);
+  EXPECT_EQ(q.window_right, -1);
+  EXPECT_EQ(q.softcap, 0.0);
+  EXPECT_FALSE(q.scale);
+  EXPECT_DOUBLE_EQ(q.effective_scale(), 0.25); // 1/sqrt(16)
+  // Derived from shapes.
+  EXPECT_EQ(q.num_heads, 4);
+  EXPECT_EQ(q.num_kv_heads, 4);
+  EXPECT_EQ(q.head_dim, 16);
+  EXPECT_EQ(q.block_size, 8);
+  EXPECT_EQ(q.dtype, DType::bf16);
+}
+
+TEST(Replay, MetadataSpellingsAndUnknownKeys) {
+  SafetensorsFile f =
+      replay_to_safetensors(make_decode_problem(decode_params(), {9}, {}), nullptr, nullptr);
+  f.metadata = {{"causal", "False"},      {"scale", "0.5"},    {"window_left", "-1"},
+                {"window_right", "7"},    {"softcap", "30.0"}, {"format", "pt"},
+                {"vllm_version", "0.6.3"}};
+  const AttnParams p = replay_from_safetensors(f, "x").problem.params;
+  EXPECT_FALSE(p.causal);
+  EXPECT_EQ(*p.scale, 0.5);
+  EXPECT_EQ(p.window_left, -1);
+  EXPECT_EQ(p.window_right, 7);
+  EXPECT_EQ(p.softcap, 30.0);
+  for (const char* t : {"true", "True", "TRUE", "1"}) {
+    f.metadata["causal"] = t;
+    EXPECT_TRUE(replay_from_safetensors(f, "x").problem.params.causal) << t;
+  }
+  f.metadata["causal"] = "0";
+  EXPECT_FALSE(replay_from_safetensors(f, "x").problem.params.causal);
+  // str(None) of an unset optional argument takes the default; for causal it is no boolean.
+  f.metadata = {
+      {"scale", "None"}, {"window_left", "None"}, {"window_right", "None"}, {"softcap", "None"}};
+  const AttnParams d = replay_from_safetensors(f, "x").problem.params;
+  EXPECT_FALSE(d.scale);
+  EXPECT_EQ(d.window_left, -1);
+  EXPECT_EQ(d.window_right, -1);
+  EXPECT_EQ(d.softcap, 0.0);
+  f.metadata = {{"causal", "None"}};
+  EXPECT_THROW((void)replay_from_safetensors(f, "x"), InputError);
+}
+
+TEST(Replay, MalformedMetadataNamesTheKey) {
+  const SafetensorsFile base =
+      replay_to_safetensors(make_decode_problem(decode_params(), {9}, {}), nullptr, nullptr);
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"causal", "maybe", "causal = 'maybe' is not a boolean"},
+      {"causal", "", "causal = '' is not a boolean"},
+      {"scale", "abc", "scale = 'abc' is not a finite number"},
+      {"scale", "0.5x", "scale = '0.5x'"},
+      {"scale", "nan", "scale = 'nan'"},
+      {"scale", "-1", "scale -1"}, // parses, then validate() refuses it
+      {"softcap", "inf", "softcap = 'inf'"},
+      {"softcap", "-2", "softcap -2"},
+      {"window_left", "1.5", "window_left = '1.5' is not an integer"},
+      {"window_left", "-5", "window_left -5"},
+      {"window_right", "99999999999", "window_right = '99999999999'"},
+  };
+  for (const auto& [key, value, needle] : cases) {
+    SafetensorsFile f = base;
+    f.metadata[key] = value;
+    SCOPED_TRACE(key + "=" + value);
+    expect_refused(f, needle);
+  }
+}
+
+TEST(Replay, InconsistentTensorsAreRefused) {
+  const Problem dec = make_decode_problem(decode_params(), {9, 30}, {});
+  const SafetensorsFile base = replay_to_safetensors(dec, nullptr, nullptr);
+  {
+    SafetensorsFile f = base;
+    f.tensors.erase("value_cache");
+    expect_refused(f, "has no tensor 'value_cache'");
+  }
+  {
+    SafetensorsFile f = base;
+    f.tensors.erase("context_lens");
+    expect_refused(f, "neither context_lens");
+  }
+  {
+    SafetensorsFile f = base;
+    f.tensors["cu_seqlens_q"] = to_st(std::vector<int32_t>{0, 1, 2}, {3});
+    expect_refused(f, "holds both");
+  }
+  {
+    SafetensorsFile f = base;
+    f.tensors.erase("context_lens");
+    f.tensors["cu_seqlens_q"] = to_st(std::vector<int32_t>{0, 1, 2}, {3});
+    expect_refused(f, "has cu_seqlens_q but no cu_seqlens_k");
+  }
+  {
+    SafetensorsFile f = base;
+    f.tensors["query"].shape = {2, 8 * 32};
+    expect_refused(f, "query has shape [2, 256], expected rank 3");
+  }
+  {
+    SafetensorsFile f = base;
+    f.tensors["context_lens"] = to_st(std::vector<int32_t>{9, 30, 1}, {3});
+    expect_refused(f, "context_lens has 3 entries but block_tables has 2 rows");
+  }
+  {
+    SafetensorsFile f = base;
+    f.tensors["block_tables"].dtype = StDType::f32;
+    expect_refused(f, "block_tables has dtype F32, expected I32");
+  }
+  {
+    SafetensorsFile f = base;
+    HostTensor out(DType::f32, {2, 8, 32});
+    f.tensors["out"] = to_st(out);
+    expect_refused(f, "out is F32 but query is F16");
+  }
+  {
+    SafetensorsFile f = base;
+    f.tensors["out"] = to_st(HostTensor(DType::f16, {2, 8, 16}));
+    expect_refused(f, "out has shape [2, 8, 16]");
+  }
+  {
+    SafetensorsFile f = base;
+    f.tensors["lse"] = to_st(std::vector<float>(8, 0.f), {8});
+    expect_refused(f, "lse has shape [8], expected [2, 8]");
+  }
+  {
+    SafetensorsFile f = base;
+    f.tensors["lse"] = to_st(HostTensor(DType::f16, {2, 8}));
+    expect_refused(f, "lse has dtype F16, expected F32");
+  }
+  const Problem pre = make_prefill_problem(prefill_params(), {4, 2}, {4, 9}, {});
+  const SafetensorsFile pbase = replay_to_safetensors(pre, nullptr, nullptr);
+  {
+    SafetensorsFile f = pbase;
+    f.tensors["cu_seqlens_q"] = to_st(std::vector<int32_t>{0, 4, 5}, {3});
+    expect_refused(f, "cu_seqlens_q ends at 5 but query has 6 rows");
+  }
+  {
+    SafetensorsFile f = pbase;
+    f.tensors["cu_seqlens_k"] = to_st(std::vector<int32_t>{0, 4}, {2});
+    expect_refused(f, "cu_seqlens_k has 2 entries, expected block_tables rows + 1 = 3");
+  }
+}
+
+TEST(Replay, SaveOutputsWritesOutAndLse) {
+  const Problem pr = make_prefill_problem(prefill_params(), {3, 2}, {3, 1}, {.seed = 3});
+  const ReferenceResult ref = reference_attention(pr, {.threads = 1, .rows = {}});
+  const HostTensor out = reference_out_as(ref, DType::bf16);
+  const std::vector<float> lse = reference_lse_as_float(ref);
+  const fs::path path = temp_file("out.safetensors");
+  save_outputs(path.string(), out, lse);
+  const SafetensorsFile f = read_safetensors(path.string());
+  fs::remove(path);
+  ASSERT_EQ(f.tensors.size(), 2u);
+  EXPECT_EQ(f.tensors.at("out").dtype, StDType::bf16);
+  EXPECT_EQ(f.tensors.at("out").shape, (std::vector<int64_t>{5, 4, 16}));
+  EXPECT_EQ(f.tensors.at("out").data, out.data);
+  EXPECT_EQ(f.tensors.at("lse").dtype, StDType::f32);
+  EXPECT_EQ(f.tensors.at("lse").shape, (std::vector<int64_t>{5, 4}));
+  const std::vector<float> back = to_float32(f.tensors.at("lse"), "lse");
+  for (std::size_t i = 0; i < back.size(); ++i) {
+    EXPECT_EQ(back[i], float(ref.lse[i])) << i;
+  }
+  EXPECT_THROW(save_outputs(path.string(), out, std::vector<float>(3)), InputError);
+}
+
+TEST(Replay, RoundsDoublesOnceToNearestEven) {
+  // 1 + 2^-11 + 2^-40 is just above the fp16 midpoint between 1 and 1 + 2^-10; rounding through
+  // float first lands exactly on the midpoint and then ties down to 1.
+  const double above = 1.0 + 0x1p-11 + 0x1p-40;
+  EXPECT_EQ(round_double_to(DType::f16, above), 1.0f + 0x1p-10f);
+  EXPECT_EQ(round_double_to(DType::f16, 1.0 + 0x1p-11), 1.0f); // exact tie: to even
+  EXPECT_EQ(round_double_to(DType::f16, 1.0 + 3 * 0x1p-11), 1.0f + 0x1p-9f);
+  EXPECT_EQ(round_double_to(DType::bf16, 1.0 + 0x1p-8 + 0x1p-40), 1.0f + 0x1p-7f);
+  EXPECT_EQ(round_double_to(DType::bf16, -(1.0 + 0x1p-8 - 0x1p-40)), -1.0f);
+  EXPECT_EQ(round_double_to(DType::f32, 1.0 + 0x1p-24 + 0x1p-50), 1.0f + 0x1p-23f);
+  EXPECT_TRUE(std::isinf(round_double_to(DType::f16, 1e6)));
+  EXPECT_EQ(round_double_to(DType::f16, 1e-30), 0.0f);
+  EXPECT_EQ(round_double_to(DType::f16, 0.0), 0.0f);
+
+  // Against a brute-force nearest-even search over the neighbours of the fp16 candidate.
+  std::mt19937_64 gen(42);
+  std::uniform_real_distribution<double> mag(-20.0, 14.99);
+  for (int n = 0; n < 200000; ++n) {
+    const double v =
+        std::ldexp(1.0 + double(gen() >> 11) * 0x1p-53, int(mag(gen))) * ((gen() & 1) ? 1 : -1);
+    const uint16_t c = float_to_half(float(v));
+    uint16_t best = c;
+    double best_err = std::abs(double(half_to_float(c)) - v);
+    for (int d : {-1, 1}) {
+      const uint16_t o = uint16_t(c + d);
+      if ((o & 0x8000) != (c & 0x8000) || std::isinf(half_to_float(o))) {
+        continue;
+      }
+      const double err = std::abs(double(half_to_float(o)) - v);
+      if (err < best_err || (err == best_err && (o & 1) == 0)) {
+        best = o;
+        best_err = err;
+      }
+    }
+    ASSERT_EQ(float_to_half(round_double_to(DType::f16, v)), best) << "v=" << v;
+  }
+}

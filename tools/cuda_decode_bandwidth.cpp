@@ -1,0 +1,163 @@
+// attn-cuda-bandwidth: decode v1 and v2 bandwidth (KV bytes read over time) against a
+// device-to-device copy measured in the same run, every configuration validated first.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "reference/reference.h"
+#include "src/validation/check.h"
+#include "src/backends/cuda/cuda_backend.h"
+#include "src/model/errors.h"
+
+namespace {
+
+using namespace attn;
+
+struct Case {
+  std::string name;
+  int batch;
+  int context;
+};
+
+struct Best {
+  std::string key;
+  double bytes_per_s = 0.0;
+  double median_s = 0.0;
+};
+
+int run(int device, bool quick, const std::string& json_path) {
+  auto be = make_cuda_backend(device);
+  const DeviceInfo& d = be->info();
+  std::printf("device %s: %s, %d SMs, L2 %.0f MiB\n", d.id.c_str(), d.name.c_str(), d.sm_count,
+              double(d.l2_bytes) / (1 << 20));
+
+  TimingOptions topt;
+  topt.warmup = 2;
+  topt.min_reps = 5;
+  topt.max_reps = quick ? 30 : 200;
+  topt.max_seconds = quick ? 0.1 : 0.5;
+  const int64_t copy_bytes = int64_t(1) << 30;
+  const cuda::CopyBandwidth copy = cuda::measure_copy_bandwidth(device, copy_bytes, topt);
+  std::printf("device-to-device copy of %.0f MiB: %.1f GB/s (read + write)\n",
+              double(copy_bytes) / (1 << 20), copy.bytes_per_s / 1e9);
+
+  AttnParams p;
+  p.num_heads = 32;
+  p.num_kv_heads = 8;
+  p.head_dim = 128;
+  p.block_size = 16;
+  p.dtype = DType::f16;
+  // "long": few sequences, long contexts (v1 leaves SMs idle with split=1; v2 fills them);
+  // "short": many sequences of 1k tokens (the reduce must not dominate).
+  const std::vector<Case> cases = {{"long", 8, quick ? 16384 : 32768}, {"short", 64, 1024}};
+
+  std::vector<cuda::DecodeVariant> variants;
+  for (Family f : {Family::decode_v1, Family::decode_v2}) {
+    for (const auto& c : be->config_space(f, p)) {
+      variants.push_back(cuda::decode_variant(c, p));
+    }
+  }
+  (void)cuda::precompile_decode(variants, d.cc_major * 10 + d.cc_minor);
+
+  nlohmann::json out = {{"device", d.to_json()},
+                        {"copy_bytes_per_s", copy.bytes_per_s},
+                        {"copy_timing", to_json(copy.timing)},
+                        {"cases", nlohmann::json::array()}};
+  std::vector<std::string> table;
+  for (const Case& cs : cases) {
+    GenOptions g;
+    g.seed = 20261129;
+    g.pool_factor = 1.0; // timing only needs the bytes; the layout is still a permutation
+    const Problem pr =
+        make_decode_problem(p, std::vector<int>(std::size_t(cs.batch), cs.context), g);
+    ReferenceOptions ro;
+    ro.rows = {0, cs.batch - 1};
+    const ReferenceResult ref = reference_attention(pr, ro);
+    const double kv_bytes = double(pr.kv_bytes_touched());
+    nlohmann::json jc = {{"case", cs.name},
+                         {"batch", cs.batch},
+                         {"context", cs.context},
+                         {"kv_bytes", kv_bytes},
+                         {"results", nlohmann::json::array()}};
+    for (Family f : {Family::decode_v1, Family::decode_v2}) {
+      Best best;
+      for (const auto& cfg : be->config_space(f, p)) {
+        if (auto why = be->can_run(cfg, pr)) {
+          jc["results"].push_back({{"config", cfg.key()}, {"skipped", *why}});
+          continue;
+        }
+        auto prep = be->prepare(pr, cfg);
+        prep->poison_outputs();
+        prep->run();
+        const RunOutput o = prep->download();
+        const CheckReport rep = check_output(o.out, &o.lse, ref, tolerance_for(p.dtype));
+        if (!rep.pass) {
+          std::printf("FAIL %s %s: %s\n%s", cs.name.c_str(), cfg.key().c_str(),
+                      rep.summary().c_str(), rep.details().c_str());
+          jc["results"].push_back({{"config", cfg.key()}, {"check", rep.summary()}});
+          continue;
+        }
+        const TimingResult t = prep->time(topt);
+        const double bw = kv_bytes / t.median_s;
+        jc["results"].push_back({{"config", cfg.key()},
+                                 {"bytes_per_s", bw},
+                                 {"timing", to_json(t)},
+                                 {"check", rep.summary()}});
+        if (bw > best.bytes_per_s) {
+          best = {cfg.key(), bw, t.median_s};
+        }
+      }
+      char line[256];
+      std::snprintf(line, sizeof line, "%-6s %-10s %9.1f %7.1f%%  %9.3f  %s", cs.name.c_str(),
+                    family_name(f), best.bytes_per_s / 1e9,
+                    100.0 * best.bytes_per_s / copy.bytes_per_s, best.median_s * 1e3,
+                    best.key.c_str());
+      table.push_back(line);
+    }
+    out["cases"].push_back(jc);
+  }
+  std::printf("\n%-6s %-10s %9s %8s  %9s  %s\n", "case", "family", "GB/s", "of copy", "ms",
+              "best configuration");
+  for (const auto& l : table) {
+    std::printf("%s\n", l.c_str());
+  }
+  if (!json_path.empty()) {
+    const std::string tmp = json_path + ".tmp";
+    {
+      std::ofstream f(tmp);
+      f << out.dump(2) << "\n";
+    }
+    std::rename(tmp.c_str(), json_path.c_str());
+  }
+  return kExitOk;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Decode kernel bandwidth against a device-to-device copy"};
+  int device = 0;
+  bool quick = false;
+  std::string json_path;
+  app.add_option("--device", device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  app.add_flag("--quick", quick, "Shorter contexts and timing budgets");
+  app.add_option("--json", json_path, "Also write every measurement to this JSON file");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(device, quick, json_path);
+  } catch (const DeviceUnavailable& e) {
+    std::fprintf(stderr, "attn-cuda-bandwidth: device unavailable: %s\n", e.what());
+    return kExitNoDevice;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "attn-cuda-bandwidth: error: %s\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attn-cuda-bandwidth: internal error: %s\n", e.what());
+    return kExitInternal;
+  }
+}
