@@ -10,35 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/model/kernel_config.h"
 #include "src/model/problem.h"
 #include "src/model/tensor.h"
 #include "src/backends/timing.h"
 
 namespace attn {
-
-enum class Family { decode_v1, decode_v2, prefill };
-[[nodiscard]] const char* family_name(Family f);
-[[nodiscard]] Family parse_family(const std::string& name); // throws InputError
-[[nodiscard]] inline bool family_is_decode(Family f) { return f != Family::prefill; }
-
-// A kernel family plus its configuration parameters, by name. Parameter names in use:
-//   partition  (decode_v2) tokens per partition, a multiple of block_size
-//   split      0: work split per query head, 1: per KV head (one K/V pass serves the group)
-//   threads    threads per block (CUDA), q_tile / k_tile (prefill tiles), warps, stages, vec
-struct KernelConfig {
-  Family family = Family::decode_v1;
-  std::map<std::string, int> params;
-
-  [[nodiscard]] int get(const std::string& name, int fallback) const {
-    auto it = params.find(name);
-    return it == params.end() ? fallback : it->second;
-  }
-  // "decode_v2[partition=512,split=1]": stable, sorted; used as a key in results and tables.
-  [[nodiscard]] std::string key() const;
-  [[nodiscard]] nlohmann::json to_json() const;
-  [[nodiscard]] static KernelConfig from_json(const nlohmann::json& j); // throws InputError
-  bool operator==(const KernelConfig&) const = default;
-};
 
 struct DeviceInfo {
   std::string backend; // "cpu" or "cuda"
@@ -90,27 +67,6 @@ public:
 struct BackendOptions {
   int threads = 0; // CPU backend: worker threads (0: all hardware threads)
 };
-
-// "cpu", "cuda:N" or a bare GPU index "N". Throws DeviceUnavailable (with the reason) when the
-// device is not there, InputError when the spec is malformed.
-[[nodiscard]] std::unique_ptr<Backend> make_backend(const std::string& spec,
-                                                    const BackendOptions& opt);
-
-// Every device this build can use, for `attn-tune devices`; `why_no_gpu` is filled when there
-// is no usable GPU (no driver, no device, built without CUDA).
-struct DeviceList {
-  std::vector<DeviceInfo> devices;
-  std::string why_no_gpu;
-};
-[[nodiscard]] DeviceList list_devices(const BackendOptions& opt);
-
-// The device a command uses when none is named: GPU 0 when there is one, else the CPU; `said`
-// is the sentence the command prints about that choice.
-struct DeviceChoice {
-  std::string spec;
-  std::string said;
-};
-[[nodiscard]] DeviceChoice default_device(const BackendOptions& opt);
 
 // Runs `cfg` on `pr` once with poisoned outputs and returns them (the validate step).
 [[nodiscard]] RunOutput run_once(Backend& be, const Problem& pr, const KernelConfig& cfg);

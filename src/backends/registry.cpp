@@ -1,8 +1,10 @@
-// make_backend: turns a device spec from the command line ("cpu", "cuda:N", "N") into a
-// backend, or a one-line reason why that device is not available in this build or machine.
+// The device registry: make_backend turns a device spec from the command line ("cpu", "cuda:N",
+// "N") into a backend, or a one-line reason why that device is not available here.
+#include "src/backends/registry.h"
+
 #include <cctype>
 
-#include "src/backends/backend.h"
+#include "src/backends/cpu/cpu_info.h"
 #include "src/backends/cpu/cpu_backend.h"
 #include "src/backends/cuda/cuda_devices.h"
 #include "src/model/errors.h"
@@ -50,6 +52,42 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, const BackendOpti
   }
   throw DeviceUnavailable(msg);
 #endif
+}
+
+DeviceList list_devices(const BackendOptions& opt) {
+  DeviceList l;
+  l.devices = cuda_devices(l.why_no_gpu);
+  l.devices.push_back(cpu_device_info(opt.threads));
+  return l;
+}
+
+DeviceChoice default_device(const BackendOptions& opt) {
+  const DeviceList l = list_devices(opt);
+  for (const auto& d : l.devices) {
+    if (d.backend == "cuda") {
+      return {d.id, "no --device given: using GPU 0 (" + d.name + ")"};
+    }
+  }
+  return {"cpu", "no --device given: using the CPU backend (no GPU: " +
+                     (l.why_no_gpu.empty() ? std::string("none found") : l.why_no_gpu) + ")"};
+}
+
+std::string device_slug(const DeviceInfo& d) {
+  std::string s = d.backend == "cpu" ? "cpu-" : "";
+  bool dash = !s.empty();
+  for (char c : d.name) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      s += char(std::tolower(static_cast<unsigned char>(c)));
+      dash = false;
+    } else if (!dash) {
+      s += '-';
+      dash = true;
+    }
+  }
+  while (!s.empty() && s.back() == '-') {
+    s.pop_back();
+  }
+  return s.empty() ? "device" : s;
 }
 
 } // namespace attn

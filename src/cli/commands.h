@@ -1,11 +1,12 @@
-// The subcommands of attn-tune. Each lives in its own cmd_*.cpp as an options struct, a setup_
-// function that binds its flags and a run_ function that does the work; main() only wires them.
+// The subcommands of attn-tune. Each lives in src/cli/<cmd>_command.cpp as a <Cmd>Options struct,
+// a setup_<cmd> function that binds its flags and a run_<cmd> function that does the work;
+// main() only wires them.
 #pragma once
 #include <functional>
 
 #include <CLI/CLI.hpp>
 
-namespace attn {
+namespace attn::cli {
 
 struct Command {
   CLI::App* app = nullptr;
@@ -18,4 +19,4 @@ Command setup_sweep(CLI::App& root);
 Command setup_table(CLI::App& root);
 Command setup_verify(CLI::App& root);
 
-} // namespace attn
+} // namespace attn::cli

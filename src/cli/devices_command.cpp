@@ -2,10 +2,11 @@
 #include <cstdio>
 #include <memory>
 
+#include "src/backends/registry.h"
 #include "src/backends/backend.h"
 #include "src/cli/commands.h"
 
-namespace attn {
+namespace attn::cli {
 
 namespace {
 struct DevicesOptions {
@@ -54,4 +55,4 @@ Command setup_devices(CLI::App& root) {
   return {sub, [opt] { return run_devices(*opt); }};
 }
 
-} // namespace attn
+} // namespace attn::cli

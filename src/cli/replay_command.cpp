@@ -7,13 +7,14 @@
 #include <string>
 
 #include "reference/reference.h"
+#include "src/backends/registry.h"
 #include "src/backends/backend.h"
 #include "src/validation/check.h"
 #include "src/cli/commands.h"
 #include "src/model/errors.h"
 #include "src/validation/replay.h"
 
-namespace attn {
+namespace attn::cli {
 
 namespace {
 
@@ -162,4 +163,4 @@ Command setup_replay(CLI::App& root) {
   return {sub, [opt] { return run_replay(*opt); }};
 }
 
-} // namespace attn
+} // namespace attn::cli

@@ -7,14 +7,15 @@
 #include <unistd.h>
 
 #include "build_info.h"
+#include "src/backends/registry.h"
 #include "src/cli/commands.h"
 #include "src/model/errors.h"
 #include "src/tuning/sweep.h"
 
-namespace attn {
+namespace attn::cli {
 
 namespace {
-struct SweepCliOptions {
+struct SweepOptions {
   std::string device;
   std::string profile = "default";
   std::string out;
@@ -25,7 +26,7 @@ struct SweepCliOptions {
   bool quiet = false;
 };
 
-int run_sweep_cmd(const SweepCliOptions& o) {
+int run_sweep(const SweepOptions& o) {
   // Load the profile first: a typo should not wait for a GPU to initialise.
   const Profile prof = load_profile(o.profile);
   const BackendOptions bo{.threads = o.threads};
@@ -37,7 +38,7 @@ int run_sweep_cmd(const SweepCliOptions& o) {
   }
   auto be = make_backend(spec, bo);
   const DeviceInfo& dev = be->info();
-  SweepOptions so;
+  attn::SweepOptions so;
   so.out_dir = o.out.empty() ? "attn-tune-out/" + prof.name : o.out;
   so.resume = o.resume;
   so.seed = o.seed;
@@ -55,7 +56,7 @@ int run_sweep_cmd(const SweepCliOptions& o) {
                 "--profile quick finishes in seconds\n");
   }
   std::fflush(stdout);
-  const SweepSummary s = run_sweep(*be, prof, so);
+  const SweepSummary s = attn::run_sweep(*be, prof, so);
   const auto& c = s.table.at("measurement_counts");
   std::printf("sweep: %d measurements (%d from an earlier run): %d timed, %d failed validation, "
               "%d skipped, %d errors\n",
@@ -71,7 +72,7 @@ int run_sweep_cmd(const SweepCliOptions& o) {
 } // namespace
 
 Command setup_sweep(CLI::App& root) {
-  auto opt = std::make_shared<SweepCliOptions>();
+  auto opt = std::make_shared<SweepOptions>();
   CLI::App* sub = root.add_subcommand(
       "sweep", "Check and time every kernel configuration of a profile; write the threshold table");
   sub->add_option("--device", opt->device,
@@ -87,7 +88,7 @@ Command setup_sweep(CLI::App& root) {
   sub->add_flag("--publish", opt->publish,
                 "Also write the table to results/<device>-<profile>.json in the source tree");
   sub->add_flag("--quiet", opt->quiet, "No progress lines");
-  return {sub, [opt] { return run_sweep_cmd(*opt); }};
+  return {sub, [opt] { return run_sweep(*opt); }};
 }
 
-} // namespace attn
+} // namespace attn::cli

@@ -6,16 +6,17 @@
 #include <string>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
+#include "src/backends/registry.h"
 #include "src/backends/backend.h"
 #include "src/cli/commands.h"
 #include "src/model/errors.h"
 #include "src/tuning/threshold_table.h"
 
-namespace attn {
+namespace attn::cli {
 
 namespace {
 
-struct TableCliOptions {
+struct TableOptions {
   std::string file;
   bool json = false;
   std::string device;
@@ -77,7 +78,7 @@ void warn_if_other_device(const nlohmann::json& table, const std::string& spec) 
   }
 }
 
-int run_show(const TableCliOptions& o) {
+int run_table_show(const TableOptions& o) {
   const auto t = load_table(o.file);
   if (o.json) {
     std::printf("%s\n", t.json().dump(2).c_str());
@@ -92,7 +93,7 @@ int run_show(const TableCliOptions& o) {
   return kExitOk;
 }
 
-int run_lookup(const TableCliOptions& o) {
+int run_table_lookup(const TableOptions& o) {
   const auto t = load_table(o.file);
   attn_tune::Query q = o.q;
   // An unknown dtype is a usage error, not a silent nearest match; aliases become table names.
@@ -134,7 +135,7 @@ int run_lookup(const TableCliOptions& o) {
 } // namespace
 
 Command setup_table(CLI::App& root) {
-  auto opt = std::make_shared<TableCliOptions>();
+  auto opt = std::make_shared<TableOptions>();
   CLI::App* sub = root.add_subcommand("table", "Show a threshold table or look a decode call up");
   sub->require_subcommand(1);
   CLI::App* show = sub->add_subcommand("show", "Explain a threshold table");
@@ -172,10 +173,10 @@ Command setup_table(CLI::App& root) {
   lk->add_flag("--json", opt->json, "Print the choice as JSON");
   return {sub, [opt, show, lk] {
             if (show->parsed()) {
-              return run_show(*opt);
+              return run_table_show(*opt);
             }
-            return run_lookup(*opt);
+            return run_table_lookup(*opt);
           }};
 }
 
-} // namespace attn
+} // namespace attn::cli

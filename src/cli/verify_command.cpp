@@ -1,16 +1,20 @@
 // `attn-tune verify`: the correctness gate CI systems run. Exit codes: 0 all passed, 1 a case
 // failed (or nothing could be checked), 2 usage error, 3 the requested device does not exist.
+#include "src/cli/verify_command.h"
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <sstream>
 
+#include "src/backends/registry.h"
 #include "src/backends/backend.h"
 #include "src/cli/commands.h"
 #include "src/model/errors.h"
+#include "src/validation/junit.h"
 #include "src/validation/verify.h"
 
-namespace attn {
+namespace attn::cli {
 
 namespace {
 
@@ -27,9 +31,9 @@ std::vector<std::string> split_list(const std::string& s) {
 
 } // namespace
 
-int run_verify_command(const VerifyCommandOptions& o, const BackendFactory& factory, std::FILE* out,
-                       std::FILE* err) {
-  VerifyOptions vo;
+int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE* out,
+               std::FILE* err) {
+  attn::VerifyOptions vo;
   if (!o.families.empty()) {
     vo.families.clear();
     for (const auto& f : split_list(o.families)) {
@@ -74,7 +78,7 @@ int run_verify_command(const VerifyCommandOptions& o, const BackendFactory& fact
     std::unique_ptr<Backend> be = factory(spec, bo);
     std::fprintf(err, "verify: %s (%s), seed %llu, intensity %s\n", be->info().id.c_str(),
                  be->info().name.c_str(), (unsigned long long)o.seed, o.intensity.c_str());
-    reports.push_back(run_verify(*be, vo, out));
+    reports.push_back(attn::run_verify(*be, vo, out));
     passed += reports.back().passed;
     failed += reports.back().failed;
     skipped += reports.back().skipped;
@@ -99,7 +103,7 @@ int run_verify_command(const VerifyCommandOptions& o, const BackendFactory& fact
 }
 
 Command setup_verify(CLI::App& root) {
-  auto o = std::make_shared<VerifyCommandOptions>();
+  auto o = std::make_shared<VerifyOptions>();
   CLI::App* sub = root.add_subcommand(
       "verify", "Check every kernel family and configuration against the reference (a CI gate)");
   sub->add_option("--device", o->device, "0, cuda:N, cpu or all (default: GPU 0, else the CPU)");
@@ -112,7 +116,7 @@ Command setup_verify(CLI::App& root) {
   sub->add_option("--dump-failures", o->dump_dir, "Write failing cases as replay files here");
   sub->add_option("--threads", o->threads, "CPU worker threads (0: all)")
       ->check(CLI::Range(0, 4096));
-  return {sub, [o] { return run_verify_command(*o, make_backend, stdout, stderr); }};
+  return {sub, [o] { return run_verify(*o, make_backend, stdout, stderr); }};
 }
 
-} // namespace attn
+} // namespace attn::cli

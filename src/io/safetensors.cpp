@@ -2,6 +2,8 @@
 // crash cut short, hand-edited headers), so nothing is read before the whole header checks out.
 #include "src/io/safetensors.h"
 
+#include "src/io/atomic_file.h"
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -300,45 +302,7 @@ std::vector<std::byte> serialize_safetensors(const SafetensorsFile& f) {
 
 void write_safetensors(const std::string& path, const SafetensorsFile& f) {
   const std::vector<std::byte> image = serialize_safetensors(f);
-  // Same folder as the target, so that the rename cannot cross file systems.
-  std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) {
-    throw InputError("cannot create a file next to " + path + ": " + std::strerror(errno));
-  }
-  ::fchmod(fd, 0644); // mkstemp makes it private; a result file is meant to be shared
-  const std::byte* p = image.data();
-  std::size_t left = image.size();
-  auto fail = [&](const char* what) {
-    const std::string reason = std::strerror(errno);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(std::string(what) + " " + tmp + ": " + reason);
-  };
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      fail("cannot write");
-    }
-    p += n;
-    left -= std::size_t(n);
-  }
-  if (::fsync(fd) != 0) {
-    fail("cannot flush");
-  }
-  if (::close(fd) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot close " + tmp + ": " + reason);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw InputError("cannot write " + path + ": " + reason);
-  }
+  write_file_atomically(path, image.data(), image.size());
 }
 
 StTensor to_st(const HostTensor& t) {

@@ -38,8 +38,7 @@ struct SafetensorsFile {
 
 // The file image: header padded with spaces so that the data starts 8-byte aligned.
 [[nodiscard]] std::vector<std::byte> serialize_safetensors(const SafetensorsFile& f);
-// Writes atomically: a temporary file in the same folder, renamed over `path` when complete.
-// Throws InputError when the file cannot be created, std::runtime_error on a failed write.
+// Writes atomically, with the error rule of src/io/atomic_file.h.
 void write_safetensors(const std::string& path, const SafetensorsFile& f);
 
 // Conversions between file tensors and the problem model's tensors.

@@ -11,18 +11,11 @@
 
 #include "src/backends/backend.h"
 #include "src/model/problem.h"
+#include "src/model/workload.h"
+#include "src/validation/row_sample.h"
 #include "src/backends/timing.h"
 
 namespace attn {
-
-// One mask variant; the grid crosses every value of each field.
-struct MaskOption {
-  bool causal = true;
-  int window_left = -1;
-  int window_right = -1;
-  double softcap = 0.0;
-  bool operator==(const MaskOption&) const = default;
-};
 
 // The axes of one phase's grid. Decode uses context_len; prefill uses q_len and k_len.
 // Exactly one of gqa_ratio and num_heads is given (the other stays empty).
@@ -41,32 +34,6 @@ struct PhaseGrid {
   std::vector<int> window_left;
   std::vector<int> window_right;
   std::vector<double> softcap;
-};
-
-// How much of the reference a check may compute. Every row is checked when the estimated
-// reference work (sum over rows of k_len * head_dim * num_heads) is at most max_reference_work;
-// otherwise a seeded sample of rows is checked (docs/profiles.md "Validation").
-struct ValidationOptions {
-  int64_t max_reference_work = 200'000'000;
-  int min_rows = 4;
-};
-
-// One concrete workload: a phase, attention parameters and uniform sequence lengths.
-struct Workload {
-  Phase phase = Phase::decode;
-  AttnParams params;
-  int batch = 1;
-  int context_len = 0; // decode
-  int q_len = 0;       // prefill
-  int k_len = 0;       // prefill
-  bool held_out = false;
-
-  // "decode b=4 ctx=1024 h=32 kvh=8 d=128 bs=16 fp16 causal wl=-1 wr=-1 cap=0": stable, used as
-  // the resume key in results.jsonl together with KernelConfig::key().
-  [[nodiscard]] std::string key() const;
-  [[nodiscard]] nlohmann::json to_json() const;
-  [[nodiscard]] static Workload from_json(const nlohmann::json& j); // throws InputError
-  [[nodiscard]] MaskOption mask() const;
 };
 
 struct Profile {
@@ -92,17 +59,5 @@ struct Profile {
 [[nodiscard]] std::vector<std::string> builtin_profile_names();
 // The embedded JSON text of a profile, or nullopt.
 [[nodiscard]] std::optional<std::string> builtin_profile_text(const std::string& name);
-
-// The grid's workloads in a stable order (phase, then the axes in schema order), followed by
-// the held-out workloads (flagged). Prefill pairs with q_len > k_len are left out.
-[[nodiscard]] std::vector<Workload> expand_workloads(const Profile& p);
-
-// The configurations to try on a workload: the profile's list or the backend's config_space.
-[[nodiscard]] std::vector<KernelConfig> configs_for(const Profile& p, const Backend& be,
-                                                    const Workload& w);
-
-// 64-bit FNV-1a, as 16 lower-case hex digits (profile and record hashes).
-[[nodiscard]] std::string fnv1a_hex(const std::string& s);
-[[nodiscard]] uint64_t fnv1a(const std::string& s);
 
 } // namespace attn

@@ -10,6 +10,7 @@
 
 #include "src/backends/backend.h"
 #include "src/tuning/profile.h"
+#include "src/tuning/results_file.h"
 #include "src/tuning/threshold_table.h"
 
 namespace attn {
@@ -39,27 +40,8 @@ struct SweepSummary {
 
 [[nodiscard]] SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt);
 
-// The rows a check compares (ReferenceOptions::rows; empty = all), by the rule of
-// docs/profiles.md "Validation": all rows when the estimated reference work fits
-// max_reference_work, else row 0, the last row and seeded random rows up to the cap
-// (at least min_rows). Sorted.
-[[nodiscard]] std::vector<int> sample_rows(const Problem& pr, const ValidationOptions& v,
-                                           uint64_t seed);
-
 // The data seed of a workload: the sweep seed mixed with a hash of the workload key, so a
 // resumed sweep regenerates the same inputs.
 [[nodiscard]] uint64_t workload_seed(uint64_t sweep_seed, const Workload& w);
-
-// Reads results.jsonl: the header and every complete measurement line. A last line without its
-// newline (a measurement killed mid-write) is ignored and reported through `valid_bytes`, the
-// length of the file's valid prefix. Throws InputError on a corrupt complete line.
-struct ResultsFile {
-  nlohmann::json header;             // null when the file is empty
-  std::vector<nlohmann::json> lines; // measurement records
-  std::size_t valid_bytes = 0;
-  bool truncated_tail = false;
-};
-[[nodiscard]] ResultsFile read_results(const std::string& path);
-[[nodiscard]] std::vector<MeasurementRecord> to_records(const std::vector<nlohmann::json>& lines);
 
 } // namespace attn

@@ -628,51 +628,6 @@ void validate_table(const nlohmann::json& t) {
   }
 }
 
-void write_json_atomically(const std::string& path, const nlohmann::json& j) {
-  const std::string text = j.dump(1) + "\n";
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) {
-    throw std::runtime_error("cannot create '" + tmp + "'");
-  }
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n <= 0) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw std::runtime_error("cannot write '" + tmp + "'");
-    }
-    done += std::size_t(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot flush '" + tmp + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot rename '" + tmp + "' to '" + path + "'");
-  }
-}
-
-std::string device_slug(const DeviceInfo& d) {
-  std::string s = d.backend == "cpu" ? "cpu-" : "";
-  bool dash = !s.empty();
-  for (char c : d.name) {
-    if (std::isalnum(static_cast<unsigned char>(c))) {
-      s += char(std::tolower(static_cast<unsigned char>(c)));
-      dash = false;
-    } else if (!dash) {
-      s += '-';
-      dash = true;
-    }
-  }
-  while (!s.empty() && s.back() == '-') {
-    s.pop_back();
-  }
-  return s.empty() ? "device" : s;
-}
-
 namespace {
 std::string fmt_us(const json& t) {
   if (t.is_null()) {

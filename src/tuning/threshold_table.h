@@ -11,19 +11,11 @@
 
 #include "src/backends/backend.h"
 #include "src/tuning/profile.h"
+#include "src/tuning/results_file.h"
 
 namespace attn {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// One line of results.jsonl reduced to what the table needs.
-struct MeasurementRecord {
-  Workload workload;
-  KernelConfig config;
-  std::string status; // "ok", "failed", "skipped", "error"
-  double median_s = 0.0;
-  std::string method; // timing method, for provenance
-};
 
 // The best v1 and v2 times at one context length of a shape point (kInf when not measured).
 struct ContextTiming {
@@ -112,12 +104,6 @@ struct Regret {
 // Checks a table against the version-1 schema of docs/threshold-table.md; throws InputError
 // naming the first missing or mistyped field ("decode[3].measured[0].best.median_s: ...").
 void validate_table(const nlohmann::json& table);
-
-// Writes `j` to `path` atomically (temporary file in the same folder, fsync, rename).
-void write_json_atomically(const std::string& path, const nlohmann::json& j);
-
-// "nvidia-h200", "cpu-intel-xeon-platinum-8480": a file-name-safe device name.
-[[nodiscard]] std::string device_slug(const DeviceInfo& d);
 
 // The human summary `table show` prints.
 [[nodiscard]] std::string describe_table(const nlohmann::json& table);

@@ -211,37 +211,6 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
 
 namespace {
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-    case '&':
-      o += "&amp;";
-      break;
-    case '<':
-      o += "&lt;";
-      break;
-    case '>':
-      o += "&gt;";
-      break;
-    case '"':
-      o += "&quot;";
-      break;
-    case '\'':
-      o += "&apos;";
-      break;
-    default:
-      // Control characters other than tab and newline are not allowed in XML 1.0.
-      if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') {
-        o += ' ';
-      } else {
-        o += c;
-      }
-    }
-  }
-  return o;
-}
-
 std::string slug(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -372,82 +341,6 @@ VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log) {
     }
   }
   return rep;
-}
-
-void write_junit(const std::string& path, const std::vector<VerifyReport>& reports,
-                 double total_seconds) {
-  int tests = 0;
-  int failures = 0;
-  int skipped = 0;
-  for (const auto& r : reports) {
-    for (const auto& tc : r.testcases) {
-      ++tests;
-      failures += tc.failed > 0;
-      skipped += (tc.failed == 0 && tc.passed == 0) ? 1 : 0;
-    }
-  }
-  char host[256] = "localhost";
-  gethostname(host, sizeof host - 1);
-  const std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", std::gmtime(&now));
-
-  std::ostringstream x;
-  x << std::fixed << std::setprecision(3); // xs:decimal has no exponent form
-  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x << "<testsuites name=\"attn-tune verify\" tests=\"" << tests << "\" failures=\"" << failures
-    << "\" errors=\"0\" skipped=\"" << skipped << "\" time=\"" << total_seconds << "\">\n";
-  for (const auto& r : reports) {
-    int t = 0, f = 0, s = 0;
-    double secs = 0.0;
-    std::string device = r.testcases.empty() ? "none" : r.testcases.front().device;
-    for (const auto& tc : r.testcases) {
-      ++t;
-      f += tc.failed > 0;
-      s += (tc.failed == 0 && tc.passed == 0) ? 1 : 0;
-      secs += tc.seconds;
-    }
-    x << "  <testsuite name=\"attn-tune verify " << xml_escape(device) << "\" tests=\"" << t
-      << "\" failures=\"" << f << "\" errors=\"0\" skipped=\"" << s << "\" time=\"" << secs
-      << "\" timestamp=\"" << stamp << "\" hostname=\"" << xml_escape(host) << "\">\n";
-    for (const auto& tc : r.testcases) {
-      x << "    <testcase classname=\"" << xml_escape(tc.device + "." + tc.family) << "\" name=\""
-        << xml_escape(tc.config + " " + tc.group) << "\" time=\"" << tc.seconds << "\">\n";
-      if (tc.failed > 0) {
-        std::string text;
-        for (const auto& line : tc.failures) {
-          text += line + "\n";
-        }
-        x << "      <failure message=\""
-          << xml_escape(std::to_string(tc.failed) + " of " + std::to_string(tc.failed + tc.passed) +
-                        " cases failed")
-          << "\" type=\"mismatch\">" << xml_escape(text) << "</failure>\n";
-      } else if (tc.passed == 0) {
-        x << "      <skipped message=\"" << xml_escape(tc.skip_reason) << "\"/>\n";
-      }
-      x << "      <system-out>" << tc.passed << " passed, " << tc.failed << " failed, "
-        << tc.skipped << " skipped</system-out>\n";
-      x << "    </testcase>\n";
-    }
-    x << "  </testsuite>\n";
-  }
-  x << "</testsuites>\n";
-
-  const std::filesystem::path target(path);
-  std::filesystem::path tmp = target;
-  tmp += ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) {
-      throw InputError("cannot write JUnit file " + path);
-    }
-    f << x.str();
-    f.flush();
-    if (!f) {
-      throw std::runtime_error("write to " + tmp.string() + " failed");
-    }
-  }
-  std::filesystem::rename(tmp, target);
 }
 
 } // namespace attn

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "src/backends/registry.h"
 #include "src/backends/backend.h"
 #include "src/model/problem.h"
 
@@ -71,27 +72,5 @@ struct VerifyReport {
 // Runs the gate on one backend. Failing cases are printed to `log` as they happen (one line
 // each); nothing else is printed.
 [[nodiscard]] VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log);
-
-// The `verify` subcommand's flags, and its body with the backend factory as a parameter so that
-// tests can plant a faulty backend (the CLI always passes make_backend).
-struct VerifyCommandOptions {
-  std::string device; // empty: GPU 0 if there is one, else the CPU
-  std::string families;
-  std::string dtypes;
-  std::string junit;
-  std::string dump_dir;
-  std::string intensity = "default";
-  uint64_t seed = 1;
-  int threads = 0;
-};
-using BackendFactory =
-    std::function<std::unique_ptr<Backend>(const std::string& spec, const BackendOptions& opt)>;
-[[nodiscard]] int run_verify_command(const VerifyCommandOptions& o, const BackendFactory& factory,
-                                     std::FILE* out, std::FILE* err);
-
-// JUnit XML of one or more devices' reports (GitLab, Jenkins and GitHub reporters read it),
-// written atomically.
-void write_junit(const std::string& path, const std::vector<VerifyReport>& reports,
-                 double total_seconds);
 
 } // namespace attn

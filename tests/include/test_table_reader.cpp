@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
+#include "src/io/atomic_file.h"
 #include "src/tuning/threshold_table.h"
 
 namespace attn {

@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "src/tuning/workloads.h"
 #include "src/backends/cuda/cuda_backend.h"
 #include "src/backends/cuda/decode_launch.h"
 #include "src/backends/cuda/embedded_kernels.h"

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "src/tuning/workloads.h"
 #include "src/backends/cuda/cuda_backend.h"
 #include "src/backends/cuda/nvrtc_compiler.h"
 #include "src/backends/cuda/prefill_launch.h"

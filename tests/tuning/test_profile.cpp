@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "src/tuning/workloads.h"
 #include "src/model/errors.h"
 #include "src/tuning/profile.h"
 

@@ -11,6 +11,7 @@
 
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "reference/reference.h"
+#include "src/backends/registry.h"
 #include "src/model/errors.h"
 #include "src/tuning/sweep.h"
 

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "src/io/atomic_file.h"
+#include "src/backends/registry.h"
 #include "src/model/errors.h"
 #include "src/tuning/threshold_table.h"
 

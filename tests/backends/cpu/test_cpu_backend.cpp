@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "reference/reference.h"
+#include "src/backends/registry.h"
 #include "src/backends/backend.h"
 #include "src/validation/check.h"
 #include "src/backends/cpu/cpu_backend.h"

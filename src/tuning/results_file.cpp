@@ -1,0 +1,184 @@
+#include "src/tuning/results_file.h"
+
+#include <ctime>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "src/model/errors.h"
+
+namespace attn {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The device fields a resumed sweep must share with the one that started the file.
+bool same_device(const json& a, const json& b) {
+  // CPU worker threads change the timings as much as the device does.
+  return a.value("backend", "") == b.value("backend", "") &&
+         a.value("name", "") == b.value("name", "") && a.value("uuid", "") == b.value("uuid", "") &&
+         a.value("threads", 0) == b.value("threads", 0);
+}
+
+} // namespace
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+DurableAppender::DurableAppender(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (fd_ < 0) {
+    throw InputError("cannot open '" + path + "' for appending");
+  }
+}
+
+DurableAppender::~DurableAppender() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+  }
+}
+
+void DurableAppender::append(const json& j) {
+  const std::string line = j.dump() + "\n";
+  std::size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n <= 0) {
+      throw std::runtime_error("cannot write to '" + path_ + "'");
+    }
+    done += std::size_t(n);
+  }
+  if (::fsync(fd_) != 0) {
+    throw std::runtime_error("cannot fsync '" + path_ + "'");
+  }
+}
+
+std::string record_key(const std::string& workload_key, const std::string& config_key) {
+  return workload_key + " | " + config_key;
+}
+
+ResultsFile read_results(const std::string& path) {
+  ResultsFile rf;
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    return rf;
+  }
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  std::size_t pos = 0;
+  int line_no = 0;
+  while (pos < text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) {
+      rf.truncated_tail = true; // killed mid-write: the measurement in flight is lost
+      break;
+    }
+    ++line_no;
+    const std::string line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.empty()) {
+      rf.valid_bytes = pos;
+      continue;
+    }
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error&) {
+      throw InputError(path + ": line " + std::to_string(line_no) +
+                       " is not valid JSON (the file is corrupt; start a new --out folder)");
+    }
+    if (j.value("type", "") == "header") {
+      if (j.value("schema", "") != kResultsSchema || j.value("version", 0) != kResultsVersion) {
+        throw InputError(path + ": not an attn-tune results file of version " +
+                         std::to_string(kResultsVersion));
+      }
+      rf.header = j;
+    } else if (j.value("type", "") == "measurement") {
+      rf.lines.push_back(j);
+    } else {
+      throw InputError(path + ": line " + std::to_string(line_no) + " has no known 'type'");
+    }
+    rf.valid_bytes = pos;
+  }
+  return rf;
+}
+
+std::vector<MeasurementRecord> to_records(const std::vector<json>& lines) {
+  std::vector<MeasurementRecord> out;
+  for (const auto& j : lines) {
+    MeasurementRecord r;
+    r.workload = Workload::from_json(j.at("workload"));
+    r.config = KernelConfig::from_json(j.at("config"));
+    r.status = j.value("status", "");
+    if (j.contains("timing") && j["timing"].is_object()) {
+      r.median_s = j["timing"].value("median_s", 0.0);
+      r.method = j["timing"].value("method", "");
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+OpenedResults open_results(const std::string& path, const json& header, bool resume) {
+  OpenedResults r;
+  ResultsFile existing = read_results(path);
+  const bool has_content = !existing.header.is_null() || !existing.lines.empty();
+  if (has_content && !resume) {
+    throw InputError(path + " already holds " + std::to_string(existing.lines.size()) +
+                     " measurements; pass --resume to continue that sweep or choose another --out");
+  }
+  if (has_content) {
+    const json& h = existing.header;
+    if (h.is_null()) {
+      throw InputError(path + " has no header line; start a new --out folder");
+    }
+    const std::string profile = header.value("profile", "");
+    const std::string profile_hash = header.value("profile_hash", "");
+    if (h.value("profile_hash", "") != profile_hash) {
+      throw InputError(path + " was made with profile '" + h.value("profile", "?") + "' (hash " +
+                       h.value("profile_hash", "?") + "), not '" + profile + "' (hash " +
+                       profile_hash + "); --resume needs the same profile");
+    }
+    const json& dev = header.at("device");
+    if (!same_device(h.value("device", json::object()), dev)) {
+      throw InputError(path + " was measured on " + h["device"].value("name", "?") + " (" +
+                       h["device"].value("id", "?") + ", " +
+                       std::to_string(h["device"].value("threads", 0)) + " threads), not on " +
+                       dev.value("name", "") + " (" + dev.value("id", "") + ", " +
+                       std::to_string(dev.value("threads", 0)) +
+                       " threads); --resume needs the same device and --threads");
+    }
+    const uint64_t seed = header.value("seed", uint64_t(0));
+    if (h.value("seed", uint64_t(0)) != seed) {
+      throw InputError(path + " was made with --seed " +
+                       std::to_string(h.value("seed", uint64_t(0))) + ", not " +
+                       std::to_string(seed) + "; --resume needs the same seed");
+    }
+    for (const auto& l : existing.lines) {
+      r.done.insert(record_key(l.value("workload_key", ""), l.value("config_key", "")));
+    }
+    r.resumed = true;
+  }
+  if (existing.truncated_tail ||
+      (fs::exists(path) && fs::file_size(path) != existing.valid_bytes)) {
+    fs::resize_file(path, existing.valid_bytes); // drop the half-written line
+  }
+  r.out = std::make_unique<DurableAppender>(path);
+  if (!has_content) {
+    r.out->append(header);
+  }
+  return r;
+}
+
+} // namespace attn

@@ -1,0 +1,76 @@
+// results.jsonl, the sweep's durable log: a header line naming the profile, device and seed, then
+// one line per (workload, configuration) outcome, each fsynced; reading it back and resuming it.
+#pragma once
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/model/kernel_config.h"
+#include "src/model/workload.h"
+
+namespace attn {
+
+inline constexpr const char* kResultsSchema = "attn-tune/results";
+inline constexpr int kResultsVersion = 1;
+
+// One line of results.jsonl reduced to what the table needs.
+struct MeasurementRecord {
+  Workload workload;
+  KernelConfig config;
+  std::string status; // "ok", "failed", "skipped", "error"
+  double median_s = 0.0;
+  std::string method; // timing method, for provenance
+};
+
+// Reads results.jsonl: the header and every complete measurement line. A last line without its
+// newline (a measurement killed mid-write) is ignored and reported through `valid_bytes`, the
+// length of the file's valid prefix. Throws InputError on a corrupt complete line.
+struct ResultsFile {
+  nlohmann::json header;             // null when the file is empty
+  std::vector<nlohmann::json> lines; // measurement records
+  std::size_t valid_bytes = 0;
+  bool truncated_tail = false;
+};
+[[nodiscard]] ResultsFile read_results(const std::string& path);
+[[nodiscard]] std::vector<MeasurementRecord> to_records(const std::vector<nlohmann::json>& lines);
+
+// Appends one line and makes it durable before returning, so a kill loses at most the
+// measurement in flight.
+class DurableAppender {
+public:
+  explicit DurableAppender(const std::string& path); // throws InputError when it cannot open
+  ~DurableAppender();
+  DurableAppender(const DurableAppender&) = delete;
+  DurableAppender& operator=(const DurableAppender&) = delete;
+  void append(const nlohmann::json& j);
+
+private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// "workload key | config key": what a measurement line is identified by when resuming.
+[[nodiscard]] std::string record_key(const std::string& workload_key,
+                                     const std::string& config_key);
+
+// results.jsonl opened for a sweep: the keys already measured and the appender for new lines.
+struct OpenedResults {
+  std::set<std::string> done; // record_key of every measurement line already in the file
+  bool resumed = false;       // the file held an earlier run's header
+  std::unique_ptr<DurableAppender> out;
+};
+
+// Opens `path` for the sweep described by `header` (type, schema, version, profile,
+// profile_hash, device, seed, ...). An empty or absent file gets `header` as its first line.
+// A file with content needs `resume` and the same profile hash, device (backend, name, uuid,
+// threads) and seed, else InputError saying which differs; a half-written last line is cut off.
+[[nodiscard]] OpenedResults open_results(const std::string& path, const nlohmann::json& header,
+                                         bool resume);
+
+// The current UTC time as "2026-11-30T21:44:05Z".
+[[nodiscard]] std::string utc_now();
+
+} // namespace attn

@@ -1,0 +1,50 @@
+#include "src/tuning/sweep_progress.h"
+
+namespace attn {
+
+std::string fmt_duration(double s) {
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, (int(s) % 3600) / 60);
+  }
+  return buf;
+}
+
+SweepProgress::SweepProgress(std::FILE* out, bool tty, int total, int done)
+    : out_(out), tty_(tty), total_(total), finished_(done), t0_(std::chrono::steady_clock::now()) {}
+
+void SweepProgress::step(const std::string& status, const std::string& what) {
+  ++finished_;
+  ++new_done_;
+  if (!out_) {
+    return;
+  }
+  const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  const int left = total_ - finished_;
+  const std::string eta = fmt_duration(el / new_done_ * left);
+  const int pct = total_ ? int(100.0 * finished_ / total_) : 100;
+  if (tty_) {
+    std::string line = "[" + std::to_string(finished_) + "/" + std::to_string(total_) + " " +
+                       std::to_string(pct) + "%] ETA " + eta + "  " + what;
+    if (line.size() > 150) {
+      line = line.substr(0, 147) + "...";
+    }
+    std::fprintf(out_, "\r\033[K%s", line.c_str());
+  } else {
+    std::fprintf(out_, "[%d/%d %d%% ETA %s] %s %s\n", finished_, total_, pct, eta.c_str(),
+                 status.c_str(), what.c_str());
+  }
+  std::fflush(out_);
+}
+
+void SweepProgress::finish() {
+  if (out_ && tty_) {
+    std::fprintf(out_, "\n");
+  }
+}
+
+} // namespace attn

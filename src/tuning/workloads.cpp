@@ -1,0 +1,105 @@
+#include "src/tuning/workloads.h"
+
+#include <set>
+#include <string>
+#include <utility>
+
+namespace attn {
+
+std::vector<Workload> expand_workloads(const Profile& p) {
+  std::vector<Workload> out;
+  for (Phase phase : {Phase::decode, Phase::prefill}) {
+    const auto& grid = phase == Phase::decode ? p.decode : p.prefill;
+    if (!grid) {
+      continue;
+    }
+    const PhaseGrid& g = *grid;
+    // Lengths as (q, k) pairs; decode has q = 1 and k = context_len.
+    std::vector<std::pair<int, int>> lens;
+    if (phase == Phase::decode) {
+      for (int ctx : g.context_len) {
+        lens.emplace_back(1, ctx);
+      }
+    } else {
+      for (int q : g.q_len) {
+        for (int k : g.k_len) {
+          if (q <= k) {
+            lens.emplace_back(q, k);
+          }
+        }
+      }
+    }
+    // The cross product, built from the fastest-varying axis (lengths) to the slowest (dtype):
+    // each cross() makes the axis it adds vary slower than those already there.
+    Workload proto;
+    proto.phase = phase;
+    std::vector<Workload> ws;
+    for (auto [q, k] : lens) {
+      Workload w = proto;
+      (phase == Phase::decode ? w.context_len : w.k_len) = k;
+      w.q_len = phase == Phase::decode ? 0 : q;
+      ws.push_back(w);
+    }
+    auto cross = [&ws](const auto& values, const auto& set) {
+      std::vector<Workload> next;
+      for (const auto& v : values) {
+        for (Workload w : ws) {
+          set(w, v);
+          next.push_back(w);
+        }
+      }
+      ws = std::move(next);
+    };
+    cross(g.batch, [](Workload& w, int v) { w.batch = v; });
+    cross(g.softcap, [](Workload& w, double v) { w.params.softcap = v; });
+    cross(g.window_right, [](Workload& w, int v) { w.params.window_right = v; });
+    cross(g.window_left, [](Workload& w, int v) { w.params.window_left = v; });
+    cross(g.causal, [](Workload& w, bool v) { w.params.causal = v; });
+    // num_heads is either given or num_kv_heads * gqa_ratio (filled once kvh is known).
+    if (g.gqa_ratio.empty()) {
+      cross(g.num_heads, [](Workload& w, int v) { w.params.num_heads = v; });
+    } else {
+      cross(g.gqa_ratio, [](Workload& w, int v) { w.params.num_heads = v; });
+    }
+    cross(g.num_kv_heads, [&g](Workload& w, int v) {
+      w.params.num_kv_heads = v;
+      if (!g.gqa_ratio.empty()) {
+        w.params.num_heads *= v; // held the ratio until now
+      }
+    });
+    cross(g.block_size, [](Workload& w, int v) { w.params.block_size = v; });
+    cross(g.head_dim, [](Workload& w, int v) { w.params.head_dim = v; });
+    cross(g.dtype, [](Workload& w, DType v) { w.params.dtype = v; });
+    out.insert(out.end(), ws.begin(), ws.end());
+  }
+  // Held-out points that coincide with a grid point would leak into the fit: keep one copy,
+  // flagged held out only if it is not a grid point.
+  std::set<std::string> seen;
+  for (const auto& w : out) {
+    seen.insert(w.key());
+  }
+  for (const auto& w : p.held_out) {
+    if (seen.insert(w.key()).second) {
+      out.push_back(w);
+    }
+  }
+  return out;
+}
+
+std::vector<KernelConfig> configs_for(const Profile& p, const Backend& be, const Workload& w) {
+  std::vector<Family> fams;
+  if (w.phase == Phase::decode) {
+    fams = {Family::decode_v1, Family::decode_v2};
+  } else {
+    fams = {Family::prefill};
+  }
+  std::vector<KernelConfig> out;
+  for (Family f : fams) {
+    auto it = p.configs.find(f);
+    const auto list = it != p.configs.end() ? it->second : be.config_space(f, w.params);
+    out.insert(out.end(), list.begin(), list.end());
+  }
+  return out;
+}
+
+} // namespace attn
