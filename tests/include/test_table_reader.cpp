@@ -77,7 +77,7 @@ json make_fixture() {
       {"kernel_sources_sha256", std::string(64, '0')},
       {"profile", {{"name", "synthetic"}, {"hash", "0000000000000000"}}},
       {"created_utc", "2026-01-01T00:00:00Z"},
-      {"timing_method", "synthetic formula (tests/test_table_reader.cpp)"},
+      {"timing_method", "synthetic formula (tests/include/test_table_reader.cpp)"},
       {"seed", 1}};
   return build_threshold_table(rs, prov, 16);
 }

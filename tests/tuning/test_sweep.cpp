@@ -329,54 +329,6 @@ TEST(Sweep, RefusesToMixSweeps) {
   fs::remove_all(o.out_dir);
 }
 
-TEST(Sweep, SamplesRowsWhenTheReferenceWouldBeTooSlow) {
-  AttnParams p;
-  p.num_heads = 2;
-  p.num_kv_heads = 1;
-  p.head_dim = 16;
-  p.block_size = 16;
-  p.dtype = DType::f32;
-  const Problem pr = make_prefill_problem(p, {20, 30}, {20, 30}, {.seed = 3});
-  ValidationOptions v;
-  v.max_reference_work = 1'000'000'000;
-  EXPECT_TRUE(sample_rows(pr, v, 1).empty()) << "small problems are checked in full";
-  v.max_reference_work = 10 * 30 * 16 * 2; // about ten rows' worth
-  v.min_rows = 3;
-  const auto rows = sample_rows(pr, v, 1);
-  ASSERT_GE(rows.size(), 3u);
-  EXPECT_LE(rows.size(), 16u);
-  EXPECT_EQ(rows.front(), 0);
-  EXPECT_EQ(rows.back(), 49);
-  EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
-  EXPECT_EQ(rows, sample_rows(pr, v, 1)) << "the sample is seeded";
-  v.max_reference_work = 1;
-  EXPECT_EQ(sample_rows(pr, v, 1).size(), 3u) << "min_rows holds even past the cap";
-}
-
-TEST(Sweep, ReadsResultsWithATruncatedTail) {
-  const fs::path dir = fresh_dir("read");
-  fs::create_directories(dir);
-  const fs::path f = dir / "results.jsonl";
-  {
-    std::ofstream o(f, std::ios::binary);
-    o << R"({"type":"header","schema":"attn-tune/results","version":1})"
-      << "\n"
-      << R"({"type":"measurement","workload_key":"a","config_key":"b"})"
-      << "\n"
-      << R"({"type":"measurem)";
-  }
-  const ResultsFile r = read_results(f.string());
-  EXPECT_TRUE(r.truncated_tail);
-  EXPECT_EQ(r.lines.size(), 1u);
-  EXPECT_LT(r.valid_bytes, fs::file_size(f));
-  {
-    std::ofstream o(f, std::ios::binary | std::ios::app);
-    o << "\n{not json}\n";
-  }
-  EXPECT_THROW((void)read_results(f.string()), InputError);
-  fs::remove_all(dir);
-}
-
 // The real thing: the quick profile on the CPU backend, once that backend is built in.
 TEST(Sweep, QuickProfileEndToEndOnTheCpuBackend) {
   std::unique_ptr<Backend> be;
