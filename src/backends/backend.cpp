@@ -1,7 +1,6 @@
 // DeviceInfo as JSON, and run_once, the validate step every caller of a backend shares.
 #include "src/backends/backend.h"
 
-
 namespace attn {
 
 nlohmann::json DeviceInfo::to_json() const {

@@ -10,10 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/backends/timing.h"
 #include "src/model/kernel_config.h"
 #include "src/model/problem.h"
 #include "src/model/tensor.h"
-#include "src/backends/timing.h"
 
 namespace attn {
 

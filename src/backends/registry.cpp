@@ -4,8 +4,8 @@
 
 #include <cctype>
 
-#include "src/backends/cpu/cpu_info.h"
 #include "src/backends/cpu/cpu_backend.h"
+#include "src/backends/cpu/cpu_info.h"
 #include "src/backends/cuda/cuda_devices.h"
 #include "src/model/errors.h"
 

@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "src/backends/registry.h"
 #include "src/backends/backend.h"
+#include "src/backends/registry.h"
 #include "src/cli/commands.h"
 
 namespace attn::cli {

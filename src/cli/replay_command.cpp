@@ -7,11 +7,11 @@
 #include <string>
 
 #include "reference/reference.h"
-#include "src/backends/registry.h"
 #include "src/backends/backend.h"
-#include "src/validation/check.h"
+#include "src/backends/registry.h"
 #include "src/cli/commands.h"
 #include "src/model/errors.h"
+#include "src/validation/check.h"
 #include "src/validation/replay.h"
 
 namespace attn::cli {

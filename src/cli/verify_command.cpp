@@ -7,8 +7,8 @@
 #include <memory>
 #include <sstream>
 
-#include "src/backends/registry.h"
 #include "src/backends/backend.h"
+#include "src/backends/registry.h"
 #include "src/cli/commands.h"
 #include "src/model/errors.h"
 #include "src/validation/junit.h"

@@ -63,12 +63,9 @@ struct Outcome {
 };
 
 json record_base(const PlannedWorkload& pw, const KernelConfig& cfg, uint64_t seed) {
-  return {{"type", "measurement"},
-          {"workload_key", pw.key},
-          {"config_key", cfg.key()},
-          {"workload", pw.workload->to_json()},
-          {"config", cfg.to_json()},
-          {"seed", seed}};
+  return {{"type", "measurement"},   {"workload_key", pw.key},
+          {"config_key", cfg.key()}, {"workload", pw.workload->to_json()},
+          {"config", cfg.to_json()}, {"seed", seed}};
 }
 
 // Checks the run's output against the reference; records the check, and on a pass times it.
@@ -82,8 +79,7 @@ void check_and_time(PreparedRun& run, WorkloadData& wd, const Profile& prof,
     wd.rows = sample_rows(pr, prof.validation, wd.seed);
     wd.ref = reference_attention(pr, {opt.reference_threads, wd.rows});
   }
-  const CheckReport rep =
-      check_output(got.out, &got.lse, *wd.ref, tolerance_for(pr.params.dtype));
+  const CheckReport rep = check_output(got.out, &got.lse, *wd.ref, tolerance_for(pr.params.dtype));
   o.record["check"] = {{"pass", rep.pass},
                        {"rows_checked", wd.rows.empty() ? pr.num_rows() : int(wd.rows.size())},
                        {"rows_total", pr.num_rows()},
@@ -152,21 +148,20 @@ json sweep_provenance(const DeviceInfo& dev, const Profile& prof, const SweepOpt
       break;
     }
   }
-  return {
-      {"device", dev.to_json()},
-      {"tool", {{"name", "attn-tune"}, {"version", ATTN_VERSION}, {"git_hash", ATTN_GIT_HASH}}},
-      {"kernel_sources_sha256", generated::kKernelSourcesSha256},
-      {"profile", {{"name", prof.name}, {"hash", prof.hash}}},
-      {"created_utc", utc_now()},
-      {"timing_method", method},
-      {"timing_options",
-       {{"warmup", prof.timing.warmup},
-        {"min_reps", prof.timing.min_reps},
-        {"max_reps", prof.timing.max_reps},
-        {"max_seconds", prof.timing.max_seconds},
-        {"target_noise", prof.timing.target_noise},
-        {"flush_cache", prof.timing.flush_cache}}},
-      {"seed", opt.seed}};
+  return {{"device", dev.to_json()},
+          {"tool", {{"name", "attn-tune"}, {"version", ATTN_VERSION}, {"git_hash", ATTN_GIT_HASH}}},
+          {"kernel_sources_sha256", generated::kKernelSourcesSha256},
+          {"profile", {{"name", prof.name}, {"hash", prof.hash}}},
+          {"created_utc", utc_now()},
+          {"timing_method", method},
+          {"timing_options",
+           {{"warmup", prof.timing.warmup},
+            {"min_reps", prof.timing.min_reps},
+            {"max_reps", prof.timing.max_reps},
+            {"max_seconds", prof.timing.max_seconds},
+            {"target_noise", prof.timing.target_noise},
+            {"flush_cache", prof.timing.flush_cache}}},
+          {"seed", opt.seed}};
 }
 
 // Builds the table from everything in results.jsonl (earlier runs included) and writes it to
@@ -175,8 +170,8 @@ void publish_table(const std::string& results, const DeviceInfo& dev, const Prof
                    const SweepOptions& opt, SweepSummary& sum) {
   const ResultsFile all = read_results(results);
   const auto records = to_records(all.lines);
-  sum.table = build_threshold_table(records, sweep_provenance(dev, prof, opt, records),
-                                    dev.sm_count);
+  sum.table =
+      build_threshold_table(records, sweep_provenance(dev, prof, opt, records), dev.sm_count);
   sum.table_path = (fs::path(opt.out_dir) / "threshold_table.json").string();
   write_json_atomically(sum.table_path, sum.table);
   if (!opt.publish_dir.empty()) {

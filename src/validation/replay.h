@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "reference/reference.h"
-#include "src/model/problem.h"
 #include "src/io/safetensors.h"
+#include "src/model/problem.h"
 #include "src/model/tensor.h"
 
 namespace attn {

@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "reference/reference.h"
-#include "src/validation/check.h"
-#include "src/model/errors.h"
-#include "src/validation/replay.h"
 #include "src/io/safetensors.h"
+#include "src/model/errors.h"
+#include "src/validation/check.h"
+#include "src/validation/replay.h"
 
 namespace attn {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "src/backends/registry.h"
 #include "src/backends/backend.h"
+#include "src/backends/registry.h"
 #include "src/model/problem.h"
 
 namespace attn {

@@ -8,8 +8,8 @@
 #include <random>
 #include <string>
 
-#include "src/model/errors.h"
 #include "src/io/safetensors.h"
+#include "src/model/errors.h"
 
 using namespace attn;
 namespace fs = std::filesystem;

@@ -16,8 +16,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() /
-               ("attn_test_results_" + name + "_" + std::to_string(::getpid()));
+  fs::path d =
+      fs::temp_directory_path() / ("attn_test_results_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   return d;
 }

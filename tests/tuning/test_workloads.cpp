@@ -1,5 +1,6 @@
-// Grid expansion: a profile's workloads come out in a stable order, held-out points last (a held-out
-// point that is also a grid point stays a grid point), and workloads round-trip through JSON.
+// Grid expansion: a profile's workloads come out in a stable order, held-out points last (a
+// held-out point that is also a grid point stays a grid point), and workloads round-trip through
+// JSON.
 #include <gtest/gtest.h>
 
 #include "src/tuning/profile.h"

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "reference/reference.h"
-#include "src/validation/check.h"
 #include "src/model/errors.h"
 #include "src/model/problem.h"
+#include "src/validation/check.h"
 
 using namespace attn;
 
