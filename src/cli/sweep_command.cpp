@@ -66,8 +66,20 @@ int run_sweep(const SweepOptions& o) {
   if (!s.published_path.empty()) {
     std::printf("sweep: published %s\n", s.published_path.c_str());
   }
-  // Wrong results are the one finding a sweep must not bury: they set the exit code.
-  return c.value("failed", 0) > 0 ? kExitMismatch : kExitOk;
+  // Wrong results are the one finding a sweep must not bury: they set the exit code. Errors
+  // (a configuration that could not be measured) leave the table incomplete: exit 4, so that a
+  // sweep in which nothing could be measured never passes for a success.
+  if (c.value("failed", 0) > 0) {
+    return kExitMismatch;
+  }
+  if (c.value("error", 0) > 0) {
+    std::fprintf(stderr,
+                 "sweep: %d measurements ended in an error (see results.jsonl); --resume retries "
+                 "each once\n",
+                 c.value("error", 0));
+    return kExitInternal;
+  }
+  return kExitOk;
 }
 } // namespace
 

@@ -27,6 +27,14 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
+// memcpy that accepts n == 0 with null pointers (an empty tensor's vector has no storage; memcpy
+// from a null pointer is undefined even for zero bytes).
+void copy_bytes(void* dst, const void* src, std::size_t n) {
+  if (n > 0) {
+    std::memcpy(dst, src, n);
+  }
+}
+
 // A header larger than this is not a replay file; the official implementation caps it likewise.
 constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;
 
@@ -234,7 +242,7 @@ int64_t StTensor::numel() const {
 
 SafetensorsFile parse_safetensors(const std::vector<std::byte>& bytes, const std::string& name) {
   return parse_image(bytes.size(), name, [&](uint64_t off, uint64_t n, void* dst) {
-    std::memcpy(dst, bytes.data() + off, n);
+    copy_bytes(dst, bytes.data() + off, n);
   });
 }
 
@@ -291,10 +299,10 @@ std::vector<std::byte> serialize_safetensors(const SafetensorsFile& f) {
     out[std::size_t(i)] = std::byte(len & 0xff);
     len >>= 8;
   }
-  std::memcpy(out.data() + 8, header.data(), header.size());
+  copy_bytes(out.data() + 8, header.data(), header.size());
   std::byte* p = out.data() + 8 + header.size();
   for (const auto& [name, t] : f.tensors) {
-    std::memcpy(p, t.data.data(), t.data.size());
+    copy_bytes(p, t.data.data(), t.data.size());
     p += t.data.size();
   }
   return out;
@@ -320,7 +328,7 @@ StTensor to_st(const std::vector<int32_t>& v, std::vector<int64_t> shape) {
   s.dtype = StDType::i32;
   s.shape = std::move(shape);
   s.data.resize(v.size() * 4);
-  std::memcpy(s.data.data(), v.data(), s.data.size());
+  copy_bytes(s.data.data(), v.data(), s.data.size());
   return s;
 }
 
@@ -329,7 +337,7 @@ StTensor to_st(const std::vector<float>& v, std::vector<int64_t> shape) {
   s.dtype = StDType::f32;
   s.shape = std::move(shape);
   s.data.resize(v.size() * 4);
-  std::memcpy(s.data.data(), v.data(), s.data.size());
+  copy_bytes(s.data.data(), v.data(), s.data.size());
   return s;
 }
 
@@ -370,7 +378,7 @@ std::vector<int32_t> to_int32(const StTensor& t, const std::string& name) {
     throw InputError(name + " has dtype " + st_dtype_name(t.dtype) + ", expected I32");
   }
   std::vector<int32_t> v(t.data.size() / 4);
-  std::memcpy(v.data(), t.data.data(), v.size() * 4);
+  copy_bytes(v.data(), t.data.data(), v.size() * 4);
   return v;
 }
 
@@ -379,7 +387,7 @@ std::vector<float> to_float32(const StTensor& t, const std::string& name) {
     throw InputError(name + " has dtype " + st_dtype_name(t.dtype) + ", expected F32");
   }
   std::vector<float> v(t.data.size() / 4);
-  std::memcpy(v.data(), t.data.data(), v.size() * 4);
+  copy_bytes(v.data(), t.data.data(), v.size() * 4);
   return v;
 }
 

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -115,8 +117,20 @@ ResultsFile read_results(const std::string& path) {
 }
 
 std::vector<MeasurementRecord> to_records(const std::vector<json>& lines) {
+  // A retried measurement has several lines: the last one stands, in the place of the first.
+  std::map<std::string, std::size_t> last;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    last[record_key(lines[i].value("workload_key", ""), lines[i].value("config_key", ""))] = i;
+  }
   std::vector<MeasurementRecord> out;
-  for (const auto& j : lines) {
+  std::set<std::string> taken;
+  for (const auto& first : lines) {
+    const std::string key =
+        record_key(first.value("workload_key", ""), first.value("config_key", ""));
+    if (!taken.insert(key).second) {
+      continue;
+    }
+    const json& j = lines[last.at(key)];
     MeasurementRecord r;
     r.workload = Workload::from_json(j.at("workload"));
     r.config = KernelConfig::from_json(j.at("config"));
@@ -165,8 +179,21 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
                        std::to_string(h.value("seed", uint64_t(0))) + ", not " +
                        std::to_string(seed) + "; --resume needs the same seed");
     }
+    // An `error` (a transient failure: out of memory, a busy device) is retried once: its key
+    // counts as done only when a line of another status exists or it already failed twice.
+    std::map<std::string, int> errors;
     for (const auto& l : existing.lines) {
-      r.done.insert(record_key(l.value("workload_key", ""), l.value("config_key", "")));
+      const std::string key = record_key(l.value("workload_key", ""), l.value("config_key", ""));
+      if (l.value("status", "") == "error") {
+        ++errors[key];
+      } else {
+        r.done.insert(key);
+      }
+    }
+    for (const auto& [key, n] : errors) {
+      if (n >= 2) {
+        r.done.insert(key);
+      }
     }
     r.resumed = true;
   }

@@ -35,6 +35,8 @@ struct ResultsFile {
   bool truncated_tail = false;
 };
 [[nodiscard]] ResultsFile read_results(const std::string& path);
+// One record per (workload, configuration): where a measurement was retried (an `error` line
+// followed by a newer one), the last line counts.
 [[nodiscard]] std::vector<MeasurementRecord> to_records(const std::vector<nlohmann::json>& lines);
 
 // Appends one line and makes it durable before returning, so a kill loses at most the
@@ -67,6 +69,7 @@ struct OpenedResults {
 // profile_hash, device, seed, ...). An empty or absent file gets `header` as its first line.
 // A file with content needs `resume` and the same profile hash, device (backend, name, uuid,
 // threads) and seed, else InputError saying which differs; a half-written last line is cut off.
+// Measurements recorded as `error` are not done until they have been retried once.
 [[nodiscard]] OpenedResults open_results(const std::string& path, const nlohmann::json& header,
                                          bool resume);
 

@@ -12,6 +12,7 @@
 #include "src/backends/registry.h"
 #include "src/io/atomic_file.h"
 #include "src/io/embedded.h"
+#include "src/io/folder_lock.h"
 #include "src/model/errors.h"
 #include "src/model/rng.h"
 #include "src/tuning/sweep_progress.h"
@@ -197,6 +198,7 @@ SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt
   if (!fs::is_directory(opt.out_dir)) {
     throw InputError("cannot create output folder '" + opt.out_dir + "'");
   }
+  const FolderLock lock(opt.out_dir); // one sweep per folder: the second stops here
   const std::string results = (fs::path(opt.out_dir) / "results.jsonl").string();
   sum.results_path = results;
   const DeviceInfo& dev = be.info();

@@ -49,4 +49,17 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   # Resuming rewrites the table: run it after the readers of the first one.
   set_tests_properties(cli.sweep_quick_resume PROPERTIES FIXTURES_REQUIRED quick_table
                        DEPENDS "cli.sweep_quick_show;cli.sweep_quick_lookup;cli.sweep_quick_needs_resume")
+  # Another process holds the folder (util-linux flock stands for a sweep still running there):
+  # the second sweep exits 2 at once, naming the folder, and leaves the results alone.
+  find_program(ATTN_FLOCK flock)
+  if(ATTN_FLOCK)
+    add_test(NAME cli.sweep_quick_folder_in_use
+             COMMAND ${CMAKE_COMMAND} -DEXE=${ATTN_FLOCK}
+                     "-DARGS=${quick_out}/.attn-tune.lock|$<TARGET_FILE:attn-tune>|sweep|--device|cpu|--profile|quick|--threads|2|--quiet|--resume|--out|${quick_out}"
+                     -DEXIT=2 "-DREGEX=output folder '[^']*' is in use by another attn-tune process"
+                     -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_quick_folder_in_use
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.cmake)
+    set_tests_properties(cli.sweep_quick_folder_in_use PROPERTIES LABELS "cli"
+                         FIXTURES_REQUIRED quick_table DEPENDS cli.sweep_quick_resume)
+  endif()
 endif()

@@ -8,6 +8,7 @@
 
 #include "src/model/errors.h"
 #include "src/tuning/profile.h"
+#include "src/tuning/workloads.h"
 
 namespace attn {
 namespace {

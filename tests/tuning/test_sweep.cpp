@@ -12,6 +12,7 @@
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "reference/reference.h"
 #include "src/backends/registry.h"
+#include "src/io/folder_lock.h"
 #include "src/model/errors.h"
 #include "src/tuning/sweep.h"
 
@@ -166,10 +167,14 @@ public:
     if (can_run(c, pr)) {
       throw InputError("cannot run " + c.key());
     }
+    if (fail_prefill && c.family == Family::prefill) {
+      throw std::runtime_error("transient failure (test double)");
+    }
     ++n.prepared;
     return std::make_unique<FormulaRun>(pr, c, n);
   }
   Counters n;
+  bool fail_prefill = false; // prepare throws for every prefill configuration: an `error`
 
 private:
   DeviceInfo info_;
@@ -304,6 +309,68 @@ TEST(Sweep, KilledAndResumedSweepGivesTheCompleteTable) {
   EXPECT_EQ(without_date(again.table), without_date(ref.table));
   fs::remove_all(dir);
   fs::remove_all(full.out_dir);
+}
+
+// A second sweep into a folder that a running sweep holds stops at once, before it reads or
+// writes anything there, and names the holder; the first sweep's results stay as they were.
+TEST(Sweep, SecondSweepIntoAHeldFolderIsRefused) {
+  const Profile prof = parse_profile(json::parse(kProfile), "profile formula");
+  FormulaBackend be;
+  SweepOptions o;
+  o.out_dir = fresh_dir("held").string();
+  (void)run_sweep(be, prof, o);
+  const fs::path results = fs::path(o.out_dir) / "results.jsonl";
+  const auto size = fs::file_size(results);
+  const FolderLock running(o.out_dir); // stands for a sweep still running there
+  o.resume = true;
+  try {
+    (void)run_sweep(be, prof, o);
+    FAIL() << "a held folder must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("in use by another attn-tune process (pid "),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(fs::file_size(results), size);
+  fs::remove_all(o.out_dir);
+}
+
+// A configuration that ended in an error is retried by --resume once, not forever, and the
+// table counts the retry's outcome in place of the error.
+TEST(Sweep, ResumeRetriesErrorsOnce) {
+  const Profile prof = parse_profile(json::parse(kProfile), "profile formula");
+  FormulaBackend be;
+  be.fail_prefill = true;
+  SweepOptions o;
+  o.out_dir = fresh_dir("retry").string();
+  const SweepSummary first = run_sweep(be, prof, o);
+  ASSERT_GT(first.errors, 0);
+  const int errors = first.errors;
+  EXPECT_EQ(first.table["measurement_counts"].value("error", 0), errors);
+
+  o.resume = true;
+  const SweepSummary second = run_sweep(be, prof, o); // still failing: retried once
+  EXPECT_EQ(second.resumed, first.total - errors);
+  EXPECT_EQ(second.errors, errors);
+  const SweepSummary third = run_sweep(be, prof, o); // failed twice: left alone
+  EXPECT_EQ(third.resumed, first.total);
+  EXPECT_EQ(third.errors, 0);
+  EXPECT_EQ(third.table["measurement_counts"].value("error", 0), errors);
+
+  // A transient error that a retry fixes leaves no error in the table.
+  fs::remove_all(o.out_dir);
+  o.resume = false;
+  (void)run_sweep(be, prof, o);
+  be.fail_prefill = false;
+  o.resume = true;
+  const SweepSummary fixed = run_sweep(be, prof, o);
+  EXPECT_EQ(fixed.ok, errors);
+  EXPECT_EQ(fixed.table["measurement_counts"].value("error", 0), 0);
+  EXPECT_EQ(fixed.table["measurement_counts"].value("ok", 0) +
+                fixed.table["measurement_counts"].value("failed", 0) +
+                fixed.table["measurement_counts"].value("skipped", 0),
+            fixed.total);
+  fs::remove_all(o.out_dir);
 }
 
 TEST(Sweep, RefusesToMixSweeps) {
