@@ -439,7 +439,7 @@ private:
   int device_;
   DeviceInfo info_;
   CudaLimits lim_;
-  PrefillLimits plim_;
+  CudaLimits plim_;
   TargetArch target_;
   NvrtcCompiler compiler_;
   cudaStream_t stream_ = nullptr;
