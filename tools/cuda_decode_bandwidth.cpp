@@ -10,9 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "reference/reference.h"
-#include "src/validation/check.h"
+#include "src/backends/cuda/copy_bandwidth.h"
 #include "src/backends/cuda/cuda_backend.h"
+#include "src/backends/cuda/precompile.h"
 #include "src/model/errors.h"
+#include "src/validation/check.h"
 
 namespace {
 

@@ -10,30 +10,7 @@ namespace attn::cuda {
 
 namespace {
 
-int dtype_code(DType t) {
-  switch (t) {
-  case DType::f16:
-    return 1;
-  case DType::bf16:
-    return 2;
-  default:
-    return 0;
-  }
-}
-
-bool contains(const auto& list, int v) {
-  return std::find(std::begin(list), std::end(list), v) != std::end(list);
-}
-
 bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
-
-std::string list_string(const auto& list) {
-  std::string s;
-  for (int v : list) {
-    s += (s.empty() ? "" : ", ") + std::to_string(v);
-  }
-  return s;
-}
 
 } // namespace
 
@@ -42,16 +19,12 @@ int max_vec(DType t) { return int(16 / dtype_size(t)); }
 const char* decode_entry(Family f) { return f == Family::decode_v2 ? "decode_v2" : "decode_v1"; }
 
 std::vector<std::string> DecodeVariant::defines() const {
-  return {"-std=c++17",
-          "-DDTYPE=" + std::to_string(dtype_code(dtype)),
-          "-DHEAD_DIM=" + std::to_string(head_dim),
-          "-DBLOCK_SIZE=" + std::to_string(block_size),
-          "-DTHREADS=" + std::to_string(threads),
-          "-DVEC=" + std::to_string(vec),
-          "-DGROUP=" + std::to_string(group),
-          "-DGQA=" + std::to_string(group ? gqa : 1),
-          "-DPARTITION=" + std::to_string(family == Family::decode_v2 ? partition : 0),
-          "-DREDUCE_THREADS=" + std::to_string(kReduceThreads)};
+  std::vector<std::string> d = common_defines(dtype, head_dim, block_size);
+  d.insert(d.end(), {"-DTHREADS=" + std::to_string(threads), "-DVEC=" + std::to_string(vec),
+                     "-DGROUP=" + std::to_string(group), "-DGQA=" + std::to_string(group ? gqa : 1),
+                     "-DPARTITION=" + std::to_string(family == Family::decode_v2 ? partition : 0),
+                     "-DREDUCE_THREADS=" + std::to_string(kReduceThreads)});
+  return d;
 }
 
 std::string DecodeVariant::describe() const {
@@ -128,24 +101,22 @@ std::optional<std::string> decode_static_can_run(const KernelConfig& cfg, const 
   if (pr.phase != Phase::decode) {
     return std::string("decode kernels cannot run a ") + phase_name(pr.phase) + " problem";
   }
-  for (const auto& [name, value] : cfg.params) {
-    const bool known = name == "threads" || name == "vec" || name == "split" ||
-                       (name == "partition" && cfg.family == Family::decode_v2);
-    if (!known) {
-      return "unknown parameter '" + name + "' for " + family_name(cfg.family) + " on CUDA";
-    }
+  // partition is a decode_v2 parameter only
+  if (auto why = cfg.family == Family::decode_v2
+                     ? unknown_parameter(cfg, {"threads", "vec", "split", "partition"})
+                     : unknown_parameter(cfg, {"threads", "vec", "split"})) {
+    return why;
   }
-  if (!contains(kDecodeHeadDims, p.head_dim)) {
-    return "head_dim " + std::to_string(p.head_dim) +
-           " is not compiled (supported: " + list_string(kDecodeHeadDims) + ")";
+  if (auto why = head_dim_not_compiled(p.head_dim, kDecodeHeadDims)) {
+    return why;
   }
-  if (!contains(kDecodeBlockSizes, p.block_size)) {
+  if (!in_list(kDecodeBlockSizes, p.block_size)) {
     return "block_size " + std::to_string(p.block_size) +
            " is not supported (supported: " + list_string(kDecodeBlockSizes) + ")";
   }
   const DecodeVariant v = decode_variant(cfg, p);
-  if (!contains(kDecodeThreads, v.threads)) {
-    return "threads=" + std::to_string(v.threads) + " is not one of " + list_string(kDecodeThreads);
+  if (auto why = not_one_of("threads", v.threads, kDecodeThreads)) {
+    return why;
   }
   if (v.threads > lim.max_threads_per_block) {
     return "threads=" + std::to_string(v.threads) + " exceeds the device's " +

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/backends/backend.h"
+#include "src/backends/cuda/launch_common.h"
 #include "src/model/problem.h"
 
 namespace attn::cuda {
@@ -21,15 +22,6 @@ inline constexpr int kReduceThreads = 128; // REDUCE_THREADS of decode_v2_reduce
 // The defaults a configuration takes for parameters it does not name.
 inline constexpr int kDefaultThreads = 128;
 inline constexpr int kDefaultPartition = 512;
-
-// What the device allows; the defaults are those of every GPU since sm_70.
-struct CudaLimits {
-  int64_t smem_per_block = 48 * 1024; // static shared memory ceiling
-  int max_threads_per_block = 1024;
-  int regs_per_block = 65536;
-  int max_grid_y = 65535;
-  int max_grid_z = 65535;
-};
 
 // One compiled variant of kernels/decode.cuh: the configuration plus the problem's shape.
 struct DecodeVariant {
@@ -62,11 +54,6 @@ struct DecodeVariant {
 // Why `cfg` cannot run `pr` under `lim`, checked without compiling; nullopt when it can.
 [[nodiscard]] std::optional<std::string>
 decode_static_can_run(const KernelConfig& cfg, const Problem& pr, const CudaLimits& lim);
-
-struct Dim3 {
-  unsigned x = 1, y = 1, z = 1;
-  bool operator==(const Dim3&) const = default;
-};
 
 struct DecodeLaunch {
   Dim3 grid;

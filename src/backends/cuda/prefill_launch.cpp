@@ -10,29 +10,6 @@ namespace attn::cuda {
 
 namespace {
 
-int dtype_code(DType t) {
-  switch (t) {
-  case DType::f16:
-    return 1;
-  case DType::bf16:
-    return 2;
-  default:
-    return 0;
-  }
-}
-
-bool contains(const auto& list, int v) {
-  return std::find(std::begin(list), std::end(list), v) != std::end(list);
-}
-
-std::string list_string(const auto& list) {
-  std::string s;
-  for (int v : list) {
-    s += (s.empty() ? "" : ", ") + std::to_string(v);
-  }
-  return s;
-}
-
 // Key tiles a CTA over rows [row0, row0 + rows) of sequence b walks.
 int64_t tile_key_tiles(const Problem& pr, int b, int row0, int rows, int k_tile) {
   const AttnParams& p = pr.params;
@@ -46,14 +23,10 @@ int64_t tile_key_tiles(const Problem& pr, int b, int row0, int rows, int k_tile)
 } // namespace
 
 std::vector<std::string> PrefillVariant::defines() const {
-  return {"-std=c++17",
-          "-DDTYPE=" + std::to_string(dtype_code(dtype)),
-          "-DHEAD_DIM=" + std::to_string(head_dim),
-          "-DBLOCK_SIZE=" + std::to_string(block_size),
-          "-DBLOCK_M=" + std::to_string(q_tile),
-          "-DBLOCK_N=" + std::to_string(k_tile),
-          "-DWARPS=" + std::to_string(warps),
-          "-DSTAGES=" + std::to_string(stages)};
+  std::vector<std::string> d = common_defines(dtype, head_dim, block_size);
+  d.insert(d.end(), {"-DBLOCK_M=" + std::to_string(q_tile), "-DBLOCK_N=" + std::to_string(k_tile),
+                     "-DWARPS=" + std::to_string(warps), "-DSTAGES=" + std::to_string(stages)});
+  return d;
 }
 
 std::string PrefillVariant::describe() const {
@@ -106,7 +79,7 @@ std::vector<KernelConfig> prefill_config_space(const AttnParams& p) {
 }
 
 std::optional<std::string> prefill_static_can_run(const KernelConfig& cfg, const Problem& pr,
-                                                  const PrefillLimits& lim) {
+                                                  const CudaLimits& lim) {
   const AttnParams& p = pr.params;
   if (cfg.family != Family::prefill) {
     return std::string("the prefill rules cannot judge a ") + family_name(cfg.family) + " kernel";
@@ -114,36 +87,33 @@ std::optional<std::string> prefill_static_can_run(const KernelConfig& cfg, const
   if (pr.phase != Phase::prefill) {
     return std::string("the prefill kernel cannot run a ") + phase_name(pr.phase) + " problem";
   }
-  for (const auto& [name, value] : cfg.params) {
-    if (name != "q_tile" && name != "k_tile" && name != "warps" && name != "stages") {
-      return "unknown parameter '" + name + "' for prefill on CUDA";
-    }
+  if (auto why = unknown_parameter(cfg, {"q_tile", "k_tile", "warps", "stages"})) {
+    return why;
   }
   if (lim.cc < kPrefillMinCc) {
     return "the prefill kernel needs sm_80 or newer (mma.sync m16n8k16, cp.async); this device is "
            "sm_" +
            std::to_string(lim.cc);
   }
-  if (!contains(kPrefillHeadDims, p.head_dim)) {
-    return "head_dim " + std::to_string(p.head_dim) +
-           " is not compiled (supported: " + list_string(kPrefillHeadDims) + ")";
+  if (auto why = head_dim_not_compiled(p.head_dim, kPrefillHeadDims)) {
+    return why;
   }
   if (p.block_size < kPrefillMinBlockSize || p.block_size > kPrefillMaxBlockSize) {
     return "block_size " + std::to_string(p.block_size) + " is outside [" +
            std::to_string(kPrefillMinBlockSize) + ", " + std::to_string(kPrefillMaxBlockSize) + "]";
   }
   const PrefillVariant v = prefill_variant(cfg, p);
-  if (!contains(kPrefillQTiles, v.q_tile)) {
-    return "q_tile=" + std::to_string(v.q_tile) + " is not one of " + list_string(kPrefillQTiles);
+  if (auto why = not_one_of("q_tile", v.q_tile, kPrefillQTiles)) {
+    return why;
   }
-  if (!contains(kPrefillKTiles, v.k_tile)) {
-    return "k_tile=" + std::to_string(v.k_tile) + " is not one of " + list_string(kPrefillKTiles);
+  if (auto why = not_one_of("k_tile", v.k_tile, kPrefillKTiles)) {
+    return why;
   }
-  if (!contains(kPrefillWarps, v.warps)) {
-    return "warps=" + std::to_string(v.warps) + " is not one of " + list_string(kPrefillWarps);
+  if (auto why = not_one_of("warps", v.warps, kPrefillWarps)) {
+    return why;
   }
-  if (!contains(kPrefillStages, v.stages)) {
-    return "stages=" + std::to_string(v.stages) + " is not one of " + list_string(kPrefillStages);
+  if (auto why = not_one_of("stages", v.stages, kPrefillStages)) {
+    return why;
   }
   if (v.q_tile != kPrefillRowsPerWarp * v.warps) {
     return "q_tile=" + std::to_string(v.q_tile) + " with warps=" + std::to_string(v.warps) +

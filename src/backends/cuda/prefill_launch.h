@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "src/backends/backend.h"
-#include "src/backends/cuda/decode_launch.h"
+#include "src/backends/cuda/launch_common.h"
 #include "src/model/problem.h"
 
 namespace attn::cuda {
@@ -33,16 +33,6 @@ inline constexpr int kDefaultQTile = 64;
 inline constexpr int kDefaultKTile = 64; // 32 above head_dim kPrefillMaxDimWideKTile
 inline constexpr int kDefaultWarps = 4;
 inline constexpr int kDefaultStages = 2;
-
-// What the device allows a prefill launch.
-struct PrefillLimits {
-  int cc = 90;                     // compute capability, major*10 + minor
-  int64_t smem_optin = 227 * 1024; // dynamic shared memory per block, opted in
-  int max_threads_per_block = 1024;
-  int regs_per_block = 65536;
-  int64_t max_grid_x = 2147483647;
-  int max_grid_y = 65535;
-};
 
 // One compiled variant of kernels/prefill.cuh.
 struct PrefillVariant {
@@ -72,7 +62,7 @@ struct PrefillVariant {
 
 // Why `cfg` cannot run `pr` under `lim`, checked without compiling; nullopt when it can.
 [[nodiscard]] std::optional<std::string>
-prefill_static_can_run(const KernelConfig& cfg, const Problem& pr, const PrefillLimits& lim);
+prefill_static_can_run(const KernelConfig& cfg, const Problem& pr, const CudaLimits& lim);
 
 struct PrefillLaunch {
   Dim3 grid;  // (q tiles, num_heads)

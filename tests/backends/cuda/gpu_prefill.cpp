@@ -12,10 +12,11 @@
 
 #ifdef ATTN_HAVE_CUDA
 #include "reference/reference.h"
-#include "src/validation/check.h"
 #include "src/backends/cuda/cuda_backend.h"
+#include "src/backends/cuda/precompile.h"
 #include "src/backends/cuda/prefill_launch.h"
 #include "src/model/errors.h"
+#include "src/validation/check.h"
 
 using namespace attn;
 

@@ -10,8 +10,8 @@
 #include <algorithm>
 
 #include "src/backends/cuda/cuda_backend.h"
-#include "src/backends/cuda/decode_launch.h"
 #include "src/backends/cuda/cuda_devices.h"
+#include "src/backends/cuda/decode_launch.h"
 #include "src/model/errors.h"
 
 using namespace attn;

@@ -37,7 +37,7 @@ Problem problem(const AttnParams& p, std::vector<int> q, std::vector<int> k) {
 } // namespace
 
 TEST(CudaPrefillLaunch, ConfigSpaceHasTwoChoicesOfEachParameterAndRunsOnAnH100) {
-  const PrefillLimits h100; // defaults: sm_90, 227 KiB opt-in shared memory
+  const CudaLimits h100; // defaults: sm_90, 227 KiB opt-in shared memory
   for (DType dt : {DType::f16, DType::bf16}) {
     for (int d : kPrefillHeadDims) {
       const AttnParams p = params(dt, d, 16);
@@ -60,7 +60,7 @@ TEST(CudaPrefillLaunch, ConfigSpaceHasTwoChoicesOfEachParameterAndRunsOnAnH100) 
 
 TEST(CudaPrefillLaunch, DefaultConfigurationRunsEverySupportedShape) {
   // replay runs the family with no parameters: the defaults must fit every head_dim and dtype.
-  const PrefillLimits h100;
+  const CudaLimits h100;
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
     for (int d : kPrefillHeadDims) {
       for (int bs : {8, 16, 24, 256}) {
@@ -74,10 +74,10 @@ TEST(CudaPrefillLaunch, DefaultConfigurationRunsEverySupportedShape) {
 }
 
 TEST(CudaPrefillLaunch, CanRunNamesTheReason) {
-  const PrefillLimits lim;
+  const CudaLimits lim;
   const AttnParams p = params(DType::bf16, 128, 16);
   const Problem pr = problem(p, {40, 3}, {40, 90});
-  auto why = [&](const KernelConfig& c, const Problem& x, const PrefillLimits& l) {
+  auto why = [&](const KernelConfig& c, const Problem& x, const CudaLimits& l) {
     const auto r = prefill_static_can_run(c, x, l);
     return r ? *r : std::string("(runs)");
   };
@@ -88,11 +88,11 @@ TEST(CudaPrefillLaunch, CanRunNamesTheReason) {
   odd.params["threads"] = 128;
   EXPECT_NE(why(odd, pr, lim).find("unknown parameter 'threads'"), std::string::npos);
 
-  PrefillLimits volta = lim;
+  CudaLimits volta = lim;
   volta.cc = 70;
   EXPECT_NE(why(config(64, 64, 4, 2), pr, volta).find("sm_80"), std::string::npos);
 
-  PrefillLimits small = lim;
+  CudaLimits small = lim;
   small.smem_optin = 48 * 1024; // 64 + 2*2*64 rows of 136 halves = 87 KiB
   EXPECT_NE(why(config(64, 64, 4, 2), pr, small).find("bytes of shared memory"), std::string::npos);
   EXPECT_EQ(why(config(64, 32, 4, 1), pr, small), "(runs)");

@@ -1,0 +1,157 @@
+// A problem resident on the GPU with one compiled variant, ready to launch and time: the decode
+// and prefill runs, the stream they share, and the device memory and events they are built from.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "src/backends/backend.h"
+#include "src/backends/cuda/decode_launch.h"
+#include "src/backends/cuda/module_cache.h"
+#include "src/backends/cuda/prefill_launch.h"
+
+namespace attn::cuda {
+
+// Device memory owned by one object; zero-byte requests still get a valid pointer.
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  ~DeviceBuffer();
+  [[nodiscard]] void* get() const { return ptr_; }
+  [[nodiscard]] std::size_t bytes() const { return bytes_; }
+  void upload(const void* src, std::size_t bytes);
+
+private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+class Event {
+public:
+  Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+  [[nodiscard]] cudaEvent_t get() const { return e_; }
+
+private:
+  cudaEvent_t e_ = nullptr;
+};
+
+// The backend's stream on its device, which all its runs launch on, and the L2 flush that
+// timing with a cold cache uses; the backend owns it and outlives its runs.
+class DeviceStream {
+public:
+  DeviceStream(int device, int64_t l2_bytes);
+  DeviceStream(const DeviceStream&) = delete;
+  DeviceStream& operator=(const DeviceStream&) = delete;
+  ~DeviceStream();
+  [[nodiscard]] int device() const { return device_; }
+  [[nodiscard]] cudaStream_t get() const { return stream_; }
+  // Overwrites the whole L2 so that the next launch reads K/V from DRAM.
+  void flush_l2();
+
+private:
+  int device_;
+  int64_t l2_bytes_;
+  cudaStream_t stream_ = nullptr;
+  DeviceBuffer flush_;
+  unsigned flush_value_ = 0;
+};
+
+// What both kernel families' runs share: out and lse with their poison images, one synchronous
+// launch, download, and event timing with the L2 flush. A family adds its inputs and launch().
+class DeviceRun : public PreparedRun {
+public:
+  void poison_outputs() override;
+  void run() override;
+  [[nodiscard]] RunOutput download() override;
+  [[nodiscard]] TimingResult time(const TimingOptions& opt) override;
+
+protected:
+  // Allocates out [rows, num_heads, head_dim] and lse [rows, num_heads] on the stream's device.
+  DeviceRun(DeviceStream& stream, const Problem& pr);
+  // Enqueues the family's kernels on the stream.
+  virtual void launch() = 0;
+
+  DeviceStream& stream_;
+  DeviceBuffer out_, lse_;
+  HostTensor out_poison_;
+  std::vector<float> lse_poison_;
+};
+
+// kernels/decode.cuh: decode_v1, or decode_v2 followed by its reduce.
+class DecodeRun final : public DeviceRun {
+public:
+  DecodeRun(DeviceStream& stream, const Problem& pr, const DecodeVariant& v,
+            std::shared_ptr<const Module> mod);
+
+private:
+  void launch() override;
+
+  DecodeVariant v_;
+  DecodeLaunch shape_;
+  std::shared_ptr<const Module> mod_;
+  DeviceBuffer q_, k_, v_cache_, tables_, lens_, ws_;
+  // Kernel arguments, kept alive for cudaLaunchKernel's pointer array.
+  void* out_ptr_ = nullptr;
+  void* lse_ptr_ = nullptr;
+  void* q_ptr_ = nullptr;
+  void* k_ptr_ = nullptr;
+  void* v_ptr_ = nullptr;
+  void* tables_ptr_ = nullptr;
+  void* lens_ptr_ = nullptr;
+  void* ws_m_ = nullptr;
+  void* ws_l_ = nullptr;
+  void* ws_o_ = nullptr;
+  int num_heads_ = 0;
+  int num_kv_heads_ = 0;
+  int max_blocks_ = 0;
+  float scale_ = 0.0f;
+  float softcap_ = 0.0f;
+  int causal_ = 1;
+  int window_left_ = -1;
+  int window_right_ = -1;
+  int max_parts_ = 0;
+};
+
+// kernels/prefill.cuh over the q-tile map of its launch shape.
+class PrefillRun final : public DeviceRun {
+public:
+  PrefillRun(DeviceStream& stream, const Problem& pr, const PrefillVariant& v,
+             std::shared_ptr<const Module> mod);
+
+private:
+  void launch() override;
+
+  PrefillLaunch shape_;
+  std::shared_ptr<const Module> mod_;
+  DeviceBuffer q_, k_, v_, tables_, cu_q_, cu_k_, map_;
+  // Kernel arguments in prefill.cuh's order, kept alive for cudaLaunchKernel's pointer array:
+  // out, lse, q, k_cache, v_cache, block_tables, cu_seqlens_q, cu_seqlens_k, tile_map.
+  std::array<void*, 9> ptrs_{};
+  int num_heads_ = 0;
+  int num_kv_heads_ = 0;
+  int max_blocks_ = 0;
+  float scale_ = 0.0f;
+  float softcap_ = 0.0f;
+  int causal_ = 1;
+  int window_left_ = -1;
+  int window_right_ = -1;
+};
+
+} // namespace attn::cuda
