@@ -440,7 +440,7 @@ std::optional<std::string> builtin_profile_text(const std::string& name) {
   for (std::size_t i = 0; i < generated::kEmbeddedProfileCount; ++i) {
     const auto& e = generated::kEmbeddedProfiles[i];
     if (name == e.name) {
-      return std::string(reinterpret_cast<const char*>(e.data), e.size);
+      return std::string(e.data, e.size);
     }
   }
   return std::nullopt;

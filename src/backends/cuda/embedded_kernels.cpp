@@ -8,7 +8,7 @@ namespace attn::cuda {
 std::string embedded_kernel(const std::string& name) {
   for (int i = 0; i < kEmbeddedKernelFileCount; ++i) {
     if (name == kEmbeddedKernelFiles[i].name) {
-      return {kEmbeddedKernelFiles[i].text, kEmbeddedKernelFiles[i].size};
+      return {kEmbeddedKernelFiles[i].data, kEmbeddedKernelFiles[i].size};
     }
   }
   throw std::runtime_error("kernel source '" + name + "' is not embedded in this build");
@@ -18,7 +18,7 @@ std::vector<std::pair<std::string, std::string>> embedded_kernel_headers() {
   std::vector<std::pair<std::string, std::string>> out;
   for (int i = 0; i < kEmbeddedKernelFileCount; ++i) {
     out.emplace_back(kEmbeddedKernelFiles[i].name,
-                     std::string(kEmbeddedKernelFiles[i].text, kEmbeddedKernelFiles[i].size));
+                     std::string(kEmbeddedKernelFiles[i].data, kEmbeddedKernelFiles[i].size));
   }
   return out;
 }

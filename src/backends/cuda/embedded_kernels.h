@@ -6,13 +6,9 @@
 #include <utility>
 #include <vector>
 
-namespace attn::cuda {
+#include "src/io/embedded.h"
 
-struct EmbeddedFile {
-  const char* name; // file name inside kernels/, e.g. "decode.cuh"
-  const char* text;
-  std::size_t size;
-};
+namespace attn::cuda {
 
 extern const EmbeddedFile kEmbeddedKernelFiles[];
 extern const int kEmbeddedKernelFileCount;
