@@ -205,8 +205,7 @@ stage)
   exit 0
   ;;
 probe)
-  probe
-  exit $?
+  probe || exit 3
   ;;
 build)
   rc=0

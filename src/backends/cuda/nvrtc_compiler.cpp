@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <sstream>
 
@@ -113,7 +114,22 @@ std::optional<std::filesystem::path> default_cache_dir() {
   if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
     return std::filesystem::path(home) / ".cache" / "attn-tune";
   }
-  return std::nullopt;
+  // A batch job or a container may have neither: compile once per machine all the same, in a
+  // per-user temporary folder, and say where (once per process).
+  std::error_code ec;
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+  if (ec) {
+    return std::nullopt;
+  }
+  const std::filesystem::path dir = tmp / ("attn-tune-" + std::to_string(::getuid()));
+  static std::once_flag said;
+  std::call_once(said, [&dir] {
+    std::fprintf(stderr,
+                 "attn-tune: note: neither XDG_CACHE_HOME nor HOME is set; compiled kernels are "
+                 "cached in %s\n",
+                 dir.c_str());
+  });
+  return dir;
 }
 
 std::vector<KernelResources> parse_ptxas_report(const std::string& log) {

@@ -51,7 +51,8 @@ struct CompileResult {
 // "13.0" for NVRTC 13.0.
 [[nodiscard]] std::string nvrtc_version();
 
-// $XDG_CACHE_HOME/attn-tune, else $HOME/.cache/attn-tune; nullopt when neither is set.
+// $XDG_CACHE_HOME/attn-tune, else $HOME/.cache/attn-tune, else (saying so on stderr once)
+// <temp dir>/attn-tune-<uid>; nullopt only when there is no temp dir either.
 [[nodiscard]] std::optional<std::filesystem::path> default_cache_dir();
 
 class NvrtcCompiler {

@@ -170,6 +170,23 @@ TEST(NvrtcCompile, DefaultCacheDirFollowsXdg) {
   }
 }
 
+TEST(NvrtcCompile, DefaultCacheDirFallsBackToTheTempFolder) {
+  const char* old_xdg = std::getenv("XDG_CACHE_HOME");
+  const char* old_home = std::getenv("HOME");
+  const std::string saved_xdg = old_xdg ? old_xdg : "";
+  const std::string saved_home = old_home ? old_home : "";
+  ::unsetenv("XDG_CACHE_HOME");
+  ::unsetenv("HOME");
+  EXPECT_EQ(default_cache_dir(),
+            std::filesystem::temp_directory_path() / ("attn-tune-" + std::to_string(::getuid())));
+  if (old_xdg != nullptr) {
+    ::setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
+  }
+  if (old_home != nullptr) {
+    ::setenv("HOME", saved_home.c_str(), 1);
+  }
+}
+
 #else
 TEST(NvrtcCompile, NeedsTheCudaToolkit) {
   GTEST_SKIP() << "built without the CUDA Toolkit: no NVRTC to test";
