@@ -8,6 +8,7 @@
 
 #include "src/io/atomic_file.h"
 #include "src/backends/registry.h"
+#include "src/cli/table_text.h"
 #include "src/model/errors.h"
 #include "src/tuning/threshold_table.h"
 
@@ -296,7 +297,7 @@ TEST(ThresholdTable, ShowExplainsTheTable) {
                      {"kernel_sources_sha256", std::string(64, 'f')},
                      {"created_utc", "2026-01-01T00:00:00Z"},
                      {"timing_method", "synthetic"}};
-  const std::string text = describe_table(build_threshold_table(rs, prov, 16));
+  const std::string text = cli::describe_table(build_threshold_table(rs, prov, 16));
   EXPECT_NE(text.find("Synthetic GPU (cuda:0), 16 SMs"), std::string::npos) << text;
   EXPECT_NE(text.find("fp16 d=128 bs=16 kvh=8 gqa=4 batch=1: v2 from ctx 4096"), std::string::npos)
       << text;
