@@ -6,11 +6,12 @@
 #include <string>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
-#include "src/backends/registry.h"
 #include "src/backends/backend.h"
+#include "src/backends/registry.h"
 #include "src/cli/commands.h"
+#include "src/cli/table_text.h"
 #include "src/model/errors.h"
-#include "src/tuning/threshold_table.h"
+#include "src/tuning/table_schema.h"
 
 namespace attn::cli {
 

@@ -1,0 +1,131 @@
+// Presentation of a threshold table for `table show`: times in microseconds, regret in percent;
+// the table itself stays the machine-readable record.
+#include "src/cli/table_text.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace attn::cli {
+
+using nlohmann::json;
+
+namespace {
+
+std::string fmt_us(const json& t) {
+  if (t.is_null()) {
+    return "-";
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", t.at("median_s").get<double>() * 1e6);
+  return buf;
+}
+
+std::string pct(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", x * 100.0);
+  return buf;
+}
+
+// Where, when and with what the table was measured, and how many measurements it rests on.
+void describe_provenance(std::ostringstream& s, const json& t) {
+  const json& pv = t.at("provenance");
+  const json& dev = pv.at("device");
+  s << "attn-tune threshold table (schema " << t.at("schema").get<std::string>() << " v"
+    << t.at("version").get<int>() << ")\n";
+  s << "device:   " << dev.value("name", "?") << " (" << dev.value("id", "?") << ")";
+  if (dev.contains("sm_count")) {
+    s << ", " << dev["sm_count"].get<int>() << " SMs, cc " << dev.value("compute_capability", "?");
+  } else if (dev.contains("threads")) {
+    s << ", " << dev["threads"].get<int>() << " threads";
+  }
+  s << "\n";
+  s << "profile:  " << pv.at("profile").value("name", "?") << " (hash "
+    << pv.at("profile").value("hash", "?") << ")\n";
+  s << "tool:     attn-tune " << pv.at("tool").value("version", "?") << " ("
+    << pv.at("tool").value("git_hash", "?") << "), kernels sha256 "
+    << pv.value("kernel_sources_sha256", "?").substr(0, 16) << "\n";
+  s << "made:     " << pv.value("created_utc", "?")
+    << ", timing: " << pv.value("timing_method", "?") << "\n";
+  const json& c = t.at("measurement_counts");
+  s << "measured: " << c.value("ok", 0) << " timed, " << c.value("failed", 0)
+    << " failed validation, " << c.value("skipped", 0) << " skipped (cannot run), "
+    << c.value("error", 0) << " errors\n\n";
+}
+
+void describe_rule(std::ostringstream& s, const json& rule) {
+  char kbuf[64];
+  std::snprintf(kbuf, sizeof kbuf, "%.4g", rule.at("k").get<double>());
+  s << "fitted rule: use v2 (partition " << rule.at("partition").get<int>() << ") when "
+    << rule.at("tiles").get<std::string>() << " > " << kbuf << " * sm_count (sm_count "
+    << rule.at("sm_count").get<int>() << "; fitted on " << rule.at("points").get<int>()
+    << " points)\n\n";
+}
+
+void describe_regret(std::ostringstream& s, const json& regret) {
+  s << "regret (slowdown vs the measured best; mean / worst over points):\n";
+  for (const char* set : {"sweep", "held_out"}) {
+    const json& r = regret.at(set);
+    s << "  " << (std::string(set) == "sweep" ? "sweep points   " : "held-out points") << " ";
+    for (const char* rn : {"fitted_rule", "table_lookup", "vllm", "seed_engine"}) {
+      const json& x = r.at(rn);
+      s << " " << rn << " " << pct(x.at("mean").get<double>()) << "/"
+        << pct(x.at("worst").get<double>());
+    }
+    s << "  (" << r.at("fitted_rule").at("points").get<int>() << " points)\n";
+  }
+}
+
+void describe_decode_points(std::ostringstream& s, const json& decode) {
+  s << "\ndecode points: where v2 (best partition) becomes faster than v1 and stays faster\n";
+  for (const auto& p : decode) {
+    s << "  " << p.at("dtype").get<std::string>() << " d=" << p.at("head_dim").get<int>()
+      << " bs=" << p.at("block_size").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
+      << " gqa=" << p.at("gqa_ratio").get<int>() << " batch=" << p.at("batch").get<int>();
+    if (p.at("window_left").get<int>() >= 0 || p.at("window_right").get<int>() >= 0) {
+      s << " window=" << p.at("window_left").get<int>() << "," << p.at("window_right").get<int>();
+    }
+    if (p.at("softcap").get<double>() > 0) {
+      s << " softcap=" << p.at("softcap").get<double>();
+    }
+    if (!p.at("causal").get<bool>()) {
+      s << " non-causal";
+    }
+    const json& f = p.at("v2_from");
+    s << ": v2 "
+      << (f.is_string() ? f.get<std::string>() : "from ctx " + std::to_string(f.get<int>()))
+      << "\n";
+    for (const auto& m : p.at("measured")) {
+      s << "      ctx " << m.at("context_len").get<int>() << ": v1 " << fmt_us(m.at("v1"))
+        << " us, v2 " << fmt_us(m.at("v2")) << " us, best "
+        << m.at("best").at("config").at("key").get<std::string>() << "\n";
+    }
+  }
+}
+
+void describe_prefill_points(std::ostringstream& s, const json& prefill) {
+  if (prefill.empty()) {
+    return;
+  }
+  s << "\nprefill points: best configuration\n";
+  for (const auto& p : prefill) {
+    s << "  " << p.at("dtype").get<std::string>() << " d=" << p.at("head_dim").get<int>()
+      << " h=" << p.at("num_heads").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
+      << " batch=" << p.at("batch").get<int>() << " q=" << p.at("q_len").get<int>()
+      << " k=" << p.at("k_len").get<int>() << ": " << fmt_us(p.at("best")) << " us "
+      << p.at("best").at("config").at("key").get<std::string>() << "\n";
+  }
+}
+
+} // namespace
+
+std::string describe_table(const nlohmann::json& t) {
+  std::ostringstream s;
+  describe_provenance(s, t);
+  describe_rule(s, t.at("rule"));
+  describe_regret(s, t.at("regret"));
+  describe_decode_points(s, t.at("decode"));
+  describe_prefill_points(s, t.at("prefill"));
+  return s.str();
+}
+
+} // namespace attn::cli

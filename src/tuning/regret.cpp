@@ -1,0 +1,69 @@
+// The reference rules engines use today and the regret of any rule or configuration choice,
+// counted only at points where both families were measured.
+#include "src/tuning/regret.h"
+
+#include <algorithm>
+
+namespace attn {
+
+RuleChoice vllm_rule(const DecodePoint& p) {
+  const int parts = (p.context_len + 511) / 512;
+  const bool use_v1 = p.context_len <= 8192 && (parts == 1 || p.batch * p.num_heads > 512);
+  return {!use_v1, 512};
+}
+
+RuleChoice seed_engine_rule(const DecodePoint& p) {
+  const int parts = (p.context_len + 511) / 512;
+  return {p.num_kv_heads * parts > 2 * 16, 512};
+}
+
+nlohmann::json Regret::to_json() const {
+  return {{"mean", mean}, {"worst", worst}, {"points", points}};
+}
+
+Regret regret_of(const std::vector<DecodePoint>& pts, const Rule& rule) {
+  Regret r;
+  double sum = 0.0;
+  for (const auto& p : pts) {
+    if (!p.usable()) {
+      continue;
+    }
+    const RuleChoice c = rule(p);
+    const double s = slowdown(c.v2 ? p.v2_time(c.partition) : p.v1_s, p.best_s);
+    sum += s;
+    r.worst = std::max(r.worst, s);
+    ++r.points;
+  }
+  r.mean = r.points ? sum / r.points : 0.0;
+  return r;
+}
+
+Regret regret_of_configs(const std::vector<DecodePoint>& pts,
+                         const std::function<KernelConfig(std::size_t)>& pick) {
+  Regret r;
+  double sum = 0.0;
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    const DecodePoint& p = pts[i];
+    if (!p.usable()) {
+      continue;
+    }
+    const KernelConfig c = pick(i);
+    double t = kInf;
+    auto it = p.by_config.find(c.key());
+    if (it != p.by_config.end()) {
+      t = it->second;
+    } else if (c.family == Family::decode_v2) {
+      t = p.v2_time(c.get("partition", 512));
+    } else {
+      t = p.v1_s;
+    }
+    const double s = slowdown(t, p.best_s);
+    sum += s;
+    r.worst = std::max(r.worst, s);
+    ++r.points;
+  }
+  r.mean = r.points ? sum / r.points : 0.0;
+  return r;
+}
+
+} // namespace attn

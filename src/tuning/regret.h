@@ -1,0 +1,40 @@
+// How much slower than the measured best a v1/v2 rule (vLLM's, the seed engine's, the fitted
+// one) or an exact configuration choice is over a set of decode points: the table's `regret`.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/model/kernel_config.h"
+#include "src/tuning/decode_point.h"
+
+namespace attn {
+
+// A rule's decision at a point: v2 or not, and the v2 partition it would launch.
+struct RuleChoice {
+  bool v2 = false;
+  int partition = 512;
+};
+using Rule = std::function<RuleChoice(const DecodePoint&)>;
+
+// vLLM: use_v1 = max_seq_len <= 8192 and (partitions == 1 or num_seqs * num_heads > 512),
+// PARTITION_SIZE 512 (SPEC.md "Reference points").
+[[nodiscard]] RuleChoice vllm_rule(const DecodePoint& p);
+// The seed engine: v2 when num_kv_heads * ceil(seq_len / 512) > 2 * 16 (its hard-coded SM count).
+[[nodiscard]] RuleChoice seed_engine_rule(const DecodePoint& p);
+
+struct Regret {
+  double mean = 0.0;  // mean over points of (chosen time / best time - 1)
+  double worst = 0.0; // max of the same
+  int points = 0;
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+[[nodiscard]] Regret regret_of(const std::vector<DecodePoint>& pts, const Rule& rule);
+// Regret of an exact configuration choice per point (the table lookup; `pick` gets the point's
+// index); a configuration not timed at that point is charged its family's (and partition's) time.
+[[nodiscard]] Regret regret_of_configs(const std::vector<DecodePoint>& pts,
+                                       const std::function<KernelConfig(std::size_t)>& pick);
+
+} // namespace attn

@@ -1,0 +1,174 @@
+// The version-1 schema check: each field's presence and type, with the field's path in the
+// error so a broken table says where it breaks.
+#include "src/tuning/table_schema.h"
+
+#include <string>
+
+#include "include/attn_tune/threshold_table_reader.hpp"
+#include "src/model/errors.h"
+
+namespace attn {
+
+using nlohmann::json;
+
+namespace {
+
+// Field checks with the path of the field in the error.
+struct SchemaCheck {
+  [[noreturn]] static void fail(const std::string& path, const std::string& what) {
+    throw InputError("threshold table: " + path + ": " + what);
+  }
+  static const json& field(const json& obj, const std::string& path, const char* key) {
+    if (!obj.is_object() || !obj.contains(key)) {
+      fail(path.empty() ? key : path + "." + key, "missing");
+    }
+    return obj[key];
+  }
+  static std::string sub(const std::string& path, const char* key) {
+    return path.empty() ? key : path + "." + key;
+  }
+  static void str(const json& obj, const std::string& path, const char* key) {
+    if (!field(obj, path, key).is_string()) {
+      fail(sub(path, key), "expected a string");
+    }
+  }
+  static void integer(const json& obj, const std::string& path, const char* key) {
+    if (!field(obj, path, key).is_number_integer()) {
+      fail(sub(path, key), "expected an integer");
+    }
+  }
+  static void number(const json& obj, const std::string& path, const char* key) {
+    if (!field(obj, path, key).is_number()) {
+      fail(sub(path, key), "expected a number");
+    }
+  }
+  static void boolean(const json& obj, const std::string& path, const char* key) {
+    if (!field(obj, path, key).is_boolean()) {
+      fail(sub(path, key), "expected true or false");
+    }
+  }
+  static const json& object(const json& obj, const std::string& path, const char* key) {
+    const json& v = field(obj, path, key);
+    if (!v.is_object()) {
+      fail(sub(path, key), "expected an object");
+    }
+    return v;
+  }
+  static const json& array(const json& obj, const std::string& path, const char* key) {
+    const json& v = field(obj, path, key);
+    if (!v.is_array()) {
+      fail(sub(path, key), "expected a list");
+    }
+    return v;
+  }
+  static void shape(const json& p, const std::string& path) {
+    str(p, path, "dtype");
+    for (const char* k : {"head_dim", "block_size", "num_kv_heads", "gqa_ratio", "num_heads",
+                          "batch", "window_left", "window_right"}) {
+      integer(p, path, k);
+    }
+    boolean(p, path, "causal");
+    number(p, path, "softcap");
+  }
+  static void timed(const json& t, const std::string& path) {
+    if (!t.is_object()) {
+      fail(path, "expected an object with config and median_s");
+    }
+    const json& c = object(t, path, "config");
+    str(c, path + ".config", "family");
+    object(c, path + ".config", "params");
+    str(c, path + ".config", "key");
+    number(t, path, "median_s");
+  }
+  static void entry(const json& m, const std::string& path) {
+    integer(m, path, "context_len");
+    timed(field(m, path, "best"), path + ".best");
+    for (const char* slot : {"v1", "v2"}) {
+      const json& v = field(m, path, slot);
+      if (!v.is_null()) {
+        timed(v, sub(path, slot));
+      }
+    }
+  }
+};
+
+} // namespace
+
+void validate_table(const nlohmann::json& t) {
+  using S = SchemaCheck;
+  if (!t.is_object()) {
+    S::fail("(top level)", "expected an object");
+  }
+  if (t.value("schema", "") != attn_tune::kTableSchemaName) {
+    S::fail("schema", std::string("expected \"") + attn_tune::kTableSchemaName + "\"");
+  }
+  if (!t.contains("version") || t["version"] != attn_tune::kTableSchemaVersion) {
+    S::fail("version", "expected " + std::to_string(attn_tune::kTableSchemaVersion));
+  }
+  const json& pv = S::object(t, "", "provenance");
+  const json& dev = S::object(pv, "provenance", "device");
+  S::str(dev, "provenance.device", "name");
+  const json& tool = S::object(pv, "provenance", "tool");
+  S::str(tool, "provenance.tool", "version");
+  S::str(tool, "provenance.tool", "git_hash");
+  S::str(pv, "provenance", "kernel_sources_sha256");
+  const json& prof = S::object(pv, "provenance", "profile");
+  S::str(prof, "provenance.profile", "name");
+  S::str(prof, "provenance.profile", "hash");
+  S::str(pv, "provenance", "created_utc");
+  S::str(pv, "provenance", "timing_method");
+  const json& counts = S::object(t, "", "measurement_counts");
+  for (const char* k : {"ok", "failed", "skipped", "error"}) {
+    S::integer(counts, "measurement_counts", k);
+  }
+  const json& decode = S::array(t, "", "decode");
+  for (std::size_t i = 0; i < decode.size(); ++i) {
+    const std::string path = "decode[" + std::to_string(i) + "]";
+    const json& p = decode[i];
+    S::shape(p, path);
+    const json& f = S::field(p, path, "v2_from");
+    if (!(f.is_number_integer() || f == "always" || f == "never")) {
+      S::fail(path + ".v2_from", "expected a context length, \"always\" or \"never\"");
+    }
+    const json& measured = S::array(p, path, "measured");
+    if (measured.empty()) {
+      S::fail(path + ".measured", "expected at least one measured context length");
+    }
+    for (std::size_t k = 0; k < measured.size(); ++k) {
+      S::entry(measured[k], path + ".measured[" + std::to_string(k) + "]");
+    }
+  }
+  const json& prefill = S::array(t, "", "prefill");
+  for (std::size_t i = 0; i < prefill.size(); ++i) {
+    const std::string path = "prefill[" + std::to_string(i) + "]";
+    S::shape(prefill[i], path);
+    S::integer(prefill[i], path, "q_len");
+    S::integer(prefill[i], path, "k_len");
+    S::timed(S::field(prefill[i], path, "best"), path + ".best");
+  }
+  const json& held = S::array(t, "", "held_out");
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    const std::string path = "held_out[" + std::to_string(i) + "]";
+    S::shape(held[i], path);
+    S::entry(held[i], path);
+  }
+  const json& rule = S::object(t, "", "rule");
+  S::str(rule, "rule", "tiles");
+  S::number(rule, "rule", "k");
+  S::integer(rule, "rule", "partition");
+  S::integer(rule, "rule", "sm_count");
+  S::integer(rule, "rule", "points");
+  const json& regret = S::object(t, "", "regret");
+  for (const char* set : {"sweep", "held_out"}) {
+    const json& r = S::object(regret, "regret", set);
+    for (const char* rn : {"fitted_rule", "table_lookup", "vllm", "seed_engine"}) {
+      const std::string path = std::string("regret.") + set;
+      const json& x = S::object(r, path, rn);
+      S::number(x, path + "." + rn, "mean");
+      S::number(x, path + "." + rn, "worst");
+      S::integer(x, path + "." + rn, "points");
+    }
+  }
+}
+
+} // namespace attn

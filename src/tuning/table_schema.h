@@ -1,0 +1,12 @@
+// The version-1 schema check of a threshold table (docs/threshold-table.md), run before a table
+// is shown and by the tests on every table they build.
+#pragma once
+#include <nlohmann/json.hpp>
+
+namespace attn {
+
+// Checks a table against the version-1 schema of docs/threshold-table.md; throws InputError
+// naming the first missing or mistyped field ("decode[3].measured[0].best.median_s: ...").
+void validate_table(const nlohmann::json& table);
+
+} // namespace attn

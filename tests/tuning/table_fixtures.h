@@ -1,0 +1,60 @@
+// Synthetic sweep records with known answers, shared by the tests of the threshold table, its
+// schema check and its `table show` text.
+#pragma once
+#include <vector>
+
+#include "src/model/kernel_config.h"
+#include "src/tuning/results_file.h"
+
+namespace attn::fixtures {
+
+// One decode measurement of a fp16, d=128, bs=16, gqa 4 workload.
+inline MeasurementRecord rec(int batch, int ctx, int kvh, const KernelConfig& c, double s,
+                             bool held_out = false, const char* status = "ok") {
+  MeasurementRecord r;
+  r.workload.phase = Phase::decode;
+  r.workload.batch = batch;
+  r.workload.context_len = ctx;
+  r.workload.held_out = held_out;
+  r.workload.params.num_kv_heads = kvh;
+  r.workload.params.num_heads = kvh * 4;
+  r.workload.params.head_dim = 128;
+  r.workload.params.block_size = 16;
+  r.workload.params.dtype = DType::f16;
+  r.config = c;
+  r.status = status;
+  r.median_s = s;
+  r.method = "synthetic";
+  return r;
+}
+
+// Two shape points, one failed measurement and one held-out point:
+//   batch 1, kvh 8: v2 wins from 2048 (partition 256 at 2048, 512 at 8192);
+//   batch 64, kvh 8: v1 at every context; its v2 partition 256 at 8192 failed validation;
+//   batch 2, kvh 8, ctx 4096, held out: v2 wins.
+inline std::vector<MeasurementRecord> two_points_and_held_out() {
+  const KernelConfig v1{Family::decode_v1, {}};
+  const KernelConfig v2a{Family::decode_v2, {{"partition", 256}}};
+  const KernelConfig v2b{Family::decode_v2, {{"partition", 512}}};
+  struct Times {
+    int ctx;
+    double v1, v2a, v2b;
+  };
+  std::vector<MeasurementRecord> rs;
+  for (auto [ctx, t1, ta, tb] :
+       std::vector<Times>{{512, 1.0, 1.5, 1.6}, {2048, 4.0, 2.0, 3.0}, {8192, 16.0, 6.0, 5.0}}) {
+    rs.push_back(rec(1, ctx, 8, v1, t1));
+    rs.push_back(rec(1, ctx, 8, v2a, ta));
+    rs.push_back(rec(1, ctx, 8, v2b, tb));
+  }
+  for (int ctx : {512, 2048, 8192}) {
+    rs.push_back(rec(64, ctx, 8, v1, ctx * 1e-3));
+    rs.push_back(rec(64, ctx, 8, v2b, ctx * 2e-3));
+  }
+  rs.push_back(rec(64, 8192, 8, v2a, 0, false, "failed"));
+  rs.push_back(rec(2, 4096, 8, v1, 3.0, true));
+  rs.push_back(rec(2, 4096, 8, v2b, 1.5, true));
+  return rs;
+}
+
+} // namespace attn::fixtures
