@@ -199,8 +199,8 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
       const int j_raw = base + u * NSG + sg;
       valid[u] = j_raw < khi;
       const int j = valid[u] ? j_raw : khi - 1;
-      const long long page = table[j / BLOCK_SIZE];
-      const long long row = ((page * c.num_kv_heads + kvh) * BLOCK_SIZE + j % BLOCK_SIZE) * D;
+      const long long row =
+          attn_math::paged_kv_offset(table, BLOCK_SIZE, c.num_kv_heads, kvh, D, j);
       ATTN_UNROLL
       for (int k = 0; k < NCH; ++k) {
         const int ch = sl + k * TK;

@@ -193,8 +193,7 @@ __device__ __forceinline__ void load_kv(const Args& a, const int* table, int kvh
     const bool valid = j < khi;
     long long off = 0;
     if (valid) {
-      const long long page = table[j / BLOCK_SIZE];
-      off = ((page * a.num_kv_heads + kvh) * BLOCK_SIZE + j % BLOCK_SIZE) * D;
+      off = attn_math::paged_kv_offset(table, BLOCK_SIZE, a.num_kv_heads, kvh, D, j);
     }
     const int e = ch * (16 / ES);
     cp_async16(ks + r * LD + e, a.k_cache + off + e, valid);

@@ -1,6 +1,7 @@
 // Tests of kernels/attn_math.h, the math every kernel (CPU and CUDA) shares: hand-checked mask
-// edges, the visible range against a brute-force predicate, partition bounds, the online
-// softmax against a two-pass softmax, and the combine of partials against the unsplit result.
+// edges, the visible range against a brute-force predicate, the paged K/V address, partition
+// bounds, the online softmax against a two-pass softmax, and the combine of partials against the
+// unsplit result.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -109,6 +110,29 @@ TEST(AttnMath, VisibleRangeRowsCoversEveryRowAndIsTight) {
       }
     }
   }
+}
+
+TEST(AttnMath, PagedKvOffsetFollowsTheCacheLayout) {
+  // [num_blocks, num_kv_heads, block_size, head_dim]: position j is slot j % bs of page
+  // table[j / bs]; the offset is that of (page, kvh, slot, dim 0).
+  const int table[] = {5, 0, 2, 7};
+  struct Case {
+    int block_size, num_kv_heads, kvh, head_dim, j;
+  };
+  for (const Case c : {Case{16, 4, 0, 64, 0}, Case{16, 4, 3, 64, 15}, Case{16, 4, 1, 128, 16},
+                       Case{8, 2, 1, 80, 31}, Case{1, 1, 0, 8, 2}, Case{24, 8, 7, 256, 70}}) {
+    const long long page = table[c.j / c.block_size];
+    const long long want =
+        ((page * c.num_kv_heads + c.kvh) * c.block_size + c.j % c.block_size) * c.head_dim;
+    EXPECT_EQ(paged_kv_offset(table, c.block_size, c.num_kv_heads, c.kvh, c.head_dim, c.j), want)
+        << "bs " << c.block_size << " kvh " << c.kvh << " j " << c.j;
+  }
+  // By hand: page 2, kv head 1 of 2, slot 3 of 8, head_dim 64: ((2 * 2 + 1) * 8 + 3) * 64.
+  EXPECT_EQ(paged_kv_offset(table, 8, 2, 1, 64, 19), 2752);
+  // Past 2^31 elements: page 2^20 of 8 heads x 16 slots x 256 dims.
+  const int far[] = {1 << 20};
+  EXPECT_EQ(paged_kv_offset(far, 16, 8, 7, 256, 9), ((1048576LL * 8 + 7) * 16 + 9) * 256);
+  EXPECT_GT(paged_kv_offset(far, 16, 8, 7, 256, 9), (1LL << 31));
 }
 
 TEST(AttnMath, Softcap) {

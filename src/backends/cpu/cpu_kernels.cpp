@@ -398,7 +398,7 @@ ATTN_ALWAYS_INLINE void gather_rows(const KernelArgs& a, const void* cache, int 
   for (int j = t0; j < t1;) {
     const int slot = j % bs;
     const int run = std::min(t1 - j, bs - slot);
-    const int64_t off = ((int64_t(table[j / bs]) * a.num_kv_heads + kvh) * bs + slot) * D;
+    const int64_t off = am::paged_kv_offset(table, bs, a.num_kv_heads, kvh, D, j);
     if constexpr (DT == DType::f32) {
       const float* p = static_cast<const float*>(cache) + off;
       for (int r = 0; r < run; ++r) {
@@ -420,12 +420,14 @@ ATTN_ALWAYS_INLINE void gather_rows(const KernelArgs& a, const void* cache, int 
 template <DType DT>
 ATTN_ALWAYS_INLINE void prefetch_rows(const KernelArgs& a, int b, int kvh, int t0, int t1) {
   const int bs = a.block_size;
-  const int64_t row_bytes = int64_t(a.head_dim) * int64_t(dtype_size(DT));
+  const int64_t elem_bytes = int64_t(dtype_size(DT));
+  const int64_t row_bytes = int64_t(a.head_dim) * elem_bytes;
   const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
   for (int j = t0; j < t1;) {
     const int slot = j % bs;
     const int run = std::min(t1 - j, bs - slot);
-    const int64_t off = ((int64_t(table[j / bs]) * a.num_kv_heads + kvh) * bs + slot) * row_bytes;
+    const int64_t off =
+        am::paged_kv_offset(table, bs, a.num_kv_heads, kvh, a.head_dim, j) * elem_bytes;
     const char* k = static_cast<const char*>(a.key_cache) + off;
     const char* v = static_cast<const char*>(a.value_cache) + off;
     for (int64_t o = 0; o < run * row_bytes; o += 64) {
