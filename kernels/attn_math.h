@@ -1,5 +1,6 @@
-// Attention math shared by every kernel: the SPEC.md mask predicate and visible key range,
-// softcap, split-KV partition bounds, the online-softmax update and the partial combine.
+// Attention math shared by every kernel: the SPEC.md mask predicate and visible key range, the
+// paged K/V address, softcap, split-KV partition bounds, the online-softmax update and the
+// partial combine.
 // Plain C++ with __host__ __device__ under CUDA: the CPU backend and its tests run exactly
 // the code the GPU kernels include (NVRTC compiles this file with no standard headers).
 #pragma once
@@ -74,6 +75,16 @@ ATTN_HD void visible_range_rows(const Mask& m, int q_len, int k_len, int row_beg
   visible_range(m, row_position(q_len, k_len, row_end - 1), k_len, &lo1, &hi1);
   *lo = lo0;
   *hi = imax(hi0, hi1);
+}
+
+// Element offset of key/value position j of one sequence in a paged cache
+// [num_blocks, num_kv_heads, block_size, head_dim] (SPEC.md "Tensors", HND): slot j % block_size
+// of page table_row[j / block_size], kv head kvh, dim 0. table_row is the sequence's row of
+// block_tables. 64-bit: a cache may hold more than 2^31 elements.
+ATTN_HD long long paged_kv_offset(const int* table_row, int block_size, int num_kv_heads, int kvh,
+                                  int head_dim, int j) {
+  const long long page = table_row[j / block_size];
+  return ((page * num_kv_heads + kvh) * block_size + j % block_size) * head_dim;
 }
 
 // s -> softcap * tanh(s / softcap) when softcap > 0.

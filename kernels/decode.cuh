@@ -6,8 +6,8 @@
 // s_j = softcap(scale * q.k_j), out = softmax(s) @ V and lse = log(sum exp(s)); rows with no
 // visible key get out = 0 and lse = -inf.
 //
-// Launch shapes (the host computes them in src/cuda/decode_launch.cpp); the main kernels are
-// declared __launch_bounds__(THREADS, 1): with THREADS alone ptxas aims at an occupancy target
+// Launch shapes (the host computes them in src/backends/cuda/decode_launch.cpp); the main kernels
+// are declared __launch_bounds__(THREADS, 1): with THREADS alone ptxas aims at an occupancy target
 // and spilled some configurations at 48-64 registers.
 //   decode_v1         grid (GROUP ? num_kv_heads : num_heads, batch),        block THREADS
 //   decode_v2         grid (GROUP ? num_kv_heads : num_heads, batch, parts), block THREADS
@@ -33,25 +33,20 @@
 //   PARTITION   0: emit decode_v1; > 0: emit decode_v2 and its reduce with this many tokens
 //               per partition (a multiple of BLOCK_SIZE)
 //
-// No include guard: tests/test_cuda_kernel_emulation.cpp includes this file once per
-// configuration (each in its own namespace) and runs it on the CPU with one std::thread per CUDA
+// No include guard: tests/kernels/test_decode_emulation.cpp includes this file once per
+// configuration (each in its own namespace) and runs it on the CPU with one coroutine per CUDA
 // thread; the hooks ATTN_KERNEL_LINKAGE, ATTN_UNROLL, ATTN_DYNAMIC_SHARED and ATTN_EMULATE_HOST
-// exist for it.
-#include "attn_math.h"
-
-#ifndef ATTN_KERNEL_LINKAGE
-#define ATTN_KERNEL_LINKAGE extern "C"
-#endif
-#ifndef ATTN_UNROLL
-#define ATTN_UNROLL _Pragma("unroll")
-#endif
-#ifndef ATTN_DYNAMIC_SHARED
-#define ATTN_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
-#endif
-
+// exist for it. The element type, its conversions and the arguments shared with prefill.cuh are
+// in kernel_common.cuh.
 #if !defined(DTYPE) || !defined(HEAD_DIM) || !defined(BLOCK_SIZE) || !defined(THREADS) ||          \
     !defined(VEC)
 #error "decode.cuh needs DTYPE, HEAD_DIM, BLOCK_SIZE, THREADS and VEC defined"
+#endif
+
+#include "kernel_common.cuh"
+
+#ifndef ATTN_DYNAMIC_SHARED
+#define ATTN_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
 #ifndef GROUP
 #define GROUP 0
@@ -68,13 +63,9 @@
 
 namespace attn_decode {
 
-#if DTYPE == 0
-typedef float elem_t;
-#elif DTYPE == 1 || DTYPE == 2
-typedef unsigned short elem_t; // raw fp16 / bf16 bits; converted below without cuda_fp16.h
-#else
-#error "DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
-#endif
+using attn_kernel::elem_t;
+using attn_kernel::store;
+using attn_kernel::to_float;
 
 __host__ __device__ constexpr int next_pow2(int x) {
   return x <= 1 ? 1 : 2 * next_pow2((x + 1) / 2);
@@ -103,38 +94,6 @@ static_assert(GROUP == 0 || (GQA >= 1 && GQA <= 8), "GROUP = 1 supports 1 to 8 h
 static_assert(PARTITION >= 0 && PARTITION % BLOCK_SIZE == 0,
               "PARTITION must be a multiple of BLOCK_SIZE");
 static_assert(REDUCE_THREADS % 32 == 0 && REDUCE_THREADS <= 1024, "REDUCE_THREADS: warps");
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(unsigned short h) {
-#if DTYPE == 1 && defined(ATTN_EMULATE_HOST)
-  return attn_emu_half_to_float(h);
-#elif DTYPE == 1
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-#else
-  return __uint_as_float(static_cast<unsigned int>(h) << 16); // bf16 is the top half of fp32
-#endif
-}
-
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(unsigned short* p, float v) {
-#if DTYPE == 1 && defined(ATTN_EMULATE_HOST)
-  *p = attn_emu_float_to_half(v);
-#elif DTYPE == 1
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-  *p = h;
-#else
-  // Round to nearest even, as src/dtype.h does on the host; NaN stays a quiet NaN.
-  const unsigned int u = __float_as_uint(v);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u) {
-    *p = static_cast<unsigned short>((u >> 16) | 0x0040u);
-  } else {
-    *p = static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-#endif
-}
 
 template <int BYTES> struct VecBits;
 template <> struct VecBits<2> { typedef unsigned short type; };
@@ -178,24 +137,11 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Arguments shared by both families; the host passes them one by one in this order.
-//   out: [batch, num_heads, HEAD_DIM]   lse: [batch, num_heads] fp32
-//   q: [batch, num_heads, HEAD_DIM]     k_cache, v_cache: [blocks, num_kv_heads, BLOCK_SIZE, D]
-//   block_tables: [batch, max_blocks_per_seq]   context_lens: [batch]
-struct Common {
-  elem_t* out;
-  float* lse;
-  const elem_t* q;
-  const elem_t* k_cache;
-  const elem_t* v_cache;
-  const int* block_tables;
+// Arguments of both decode kernels (rows = batch for the fields of attn_kernel::PagedArgs); the
+// host passes them one by one in the order of ATTN_DECODE_PARAMS.
+//   context_lens: [batch]
+struct Common : attn_kernel::PagedArgs {
   const int* context_lens;
-  int num_heads;
-  int num_kv_heads;
-  int max_blocks_per_seq;
-  float scale;
-  float softcap;
-  attn_math::Mask mask;
 };
 
 // Split-KV workspace: m, l: [batch, num_heads, max_parts]; o: [batch, num_heads, max_parts, D].
@@ -240,7 +186,7 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
     }
   }
 
-  const int* table = c.block_tables + static_cast<long long>(b) * c.max_blocks_per_seq;
+  const int* table = c.table_row(b);
   for (int base = klo; base < khi; base += UNROLL * NSG) {
     vec_t kv[UNROLL][NCH];
     vec_t vv[UNROLL][NCH];
@@ -253,8 +199,8 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
       const int j_raw = base + u * NSG + sg;
       valid[u] = j_raw < khi;
       const int j = valid[u] ? j_raw : khi - 1;
-      const long long page = table[j / BLOCK_SIZE];
-      const long long row = ((page * c.num_kv_heads + kvh) * BLOCK_SIZE + j % BLOCK_SIZE) * D;
+      const long long row =
+          attn_math::paged_kv_offset(table, BLOCK_SIZE, c.num_kv_heads, kvh, D, j);
       ATTN_UNROLL
       for (int k = 0; k < NCH; ++k) {
         const int ch = sl + k * TK;
@@ -419,19 +365,19 @@ __device__ __forceinline__ void cta_heads(const Common& c, int* head0, int* kvh)
       int window_right
 
 #define ATTN_DECODE_COMMON                                                                         \
-  attn_decode::Common c = {out,                                                                    \
-                           lse,                                                                    \
-                           q,                                                                      \
-                           k_cache,                                                                \
-                           v_cache,                                                                \
-                           block_tables,                                                           \
-                           context_lens,                                                           \
-                           num_heads,                                                              \
-                           num_kv_heads,                                                           \
-                           max_blocks_per_seq,                                                     \
-                           scale,                                                                  \
-                           softcap,                                                                \
-                           {causal, window_left, window_right}}
+  attn_decode::Common c = {{out,                                                                   \
+                            lse,                                                                   \
+                            q,                                                                     \
+                            k_cache,                                                               \
+                            v_cache,                                                               \
+                            block_tables,                                                          \
+                            num_heads,                                                             \
+                            num_kv_heads,                                                          \
+                            max_blocks_per_seq,                                                    \
+                            scale,                                                                 \
+                            softcap,                                                               \
+                            {causal, window_left, window_right}},                                  \
+                           context_lens}
 
 #if PARTITION == 0
 

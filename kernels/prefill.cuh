@@ -9,8 +9,8 @@
 // query head h reads kv head h / (num_heads / num_kv_heads).
 //
 // Work split: a CTA owns BLOCK_M consecutive query rows of one sequence and one query head. The
-// host (src/cuda/prefill_launch.cpp) lists the q tiles of every sequence in tile_map as pairs
-// (sequence, first row), heaviest first. A CTA walks only the union of its rows' visible key
+// host (src/backends/cuda/prefill_launch.cpp) lists the q tiles of every sequence in tile_map as
+// pairs (sequence, first row), heaviest first. A CTA walks only the union of its rows' visible key
 // ranges (attn_math::visible_range_rows) in tiles of BLOCK_N keys: a causal prefill touches about
 // half of the keys and a sliding window only the window. Only boundary tiles, where some row of
 // the CTA does not see every key of the tile, are masked element by element.
@@ -40,16 +40,16 @@
 //   STAGES      1: load then compute; 2: cp.async double buffering of the K/V tiles
 //
 // No include guard, and the hooks ATTN_KERNEL_LINKAGE, ATTN_UNROLL, ATTN_DYNAMIC_SHARED and
-// ATTN_EMULATE_HOST: tests/test_cuda_prefill_emulation.cpp runs this file on the CPU, where the
-// tensor-core and cp.async helpers below call emulations of the PTX instructions.
-#include "attn_math.h"
+// ATTN_EMULATE_HOST: tests/kernels/test_prefill_emulation.cpp runs this file on the CPU, where the
+// tensor-core and cp.async helpers below call emulations of the PTX instructions. The element
+// type, its conversions and the arguments shared with decode.cuh are in kernel_common.cuh.
+#if !defined(DTYPE) || !defined(HEAD_DIM) || !defined(BLOCK_SIZE) || !defined(BLOCK_M) ||          \
+    !defined(BLOCK_N) || !defined(WARPS) || !defined(STAGES)
+#error "prefill.cuh needs DTYPE, HEAD_DIM, BLOCK_SIZE, BLOCK_M, BLOCK_N, WARPS and STAGES"
+#endif
 
-#ifndef ATTN_KERNEL_LINKAGE
-#define ATTN_KERNEL_LINKAGE extern "C"
-#endif
-#ifndef ATTN_UNROLL
-#define ATTN_UNROLL _Pragma("unroll")
-#endif
+#include "kernel_common.cuh"
+
 #ifndef ATTN_DYNAMIC_SHARED
 #define ATTN_DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
 #endif
@@ -63,20 +63,10 @@
 #endif
 #endif
 
-#if !defined(DTYPE) || !defined(HEAD_DIM) || !defined(BLOCK_SIZE) || !defined(BLOCK_M) ||          \
-    !defined(BLOCK_N) || !defined(WARPS) || !defined(STAGES)
-#error "prefill.cuh needs DTYPE, HEAD_DIM, BLOCK_SIZE, BLOCK_M, BLOCK_N, WARPS and STAGES"
-#endif
-
 namespace attn_prefill {
 
-#if DTYPE == 0
-typedef float elem_t;
-#elif DTYPE == 1 || DTYPE == 2
-typedef unsigned short elem_t; // raw fp16 / bf16 bits
-#else
-#error "DTYPE must be 0 (fp32), 1 (fp16) or 2 (bf16)"
-#endif
+using attn_kernel::elem_t;
+using attn_kernel::store;
 
 constexpr int D = HEAD_DIM;
 constexpr int THREADS = WARPS * 32;
@@ -97,39 +87,6 @@ static_assert(BLOCK_M % WARPS == 0 && (RPW == 16 || RPW == 32),
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 16 && BLOCK_N <= 128,
               "BLOCK_N must be a multiple of 16 up to 128");
 static_assert(STAGES == 1 || STAGES == 2, "STAGES must be 1 or 2");
-
-// ---- Conversions ---------------------------------------------------------------------------
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(unsigned short h) {
-#if DTYPE == 1 && defined(ATTN_EMULATE_HOST)
-  return attn_emu_half_to_float(h);
-#elif DTYPE == 1
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-#else
-  return __uint_as_float(static_cast<unsigned int>(h) << 16);
-#endif
-}
-
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(unsigned short* p, float v) {
-#if DTYPE == 1 && defined(ATTN_EMULATE_HOST)
-  *p = attn_emu_float_to_half(v);
-#elif DTYPE == 1
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-  *p = h;
-#else
-  const unsigned int u = __float_as_uint(v); // round to nearest even, as src/dtype.h
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u) {
-    *p = static_cast<unsigned short>((u >> 16) | 0x0040u);
-  } else {
-    *p = static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-#endif
-}
 
 // ---- Instruction helpers (each has a CPU emulation in the test) --------------------------------
 
@@ -216,25 +173,13 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned int r[4], const elem_
 
 // ---- Arguments -------------------------------------------------------------------------------
 
-//   out: [total_q, num_heads, D]  lse: [total_q, num_heads] fp32  q: [total_q, num_heads, D]
-//   k_cache, v_cache: [blocks, num_kv_heads, BLOCK_SIZE, D]  block_tables: [batch, max_blocks]
+// The kernel's arguments (rows = total_q for the fields of attn_kernel::PagedArgs); the host
+// passes them one by one in the order of the prefill parameter list.
 //   cu_seqlens_q, cu_seqlens_k: [batch + 1]  tile_map: [num_tiles, 2] (sequence, first row)
-struct Args {
-  elem_t* out;
-  float* lse;
-  const elem_t* q;
-  const elem_t* k_cache;
-  const elem_t* v_cache;
-  const int* block_tables;
+struct Args : attn_kernel::PagedArgs {
   const int* cu_seqlens_q;
   const int* cu_seqlens_k;
   const int* tile_map;
-  int num_heads;
-  int num_kv_heads;
-  int max_blocks_per_seq;
-  float scale;
-  float softcap;
-  attn_math::Mask mask;
 };
 
 // Gathers keys [k0, k0 + BLOCK_N) of the CTA's sequence and kv head into the K and V tiles; rows
@@ -248,8 +193,7 @@ __device__ __forceinline__ void load_kv(const Args& a, const int* table, int kvh
     const bool valid = j < khi;
     long long off = 0;
     if (valid) {
-      const long long page = table[j / BLOCK_SIZE];
-      off = ((page * a.num_kv_heads + kvh) * BLOCK_SIZE + j % BLOCK_SIZE) * D;
+      off = attn_math::paged_kv_offset(table, BLOCK_SIZE, a.num_kv_heads, kvh, D, j);
     }
     const int e = ch * (16 / ES);
     cp_async16(ks + r * LD + e, a.k_cache + off + e, valid);
@@ -430,7 +374,7 @@ __device__ __forceinline__ void prefill_tile(const Args& a) {
   const int q_len = a.cu_seqlens_q[b + 1] - q_start;
   const int k_len = a.cu_seqlens_k[b + 1] - a.cu_seqlens_k[b];
   const int rows = attn_math::imin(BLOCK_M, q_len - row0); // valid rows of this tile (>= 1)
-  const int* table = a.block_tables + static_cast<long long>(b) * a.max_blocks_per_seq;
+  const int* table = a.table_row(b);
 
   // Union of the visible ranges, and the ranges of the first and last row: a key tile inside
   // [lo_last, hi_first) is visible from every row and needs no per-element mask.
@@ -590,10 +534,20 @@ ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(attn_prefill::THREADS, 1)
             const int* __restrict__ tile_map, int num_heads, int num_kv_heads,
             int max_blocks_per_seq, float scale, float softcap, int causal, int window_left,
             int window_right) {
-  const attn_prefill::Args a = {out,          lse,          q,
-                                k_cache,      v_cache,      block_tables,
-                                cu_seqlens_q, cu_seqlens_k, tile_map,
-                                num_heads,    num_kv_heads, max_blocks_per_seq,
-                                scale,        softcap,      {causal, window_left, window_right}};
+  const attn_prefill::Args a = {{out,
+                                 lse,
+                                 q,
+                                 k_cache,
+                                 v_cache,
+                                 block_tables,
+                                 num_heads,
+                                 num_kv_heads,
+                                 max_blocks_per_seq,
+                                 scale,
+                                 softcap,
+                                 {causal, window_left, window_right}},
+                                cu_seqlens_q,
+                                cu_seqlens_k,
+                                tile_map};
   attn_prefill::prefill_tile(a);
 }

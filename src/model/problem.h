@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attn_math.h"
 #include "src/model/dtype.h"
 #include "src/model/tensor.h"
 
@@ -66,9 +67,9 @@ struct Problem {
   [[nodiscard]] int max_q_len() const;
   // Element offset of key/value position j of sequence b, kv head kvh, dim 0, in the caches.
   [[nodiscard]] int64_t kv_offset(int b, int kvh, int j) const {
-    const int bs = params.block_size;
-    const int64_t block = block_tables[std::size_t(b) * max_blocks_per_seq + j / bs];
-    return ((block * params.num_kv_heads + kvh) * bs + j % bs) * params.head_dim;
+    return attn_math::paged_kv_offset(block_tables.data() + std::size_t(b) * max_blocks_per_seq,
+                                      params.block_size, params.num_kv_heads, kvh, params.head_dim,
+                                      j);
   }
   // Key bytes plus value bytes that attention must read once (visible or not, as stored).
   [[nodiscard]] int64_t kv_bytes_touched() const;

@@ -1,6 +1,7 @@
 // Tests of kernels/attn_math.h, the math every kernel (CPU and CUDA) shares: hand-checked mask
-// edges, the visible range against a brute-force predicate, partition bounds, the online
-// softmax against a two-pass softmax, and the combine of partials against the unsplit result.
+// edges, the visible range against a brute-force predicate, the paged K/V address, partition
+// bounds, the online softmax against a two-pass softmax (and its base-2 form against the natural
+// base), and the combine of partials against the unsplit result.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -109,6 +110,29 @@ TEST(AttnMath, VisibleRangeRowsCoversEveryRowAndIsTight) {
       }
     }
   }
+}
+
+TEST(AttnMath, PagedKvOffsetFollowsTheCacheLayout) {
+  // [num_blocks, num_kv_heads, block_size, head_dim]: position j is slot j % bs of page
+  // table[j / bs]; the offset is that of (page, kvh, slot, dim 0).
+  const int table[] = {5, 0, 2, 7};
+  struct Case {
+    int block_size, num_kv_heads, kvh, head_dim, j;
+  };
+  for (const Case c : {Case{16, 4, 0, 64, 0}, Case{16, 4, 3, 64, 15}, Case{16, 4, 1, 128, 16},
+                       Case{8, 2, 1, 80, 31}, Case{1, 1, 0, 8, 2}, Case{24, 8, 7, 256, 70}}) {
+    const long long page = table[c.j / c.block_size];
+    const long long want =
+        ((page * c.num_kv_heads + c.kvh) * c.block_size + c.j % c.block_size) * c.head_dim;
+    EXPECT_EQ(paged_kv_offset(table, c.block_size, c.num_kv_heads, c.kvh, c.head_dim, c.j), want)
+        << "bs " << c.block_size << " kvh " << c.kvh << " j " << c.j;
+  }
+  // By hand: page 2, kv head 1 of 2, slot 3 of 8, head_dim 64: ((2 * 2 + 1) * 8 + 3) * 64.
+  EXPECT_EQ(paged_kv_offset(table, 8, 2, 1, 64, 19), 2752);
+  // Past 2^31 elements: page 2^20 of 8 heads x 16 slots x 256 dims.
+  const int far[] = {1 << 20};
+  EXPECT_EQ(paged_kv_offset(far, 16, 8, 7, 256, 9), ((1048576LL * 8 + 7) * 16 + 9) * 256);
+  EXPECT_GT(paged_kv_offset(far, 16, 8, 7, 256, 9), (1LL << 31));
 }
 
 TEST(AttnMath, Softcap) {
@@ -347,5 +371,45 @@ TEST(AttnMath, HugeWindowsAndNegativePositionsDoNotOverflow) {
         EXPECT_TRUE(all_visible_noncausal) << "pos " << pos;
       }
     }
+  }
+}
+
+// OnlineSoftmax2 (the base-2 running softmax of the prefill kernel) against the natural base
+// OnlineSoftmax: same normalised weights and lse on random score blocks, and empty rows.
+TEST(AttnMathLog2, MatchesTheNaturalBaseState) {
+  attn::Rng rng(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    OnlineSoftmax e = OnlineSoftmax::empty();
+    OnlineSoftmax2 b = OnlineSoftmax2::empty();
+    double acc_e = 0.0;
+    double acc_b = 0.0;
+    for (int block = 0; block < 6; ++block) {
+      std::vector<float> s(7);
+      float mx = neg_inf();
+      for (auto& x : s) {
+        x = (block + trial) % 5 == 3 ? neg_inf() : float(rng.normal() * 4.0);
+        mx = std::fmax(mx, x);
+      }
+      const float ae = e.update(mx);
+      const float ab = b.update(mx == neg_inf() ? mx : mx * kLog2e);
+      acc_e *= ae;
+      acc_b *= ab;
+      for (std::size_t j = 0; j < s.size(); ++j) {
+        const float we = e.weight(s[j]);
+        const float wb = b.weight(s[j] == neg_inf() ? s[j] : s[j] * kLog2e);
+        e.add(we);
+        b.add(wb);
+        acc_e += we * double(j);
+        acc_b += wb * double(j);
+      }
+    }
+    if (e.l == 0.0f) {
+      EXPECT_EQ(b.l, 0.0f);
+      EXPECT_EQ(b.lse(), neg_inf());
+      EXPECT_EQ(b.inv_sum(), 0.0f);
+      continue;
+    }
+    EXPECT_NEAR(b.lse(), e.lse(), 1e-5 * std::fabs(e.lse()) + 1e-5);
+    EXPECT_NEAR(acc_b * b.inv_sum(), acc_e * e.inv_sum(), 1e-4);
   }
 }

@@ -1,15 +1,15 @@
-// kernels/prefill.cuh run on the CPU against the reference, through tests/cuda_emulator.h: the
-// kernel's tile map, key ranges, boundary masks, online softmax and (for fp16/bf16) its mma.sync
-// fragment packing, which the emulated m16n8k16 reads back in the PTX ISA layout.
+// kernels/prefill.cuh run on the CPU against the reference, through cuda_emulator.h: the kernel's
+// tile map, key ranges, boundary masks, online softmax and (for fp16/bf16) its mma.sync fragment
+// packing, which the emulated m16n8k16 reads back in the PTX ISA layout.
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "kernels/attn_math.h"
 #include "reference/reference.h"
-#include "src/validation/check.h"
 #include "src/model/dtype.h"
 #include "src/model/problem.h"
+#include "src/validation/check.h"
 
 #ifdef ATTN_HAVE_CUDA
 #include "src/backends/cuda/prefill_launch.h"

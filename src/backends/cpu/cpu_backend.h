@@ -1,5 +1,5 @@
-// The CPU backend: decode_v1, decode_v2 and prefill on host cores through a thread pool, with
-// the kernels of src/cpu_kernels.h. The first implementation of the interface in src/backend.h.
+// The CPU backend: decode_v1, decode_v2 and prefill on host cores through a thread pool, with the
+// kernels of cpu_kernels.h; the first implementation of the interface in src/backends/backend.h.
 #pragma once
 #include <memory>
 

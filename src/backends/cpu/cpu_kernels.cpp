@@ -2,77 +2,19 @@
 // (fp32 caches are read in place). With few query vectors per tile, Q.K runs four keys at a time
 // and P.V keeps 64 output lanes in registers; with four or more (a GQA group, a prefill q tile)
 // the K tile is transposed and both products run as 4-vector blocks that share each K/V load.
-// The vector code uses GCC vector extensions, which the compiler maps to the ISA; each loop body
-// is compiled three times (baseline x86-64, x86-64-v3, x86-64-v4) and chosen at run time. All
-// softmax and mask math comes from kernels/attn_math.h.
+// The vector code uses GCC vector extensions (simd.h), which the compiler maps to the ISA; each
+// loop body is compiled three times (baseline x86-64, x86-64-v3, x86-64-v4) and chosen at run
+// time. All softmax, mask and paged-address math comes from kernels/attn_math.h.
 #include "src/backends/cpu/cpu_kernels.h"
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
 
-// The vector-extension helpers below are always inlined, so the ABI notes GCC prints for
-// passing wide vectors by value do not apply.
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
+#include "src/backends/cpu/simd.h"
 
 namespace attn::cpu {
 
 namespace am = attn_math;
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define ATTN_CPU_MULTI_ISA 1
-#define ATTN_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
-#define ATTN_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
-#else
-#define ATTN_CPU_MULTI_ISA 0
-#endif
-#define ATTN_ALWAYS_INLINE [[gnu::always_inline]] inline
-
-const char* isa_name(Isa isa) {
-  switch (isa) {
-  case Isa::avx2:
-    return "x86-64-v3";
-  case Isa::avx512:
-    return "x86-64-v4";
-  default:
-    return "baseline";
-  }
-}
-
-bool isa_supported(Isa isa) {
-  if (isa == Isa::base) {
-    return true;
-  }
-#if ATTN_CPU_MULTI_ISA
-  __builtin_cpu_init();
-#if defined(__clang__)
-  // Clang has no level names here, nor "f16c"; every AVX2 processor has F16C.
-  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                  __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
-  const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                  __builtin_cpu_supports("avx512cd");
-#else
-  const bool v3 = __builtin_cpu_supports("x86-64-v3");
-  const bool v4 = __builtin_cpu_supports("x86-64-v4");
-#endif
-  return isa == Isa::avx2 ? v3 : v4;
-#else
-  return false;
-#endif
-}
-
-Isa best_isa() {
-  if (isa_supported(Isa::avx512)) {
-    return Isa::avx512;
-  }
-  return isa_supported(Isa::avx2) ? Isa::avx2 : Isa::base;
-}
 
 void size_scratch(Scratch& s, int max_rows, int max_heads, int head_dim, int k_tile) {
   const std::size_t vectors = std::size_t(max_rows) * std::size_t(max_heads);
@@ -89,106 +31,6 @@ void size_scratch(Scratch& s, int max_rows, int max_heads, int head_dim, int k_t
 }
 
 namespace {
-
-// fp16 bits -> fp32 without branches, exact for every input (normals, subnormals, inf, NaN),
-// written with masks so the baseline build vectorises it.
-ATTN_ALWAYS_INLINE float half_bits_to_float(uint16_t h) {
-  const int32_t em = int32_t(h & 0x7fffu);
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  const uint32_t normal = (uint32_t(em) << 13) + 0x38000000u; // rebias 15 -> 127
-  const uint32_t infnan = (uint32_t(em) << 13) | 0x7f800000u; // keep the NaN payload
-  const float sub_f = float(em) * 0x1p-24f;                   // subnormal: man * 2^-24
-  uint32_t sub;
-  std::memcpy(&sub, &sub_f, 4);
-  const uint32_t sub_mask = 0u - uint32_t(em < 0x400);
-  const uint32_t inf_mask = 0u - uint32_t(em >= 0x7c00);
-  const uint32_t u =
-      ((sub & sub_mask) | (infnan & inf_mask) | (normal & ~(sub_mask | inf_mask))) | sign;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-#if ATTN_CPU_MULTI_ISA
-// The v3/v4 builds convert with F16C. GCC 12 does not vectorise _Float16 conversions under a
-// target attribute, so these use the intrinsics, as out-of-line calls (one per cache-block run).
-ATTN_TARGET_AVX2 void half_to_float_f16c(const uint16_t* __restrict src, float* __restrict dst,
-                                         int n) {
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-  }
-  for (; i < n; ++i) {
-    dst[i] = half_bits_to_float(src[i]);
-  }
-}
-// GCC 12's _mm512_cvtph_ps passes an undefined source for its unused mask operand, which
-// -Wmaybe-uninitialized reports; the full mask never reads it.
-#pragma GCC diagnostic push
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-ATTN_TARGET_AVX512 void half_to_float_avx512(const uint16_t* __restrict src, float* __restrict dst,
-                                             int n) {
-  int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
-  }
-  for (; i < n; ++i) {
-    dst[i] = half_bits_to_float(src[i]);
-  }
-}
-#pragma GCC diagnostic pop
-#endif
-
-template <DType DT, Isa I>
-ATTN_ALWAYS_INLINE void convert_run(const void* base, int64_t offset, int n,
-                                    float* __restrict dst) {
-  if constexpr (DT == DType::f32) {
-    std::memcpy(dst, static_cast<const float*>(base) + offset, std::size_t(n) * 4);
-  } else if constexpr (DT == DType::bf16) {
-    const uint16_t* __restrict src = static_cast<const uint16_t*>(base) + offset;
-    for (int i = 0; i < n; ++i) {
-      const uint32_t u = uint32_t(src[i]) << 16;
-      std::memcpy(&dst[i], &u, 4);
-    }
-  } else {
-    const uint16_t* __restrict src = static_cast<const uint16_t*>(base) + offset;
-#if ATTN_CPU_MULTI_ISA
-    if constexpr (I == Isa::avx512) {
-      half_to_float_avx512(src, dst, n);
-      return;
-    } else if constexpr (I == Isa::avx2) {
-      half_to_float_f16c(src, dst, n);
-      return;
-    }
-#endif
-    for (int i = 0; i < n; ++i) {
-      dst[i] = half_bits_to_float(src[i]);
-    }
-  }
-}
-
-// GCC/Clang vector extensions: 16 floats, split by the compiler into the widest registers the
-// build's ISA has (one zmm, two ymm or four xmm). Loads and stores go through memcpy (unaligned).
-typedef float f32x16 __attribute__((vector_size(64)));
-typedef float f32x8 __attribute__((vector_size(32)));
-
-template <class V> ATTN_ALWAYS_INLINE V vload(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(V));
-  return v;
-}
-template <class V> ATTN_ALWAYS_INLINE void vstore(float* p, V v) { std::memcpy(p, &v, sizeof(V)); }
-template <class V> ATTN_ALWAYS_INLINE float hsum(V v) {
-  float s = 0.0f;
-  for (std::size_t l = 0; l < sizeof(V) / sizeof(float); ++l) {
-    s += v[l];
-  }
-  return s;
-}
 
 // dot(q, k_j) for four keys at once: four independent FMA chains and one load of q per step.
 // n is a multiple of 8 (SPEC head_dim).
@@ -398,7 +240,7 @@ ATTN_ALWAYS_INLINE void gather_rows(const KernelArgs& a, const void* cache, int 
   for (int j = t0; j < t1;) {
     const int slot = j % bs;
     const int run = std::min(t1 - j, bs - slot);
-    const int64_t off = ((int64_t(table[j / bs]) * a.num_kv_heads + kvh) * bs + slot) * D;
+    const int64_t off = am::paged_kv_offset(table, bs, a.num_kv_heads, kvh, D, j);
     if constexpr (DT == DType::f32) {
       const float* p = static_cast<const float*>(cache) + off;
       for (int r = 0; r < run; ++r) {
@@ -420,12 +262,14 @@ ATTN_ALWAYS_INLINE void gather_rows(const KernelArgs& a, const void* cache, int 
 template <DType DT>
 ATTN_ALWAYS_INLINE void prefetch_rows(const KernelArgs& a, int b, int kvh, int t0, int t1) {
   const int bs = a.block_size;
-  const int64_t row_bytes = int64_t(a.head_dim) * int64_t(dtype_size(DT));
+  const int64_t elem_bytes = int64_t(dtype_size(DT));
+  const int64_t row_bytes = int64_t(a.head_dim) * elem_bytes;
   const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
   for (int j = t0; j < t1;) {
     const int slot = j % bs;
     const int run = std::min(t1 - j, bs - slot);
-    const int64_t off = ((int64_t(table[j / bs]) * a.num_kv_heads + kvh) * bs + slot) * row_bytes;
+    const int64_t off =
+        am::paged_kv_offset(table, bs, a.num_kv_heads, kvh, a.head_dim, j) * elem_bytes;
     const char* k = static_cast<const char*>(a.key_cache) + off;
     const char* v = static_cast<const char*>(a.value_cache) + off;
     for (int64_t o = 0; o < run * row_bytes; o += 64) {
@@ -660,40 +504,6 @@ ATTN_DEFINE_ENTRIES(base, )
 #if ATTN_CPU_MULTI_ISA
 ATTN_DEFINE_ENTRIES(avx2, ATTN_TARGET_AVX2)
 ATTN_DEFINE_ENTRIES(avx512, ATTN_TARGET_AVX512)
-#endif
-
-// Picks the entry for (isa, dtype) from the family F's three instantiations.
-#if ATTN_CPU_MULTI_ISA
-#define ATTN_DISPATCH(NAME, ISA, DT, ...)                                                          \
-  do {                                                                                             \
-    auto pick = [&]<DType T>() {                                                                   \
-      if ((ISA) == Isa::avx512) {                                                                  \
-        NAME##_avx512<T>(__VA_ARGS__);                                                             \
-      } else if ((ISA) == Isa::avx2) {                                                             \
-        NAME##_avx2<T>(__VA_ARGS__);                                                               \
-      } else {                                                                                     \
-        NAME##_base<T>(__VA_ARGS__);                                                               \
-      }                                                                                            \
-    };                                                                                             \
-    if ((DT) == DType::f16) {                                                                      \
-      pick.template operator()<DType::f16>();                                                      \
-    } else if ((DT) == DType::bf16) {                                                              \
-      pick.template operator()<DType::bf16>();                                                     \
-    } else {                                                                                       \
-      pick.template operator()<DType::f32>();                                                      \
-    }                                                                                              \
-  } while (0)
-#else
-#define ATTN_DISPATCH(NAME, ISA, DT, ...)                                                          \
-  do {                                                                                             \
-    if ((DT) == DType::f16) {                                                                      \
-      NAME##_base<DType::f16>(__VA_ARGS__);                                                        \
-    } else if ((DT) == DType::bf16) {                                                              \
-      NAME##_base<DType::bf16>(__VA_ARGS__);                                                       \
-    } else {                                                                                       \
-      NAME##_base<DType::f32>(__VA_ARGS__);                                                        \
-    }                                                                                              \
-  } while (0)
 #endif
 
 } // namespace

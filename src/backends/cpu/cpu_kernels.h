@@ -6,16 +6,10 @@
 #include <vector>
 
 #include "kernels/attn_math.h"
+#include "src/backends/cpu/simd.h"
 #include "src/model/dtype.h"
 
 namespace attn::cpu {
-
-// Instruction-set level the kernels are compiled for; the backend picks the best one the
-// processor has at run time, so a portable build still uses AVX2/AVX-512 where present.
-enum class Isa { base, avx2, avx512 };
-[[nodiscard]] const char* isa_name(Isa isa);
-[[nodiscard]] bool isa_supported(Isa isa);
-[[nodiscard]] Isa best_isa();
 
 // Raw views of one problem and its outputs (the prepared run owns the memory).
 struct KernelArgs {

@@ -1,0 +1,47 @@
+// Which kernel build the processor can run (see simd.h).
+#include "src/backends/cpu/simd.h"
+
+namespace attn::cpu {
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+  case Isa::avx2:
+    return "x86-64-v3";
+  case Isa::avx512:
+    return "x86-64-v4";
+  default:
+    return "baseline";
+  }
+}
+
+bool isa_supported(Isa isa) {
+  if (isa == Isa::base) {
+    return true;
+  }
+#if ATTN_CPU_MULTI_ISA
+  __builtin_cpu_init();
+#if defined(__clang__)
+  // Clang has no level names here, nor "f16c"; every AVX2 processor has F16C.
+  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                  __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+  const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                  __builtin_cpu_supports("avx512cd");
+#else
+  const bool v3 = __builtin_cpu_supports("x86-64-v3");
+  const bool v4 = __builtin_cpu_supports("x86-64-v4");
+#endif
+  return isa == Isa::avx2 ? v3 : v4;
+#else
+  return false;
+#endif
+}
+
+Isa best_isa() {
+  if (isa_supported(Isa::avx512)) {
+    return Isa::avx512;
+  }
+  return isa_supported(Isa::avx2) ? Isa::avx2 : Isa::base;
+}
+
+} // namespace attn::cpu
