@@ -73,8 +73,14 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
     const int kl = pr.k_len(t.b);
     Eigen::MatrixXd K(kl, D);
     Eigen::MatrixXd V(kl, D);
+    // The oracle's own reading of the paged layout (SPEC.md "Tensors"), written out here rather
+    // than shared with the kernels (attn_math::paged_kv_offset), so an addressing bug there
+    // shows as a mismatch instead of agreeing with itself.
+    const int32_t* table = &pr.block_tables[std::size_t(t.b) * std::size_t(pr.max_blocks_per_seq)];
     for (int j = 0; j < kl; ++j) {
-      const int64_t off = pr.kv_offset(t.b, t.kvh, j);
+      const int64_t page = table[j / p.block_size];
+      const int64_t slot = j % p.block_size;
+      const int64_t off = ((page * p.num_kv_heads + t.kvh) * p.block_size + slot) * D;
       for (int d = 0; d < D; ++d) {
         K(j, d) = pr.key_cache.get(std::size_t(off + d));
         V(j, d) = pr.value_cache.get(std::size_t(off + d));

@@ -28,8 +28,9 @@ void SweepProgress::step(const std::string& status, const std::string& what) {
   const std::string eta = fmt_duration(el / new_done_ * left);
   const int pct = total_ ? int(100.0 * finished_ / total_) : 100;
   if (tty_) {
-    std::string line = "[" + std::to_string(finished_) + "/" + std::to_string(total_) + " " +
-                       std::to_string(pct) + "%] ETA " + eta + "  " + what;
+    char head[64];
+    std::snprintf(head, sizeof head, "[%d/%d %d%%] ETA ", finished_, total_, pct);
+    std::string line = head + eta + "  " + what;
     if (line.size() > 150) {
       line = line.substr(0, 147) + "...";
     }

@@ -122,7 +122,7 @@ AttnParams with_mask(AttnParams p, const MaskVariant& m) {
 std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64_t seed) {
   const Sizes sz = sizes_for(in);
   const std::string ph = phase == Phase::decode ? "decode" : "prefill";
-  const std::string suffix = "/" + std::string(dtype_name(dt));
+  const std::string suffix = std::string("/").append(dtype_name(dt));
   std::vector<VerifyCase> cases;
   std::map<std::string, int> counts;
   auto add = [&](const std::string& group, AttnParams p, std::vector<int> q, std::vector<int> k,

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/attn_math.h"
-#include "src/backends/cpu/simd.h"
+#include "src/backends/cpu/isa.h"
 #include "src/model/dtype.h"
 
 namespace attn::cpu {

@@ -1,5 +1,6 @@
-// SIMD plumbing of the CPU kernels: the instruction-set builds and their run-time choice, the
-// target attributes, float vectors with unaligned loads, and fp16/bf16 -> fp32 conversion.
+// SIMD plumbing of the CPU kernels: the target attributes of the instruction-set builds, float
+// vectors with unaligned loads, and fp16/bf16 -> fp32 conversion. Included by cpu_kernels.cpp
+// alone (the run-time choice of a build is src/backends/cpu/isa.h).
 //
 // The helpers are file-local (anonymous namespace), as they were inside cpu_kernels.cpp: with
 // external linkage GCC allocated registers differently in the kernel loops, and the F16C loops
@@ -12,6 +13,7 @@
 #include <immintrin.h>
 #endif
 
+#include "src/backends/cpu/isa.h"
 #include "src/model/dtype.h"
 
 // The vector helpers below are always inlined, so the ABI notes GCC prints for passing wide
@@ -33,13 +35,6 @@
 #define ATTN_ALWAYS_INLINE [[gnu::always_inline]] inline
 
 namespace attn::cpu {
-
-// Instruction-set level the kernels are compiled for; the backend picks the best one the
-// processor has at run time, so a portable build still uses AVX2/AVX-512 where present.
-enum class Isa { base, avx2, avx512 };
-[[nodiscard]] const char* isa_name(Isa isa);
-[[nodiscard]] bool isa_supported(Isa isa);
-[[nodiscard]] Isa best_isa();
 
 namespace {
 
@@ -65,7 +60,6 @@ ATTN_ALWAYS_INLINE float half_bits_to_float(uint16_t h) {
 #if ATTN_CPU_MULTI_ISA
 // The v3/v4 builds convert with F16C. GCC 12 does not vectorise _Float16 conversions under a
 // target attribute, so these use the intrinsics, as out-of-line calls (one per cache-block run).
-// [[maybe_unused]]: units that include this header only for Isa do not call them.
 [[maybe_unused]] ATTN_TARGET_AVX2 void half_to_float_f16c(const uint16_t* __restrict src,
                                                           float* __restrict dst, int n) {
   int i = 0;

@@ -1,5 +1,5 @@
-// Which kernel build the processor can run (see simd.h).
-#include "src/backends/cpu/simd.h"
+// Which kernel build the processor can run.
+#include "src/backends/cpu/isa.h"
 
 namespace attn::cpu {
 
@@ -18,7 +18,7 @@ bool isa_supported(Isa isa) {
   if (isa == Isa::base) {
     return true;
   }
-#if ATTN_CPU_MULTI_ISA
+#if defined(__x86_64__) && defined(__GNUC__) // as ATTN_CPU_MULTI_ISA in simd.h
   __builtin_cpu_init();
 #if defined(__clang__)
   // Clang has no level names here, nor "f16c"; every AVX2 processor has F16C.
