@@ -32,7 +32,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   attn_cli_test(NAME sweep_quick_cpu EXIT 0 REGEX "table .*threshold_table\\.json"
                 ARGS sweep --device cpu --profile quick --threads 2 --quiet --out ${quick_out})
   set_tests_properties(cli.sweep_quick_cpu PROPERTIES FIXTURES_REQUIRED quick_clean
-                                                      FIXTURES_SETUP quick_table TIMEOUT 120)
+                                                      FIXTURES_SETUP quick_table TIMEOUT 600)
   attn_cli_test(NAME sweep_quick_show EXIT 0 REGEX "fitted rule: use v2"
                 ARGS table show ${quick_out}/threshold_table.json)
   attn_cli_test(NAME sweep_quick_lookup EXIT 0 REGEX "^decode_v[12] decode_v[12].[a-z]"

@@ -61,6 +61,8 @@ DeviceRun::DeviceRun(DeviceStream& stream, const Problem& pr) : stream_(stream) 
   poison(lse_poison_);
   out_ = DeviceBuffer(out_poison_.data.size());
   lse_ = DeviceBuffer(lse_poison_.size() * sizeof(float));
+  sc_ = {p.num_heads,      p.num_kv_heads,   pr.max_blocks_per_seq, float(p.effective_scale()),
+         float(p.softcap), p.causal ? 1 : 0, p.window_left,         p.window_right};
 }
 
 void DeviceRun::poison_outputs() {
@@ -148,14 +150,6 @@ DecodeRun::DecodeRun(DeviceStream& stream, const Problem& pr, const DecodeVarian
   v_ptr_ = v_cache_.get();
   tables_ptr_ = tables_.get();
   lens_ptr_ = lens_.get();
-  num_heads_ = p.num_heads;
-  num_kv_heads_ = p.num_kv_heads;
-  max_blocks_ = pr.max_blocks_per_seq;
-  scale_ = float(p.effective_scale());
-  softcap_ = float(p.softcap);
-  causal_ = p.causal ? 1 : 0;
-  window_left_ = p.window_left;
-  window_right_ = p.window_right;
   max_parts_ = shape_.max_parts;
 }
 
@@ -166,23 +160,25 @@ void DecodeRun::launch() {
     return; // an empty batch: nothing to compute
   }
   if (v_.family == Family::decode_v1) {
-    void* args[] = {&out_ptr_,    &lse_ptr_,  &q_ptr_,     &k_ptr_,        &v_ptr_,
-                    &tables_ptr_, &lens_ptr_, &num_heads_, &num_kv_heads_, &max_blocks_,
-                    &scale_,      &softcap_,  &causal_,    &window_left_,  &window_right_};
+    void* args[] = {
+        &out_ptr_,    &lse_ptr_,    &q_ptr_,        &k_ptr_,           &v_ptr_,
+        &tables_ptr_, &lens_ptr_,   &sc_.num_heads, &sc_.num_kv_heads, &sc_.max_blocks_per_seq,
+        &sc_.scale,   &sc_.softcap, &sc_.causal,    &sc_.window_left,  &sc_.window_right};
     ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->main), grid, block, args,
                                      0, stream_.get()));
     return;
   }
-  void* args[] = {&out_ptr_,    &lse_ptr_,  &q_ptr_,     &k_ptr_,        &v_ptr_,
-                  &tables_ptr_, &lens_ptr_, &num_heads_, &num_kv_heads_, &max_blocks_,
-                  &scale_,      &softcap_,  &causal_,    &window_left_,  &window_right_,
-                  &ws_m_,       &ws_l_,     &ws_o_,      &max_parts_};
+  void* args[] = {
+      &out_ptr_,    &lse_ptr_,    &q_ptr_,        &k_ptr_,           &v_ptr_,
+      &tables_ptr_, &lens_ptr_,   &sc_.num_heads, &sc_.num_kv_heads, &sc_.max_blocks_per_seq,
+      &sc_.scale,   &sc_.softcap, &sc_.causal,    &sc_.window_left,  &sc_.window_right,
+      &ws_m_,       &ws_l_,       &ws_o_,         &max_parts_};
   ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->main), grid, block, args, 0,
                                    stream_.get()));
   const dim3 rgrid(shape_.reduce_grid.x, shape_.reduce_grid.y, shape_.reduce_grid.z);
   const dim3 rblock(shape_.reduce_block.x, shape_.reduce_block.y, shape_.reduce_block.z);
-  void* rargs[] = {&out_ptr_, &lse_ptr_, &lens_ptr_,  &ws_m_,
-                   &ws_l_,    &ws_o_,    &num_heads_, &max_parts_};
+  void* rargs[] = {&out_ptr_, &lse_ptr_, &lens_ptr_,     &ws_m_,
+                   &ws_l_,    &ws_o_,    &sc_.num_heads, &max_parts_};
   ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->reduce), rgrid, rblock,
                                    rargs, std::size_t(shape_.reduce_smem), stream_.get()));
 }
@@ -192,7 +188,6 @@ void DecodeRun::launch() {
 PrefillRun::PrefillRun(DeviceStream& stream, const Problem& pr, const PrefillVariant& v,
                        std::shared_ptr<const Module> mod)
     : DeviceRun(stream, pr), shape_(prefill_launch(v, pr)), mod_(std::move(mod)) {
-  const AttnParams& p = pr.params;
   auto upload = [](DeviceBuffer& buf, const void* src, std::size_t bytes) {
     buf = DeviceBuffer(bytes);
     buf.upload(src, bytes);
@@ -206,14 +201,6 @@ PrefillRun::PrefillRun(DeviceStream& stream, const Problem& pr, const PrefillVar
   upload(map_, shape_.tile_map.data(), shape_.tile_map.size() * sizeof(int32_t));
   ptrs_ = {out_.get(),    lse_.get(),  q_.get(),    k_.get(),  v_.get(),
            tables_.get(), cu_q_.get(), cu_k_.get(), map_.get()};
-  num_heads_ = p.num_heads;
-  num_kv_heads_ = p.num_kv_heads;
-  max_blocks_ = pr.max_blocks_per_seq;
-  scale_ = float(p.effective_scale());
-  softcap_ = float(p.softcap);
-  causal_ = p.causal ? 1 : 0;
-  window_left_ = p.window_left;
-  window_right_ = p.window_right;
 }
 
 void PrefillRun::launch() {
@@ -222,9 +209,11 @@ void PrefillRun::launch() {
   }
   const dim3 grid(shape_.grid.x, shape_.grid.y, shape_.grid.z);
   const dim3 block(shape_.block.x, shape_.block.y, shape_.block.z);
-  void* args[] = {&ptrs_[0], &ptrs_[1], &ptrs_[2], &ptrs_[3],     &ptrs_[4],      &ptrs_[5],
-                  &ptrs_[6], &ptrs_[7], &ptrs_[8], &num_heads_,   &num_kv_heads_, &max_blocks_,
-                  &scale_,   &softcap_, &causal_,  &window_left_, &window_right_};
+  void* args[] = {&ptrs_[0],        &ptrs_[1],      &ptrs_[2],         &ptrs_[3],
+                  &ptrs_[4],        &ptrs_[5],      &ptrs_[6],         &ptrs_[7],
+                  &ptrs_[8],        &sc_.num_heads, &sc_.num_kv_heads, &sc_.max_blocks_per_seq,
+                  &sc_.scale,       &sc_.softcap,   &sc_.causal,       &sc_.window_left,
+                  &sc_.window_right};
   ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->main), grid, block, args,
                                    std::size_t(shape_.smem), stream_.get()));
 }

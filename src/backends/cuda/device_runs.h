@@ -88,10 +88,25 @@ protected:
   // Enqueues the family's kernels on the stream.
   virtual void launch() = 0;
 
+  // The scalar arguments every kernel file takes after its pointers, in that order (PagedArgs
+  // in kernels/kernel_common.cuh), filled from the problem and kept alive for cudaLaunchKernel's
+  // pointer array.
+  struct PagedScalars {
+    int num_heads = 0;
+    int num_kv_heads = 0;
+    int max_blocks_per_seq = 0;
+    float scale = 0.0f;
+    float softcap = 0.0f;
+    int causal = 1;
+    int window_left = -1;
+    int window_right = -1;
+  };
+
   DeviceStream& stream_;
   DeviceBuffer out_, lse_;
   HostTensor out_poison_;
   std::vector<float> lse_poison_;
+  PagedScalars sc_;
 };
 
 // kernels/decode.cuh: decode_v1, or decode_v2 followed by its reduce.
@@ -118,14 +133,6 @@ private:
   void* ws_m_ = nullptr;
   void* ws_l_ = nullptr;
   void* ws_o_ = nullptr;
-  int num_heads_ = 0;
-  int num_kv_heads_ = 0;
-  int max_blocks_ = 0;
-  float scale_ = 0.0f;
-  float softcap_ = 0.0f;
-  int causal_ = 1;
-  int window_left_ = -1;
-  int window_right_ = -1;
   int max_parts_ = 0;
 };
 
@@ -144,14 +151,6 @@ private:
   // Kernel arguments in prefill.cuh's order, kept alive for cudaLaunchKernel's pointer array:
   // out, lse, q, k_cache, v_cache, block_tables, cu_seqlens_q, cu_seqlens_k, tile_map.
   std::array<void*, 9> ptrs_{};
-  int num_heads_ = 0;
-  int num_kv_heads_ = 0;
-  int max_blocks_ = 0;
-  float scale_ = 0.0f;
-  float softcap_ = 0.0f;
-  int causal_ = 1;
-  int window_left_ = -1;
-  int window_right_ = -1;
 };
 
 } // namespace attn::cuda
