@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/backends/backend.h"
 #include "src/backends/timing.h"
+#include "src/model/kernel_config.h"
 #include "src/model/problem.h"
 #include "src/model/workload.h"
 #include "src/validation/row_sample.h"
