@@ -7,17 +7,29 @@
 
 namespace attn {
 
+namespace {
+std::string cuda_version_string(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+} // namespace
+
+std::string insufficient_driver_reason(int driver_version, int runtime_version) {
+  if (driver_version <= 0) {
+    return "no NVIDIA driver is loaded on this machine "
+           "(cudaGetDeviceCount: cudaErrorInsufficientDriver)";
+  }
+  return "the NVIDIA driver supports CUDA " + cuda_version_string(driver_version) +
+         ", but this attn-tune's CUDA runtime is " + cuda_version_string(runtime_version) +
+         " and needs a driver for CUDA " + cuda_version_string(runtime_version) +
+         " or newer: update the driver (cudaGetDeviceCount: cudaErrorInsufficientDriver)";
+}
+
 #ifndef ATTN_HAVE_CUDA
 std::vector<DeviceInfo> cuda_devices(std::string& why_none) {
   why_none = "this attn-tune was built without the CUDA Toolkit, so it has no GPU backend";
   return {};
 }
 #else
-namespace {
-std::string version_string(int v) {
-  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
-}
-} // namespace
 
 std::vector<DeviceInfo> cuda_devices(std::string& why_none) {
   std::vector<DeviceInfo> out;
@@ -25,11 +37,12 @@ std::vector<DeviceInfo> cuda_devices(std::string& why_none) {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     (void)cudaGetLastError(); // clear the sticky error state of the runtime
-    if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice) {
-      why_none = err == cudaErrorNoDevice
-                     ? "no CUDA device found (cudaGetDeviceCount: cudaErrorNoDevice)"
-                     : "no NVIDIA driver is loaded on this machine "
-                       "(cudaGetDeviceCount: cudaErrorInsufficientDriver)";
+    if (err == cudaErrorNoDevice) {
+      why_none = "no CUDA device found (cudaGetDeviceCount: cudaErrorNoDevice)";
+    } else if (err == cudaErrorInsufficientDriver) {
+      int driver = 0;
+      (void)cudaDriverGetVersion(&driver); // 0 when no driver is loaded
+      why_none = insufficient_driver_reason(driver, CUDART_VERSION);
     } else {
       why_none = std::string("the CUDA runtime cannot start: ") + cudaGetErrorName(err) + ": " +
                  cudaGetErrorString(err);
@@ -65,8 +78,8 @@ std::vector<DeviceInfo> cuda_devices(std::string& why_none) {
     d.cc_minor = prop.minor;
     d.memory_bytes = int64_t(prop.totalGlobalMem);
     d.l2_bytes = prop.l2CacheSize;
-    d.driver_version = version_string(driver);
-    d.runtime_version = version_string(runtime);
+    d.driver_version = cuda_version_string(driver);
+    d.runtime_version = cuda_version_string(runtime);
     out.push_back(d);
   }
   if (out.empty()) {

@@ -12,4 +12,9 @@ namespace attn {
 // built without CUDA) in one line.
 [[nodiscard]] std::vector<DeviceInfo> cuda_devices(std::string& why_none);
 
+// Why the runtime reported cudaErrorInsufficientDriver, from the driver's CUDA version (0: no
+// driver loaded) and the version of the runtime linked in (both as 1000 * major + 10 * minor):
+// no driver at all, or a driver older than this binary's runtime needs.
+[[nodiscard]] std::string insufficient_driver_reason(int driver_version, int runtime_version);
+
 } // namespace attn

@@ -18,9 +18,10 @@ DeviceBuffer::~DeviceBuffer() {
   }
 }
 
-void DeviceBuffer::upload(const void* src, std::size_t bytes) {
+void DeviceBuffer::upload(const void* src, std::size_t bytes, cudaStream_t stream) {
   if (bytes > 0) {
-    ATTN_CUDA_CHECK(cudaMemcpy(ptr_, src, bytes, cudaMemcpyHostToDevice));
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(ptr_, src, bytes, cudaMemcpyHostToDevice, stream));
+    ATTN_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 }
 
@@ -63,6 +64,11 @@ DeviceRun::DeviceRun(DeviceStream& stream, const Problem& pr) : stream_(stream) 
   lse_ = DeviceBuffer(lse_poison_.size() * sizeof(float));
   sc_ = {p.num_heads,      p.num_kv_heads,   pr.max_blocks_per_seq, float(p.effective_scale()),
          float(p.softcap), p.causal ? 1 : 0, p.window_left,         p.window_right};
+}
+
+void DeviceRun::upload(DeviceBuffer& buf, const void* src, std::size_t bytes) {
+  buf = DeviceBuffer(bytes);
+  buf.upload(src, bytes, stream_.get());
 }
 
 void DeviceRun::poison_outputs() {
@@ -125,16 +131,11 @@ DecodeRun::DecodeRun(DeviceStream& stream, const Problem& pr, const DecodeVarian
                      std::shared_ptr<const Module> mod)
     : DeviceRun(stream, pr), v_(v), shape_(decode_launch(v, pr)), mod_(std::move(mod)) {
   const AttnParams& p = pr.params;
-  q_ = DeviceBuffer(pr.query.data.size());
-  q_.upload(pr.query.raw(), pr.query.data.size());
-  k_ = DeviceBuffer(pr.key_cache.data.size());
-  k_.upload(pr.key_cache.raw(), pr.key_cache.data.size());
-  v_cache_ = DeviceBuffer(pr.value_cache.data.size());
-  v_cache_.upload(pr.value_cache.raw(), pr.value_cache.data.size());
-  tables_ = DeviceBuffer(pr.block_tables.size() * sizeof(int32_t));
-  tables_.upload(pr.block_tables.data(), pr.block_tables.size() * sizeof(int32_t));
-  lens_ = DeviceBuffer(pr.context_lens.size() * sizeof(int32_t));
-  lens_.upload(pr.context_lens.data(), pr.context_lens.size() * sizeof(int32_t));
+  upload(q_, pr.query.raw(), pr.query.data.size());
+  upload(k_, pr.key_cache.raw(), pr.key_cache.data.size());
+  upload(v_cache_, pr.value_cache.raw(), pr.value_cache.data.size());
+  upload(tables_, pr.block_tables.data(), pr.block_tables.size() * sizeof(int32_t));
+  upload(lens_, pr.context_lens.data(), pr.context_lens.size() * sizeof(int32_t));
   if (shape_.reduce) {
     ws_ = DeviceBuffer(std::size_t(shape_.workspace_floats) * sizeof(float));
     const std::size_t parts = std::size_t(pr.batch) * p.num_heads * shape_.max_parts;
@@ -188,10 +189,6 @@ void DecodeRun::launch() {
 PrefillRun::PrefillRun(DeviceStream& stream, const Problem& pr, const PrefillVariant& v,
                        std::shared_ptr<const Module> mod)
     : DeviceRun(stream, pr), shape_(prefill_launch(v, pr)), mod_(std::move(mod)) {
-  auto upload = [](DeviceBuffer& buf, const void* src, std::size_t bytes) {
-    buf = DeviceBuffer(bytes);
-    buf.upload(src, bytes);
-  };
   upload(q_, pr.query.raw(), pr.query.data.size());
   upload(k_, pr.key_cache.raw(), pr.key_cache.data.size());
   upload(v_, pr.value_cache.raw(), pr.value_cache.data.size());

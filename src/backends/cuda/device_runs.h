@@ -33,7 +33,9 @@ public:
   ~DeviceBuffer();
   [[nodiscard]] void* get() const { return ptr_; }
   [[nodiscard]] std::size_t bytes() const { return bytes_; }
-  void upload(const void* src, std::size_t bytes);
+  // Copies `bytes` from the host on `stream` and waits for it: the runs launch on a non-blocking
+  // stream, which a plain cudaMemcpy (legacy stream) does not order its kernels after.
+  void upload(const void* src, std::size_t bytes, cudaStream_t stream);
 
 private:
   void* ptr_ = nullptr;
@@ -87,6 +89,8 @@ protected:
   DeviceRun(DeviceStream& stream, const Problem& pr);
   // Enqueues the family's kernels on the stream.
   virtual void launch() = 0;
+  // Allocates `buf` for `bytes` and fills it from `src` on the stream.
+  void upload(DeviceBuffer& buf, const void* src, std::size_t bytes);
 
   // The scalar arguments every kernel file takes after its pointers, in that order (PagedArgs
   // in kernels/kernel_common.cuh), filled from the problem and kept alive for cudaLaunchKernel's
