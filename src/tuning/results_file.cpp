@@ -195,7 +195,6 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
         r.done.insert(key);
       }
     }
-    r.resumed = true;
   }
   if (existing.truncated_tail ||
       (fs::exists(path) && fs::file_size(path) != existing.valid_bytes)) {

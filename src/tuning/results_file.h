@@ -61,7 +61,6 @@ private:
 // results.jsonl opened for a sweep: the keys already measured and the appender for new lines.
 struct OpenedResults {
   std::set<std::string> done; // record_key of every measurement line already in the file
-  bool resumed = false;       // the file held an earlier run's header
   std::unique_ptr<DurableAppender> out;
 };
 
