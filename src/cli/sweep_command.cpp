@@ -24,23 +24,24 @@ struct SweepOptions {
   uint64_t seed = 1;
   bool publish = false;
   bool quiet = false;
+  bool retry_faults = false;
+  bool no_wait = false;
+  bool in_process = false;
 };
 
 int run_sweep(const SweepOptions& o) {
   // Load the profile first: a typo should not wait for a GPU to initialise.
   const Profile prof = load_profile(o.profile);
-  const BackendOptions bo{.threads = o.threads};
-  std::string spec = o.device;
-  if (spec.empty()) {
-    const DeviceChoice choice = default_device(bo);
-    spec = choice.spec;
-    std::printf("sweep: %s\n", choice.said.c_str());
+  if (o.retry_faults && !o.resume) {
+    throw InputError("--retry-faults continues an earlier sweep: it needs --resume");
   }
-  auto be = make_backend(spec, bo);
-  const DeviceInfo& dev = be->info();
+  const BackendOptions bo{.threads = o.threads};
   attn::SweepOptions so;
   so.out_dir = o.out.empty() ? "attn-tune-out/" + prof.name : o.out;
   so.resume = o.resume;
+  so.retry_faults = o.retry_faults;
+  so.wait_for_device = !o.no_wait;
+  so.in_process = o.in_process;
   so.seed = o.seed;
   so.reference_threads = o.threads;
   if (o.publish) {
@@ -48,28 +49,50 @@ int run_sweep(const SweepOptions& o) {
   }
   so.progress = o.quiet ? nullptr : stderr;
   so.progress_tty = ::isatty(STDERR_FILENO) != 0;
-  std::printf("sweep: profile %s (hash %s) on %s (%s), results in %s\n", prof.name.c_str(),
-              prof.hash.c_str(), dev.name.c_str(), dev.id.c_str(), so.out_dir.c_str());
-  if (dev.backend == "cpu" && prof.name == "default") {
-    // The default grid is sized for a GPU; say so before the ETA does.
-    std::printf("sweep: note: the default profile's GPU-sized shapes take hours on a CPU; "
-                "--profile quick finishes in seconds\n");
-  }
+  so.info = stdout;
   std::fflush(stdout);
-  const SweepSummary s = attn::run_sweep(*be, prof, so);
+  // The device is chosen and opened in the worker process: the supervisor never touches it.
+  const BackendMaker make = [&](const Emit& emit) {
+    std::string spec = o.device;
+    if (spec.empty()) {
+      const DeviceChoice choice = default_device(bo);
+      spec = choice.spec;
+      emit({{"ev", "say"}, {"text", "sweep: " + choice.said}});
+    }
+    auto be = make_backend(spec, bo);
+    const DeviceInfo& dev = be->info();
+    emit({{"ev", "say"},
+          {"text", "sweep: profile " + prof.name + " (hash " + prof.hash + ") on " + dev.name +
+                       " (" + dev.id + "), results in " + so.out_dir}});
+    if (dev.backend == "cpu" && prof.name == "default") {
+      // The default grid is sized for a GPU; say so before the ETA does.
+      emit({{"ev", "say"},
+            {"text", "sweep: note: the default profile's GPU-sized shapes take hours on a CPU; "
+                     "--profile quick finishes in seconds"}});
+    }
+    return be;
+  };
+  const SweepSummary s = run_sweep_isolated(make, prof, so);
   const auto& c = s.table.at("measurement_counts");
   std::printf("sweep: %d measurements (%d from an earlier run): %d timed, %d failed validation, "
-              "%d skipped, %d errors\n",
+              "%d skipped, %d errors, %d faults\n",
               s.total, s.resumed, c.value("ok", 0), c.value("failed", 0), c.value("skipped", 0),
-              c.value("error", 0));
+              c.value("error", 0), c.value("fault", 0));
   std::printf("sweep: results %s\nsweep: table %s\n", s.results_path.c_str(), s.table_path.c_str());
   if (!s.published_path.empty()) {
     std::printf("sweep: published %s\n", s.published_path.c_str());
   }
-  // Wrong results are the one finding a sweep must not bury: they set the exit code. Errors
-  // (a configuration that could not be measured) leave the table incomplete: exit 4, so that a
-  // sweep in which nothing could be measured never passes for a success.
-  if (c.value("failed", 0) > 0) {
+  // Wrong results and faults (a configuration that crashed or hung) are the findings a sweep
+  // must not bury: they set the exit code. Errors (a configuration that could not be measured)
+  // leave the table incomplete: exit 4, so that a sweep in which nothing could be measured
+  // never passes for a success.
+  if (c.value("failed", 0) > 0 || c.value("fault", 0) > 0) {
+    if (c.value("fault", 0) > 0) {
+      std::fprintf(stderr,
+                   "sweep: %d configurations crashed or hung their worker (status \"fault\" in "
+                   "results.jsonl); --resume --retry-faults measures them again\n",
+                   c.value("fault", 0));
+    }
     return kExitMismatch;
   }
   if (c.value("error", 0) > 0) {
@@ -100,6 +123,13 @@ Command setup_sweep(CLI::App& root) {
   sub->add_flag("--publish", opt->publish,
                 "Also write the table to results/<device>-<profile>.json in the source tree");
   sub->add_flag("--quiet", opt->quiet, "No progress lines");
+  sub->add_flag("--retry-faults", opt->retry_faults,
+                "With --resume: measure again the configurations recorded as faults");
+  sub->add_flag("--no-wait", opt->no_wait,
+                "Exit 3 instead of waiting when another attn-tune process is timing on the device");
+  sub->add_flag("--in-process", opt->in_process,
+                "Measure in this process, without a supervised worker (for debuggers; a crash "
+                "ends the sweep)");
   return {sub, [opt] { return run_sweep(*opt); }};
 }
 

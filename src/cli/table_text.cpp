@@ -49,7 +49,11 @@ void describe_provenance(std::ostringstream& s, const json& t) {
   const json& c = t.at("measurement_counts");
   s << "measured: " << c.value("ok", 0) << " timed, " << c.value("failed", 0)
     << " failed validation, " << c.value("skipped", 0) << " skipped (cannot run), "
-    << c.value("error", 0) << " errors\n\n";
+    << c.value("error", 0) << " errors";
+  if (c.value("fault", 0) > 0) { // tables of version 1 made before faults existed have no count
+    s << ", " << c.value("fault", 0) << " faults (crashed or hung)";
+  }
+  s << "\n\n";
 }
 
 void describe_rule(std::ostringstream& s, const json& rule) {

@@ -1,9 +1,12 @@
 // `attn-tune verify`: the correctness gate CI systems run. Exit codes: 0 all passed, 1 a case
-// failed (or nothing could be checked), 2 usage error, 3 the requested device does not exist.
+// failed or faulted (or nothing could be checked), 2 usage error, 3 the requested device does
+// not exist. The checks run in supervised worker processes, so a crashing kernel is one failed
+// case, not the end of the gate.
 #include "src/cli/verify_command.h"
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <sstream>
 
@@ -54,34 +57,47 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   vo.dump_dir = o.dump_dir;
   vo.reference_threads = o.threads;
 
-  // Which devices: "all" is every CUDA device and the CPU; no flag is GPU 0, else the CPU.
-  std::vector<std::string> specs;
+  // Which devices: "all" is every CUDA device and the CPU; no flag is GPU 0, else the CPU. They
+  // are listed and opened in the worker process: the supervisor never touches a device.
   const BackendOptions bo{.threads = o.threads};
-  if (o.device == "all") {
-    for (const auto& d : list_devices(bo).devices) {
-      specs.push_back(d.id);
+  const VerifyBackends backends = [&](const Emit& emit, const std::function<void(Backend&)>& each) {
+    std::vector<std::string> specs;
+    if (o.device == "all") {
+      for (const auto& d : list_devices(bo).devices) {
+        specs.push_back(d.id);
+      }
+    } else if (o.device.empty()) {
+      const DeviceChoice choice = default_device(bo);
+      emit({{"ev", "say"}, {"text", "verify: " + choice.said}});
+      specs.push_back(choice.spec);
+    } else {
+      specs.push_back(o.device);
     }
-  } else if (o.device.empty()) {
-    const DeviceChoice choice = default_device(bo);
-    std::fprintf(err, "verify: %s\n", choice.said.c_str());
-    specs.push_back(choice.spec);
-  } else {
-    specs.push_back(o.device);
-  }
+    for (const auto& spec : specs) {
+      std::unique_ptr<Backend> be = factory(spec, bo);
+      char line[512];
+      std::snprintf(line, sizeof line, "verify: %s (%s), seed %llu, intensity %s",
+                    be->info().id.c_str(), be->info().name.c_str(), (unsigned long long)o.seed,
+                    o.intensity.c_str());
+      emit({{"ev", "say"}, {"text", line}});
+      each(*be);
+    }
+  };
 
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<VerifyReport> reports;
+  const std::vector<VerifyReport> reports =
+      run_verify_isolated(backends, vo, out, err, o.in_process);
   int passed = 0;
   int failed = 0;
   int skipped = 0;
-  for (const auto& spec : specs) {
-    std::unique_ptr<Backend> be = factory(spec, bo);
-    std::fprintf(err, "verify: %s (%s), seed %llu, intensity %s\n", be->info().id.c_str(),
-                 be->info().name.c_str(), (unsigned long long)o.seed, o.intensity.c_str());
-    reports.push_back(attn::run_verify(*be, vo, out));
-    passed += reports.back().passed;
-    failed += reports.back().failed;
-    skipped += reports.back().skipped;
+  std::string first_device;
+  for (const auto& r : reports) {
+    passed += r.passed;
+    failed += r.failed;
+    skipped += r.skipped;
+    if (first_device.empty() && !r.testcases.empty()) {
+      first_device = r.testcases.front().device;
+    }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!o.junit.empty()) {
@@ -90,7 +106,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   if (failed > 0) {
     std::fprintf(
         out, "reproduce: attn-tune verify --device %s --seed %llu --intensity %s%s%s%s%s\n",
-        o.device.empty() ? specs.front().c_str() : o.device.c_str(), (unsigned long long)o.seed,
+        o.device.empty() ? first_device.c_str() : o.device.c_str(), (unsigned long long)o.seed,
         o.intensity.c_str(), o.families.empty() ? "" : " --families ", o.families.c_str(),
         o.dtypes.empty() ? "" : " --dtypes ", o.dtypes.c_str());
   }
@@ -116,6 +132,9 @@ Command setup_verify(CLI::App& root) {
   sub->add_option("--dump-failures", o->dump_dir, "Write failing cases as replay files here");
   sub->add_option("--threads", o->threads, "CPU worker threads (0: all)")
       ->check(CLI::Range(0, 4096));
+  sub->add_flag("--in-process", o->in_process,
+                "Check in this process, without a supervised worker (for debuggers; a crash ends "
+                "the run)");
   return {sub, [o] { return run_verify(*o, make_backend, stdout, stderr); }};
 }
 

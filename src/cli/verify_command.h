@@ -18,6 +18,7 @@ struct VerifyOptions {
   std::string intensity = "default";
   uint64_t seed = 1;
   int threads = 0;
+  bool in_process = false; // no supervised worker: a crash ends the run (for debuggers)
 };
 
 // Runs the gate on every device named; returns the exit code. Output lines go to `out`, the

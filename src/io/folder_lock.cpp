@@ -1,11 +1,13 @@
 #include "src/io/folder_lock.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <stdexcept>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "src/model/errors.h"
@@ -23,6 +25,14 @@ std::string holder_pid(int fd) {
     s.pop_back();
   }
   return s;
+}
+
+void write_pid(int fd) {
+  // The pid only serves the message a second process prints; the lock holds without it.
+  const std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0) {
+    (void)!::pwrite(fd, me.data(), me.size(), 0);
+  }
 }
 } // namespace
 
@@ -46,16 +56,77 @@ FolderLock::FolderLock(const std::string& dir) {
     }
     throw InputError("cannot lock output folder '" + dir + "': " + std::strerror(err));
   }
-  // The pid only serves the message a second process prints; the lock holds without it.
-  const std::string me = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd_, 0) == 0) {
-    (void)!::pwrite(fd_, me.data(), me.size(), 0);
-  }
+  write_pid(fd_);
 }
 
 FolderLock::~FolderLock() {
   if (fd_ >= 0) {
     ::close(fd_); // releases the flock
+  }
+}
+
+std::string DeviceLock::lock_dir() {
+  const char* d = std::getenv("ATTN_TUNE_LOCK_DIR");
+  return d != nullptr && *d != '\0' ? d : "/tmp";
+}
+
+std::string DeviceLock::path_for(const std::string& device_key) {
+  std::string name;
+  for (char c : device_key) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '-' || c == '.' || c == '_';
+    name += keep ? c : '_';
+  }
+  return (std::filesystem::path(lock_dir()) / ("attn-tune-device-" + name + ".lock")).string();
+}
+
+DeviceLock::DeviceLock(const std::string& device_key, bool wait,
+                       const std::function<void(const std::string&)>& waiting) {
+  const std::string path = path_for(device_key);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd_ >= 0) {
+    // Every user's sweeps must be able to take it: undo the umask on the file we may have made.
+    (void)::fchmod(fd_, 0666);
+  } else if (errno == EACCES) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); // another user's file: flock needs no write
+  }
+  if (fd_ < 0) {
+    throw DeviceUnavailable("cannot open the device lock '" + path + "': " + std::strerror(errno) +
+                            " (set ATTN_TUNE_LOCK_DIR to a writable folder)");
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK) {
+      ::close(fd_);
+      fd_ = -1;
+      throw DeviceUnavailable("cannot lock '" + path + "': " + std::strerror(err));
+    }
+    const std::string pid = holder_pid(fd_);
+    if (!wait) {
+      ::close(fd_);
+      fd_ = -1;
+      throw DeviceUnavailable(
+          "another attn-tune process" + (pid.empty() ? std::string() : " (pid " + pid + ")") +
+          " is timing on this device (lock " + path + "); run without --no-wait to wait for it");
+    }
+    if (waiting) {
+      waiting(pid);
+    }
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        const int e = errno;
+        ::close(fd_);
+        fd_ = -1;
+        throw DeviceUnavailable("cannot lock '" + path + "': " + std::strerror(e));
+      }
+    }
+  }
+  write_pid(fd_); // fails quietly on a read-only descriptor: the lock holds regardless
+}
+
+DeviceLock::~DeviceLock() {
+  if (fd_ >= 0) {
+    ::close(fd_);
   }
 }
 

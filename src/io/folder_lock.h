@@ -1,6 +1,8 @@
-// An exclusive lock on an output folder, so that two attn-tune processes never write the same
-// results and table: held while the object lives, released by the kernel if the process dies.
+// The locks between attn-tune processes: one on an output folder, so that two never write the
+// same results and table, and one per device, so that two never time on the same device at once.
+// Both are held while the object lives and released by the kernel if the process dies.
 #pragma once
+#include <functional>
 #include <string>
 
 namespace attn {
@@ -16,6 +18,26 @@ public:
   FolderLock& operator=(const FolderLock&) = delete;
 
   [[nodiscard]] static const char* file_name() { return ".attn-tune.lock"; }
+
+private:
+  int fd_ = -1;
+};
+
+class DeviceLock {
+public:
+  // Locks the device named `device_key` ("cuda-GPU-<uuid>", "cpu-<host>") through a file in
+  // lock_dir(). When another process holds it: with `wait`, calls `waiting` once with the
+  // holder's pid ("" when unknown) and blocks until it is free; without, throws
+  // DeviceUnavailable naming the holder.
+  DeviceLock(const std::string& device_key, bool wait,
+             const std::function<void(const std::string& holder_pid)>& waiting);
+  ~DeviceLock();
+  DeviceLock(const DeviceLock&) = delete;
+  DeviceLock& operator=(const DeviceLock&) = delete;
+
+  // $ATTN_TUNE_LOCK_DIR when set, else /tmp: shared by every user of the machine.
+  [[nodiscard]] static std::string lock_dir();
+  [[nodiscard]] static std::string path_for(const std::string& device_key);
 
 private:
   int fd_ = -1;

@@ -25,4 +25,12 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+// The device is in a state this process cannot recover from (a sticky CUDA error such as an
+// illegal address): the measurement in flight is a fault, and the worker process must end so
+// that a fresh one can carry on.
+class DeviceFault : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
 } // namespace attn

@@ -144,7 +144,8 @@ std::vector<MeasurementRecord> to_records(const std::vector<json>& lines) {
   return out;
 }
 
-OpenedResults open_results(const std::string& path, const json& header, bool resume) {
+OpenedResults open_results(const std::string& path, const json& header, bool resume,
+                           bool retry_faults) {
   OpenedResults r;
   ResultsFile existing = read_results(path);
   const bool has_content = !existing.header.is_null() || !existing.lines.empty();
@@ -180,14 +181,28 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
                        std::to_string(seed) + "; --resume needs the same seed");
     }
     // An `error` (a transient failure: out of memory, a busy device) is retried once: its key
-    // counts as done only when a line of another status exists or it already failed twice.
+    // counts as done only when a line of another status exists or it already failed twice. A
+    // `fault` crashed or hung a worker; it is tried again only when asked to. The last line of
+    // a key decides whether a fault stands.
     std::map<std::string, int> errors;
+    std::map<std::string, std::string> last_status;
     for (const auto& l : existing.lines) {
       const std::string key = record_key(l.value("workload_key", ""), l.value("config_key", ""));
-      if (l.value("status", "") == "error") {
+      const std::string status = l.value("status", "");
+      last_status[key] = status;
+      if (status == "error") {
         ++errors[key];
-      } else {
+      } else if (status != "fault") {
         r.done.insert(key);
+      }
+    }
+    for (const auto& [key, status] : last_status) {
+      if (status == "fault") {
+        if (retry_faults) {
+          r.done.erase(key);
+        } else {
+          r.done.insert(key);
+        }
       }
     }
     for (const auto& [key, n] : errors) {
@@ -205,6 +220,14 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
     r.out->append(header);
   }
   return r;
+}
+
+void append_after_valid(const std::string& path, const json& j) {
+  const ResultsFile existing = read_results(path);
+  if (fs::exists(path) && fs::file_size(path) != existing.valid_bytes) {
+    fs::resize_file(path, existing.valid_bytes);
+  }
+  DurableAppender(path).append(j);
 }
 
 } // namespace attn

@@ -20,7 +20,7 @@ inline constexpr int kResultsVersion = 1;
 struct MeasurementRecord {
   Workload workload;
   KernelConfig config;
-  std::string status; // "ok", "failed", "skipped", "error"
+  std::string status; // "ok", "failed", "skipped", "error", "fault"
   double median_s = 0.0;
   std::string method; // timing method, for provenance
 };
@@ -68,9 +68,14 @@ struct OpenedResults {
 // profile_hash, device, seed, ...). An empty or absent file gets `header` as its first line.
 // A file with content needs `resume` and the same profile hash, device (backend, name, uuid,
 // threads) and seed, else InputError saying which differs; a half-written last line is cut off.
-// Measurements recorded as `error` are not done until they have been retried once.
+// Measurements recorded as `error` are not done until they have been retried once; those
+// recorded as `fault` (they crashed or hung a worker) are done unless `retry_faults`.
 [[nodiscard]] OpenedResults open_results(const std::string& path, const nlohmann::json& header,
-                                         bool resume);
+                                         bool resume, bool retry_faults = false);
+
+// Appends one line to the results file of a worker that died: a half-written last line it left
+// is cut off first, so the new line starts a line of its own.
+void append_after_valid(const std::string& path, const nlohmann::json& j);
 
 // The current UTC time as "2026-11-30T21:44:05Z".
 [[nodiscard]] std::string utc_now();

@@ -1,18 +1,25 @@
 // The sweep: expand the profile, check each (workload, configuration) against the reference
 // before timing it, append every outcome to results.jsonl (fsynced), resume, build the table.
-// run_sweep only orchestrates; each step is a function below or a unit of its own
-// (results_file, sweep_progress, workloads, threshold_table).
+// The measuring runs in supervised worker processes (src/io/supervisor.h): sweep_worker measures
+// and reports, SweepSession (the supervisor's side) keeps the tally, records faults and builds
+// the table. Each step is a function below or a unit of its own (results_file, sweep_progress,
+// workloads, threshold_table).
 #include "src/tuning/sweep.h"
 
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <set>
+#include <unistd.h>
 
 #include "build_info.h"
 #include "reference/reference.h"
+#include "src/backends/deadline.h"
 #include "src/backends/registry.h"
 #include "src/io/atomic_file.h"
 #include "src/io/embedded.h"
 #include "src/io/folder_lock.h"
+#include "src/io/supervisor.h"
 #include "src/model/errors.h"
 #include "src/model/rng.h"
 #include "src/tuning/sweep_progress.h"
@@ -69,17 +76,13 @@ json record_base(const PlannedWorkload& pw, const KernelConfig& cfg, uint64_t se
           {"config", cfg.to_json()}, {"seed", seed}};
 }
 
-// Checks the run's output against the reference; records the check, and on a pass times it.
-void check_and_time(PreparedRun& run, WorkloadData& wd, const Profile& prof,
-                    const SweepOptions& opt, Outcome& o, SweepSummary& sum) {
+// Checks the run's output against the reference (computed before the first launch); records
+// the check, and on a pass times it.
+void check_and_time(PreparedRun& run, WorkloadData& wd, const Profile& prof, Outcome& o) {
   const Problem& pr = wd.problem;
   run.poison_outputs();
   run.run();
   const RunOutput got = run.download();
-  if (!wd.ref) {
-    wd.rows = sample_rows(pr, prof.validation, wd.seed);
-    wd.ref = reference_attention(pr, {opt.reference_threads, wd.rows});
-  }
   const CheckReport rep = check_output(got.out, &got.lse, *wd.ref, tolerance_for(pr.params.dtype));
   o.record["check"] = {{"pass", rep.pass},
                        {"rows_checked", wd.rows.empty() ? pr.num_rows() : int(wd.rows.size())},
@@ -92,7 +95,6 @@ void check_and_time(PreparedRun& run, WorkloadData& wd, const Profile& prof,
     o.record["status"] = "failed";
     o.record["reason"] = "wrong results: " + rep.summary();
     o.record["check"]["details"] = rep.details();
-    ++sum.failed;
     o.shown = "FAILED " + rep.summary();
     return;
   }
@@ -106,125 +108,119 @@ void check_and_time(PreparedRun& run, WorkloadData& wd, const Profile& prof,
   tj["gflops_per_s"] = t.median_s > 0 ? flops / t.median_s * 1e-9 : 0.0;
   o.record["timing"] = tj;
   o.record["status"] = "ok";
-  ++sum.ok;
   char buf[64];
   std::snprintf(buf, sizeof buf, "ok %.2f us", t.median_s * 1e6);
   o.shown = buf;
 }
 
-// Measures one (workload, configuration): skipped with the backend's reason, or checked and then
-// timed; any failure other than a lost device is recorded as an error and the sweep goes on.
+// The worker's measurement of one (workload, configuration), announced to the supervisor as a
+// unit so that a crash or hang in it is recorded as this configuration's fault: skipped with the
+// backend's reason, or checked and then timed. The reference is computed outside the unit (and
+// before any launch), so that neither its time nor a failure in it is charged to a kernel.
 Outcome measure_one(Backend& be, const PlannedWorkload& pw, const KernelConfig& cfg,
                     WorkloadData& wd, const Profile& prof, const SweepOptions& opt,
-                    SweepSummary& sum) {
+                    const Emit& emit) {
   Outcome o{record_base(pw, cfg, wd.seed), ""};
-  if (auto why = be.can_run(cfg, wd.problem)) {
-    o.record["status"] = "skipped";
-    o.record["reason"] = *why;
-    ++sum.skipped;
-    o.shown = "skipped (" + *why + ")";
-    return o;
-  }
+  const std::string key = record_key(pw.key, cfg.key());
+  const DeviceInfo& dev = be.info();
+  const double deadline = unit_deadline_s(wd.problem, dev, &prof.timing);
+  auto fail = [&](const std::string& why) {
+    o.record["status"] = "error";
+    o.record["reason"] = why;
+    o.shown = "ERROR " + why;
+  };
+  emit(begin_message(key, deadline, o.record));
   try {
+    // can_run loads modules on the GPU: a failure there is this configuration's, not the sweep's.
+    if (auto why = be.can_run(cfg, wd.problem)) {
+      o.record["status"] = "skipped";
+      o.record["reason"] = *why;
+      o.shown = "skipped (" + *why + ")";
+      emit(end_message());
+      return o;
+    }
+    if (!wd.ref) {
+      emit(end_message());
+      emit(begin_message("reference of " + pw.key, 0.0, json::object(), /*fault_unit=*/false));
+      wd.rows = sample_rows(wd.problem, prof.validation, wd.seed);
+      wd.ref = reference_attention(wd.problem, {opt.reference_threads, wd.rows});
+      emit(end_message());
+      emit(begin_message(key, deadline, o.record));
+    }
     auto run = be.prepare(wd.problem, cfg);
-    check_and_time(*run, wd, prof, opt, o, sum);
+    check_and_time(*run, wd, prof, o);
   } catch (const DeviceUnavailable&) {
     throw;
+  } catch (const DeviceFault&) {
+    throw; // the supervisor records the fault and starts a fresh worker
   } catch (const std::exception& e) {
-    o.record["status"] = "error";
-    o.record["reason"] = e.what();
-    ++sum.errors;
-    o.shown = std::string("ERROR ") + e.what();
+    fail(e.what());
   }
+  emit(end_message());
   return o;
 }
 
-// What made the table: device, tool, kernels, profile, timing method and options, seed.
-json sweep_provenance(const DeviceInfo& dev, const Profile& prof, const SweepOptions& opt,
-                      const std::vector<MeasurementRecord>& records) {
-  std::string method;
-  for (const auto& r : records) {
-    if (r.status == "ok" && !r.method.empty()) {
-      method = r.method;
-      break;
-    }
+// The device a timing lock is taken on: a GPU by its UUID, a CPU by its host.
+std::string device_lock_key(const DeviceInfo& dev) {
+  if (!dev.uuid.empty()) {
+    return dev.backend + "-" + dev.uuid;
   }
-  return {{"device", dev.to_json()},
-          {"tool", {{"name", "attn-tune"}, {"version", ATTN_VERSION}, {"git_hash", ATTN_GIT_HASH}}},
-          {"kernel_sources_sha256", generated::kKernelSourcesSha256},
-          {"profile", {{"name", prof.name}, {"hash", prof.hash}}},
-          {"created_utc", utc_now()},
-          {"timing_method", method},
-          {"timing_options",
-           {{"warmup", prof.timing.warmup},
-            {"min_reps", prof.timing.min_reps},
-            {"max_reps", prof.timing.max_reps},
-            {"max_seconds", prof.timing.max_seconds},
-            {"target_noise", prof.timing.target_noise},
-            {"flush_cache", prof.timing.flush_cache}}},
-          {"seed", opt.seed}};
+  char host[256] = {};
+  (void)::gethostname(host, sizeof host - 1);
+  return dev.backend + "-" + host;
 }
 
-// Builds the table from everything in results.jsonl (earlier runs included) and writes it to
-// the output folder and, when asked, to the publish folder.
-void publish_table(const std::string& results, const DeviceInfo& dev, const Profile& prof,
-                   const SweepOptions& opt, SweepSummary& sum) {
-  const ResultsFile all = read_results(results);
-  const auto records = to_records(all.lines);
-  sum.table =
-      build_threshold_table(records, sweep_provenance(dev, prof, opt, records), dev.sm_count);
-  sum.table_path = (fs::path(opt.out_dir) / "threshold_table.json").string();
-  write_json_atomically(sum.table_path, sum.table);
-  if (!opt.publish_dir.empty()) {
-    std::error_code ec;
-    fs::create_directories(opt.publish_dir, ec);
-    sum.published_path =
-        (fs::path(opt.publish_dir) / (device_slug(dev) + "-" + prof.name + ".json")).string();
-    write_json_atomically(sum.published_path, sum.table);
-  }
-}
-
-} // namespace
-
-uint64_t workload_seed(uint64_t sweep_seed, const Workload& w) {
-  Rng r(sweep_seed ^ fnv1a(w.key()));
-  return r.next_u64();
-}
-
-SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt) {
-  SweepSummary sum;
-  std::error_code ec;
-  fs::create_directories(opt.out_dir, ec);
-  if (!fs::is_directory(opt.out_dir)) {
-    throw InputError("cannot create output folder '" + opt.out_dir + "'");
-  }
-  const FolderLock lock(opt.out_dir); // one sweep per folder: the second stops here
-  const std::string results = (fs::path(opt.out_dir) / "results.jsonl").string();
-  sum.results_path = results;
+// One worker's part of a sweep: take the device, open results.jsonl, measure what is neither in
+// it nor in `skip` (what earlier workers of this command finished or faulted), and report each
+// outcome to the supervisor, which keeps the tally and builds the table.
+int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool resume,
+                 const std::set<std::string>& skip, const Emit& emit) {
   const DeviceInfo& dev = be.info();
-  OpenedResults log = open_results(results, results_header(prof, dev, opt.seed), opt.resume);
+  const DeviceLock timing_lock(
+      device_lock_key(dev), opt.wait_for_device, [&](const std::string& pid) {
+        emit({{"ev", "log"},
+              {"text", "sweep: waiting for " + dev.id + ": another attn-tune process" +
+                           (pid.empty() ? "" : " (pid " + pid + ")") +
+                           " is timing on it (--no-wait to stop instead)"}});
+      });
+  const std::string results = (fs::path(opt.out_dir) / "results.jsonl").string();
+  OpenedResults log =
+      open_results(results, results_header(prof, dev, opt.seed), resume, opt.retry_faults);
 
   // The plan: every workload with the configurations it still needs.
   const std::vector<Workload> workloads = expand_workloads(prof);
   std::vector<PlannedWorkload> plan;
+  int total = 0;
+  int resumed = 0;
   for (const auto& w : workloads) {
     PlannedWorkload pw{&w, w.key(), {}};
     for (const auto& c : configs_for(prof, be, w)) {
-      ++sum.total;
-      if (log.done.count(record_key(pw.key, c.key()))) {
-        ++sum.resumed;
+      ++total;
+      const std::string key = record_key(pw.key, c.key());
+      if (log.done.count(key) || skip.count(key)) {
+        ++resumed;
       } else {
         pw.pending.push_back(c);
       }
     }
     plan.push_back(std::move(pw));
   }
+  emit({{"ev", "start"},
+        {"device", dev.to_json()},
+        {"sm_count", dev.sm_count},
+        {"slug", device_slug(dev)},
+        {"total", total},
+        {"resumed", resumed}});
 
-  SweepProgress progress(opt.progress, opt.progress_tty, sum.total, sum.resumed);
-  if (opt.progress && sum.resumed > 0) {
-    std::fprintf(opt.progress, "resuming: %d of %d measurements already in %s\n", sum.resumed,
-                 sum.total, results.c_str());
-  }
+  auto report = [&](const json& rec, const std::string& shown, const PlannedWorkload& pw,
+                    const KernelConfig& cfg) {
+    log.out->append(rec);
+    emit({{"ev", "done"},
+          {"key", record_key(pw.key, cfg.key())},
+          {"status", rec.value("status", "")},
+          {"shown", shown},
+          {"what", pw.key + " " + cfg.key()}});
+  };
   for (const PlannedWorkload& pw : plan) {
     if (pw.pending.empty()) {
       continue;
@@ -240,21 +236,185 @@ SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt
         json rec = record_base(pw, cfg, wd.seed);
         rec["status"] = "error";
         rec["reason"] = std::string("cannot build the problem: ") + e.what();
-        log.out->append(rec);
-        ++sum.errors;
-        progress.step("ERROR cannot build the problem", pw.key + " " + cfg.key());
+        report(rec, "ERROR cannot build the problem", pw, cfg);
       }
       continue;
     }
     for (const KernelConfig& cfg : pw.pending) {
-      const Outcome o = measure_one(be, pw, cfg, wd, prof, opt, sum);
-      log.out->append(o.record);
-      progress.step(o.shown, pw.key + " " + cfg.key());
+      const Outcome o = measure_one(be, pw, cfg, wd, prof, opt, emit);
+      report(o.record, o.shown, pw, cfg);
     }
   }
-  progress.finish();
-  publish_table(results, dev, prof, opt, sum);
-  return sum;
+  return 0;
+}
+
+// What made the table: device, tool, kernels, profile, timing method and options, seed.
+json sweep_provenance(const json& device, const Profile& prof, const SweepOptions& opt,
+                      const std::vector<MeasurementRecord>& records) {
+  std::string method;
+  for (const auto& r : records) {
+    if (r.status == "ok" && !r.method.empty()) {
+      method = r.method;
+      break;
+    }
+  }
+  return {{"device", device},
+          {"tool", {{"name", "attn-tune"}, {"version", ATTN_VERSION}, {"git_hash", ATTN_GIT_HASH}}},
+          {"kernel_sources_sha256", generated::kKernelSourcesSha256},
+          {"profile", {{"name", prof.name}, {"hash", prof.hash}}},
+          {"created_utc", utc_now()},
+          {"timing_method", method},
+          {"timing_options",
+           {{"warmup", prof.timing.warmup},
+            {"min_reps", prof.timing.min_reps},
+            {"max_reps", prof.timing.max_reps},
+            {"max_seconds", prof.timing.max_seconds},
+            {"target_noise", prof.timing.target_noise},
+            {"flush_cache", prof.timing.flush_cache}}},
+          {"seed", opt.seed}};
+}
+
+// The supervisor's side of a sweep: holds the output folder, turns the workers' reports into
+// progress and a tally, records faults, and builds the table from everything in results.jsonl
+// (earlier runs included) once the last worker is done.
+class SweepSession {
+public:
+  SweepSession(const Profile& prof, const SweepOptions& opt) : prof_(prof), opt_(opt) {
+    std::error_code ec;
+    fs::create_directories(opt.out_dir, ec);
+    if (!fs::is_directory(opt.out_dir)) {
+      throw InputError("cannot create output folder '" + opt.out_dir + "'");
+    }
+    lock_.emplace(opt.out_dir); // one sweep per folder: the second stops here
+    sum_.results_path = (fs::path(opt.out_dir) / "results.jsonl").string();
+  }
+
+  // Keys measured or faulted by this command's workers: a later worker leaves them alone.
+  [[nodiscard]] const std::set<std::string>& done_here() const { return done_here_; }
+
+  void on_message(const json& m) {
+    const std::string ev = m.value("ev", "");
+    if (ev == "start") {
+      device_ = m.at("device");
+      sm_count_ = m.value("sm_count", 0);
+      slug_ = m.value("slug", "");
+      if (!progress_) {
+        sum_.total = m.value("total", 0);
+        sum_.resumed = m.value("resumed", 0);
+        progress_.emplace(opt_.progress, opt_.progress_tty, sum_.total, sum_.resumed);
+        if (sum_.resumed > 0) {
+          progress_->note("resuming: " + std::to_string(sum_.resumed) + " of " +
+                          std::to_string(sum_.total) + " measurements already in " +
+                          sum_.results_path);
+        }
+      }
+    } else if (ev == "done") {
+      const std::string status = m.value("status", "");
+      int* counter = status == "ok"        ? &sum_.ok
+                     : status == "failed"  ? &sum_.failed
+                     : status == "skipped" ? &sum_.skipped
+                                           : &sum_.errors;
+      ++*counter;
+      done_here_.insert(m.value("key", ""));
+      progress().step(m.value("shown", ""), m.value("what", ""));
+    } else if (ev == "log") {
+      progress().note(m.value("text", ""));
+    } else if (ev == "say" && opt_.info != nullptr && said_.insert(m.value("text", "")).second) {
+      std::fprintf(opt_.info, "%s\n", m.value("text", "").c_str());
+      std::fflush(opt_.info);
+    }
+  }
+
+  void on_fault(const json& info, const std::string& reason) {
+    json rec = info;
+    rec["status"] = "fault";
+    rec["reason"] = reason;
+    append_after_valid(sum_.results_path, rec);
+    ++sum_.faults;
+    done_here_.insert(record_key(info.value("workload_key", ""), info.value("config_key", "")));
+    progress().step("FAULT " + reason,
+                    info.value("workload_key", "") + " " + info.value("config_key", ""));
+  }
+
+  SweepSummary finish() {
+    progress().finish();
+    if (device_.is_null()) {
+      throw std::runtime_error("the sweep's worker ended before it reported its device");
+    }
+    const ResultsFile all = read_results(sum_.results_path);
+    const auto records = to_records(all.lines);
+    sum_.table =
+        build_threshold_table(records, sweep_provenance(device_, prof_, opt_, records), sm_count_);
+    sum_.table_path = (fs::path(opt_.out_dir) / "threshold_table.json").string();
+    write_json_atomically(sum_.table_path, sum_.table);
+    if (!opt_.publish_dir.empty()) {
+      std::error_code ec;
+      fs::create_directories(opt_.publish_dir, ec);
+      sum_.published_path =
+          (fs::path(opt_.publish_dir) / (slug_ + "-" + prof_.name + ".json")).string();
+      write_json_atomically(sum_.published_path, sum_.table);
+    }
+    return sum_;
+  }
+
+private:
+  SweepProgress& progress() {
+    if (!progress_) {
+      progress_.emplace(opt_.progress, opt_.progress_tty, 0, 0);
+    }
+    return *progress_;
+  }
+
+  const Profile& prof_;
+  const SweepOptions& opt_;
+  std::optional<FolderLock> lock_;
+  std::optional<SweepProgress> progress_;
+  SweepSummary sum_;
+  json device_;
+  int sm_count_ = 0;
+  std::string slug_;
+  std::set<std::string> done_here_;
+  std::set<std::string> said_;
+};
+
+SweepSummary supervised_sweep(const std::function<Backend&(const Emit&)>& backend,
+                              const Profile& prof, const SweepOptions& opt, bool in_process) {
+  SweepSession session(prof, opt);
+  SupervisorHooks hooks;
+  hooks.work = [&](const Emit& emit, int worker) {
+    // A later worker continues the file the first one started, whatever --resume said.
+    return sweep_worker(backend(emit), prof, opt, opt.resume || worker > 0, session.done_here(),
+                        emit);
+  };
+  hooks.on_message = [&](const json& m) { session.on_message(m); };
+  hooks.on_fault = [&](const json& info, const std::string& reason) {
+    session.on_fault(info, reason);
+  };
+  (void)supervise(hooks, in_process);
+  return session.finish();
+}
+
+} // namespace
+
+uint64_t workload_seed(uint64_t sweep_seed, const Workload& w) {
+  Rng r(sweep_seed ^ fnv1a(w.key()));
+  return r.next_u64();
+}
+
+SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt) {
+  return supervised_sweep([&](const Emit&) -> Backend& { return be; }, prof, opt,
+                          /*in_process=*/true);
+}
+
+SweepSummary run_sweep_isolated(const BackendMaker& make, const Profile& prof,
+                                const SweepOptions& opt) {
+  std::unique_ptr<Backend> be; // made in each worker, never in the supervisor
+  return supervised_sweep(
+      [&](const Emit& emit) -> Backend& {
+        be = make(emit);
+        return *be;
+      },
+      prof, opt, opt.in_process);
 }
 
 } // namespace attn

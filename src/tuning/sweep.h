@@ -3,12 +3,15 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "src/backends/backend.h"
+#include "src/io/supervisor.h"
 #include "src/tuning/profile.h"
 #include "src/tuning/results_file.h"
 #include "src/tuning/threshold_table.h"
@@ -18,10 +21,14 @@ namespace attn {
 struct SweepOptions {
   std::string out_dir = "attn-tune-out"; // results.jsonl and threshold_table.json go here
   bool resume = false;                   // continue the results.jsonl already in out_dir
+  bool retry_faults = false;             // with resume: measure `fault` records again
+  bool wait_for_device = true;           // wait for another process timing on the device
+  bool in_process = false;               // measure in this process (no worker, no isolation)
   uint64_t seed = 1;                     // test data seeds derive from it and the workload
   int reference_threads = 0;             // 0: all hardware threads
   std::string publish_dir;               // also write <slug>-<profile>.json here when set
   FILE* progress = nullptr;              // progress lines; nullptr: silent
+  FILE* info = nullptr;                  // the workers' {"ev": "say"} lines, each once
   bool progress_tty = false;             // rewrite one line in place instead of a line each
 };
 
@@ -32,13 +39,25 @@ struct SweepSummary {
   int failed = 0;
   int skipped = 0;
   int errors = 0;
+  int faults = 0; // configurations that crashed or hung a worker
   std::string results_path;
   std::string table_path;
   std::string published_path;
   nlohmann::json table;
 };
 
+// Measures in this process on `be`: a crash ends the sweep (for tests and debuggers).
 [[nodiscard]] SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt);
+
+// Makes the backend inside a worker process; `emit` carries what it has to say to the supervisor:
+// {"ev": "say", "text": ...} for opt.info (printed once, however many workers say it), {"ev":
+// "log", "text": ...} for the progress stream.
+using BackendMaker = std::function<std::unique_ptr<Backend>(const Emit& emit)>;
+
+// Measures in supervised worker processes (unless opt.in_process): a configuration that crashes
+// or hangs its worker is recorded as `fault` with the reason, and a fresh worker carries on.
+[[nodiscard]] SweepSummary run_sweep_isolated(const BackendMaker& make, const Profile& prof,
+                                              const SweepOptions& opt);
 
 // The data seed of a workload: the sweep seed mixed with a hash of the workload key, so a
 // resumed sweep regenerates the same inputs.

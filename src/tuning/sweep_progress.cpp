@@ -35,6 +35,7 @@ void SweepProgress::step(const std::string& status, const std::string& what) {
       line = line.substr(0, 147) + "...";
     }
     std::fprintf(out_, "\r\033[K%s", line.c_str());
+    open_line_ = true;
   } else {
     std::fprintf(out_, "[%d/%d %d%% ETA %s] %s %s\n", finished_, total_, pct, eta.c_str(),
                  status.c_str(), what.c_str());
@@ -42,9 +43,19 @@ void SweepProgress::step(const std::string& status, const std::string& what) {
   std::fflush(out_);
 }
 
+void SweepProgress::note(const std::string& text) {
+  if (!out_) {
+    return;
+  }
+  std::fprintf(out_, "%s%s\n", open_line_ ? "\r\033[K" : "", text.c_str());
+  open_line_ = false;
+  std::fflush(out_);
+}
+
 void SweepProgress::finish() {
-  if (out_ && tty_) {
+  if (out_ && tty_ && open_line_) {
     std::fprintf(out_, "\n");
+    open_line_ = false;
   }
 }
 

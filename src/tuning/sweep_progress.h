@@ -13,6 +13,8 @@ public:
   SweepProgress(std::FILE* out, bool tty, int total, int done);
   // One measurement finished with `status` ("ok 12.3 us", "skipped (...)") on `what`.
   void step(const std::string& status, const std::string& what);
+  // A line of its own ("waiting for the device", "worker restarted"), above the progress line.
+  void note(const std::string& text);
   // Ends the in-place line on a terminal.
   void finish();
 
@@ -22,6 +24,7 @@ private:
   int total_;
   int finished_;
   int new_done_ = 0;
+  bool open_line_ = false; // a terminal line is being rewritten in place
   std::chrono::steady_clock::time_point t0_;
 };
 

@@ -39,7 +39,7 @@ struct PrefillBest {
 // Counts by status and the best timings per workload, each phase in first-seen order so that
 // the table is deterministic.
 struct BestTimings {
-  json counts = {{"ok", 0}, {"failed", 0}, {"skipped", 0}, {"error", 0}};
+  json counts = {{"ok", 0}, {"failed", 0}, {"skipped", 0}, {"error", 0}, {"fault", 0}};
   std::vector<std::string> decode_order;
   std::map<std::string, WorkloadBest> decode;
   std::vector<std::string> prefill_order;

@@ -10,16 +10,21 @@
 #include <iomanip>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
 #include "reference/reference.h"
+#include "src/backends/deadline.h"
 #include "src/io/safetensors.h"
+#include "src/io/supervisor.h"
 #include "src/model/errors.h"
 #include "src/validation/check.h"
 #include "src/validation/replay.h"
 
 namespace attn {
+
+using nlohmann::json;
 
 Intensity parse_intensity(const std::string& s) {
   if (s == "quick") {
@@ -245,25 +250,52 @@ std::string one_line_failure(const std::string& device, const KernelConfig& cfg,
 
 } // namespace
 
-VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log) {
-  VerifyReport rep;
+namespace {
+
+// What identifies one check in a run, so that a later worker does not repeat it.
+std::string check_key(const std::string& device, const KernelConfig& cfg, const VerifyCase& c) {
+  return device + " | " + cfg.key() + " | " + c.name();
+}
+
+std::string fail_prefix(const std::string& device, const std::string& config,
+                        const std::string& case_name, uint64_t case_seed, uint64_t run_seed) {
+  return "FAIL " + device + " " + config + " " + case_name +
+         " case_seed=" + std::to_string(case_seed) + " run_seed=" + std::to_string(run_seed);
+}
+
+// Checks one configuration on one case: the failure line, or "" on a pass.
+std::string check_one(Backend& be, const VerifyOptions& opt, const std::string& device,
+                      const KernelConfig& cfg, const VerifyCase& c, const Problem& pr,
+                      const ReferenceResult& ref, std::string& dumped) {
+  RunOutput out = run_once(be, pr, cfg);
+  const CheckReport check = check_output(out.out, &out.lse, ref, tolerance_for(c.params.dtype));
+  if (check.pass) {
+    return "";
+  }
+  std::string failure = one_line_failure(device, cfg, c, pr, check, opt.seed);
+  if (!opt.dump_dir.empty()) {
+    const std::string path =
+        opt.dump_dir + "/" + slug(device + "_" + cfg.key() + "_" + c.name()) + ".safetensors";
+    std::map<std::string, std::string> meta = {{"attn_tune_case", c.name()},
+                                               {"attn_tune_config", cfg.key()},
+                                               {"attn_tune_device", device},
+                                               {"attn_tune_run_seed", std::to_string(opt.seed)}};
+    SafetensorsFile file = replay_to_safetensors(pr, &out.out, &out.lse);
+    file.metadata.insert(meta.begin(), meta.end());
+    write_safetensors(path, file);
+    dumped = path;
+    failure += "; dumped to " + path;
+  }
+  return failure;
+}
+
+// A verify worker's pass over one backend: every case of every family and configuration that
+// `skip` (what earlier workers of this command checked) does not hold, each announced to the
+// supervisor as a unit and reported as a {"ev": "case"} message.
+void verify_worker(Backend& be, const VerifyOptions& opt, const std::set<std::string>& skip,
+                   const Emit& emit) {
   const std::string device = be.info().id;
-  std::map<std::string, std::size_t> index; // testcase key -> position in rep.testcases
-  auto testcase = [&](Family f, const KernelConfig& cfg,
-                      const std::string& group) -> VerifyTestcase& {
-    const std::string key = cfg.key() + "|" + group;
-    auto it = index.find(key);
-    if (it == index.end()) {
-      it = index.emplace(key, rep.testcases.size()).first;
-      VerifyTestcase tc;
-      tc.device = device;
-      tc.family = family_name(f);
-      tc.config = cfg.key();
-      tc.group = group;
-      rep.testcases.push_back(std::move(tc));
-    }
-    return rep.testcases[it->second];
-  };
+  emit({{"ev", "device"}, {"device", device}});
   if (!opt.dump_dir.empty()) {
     std::filesystem::create_directories(opt.dump_dir);
   }
@@ -279,68 +311,185 @@ VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log) {
         continue;
       }
       for (const VerifyCase& c : verify_cases(phase, dt, opt.intensity, opt.seed)) {
-        const Problem pr = c.make();
-        std::optional<ReferenceResult> ref; // computed on first use, shared by every config
+        std::vector<std::pair<Family, KernelConfig>> todo;
         for (Family f : fams) {
           for (const KernelConfig& cfg : be.config_space(f, c.params)) {
-            VerifyTestcase& tc = testcase(f, cfg, c.group);
-            if (auto why = be.can_run(cfg, pr)) {
-              ++tc.skipped;
-              ++rep.skipped;
-              tc.skip_reason = *why;
-              continue;
-            }
-            const auto t0 = std::chrono::steady_clock::now();
-            std::string failure;
-            try {
-              if (!ref) {
-                ref = reference_attention(pr, {.threads = opt.reference_threads, .rows = {}});
-              }
-              RunOutput out = run_once(be, pr, cfg);
-              const CheckReport check = check_output(out.out, &out.lse, *ref, tolerance_for(dt));
-              if (!check.pass) {
-                failure = one_line_failure(device, cfg, c, pr, check, opt.seed);
-                if (!opt.dump_dir.empty()) {
-                  const std::string path = opt.dump_dir + "/" +
-                                           slug(device + "_" + cfg.key() + "_" + c.name()) +
-                                           ".safetensors";
-                  std::map<std::string, std::string> meta = {
-                      {"attn_tune_case", c.name()},
-                      {"attn_tune_config", cfg.key()},
-                      {"attn_tune_device", device},
-                      {"attn_tune_run_seed", std::to_string(opt.seed)}};
-                  SafetensorsFile file = replay_to_safetensors(pr, &out.out, &out.lse);
-                  file.metadata.insert(meta.begin(), meta.end());
-                  write_safetensors(path, file);
-                  rep.dumped.push_back(path);
-                  failure += "; dumped to " + path;
-                }
-              }
-            } catch (const std::exception& e) {
-              failure = "FAIL " + device + " " + cfg.key() + " " + c.name() +
-                        " case_seed=" + std::to_string(c.seed) +
-                        " run_seed=" + std::to_string(opt.seed) + ": error: " + e.what();
-            }
-            tc.seconds +=
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (failure.empty()) {
-              ++tc.passed;
-              ++rep.passed;
-            } else {
-              ++tc.failed;
-              ++rep.failed;
-              tc.failures.push_back(failure);
-              if (log) {
-                std::fprintf(log, "%s\n", failure.c_str());
-                std::fflush(log);
-              }
+            if (!skip.count(check_key(device, cfg, c))) {
+              todo.emplace_back(f, cfg);
             }
           }
+        }
+        if (todo.empty()) {
+          continue; // an earlier worker checked this case: do not even build it
+        }
+        const Problem pr = c.make();
+        std::optional<ReferenceResult> ref; // computed on first use, shared by every config
+        for (const auto& [f, cfg] : todo) {
+          const std::string key = check_key(device, cfg, c);
+          json result = {{"ev", "case"},        {"key", key},
+                         {"device", device},    {"family", family_name(f)},
+                         {"config", cfg.key()}, {"group", c.group},
+                         {"case", c.name()},    {"case_seed", c.seed}};
+          const double deadline = unit_deadline_s(pr, be.info(), nullptr);
+          emit(begin_message(key, deadline, result));
+          const auto t0 = std::chrono::steady_clock::now();
+          std::string failure;
+          std::string dumped;
+          try {
+            // can_run loads modules on the GPU: inside the unit, like the launch.
+            if (auto why = be.can_run(cfg, pr)) {
+              emit(end_message());
+              result["result"] = "skipped";
+              result["skip_reason"] = *why;
+              emit(result);
+              continue;
+            }
+            if (!ref) {
+              emit(end_message());
+              emit(begin_message("reference of " + c.name(), 0.0, json::object(),
+                                 /*fault_unit=*/false));
+              ref = reference_attention(pr, {.threads = opt.reference_threads, .rows = {}});
+              emit(end_message());
+              emit(begin_message(key, deadline, result));
+            }
+            failure = check_one(be, opt, device, cfg, c, pr, *ref, dumped);
+          } catch (const DeviceFault&) {
+            throw; // the supervisor records the fault and starts a fresh worker
+          } catch (const std::exception& e) {
+            failure =
+                fail_prefix(device, cfg.key(), c.name(), c.seed, opt.seed) + ": error: " + e.what();
+          }
+          emit(end_message());
+          result["seconds"] =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          result["result"] = failure.empty() ? "passed" : "failed";
+          result["failure"] = failure;
+          result["dumped"] = dumped;
+          emit(result);
         }
       }
     }
   }
-  return rep;
+}
+
+// The supervisor's side of verify: one report per device, built from the workers' case messages
+// and the faults, with each failure printed to `log` as it arrives.
+class VerifyTally {
+public:
+  VerifyTally(const VerifyOptions& opt, std::FILE* log, std::FILE* info)
+      : opt_(opt), log_(log), info_(info) {}
+
+  [[nodiscard]] const std::set<std::string>& done_here() const { return done_here_; }
+  [[nodiscard]] std::vector<VerifyReport>& reports() { return reports_; }
+
+  void on_message(const json& m) {
+    const std::string ev = m.value("ev", "");
+    if (ev == "device") {
+      (void)report(m.value("device", ""));
+    } else if (ev == "case") {
+      apply(m);
+    } else if (ev == "say" && info_ != nullptr && said_.insert(m.value("text", "")).second) {
+      std::fprintf(info_, "%s\n", m.value("text", "").c_str());
+      std::fflush(info_);
+    }
+  }
+
+  void on_fault(const json& info, const std::string& reason) {
+    json m = info;
+    m["result"] = "failed";
+    m["failure"] =
+        fail_prefix(info.value("device", ""), info.value("config", ""), info.value("case", ""),
+                    info.value("case_seed", uint64_t(0)), opt_.seed) +
+        ": fault: " + reason;
+    apply(m);
+  }
+
+private:
+  VerifyReport& report(const std::string& device) {
+    auto it = by_device_.find(device);
+    if (it == by_device_.end()) {
+      it = by_device_.emplace(device, reports_.size()).first;
+      reports_.emplace_back();
+    }
+    return reports_[it->second];
+  }
+
+  void apply(const json& m) {
+    done_here_.insert(m.value("key", ""));
+    const std::string device = m.value("device", "");
+    VerifyReport& rep = report(device);
+    const std::string config = m.value("config", "");
+    const std::string group = m.value("group", "");
+    const std::string tkey = device + "|" + config + "|" + group;
+    auto it = testcase_.find(tkey);
+    if (it == testcase_.end()) {
+      it = testcase_.emplace(tkey, rep.testcases.size()).first;
+      VerifyTestcase tc;
+      tc.device = device;
+      tc.family = m.value("family", "");
+      tc.config = config;
+      tc.group = group;
+      rep.testcases.push_back(std::move(tc));
+    }
+    VerifyTestcase& tc = rep.testcases[it->second];
+    const std::string result = m.value("result", "");
+    tc.seconds += m.value("seconds", 0.0);
+    if (result == "skipped") {
+      ++tc.skipped;
+      ++rep.skipped;
+      tc.skip_reason = m.value("skip_reason", "");
+    } else if (result == "passed") {
+      ++tc.passed;
+      ++rep.passed;
+    } else {
+      ++tc.failed;
+      ++rep.failed;
+      const std::string failure = m.value("failure", "");
+      tc.failures.push_back(failure);
+      if (!m.value("dumped", "").empty()) {
+        rep.dumped.push_back(m.value("dumped", ""));
+      }
+      if (log_) {
+        std::fprintf(log_, "%s\n", failure.c_str());
+        std::fflush(log_);
+      }
+    }
+  }
+
+  const VerifyOptions& opt_;
+  std::FILE* log_;
+  std::FILE* info_;
+  std::vector<VerifyReport> reports_;
+  std::map<std::string, std::size_t> by_device_;
+  std::map<std::string, std::size_t> testcase_; // device|config|group -> its testcase
+  std::set<std::string> done_here_;
+  std::set<std::string> said_;
+};
+
+} // namespace
+
+std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
+                                              const VerifyOptions& opt, std::FILE* log,
+                                              std::FILE* info, bool in_process) {
+  VerifyTally tally(opt, log, info);
+  SupervisorHooks hooks;
+  hooks.work = [&](const Emit& emit, int) {
+    backends(emit, [&](Backend& be) { verify_worker(be, opt, tally.done_here(), emit); });
+    return 0;
+  };
+  hooks.on_message = [&](const json& m) { tally.on_message(m); };
+  hooks.on_fault = [&](const json& info, const std::string& reason) {
+    tally.on_fault(info, reason);
+  };
+  (void)supervise(hooks, in_process);
+  return std::move(tally.reports());
+}
+
+VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log) {
+  std::vector<VerifyReport> reports = run_verify_isolated(
+      [&](const Emit&, const std::function<void(Backend&)>& each) { each(be); }, opt, log,
+      /*info=*/nullptr, /*in_process=*/true);
+  return reports.empty() ? VerifyReport{} : std::move(reports.front());
 }
 
 } // namespace attn

@@ -11,6 +11,7 @@
 
 #include "src/backends/backend.h"
 #include "src/backends/registry.h"
+#include "src/io/supervisor.h"
 #include "src/model/problem.h"
 
 namespace attn {
@@ -69,8 +70,21 @@ struct VerifyReport {
   std::vector<std::string> dumped; // replay files written
 };
 
-// Runs the gate on one backend. Failing cases are printed to `log` as they happen (one line
-// each); nothing else is printed.
+// Runs the gate on one backend in this process. Failing cases are printed to `log` as they
+// happen (one line each); nothing else is printed.
 [[nodiscard]] VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log);
+
+// Opens each backend to check, inside a worker process, and hands it to `each`; `emit` carries
+// {"ev": "say", "text": ...} lines for `info` (each printed once, however many workers say it).
+using VerifyBackends =
+    std::function<void(const Emit& emit, const std::function<void(Backend&)>& each)>;
+
+// Runs the gate in supervised worker processes (unless `in_process`): a configuration that
+// crashes or hangs its worker is a failed case whose line gives the reason (a signal, a CUDA
+// error, a timeout), and a fresh worker carries on after it. One report per device, in order.
+[[nodiscard]] std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
+                                                            const VerifyOptions& opt,
+                                                            std::FILE* log, std::FILE* info,
+                                                            bool in_process);
 
 } // namespace attn

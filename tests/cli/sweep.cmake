@@ -32,7 +32,8 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   attn_cli_test(NAME sweep_quick_cpu EXIT 0 REGEX "table .*threshold_table\\.json"
                 ARGS sweep --device cpu --profile quick --threads 2 --quiet --out ${quick_out})
   set_tests_properties(cli.sweep_quick_cpu PROPERTIES FIXTURES_REQUIRED quick_clean
-                                                      FIXTURES_SETUP quick_table TIMEOUT 600)
+                                                      FIXTURES_SETUP quick_table TIMEOUT 600
+                                                      RESOURCE_LOCK cpu_timing)
   attn_cli_test(NAME sweep_quick_show EXIT 0 REGEX "fitted rule: use v2"
                 ARGS table show ${quick_out}/threshold_table.json)
   attn_cli_test(NAME sweep_quick_lookup EXIT 0 REGEX "^decode_v[12] decode_v[12].[a-z]"
@@ -48,7 +49,8 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                        PROPERTIES FIXTURES_REQUIRED quick_table)
   # Resuming rewrites the table: run it after the readers of the first one.
   set_tests_properties(cli.sweep_quick_resume PROPERTIES FIXTURES_REQUIRED quick_table
-                       DEPENDS "cli.sweep_quick_show;cli.sweep_quick_lookup;cli.sweep_quick_needs_resume")
+                       DEPENDS "cli.sweep_quick_show;cli.sweep_quick_lookup;cli.sweep_quick_needs_resume"
+                       RESOURCE_LOCK cpu_timing)
   # Another process holds the folder (util-linux flock stands for a sweep still running there):
   # the second sweep exits 2 at once, naming the folder, and leaves the results alone.
   find_program(ATTN_FLOCK flock)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -151,4 +152,42 @@ TEST(Verify, PlantedFaultIsCaughtReportedDumpedAndReplayed) {
   }
   EXPECT_GT(dumps, 0);
   std::filesystem::remove_all(dir);
+}
+
+// A configuration that crashes its worker (the CPU backend's test hook) is a failed case whose
+// line names the fault; every other configuration is still checked and the gate fails.
+TEST(Verify, CrashingConfigurationIsAFailedCaseAndTheRunGoesOn) {
+  ::setenv("ATTN_TUNE_TEST_FAULTS",
+           "segv:decode_v1[split=1];abort:decode_v2[partition=512,split=0]", 1);
+  cli::VerifyOptions o;
+  o.device = "cpu";
+  o.families = "decode_v1,decode_v2";
+  o.dtypes = "fp32";
+  o.intensity = "quick";
+  std::FILE* out = std::tmpfile();
+  const int rc = cli::run_verify(o, make_backend, out, stderr);
+  ::unsetenv("ATTN_TUNE_TEST_FAULTS");
+  std::rewind(out);
+  std::string text;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, out)) {
+    text += buf;
+  }
+  std::fclose(out);
+  EXPECT_EQ(rc, 1) << text;
+  EXPECT_NE(text.find("FAIL cpu decode_v1[split=1] decode/edges/fp32#0"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(": fault: worker "), std::string::npos) << text;
+  EXPECT_NE(text.find("SIGABRT"), std::string::npos) << text;
+  // Only the two planted configurations fail: 8 configurations, 2 crashing, on every case.
+  int passed = 0;
+  int failed = 0;
+  const auto at = text.rfind(" passed, ");
+  ASSERT_NE(at, std::string::npos) << text;
+  ASSERT_EQ(std::sscanf(text.c_str() + text.rfind('\n', at) + 1, "%d passed, %d failed", &passed,
+                        &failed),
+            2)
+      << text;
+  EXPECT_EQ(passed, 3 * failed) << text;
+  EXPECT_GT(failed, 0);
 }

@@ -1,10 +1,16 @@
 // FolderLock: a second lock on a held folder fails at once naming the holder's pid, in this
-// process as in another; the lock is free again once its holder is gone.
+// process as in another; the lock is free again once its holder is gone. DeviceLock: a second
+// timer on a device waits (and says so) or, without waiting, is refused naming the holder.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 #include "src/io/folder_lock.h"
@@ -16,8 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() /
-               ("attn_test_lock_" + name + "_" + std::to_string(::getpid()));
+  fs::path d =
+      fs::temp_directory_path() / ("attn_test_lock_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -66,6 +72,56 @@ TEST(FolderLock, AnotherProcessIsRefusedWhileHeld) {
 
 TEST(FolderLock, MissingFolderIsAnInputError) {
   EXPECT_THROW({ const FolderLock l("/nonexistent/attn-tune/out"); }, InputError);
+}
+
+// A device lock in a private lock folder, so that tests never meet a real sweep's lock.
+struct LockDir {
+  fs::path dir;
+  explicit LockDir(const std::string& name) : dir(fresh_dir(name)) {
+    ::setenv("ATTN_TUNE_LOCK_DIR", dir.c_str(), 1);
+  }
+  ~LockDir() {
+    ::unsetenv("ATTN_TUNE_LOCK_DIR");
+    fs::remove_all(dir);
+  }
+};
+
+TEST(DeviceLock, SecondTimerWithoutWaitIsRefusedNamingTheHolder) {
+  const LockDir ld("device_nowait");
+  EXPECT_EQ(fs::path(DeviceLock::path_for("cuda-GPU-1/2")).parent_path(), ld.dir);
+  EXPECT_EQ(fs::path(DeviceLock::path_for("cuda-GPU-1/2")).filename(),
+            "attn-tune-device-cuda-GPU-1_2.lock");
+  const DeviceLock held("cpu-host", /*wait=*/false, nullptr);
+  try {
+    const DeviceLock second("cpu-host", /*wait=*/false, nullptr);
+    FAIL() << "two timers on one device";
+  } catch (const DeviceUnavailable& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("(pid " + std::to_string(::getpid()) + ")"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--no-wait"), std::string::npos) << msg;
+  }
+  // Another device is another lock.
+  EXPECT_NO_THROW({ const DeviceLock other("cpu-otherhost", false, nullptr); });
+}
+
+TEST(DeviceLock, SecondTimerWaitsAndSaysSo) {
+  const LockDir ld("device_wait");
+  auto held = std::make_unique<DeviceLock>("cpu-host", false, nullptr);
+  std::atomic<bool> got{false};
+  std::atomic<bool> told{false};
+  std::thread t([&] {
+    const DeviceLock second("cpu-host", /*wait=*/true, [&](const std::string& pid) {
+      EXPECT_EQ(pid, std::to_string(::getpid()));
+      told = true;
+    });
+    got = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(got.load()) << "took a device that was held";
+  held.reset();
+  t.join();
+  EXPECT_TRUE(told.load());
+  EXPECT_TRUE(got.load());
 }
 
 } // namespace

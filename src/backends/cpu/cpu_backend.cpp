@@ -5,12 +5,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
+#include <thread>
 
 #include "src/backends/cpu/cpu_info.h"
-#include "src/model/errors.h"
 #include "src/backends/cpu/thread_pool.h"
+#include "src/model/errors.h"
 
 namespace attn {
 
@@ -28,11 +33,66 @@ const std::set<std::string>& known_params(Family f) {
   return f == Family::decode_v1 ? v1 : f == Family::decode_v2 ? v2 : pf;
 }
 
+// The test hook behind ATTN_TUNE_TEST_FAULTS (docs/architecture.md): configurations that crash
+// the way a broken kernel would, so that the tests can prove the sweep's and verify's fault
+// isolation without a GPU. "segv:KEY;hang:KEY;abort:KEY", KEY a configuration key.
+enum class InjectedFault { none, segv, hang, abort };
+
+std::map<std::string, InjectedFault> injected_faults() {
+  std::map<std::string, InjectedFault> out;
+  const char* env = std::getenv("ATTN_TUNE_TEST_FAULTS");
+  if (env == nullptr) {
+    return out;
+  }
+  std::string spec = env;
+  std::size_t pos = 0;
+  while (pos <= spec.size()) {
+    std::size_t end = spec.find(';', pos);
+    if (end == std::string::npos) {
+      end = spec.size();
+    }
+    const std::string item = spec.substr(pos, end - pos);
+    pos = end + 1;
+    if (item.empty()) {
+      continue;
+    }
+    const std::size_t colon = item.find(':');
+    const std::string kind = item.substr(0, colon);
+    const std::string key = colon == std::string::npos ? "" : item.substr(colon + 1);
+    const InjectedFault f = kind == "segv"    ? InjectedFault::segv
+                            : kind == "hang"  ? InjectedFault::hang
+                            : kind == "abort" ? InjectedFault::abort
+                                              : InjectedFault::none;
+    if (f == InjectedFault::none || key.empty()) {
+      throw InputError("ATTN_TUNE_TEST_FAULTS: '" + item +
+                       "' is not segv:KEY, hang:KEY or abort:KEY (KEY a configuration key)");
+    }
+    out[key] = f;
+  }
+  return out;
+}
+
+[[noreturn]] void crash_as(InjectedFault f) {
+  if (f == InjectedFault::abort) {
+    std::abort();
+  }
+  if (f == InjectedFault::hang) {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+  }
+  // A real wild store, as a kernel bug would make (the address is hidden from the optimiser).
+  volatile std::uintptr_t addr = 8;
+  *reinterpret_cast<volatile int*>(addr) = 1;
+  std::raise(SIGSEGV);
+  std::abort();
+}
+
 class CpuPreparedRun final : public PreparedRun {
 public:
   CpuPreparedRun(const Problem& pr, const KernelConfig& cfg, std::shared_ptr<ThreadPool> pool,
-                 cpu::Isa isa, const DeviceInfo& info)
-      : pr_(pr), cfg_(cfg), pool_(std::move(pool)), isa_(isa), info_(info) {
+                 cpu::Isa isa, const DeviceInfo& info, InjectedFault fault)
+      : pr_(pr), cfg_(cfg), pool_(std::move(pool)), isa_(isa), info_(info), fault_(fault) {
     const AttnParams& p = pr_.params;
     const int H = p.num_heads;
     const int G = p.group_size();
@@ -150,6 +210,9 @@ public:
   }
 
   void run() override {
+    if (fault_ != InjectedFault::none) {
+      crash_as(fault_);
+    }
     pool_->run(int(items_.size()), [&](int task, int worker) {
       cpu::attend(isa_, a_, items_[std::size_t(task)], k_tile_, scratch_[std::size_t(worker)]);
     });
@@ -236,13 +299,14 @@ private:
   std::vector<float> reduce_tmp_;
   std::vector<unsigned char> flush_;
   volatile unsigned sink_ = 0;
+  InjectedFault fault_ = InjectedFault::none;
 };
 
 class CpuBackend final : public Backend {
 public:
   CpuBackend(const BackendOptions& opt, cpu::Isa isa)
       : info_(cpu_device_info(opt.threads)), isa_(isa),
-        pool_(std::make_shared<ThreadPool>(info_.threads)) {}
+        pool_(std::make_shared<ThreadPool>(info_.threads)), faults_(injected_faults()) {}
 
   const DeviceInfo& info() const override { return info_; }
 
@@ -313,13 +377,16 @@ public:
     if (auto why = can_run(cfg, pr)) {
       throw InputError("cannot run " + cfg.key() + " on the CPU: " + *why);
     }
-    return std::make_unique<CpuPreparedRun>(pr, cfg, pool_, isa_, info_);
+    const auto f = faults_.find(cfg.key());
+    return std::make_unique<CpuPreparedRun>(pr, cfg, pool_, isa_, info_,
+                                            f == faults_.end() ? InjectedFault::none : f->second);
   }
 
 private:
   DeviceInfo info_;
   cpu::Isa isa_;
   std::shared_ptr<ThreadPool> pool_;
+  std::map<std::string, InjectedFault> faults_;
 };
 
 } // namespace

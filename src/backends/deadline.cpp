@@ -1,0 +1,38 @@
+#include "src/backends/deadline.h"
+
+#include <algorithm>
+
+namespace attn {
+
+namespace {
+// Floors, not estimates: the CPU backend reaches 2.5 GFLOP/s even on its slowest path (a
+// 2-core AVX2 machine), and a GPU reaches hundreds of GB/s.
+constexpr double kCpuFlops = 0.25e9;
+constexpr double kCpuBytes = 0.5e9;
+constexpr double kGpuFlops = 50e9;
+constexpr double kGpuBytes = 20e9;
+// Startup the launch count does not cover: allocation and upload, a module load, the check.
+constexpr double kCpuBase = 10.0;
+constexpr double kGpuBase = 30.0;
+} // namespace
+
+double pessimistic_launch_s(const Problem& pr, const DeviceInfo& dev) {
+  const bool gpu = dev.backend == "cuda";
+  const double flops = 4.0 * double(pr.visible_pairs()) * pr.params.head_dim;
+  const double bytes = double(pr.kv_bytes_touched());
+  return std::max(flops / (gpu ? kGpuFlops : kCpuFlops), bytes / (gpu ? kGpuBytes : kCpuBytes));
+}
+
+double unit_deadline_s(const Problem& pr, const DeviceInfo& dev, const TimingOptions* timing) {
+  const double one = pessimistic_launch_s(pr, dev);
+  const double base = dev.backend == "cuda" ? kGpuBase : kCpuBase;
+  if (timing == nullptr) {
+    return base + 4 * one; // upload, one checked launch
+  }
+  // Timing stops after max_seconds of measured launches once min_reps are in, so its length is
+  // bounded by the larger of the two, plus the warm-up.
+  const double launches = double(timing->warmup + timing->min_reps + 4);
+  return base + 2 * timing->max_seconds + launches * one;
+}
+
+} // namespace attn

@@ -1,0 +1,54 @@
+# CLI tests of fault isolation and the device lock: configurations that crash or hang their
+# worker (the CPU backend's test hook, ATTN_TUNE_TEST_FAULTS) are faults, exit 1, and the rest is
+# measured; a second timer on a held device exits 3 with --no-wait.
+set(ATTN_CLI_DATA ${CMAKE_CURRENT_BINARY_DIR}/cli_data)
+file(WRITE ${ATTN_CLI_DATA}/faults_profile.json
+     "{\"name\": \"faults\", \"decode\": {\"batch\": [1], \"context_len\": [300],\n"
+     " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
+     " \"dtype\": [\"fp32\"]},\n"
+     " \"timing\": {\"warmup\": 1, \"min_reps\": 3, \"max_reps\": 10, \"max_seconds\": 0.05}}\n")
+set(ATTN_FAULTS "segv:decode_v2[partition=256,split=0]\;abort:decode_v1[split=1]\;hang:decode_v2[partition=1024,split=1]")
+
+attn_cli_test(NAME sweep_retry_faults_needs_resume EXIT 2 REGEX "--retry-faults .* needs --resume"
+              ARGS sweep --device cpu --profile quick --retry-faults)
+
+if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
+  set(faults_out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_faults_out)
+  add_test(NAME cli.sweep_faults_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${faults_out})
+  set_tests_properties(cli.sweep_faults_clean PROPERTIES LABELS "cli" FIXTURES_SETUP faults_clean)
+  attn_cli_test(NAME sweep_faults EXIT 1 REGEX "5 timed, .* 3 faults.*--retry-faults"
+                ARGS sweep --device cpu --profile ${ATTN_CLI_DATA}/faults_profile.json --threads 2
+                     --quiet --out ${faults_out})
+  set_tests_properties(cli.sweep_faults PROPERTIES ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=${ATTN_FAULTS}"
+                       FIXTURES_REQUIRED faults_clean FIXTURES_SETUP faults_table
+                       RESOURCE_LOCK cpu_timing)
+  # The faults stand on --resume (the hook is still armed: a retry would fault again).
+  attn_cli_test(NAME sweep_faults_resume EXIT 1 REGEX "8 from an earlier run.* 3 faults"
+                ARGS sweep --device cpu --profile ${ATTN_CLI_DATA}/faults_profile.json --threads 2
+                     --quiet --resume --out ${faults_out})
+  set_tests_properties(cli.sweep_faults_resume PROPERTIES
+                       ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=${ATTN_FAULTS}"
+                       FIXTURES_REQUIRED faults_table RESOURCE_LOCK cpu_timing)
+
+  attn_cli_test(NAME verify_fault EXIT 1 REGEX "FAIL cpu decode_v1\\[split=1\\] [^\n]*: fault: worker"
+                ARGS verify --device cpu --intensity quick --families decode_v1 --dtypes fp32)
+  set_tests_properties(cli.verify_fault PROPERTIES
+                       ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=segv:decode_v1[split=1]")
+
+  # util-linux flock holds this host's CPU lock as another sweep would, in a private lock folder.
+  find_program(ATTN_FLOCK flock)
+  if(ATTN_FLOCK)
+    cmake_host_system_information(RESULT attn_host QUERY HOSTNAME)
+    string(REGEX REPLACE "[^A-Za-z0-9._-]" "_" attn_host "${attn_host}")
+    set(lock_dir ${CMAKE_CURRENT_BINARY_DIR}/cli_work/device_locks)
+    file(MAKE_DIRECTORY ${lock_dir})
+    add_test(NAME cli.sweep_device_busy_no_wait
+             COMMAND ${CMAKE_COMMAND} -DEXE=${ATTN_FLOCK}
+                     "-DARGS=${lock_dir}/attn-tune-device-cpu-${attn_host}.lock|$<TARGET_FILE:attn-tune>|sweep|--device|cpu|--profile|quick|--no-wait|--quiet|--out|${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_device_busy/out"
+                     -DEXIT=3 "-DREGEX=another attn-tune process .*is timing on this device"
+                     -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_device_busy
+                     -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.cmake)
+    set_tests_properties(cli.sweep_device_busy_no_wait PROPERTIES LABELS "cli"
+                         ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${lock_dir}")
+  endif()
+endif()

@@ -1,0 +1,118 @@
+// Fault isolation end to end on the CPU backend, through its test hook (ATTN_TUNE_TEST_FAULTS):
+// a configuration that segfaults, one that aborts and one that hangs are each recorded as
+// `fault` with its reason, every other configuration is measured, the table is written, and
+// --resume leaves the faults alone unless asked to retry them.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <unistd.h>
+
+#include "src/backends/cpu/cpu_backend.h"
+#include "src/model/errors.h"
+#include "src/tuning/profile.h"
+#include "src/tuning/results_file.h"
+#include "src/tuning/sweep.h"
+
+namespace attn {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// One decode workload: the CPU backend's 8 configurations (decode_v1 x2 splits, decode_v2 x3
+// partitions x2 splits).
+const char* kProfile = R"({"name": "faults",
+  "decode": {"batch": [1], "context_len": [300], "num_kv_heads": [1], "gqa_ratio": [2],
+             "head_dim": [32], "block_size": [16], "dtype": ["fp32"]},
+  "timing": {"warmup": 1, "min_reps": 3, "max_reps": 10, "max_seconds": 0.05}})";
+
+constexpr const char* kSegv = "decode_v2[partition=256,split=0]";
+constexpr const char* kAbort = "decode_v1[split=1]";
+constexpr const char* kHang = "decode_v2[partition=1024,split=1]";
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr const char* kSegvSays = "exited with status"; // ASan reports the SIGSEGV and exits 1
+#else
+constexpr const char* kSegvSays = "SIGSEGV";
+#endif
+
+struct FaultEnv {
+  FaultEnv() {
+    const std::string spec = std::string("segv:") + kSegv + ";abort:" + kAbort + ";hang:" + kHang;
+    ::setenv("ATTN_TUNE_TEST_FAULTS", spec.c_str(), 1);
+  }
+  ~FaultEnv() { ::unsetenv("ATTN_TUNE_TEST_FAULTS"); }
+};
+
+BackendMaker cpu_maker() {
+  return [](const Emit&) { return make_cpu_backend(BackendOptions{.threads = 2}); };
+}
+
+TEST(SweepFaults, CrashesAndHangsAreFaultsAndTheSweepGoesOn) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("attn_sweep_faults_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const Profile prof = parse_profile(json::parse(kProfile), "profile faults");
+  SweepOptions o;
+  o.out_dir = dir.string();
+  SweepSummary s;
+  {
+    const FaultEnv env;
+    s = run_sweep_isolated(cpu_maker(), prof, o);
+  }
+  EXPECT_EQ(s.total, 8);
+  EXPECT_EQ(s.faults, 3);
+  EXPECT_EQ(s.ok, 5);
+  EXPECT_EQ(s.errors, 0);
+  EXPECT_EQ(s.table.at("measurement_counts").value("fault", 0), 3);
+  EXPECT_EQ(s.table.at("measurement_counts").value("ok", 0), 5);
+  EXPECT_TRUE(fs::exists(dir / "threshold_table.json"));
+
+  const ResultsFile rf = read_results(s.results_path);
+  ASSERT_EQ(rf.lines.size(), 8u);
+  std::map<std::string, std::string> fault_reason;
+  for (const json& l : rf.lines) {
+    if (l.value("status", "") == "fault") {
+      fault_reason[l.value("config_key", "")] = l.value("reason", "");
+    } else {
+      EXPECT_EQ(l.value("status", ""), "ok") << l.dump();
+    }
+  }
+  ASSERT_EQ(fault_reason.size(), 3u);
+  EXPECT_NE(fault_reason[kSegv].find(kSegvSays), std::string::npos) << fault_reason[kSegv];
+  EXPECT_NE(fault_reason[kAbort].find("SIGABRT"), std::string::npos) << fault_reason[kAbort];
+  EXPECT_NE(fault_reason[kHang].find("timeout"), std::string::npos) << fault_reason[kHang];
+
+  // --resume: the faults stand (the hook is still armed, so a retry would fault again).
+  o.resume = true;
+  {
+    const FaultEnv env;
+    const SweepSummary again = run_sweep_isolated(cpu_maker(), prof, o);
+    EXPECT_EQ(again.resumed, 8);
+    EXPECT_EQ(again.faults, 0);
+    EXPECT_EQ(again.ok, 0);
+    EXPECT_EQ(again.table.at("measurement_counts").value("fault", 0), 3);
+  }
+  EXPECT_EQ(read_results(s.results_path).lines.size(), 8u);
+
+  // --resume --retry-faults with the kernels fixed: measured, and the table has no fault left.
+  o.retry_faults = true;
+  const SweepSummary fixed = run_sweep_isolated(cpu_maker(), prof, o);
+  EXPECT_EQ(fixed.resumed, 5);
+  EXPECT_EQ(fixed.ok, 3);
+  EXPECT_EQ(fixed.table.at("measurement_counts").value("fault", 0), 0);
+  EXPECT_EQ(fixed.table.at("measurement_counts").value("ok", 0), 8);
+  fs::remove_all(dir);
+}
+
+TEST(SweepFaults, UnknownHookEntryIsAnInputError) {
+  ::setenv("ATTN_TUNE_TEST_FAULTS", "explode:decode_v1[split=0]", 1);
+  EXPECT_THROW((void)make_cpu_backend(BackendOptions{}), InputError);
+  ::unsetenv("ATTN_TUNE_TEST_FAULTS");
+}
+
+} // namespace
+} // namespace attn
