@@ -24,11 +24,15 @@ struct SweepOptions {
   uint64_t seed = 1;
   bool publish = false;
   bool quiet = false;
+  std::string timing; // "events" or "graph"; empty: the profile's timing.mode
 };
 
 int run_sweep(const SweepOptions& o) {
   // Load the profile first: a typo should not wait for a GPU to initialise.
-  const Profile prof = load_profile(o.profile);
+  Profile prof = load_profile(o.profile);
+  if (!o.timing.empty()) {
+    prof.timing.mode = *parse_timing_mode(o.timing); // CLI11 checked the name
+  }
   const BackendOptions bo{.threads = o.threads};
   std::string spec = o.device;
   if (spec.empty()) {
@@ -38,6 +42,9 @@ int run_sweep(const SweepOptions& o) {
   }
   auto be = make_backend(spec, bo);
   const DeviceInfo& dev = be->info();
+  if (prof.timing.mode == TimingMode::graph && dev.backend != "cuda") {
+    throw InputError("--timing graph needs a CUDA device; " + dev.id + " times with events only");
+  }
   attn::SweepOptions so;
   so.out_dir = o.out.empty() ? "attn-tune-out/" + prof.name : o.out;
   so.resume = o.resume;
@@ -100,6 +107,11 @@ Command setup_sweep(CLI::App& root) {
   sub->add_flag("--publish", opt->publish,
                 "Also write the table to results/<device>-<profile>.json in the source tree");
   sub->add_flag("--quiet", opt->quiet, "No progress lines");
+  sub->add_option("--timing", opt->timing,
+                  "events: each call's launches between two events; graph: replay of the call "
+                  "captured as a CUDA graph, as engines run decode (CUDA only). Default: the "
+                  "profile's timing.mode, else events")
+      ->check(CLI::IsMember({"events", "graph"}));
   return {sub, [opt] { return run_sweep(*opt); }};
 }
 

@@ -110,6 +110,9 @@ void check_and_time(PreparedRun& run, WorkloadData& wd, const Profile& prof,
   char buf[64];
   std::snprintf(buf, sizeof buf, "ok %.2f us", t.median_s * 1e6);
   o.shown = buf;
+  if (t.clocks && t.clocks->throttled) {
+    o.shown += " (throttled)";
+  }
 }
 
 // Measures one (workload, configuration): skipped with the backend's reason, or checked and then
@@ -141,7 +144,14 @@ Outcome measure_one(Backend& be, const PlannedWorkload& pw, const KernelConfig& 
 
 // What made the table: device, tool, kernels, profile, timing method and options, seed.
 json sweep_provenance(const DeviceInfo& dev, const Profile& prof, const SweepOptions& opt,
-                      const std::vector<MeasurementRecord>& records) {
+                      const std::vector<MeasurementRecord>& records,
+                      const std::vector<json>& lines) {
+  std::vector<json> timings;
+  for (const auto& l : lines) {
+    if (l.contains("timing")) {
+      timings.push_back(l["timing"]);
+    }
+  }
   std::string method;
   for (const auto& r : records) {
     if (r.status == "ok" && !r.method.empty()) {
@@ -155,14 +165,48 @@ json sweep_provenance(const DeviceInfo& dev, const Profile& prof, const SweepOpt
           {"profile", {{"name", prof.name}, {"hash", prof.hash}}},
           {"created_utc", utc_now()},
           {"timing_method", method},
+          {"timing_mode", timing_mode_name(prof.timing.mode)},
+          {"clocks", clock_summary(timings)},
           {"timing_options",
            {{"warmup", prof.timing.warmup},
+            {"warmup_seconds", prof.timing.warmup_seconds},
             {"min_reps", prof.timing.min_reps},
             {"max_reps", prof.timing.max_reps},
             {"max_seconds", prof.timing.max_seconds},
             {"target_noise", prof.timing.target_noise},
-            {"flush_cache", prof.timing.flush_cache}}},
+            {"flush_cache", prof.timing.flush_cache},
+            {"mode", timing_mode_name(prof.timing.mode)}}},
           {"seed", opt.seed}};
+}
+
+// Has the backend compile every kernel the plan still needs before the first timing, printing
+// "compiling N kernels: i/N" (in place on a terminal, else at every tenth and the end).
+void prepare_plan(Backend& be, const std::vector<PlannedWorkload>& plan, const SweepOptions& opt) {
+  std::vector<PlanItem> items;
+  for (const PlannedWorkload& pw : plan) {
+    for (const KernelConfig& cfg : pw.pending) {
+      items.push_back({pw.workload->params, cfg});
+    }
+  }
+  if (items.empty()) {
+    return;
+  }
+  int shown_tenth = -1;
+  be.prepare_plan(items, [&](int done, int total) {
+    if (opt.progress == nullptr || total == 0) {
+      return;
+    }
+    if (opt.progress_tty) {
+      std::fprintf(opt.progress, "\rcompiling %d kernels: %d/%d", total, done, total);
+      if (done == total) {
+        std::fprintf(opt.progress, "\n");
+      }
+    } else if (const int tenth = done * 10 / total; tenth != shown_tenth) {
+      shown_tenth = tenth;
+      std::fprintf(opt.progress, "compiling %d kernels: %d/%d\n", total, done, total);
+    }
+    std::fflush(opt.progress);
+  });
 }
 
 // Builds the table from everything in results.jsonl (earlier runs included) and writes it to
@@ -171,8 +215,8 @@ void publish_table(const std::string& results, const DeviceInfo& dev, const Prof
                    const SweepOptions& opt, SweepSummary& sum) {
   const ResultsFile all = read_results(results);
   const auto records = to_records(all.lines);
-  sum.table =
-      build_threshold_table(records, sweep_provenance(dev, prof, opt, records), dev.sm_count);
+  sum.table = build_threshold_table(records, sweep_provenance(dev, prof, opt, records, all.lines),
+                                    dev.sm_count);
   sum.table_path = (fs::path(opt.out_dir) / "threshold_table.json").string();
   write_json_atomically(sum.table_path, sum.table);
   if (!opt.publish_dir.empty()) {
@@ -220,6 +264,7 @@ SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt
     plan.push_back(std::move(pw));
   }
 
+  prepare_plan(be, plan, opt); // every compile before the first timing
   SweepProgress progress(opt.progress, opt.progress_tty, sum.total, sum.resumed);
   if (opt.progress && sum.resumed > 0) {
     std::fprintf(opt.progress, "resuming: %d of %d measurements already in %s\n", sum.resumed,
