@@ -85,6 +85,11 @@ void DeviceStream::load_helpers() {
   // The memset left the buffer's lines dirty in the L2; one pass now writes them back, so that
   // every later flush brings in clean lines only.
   flush_l2();
+  // One hold, released before it starts: with lazy module loading (the CUDA 12+ default) a
+  // kernel is loaded on its first launch, which must not happen while a hold kernel spins.
+  hold();
+  release();
+  ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void DeviceStream::flush_l2() {
@@ -168,6 +173,10 @@ TimingResult DeviceStream::time(const std::function<void()>& enqueue, const Timi
     ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
     return double(ms) * 1e-3;
   };
+  // The call once before anything is held, for the same lazy-loading reason (a warm-up of zero
+  // calls and zero seconds would otherwise first launch its kernels behind a spinning hold).
+  enqueue();
+  ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_));
   std::string method = what + ", stream held";
   if (opt.flush_cache) {
     method += ", L2 flushed (" + std::to_string(flush_.bytes() >> 20) + " MiB clean read)";
