@@ -251,6 +251,15 @@ summary() {
   if [[ -s $LOGS/bandwidth.log ]]; then
     sed -n '/^device-to-device/p; /^case /,$p' "$LOGS/bandwidth.log"
   fi
+  # How the quick sweep was timed: mode, and the clocks NVML saw (throttled measurements).
+  if [[ -s $LOGS/threshold_table.json ]] && command -v python3 >/dev/null; then
+    python3 - "$LOGS/threshold_table.json" <<'PY' || true
+import json, sys
+p = json.load(open(sys.argv[1]))["provenance"]
+print(f"quick sweep timing: {p.get('timing_mode')}, {p.get('timing_method')}; clocks: "
+      f"{json.dumps(p.get('clocks'))}")
+PY
+  fi
   if [[ -s $LOGS/prefill-vs-sdpa.log ]]; then
     sed -n '/^   seq  batch    bs causal      ours/,$p' "$LOGS/prefill-vs-sdpa.log"
   fi

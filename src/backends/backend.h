@@ -2,6 +2,7 @@
 // families and their configuration space, says why a configuration cannot run a problem,
 // holds a problem in its memory, launches, times and downloads. CPU and CUDA implement it.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -49,6 +50,12 @@ public:
   [[nodiscard]] virtual TimingResult time(const TimingOptions& opt) = 0;
 };
 
+// One (problem shape, configuration) pair of a sweep's plan: what prepare_plan gets ready.
+struct PlanItem {
+  AttnParams params;
+  KernelConfig config;
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -59,6 +66,14 @@ public:
   // Why `cfg` cannot run `pr` on this backend, or nullopt when it can.
   [[nodiscard]] virtual std::optional<std::string> can_run(const KernelConfig& cfg,
                                                            const Problem& pr) const = 0;
+  // Gets every pair of a plan ready before the first is timed, so that no compile falls inside a
+  // measurement (the CUDA backend compiles their kernels on all cores), calling
+  // progress(done, total) as it goes (progress(0, total) first). Nothing to do by default.
+  virtual void prepare_plan(const std::vector<PlanItem>& plan,
+                            const std::function<void(int done, int total)>& progress) {
+    (void)plan;
+    (void)progress;
+  }
   // Allocates and uploads; throws InputError when can_run would refuse.
   [[nodiscard]] virtual std::unique_ptr<PreparedRun> prepare(const Problem& pr,
                                                              const KernelConfig& cfg) = 0;

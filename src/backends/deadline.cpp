@@ -30,9 +30,9 @@ double unit_deadline_s(const Problem& pr, const DeviceInfo& dev, const TimingOpt
     return base + 4 * one; // upload, one checked launch
   }
   // Timing stops after max_seconds of measured launches once min_reps are in, so its length is
-  // bounded by the larger of the two, plus the warm-up.
+  // bounded by the larger of the two, plus the warm-up (a count and a duration).
   const double launches = double(timing->warmup + timing->min_reps + 4);
-  return base + 2 * timing->max_seconds + launches * one;
+  return base + 2 * (timing->max_seconds + timing->warmup_seconds) + launches * one;
 }
 
 } // namespace attn

@@ -1,6 +1,8 @@
 #include "src/backends/timing.h"
 
 #include <algorithm>
+#include <chrono>
+#include <set>
 #include <vector>
 
 namespace attn {
@@ -16,17 +18,44 @@ double quantile(const std::vector<double>& sorted, double q) {
   const double f = pos - double(lo);
   return sorted[lo] * (1 - f) + sorted[hi] * f;
 }
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 } // namespace
+
+const char* timing_mode_name(TimingMode m) { return m == TimingMode::graph ? "graph" : "events"; }
+
+std::optional<TimingMode> parse_timing_mode(std::string_view s) {
+  if (s == "events") {
+    return TimingMode::events;
+  }
+  if (s == "graph") {
+    return TimingMode::graph;
+  }
+  return std::nullopt;
+}
 
 TimingResult measure(const std::function<double()>& one_rep, const std::function<void()>& warm_one,
                      const TimingOptions& opt, std::string method) {
-  for (int i = 0; i < opt.warmup; ++i) {
-    warm_one();
-  }
-  std::vector<double> samples;
-  double total = 0.0;
+  return measure(one_rep, warm_one, opt, std::move(method), steady_seconds);
+}
+
+TimingResult measure(const std::function<double()>& one_rep, const std::function<void()>& warm_one,
+                     const TimingOptions& opt, std::string method,
+                     const std::function<double()>& now) {
   TimingResult r;
   r.method = std::move(method);
+  // A duration, not a count: a GPU that sat idle (or a CPU in a low P-state) needs tens of
+  // milliseconds of work before it reaches its boost clock, however short each call is.
+  const double warm_start = now();
+  while (r.warmup_calls < opt.warmup || now() - warm_start < opt.warmup_seconds) {
+    warm_one();
+    ++r.warmup_calls;
+  }
+  r.warmup_s = now() - warm_start;
+  std::vector<double> samples;
+  double total = 0.0;
   while (int(samples.size()) < opt.max_reps) {
     const double t = one_rep();
     samples.push_back(t);
@@ -57,9 +86,60 @@ TimingResult measure(const std::function<double()>& one_rep, const std::function
 }
 
 nlohmann::json to_json(const TimingResult& t) {
-  return {{"median_s", t.median_s}, {"min_s", t.min_s},         {"max_s", t.max_s},
-          {"p25_s", t.p25_s},       {"p75_s", t.p75_s},         {"rel_noise", t.rel_noise},
-          {"reps", t.reps},         {"converged", t.converged}, {"method", t.method}};
+  nlohmann::json j = {
+      {"median_s", t.median_s}, {"min_s", t.min_s},         {"max_s", t.max_s},
+      {"p25_s", t.p25_s},       {"p75_s", t.p75_s},         {"rel_noise", t.rel_noise},
+      {"reps", t.reps},         {"converged", t.converged}, {"warmup_calls", t.warmup_calls},
+      {"warmup_s", t.warmup_s}, {"method", t.method}};
+  if (t.clocks) {
+    if (t.clocks->available()) {
+      j["sm_clock_mhz"] = t.clocks->sm_clock_mhz;
+      j["sm_clock_max_mhz"] = t.clocks->sm_clock_max_mhz;
+      j["throttle_reasons"] = t.clocks->throttle_reasons;
+      j["throttled"] = t.clocks->throttled;
+    } else {
+      j["clocks"] = t.clocks->source;
+    }
+  }
+  return j;
+}
+
+nlohmann::json clock_summary(const std::vector<nlohmann::json>& timings) {
+  int read = 0;
+  int throttled = 0;
+  int lo = 0;
+  int hi = 0;
+  int max_clock = 0;
+  std::set<std::string> reasons;
+  std::string unavailable;
+  for (const auto& t : timings) {
+    if (!t.is_object()) {
+      continue;
+    }
+    if (t.contains("sm_clock_mhz")) {
+      const int c = t.value("sm_clock_mhz", 0);
+      lo = read == 0 ? c : std::min(lo, c);
+      hi = read == 0 ? c : std::max(hi, c);
+      max_clock = std::max(max_clock, t.value("sm_clock_max_mhz", 0));
+      ++read;
+      throttled += t.value("throttled", false) ? 1 : 0;
+      for (const auto& r : t.value("throttle_reasons", nlohmann::json::array())) {
+        reasons.insert(r.get<std::string>());
+      }
+    } else if (unavailable.empty() && t.contains("clocks") && t["clocks"].is_string()) {
+      unavailable = t["clocks"].get<std::string>();
+    }
+  }
+  if (read == 0) {
+    return unavailable.empty() ? std::string("not recorded") : unavailable;
+  }
+  return {{"source", "nvml"},
+          {"measurements", read},
+          {"throttled_measurements", throttled},
+          {"sm_clock_mhz_min", lo},
+          {"sm_clock_mhz_max", hi},
+          {"sm_clock_max_mhz", max_clock},
+          {"throttle_reasons", std::vector<std::string>(reasons.begin(), reasons.end())}};
 }
 
 } // namespace attn

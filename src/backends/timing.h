@@ -1,20 +1,42 @@
-// How every backend times a kernel: warm-up, repeat until the relative noise is small or the
-// time budget is spent, keep the median and the spread (nvbench's measure_cold, in spirit).
+// How every backend times a kernel: warm-up for a duration, repeat until the relative noise is
+// small or the time budget is spent, keep the median and the spread (nvbench's measure_cold).
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace attn {
 
+// How a GPU rep is launched: the kernels enqueued one by one between two events, or one
+// cudaGraphLaunch of the call captured once (as inference engines replay decode). The CPU backend
+// has only the first.
+enum class TimingMode { events, graph };
+[[nodiscard]] const char* timing_mode_name(TimingMode m); // "events", "graph"
+[[nodiscard]] std::optional<TimingMode> parse_timing_mode(std::string_view s);
+
 struct TimingOptions {
-  int warmup = 3;             // launches before measuring
-  int min_reps = 10;          // at least this many measured launches
-  int max_reps = 1000;        // at most this many
-  double max_seconds = 0.5;   // stop measuring after this much measured time
-  double target_noise = 0.02; // stop when (p75 - p25) / median falls below this
-  bool flush_cache = true;    // flush the last-level cache (or rotate inputs) before each launch
+  int warmup = 3;               // at least this many warm-up calls...
+  double warmup_seconds = 0.05; // ...and at least this long: an idle GPU clocks down
+  int min_reps = 10;            // at least this many measured launches
+  int max_reps = 1000;          // at most this many
+  double max_seconds = 0.5;     // stop measuring after this much measured time
+  double target_noise = 0.02;   // stop when (p75 - p25) / median falls below this
+  bool flush_cache = true;      // flush the last-level cache (or rotate inputs) before each launch
+  TimingMode mode = TimingMode::events;
+};
+
+// The GPU's SM clock and clock-limiting reasons over one measurement, as NVML reported them.
+struct ClockReading {
+  std::string source;                        // "nvml", or "nvml unavailable: <why>"
+  int sm_clock_mhz = 0;                      // the lowest SM clock sampled during the reps
+  int sm_clock_max_mhz = 0;                  // the device's maximum SM clock
+  std::vector<std::string> throttle_reasons; // every reason seen in any sample
+  bool throttled = false;                    // a reason that lowers the clock under load was seen
+  [[nodiscard]] bool available() const { return source == "nvml"; }
 };
 
 struct TimingResult {
@@ -26,15 +48,30 @@ struct TimingResult {
   double rel_noise = 0.0; // (p75 - p25) / median
   int reps = 0;
   bool converged = false; // noise target reached before the budget ran out
+  int warmup_calls = 0;   // warm_one calls made before the first measured rep
+  double warmup_s = 0.0;  // how long they took
   std::string method;     // "cuda-events, L2 flushed", "steady_clock, inputs rotated", ...
+  std::optional<ClockReading> clocks; // absent where the backend reads no clocks (CPU)
 };
 
-// Runs `one_rep` (which returns the seconds of one measured launch, excluding any flush it does
-// before the timed region) under `opt`, and summarises.
+// Runs `warm_one` until both `opt.warmup` calls and `opt.warmup_seconds` have passed, then
+// `one_rep` (which returns the seconds of one measured launch, excluding any flush it does
+// before the timed region) under `opt`, and summarises. `now` is the clock the warm-up is
+// measured with, in seconds (a steady clock unless a test passes its own).
 [[nodiscard]] TimingResult measure(const std::function<double()>& one_rep,
                                    const std::function<void()>& warm_one, const TimingOptions& opt,
                                    std::string method);
+[[nodiscard]] TimingResult measure(const std::function<double()>& one_rep,
+                                   const std::function<void()>& warm_one, const TimingOptions& opt,
+                                   std::string method, const std::function<double()>& now);
 
+// The result as a measurement's "timing" object; a ClockReading adds sm_clock_mhz,
+// sm_clock_max_mhz, throttle_reasons and throttled (or "clocks": why NVML was unavailable).
 [[nodiscard]] nlohmann::json to_json(const TimingResult& t);
+
+// What the "timing" objects of a sweep's measurements say about clocks, for the table's
+// provenance: how many were taken while throttled, the SM clock range and the reasons seen; a
+// string where no measurement read clocks ("nvml unavailable: ...", "not recorded").
+[[nodiscard]] nlohmann::json clock_summary(const std::vector<nlohmann::json>& timings);
 
 } // namespace attn

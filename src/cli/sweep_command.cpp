@@ -27,11 +27,15 @@ struct SweepOptions {
   bool retry_faults = false;
   bool no_wait = false;
   bool in_process = false;
+  std::string timing; // "events" or "graph"; empty: the profile's timing.mode
 };
 
 int run_sweep(const SweepOptions& o) {
   // Load the profile first: a typo should not wait for a GPU to initialise.
-  const Profile prof = load_profile(o.profile);
+  Profile prof = load_profile(o.profile);
+  if (!o.timing.empty()) {
+    prof.timing.mode = *parse_timing_mode(o.timing); // CLI11 checked the name
+  }
   if (o.retry_faults && !o.resume) {
     throw InputError("--retry-faults continues an earlier sweep: it needs --resume");
   }
@@ -61,6 +65,9 @@ int run_sweep(const SweepOptions& o) {
     }
     auto be = make_backend(spec, bo);
     const DeviceInfo& dev = be->info();
+    if (prof.timing.mode == TimingMode::graph && dev.backend != "cuda") {
+      throw InputError("--timing graph needs a CUDA device; " + dev.id + " times with events only");
+    }
     emit({{"ev", "say"},
           {"text", "sweep: profile " + prof.name + " (hash " + prof.hash + ") on " + dev.name +
                        " (" + dev.id + "), results in " + so.out_dir}});
@@ -130,6 +137,11 @@ Command setup_sweep(CLI::App& root) {
   sub->add_flag("--in-process", opt->in_process,
                 "Measure in this process, without a supervised worker (for debuggers; a crash "
                 "ends the sweep)");
+  sub->add_option("--timing", opt->timing,
+                  "events: each call's launches between two events; graph: replay of the call "
+                  "captured as a CUDA graph, as engines run decode (CUDA only). Default: the "
+                  "profile's timing.mode, else events")
+      ->check(CLI::IsMember({"events", "graph"}));
   return {sub, [opt] { return run_sweep(*opt); }};
 }
 

@@ -187,10 +187,15 @@ std::vector<KernelConfig> parse_config_entry(const Ctx& c, const std::string& pa
 
 TimingOptions parse_timing(const Ctx& c, const json& t) {
   check_keys(c, "timing", t,
-             {"warmup", "min_reps", "max_reps", "max_seconds", "target_noise", "flush_cache"});
+             {"warmup", "warmup_seconds", "min_reps", "max_reps", "max_seconds", "target_noise",
+              "flush_cache", "mode"});
   TimingOptions o;
   if (t.contains("warmup")) {
     o.warmup = get_int(c, "timing.warmup", t["warmup"], 0, "a non-negative integer");
+  }
+  if (t.contains("warmup_seconds")) {
+    o.warmup_seconds =
+        get_num(c, "timing.warmup_seconds", t["warmup_seconds"], 0.0, "seconds >= 0");
   }
   if (t.contains("min_reps")) {
     o.min_reps = get_int(c, "timing.min_reps", t["min_reps"], 1, "a positive integer");
@@ -209,6 +214,14 @@ TimingOptions parse_timing(const Ctx& c, const json& t) {
   }
   if (t.contains("flush_cache")) {
     o.flush_cache = get_bool(c, "timing.flush_cache", t["flush_cache"]);
+  }
+  if (t.contains("mode")) {
+    const auto m =
+        t["mode"].is_string() ? parse_timing_mode(t["mode"].get<std::string>()) : std::nullopt;
+    if (!m) {
+      c.fail("timing.mode", "expected \"events\" or \"graph\", got " + shown(t["mode"]));
+    }
+    o.mode = *m;
   }
   return o;
 }

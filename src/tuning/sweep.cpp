@@ -111,6 +111,9 @@ void check_and_time(PreparedRun& run, WorkloadData& wd, const Profile& prof, Out
   char buf[64];
   std::snprintf(buf, sizeof buf, "ok %.2f us", t.median_s * 1e6);
   o.shown = buf;
+  if (t.clocks && t.clocks->throttled) {
+    o.shown += " (throttled)";
+  }
 }
 
 // The worker's measurement of one (workload, configuration), announced to the supervisor as a
@@ -158,6 +161,32 @@ Outcome measure_one(Backend& be, const PlannedWorkload& pw, const KernelConfig& 
   }
   emit(end_message());
   return o;
+}
+
+// Has the backend compile every kernel the plan still needs before the first timing, saying
+// "compiling N kernels: i/N" at every tenth and at the end.
+void prepare_plan(Backend& be, const std::vector<PlannedWorkload>& plan, const Emit& emit) {
+  std::vector<PlanItem> items;
+  for (const PlannedWorkload& pw : plan) {
+    for (const KernelConfig& cfg : pw.pending) {
+      items.push_back({pw.workload->params, cfg});
+    }
+  }
+  if (items.empty()) {
+    return;
+  }
+  int shown_tenth = -1;
+  be.prepare_plan(items, [&](int done, int total) {
+    if (total == 0) {
+      return;
+    }
+    if (const int tenth = done * 10 / total; tenth != shown_tenth) {
+      shown_tenth = tenth;
+      emit({{"ev", "log"},
+            {"text", "compiling " + std::to_string(total) + " kernels: " + std::to_string(done) +
+                         "/" + std::to_string(total)}});
+    }
+  });
 }
 
 // The device a timing lock is taken on: a GPU by its UUID, a CPU by its host.
@@ -212,6 +241,11 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
         {"total", total},
         {"resumed", resumed}});
 
+  // Every compile before the first timing: a phase, since a compiler crash is no kernel's fault.
+  emit(begin_message("compiling the plan's kernels", 0.0, json::object(), /*fault_unit=*/false));
+  prepare_plan(be, plan, emit);
+  emit(end_message());
+
   auto report = [&](const json& rec, const std::string& shown, const PlannedWorkload& pw,
                     const KernelConfig& cfg) {
     log.out->append(rec);
@@ -248,9 +282,17 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
   return 0;
 }
 
-// What made the table: device, tool, kernels, profile, timing method and options, seed.
+// What made the table: device, tool, kernels, profile, timing method, mode and options, the
+// clocks the measurements saw, seed.
 json sweep_provenance(const json& device, const Profile& prof, const SweepOptions& opt,
-                      const std::vector<MeasurementRecord>& records) {
+                      const std::vector<MeasurementRecord>& records,
+                      const std::vector<json>& lines) {
+  std::vector<json> timings;
+  for (const auto& l : lines) {
+    if (l.contains("timing")) {
+      timings.push_back(l["timing"]);
+    }
+  }
   std::string method;
   for (const auto& r : records) {
     if (r.status == "ok" && !r.method.empty()) {
@@ -264,13 +306,17 @@ json sweep_provenance(const json& device, const Profile& prof, const SweepOption
           {"profile", {{"name", prof.name}, {"hash", prof.hash}}},
           {"created_utc", utc_now()},
           {"timing_method", method},
+          {"timing_mode", timing_mode_name(prof.timing.mode)},
+          {"clocks", clock_summary(timings)},
           {"timing_options",
            {{"warmup", prof.timing.warmup},
+            {"warmup_seconds", prof.timing.warmup_seconds},
             {"min_reps", prof.timing.min_reps},
             {"max_reps", prof.timing.max_reps},
             {"max_seconds", prof.timing.max_seconds},
             {"target_noise", prof.timing.target_noise},
-            {"flush_cache", prof.timing.flush_cache}}},
+            {"flush_cache", prof.timing.flush_cache},
+            {"mode", timing_mode_name(prof.timing.mode)}}},
           {"seed", opt.seed}};
 }
 
@@ -343,8 +389,8 @@ public:
     }
     const ResultsFile all = read_results(sum_.results_path);
     const auto records = to_records(all.lines);
-    sum_.table =
-        build_threshold_table(records, sweep_provenance(device_, prof_, opt_, records), sm_count_);
+    sum_.table = build_threshold_table(
+        records, sweep_provenance(device_, prof_, opt_, records, all.lines), sm_count_);
     sum_.table_path = (fs::path(opt_.out_dir) / "threshold_table.json").string();
     write_json_atomically(sum_.table_path, sum_.table);
     if (!opt_.publish_dir.empty()) {

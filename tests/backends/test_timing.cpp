@@ -1,11 +1,15 @@
-// Tests of measure(): the statistics it keeps and when it stops, on synthetic sample sequences
-// (no clock involved), so that every figure can be computed by hand.
+// Tests of measure(): the warm-up it does (on a fake clock, and once on the real one), the
+// statistics it keeps and when it stops, on synthetic sample sequences, so that every figure can
+// be computed by hand; and the timing JSON with its clock fields and their sweep summary.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/backends/timing.h"
@@ -25,6 +29,7 @@ TimingOptions options(int warmup, int min_reps, int max_reps, double max_seconds
                       double target_noise) {
   TimingOptions o;
   o.warmup = warmup;
+  o.warmup_seconds = 0.0; // the count alone, unless a test sets a duration
   o.min_reps = min_reps;
   o.max_reps = max_reps;
   o.max_seconds = max_seconds;
@@ -45,6 +50,102 @@ TEST(Timing, WarmsUpBeforeMeasuring) {
   EXPECT_EQ(warm, 5);
   EXPECT_EQ(measured_before_warm_done, 0);
   EXPECT_EQ(t.method, "synthetic");
+}
+
+// A clock that only the test moves.
+struct FakeClock {
+  double t = 100.0;
+  double operator()() const { return t; }
+};
+
+TEST(Timing, WarmsUpForADurationNotACount) {
+  // Each warm-up call takes 1/64 s of fake time (exact in binary): 5/64 s of warm-up is five
+  // calls, though the count asks for one, and none of the measured reps runs before the fifth.
+  FakeClock clock;
+  int warm = 0;
+  int measured_early = 0;
+  TimingOptions o = options(1, 3, 3, 10.0, 0.0);
+  o.warmup_seconds = 5.0 / 64;
+  const TimingResult t = measure(
+      [&] {
+        measured_early += warm < 5;
+        return 1e-3;
+      },
+      [&] {
+        ++warm;
+        clock.t += 1.0 / 64;
+      },
+      o, "m", std::cref(clock));
+  EXPECT_EQ(warm, 5);
+  EXPECT_EQ(t.warmup_calls, 5);
+  EXPECT_DOUBLE_EQ(t.warmup_s, 5.0 / 64);
+  EXPECT_EQ(measured_early, 0);
+  EXPECT_EQ(t.reps, 3);
+}
+
+TEST(Timing, WarmUpCountIsAMinimum) {
+  // A profile's old "warmup" count still holds when the duration passes sooner: eight calls of
+  // 1/64 s against a 2/64 s duration.
+  FakeClock clock;
+  int warm = 0;
+  TimingOptions o = options(8, 1, 1, 10.0, 0.0);
+  o.warmup_seconds = 2.0 / 64;
+  const TimingResult t = measure([] { return 1.0; },
+                                 [&] {
+                                   ++warm;
+                                   clock.t += 1.0 / 64;
+                                 },
+                                 o, "m", std::cref(clock));
+  EXPECT_EQ(warm, 8);
+  EXPECT_EQ(t.warmup_calls, 8);
+  EXPECT_DOUBLE_EQ(t.warmup_s, 8.0 / 64);
+  // Calls slower than the whole duration: the one call the count asks for is enough.
+  FakeClock slow;
+  int slow_calls = 0;
+  TimingOptions one = options(1, 1, 1, 10.0, 0.0);
+  one.warmup_seconds = 1.0 / 16;
+  (void)measure([] { return 1.0; },
+                [&] {
+                  ++slow_calls;
+                  slow.t += 0.25;
+                },
+                one, "m", std::cref(slow));
+  EXPECT_EQ(slow_calls, 1);
+  // No count and no duration: no warm-up at all.
+  int none = 0;
+  (void)measure([] { return 1.0; }, [&] { ++none; }, options(0, 1, 1, 10.0, 0.0), "m",
+                std::cref(clock));
+  EXPECT_EQ(none, 0);
+}
+
+TEST(Timing, WarmUpDurationOnTheSteadyClock) {
+  // The default clock: 20 ms of warm-up calls of about 1 ms each.
+  int warm = 0;
+  TimingOptions o = options(1, 1, 1, 10.0, 0.0);
+  o.warmup_seconds = 0.02;
+  const auto t0 = std::chrono::steady_clock::now();
+  const TimingResult t = measure([] { return 1.0; },
+                                 [&] {
+                                   ++warm;
+                                   std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                 },
+                                 o, "m");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(t.warmup_s, 0.02);
+  EXPECT_GE(took, 0.02);
+  EXPECT_GE(warm, 2);
+  EXPECT_LE(warm, 21); // each call sleeps at least 1 ms
+  EXPECT_EQ(t.warmup_calls, warm);
+}
+
+TEST(Timing, ModeNamesRoundTrip) {
+  EXPECT_STREQ(timing_mode_name(TimingMode::events), "events");
+  EXPECT_STREQ(timing_mode_name(TimingMode::graph), "graph");
+  EXPECT_EQ(parse_timing_mode("events"), TimingMode::events);
+  EXPECT_EQ(parse_timing_mode("graph"), TimingMode::graph);
+  EXPECT_FALSE(parse_timing_mode("Graph").has_value());
+  EXPECT_FALSE(parse_timing_mode("").has_value());
+  EXPECT_EQ(TimingOptions{}.mode, TimingMode::events);
 }
 
 TEST(Timing, ConstantSamplesConvergeAtMinReps) {
@@ -151,6 +252,68 @@ TEST(Timing, JsonCarriesEveryField) {
   EXPECT_FALSE(j.at("converged").get<bool>());
   EXPECT_EQ(j.at("method").get<std::string>(), "events");
   EXPECT_TRUE(j.contains("rel_noise"));
+  EXPECT_EQ(j.at("warmup_calls").get<int>(), 0);
+  // No clock reading (the CPU backend): no clock fields at all.
+  EXPECT_FALSE(j.contains("sm_clock_mhz"));
+  EXPECT_FALSE(j.contains("clocks"));
+  EXPECT_FALSE(j.contains("throttled"));
+}
+
+TimingResult with_clocks(std::optional<ClockReading> c) {
+  TimingResult t;
+  t.median_s = 1e-3;
+  t.clocks = std::move(c);
+  return t;
+}
+
+ClockReading nvml(int mhz, int max_mhz, std::vector<std::string> reasons, bool throttled) {
+  ClockReading c;
+  c.source = "nvml";
+  c.sm_clock_mhz = mhz;
+  c.sm_clock_max_mhz = max_mhz;
+  c.throttle_reasons = std::move(reasons);
+  c.throttled = throttled;
+  return c;
+}
+
+TEST(Timing, JsonCarriesClocksOrWhyNot) {
+  const nlohmann::json j = to_json(with_clocks(nvml(1755, 1980, {"sw_power_cap"}, true)));
+  EXPECT_EQ(j.at("sm_clock_mhz").get<int>(), 1755);
+  EXPECT_EQ(j.at("sm_clock_max_mhz").get<int>(), 1980);
+  EXPECT_EQ(j.at("throttle_reasons"), nlohmann::json::array({"sw_power_cap"}));
+  EXPECT_TRUE(j.at("throttled").get<bool>());
+  EXPECT_FALSE(j.contains("clocks"));
+  ClockReading none;
+  none.source = "nvml unavailable: libnvidia-ml.so.1 not found";
+  EXPECT_FALSE(none.available());
+  const nlohmann::json k = to_json(with_clocks(none));
+  EXPECT_EQ(k.at("clocks").get<std::string>(), "nvml unavailable: libnvidia-ml.so.1 not found");
+  EXPECT_FALSE(k.contains("sm_clock_mhz"));
+  EXPECT_FALSE(k.contains("throttled"));
+}
+
+TEST(Timing, ClockSummaryCountsThrottledMeasurements) {
+  const std::vector<nlohmann::json> timings = {
+      to_json(with_clocks(nvml(1980, 1980, {}, false))),
+      to_json(with_clocks(nvml(1500, 1980, {"hw_thermal_slowdown", "sw_power_cap"}, true))),
+      to_json(with_clocks(nvml(1900, 1980, {"gpu_idle"}, false))),
+      nlohmann::json(), // a failed or skipped measurement has no timing
+  };
+  const nlohmann::json s = clock_summary(timings);
+  EXPECT_EQ(s.at("source"), "nvml");
+  EXPECT_EQ(s.at("measurements").get<int>(), 3);
+  EXPECT_EQ(s.at("throttled_measurements").get<int>(), 1);
+  EXPECT_EQ(s.at("sm_clock_mhz_min").get<int>(), 1500);
+  EXPECT_EQ(s.at("sm_clock_mhz_max").get<int>(), 1980);
+  EXPECT_EQ(s.at("sm_clock_max_mhz").get<int>(), 1980);
+  EXPECT_EQ(s.at("throttle_reasons"),
+            nlohmann::json::array({"gpu_idle", "hw_thermal_slowdown", "sw_power_cap"}));
+  ClockReading none;
+  none.source = "nvml unavailable: nvmlInit failed: Driver Not Loaded";
+  EXPECT_EQ(clock_summary({to_json(with_clocks(none)), to_json(with_clocks(none))}),
+            "nvml unavailable: nvmlInit failed: Driver Not Loaded");
+  EXPECT_EQ(clock_summary({to_json(with_clocks(std::nullopt))}), "not recorded");
+  EXPECT_EQ(clock_summary({}), "not recorded");
 }
 
 } // namespace

@@ -22,6 +22,11 @@ attn_cli_test(NAME sweep_missing_profile_file EXIT 2 REGEX "does not exist"
               ARGS sweep --profile /nonexistent/p.json)
 attn_cli_test(NAME sweep_unknown_flag EXIT 2 REGEX "--bogus" ARGS sweep --bogus)
 attn_cli_test(NAME sweep_bad_threads EXIT 2 ARGS sweep --threads -3)
+attn_cli_test(NAME sweep_bad_timing_mode EXIT 2 REGEX "--timing: cupti not in \\{events,graph\\}"
+              ARGS sweep --device cpu --profile quick --timing cupti)
+attn_cli_test(NAME sweep_graph_timing_on_cpu EXIT 2
+              REGEX "error: --timing graph needs a CUDA device; cpu times with events only"
+              ARGS sweep --device cpu --profile quick --timing graph)
 attn_cli_test(NAME sweep_absent_gpu EXIT 3 REGEX "device unavailable"
               ARGS sweep --device cuda:7 --profile quick)
 

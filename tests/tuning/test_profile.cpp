@@ -141,6 +141,29 @@ TEST(Profile, ErrorsNameTheKeyPath) {
             std::string::npos);
 }
 
+TEST(Profile, TimingTakesAWarmUpDurationAndAMode) {
+  // An old profile (a warm-up count only) still parses; the count becomes a minimum and the
+  // duration keeps its default.
+  const Profile old = parse_profile(base_with("/timing", {{"warmup", 5}, {"min_reps", 4}}), "t");
+  EXPECT_EQ(old.timing.warmup, 5);
+  EXPECT_DOUBLE_EQ(old.timing.warmup_seconds, TimingOptions{}.warmup_seconds);
+  EXPECT_GT(TimingOptions{}.warmup_seconds, 0.01) << "tens of milliseconds by default";
+  EXPECT_EQ(old.timing.mode, TimingMode::events);
+  const Profile p = parse_profile(
+      base_with("/timing", {{"warmup", 0}, {"warmup_seconds", 0.02}, {"mode", "graph"}}), "t");
+  EXPECT_EQ(p.timing.warmup, 0);
+  EXPECT_DOUBLE_EQ(p.timing.warmup_seconds, 0.02);
+  EXPECT_EQ(p.timing.mode, TimingMode::graph);
+  EXPECT_EQ(parse_profile(base_with("/timing/mode", "events"), "t").timing.mode,
+            TimingMode::events);
+  EXPECT_EQ(error_of(base_with("/timing/warmup_seconds", -0.1)),
+            "profile t: timing.warmup_seconds: expected seconds >= 0, got -0.1");
+  EXPECT_EQ(error_of(base_with("/timing/mode", "cupti")),
+            "profile t: timing.mode: expected \"events\" or \"graph\", got \"cupti\"");
+  EXPECT_EQ(error_of(base_with("/timing/mode", 1)),
+            "profile t: timing.mode: expected \"events\" or \"graph\", got 1");
+}
+
 TEST(Profile, LoadErrorsNameTheFileOrListTheNames) {
   try {
     (void)load_profile("no-such-profile");

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
@@ -173,6 +175,25 @@ public:
     ++n.prepared;
     return std::make_unique<FormulaRun>(pr, c, n);
   }
+  // Each distinct configuration stands for one kernel to compile; the call is recorded with
+  // what had happened before it.
+  void prepare_plan(const std::vector<PlanItem>& plan,
+                    const std::function<void(int, int)>& progress) override {
+    plan_calls.push_back({int(plan.size()), n.prepared, n.timed});
+    std::set<std::string> kernels;
+    for (const auto& item : plan) {
+      kernels.insert(item.config.key());
+    }
+    for (int i = 0; i <= int(kernels.size()); ++i) {
+      progress(i, int(kernels.size()));
+    }
+  }
+  struct PlanCall {
+    int items = 0;
+    int prepared_before = 0;
+    int timed_before = 0;
+  };
+  std::vector<PlanCall> plan_calls;
   Counters n;
   bool fail_prefill = false; // prepare throws for every prefill configuration: an `error`
 
@@ -264,6 +285,46 @@ TEST(Sweep, RecordsEveryMeasurementAndBuildsTheTable) {
   EXPECT_EQ(t["provenance"]["profile"]["name"], "formula");
   EXPECT_EQ(t["provenance"]["timing_method"], "synthetic formula (test double)");
   EXPECT_EQ(t["provenance"]["kernel_sources_sha256"].get<std::string>().size(), 64u);
+  fs::remove_all(o.out_dir);
+}
+
+TEST(Sweep, CompilesThePlanBeforeTheFirstTiming) {
+  const Profile prof = parse_profile(json::parse(kProfile), "profile formula");
+  FormulaBackend be;
+  SweepOptions o;
+  o.out_dir = fresh_dir("plan").string();
+  FILE* log = std::tmpfile();
+  ASSERT_NE(log, nullptr);
+  o.progress = log;
+  const SweepSummary s = run_sweep(be, prof, o);
+  ASSERT_EQ(be.plan_calls.size(), 1u);
+  EXPECT_EQ(be.plan_calls[0].items, s.total);
+  EXPECT_EQ(be.plan_calls[0].prepared_before, 0);
+  EXPECT_EQ(be.plan_calls[0].timed_before, 0);
+  EXPECT_GT(be.n.timed, 0);
+  std::rewind(log);
+  std::string text;
+  for (int c = std::fgetc(log); c != EOF; c = std::fgetc(log)) {
+    text += char(c);
+  }
+  std::fclose(log);
+  // v1, four v2 and two prefill configurations: seven kernels, reported from 0 to 7.
+  EXPECT_NE(text.find("compiling 7 kernels: 0/7\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("compiling 7 kernels: 7/7\n"), std::string::npos) << text;
+  EXPECT_LT(text.find("compiling 7 kernels: 7/7"), text.find("decode")) << text;
+  // The provenance says how it was timed; a backend without clocks records none.
+  const json& prov = s.table["provenance"];
+  EXPECT_EQ(prov["timing_mode"], "events");
+  EXPECT_EQ(prov["timing_options"]["mode"], "events");
+  EXPECT_DOUBLE_EQ(prov["timing_options"]["warmup_seconds"].get<double>(),
+                   TimingOptions{}.warmup_seconds);
+  EXPECT_EQ(prov["clocks"], "not recorded");
+  // Resumed with nothing left to measure: nothing to compile either.
+  FormulaBackend again;
+  o.resume = true;
+  o.progress = nullptr;
+  (void)run_sweep(again, prof, o);
+  EXPECT_TRUE(again.plan_calls.empty());
   fs::remove_all(o.out_dir);
 }
 

@@ -228,6 +228,9 @@ public:
   RunOutput download() override { return {out_, lse_}; }
 
   TimingResult time(const TimingOptions& opt) override {
+    if (opt.mode == TimingMode::graph) {
+      throw InputError("--timing graph needs a CUDA device; the CPU backend has no graphs");
+    }
     std::string method = "steady_clock, " + std::to_string(pool_->size()) + " threads, " +
                          cpu::isa_name(isa_) + " kernels";
     if (opt.flush_cache) {

@@ -7,7 +7,9 @@
 
 namespace attn::cuda {
 
-// Device-to-device copy bandwidth of GPU `device`, counting bytes read plus bytes written.
+// Device-to-device copy bandwidth of GPU `device`, counting bytes read plus bytes written,
+// timed like a run (flush, held stream, warm-up duration) with events; opt.mode is not used: one
+// copy is one call either way.
 struct CopyBandwidth {
   int64_t buffer_bytes = 0;
   double bytes_per_s = 0.0; // 2 * buffer_bytes / median time

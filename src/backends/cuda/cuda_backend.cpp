@@ -3,6 +3,7 @@
 #include "src/backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "src/backends/cuda/device_runs.h"
 #include "src/backends/cuda/embedded_kernels.h"
 #include "src/backends/cuda/module_cache.h"
+#include "src/backends/cuda/precompile.h"
 #include "src/model/errors.h"
 
 namespace attn {
@@ -75,6 +77,10 @@ CompileRequest prefill_compile_request(const PrefillVariant& v, const TargetArch
   return kernel_compile_request("prefill.cuh", v.defines(), v.describe(), target);
 }
 
+CompileRequest timing_helpers_compile_request(const TargetArch& target) {
+  return kernel_compile_request("timing.cuh", {"-std=c++17"}, "timing helpers", target);
+}
+
 namespace {
 
 // What device `device` allows a launch, for the host rules of both families.
@@ -102,7 +108,8 @@ public:
   CudaBackend(int index, DeviceInfo info)
       : info_(std::move(info)), lim_(read_limits(index, info_.cc_major * 10 + info_.cc_minor)),
         target_(pick_target_arch(lim_.cc, nvrtc_supported_archs())),
-        modules_(index, info_.id + " (" + info_.name + ")"), stream_(index, info_.l2_bytes) {}
+        modules_(index, info_.id + " (" + info_.name + ")"),
+        stream_(index, info_.l2_bytes, info_.uuid, target_) {}
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
   // Modules are unloaded before the stream goes.
@@ -132,6 +139,33 @@ public:
     }
     return modules_.can_run(module_spec(decode_variant(cfg, pr.params), target_),
                             lim_.regs_per_block);
+  }
+
+  // Every distinct variant of the plan compiled into the disk cache on all cores, so that the
+  // sweep's can_run and prepare only load modules. Loading stays with each configuration: a
+  // module that fails to load then costs that configuration, not the sweep.
+  void prepare_plan(const std::vector<PlanItem>& plan,
+                    const std::function<void(int done, int total)>& progress) override {
+    std::set<std::string> seen;
+    std::vector<CompileRequest> requests;
+    for (const auto& item : plan) {
+      CompileRequest req =
+          item.config.family == Family::prefill
+              ? prefill_compile_request(prefill_variant(item.config, item.params), target_)
+              : decode_compile_request(decode_variant(item.config, item.params), target_);
+      if (seen.insert(req.description).second) {
+        requests.push_back(std::move(req));
+      }
+    }
+    const int total = int(requests.size());
+    if (progress) {
+      progress(0, total);
+    }
+    (void)precompile(requests, [&](int done) {
+      if (progress) {
+        progress(done, total);
+      }
+    });
   }
 
   [[nodiscard]] std::unique_ptr<PreparedRun> prepare(const Problem& pr,

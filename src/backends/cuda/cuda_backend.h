@@ -35,5 +35,11 @@ struct TargetArch {
 [[nodiscard]] CompileRequest prefill_compile_request(const PrefillVariant& v,
                                                      const TargetArch& target);
 
+// kernels/timing.cuh, the helper kernels of GPU timing (the L2 flush and the stream hold), for
+// `target`, and their entry points.
+[[nodiscard]] CompileRequest timing_helpers_compile_request(const TargetArch& target);
+inline constexpr const char* kL2FlushEntry = "attn_l2_flush";
+inline constexpr const char* kHoldStreamEntry = "attn_hold_stream";
+
 } // namespace cuda
 } // namespace attn

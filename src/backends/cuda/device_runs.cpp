@@ -1,12 +1,21 @@
 // Runs launch with cudaLaunchKernel on the backend's stream (see device_runs.h); timing uses
-// events on that stream after an L2 flush (a memset of exactly the device's L2 size).
+// events on that stream around a held, back-to-back call after a clean-read L2 flush.
 #include "src/backends/cuda/device_runs.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
 
 #include "src/backends/cuda/cuda_check.h"
+#include "src/backends/cuda/nvrtc_compiler.h"
 
 namespace attn::cuda {
+
+namespace {
+// Long enough for any host to enqueue one rep, short enough that a stuck one surfaces quickly.
+constexpr unsigned long long kHoldTimeoutNs = 2'000'000'000ull;
+} // namespace
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
   ATTN_CUDA_CHECK(cudaMalloc(&ptr_, std::max<std::size_t>(bytes, 16)));
@@ -29,27 +38,154 @@ Event::Event() { ATTN_CUDA_CHECK(cudaEventCreate(&e_)); }
 
 Event::~Event() { cudaEventDestroy(e_); }
 
-DeviceStream::DeviceStream(int device, int64_t l2_bytes) : device_(device), l2_bytes_(l2_bytes) {
+DeviceStream::DeviceStream(int device, int64_t l2_bytes, const std::string& uuid, TargetArch target)
+    : device_(device), l2_bytes_(l2_bytes), target_(target), nvml_(uuid) {
   ATTN_CUDA_CHECK(cudaSetDevice(device_));
   ATTN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  ATTN_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
 }
 
 DeviceStream::~DeviceStream() {
   flush_ = DeviceBuffer();
+  sink_ = DeviceBuffer();
+  if (host_flags_ != nullptr) {
+    cudaFreeHost(host_flags_);
+  }
+  if (helpers_ != nullptr) {
+    cudaLibraryUnload(helpers_);
+  }
   if (stream_ != nullptr) {
     cudaStreamDestroy(stream_);
   }
 }
 
-void DeviceStream::flush_l2() {
-  if (l2_bytes_ <= 0) {
+void DeviceStream::load_helpers() {
+  if (helpers_ != nullptr) {
     return;
   }
-  if (flush_.get() == nullptr) {
-    flush_ = DeviceBuffer(std::size_t(l2_bytes_));
-  }
+  const NvrtcCompiler compiler(default_cache_dir());
+  const CompileResult c = compiler.compile(timing_helpers_compile_request(target_));
   ATTN_CUDA_CHECK(
-      cudaMemsetAsync(flush_.get(), int(flush_value_++ & 0xff), std::size_t(l2_bytes_), stream_));
+      cudaLibraryLoadData(&helpers_, c.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+  ATTN_CUDA_CHECK(cudaLibraryGetKernel(&flush_kernel_, helpers_, kL2FlushEntry));
+  ATTN_CUDA_CHECK(cudaLibraryGetKernel(&hold_kernel_, helpers_, kHoldStreamEntry));
+  // Twice the L2, as nvbench's users advise against a flush of exactly the L2 size: the L2's
+  // replacement is not strict LRU over one address range, so a single L2-sized pass can leave
+  // lines of the timed kernel behind.
+  const auto bytes = std::size_t(std::max<int64_t>(l2_bytes_, 0)) * 2;
+  flush_ = DeviceBuffer(bytes);
+  sink_ = DeviceBuffer(sizeof(unsigned));
+  ATTN_CUDA_CHECK(cudaMemsetAsync(flush_.get(), 0, bytes, stream_));
+  ATTN_CUDA_CHECK(cudaMemsetAsync(sink_.get(), 0, sizeof(unsigned), stream_));
+  ATTN_CUDA_CHECK(
+      cudaHostAlloc(reinterpret_cast<void**>(&host_flags_), 2 * sizeof(int), cudaHostAllocMapped));
+  ATTN_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_flags_), host_flags_, 0));
+  host_flags_[0] = 0;
+  host_flags_[1] = 0;
+  // The memset left the buffer's lines dirty in the L2; one pass now writes them back, so that
+  // every later flush brings in clean lines only.
+  flush_l2();
+  // One hold, released before it starts: with lazy module loading (the CUDA 12+ default) a
+  // kernel is loaded on its first launch, which must not happen while a hold kernel spins.
+  hold();
+  release();
+  ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void DeviceStream::flush_l2() {
+  if (flush_.bytes() < 16) {
+    return;
+  }
+  const void* buf = flush_.get();
+  unsigned long long n16 = flush_.bytes() / 16;
+  unsigned never = 0xffffffffu; // the buffer holds zeros, whose XOR is 0
+  void* sink = sink_.get();
+  void* args[] = {&buf, &n16, &never, &sink};
+  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(flush_kernel_),
+                                   dim3(unsigned(sm_count_) * 4), dim3(256), args, 0, stream_));
+  ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void DeviceStream::hold() {
+  std::atomic_ref<int>(host_flags_[0]).store(0, std::memory_order_release);
+  std::atomic_ref<int>(host_flags_[1]).store(0, std::memory_order_release);
+  int* release = dev_flags_;
+  int* timed_out = dev_flags_ + 1;
+  unsigned long long timeout_ns = kHoldTimeoutNs;
+  void* args[] = {&release, &timed_out, &timeout_ns};
+  ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(hold_kernel_), dim3(1), dim3(1),
+                                   args, 0, stream_));
+}
+
+void DeviceStream::release() {
+  std::atomic_ref<int>(host_flags_[0]).store(1, std::memory_order_release);
+}
+
+TimingResult DeviceStream::time(const std::function<void()>& enqueue, const TimingOptions& opt,
+                                const std::string& what) {
+  ATTN_CUDA_CHECK(cudaSetDevice(device_));
+  load_helpers();
+  Event start;
+  Event stop;
+  std::vector<ClockSample> samples;
+  auto last_sample = std::chrono::steady_clock::time_point::min();
+  // Warm-up calls are enqueued in batches that grow until one takes a millisecond, so that the
+  // GPU runs back to back and does not idle between tiny kernels while the host synchronises.
+  int batch = 1;
+  auto warm_one = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < batch; ++i) {
+      enqueue();
+    }
+    ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1) && batch < 1024) {
+      batch *= 2;
+    }
+  };
+  auto one_rep = [&] {
+    // Clocks are read between reps (never inside one), on the first and then every 50 ms: an
+    // NVML query costs tens of microseconds.
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_sample >= std::chrono::milliseconds(50)) {
+      if (auto s = nvml_.sample()) {
+        samples.push_back(*s);
+      }
+      last_sample = now;
+    }
+    if (opt.flush_cache) {
+      flush_l2();
+    }
+    // The hold kernel keeps the stream from starting until the whole rep is enqueued, so a
+    // call of several launches (decode_v2 and its reduce) runs back to back between the events.
+    hold();
+    ATTN_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
+    enqueue();
+    ATTN_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
+    release();
+    ATTN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    if (std::atomic_ref<int>(host_flags_[1]).load(std::memory_order_acquire) != 0) {
+      throw std::runtime_error("timing on " + std::string("cuda:") + std::to_string(device_) +
+                               ": the stream-holding kernel gave up after " +
+                               std::to_string(kHoldTimeoutNs / 1000000) +
+                               " ms before the host released it (enqueuing one rep stalled)");
+    }
+    float ms = 0.0f;
+    ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    return double(ms) * 1e-3;
+  };
+  // The call once before anything is held, for the same lazy-loading reason (a warm-up of zero
+  // calls and zero seconds would otherwise first launch its kernels behind a spinning hold).
+  enqueue();
+  ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::string method = what + ", stream held";
+  if (opt.flush_cache) {
+    method += ", L2 flushed (" + std::to_string(flush_.bytes() >> 20) + " MiB clean read)";
+  } else {
+    method += ", L2 warm";
+  }
+  TimingResult r = measure(one_rep, warm_one, opt, method);
+  r.clocks = clock_reading(samples, nvml_.why_unavailable());
+  return r;
 }
 
 DeviceRun::DeviceRun(DeviceStream& stream, const Problem& pr) : stream_(stream) {
@@ -101,28 +237,43 @@ RunOutput DeviceRun::download() {
   return r;
 }
 
+DeviceRun::Graph::~Graph() {
+  if (exec != nullptr) {
+    cudaGraphExecDestroy(exec);
+  }
+}
+
 TimingResult DeviceRun::time(const TimingOptions& opt) {
   ATTN_CUDA_CHECK(cudaSetDevice(stream_.device()));
-  Event start;
-  Event stop;
-  auto one_rep = [&]() {
-    if (opt.flush_cache) {
-      stream_.flush_l2();
+  if (opt.mode == TimingMode::events) {
+    return stream_.time([this] { launch(); }, opt, "cuda-events");
+  }
+  if (!graph_) {
+    // Captured once, before any warm-up, and replayed by every call: what an engine does
+    // with decode, whose launch overhead then drops out of the time.
+    auto g = std::make_unique<Graph>();
+    ATTN_CUDA_CHECK(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      launch();
+    } catch (...) {
+      (void)cudaStreamEndCapture(stream_.get(), &graph);
+      if (graph != nullptr) {
+        cudaGraphDestroy(graph);
+      }
+      throw;
     }
-    ATTN_CUDA_CHECK(cudaEventRecord(start.get(), stream_.get()));
-    launch();
-    ATTN_CUDA_CHECK(cudaEventRecord(stop.get(), stream_.get()));
-    ATTN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-    float ms = 0.0f;
-    ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-    return double(ms) * 1e-3;
-  };
-  auto warm_one = [&]() {
-    launch();
-    ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-  };
-  return measure(one_rep, warm_one, opt,
-                 opt.flush_cache ? "cuda-events, L2 flushed" : "cuda-events, L2 warm");
+    ATTN_CUDA_CHECK(cudaStreamEndCapture(stream_.get(), &graph));
+    const cudaError_t err = cudaGraphInstantiate(&g->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (err != cudaSuccess) {
+      throw_cuda_error(err, "cudaGraphInstantiate", __FILE__, __LINE__);
+    }
+    graph_ = std::move(g);
+  }
+  cudaGraphExec_t exec = graph_->exec;
+  return stream_.time([this, exec] { ATTN_CUDA_CHECK(cudaGraphLaunch(exec, stream_.get())); }, opt,
+                      "cuda-graph replay");
 }
 
 // ---- decode runs

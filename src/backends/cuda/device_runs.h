@@ -4,15 +4,19 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include "src/backends/backend.h"
+#include "src/backends/cuda/cuda_backend.h"
 #include "src/backends/cuda/decode_launch.h"
 #include "src/backends/cuda/module_cache.h"
+#include "src/backends/cuda/nvml_clocks.h"
 #include "src/backends/cuda/prefill_launch.h"
 
 namespace attn::cuda {
@@ -54,29 +58,54 @@ private:
   cudaEvent_t e_ = nullptr;
 };
 
-// The backend's stream on its device, which all its runs launch on, and the L2 flush that
-// timing with a cold cache uses; the backend owns it and outlives its runs.
+// The backend's stream on its device, which all its runs launch on, and how calls on it are
+// timed: the L2 flush, the kernel that holds the stream while a rep is enqueued (both from
+// kernels/timing.cuh) and the clock readings; the backend owns it and outlives its runs.
 class DeviceStream {
 public:
-  DeviceStream(int device, int64_t l2_bytes);
+  // `uuid` finds the device in NVML; `target` is what kernels/timing.cuh is compiled for.
+  DeviceStream(int device, int64_t l2_bytes, const std::string& uuid, TargetArch target);
   DeviceStream(const DeviceStream&) = delete;
   DeviceStream& operator=(const DeviceStream&) = delete;
   ~DeviceStream();
   [[nodiscard]] int device() const { return device_; }
   [[nodiscard]] cudaStream_t get() const { return stream_; }
-  // Overwrites the whole L2 so that the next launch reads K/V from DRAM.
-  void flush_l2();
+
+  // Times one call that `enqueue` puts on the stream (the launches of a run, a graph launch, a
+  // copy) under `opt`: warm-up for opt.warmup_seconds of back-to-back calls, then per rep the L2
+  // flush (when asked) and a synchronize, the hold kernel, start event, the call, stop event,
+  // release; the clocks are sampled between reps. `what` starts the method ("cuda-events").
+  [[nodiscard]] TimingResult time(const std::function<void()>& enqueue, const TimingOptions& opt,
+                                  const std::string& what);
 
 private:
+  // Compiles (disk-cached) and loads kernels/timing.cuh, allocates and cleans the flush buffer
+  // and the host-mapped flags; once, before the first warm-up, so no compile lands in a timing.
+  void load_helpers();
+  // Reads the flush buffer through the L2, then waits for it.
+  void flush_l2();
+  // Enqueues attn_hold_stream; release() lets it finish and checks that it did not time out.
+  void hold();
+  void release();
+
   int device_;
   int64_t l2_bytes_;
+  TargetArch target_;
   cudaStream_t stream_ = nullptr;
+  int sm_count_ = 1;
+  cudaLibrary_t helpers_ = nullptr;
+  cudaKernel_t flush_kernel_ = nullptr;
+  cudaKernel_t hold_kernel_ = nullptr;
   DeviceBuffer flush_;
-  unsigned flush_value_ = 0;
+  DeviceBuffer sink_;
+  int* host_flags_ = nullptr; // [release, timed_out], pinned and mapped
+  int* dev_flags_ = nullptr;  // the same memory as the device sees it
+  NvmlClocks nvml_;
 };
 
 // What both kernel families' runs share: out and lse with their poison images, one synchronous
-// launch, download, and event timing with the L2 flush. A family adds its inputs and launch().
+// launch, download, and timing on the stream (events, or a CUDA graph of launch() captured once).
+// A family adds its inputs and launch().
 class DeviceRun : public PreparedRun {
 public:
   void poison_outputs() override;
@@ -111,6 +140,17 @@ protected:
   HostTensor out_poison_;
   std::vector<float> lse_poison_;
   PagedScalars sc_;
+
+private:
+  // launch() captured into an executable graph, for TimingMode::graph; made on first use.
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    Graph() = default;
+    Graph(const Graph&) = delete;
+    Graph& operator=(const Graph&) = delete;
+    ~Graph();
+  };
+  std::unique_ptr<Graph> graph_;
 };
 
 // kernels/decode.cuh: decode_v1, or decode_v2 followed by its reduce.

@@ -9,12 +9,12 @@
 #include <sstream>
 
 #include "reference/reference.h"
-#include "src/backends/registry.h"
 #include "src/backends/backend.h"
-#include "src/validation/check.h"
 #include "src/backends/cpu/cpu_backend.h"
+#include "src/backends/registry.h"
 #include "src/model/errors.h"
 #include "src/model/rng.h"
+#include "src/validation/check.h"
 
 using namespace attn;
 
@@ -465,4 +465,8 @@ TEST(CpuBackend, TimingReportsItsMethod) {
   EXPECT_GT(t.median_s, 0.0);
   EXPECT_NE(t.method.find("touched before each rep"), std::string::npos) << t.method;
   EXPECT_NE(t.method.find("steady_clock"), std::string::npos) << t.method;
+  EXPECT_FALSE(t.clocks.has_value()); // no clocks to read on the CPU
+  EXPECT_GE(t.warmup_s, opt.warmup_seconds);
+  opt.mode = TimingMode::graph; // CUDA graphs: not a CPU notion, refused
+  EXPECT_THROW((void)run->time(opt), InputError);
 }

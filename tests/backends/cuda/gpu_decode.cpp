@@ -206,9 +206,38 @@ TEST_F(GpuDecode, TimingAndCopyBandwidth) {
   const TimingResult t = run->time(opt);
   EXPECT_GT(t.median_s, 0.0);
   EXPECT_GE(t.reps, opt.min_reps);
-  EXPECT_EQ(t.method, "cuda-events, L2 flushed");
+  EXPECT_EQ(t.method.rfind("cuda-events, stream held, L2 flushed (", 0), 0u) << t.method;
+  EXPECT_GE(t.warmup_s, opt.warmup_seconds);
+  ASSERT_TRUE(t.clocks.has_value());
+  if (t.clocks->available()) {
+    EXPECT_GT(t.clocks->sm_clock_mhz, 0);
+    EXPECT_GE(t.clocks->sm_clock_max_mhz, t.clocks->sm_clock_mhz);
+  } else {
+    EXPECT_EQ(t.clocks->source.rfind("nvml unavailable: ", 0), 0u) << t.clocks->source;
+  }
+  // The same call replayed from a CUDA graph: both launches in one graph, still timed.
+  opt.mode = TimingMode::graph;
+  const TimingResult gt = run->time(opt);
+  EXPECT_GT(gt.median_s, 0.0);
+  EXPECT_EQ(gt.method.rfind("cuda-graph replay, stream held", 0), 0u) << gt.method;
+  // Graph replay removes launch overhead, never adds much: within 2x of the event timing.
+  EXPECT_LT(gt.median_s, 2.0 * t.median_s);
+  // The graph computes what launch() computes.
+  run->poison_outputs();
+  (void)run->time(opt);
+  const RunOutput replayed = run->download();
+  run->poison_outputs();
+  run->run();
+  const RunOutput direct = run->download();
+  EXPECT_EQ(replayed.out.data, direct.out.data);
+  EXPECT_EQ(replayed.lse, direct.lse);
+  opt.mode = TimingMode::events;
   const auto copy = cuda::measure_copy_bandwidth(0, int64_t(256) << 20, opt);
   EXPECT_GT(copy.bytes_per_s, 1e10); // any data-centre GPU copies faster than 10 GB/s
+  EXPECT_EQ(copy.timing.method.rfind("cuda-events, cudaMemcpyAsync device to device, stream held",
+                                     0),
+            0u)
+      << copy.timing.method;
 }
 
 TEST_F(GpuDecode, PreparedRunRefusesWhatCanRunRefuses) {
