@@ -76,7 +76,7 @@ void describe_regret(std::ostringstream& s, const json& regret) {
     s << "  (" << r.at("fitted_rule").at("points").get<int>() << " points";
     if (r.at("table_lookup").contains("beyond_noise")) {
       s << "; table lookup beyond the measured noise at "
-        << r.at("table_lookup").at("beyond_noise").get<int>();
+        << r.at("table_lookup").at("beyond_noise").get<int>() << " of them";
     }
     s << ")\n";
   }
@@ -126,9 +126,14 @@ std::string describe_noise(const json& m) {
   return std::string("; ") + (v2 ? "v2" : "v1") + " faster by " + margin + " (noise " + noise + ")";
 }
 
-void describe_decode_points(std::ostringstream& s, const json& decode) {
-  s << "\ndecode points: where v2 (best partition) is chosen over v1; a length where the two are\n"
-       "within the measured noise keeps the decision of the length before it\n";
+void describe_decode_points(std::ostringstream& s, const json& decode, int version) {
+  if (version >= 2) {
+    s << "\ndecode points: where v2 (best partition) is chosen over v1; a length where the two "
+         "are\n"
+         "within the measured noise keeps the decision of the length before it\n";
+  } else {
+    s << "\ndecode points: where v2 (best partition) becomes faster than v1 and stays faster\n";
+  }
   for (const auto& p : decode) {
     s << "  " << p.at("dtype").get<std::string>() << " d=" << p.at("head_dim").get<int>()
       << " bs=" << p.at("block_size").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
@@ -172,7 +177,7 @@ std::string describe_table(const nlohmann::json& t) {
   describe_provenance(s, t);
   describe_rule(s, t.at("rule"));
   describe_regret(s, t.at("regret"));
-  describe_decode_points(s, t.at("decode"));
+  describe_decode_points(s, t.at("decode"), t.at("version").get<int>());
   describe_prefill_points(s, t.at("prefill"));
   return s.str();
 }
