@@ -128,9 +128,8 @@ std::string describe_noise(const json& m) {
 
 void describe_decode_points(std::ostringstream& s, const json& decode, int version) {
   if (version >= 2) {
-    s << "\ndecode points: where v2 (best partition) is chosen over v1; a length where the two "
-         "are\n"
-         "within the measured noise keeps the decision of the length before it\n";
+    s << "\ndecode points: where v2 (best partition) is chosen over v1; a length where the two\n"
+      << "are within the measured noise keeps the decision of the length before it\n";
   } else {
     s << "\ndecode points: where v2 (best partition) becomes faster than v1 and stays faster\n";
   }
