@@ -2,7 +2,8 @@
 
 Standard library only. It makes the same choice as `attn-tune table lookup` and the C++ reader
 include/attn_tune/threshold_table_reader.hpp: nearest table point, then the point's crossover
-context length, then that family's best configuration at the nearest measured context length.
+context intervals (version 2; `v2_from` in version 1), then that family's best configuration at
+the nearest measured context length. It reads table versions 1 and 2.
 
     table = ThresholdTable.load("results/nvidia-h200-llama-3-8b.json")
     choice = table.lookup(batch=8, context_len=6000, num_heads=32, num_kv_heads=8,
@@ -17,7 +18,10 @@ import sys
 from dataclasses import dataclass, field
 
 SCHEMA = "attn-tune/threshold-table"
-VERSION = 1
+# The version attn-tune writes and the oldest one still read (kTableSchemaVersion and
+# kOldestTableSchemaVersion of the C++ reader).
+VERSION = 2
+OLDEST_VERSION = 1
 # Must match kCategoryPenalty and kTieEpsilon of the C++ reader.
 CATEGORY_PENALTY = 64.0
 TIE_EPSILON = 1e-9
@@ -47,11 +51,15 @@ class ThresholdTable:
         if not isinstance(table, dict) or table.get("schema") != SCHEMA:
             raise TableError('not an attn-tune threshold table (schema is not "%s")' % SCHEMA)
         version = table.get("version")
-        if not isinstance(version, int) or isinstance(version, bool) or version != VERSION:
-            raise TableError("unsupported threshold table version (this reader reads %d)" % VERSION)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise TableError("threshold table has no integer 'version'")
+        if not OLDEST_VERSION <= version <= VERSION:
+            raise TableError("unsupported threshold table version %d (this reader reads versions "
+                             "%d to %d)" % (version, OLDEST_VERSION, VERSION))
         if not isinstance(table.get("decode"), list):
             raise TableError("threshold table has no 'decode' list")
         self.table = table
+        self.version = version
 
     @classmethod
     def load(cls, path):
@@ -75,6 +83,17 @@ class ThresholdTable:
             d += CATEGORY_PENALTY
         return d
 
+    @staticmethod
+    def uses_v2(p, version, context_len):
+        """Whether decode point `p` of a table of `version` chooses v2 at `context_len`."""
+        if version >= 2:
+            return any(context_len >= lo and (hi is None or context_len < hi)
+                       for lo, hi in p["v2_intervals"])
+        v2_from = p["v2_from"]
+        if isinstance(v2_from, str):
+            return v2_from == "always"
+        return context_len >= v2_from
+
     def lookup(self, batch, context_len, num_heads, num_kv_heads, head_dim, block_size, dtype,
                causal=True, window_left=-1, window_right=-1, softcap=0.0):
         if min(batch, context_len, num_heads, num_kv_heads, head_dim, block_size) < 1:
@@ -89,11 +108,7 @@ class ThresholdTable:
         if best is None:
             raise TableError("threshold table has no decode points")
         point = {k: v for k, v in best.items() if k != "measured"}
-        v2_from = best["v2_from"]
-        if isinstance(v2_from, str):
-            v2 = v2_from == "always"
-        else:
-            v2 = context_len >= v2_from
+        v2 = self.uses_v2(best, self.version, context_len)
         family = "decode_v2" if v2 else "decode_v1"
         for _ in range(2):
             slot = "v2" if family == "decode_v2" else "v1"

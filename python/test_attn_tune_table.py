@@ -1,6 +1,6 @@
-"""Tests of the Python table reader on the synthetic fixture (the C++ reader's test reads the same
-file); with ATTN_TUNE_BIN set, every query is also put to `attn-tune table lookup` and the two
-answers must agree."""
+"""Tests of the Python table reader on the synthetic fixtures, version 2 and the version-1 one kept
+from before (the C++ reader's test reads the same files); with ATTN_TUNE_BIN set, every query is
+also put to `attn-tune table lookup` and the two answers must agree."""
 
 import itertools
 import os
@@ -11,8 +11,10 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attn_tune_table as att  # noqa: E402
 
-FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata",
-                       "synthetic_table.json")
+TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
+FIXTURE = os.path.join(TESTDATA, "synthetic_table.json")
+FIXTURE_V1 = os.path.join(TESTDATA, "synthetic_table_v1.json")
+SHIPPED = os.path.join(os.path.dirname(TESTDATA), "..", "results", "cpu-amd-epyc-quick.json")
 
 
 def query(batch, ctx, kvh=8, heads=32, dtype="fp16", window=-1):
@@ -36,6 +38,17 @@ class ReaderTest(unittest.TestCase):
         self.assertEqual(c.family, "decode_v1")
         self.assertEqual(c.point["v2_from"], "never")
 
+    def test_v2_intervals_where_no_threshold_holds(self):
+        # kvh 8, batch 4: v2 by 28% at ctx 64, within noise at 512, v1 at 4096.
+        c = self.t.lookup(**query(4, 64))
+        self.assertTrue(c.exact_point)
+        self.assertEqual(c.point["v2_intervals"], [[1, 4096]])
+        self.assertNotIn("v2_from", c.point)
+        self.assertEqual((c.family, c.config_key), ("decode_v2", "decode_v2[partition=256]"))
+        self.assertEqual(self.t.lookup(**query(4, 4095)).family, "decode_v2")
+        self.assertEqual(self.t.lookup(**query(4, 4096)).family, "decode_v1")
+        self.assertEqual(self.t.table["regret"]["sweep"]["table_lookup"]["beyond_noise"], 0)
+
     def test_nearest_point_fallback(self):
         c = self.t.lookup(**query(6, 3000))
         self.assertFalse(c.exact_point)
@@ -49,8 +62,11 @@ class ReaderTest(unittest.TestCase):
     def test_rejects_what_is_not_a_table(self):
         with self.assertRaises(att.TableError):
             att.ThresholdTable({})
+        with self.assertRaisesRegex(att.TableError, r"unsupported threshold table version 3 "
+                                    r"\(this reader reads versions 1 to 2\)"):
+            att.ThresholdTable(dict(self.t.table, version=3))
         with self.assertRaises(att.TableError):
-            att.ThresholdTable(dict(self.t.table, version=99))
+            att.ThresholdTable(dict(self.t.table, version=True))
         with self.assertRaises(ValueError):
             self.t.lookup(**query(0, 10))
 
@@ -58,16 +74,45 @@ class ReaderTest(unittest.TestCase):
     def test_agrees_with_attn_tune_table_lookup(self):
         exe = os.environ["ATTN_TUNE_BIN"]
         queries = [query(b, c, kvh, kvh * g, dt, w) for b, c, kvh, g, dt, w in itertools.product(
-            (1, 3, 8, 50, 64), (100, 512, 1500, 2048, 5000, 32768, 90000), (1, 8), (4, 1),
-            ("fp16",), (-1,))]
+            (1, 3, 4, 8, 50, 64), (64, 100, 512, 1500, 2048, 4095, 4096, 5000, 32768, 90000),
+            (1, 8), (4, 1), ("fp16",), (-1,))]
         queries += [query(2, c, 8, 32, "bf16", w) for c in (512, 4096, 9000) for w in (-1, 4096)]
-        for q in queries:
-            want = self.t.lookup(**q)
-            args = [exe, "table", "lookup", FIXTURE, "--device", "cuda:0"]
-            for k, v in q.items():
-                args += ["--" + k.replace("_", "-"), str(v)]
-            out = subprocess.run(args, capture_output=True, text=True, check=True).stdout.split()
-            self.assertEqual(out, [want.family, want.config_key], q)
+        for path in (FIXTURE, FIXTURE_V1):
+            table = att.ThresholdTable.load(path)
+            for q in queries:
+                want = table.lookup(**q)
+                args = [exe, "table", "lookup", path, "--device", "cuda:0"]
+                for k, v in q.items():
+                    args += ["--" + k.replace("_", "-"), str(v)]
+                out = subprocess.run(args, capture_output=True, text=True,
+                                     check=True).stdout.split()
+                self.assertEqual(out, [want.family, want.config_key], (path, q))
+
+
+class Version1Test(unittest.TestCase):
+    """Tables written before version 2 (the kept fixture, the shipped results) still read."""
+
+    def test_version_1_fixture(self):
+        t = att.ThresholdTable.load(FIXTURE_V1)
+        self.assertEqual(t.version, 1)
+        c = t.lookup(**query(1, 512))
+        self.assertEqual((c.family, c.config_key), ("decode_v1", "decode_v1[]"))
+        self.assertEqual(c.point["v2_from"], 2048)
+        self.assertNotIn("v2_intervals", c.point)
+        c = t.lookup(**query(1, 2048))
+        self.assertEqual((c.family, c.config_key), ("decode_v2", "decode_v2[partition=256]"))
+        self.assertEqual(t.lookup(**query(64, 32768)).family, "decode_v1")
+
+    def test_shipped_table(self):
+        t = att.ThresholdTable.load(SHIPPED)
+        self.assertEqual(t.version, 1)
+        for p in t.table["decode"]:
+            for m in p["measured"]:
+                c = t.lookup(p["batch"], m["context_len"], p["num_heads"], p["num_kv_heads"],
+                             p["head_dim"], p["block_size"], p["dtype"])
+                self.assertTrue(c.exact_point)
+                v2 = att.ThresholdTable.uses_v2(p, 1, m["context_len"])
+                self.assertEqual(c.family, "decode_v2" if v2 else "decode_v1")
 
 
 if __name__ == "__main__":

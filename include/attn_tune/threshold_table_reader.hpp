@@ -13,7 +13,10 @@
 
 namespace attn_tune {
 
-inline constexpr int kTableSchemaVersion = 1;
+// The version attn-tune writes, and the oldest one readers still read (version 1 has `v2_from`
+// only; version 2 adds `v2_intervals` and the noise fields).
+inline constexpr int kTableSchemaVersion = 2;
+inline constexpr int kOldestTableSchemaVersion = 1;
 inline constexpr const char* kTableSchemaName = "attn-tune/threshold-table";
 // Distance penalty for a differing dtype or mask: larger than any realistic sum of log2 ratios,
 // so the nearest point always shares dtype and mask when the table has one that does.
@@ -53,9 +56,14 @@ public:
       throw std::runtime_error("not an attn-tune threshold table (schema is not \"" +
                                std::string(kTableSchemaName) + "\")");
     }
-    if (!t_.contains("version") || !t_["version"].is_number_integer() ||
-        t_["version"].get<int>() != kTableSchemaVersion) {
-      throw std::runtime_error("unsupported threshold table version (this reader reads " +
+    if (!t_.contains("version") || !t_["version"].is_number_integer()) {
+      throw std::runtime_error("threshold table has no integer 'version'");
+    }
+    version_ = t_["version"].get<int>();
+    if (version_ < kOldestTableSchemaVersion || version_ > kTableSchemaVersion) {
+      throw std::runtime_error("unsupported threshold table version " + std::to_string(version_) +
+                               " (this reader reads versions " +
+                               std::to_string(kOldestTableSchemaVersion) + " to " +
                                std::to_string(kTableSchemaVersion) + ")");
     }
     if (!t_.contains("decode") || !t_["decode"].is_array()) {
@@ -72,6 +80,7 @@ public:
   }
 
   [[nodiscard]] const nlohmann::json& json() const { return t_; }
+  [[nodiscard]] int version() const { return version_; }
   [[nodiscard]] const nlohmann::json& provenance() const { return t_.at("provenance"); }
 
   // Distance between a table point and a query (docs/threshold-table.md "Lookup").
@@ -92,6 +101,25 @@ public:
       d += kCategoryPenalty;
     }
     return d;
+  }
+
+  // Whether a decode point of a table of `version` chooses v2 at `context_len`: from
+  // `v2_intervals` ([from, to) pairs, `to` null for no end) in version 2, from `v2_from` in 1.
+  [[nodiscard]] static bool uses_v2(const nlohmann::json& p, int version, int context_len) {
+    if (version >= 2) {
+      for (const auto& iv : p.at("v2_intervals")) {
+        if (context_len >= iv.at(0).get<int>() &&
+            (iv.at(1).is_null() || context_len < iv.at(1).get<int>())) {
+          return true;
+        }
+      }
+      return false;
+    }
+    const nlohmann::json& from = p.at("v2_from");
+    if (from.is_string()) {
+      return from.get<std::string>() == "always";
+    }
+    return context_len >= from.get<int>();
   }
 
   // v1 or v2 and the configuration for a decode call. Throws when the table has no points.
@@ -120,15 +148,7 @@ public:
     c.exact_point = best_d == 0.0;
     c.point = p;
     c.point.erase("measured");
-    // The family: from the crossover context length.
-    const nlohmann::json& from = p.at("v2_from");
-    bool v2 = false;
-    if (from.is_string()) {
-      v2 = from.get<std::string>() == "always";
-    } else {
-      v2 = q.context_len >= from.get<int>();
-    }
-    c.family = v2 ? "decode_v2" : "decode_v1";
+    c.family = uses_v2(p, version_, q.context_len) ? "decode_v2" : "decode_v1";
     // The configuration: that family's best at the nearest measured context length; when the
     // family was never measured at this point, the other family's.
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -159,6 +179,7 @@ public:
 
 private:
   nlohmann::json t_;
+  int version_ = kTableSchemaVersion;
 };
 
 } // namespace attn_tune

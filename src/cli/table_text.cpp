@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace attn::cli {
 
@@ -75,12 +77,66 @@ void describe_regret(std::ostringstream& s, const json& regret) {
       s << " " << rn << " " << pct(x.at("mean").get<double>()) << "/"
         << pct(x.at("worst").get<double>());
     }
-    s << "  (" << r.at("fitted_rule").at("points").get<int>() << " points)\n";
+    s << "  (" << r.at("fitted_rule").at("points").get<int>() << " points";
+    if (r.at("table_lookup").contains("beyond_noise")) {
+      s << "; table lookup beyond the measured noise at "
+        << r.at("table_lookup").at("beyond_noise").get<int>() << " of them";
+    }
+    s << ")\n";
   }
 }
 
-void describe_decode_points(std::ostringstream& s, const json& decode) {
-  s << "\ndecode points: where v2 (best partition) becomes faster than v1 and stays faster\n";
+// Version 1 has one threshold; version 2 keeps that form where it holds and otherwise reads
+// as switches along context length: "v2 below ctx 4096, v1 from 4096".
+std::string describe_decision(const json& p) {
+  if (p.contains("v2_from")) {
+    const json& f = p.at("v2_from");
+    return "v2 " +
+           (f.is_string() ? f.get<std::string>() : "from ctx " + std::to_string(f.get<int>()));
+  }
+  std::vector<std::pair<int, const char*>> switches; // (first context length, family)
+  for (const auto& iv : p.at("v2_intervals")) {
+    switches.emplace_back(iv.at(0).get<int>(), "v2");
+    if (!iv.at(1).is_null()) {
+      switches.emplace_back(iv.at(1).get<int>(), "v1");
+    }
+  }
+  if (switches.empty() || switches.front().first > 1) {
+    switches.insert(switches.begin(), {1, "v1"});
+  }
+  std::string out;
+  for (std::size_t i = 0; i < switches.size(); ++i) {
+    if (i == 0) {
+      out = std::string(switches[0].second) +
+            (switches.size() > 1 ? " below ctx " + std::to_string(switches[1].first) : " always");
+    } else {
+      out += ", " + std::string(switches[i].second) + " from " + std::to_string(switches[i].first);
+    }
+  }
+  return out;
+}
+
+// Version 2's noise call for one measured length: the winner's margin against the noise.
+std::string describe_noise(const json& m) {
+  if (!m.contains("margin") || !m.contains("noise")) {
+    return "";
+  }
+  const std::string margin = pct(m.at("margin").get<double>());
+  const std::string noise = pct(m.at("noise").get<double>());
+  if (m.value("within_noise", false)) {
+    return "; within noise (" + margin + " <= " + noise + ")";
+  }
+  const bool v2 = m.at("v2").at("median_s").get<double>() < m.at("v1").at("median_s").get<double>();
+  return std::string("; ") + (v2 ? "v2" : "v1") + " faster by " + margin + " (noise " + noise + ")";
+}
+
+void describe_decode_points(std::ostringstream& s, const json& decode, int version) {
+  if (version >= 2) {
+    s << "\ndecode points: where v2 (best partition) is chosen over v1; a length where the two\n"
+      << "are within the measured noise keeps the decision of the length before it\n";
+  } else {
+    s << "\ndecode points: where v2 (best partition) becomes faster than v1 and stays faster\n";
+  }
   for (const auto& p : decode) {
     s << "  " << p.at("dtype").get<std::string>() << " d=" << p.at("head_dim").get<int>()
       << " bs=" << p.at("block_size").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
@@ -94,14 +150,11 @@ void describe_decode_points(std::ostringstream& s, const json& decode) {
     if (!p.at("causal").get<bool>()) {
       s << " non-causal";
     }
-    const json& f = p.at("v2_from");
-    s << ": v2 "
-      << (f.is_string() ? f.get<std::string>() : "from ctx " + std::to_string(f.get<int>()))
-      << "\n";
+    s << ": " << describe_decision(p) << "\n";
     for (const auto& m : p.at("measured")) {
       s << "      ctx " << m.at("context_len").get<int>() << ": v1 " << fmt_us(m.at("v1"))
         << " us, v2 " << fmt_us(m.at("v2")) << " us, best "
-        << m.at("best").at("config").at("key").get<std::string>() << "\n";
+        << m.at("best").at("config").at("key").get<std::string>() << describe_noise(m) << "\n";
     }
   }
 }
@@ -127,7 +180,7 @@ std::string describe_table(const nlohmann::json& t) {
   describe_provenance(s, t);
   describe_rule(s, t.at("rule"));
   describe_regret(s, t.at("regret"));
-  describe_decode_points(s, t.at("decode"));
+  describe_decode_points(s, t.at("decode"), t.at("version").get<int>());
   describe_prefill_points(s, t.at("prefill"));
   return s.str();
 }

@@ -1,6 +1,7 @@
-// Where decode_v2 starts to beat decode_v1 and keeps beating it along the measured context
-// lengths of one shape point: the `v2_from` field of the table (docs/threshold-table.md).
+// Where decode_v2 beats decode_v1 along the measured context lengths of one shape point, telling
+// real wins from differences within the measured noise: the `v2_intervals` of the table.
 #pragma once
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -9,18 +10,48 @@
 
 namespace attn {
 
-// The best v1 and v2 times at one context length of a shape point (kInf when not measured).
+// The best v1 and v2 times at one context length of a shape point (kInf when not measured) and
+// the interquartile ranges of those two measurements (0 when no spread was recorded).
 struct ContextTiming {
   int context_len = 0;
   double v1_s = kInf;
   double v2_s = kInf;
+  double v1_iqr_s = 0.0;
+  double v2_iqr_s = 0.0;
 };
 
-// Where v2 starts to win and keeps winning over the measured context lengths (sorted).
+// v1 against v2 at one context length. The two are within noise when their medians differ by no
+// more than the larger of their interquartile ranges; a missing family always loses, beyond noise.
+struct Comparison {
+  bool measured = false; // at least one family has a time
+  bool both = false;     // both families have a time (margin and noise are finite)
+  bool v2_faster = false;
+  bool within_noise = false;
+  double margin = kInf; // slower median / faster median - 1
+  double noise = 0.0;   // larger interquartile range / faster median
+};
+[[nodiscard]] Comparison compare(const ContextTiming& t);
+
+// A context range [from, to) where v2 is chosen; `to` empty: no upper end.
+struct V2Interval {
+  int from = 1;
+  std::optional<int> to;
+  auto operator<=>(const V2Interval&) const = default;
+};
+
+// The v1/v2 decision over context length. Each measured length decides for its winner when the
+// win is beyond noise and keeps the previous length's decision when it is within noise; leading
+// lengths within noise take the first decision beyond noise, and v1 stands where none is. Runs of
+// equal decisions become intervals that switch at the first measured length of the new run; the
+// first run starts at context 1 and the last one is open, so every context length has a decision.
 struct Crossover {
-  enum Kind { threshold, always, never } kind = never;
-  int from = 0; // the first context length of the final run of v2 wins (kind == threshold)
-  [[nodiscard]] nlohmann::json to_json() const; // the number, "always" or "never"
+  std::vector<V2Interval> v2;          // ascending, disjoint, none empty
+  std::vector<Comparison> comparisons; // index for index with the timings given
+  [[nodiscard]] bool uses_v2(int context_len) const;
+  [[nodiscard]] nlohmann::json intervals_json() const; // [[from, to or null], ...]
+  // The single-threshold form when the decision has one: a context length (v2 from there on),
+  // "always" or "never"; empty when v2 stops winning at some length.
+  [[nodiscard]] std::optional<nlohmann::json> v2_from_json() const;
 };
 [[nodiscard]] Crossover find_crossover(const std::vector<ContextTiming>& sorted);
 

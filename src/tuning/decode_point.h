@@ -19,6 +19,9 @@ struct DecodePoint {
   double v1_s = kInf;                      // best decode_v1 time
   std::map<int, double> v2_by_partition;   // best decode_v2 time per partition size
   std::map<std::string, double> by_config; // every timed configuration by key
+  // The larger interquartile range of the best v1 and best v2 times over the faster of the two:
+  // a choice slower than the best by no more than this is within the measured noise.
+  double noise = 0.0;
   [[nodiscard]] bool usable() const { return v1_s < kInf && !v2_by_partition.empty(); }
   // Time of v2 at `partition`, or at the nearest measured partition (log2 distance, ties to the
   // smaller) when that one was not measured here.

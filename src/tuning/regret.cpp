@@ -18,8 +18,23 @@ RuleChoice seed_engine_rule(const DecodePoint& p) {
 }
 
 nlohmann::json Regret::to_json() const {
-  return {{"mean", mean}, {"worst", worst}, {"points", points}};
+  return {{"mean", mean}, {"worst", worst}, {"points", points}, {"beyond_noise", beyond_noise}};
 }
+
+namespace {
+
+// Relative slack so that a choice exactly at the noise bound is not counted through rounding.
+constexpr double kNoiseSlack = 1e-9;
+
+void add_point(Regret& r, double& sum, const DecodePoint& p, double chosen_s) {
+  const double s = slowdown(chosen_s, p.best_s);
+  sum += s;
+  r.worst = std::max(r.worst, s);
+  r.beyond_noise += s > p.noise * (1.0 + kNoiseSlack) + kNoiseSlack ? 1 : 0;
+  ++r.points;
+}
+
+} // namespace
 
 Regret regret_of(const std::vector<DecodePoint>& pts, const Rule& rule) {
   Regret r;
@@ -29,10 +44,7 @@ Regret regret_of(const std::vector<DecodePoint>& pts, const Rule& rule) {
       continue;
     }
     const RuleChoice c = rule(p);
-    const double s = slowdown(c.v2 ? p.v2_time(c.partition) : p.v1_s, p.best_s);
-    sum += s;
-    r.worst = std::max(r.worst, s);
-    ++r.points;
+    add_point(r, sum, p, c.v2 ? p.v2_time(c.partition) : p.v1_s);
   }
   r.mean = r.points ? sum / r.points : 0.0;
   return r;
@@ -57,10 +69,7 @@ Regret regret_of_configs(const std::vector<DecodePoint>& pts,
     } else {
       t = p.v1_s;
     }
-    const double s = slowdown(t, p.best_s);
-    sum += s;
-    r.worst = std::max(r.worst, s);
-    ++r.points;
+    add_point(r, sum, p, t);
   }
   r.mean = r.points ? sum / r.points : 0.0;
   return r;

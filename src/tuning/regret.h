@@ -29,6 +29,7 @@ struct Regret {
   double mean = 0.0;  // mean over points of (chosen time / best time - 1)
   double worst = 0.0; // max of the same
   int points = 0;
+  int beyond_noise = 0; // points where the slowdown exceeds the point's measured noise
   [[nodiscard]] nlohmann::json to_json() const;
 };
 [[nodiscard]] Regret regret_of(const std::vector<DecodePoint>& pts, const Rule& rule);

@@ -137,6 +137,8 @@ std::vector<MeasurementRecord> to_records(const std::vector<json>& lines) {
     r.status = j.value("status", "");
     if (j.contains("timing") && j["timing"].is_object()) {
       r.median_s = j["timing"].value("median_s", 0.0);
+      r.p25_s = j["timing"].value("p25_s", r.median_s);
+      r.p75_s = j["timing"].value("p75_s", r.median_s);
       r.method = j["timing"].value("method", "");
     }
     out.push_back(std::move(r));

@@ -22,6 +22,8 @@ struct MeasurementRecord {
   KernelConfig config;
   std::string status; // "ok", "failed", "skipped", "error", "fault"
   double median_s = 0.0;
+  double p25_s = 0.0; // the interquartile range, which tells a win from noise; equal to
+  double p75_s = 0.0; // median_s for lines that did not record it
   std::string method; // timing method, for provenance
 };
 

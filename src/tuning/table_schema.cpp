@@ -1,8 +1,11 @@
-// The version-1 schema check: each field's presence and type, with the field's path in the
-// error so a broken table says where it breaks.
+// The schema check of table versions 1 and 2: each field's presence and type, with the field's
+// path in the error so a broken table says where it breaks.
 #include "src/tuning/table_schema.h"
 
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "src/model/errors.h"
@@ -80,7 +83,12 @@ struct SchemaCheck {
     str(c, path + ".config", "key");
     number(t, path, "median_s");
   }
-  static void entry(const json& m, const std::string& path) {
+  static void optional_number(const json& obj, const std::string& path, const char* key) {
+    if (obj.contains(key)) {
+      number(obj, path, key);
+    }
+  }
+  static void entry(const json& m, const std::string& path, int version) {
     integer(m, path, "context_len");
     timed(field(m, path, "best"), path + ".best");
     for (const char* slot : {"v1", "v2"}) {
@@ -88,6 +96,57 @@ struct SchemaCheck {
       if (!v.is_null()) {
         timed(v, sub(path, slot));
       }
+    }
+    if (version >= 2) {
+      boolean(m, path, "within_noise");
+      optional_number(m, path, "margin");
+      optional_number(m, path, "noise");
+    }
+  }
+  static bool is_v2_from(const json& f) {
+    return f.is_number_integer() || f == "always" || f == "never";
+  }
+  // [[from, to or null], ...]: from >= 1, from < to, ascending and apart, only the last open.
+  static std::vector<std::pair<int, std::optional<int>>> intervals(const json& p,
+                                                                   const std::string& path) {
+    const json& ivs = array(p, path, "v2_intervals");
+    std::vector<std::pair<int, std::optional<int>>> out;
+    for (std::size_t k = 0; k < ivs.size(); ++k) {
+      const std::string ip = path + ".v2_intervals[" + std::to_string(k) + "]";
+      const json& iv = ivs[k];
+      if (!iv.is_array() || iv.size() != 2 || !iv[0].is_number_integer() ||
+          !(iv[1].is_number_integer() || iv[1].is_null())) {
+        fail(ip, "expected [from, to] with integer from and integer or null to");
+      }
+      const int from = iv[0].get<int>();
+      const std::optional<int> to =
+          iv[1].is_null() ? std::nullopt : std::optional(iv[1].get<int>());
+      if (from < 1 || (to && *to <= from)) {
+        fail(ip, "expected 1 <= from < to");
+      }
+      if (!out.empty() && (!out.back().second || *out.back().second >= from)) {
+        fail(ip, "intervals must be ascending, apart, and only the last may be open");
+      }
+      out.emplace_back(from, to);
+    }
+    return out;
+  }
+  // Version 2: `v2_intervals`, and `v2_from` where present must say the same.
+  static void decision(const json& p, const std::string& path) {
+    const auto ivs = intervals(p, path);
+    if (!p.contains("v2_from")) {
+      return;
+    }
+    const json& f = p["v2_from"];
+    if (!is_v2_from(f)) {
+      fail(path + ".v2_from", "expected a context length, \"always\" or \"never\"");
+    }
+    const bool single = ivs.size() == 1 && !ivs.front().second;
+    const bool agrees = f == "never"    ? ivs.empty()
+                        : f == "always" ? single && ivs.front().first == 1
+                                        : single && ivs.front().first == f.get<int>();
+    if (!agrees) {
+      fail(path + ".v2_from", "does not match v2_intervals");
     }
   }
 };
@@ -102,9 +161,14 @@ void validate_table(const nlohmann::json& t) {
   if (t.value("schema", "") != attn_tune::kTableSchemaName) {
     S::fail("schema", std::string("expected \"") + attn_tune::kTableSchemaName + "\"");
   }
-  if (!t.contains("version") || t["version"] != attn_tune::kTableSchemaVersion) {
-    S::fail("version", "expected " + std::to_string(attn_tune::kTableSchemaVersion));
+  if (!t.contains("version") || !t["version"].is_number_integer() ||
+      t["version"].get<int>() < attn_tune::kOldestTableSchemaVersion ||
+      t["version"].get<int>() > attn_tune::kTableSchemaVersion) {
+    S::fail("version", "expected " + std::to_string(attn_tune::kOldestTableSchemaVersion) + " to " +
+                           std::to_string(attn_tune::kTableSchemaVersion) + ", got " +
+                           (t.contains("version") ? t["version"].dump() : "none"));
   }
+  const int version = t["version"].get<int>();
   const json& pv = S::object(t, "", "provenance");
   const json& dev = S::object(pv, "provenance", "device");
   S::str(dev, "provenance.device", "name");
@@ -126,8 +190,9 @@ void validate_table(const nlohmann::json& t) {
     const std::string path = "decode[" + std::to_string(i) + "]";
     const json& p = decode[i];
     S::shape(p, path);
-    const json& f = S::field(p, path, "v2_from");
-    if (!(f.is_number_integer() || f == "always" || f == "never")) {
+    if (version >= 2) {
+      S::decision(p, path);
+    } else if (!S::is_v2_from(S::field(p, path, "v2_from"))) {
       S::fail(path + ".v2_from", "expected a context length, \"always\" or \"never\"");
     }
     const json& measured = S::array(p, path, "measured");
@@ -135,7 +200,7 @@ void validate_table(const nlohmann::json& t) {
       S::fail(path + ".measured", "expected at least one measured context length");
     }
     for (std::size_t k = 0; k < measured.size(); ++k) {
-      S::entry(measured[k], path + ".measured[" + std::to_string(k) + "]");
+      S::entry(measured[k], path + ".measured[" + std::to_string(k) + "]", version);
     }
   }
   const json& prefill = S::array(t, "", "prefill");
@@ -150,7 +215,7 @@ void validate_table(const nlohmann::json& t) {
   for (std::size_t i = 0; i < held.size(); ++i) {
     const std::string path = "held_out[" + std::to_string(i) + "]";
     S::shape(held[i], path);
-    S::entry(held[i], path);
+    S::entry(held[i], path, version);
   }
   const json& rule = S::object(t, "", "rule");
   S::str(rule, "rule", "tiles");
@@ -167,6 +232,9 @@ void validate_table(const nlohmann::json& t) {
       S::number(x, path + "." + rn, "mean");
       S::number(x, path + "." + rn, "worst");
       S::integer(x, path + "." + rn, "points");
+      if (version >= 2) {
+        S::integer(x, path + "." + rn, "beyond_noise");
+      }
     }
   }
 }

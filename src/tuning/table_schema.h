@@ -1,12 +1,13 @@
-// The version-1 schema check of a threshold table (docs/threshold-table.md), run before a table
-// is shown and by the tests on every table they build.
+// The schema check of a threshold table, versions 1 and 2 (docs/threshold-table.md), run before
+// a table is shown and by the tests on every table they build.
 #pragma once
 #include <nlohmann/json.hpp>
 
 namespace attn {
 
-// Checks a table against the version-1 schema of docs/threshold-table.md; throws InputError
-// naming the first missing or mistyped field ("decode[3].measured[0].best.median_s: ...").
+// Checks a table against the schema of its version (1 or 2; others are refused) in
+// docs/threshold-table.md; throws InputError naming the first missing or mistyped field
+// ("decode[3].measured[0].best.median_s: missing").
 void validate_table(const nlohmann::json& table);
 
 } // namespace attn

@@ -15,19 +15,26 @@ using nlohmann::json;
 
 namespace {
 
-// A configuration and its median time (kInf until one is measured).
+// A configuration, its median time (kInf until one is measured) and its interquartile range.
 struct TimedConfig {
   KernelConfig config;
   double median_s = kInf;
+  double p25_s = 0.0;
+  double p75_s = 0.0;
+  [[nodiscard]] double iqr_s() const { return std::max(0.0, p75_s - p25_s); }
 };
+
+TimedConfig timed_config(const MeasurementRecord& r) {
+  return {r.config, r.median_s, r.p25_s, r.p75_s};
+}
 
 // Everything measured on one decode workload.
 struct WorkloadBest {
   Workload w;
-  DecodePoint pt;    // what the crossover, the rule fit and the regret see
-  KernelConfig best; // the fastest configuration; its time is pt.best_s
-  TimedConfig v1;    // the fastest decode_v1 configuration
-  TimedConfig v2;    // the fastest decode_v2 configuration, any partition
+  DecodePoint pt;   // what the crossover, the rule fit and the regret see
+  TimedConfig best; // the fastest configuration; its time is pt.best_s
+  TimedConfig v1;   // the fastest decode_v1 configuration
+  TimedConfig v2;   // the fastest decode_v2 configuration, any partition
 };
 
 // The fastest configuration measured on one prefill workload.
@@ -108,18 +115,22 @@ attn_tune::Query query_of(const Workload& w) {
   return q;
 }
 
-void keep_faster(TimedConfig& t, const KernelConfig& c, double s) {
-  if (s < t.median_s) {
-    t = {c, s};
+ContextTiming context_timing(const WorkloadBest& b) {
+  return {b.w.context_len, b.v1.median_s, b.v2.median_s, b.v1.iqr_s(), b.v2.iqr_s()};
+}
+
+void keep_faster(TimedConfig& t, const MeasurementRecord& r) {
+  if (r.median_s < t.median_s) {
+    t = timed_config(r);
   }
 }
 
 void add_prefill(BestTimings& t, const std::string& key, const MeasurementRecord& r) {
-  auto [it, fresh] = t.prefill.try_emplace(key, PrefillBest{r.workload, {r.config, r.median_s}});
+  auto [it, fresh] = t.prefill.try_emplace(key, PrefillBest{r.workload, timed_config(r)});
   if (fresh) {
     t.prefill_order.push_back(key);
   } else {
-    keep_faster(it->second.best, r.config, r.median_s);
+    keep_faster(it->second.best, r);
   }
 }
 
@@ -134,13 +145,13 @@ void add_decode(BestTimings& t, const std::string& key, const MeasurementRecord&
   b.pt.by_config[r.config.key()] = r.median_s;
   if (r.median_s < b.pt.best_s) {
     b.pt.best_s = r.median_s;
-    b.best = r.config;
+    b.best = timed_config(r);
   }
   if (r.config.family == Family::decode_v1) {
-    keep_faster(b.v1, r.config, r.median_s);
+    keep_faster(b.v1, r);
     b.pt.v1_s = std::min(b.pt.v1_s, r.median_s);
   } else if (r.config.family == Family::decode_v2) {
-    keep_faster(b.v2, r.config, r.median_s);
+    keep_faster(b.v2, r);
     const int part = r.config.get("partition", 512);
     auto [pit, pfresh] = b.pt.v2_by_partition.try_emplace(part, r.median_s);
     if (!pfresh) {
@@ -165,6 +176,10 @@ BestTimings best_timings(const std::vector<MeasurementRecord>& records) {
       add_decode(t, key, r);
     }
   }
+  for (auto& [key, b] : t.decode) {
+    const Comparison c = compare(context_timing(b));
+    b.pt.noise = c.both ? c.noise : 0.0;
+  }
   return t;
 }
 
@@ -183,13 +198,17 @@ json config_json(const KernelConfig& c) {
   return j;
 }
 
-json timed(const KernelConfig& c, double s) {
-  return {{"config", config_json(c)}, {"median_s", s}};
+// The interquartile range goes along where it was recorded, so the noise calls can be checked.
+json timed(const TimedConfig& t) {
+  json j = {{"config", config_json(t.config)}, {"median_s", t.median_s}};
+  if (t.p75_s > 0) {
+    j["p25_s"] = t.p25_s;
+    j["p75_s"] = t.p75_s;
+  }
+  return j;
 }
 
-json timed_or_null(const TimedConfig& t) {
-  return t.median_s < kInf ? timed(t.config, t.median_s) : json(nullptr);
-}
+json timed_or_null(const TimedConfig& t) { return t.median_s < kInf ? timed(t) : json(nullptr); }
 
 json shape_json(const Workload& w) {
   return {{"dtype", std::string(dtype_name(w.params.dtype))},
@@ -206,13 +225,20 @@ json shape_json(const Workload& w) {
 }
 
 json measured_entry(const WorkloadBest& b) {
-  return {{"context_len", b.w.context_len},
-          {"best", timed(b.best, b.pt.best_s)},
-          {"v1", timed_or_null(b.v1)},
-          {"v2", timed_or_null(b.v2)}};
+  json j = {{"context_len", b.w.context_len},
+            {"best", timed(b.best)},
+            {"v1", timed_or_null(b.v1)},
+            {"v2", timed_or_null(b.v2)}};
+  const Comparison c = compare(context_timing(b));
+  j["within_noise"] = c.within_noise;
+  if (c.both) {
+    j["margin"] = c.margin;
+    j["noise"] = c.noise;
+  }
+  return j;
 }
 
-// One entry per shape point: its measured context lengths in order, and where v2 takes over.
+// One entry per shape point: its measured context lengths in order, and where v2 is chosen.
 json decode_points_json(const std::vector<const WorkloadBest*>& sweep) {
   std::map<ShapeKey, std::vector<const WorkloadBest*>> shapes;
   for (const auto* b : sweep) {
@@ -226,11 +252,15 @@ json decode_points_json(const std::vector<const WorkloadBest*>& sweep) {
     std::vector<ContextTiming> ct;
     json measured = json::array();
     for (const auto* b : list) {
-      ct.push_back({b->w.context_len, b->v1.median_s, b->v2.median_s});
+      ct.push_back(context_timing(*b));
       measured.push_back(measured_entry(*b));
     }
+    const Crossover cross = find_crossover(ct);
     json pj = shape_json(list.front()->w);
-    pj["v2_from"] = find_crossover(ct).to_json();
+    pj["v2_intervals"] = cross.intervals_json();
+    if (const auto from = cross.v2_from_json()) {
+      pj["v2_from"] = *from;
+    }
     pj["measured"] = measured;
     points.push_back(pj);
   }
@@ -245,7 +275,7 @@ json prefill_points_json(const BestTimings& t) {
     pj["q_len"] = p.w.q_len;
     pj["k_len"] = p.w.k_len;
     pj["held_out"] = p.w.held_out;
-    pj["best"] = timed(p.best.config, p.best.median_s);
+    pj["best"] = timed(p.best);
     points.push_back(pj);
   }
   return points;

@@ -1,8 +1,31 @@
-# CLI tests of `attn-tune table show|lookup` on the synthetic fixture table, and the Python
-# reader's own tests, which also check that it agrees with `table lookup`.
+# CLI tests of `attn-tune table show|lookup` on the synthetic fixture tables (version 2, and the
+# version-1 one kept from before) and the shipped tables, and the Python reader's own tests, which
+# also check that it agrees with `table lookup`.
 set(ATTN_TABLE_FIXTURE ${PROJECT_SOURCE_DIR}/python/testdata/synthetic_table.json)
+set(ATTN_TABLE_FIXTURE_V1 ${PROJECT_SOURCE_DIR}/python/testdata/synthetic_table_v1.json)
 attn_cli_test(NAME table_show EXIT 0 REGEX "kvh=8 gqa=4 batch=1: v2 from ctx 2048"
               ARGS table show ${ATTN_TABLE_FIXTURE})
+# kvh 8, batch 4: v2 by 28% at ctx 64, within noise at 512, v1 at 4096 (issue 11).
+attn_cli_test(NAME table_show_intervals EXIT 0
+              REGEX "batch=4: v2 below ctx 4096, v1 from 4096.*ctx 64: .*v2 faster by 27\\.8% \\(noise 2\\.6%\\).*ctx 512: .*within noise \\(1\\.1% <= 2\\.0%\\)"
+              ARGS table show ${ATTN_TABLE_FIXTURE})
+attn_cli_test(NAME table_lookup_interval_short EXIT 0 REGEX "^decode_v2 decode_v2\\[partition=256\\]"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 4 --context-len 64 --num-heads 32
+                   --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
+attn_cli_test(NAME table_lookup_interval_long EXIT 0 REGEX "^decode_v1 decode_v1\\[\\]"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 4 --context-len 4096 --num-heads 32
+                   --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
+attn_cli_test(NAME table_lookup_interval_json EXIT 0 REGEX "\"v2_intervals\": [^0-9]*1,[^0-9]*4096"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --json --batch 4 --context-len 64
+                   --num-heads 32 --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
+attn_cli_test(NAME table_show_v1 EXIT 0
+              REGEX "threshold-table v1\\).*kvh=8 gqa=4 batch=1: v2 from ctx 2048"
+              ARGS table show ${ATTN_TABLE_FIXTURE_V1})
+attn_cli_test(NAME table_lookup_v1 EXIT 0 REGEX "^decode_v2 decode_v2\\[partition=256\\]"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE_V1} --batch 1 --context-len 2048 --num-heads 32
+                   --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
+attn_cli_test(NAME table_show_shipped EXIT 0 REGEX "AMD EPYC.*kvh=8 gqa=4 batch=4: v2 "
+              ARGS table show ${PROJECT_SOURCE_DIR}/results/cpu-amd-epyc-quick.json)
 attn_cli_test(NAME table_show_json EXIT 0 REGEX "\"schema\": \"attn-tune/threshold-table\""
               ARGS table show --json ${ATTN_TABLE_FIXTURE})
 attn_cli_test(NAME table_lookup_exact EXIT 0 REGEX "decode_v2 decode_v2\\[partition=256\\]"
@@ -34,6 +57,15 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json
      "{\"schema\": \"attn-tune/threshold-table\", \"version\": 1, \"decode\": []}\n")
 attn_cli_test(NAME table_show_incomplete EXIT 2 REGEX "threshold table: provenance: missing"
               ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_3.json
+     "{\"schema\": \"attn-tune/threshold-table\", \"version\": 3, \"decode\": []}\n")
+attn_cli_test(NAME table_show_version_3 EXIT 2
+              REGEX "unsupported threshold table version 3 \\(this reader reads versions 1 to 2\\)"
+              ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_3.json)
+attn_cli_test(NAME table_lookup_version_3 EXIT 2 REGEX "unsupported threshold table version 3"
+              ARGS table lookup ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_3.json
+                   --batch 1 --context-len 64 --num-heads 32 --num-kv-heads 8 --head-dim 128
+                   --block-size 16 --dtype fp16)
 
 find_package(Python3 COMPONENTS Interpreter QUIET)
 if(Python3_Interpreter_FOUND)

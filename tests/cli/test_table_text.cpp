@@ -1,7 +1,8 @@
-// Tests of the text `attn-tune table show` prints: the device, each shape point's crossover and
-// the fitted rule, on a table built from synthetic records.
+// Tests of the text `attn-tune table show` prints: the device, each shape point's v1/v2 decision
+// with its noise calls, and the fitted rule, on tables built from synthetic records.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,28 +14,68 @@ namespace attn {
 namespace {
 
 using fixtures::rec;
+using fixtures::spread_rec;
 using nlohmann::json;
+
+json provenance() {
+  return {{"device",
+           {{"name", "Synthetic GPU"},
+            {"id", "cuda:0"},
+            {"sm_count", 16},
+            {"compute_capability", "9.0"}}},
+          {"profile", {{"name", "p"}, {"hash", "0123"}}},
+          {"tool", {{"version", "0.1.0"}, {"git_hash", "abc"}}},
+          {"kernel_sources_sha256", std::string(64, 'f')},
+          {"created_utc", "2026-01-01T00:00:00Z"},
+          {"timing_method", "synthetic"}};
+}
 
 TEST(ThresholdTable, ShowExplainsTheTable) {
   const KernelConfig v1{Family::decode_v1, {}};
   const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};
   std::vector<MeasurementRecord> rs = {rec(1, 512, 8, v1, 1.0), rec(1, 512, 8, v2, 2.0),
                                        rec(1, 4096, 8, v1, 4.0), rec(1, 4096, 8, v2, 2.0)};
-  const json prov = {{"device",
-                      {{"name", "Synthetic GPU"},
-                       {"id", "cuda:0"},
-                       {"sm_count", 16},
-                       {"compute_capability", "9.0"}}},
-                     {"profile", {{"name", "p"}, {"hash", "0123"}}},
-                     {"tool", {{"version", "0.1.0"}, {"git_hash", "abc"}}},
-                     {"kernel_sources_sha256", std::string(64, 'f')},
-                     {"created_utc", "2026-01-01T00:00:00Z"},
-                     {"timing_method", "synthetic"}};
-  const std::string text = cli::describe_table(build_threshold_table(rs, prov, 16));
+  const std::string text = cli::describe_table(build_threshold_table(rs, provenance(), 16));
   EXPECT_NE(text.find("Synthetic GPU (cuda:0), 16 SMs"), std::string::npos) << text;
   EXPECT_NE(text.find("fp16 d=128 bs=16 kvh=8 gqa=4 batch=1: v2 from ctx 4096"), std::string::npos)
       << text;
   EXPECT_NE(text.find("fitted rule: use v2 (partition 512) when"), std::string::npos) << text;
+}
+
+TEST(ThresholdTable, ShowSpellsOutIntervalsAndNoiseCalls) {
+  const KernelConfig v1{Family::decode_v1, {}};
+  const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};
+  // v1, then v2 beyond noise from 512, within noise at 2048, v1 beyond noise from 8192.
+  std::vector<MeasurementRecord> rs = {
+      spread_rec(2, 128, 8, v1, 1e-6, 0.01e-6),  spread_rec(2, 128, 8, v2, 2e-6, 0.01e-6),
+      spread_rec(2, 512, 8, v1, 4e-6, 0.01e-6),  spread_rec(2, 512, 8, v2, 2e-6, 0.01e-6),
+      spread_rec(2, 2048, 8, v1, 8e-6, 0.1e-6),  spread_rec(2, 2048, 8, v2, 8.16e-6, 0.2e-6),
+      spread_rec(2, 8192, 8, v1, 10e-6, 0.1e-6), spread_rec(2, 8192, 8, v2, 20e-6, 0.1e-6)};
+  const std::string text = cli::describe_table(build_threshold_table(rs, provenance(), 16));
+  EXPECT_NE(text.find("schema attn-tune/threshold-table v2"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvh=8 gqa=4 batch=2: v1 below ctx 512, v2 from 512, v1 from 8192"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ctx 512: v1 4.0 us, v2 2.0 us, best decode_v2[partition=512]; v2 faster by "
+                      "100.0% (noise 0.5%)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ctx 2048: v1 8.0 us, v2 8.2 us, best decode_v1[]; within noise (2.0% <= "
+                      "2.5%)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("table lookup beyond the measured noise at 0 of them"), std::string::npos)
+      << text;
+}
+
+TEST(ThresholdTable, ShowReadsVersion1Tables) {
+  json t = json::parse(
+      std::ifstream(std::string(ATTN_SOURCE_DIR) + "/python/testdata/synthetic_table_v1.json"));
+  const std::string text = cli::describe_table(t);
+  EXPECT_NE(text.find("schema attn-tune/threshold-table v1"), std::string::npos) << text;
+  EXPECT_NE(text.find("becomes faster than v1 and stays faster"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvh=8 gqa=4 batch=64: v2 never"), std::string::npos) << text;
+  EXPECT_EQ(text.find("noise"), std::string::npos) << "version 1 has no noise calls\n" << text;
 }
 
 } // namespace

@@ -1,11 +1,14 @@
-// Tests of the header-only table reader (include/attn_tune) on the synthetic fixture table that
-// the Python reader's test also reads: exact points, nearest-point fallback, schema checks.
-// ATTN_WRITE_FIXTURE=path regenerates the fixture (python/testdata/synthetic_table.json).
+// Tests of the header-only table reader (include/attn_tune) on the synthetic fixture tables that
+// the Python reader's test also reads (version 2, and the version-1 one kept from before):
+// exact points, v2 intervals, nearest-point fallback, schema checks.
+// ATTN_WRITE_FIXTURE=path regenerates the version-2 fixture (python/testdata/synthetic_table.json).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <tuple>
+#include <vector>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "src/io/atomic_file.h"
@@ -17,6 +20,10 @@ namespace {
 using nlohmann::json;
 
 const std::string kFixture = std::string(ATTN_SOURCE_DIR) + "/python/testdata/synthetic_table.json";
+const std::string kFixtureV1 =
+    std::string(ATTN_SOURCE_DIR) + "/python/testdata/synthetic_table_v1.json";
+// Every synthetic time has an interquartile range of 2% of its median.
+constexpr double kRelIqr = 0.02;
 
 // Synthetic timings in microseconds for a 16-SM device: v1 runs batch*kvh blocks over the whole
 // context; v2 runs batch*kvh*partitions blocks of P keys plus a reduce. A sliding window caps
@@ -30,27 +37,35 @@ double synthetic_us(int batch, int kvh, int ctx, int window, int partition) {
   return waves(double(batch) * kvh * std::ceil(double(keys) / partition)) * partition * 0.01 + 12;
 }
 
+MeasurementRecord fixture_record(int batch, int kvh, int ctx, int window, bool held_out, int part,
+                                 double us) {
+  MeasurementRecord r;
+  r.workload.phase = Phase::decode;
+  r.workload.batch = batch;
+  r.workload.context_len = ctx;
+  r.workload.held_out = held_out;
+  r.workload.params.num_kv_heads = kvh;
+  r.workload.params.num_heads = kvh * 4;
+  r.workload.params.head_dim = 128;
+  r.workload.params.block_size = 16;
+  r.workload.params.dtype = DType::f16;
+  r.workload.params.window_left = window;
+  r.config = part == 0 ? KernelConfig{Family::decode_v1, {}}
+                       : KernelConfig{Family::decode_v2, {{"partition", part}}};
+  r.status = "ok";
+  r.median_s = us * 1e-6;
+  r.p25_s = r.median_s * (1 - kRelIqr / 2);
+  r.p75_s = r.median_s * (1 + kRelIqr / 2);
+  r.method = "synthetic formula";
+  return r;
+}
+
 json make_fixture() {
   std::vector<MeasurementRecord> rs;
   auto add = [&](int batch, int kvh, int ctx, int window, bool held_out) {
     for (int part : {0, 256, 512}) {
-      MeasurementRecord r;
-      r.workload.phase = Phase::decode;
-      r.workload.batch = batch;
-      r.workload.context_len = ctx;
-      r.workload.held_out = held_out;
-      r.workload.params.num_kv_heads = kvh;
-      r.workload.params.num_heads = kvh * 4;
-      r.workload.params.head_dim = 128;
-      r.workload.params.block_size = 16;
-      r.workload.params.dtype = DType::f16;
-      r.workload.params.window_left = window;
-      r.config = part == 0 ? KernelConfig{Family::decode_v1, {}}
-                           : KernelConfig{Family::decode_v2, {{"partition", part}}};
-      r.status = "ok";
-      r.median_s = synthetic_us(batch, kvh, ctx, window, part) * 1e-6;
-      r.method = "synthetic formula";
-      rs.push_back(r);
+      rs.push_back(fixture_record(batch, kvh, ctx, window, held_out, part,
+                                  synthetic_us(batch, kvh, ctx, window, part)));
     }
   };
   for (int kvh : {1, 8}) {
@@ -65,6 +80,13 @@ json make_fixture() {
   }
   add(4, 8, 4000, -1, true);
   add(32, 1, 20000, -1, true);
+  // Measured times (us) of the quick CPU table of issue 11 (kvh 8, batch 4): v2 wins by 28% at
+  // ctx 64, ties within noise at 512 and loses at 4096, so v2 is chosen below 4096 only.
+  for (auto [ctx, v1, v2] : std::vector<std::tuple<int, double, double>>{
+           {64, 27.1, 21.2}, {512, 45.0, 44.5}, {4096, 200.0, 260.0}}) {
+    rs.push_back(fixture_record(4, 8, ctx, -1, false, 0, v1));
+    rs.push_back(fixture_record(4, 8, ctx, -1, false, 256, v2));
+  }
   const json prov = {
       {"device",
        {{"backend", "cuda"},
@@ -117,6 +139,8 @@ TEST(TableReader, ExactPointsFollowTheCrossover) {
   EXPECT_EQ(c.family, "decode_v1");
   EXPECT_EQ(c.config_key, "decode_v1[]");
   EXPECT_EQ(c.point["v2_from"], 2048);
+  EXPECT_EQ(c.point["v2_intervals"], json::parse("[[2048, null]]"));
+  EXPECT_FALSE(c.point.contains("measured"));
   // At 2048: v1 = 23.48 us; v2(256) = 4 waves * 2.56 + 12 = 22.24 us (v2(512) ties; the first
   // measured wins the tie).
   c = r.lookup(query(1, 2048));
@@ -134,6 +158,60 @@ TEST(TableReader, ExactPointsFollowTheCrossover) {
   c = r.lookup(query(8, 2048, 1, 4));
   EXPECT_EQ(c.family, "decode_v2");
   EXPECT_EQ(c.point["v2_from"], 2048);
+}
+
+TEST(TableReader, FollowsV2IntervalsWhereNoSingleThresholdHolds) {
+  const auto r = attn_tune::ThresholdTableReader::from_file(kFixture);
+  EXPECT_EQ(r.version(), 2);
+  // The issue-11 shape: v2 by 28% at 64, within noise at 512 (keeps v2), v1 at 4096.
+  auto c = r.lookup(query(4, 64));
+  EXPECT_TRUE(c.exact_point);
+  EXPECT_EQ(c.point["v2_intervals"], json::parse("[[1, 4096]]"));
+  EXPECT_FALSE(c.point.contains("v2_from"));
+  EXPECT_EQ(c.family, "decode_v2");
+  EXPECT_EQ(c.config_key, "decode_v2[partition=256]");
+  EXPECT_EQ(r.lookup(query(4, 512)).family, "decode_v2");
+  c = r.lookup(query(4, 4095)); // below the switch: v2, at its nearest measured length (4096)
+  EXPECT_EQ(c.family, "decode_v2");
+  EXPECT_EQ(c.measured_context, 4096);
+  EXPECT_EQ(r.lookup(query(4, 4096)).family, "decode_v1");
+  EXPECT_EQ(r.lookup(query(4, 100000)).family, "decode_v1");
+  // The table's own lookup is exact at the sweep's points here.
+  EXPECT_DOUBLE_EQ(r.json()["regret"]["sweep"]["table_lookup"]["worst"].get<double>(), 0.0);
+  EXPECT_EQ(r.json()["regret"]["sweep"]["table_lookup"]["beyond_noise"], 0);
+}
+
+TEST(TableReader, StillReadsVersion1Tables) {
+  const auto r = attn_tune::ThresholdTableReader::from_file(kFixtureV1);
+  EXPECT_EQ(r.version(), 1);
+  auto c = r.lookup(query(1, 512));
+  EXPECT_EQ(c.family, "decode_v1");
+  EXPECT_EQ(c.point["v2_from"], 2048);
+  EXPECT_FALSE(c.point.contains("v2_intervals"));
+  c = r.lookup(query(1, 2048));
+  EXPECT_EQ(c.family, "decode_v2");
+  EXPECT_EQ(c.config_key, "decode_v2[partition=256]");
+  c = r.lookup(query(64, 32768));
+  EXPECT_EQ(c.family, "decode_v1");
+  EXPECT_EQ(c.point["v2_from"], "never");
+  // A version-1 point decides by v2_from even if it carried intervals.
+  const json p = {{"v2_from", 2048}, {"v2_intervals", json::parse("[[1, null]]")}};
+  EXPECT_FALSE(attn_tune::ThresholdTableReader::uses_v2(p, 1, 512));
+  EXPECT_TRUE(attn_tune::ThresholdTableReader::uses_v2(p, 2, 512));
+  // The shipped tables are version 1 and must keep answering.
+  const auto shipped = attn_tune::ThresholdTableReader::from_file(
+      std::string(ATTN_SOURCE_DIR) + "/results/cpu-amd-epyc-quick.json");
+  EXPECT_EQ(shipped.version(), 1);
+  const json& p0 = shipped.json()["decode"][0];
+  attn_tune::Query q = query(p0["batch"], p0["measured"][0]["context_len"], p0["num_kv_heads"],
+                             p0["num_heads"], "fp16");
+  q.head_dim = p0["head_dim"];
+  q.block_size = p0["block_size"];
+  q.dtype = p0["dtype"];
+  c = shipped.lookup(q);
+  EXPECT_TRUE(c.exact_point);
+  EXPECT_EQ(c.family == "decode_v2",
+            attn_tune::ThresholdTableReader::uses_v2(p0, 1, q.context_len));
 }
 
 TEST(TableReader, FallsBackToTheNearestPoint) {
@@ -160,7 +238,17 @@ TEST(TableReader, FallsBackToTheNearestPoint) {
 TEST(TableReader, RejectsWhatIsNotATable) {
   EXPECT_THROW(attn_tune::ThresholdTableReader(json::object()), std::runtime_error);
   json t = json::parse(std::ifstream(kFixture));
-  t["version"] = 99;
+  t["version"] = 3;
+  try {
+    attn_tune::ThresholdTableReader{t};
+    FAIL() << "version 3 must be refused";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(),
+                 "unsupported threshold table version 3 (this reader reads versions 1 to 2)");
+  }
+  t["version"] = 0;
+  EXPECT_THROW(attn_tune::ThresholdTableReader{t}, std::runtime_error);
+  t["version"] = "2";
   EXPECT_THROW(attn_tune::ThresholdTableReader{t}, std::runtime_error);
   EXPECT_THROW(attn_tune::ThresholdTableReader::from_file("/nonexistent.json"), std::runtime_error);
   const auto r = attn_tune::ThresholdTableReader::from_file(kFixture);

@@ -28,6 +28,15 @@ inline MeasurementRecord rec(int batch, int ctx, int kvh, const KernelConfig& c,
   return r;
 }
 
+// The same with a recorded spread: the interquartile range `iqr` centred on the median.
+inline MeasurementRecord spread_rec(int batch, int ctx, int kvh, const KernelConfig& c, double s,
+                                    double iqr) {
+  MeasurementRecord r = rec(batch, ctx, kvh, c, s);
+  r.p25_s = s - iqr / 2;
+  r.p75_s = s + iqr / 2;
+  return r;
+}
+
 // Two shape points, one failed measurement and one held-out point:
 //   batch 1, kvh 8: v2 wins from 2048 (partition 256 at 2048, 512 at 8192);
 //   batch 64, kvh 8: v1 at every context; its v2 partition 256 at 8192 failed validation;

@@ -1,5 +1,5 @@
-// Tests of the v1/v2 crossover on hand-made timings: the final run of v2 wins decides, ties and
-// missing timings are not wins.
+// Tests of the noise-aware v1/v2 crossover on hand-made timings: wins beyond the measured noise
+// switch the decision, wins within it do not, and a v2 win that ends becomes a closed interval.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -11,37 +11,108 @@ namespace {
 
 using nlohmann::json;
 
+// Medians per context length; `iqr` is every measurement's interquartile range.
 std::vector<ContextTiming> timings(const std::vector<int>& ctx, const std::vector<double>& v1,
-                                   const std::vector<double>& v2) {
+                                   const std::vector<double>& v2, double iqr = 0.0) {
   std::vector<ContextTiming> out;
   for (std::size_t i = 0; i < ctx.size(); ++i) {
-    out.push_back({ctx[i], v1[i], v2[i]});
+    out.push_back({ctx[i], v1[i], v2[i], iqr, iqr});
   }
   return out;
 }
 
-TEST(Crossover, FindsTheStartOfTheFinalRunOfV2Wins) {
-  const std::vector<int> ctx = {128, 512, 2048, 8192};
-  auto c = find_crossover(timings(ctx, {1, 2, 4, 8}, {2, 3, 3, 4}));
-  EXPECT_EQ(c.kind, Crossover::threshold);
-  EXPECT_EQ(c.from, 2048);
-  EXPECT_EQ(c.to_json(), json(2048));
-  // A v2 win at 512 followed by a loss at 2048 does not count: v2 must stay faster.
-  c = find_crossover(timings(ctx, {1, 2, 4, 8}, {2, 1, 5, 4}));
-  EXPECT_EQ(c.from, 8192);
-  // A tie is not a win.
-  c = find_crossover(timings(ctx, {1, 2, 4, 8}, {2, 1, 1, 8}));
-  EXPECT_EQ(c.kind, Crossover::never);
-  EXPECT_EQ(c.to_json(), json("never"));
-  c = find_crossover(timings(ctx, {5, 5, 5, 5}, {1, 2, 3, 4}));
-  EXPECT_EQ(c.kind, Crossover::always);
-  EXPECT_EQ(c.to_json(), json("always"));
-  // Missing v2 counts as a v1 win; entries with neither are ignored.
-  c = find_crossover(timings(ctx, {1, kInf, 4, 8}, {2, kInf, kInf, 4}));
-  EXPECT_EQ(c.from, 8192);
-  c = find_crossover(timings(ctx, {1, 2, kInf, kInf}, {2, 1, kInf, kInf}));
-  EXPECT_EQ(c.from, 512);
-  EXPECT_EQ(find_crossover({}).kind, Crossover::never);
+const std::vector<int> kCtx = {128, 512, 2048, 8192};
+
+TEST(Crossover, ComparesAgainstTheLargerInterquartileRange) {
+  // 1.0 vs 1.25: the difference 0.25 is within an IQR of 0.25, beyond one of 0.125.
+  Comparison c = compare({64, 1.25, 1.0, 0.125, 0.25});
+  EXPECT_TRUE(c.both);
+  EXPECT_TRUE(c.v2_faster);
+  EXPECT_TRUE(c.within_noise);
+  EXPECT_DOUBLE_EQ(c.margin, 0.25);
+  EXPECT_DOUBLE_EQ(c.noise, 0.25);
+  c = compare({64, 1.25, 1.0, 0.125, 0.125});
+  EXPECT_FALSE(c.within_noise);
+  EXPECT_DOUBLE_EQ(c.noise, 0.125);
+  // An exact tie without a recorded spread is within noise: nobody wins it.
+  EXPECT_TRUE(compare({64, 2.0, 2.0}).within_noise);
+  // A missing family loses beyond noise; neither measured is not a measurement.
+  c = compare({64, kInf, 3.0});
+  EXPECT_TRUE(c.v2_faster);
+  EXPECT_FALSE(c.within_noise);
+  EXPECT_FALSE(c.both);
+  EXPECT_FALSE(compare({64, kInf, kInf}).measured);
+}
+
+TEST(Crossover, SingleThresholdsKeepTheirVersion1Form) {
+  Crossover c = find_crossover(timings(kCtx, {1, 2, 4, 8}, {2, 3, 3, 4}));
+  ASSERT_EQ(c.v2.size(), 1u);
+  EXPECT_EQ(c.v2[0], (V2Interval{2048, std::nullopt}));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[2048, null]]"));
+  EXPECT_EQ(c.v2_from_json(), json(2048));
+  EXPECT_FALSE(c.uses_v2(2047));
+  EXPECT_TRUE(c.uses_v2(2048));
+  EXPECT_TRUE(c.uses_v2(1 << 20));
+  c = find_crossover(timings(kCtx, {5, 5, 5, 5}, {1, 2, 3, 4}));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[1, null]]"));
+  EXPECT_EQ(c.v2_from_json(), json("always"));
+  EXPECT_TRUE(c.uses_v2(1));
+  c = find_crossover(timings(kCtx, {1, 2, 3, 4}, {5, 5, 5, 5}));
+  EXPECT_EQ(c.intervals_json(), json::array());
+  EXPECT_EQ(c.v2_from_json(), json("never"));
+  EXPECT_EQ(find_crossover({}).v2_from_json(), json("never"));
+}
+
+TEST(Crossover, AWinThatEndsBecomesAnInterval) {
+  // The case: v2 wins by 28% at 64 and at 512, v1 wins at 4096. The old single
+  // threshold made this "never" and lost 28% at 64.
+  Crossover c = find_crossover(
+      timings({64, 512, 4096}, {27.1e-6, 60e-6, 300e-6}, {21.2e-6, 50e-6, 400e-6}, 0.2e-6));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[1, 4096]]"));
+  EXPECT_FALSE(c.v2_from_json().has_value());
+  EXPECT_TRUE(c.uses_v2(64));
+  EXPECT_TRUE(c.uses_v2(4095));
+  EXPECT_FALSE(c.uses_v2(4096));
+  EXPECT_FALSE(c.comparisons[0].within_noise);
+  EXPECT_NEAR(c.comparisons[0].margin, 27.1 / 21.2 - 1, 1e-12);
+  // v1, v2, v1, v2 beyond noise: two closed switches and an open end.
+  c = find_crossover(timings({128, 512, 2048, 8192, 32768}, {1, 5, 1, 5, 5}, {2, 1, 2, 1, 1}));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[512, 2048], [8192, null]]"));
+  EXPECT_FALSE(c.uses_v2(128));
+  EXPECT_TRUE(c.uses_v2(512));
+  EXPECT_FALSE(c.uses_v2(2048));
+  EXPECT_TRUE(c.uses_v2(9000));
+}
+
+TEST(Crossover, WinsWithinNoiseDoNotFlipTheDecision) {
+  // IQR 0.5: v2 wins beyond noise at 128, v1 "wins" by 0.3 at 512 and 2048 (noise), v1 beyond
+  // noise at 8192. The within-noise lengths keep v2.
+  Crossover c = find_crossover(timings(kCtx, {3, 4.0, 8.0, 9}, {1, 4.3, 8.3, 12}, 0.5));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[1, 8192]]"));
+  EXPECT_TRUE(c.comparisons[1].within_noise);
+  EXPECT_TRUE(c.comparisons[2].within_noise);
+  // The same medians measured without spread flip at every length.
+  c = find_crossover(timings(kCtx, {3, 4.0, 8.0, 9}, {1, 4.3, 8.3, 12}));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[1, 512]]"));
+  // Leading lengths within noise take the first decision beyond noise.
+  c = find_crossover(timings(kCtx, {1.0, 2.0, 4, 8}, {1.1, 1.9, 2, 4}, 0.2));
+  EXPECT_EQ(c.v2_from_json(), json("always"));
+  // Nothing beyond noise: v1 (the single launch) stands everywhere.
+  c = find_crossover(timings(kCtx, {1.0, 2.0, 4.0, 8.0}, {1.1, 1.9, 4.1, 7.9}, 0.2));
+  EXPECT_EQ(c.v2_from_json(), json("never"));
+  // Ties are within noise and keep the decision before them.
+  c = find_crossover(timings(kCtx, {1, 2, 4, 8}, {2, 1, 1, 8}));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[512, null]]"));
+}
+
+TEST(Crossover, MissingTimingsLoseAndEmptyLengthsAreSkipped) {
+  // Missing v2 at 512 is a v1 win; the length with neither family does not end the v2 run.
+  Crossover c = find_crossover(timings(kCtx, {1, 2, kInf, 8}, {2, kInf, kInf, 4}));
+  EXPECT_EQ(c.v2_from_json(), json(8192));
+  c = find_crossover(timings(kCtx, {2, kInf, kInf, 1}, {1, 1, kInf, 2}));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[1, 8192]]"));
+  ASSERT_EQ(c.comparisons.size(), 4u);
+  EXPECT_FALSE(c.comparisons[2].measured);
 }
 
 } // namespace

@@ -47,5 +47,30 @@ TEST(Regret, ChargesMissingPartitionsTheNearestMeasuredOne) {
   EXPECT_DOUBLE_EQ(rc.worst, 2.0);
 }
 
+TEST(Regret, CountsPointsBeyondTheirMeasuredNoise) {
+  DecodePoint p;
+  p.context_len = 512;
+  p.v1_s = 1.25;
+  p.v2_by_partition = {{512, 1.0}};
+  p.best_s = 1.0;
+  p.noise = 0.25; // v1 is 25% slower: exactly at the noise, not beyond it
+  const Rule always_v1 = [](const DecodePoint&) { return RuleChoice{false, 512}; };
+  Regret r = regret_of({p}, always_v1);
+  EXPECT_DOUBLE_EQ(r.worst, 0.25);
+  EXPECT_EQ(r.beyond_noise, 0);
+  p.noise = 0.125;
+  r = regret_of({p}, always_v1);
+  EXPECT_EQ(r.beyond_noise, 1);
+  EXPECT_EQ(r.to_json()["beyond_noise"], 1);
+  r = regret_of_configs({p}, [](std::size_t) { return KernelConfig{Family::decode_v1, {}}; });
+  EXPECT_EQ(r.beyond_noise, 1);
+  EXPECT_EQ(regret_of({p},
+                      [](const DecodePoint&) {
+                        return RuleChoice{true, 512};
+                      })
+                .beyond_noise,
+            0);
+}
+
 } // namespace
 } // namespace attn

@@ -272,7 +272,8 @@ TEST(Sweep, RecordsEveryMeasurementAndBuildsTheTable) {
   ASSERT_EQ(t["decode"].size(), 4u); // (batch, kvh) shape points
   for (const auto& p : t["decode"]) {
     if (p["batch"] == 1 && p["num_kv_heads"] == 1) {
-      EXPECT_EQ(p["v2_from"], 48);
+      EXPECT_EQ(p["v2_intervals"], json::parse("[[48, null]]"));
+      EXPECT_EQ(p.value("v2_from", json()), 48);
       EXPECT_EQ(p["measured"][0]["best"]["config"]["key"], "decode_v1[]");
       EXPECT_EQ(p["measured"][2]["best"]["config"]["key"], "decode_v2[partition=16]");
     }
@@ -478,7 +479,8 @@ TEST(Sweep, QuickProfileEndToEndOnTheCpuBackend) {
   const attn_tune::ThresholdTableReader reader(t);
   ASSERT_FALSE(t["decode"].empty());
   // Lookup agrees with the measurements at every measured point: the family follows the
-  // crossover and the configuration is that family's best at that context length.
+  // crossover, the configuration is that family's best at that context length, and it costs no
+  // more than the measured noise there.
   for (const auto& p : t["decode"]) {
     for (const auto& m : p["measured"]) {
       attn_tune::Query q;
@@ -491,15 +493,18 @@ TEST(Sweep, QuickProfileEndToEndOnTheCpuBackend) {
       q.dtype = p["dtype"];
       const auto c = reader.lookup(q);
       EXPECT_TRUE(c.exact_point);
-      const json& f = p["v2_from"];
-      const bool v2 = f.is_string() ? f == "always" : q.context_len >= f.get<int>();
+      const bool v2 = attn_tune::ThresholdTableReader::uses_v2(p, reader.version(), q.context_len);
       const char* slot = v2 ? "v2" : "v1";
       if (!m[slot].is_null()) {
         EXPECT_EQ(c.family, v2 ? "decode_v2" : "decode_v1");
         EXPECT_EQ(c.config_key, m[slot]["config"]["key"]);
+        const double regret =
+            m[slot]["median_s"].get<double>() / m["best"]["median_s"].get<double>() - 1;
+        EXPECT_LE(regret, m.value("noise", 0.0) * (1 + 1e-9) + 1e-12) << "ctx " << q.context_len;
       }
     }
   }
+  EXPECT_EQ(t["regret"]["sweep"]["table_lookup"]["beyond_noise"], 0);
   fs::remove_all(o.out_dir);
 }
 

@@ -1,6 +1,9 @@
-// Tests of the version-1 schema check on a built table: a complete table passes, and a missing
-// or mistyped field is reported with its path.
+// Tests of the schema check on a built (version 2) table, on the version-1 tables that must still
+// be read, and on broken ones: a missing or mistyped field is reported with its path.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "src/model/errors.h"
 #include "src/tuning/table_schema.h"
@@ -12,14 +15,28 @@ namespace {
 
 using nlohmann::json;
 
-TEST(TableSchema, AcceptsABuiltTableAndNamesTheFirstBadField) {
-  const json t = build_threshold_table(fixtures::two_points_and_held_out(),
-                                       {{"device", {{"name", "synthetic"}}}}, 16);
-  json full = t;
+json full_table() {
+  json full = build_threshold_table(fixtures::two_points_and_held_out(),
+                                    {{"device", {{"name", "synthetic"}}}}, 16);
   full["provenance"] = {
       {"device", {{"name", "synthetic"}}},     {"tool", {{"version", "v"}, {"git_hash", "g"}}},
       {"kernel_sources_sha256", "0"},          {"profile", {{"name", "p"}, {"hash", "h"}}},
       {"created_utc", "2026-01-01T00:00:00Z"}, {"timing_method", "synthetic"}};
+  return full;
+}
+
+std::string error_of(const json& t) {
+  try {
+    validate_table(t);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(TableSchema, AcceptsABuiltTableAndNamesTheFirstBadField) {
+  const json full = full_table();
+  EXPECT_EQ(full["version"], 2);
   EXPECT_NO_THROW(validate_table(full));
   json broken = full;
   broken["decode"][1]["measured"][2]["best"].erase("median_s");
@@ -39,6 +56,70 @@ TEST(TableSchema, AcceptsABuiltTableAndNamesTheFirstBadField) {
     FAIL();
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(), "threshold table: regret.held_out.vllm.mean: expected a number");
+  }
+}
+
+TEST(TableSchema, ChecksTheVersion2DecisionAndNoiseFields) {
+  const json full = full_table();
+  json broken = full;
+  broken["decode"][0].erase("v2_intervals");
+  EXPECT_EQ(error_of(broken), "threshold table: decode[0].v2_intervals: missing");
+  broken = full;
+  broken["decode"][0]["v2_intervals"] = json::parse("[[2048, 512]]");
+  EXPECT_EQ(error_of(broken),
+            "threshold table: decode[0].v2_intervals[0]: expected 1 <= from < to");
+  broken = full;
+  broken["decode"][0]["v2_intervals"] = json::parse("[[64, null], [2048, null]]");
+  EXPECT_EQ(error_of(broken), "threshold table: decode[0].v2_intervals[1]: intervals must be "
+                              "ascending, apart, and only the last may be open");
+  broken = full;
+  broken["decode"][0]["v2_intervals"] = json::parse("[[64, \"x\"]]");
+  EXPECT_EQ(error_of(broken), "threshold table: decode[0].v2_intervals[0]: expected [from, to] "
+                              "with integer from and integer or null to");
+  // v2_from may be left out (a decision with no single threshold) but must not contradict.
+  broken = full;
+  broken["decode"][0]["v2_from"] = 512;
+  EXPECT_EQ(error_of(broken), "threshold table: decode[0].v2_from: does not match v2_intervals");
+  json ok = full;
+  ok["decode"][0].erase("v2_from");
+  ok["decode"][0]["v2_intervals"] = json::parse("[[1, 2048], [8192, null]]");
+  EXPECT_NO_THROW(validate_table(ok));
+  broken = full;
+  broken["decode"][1]["measured"][0].erase("within_noise");
+  EXPECT_EQ(error_of(broken), "threshold table: decode[1].measured[0].within_noise: missing");
+  broken = full;
+  broken["held_out"][0]["noise"] = "small";
+  EXPECT_EQ(error_of(broken), "threshold table: held_out[0].noise: expected a number");
+  broken = full;
+  broken["regret"]["sweep"]["table_lookup"].erase("beyond_noise");
+  EXPECT_EQ(error_of(broken), "threshold table: regret.sweep.table_lookup.beyond_noise: missing");
+  broken = full;
+  broken["version"] = 3;
+  EXPECT_EQ(error_of(broken), "threshold table: version: expected 1 to 2, got 3");
+}
+
+TEST(TableSchema, StillAcceptsVersion1Tables) {
+  // The reader fixture kept at version 1 and every table the project ships (made before
+  // version 2) must keep passing.
+  std::vector<std::filesystem::path> files = {std::filesystem::path(ATTN_SOURCE_DIR) / "python" /
+                                              "testdata" / "synthetic_table_v1.json"};
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::filesystem::path(ATTN_SOURCE_DIR) / "results")) {
+    if (e.path().extension() == ".json") {
+      files.push_back(e.path());
+    }
+  }
+  ASSERT_GE(files.size(), 2u);
+  for (const auto& f : files) {
+    const json t = json::parse(std::ifstream(f));
+    if (t["version"] != 1) {
+      continue; // a shipped table regenerated at the current version is checked by the sweep
+    }
+    EXPECT_NO_THROW(validate_table(t)) << f;
+    // Version 1 has no intervals or noise fields, and still needs its v2_from.
+    json broken = t;
+    broken["decode"][0].erase("v2_from");
+    EXPECT_EQ(error_of(broken), "threshold table: decode[0].v2_from: missing") << f;
   }
 }
 

@@ -1,20 +1,67 @@
 // Tests of the assembled threshold table on synthetic records with known answers: shape points
-// and their crossovers, best configurations, held-out points, the fitted rule and the regret.
+// and their crossovers, best configurations, held-out points, the fitted rule and the regret,
+// and that the table's own lookup stays within the measured noise at the sweep's points.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
+#include "include/attn_tune/threshold_table_reader.hpp"
 #include "src/tuning/threshold_table.h"
 #include "tests/tuning/table_fixtures.h"
 
 namespace attn {
 namespace {
 
+using fixtures::spread_rec;
 using nlohmann::json;
+
+const KernelConfig kV1{Family::decode_v1, {}};
+const KernelConfig kV2{Family::decode_v2, {{"partition", 512}}};
+
+attn_tune::Query query_at(const json& point, int ctx) {
+  attn_tune::Query q;
+  q.batch = point["batch"];
+  q.context_len = ctx;
+  q.num_heads = point["num_heads"];
+  q.num_kv_heads = point["num_kv_heads"];
+  q.head_dim = point["head_dim"];
+  q.block_size = point["block_size"];
+  q.dtype = point["dtype"];
+  return q;
+}
+
+// The slowdown of the reader's choice at every measured length of every decode point, checked
+// against that length's recorded noise (0 where a family is missing: the choice must be exact).
+void expect_lookup_within_noise(const json& t, const std::string& what) {
+  const attn_tune::ThresholdTableReader reader(t);
+  for (const auto& p : t["decode"]) {
+    for (const auto& m : p["measured"]) {
+      const int ctx = m["context_len"];
+      const auto c = reader.lookup(query_at(p, ctx));
+      EXPECT_TRUE(c.exact_point);
+      const char* slot = c.family == "decode_v2" ? "v2" : "v1";
+      ASSERT_FALSE(m[slot].is_null()) << what;
+      EXPECT_EQ(c.config_key, m[slot]["config"]["key"]) << what;
+      const double regret =
+          m[slot]["median_s"].get<double>() / m["best"]["median_s"].get<double>() - 1;
+      const double noise = m.value("noise", 0.0);
+      EXPECT_LE(regret, noise * (1 + 1e-9) + 1e-12)
+          << what << ": batch " << p["batch"] << " kvh " << p["num_kv_heads"] << " ctx " << ctx
+          << " picks " << c.config_key;
+      if (regret > 0) {
+        EXPECT_TRUE(m["within_noise"].get<bool>()) << what << " ctx " << ctx;
+      }
+    }
+  }
+  EXPECT_EQ(t["regret"]["sweep"]["table_lookup"]["beyond_noise"], 0) << what;
+}
 
 TEST(ThresholdTable, BuildsPointsBestConfigsAndRegret) {
   const json t = build_threshold_table(fixtures::two_points_and_held_out(),
                                        {{"device", {{"name", "synthetic"}}}}, 16);
   EXPECT_EQ(t["schema"], "attn-tune/threshold-table");
-  EXPECT_EQ(t["version"], 1);
+  EXPECT_EQ(t["version"], 2);
   EXPECT_EQ(t["measurement_counts"]["failed"], 1);
   ASSERT_EQ(t["decode"].size(), 2u);
   const json* b1 = nullptr;
@@ -24,7 +71,14 @@ TEST(ThresholdTable, BuildsPointsBestConfigsAndRegret) {
   }
   ASSERT_TRUE(b1 && b64);
   EXPECT_EQ((*b1)["v2_from"], 2048);
+  EXPECT_EQ((*b1)["v2_intervals"], json::parse("[[2048, null]]"));
   EXPECT_EQ((*b64)["v2_from"], "never");
+  EXPECT_EQ((*b64)["v2_intervals"], json::array());
+  // Without recorded spreads only exact ties are within noise; the margins are still recorded.
+  EXPECT_FALSE((*b1)["measured"][1]["within_noise"].get<bool>());
+  EXPECT_DOUBLE_EQ((*b1)["measured"][1]["margin"].get<double>(), 1.0); // v1 4.0 vs v2 2.0
+  EXPECT_DOUBLE_EQ((*b1)["measured"][1]["noise"].get<double>(), 0.0);
+  EXPECT_FALSE((*b1)["measured"][1]["v1"].contains("p25_s"));
   EXPECT_EQ((*b1)["gqa_ratio"], 4);
   EXPECT_EQ((*b1)["measured"][1]["best"]["config"]["key"], "decode_v2[partition=256]");
   EXPECT_EQ((*b1)["measured"][2]["best"]["config"]["key"], "decode_v2[partition=512]");
@@ -42,6 +96,98 @@ TEST(ThresholdTable, BuildsPointsBestConfigsAndRegret) {
   // <= 512 -> v2 at partition 512, 3.0 against 2.0: +50%; everything else picks the best.
   EXPECT_NEAR(t["regret"]["sweep"]["vllm"]["worst"].get<double>(), 0.5, 1e-12);
   EXPECT_NEAR(t["regret"]["sweep"]["vllm"]["mean"].get<double>(), 0.5 / 6, 1e-12);
+}
+
+// The quick CPU table of issue 11: kvh 8, batch 4, v2 faster by 28% at ctx 64 but slower at 4096.
+// A single threshold made that "never" and lost 28% through the table's own lookup at 64.
+TEST(ThresholdTable, AV2WinThatEndsIsKeptAsAnInterval) {
+  const std::vector<MeasurementRecord> rs = {
+      spread_rec(4, 64, 8, kV1, 27.1e-6, 0.3e-6),  spread_rec(4, 64, 8, kV2, 21.2e-6, 0.4e-6),
+      spread_rec(4, 512, 8, kV1, 80.0e-6, 1.0e-6), spread_rec(4, 512, 8, kV2, 70.0e-6, 1.0e-6),
+      spread_rec(4, 4096, 8, kV1, 500e-6, 5.0e-6), spread_rec(4, 4096, 8, kV2, 620e-6, 6.0e-6)};
+  const json t = build_threshold_table(rs, {{"device", {{"name", "synthetic"}}}}, 16);
+  ASSERT_EQ(t["decode"].size(), 1u);
+  const json& p = t["decode"][0];
+  EXPECT_EQ(p["v2_intervals"], json::parse("[[1, 4096]]"));
+  EXPECT_FALSE(p.contains("v2_from")) << "no single threshold says this";
+  const json& m64 = p["measured"][0];
+  EXPECT_FALSE(m64["within_noise"].get<bool>());
+  EXPECT_NEAR(m64["margin"].get<double>(), 27.1 / 21.2 - 1, 1e-12);
+  EXPECT_NEAR(m64["noise"].get<double>(), 0.4 / 21.2, 1e-12);
+  EXPECT_NEAR(m64["v2"]["p75_s"].get<double>() - m64["v2"]["p25_s"].get<double>(), 0.4e-6, 1e-15);
+  const attn_tune::ThresholdTableReader reader(t);
+  EXPECT_EQ(reader.lookup(query_at(p, 64)).family, "decode_v2");
+  EXPECT_EQ(reader.lookup(query_at(p, 512)).family, "decode_v2");
+  EXPECT_EQ(reader.lookup(query_at(p, 4096)).family, "decode_v1");
+  EXPECT_EQ(reader.lookup(query_at(p, 100000)).family, "decode_v1");
+  EXPECT_DOUBLE_EQ(t["regret"]["sweep"]["table_lookup"]["worst"].get<double>(), 0.0);
+  expect_lookup_within_noise(t, "issue 11 case");
+}
+
+// A length where v1 is faster only within the noise does not end v2's run: the lookup there pays
+// at most the noise, and the table says so.
+TEST(ThresholdTable, AWinWithinNoiseDoesNotFlipTheDecision) {
+  const std::vector<MeasurementRecord> rs = {
+      spread_rec(1, 512, 8, kV1, 10.0e-6, 0.2e-6),  spread_rec(1, 512, 8, kV2, 12.0e-6, 0.2e-6),
+      spread_rec(1, 2048, 8, kV1, 40.0e-6, 1.0e-6), spread_rec(1, 2048, 8, kV2, 30.0e-6, 1.0e-6),
+      spread_rec(1, 4096, 8, kV1, 60.0e-6, 2.0e-6), spread_rec(1, 4096, 8, kV2, 61.0e-6, 1.5e-6),
+      spread_rec(1, 8192, 8, kV1, 120e-6, 2.0e-6),  spread_rec(1, 8192, 8, kV2, 90e-6, 2.0e-6)};
+  const json t = build_threshold_table(rs, {{"device", {{"name", "synthetic"}}}}, 16);
+  const json& p = t["decode"][0];
+  EXPECT_EQ(p["v2_from"], 2048);
+  EXPECT_EQ(p["v2_intervals"], json::parse("[[2048, null]]"));
+  const json& m4k = p["measured"][2];
+  EXPECT_TRUE(m4k["within_noise"].get<bool>());
+  EXPECT_NEAR(m4k["margin"].get<double>(), 1.0 / 60.0, 1e-12);
+  EXPECT_NEAR(m4k["noise"].get<double>(), 2.0 / 60.0, 1e-12);
+  const attn_tune::ThresholdTableReader reader(t);
+  EXPECT_EQ(reader.lookup(query_at(p, 4096)).family, "decode_v2");
+  const json& lk = t["regret"]["sweep"]["table_lookup"];
+  EXPECT_NEAR(lk["worst"].get<double>(), 1.0 / 60.0, 1e-12);
+  EXPECT_EQ(lk["beyond_noise"], 0);
+  // The seed engine keeps v1 at 2048 (8 kv heads * 4 partitions = 32, not above 32) and loses
+  // 33% there, beyond the noise; its v2 at 4096 is within it.
+  EXPECT_EQ(t["regret"]["sweep"]["seed_engine"]["beyond_noise"], 1);
+  expect_lookup_within_noise(t, "within-noise case");
+}
+
+// Random medians and spreads over several shapes: wherever the winner changes, and however often,
+// the table's lookup at the sweep's own points costs no more than their measured noise.
+TEST(ThresholdTable, LookupRegretStaysWithinTheMeasuredNoise) {
+  int several_intervals = 0;
+  int closed_only = 0;
+  int paid_noise = 0;
+  for (unsigned seed = 1; seed <= 40; ++seed) {
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<double> ratio(0.7, 1.4);
+    std::uniform_real_distribution<double> rel_iqr(0.0, 0.15);
+    std::vector<MeasurementRecord> rs;
+    for (int batch : {1, 4, 16}) {
+      for (int kvh : {1, 8}) {
+        for (int ctx : {64, 256, 1024, 4096, 16384}) {
+          const double v1 = ctx * 1e-8 * (1 + batch * kvh * 0.01);
+          const double v2 = v1 * ratio(gen);
+          rs.push_back(spread_rec(batch, ctx, kvh, kV1, v1, v1 * rel_iqr(gen)));
+          rs.push_back(spread_rec(batch, ctx, kvh, kV2, v2, v2 * rel_iqr(gen)));
+        }
+      }
+    }
+    const json t = build_threshold_table(rs, {{"device", {{"name", "synthetic"}}}}, 16);
+    expect_lookup_within_noise(t, "seed " + std::to_string(seed));
+    if (::testing::Test::HasFailure()) {
+      break;
+    }
+    for (const auto& p : t["decode"]) {
+      several_intervals += p["v2_intervals"].size() > 1 ? 1 : 0;
+      closed_only += !p.contains("v2_from") && p["v2_intervals"].size() == 1 ? 1 : 0;
+    }
+    paid_noise += t["regret"]["sweep"]["table_lookup"]["worst"].get<double>() > 0 ? 1 : 0;
+  }
+  // The draws reach the cases that matter: several v2 runs, a v2 run that ends, and lookups that
+  // pay a within-noise difference.
+  EXPECT_GT(several_intervals, 0);
+  EXPECT_GT(closed_only, 0);
+  EXPECT_GT(paid_noise, 0);
 }
 
 } // namespace
