@@ -182,6 +182,13 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
                        std::to_string(h.value("seed", uint64_t(0))) + ", not " +
                        std::to_string(seed) + "; --resume needs the same seed");
     }
+    // Events and graph replay time different things: one table must not mix them. Files from
+    // before the mode existed were timed with events.
+    const std::string mode = header.value("timing_mode", "events");
+    if (h.value("timing_mode", "events") != mode) {
+      throw InputError(path + " was timed with --timing " + h.value("timing_mode", "events") +
+                       ", not " + mode + "; --resume needs the same timing mode");
+    }
     // An `error` (a transient failure: out of memory, a busy device) is retried once: its key
     // counts as done only when a line of another status exists or it already failed twice. A
     // `fault` crashed or hung a worker; it is tried again only when asked to. The last line of

@@ -43,6 +43,7 @@ json results_header(const Profile& prof, const DeviceInfo& dev, uint64_t seed) {
           {"profile_hash", prof.hash},
           {"device", dev.to_json()},
           {"seed", seed},
+          {"timing_mode", timing_mode_name(prof.timing.mode)},
           {"tool_version", ATTN_VERSION},
           {"git_hash", ATTN_GIT_HASH},
           {"started_utc", utc_now()}};
@@ -199,12 +200,16 @@ std::string device_lock_key(const DeviceInfo& dev) {
   return dev.backend + "-" + host;
 }
 
-// One worker's part of a sweep: take the device, open results.jsonl, measure what is neither in
+// One worker's part of a sweep: open results.jsonl, take the device, measure what is neither in
 // it nor in `skip` (what earlier workers of this command finished or faulted), and report each
 // outcome to the supervisor, which keeps the tally and builds the table.
 int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool resume,
                  const std::set<std::string>& skip, const Emit& emit) {
   const DeviceInfo& dev = be.info();
+  // The results file first: a sweep that cannot resume says so at once, not after a wait.
+  const std::string results = (fs::path(opt.out_dir) / "results.jsonl").string();
+  OpenedResults log =
+      open_results(results, results_header(prof, dev, opt.seed), resume, opt.retry_faults);
   const DeviceLock timing_lock(
       device_lock_key(dev), opt.wait_for_device, [&](const std::string& pid) {
         emit({{"ev", "log"},
@@ -212,9 +217,6 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
                            (pid.empty() ? "" : " (pid " + pid + ")") +
                            " is timing on it (--no-wait to stop instead)"}});
       });
-  const std::string results = (fs::path(opt.out_dir) / "results.jsonl").string();
-  OpenedResults log =
-      open_results(results, results_header(prof, dev, opt.seed), resume, opt.retry_faults);
 
   // The plan: every workload with the configurations it still needs.
   const std::vector<Workload> workloads = expand_workloads(prof);

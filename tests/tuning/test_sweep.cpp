@@ -443,7 +443,7 @@ TEST(Sweep, RefusesToMixSweeps) {
   (void)run_sweep(be, prof, o);
   // Without --resume an existing results file is not appended to.
   EXPECT_THROW((void)run_sweep(be, prof, o), InputError);
-  // --resume with another profile or seed is refused.
+  // --resume with another profile, seed or timing mode is refused.
   json other = json::parse(kProfile);
   other["decode"]["batch"] = {1};
   o.resume = true;
@@ -455,6 +455,16 @@ TEST(Sweep, RefusesToMixSweeps) {
   }
   o.seed = 7;
   EXPECT_THROW((void)run_sweep(be, prof, o), InputError);
+  // Nor with another timing mode: event and graph timings must not share a table.
+  o.seed = 1;
+  Profile graph = prof;
+  graph.timing.mode = TimingMode::graph;
+  try {
+    (void)run_sweep(be, graph, o);
+    FAIL() << "a different timing mode must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("same timing mode"), std::string::npos) << e.what();
+  }
   fs::remove_all(o.out_dir);
 }
 
