@@ -8,13 +8,14 @@
 #include <utility>
 
 #include <cuda_runtime_api.h>
-#include <nvrtc.h>
 
 #include "src/backends/cuda/cuda_check.h"
 #include "src/backends/cuda/cuda_devices.h"
+#include "src/backends/cuda/device_open.h"
 #include "src/backends/cuda/device_runs.h"
 #include "src/backends/cuda/embedded_kernels.h"
 #include "src/backends/cuda/module_cache.h"
+#include "src/backends/cuda/nvrtc_library.h"
 #include "src/backends/cuda/precompile.h"
 #include "src/model/errors.h"
 
@@ -41,12 +42,13 @@ TargetArch pick_target_arch(int cc, const std::vector<int>& supported) {
 }
 
 std::vector<int> nvrtc_supported_archs() {
+  const NvrtcApi& api = nvrtc();
   int n = 0;
-  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) {
+  if (api.get_num_supported_archs(&n) != NVRTC_SUCCESS || n <= 0) {
     return {};
   }
   std::vector<int> archs(std::size_t(n), 0);
-  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) {
+  if (api.get_supported_archs(archs.data()) != NVRTC_SUCCESS) {
     return {};
   }
   std::sort(archs.begin(), archs.end());
@@ -204,7 +206,11 @@ std::unique_ptr<Backend> make_cuda_backend(int index) {
                             std::to_string(devices.size()) +
                             " (cuda:0 to cuda:" + std::to_string(devices.size() - 1) + ")");
   }
-  return std::make_unique<cuda::CudaBackend>(index, devices[std::size_t(index)]);
+  const DeviceInfo& info = devices[std::size_t(index)];
+  // A device that is listed can still refuse work (busy, driver trouble): that is exit 3, so it
+  // is told apart here, before the backend's first runtime call would make it an internal error.
+  cuda::open_device(index, info.id + " (" + info.name + ")");
+  return std::make_unique<cuda::CudaBackend>(index, info);
 }
 
 } // namespace attn

@@ -3,6 +3,8 @@
 #ifdef ATTN_HAVE_CUDA
 #include <cstdio>
 #include <cuda_runtime_api.h>
+
+#include "src/backends/cuda/device_open.h"
 #endif
 
 namespace attn {
@@ -44,8 +46,9 @@ std::vector<DeviceInfo> cuda_devices(std::string& why_none) {
       (void)cudaDriverGetVersion(&driver); // 0 when no driver is loaded
       why_none = insufficient_driver_reason(driver, CUDART_VERSION);
     } else {
-      why_none = std::string("the CUDA runtime cannot start: ") + cudaGetErrorName(err) + ": " +
-                 cudaGetErrorString(err);
+      const auto why = cuda::device_unusable_reason(err);
+      why_none = "the CUDA runtime cannot start: " +
+                 (why ? *why : std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err));
     }
     return out;
   }

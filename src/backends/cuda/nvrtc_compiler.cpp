@@ -12,8 +12,9 @@
 #include <regex>
 #include <sstream>
 
-#include <nvrtc.h>
 #include <unistd.h>
+
+#include "src/backends/cuda/nvrtc_library.h"
 
 namespace attn::cuda {
 
@@ -24,7 +25,7 @@ namespace {
     const nvrtcResult attn_nvrtc_rc = (call);                                                      \
     if (attn_nvrtc_rc != NVRTC_SUCCESS) {                                                          \
       throw std::runtime_error(std::string(#call) +                                                \
-                               " failed: " + nvrtcGetErrorString(attn_nvrtc_rc) + " (" +           \
+                               " failed: " + nvrtc().get_error_string(attn_nvrtc_rc) + " (" +      \
                                __FILE__ + ":" + std::to_string(__LINE__) + ")");                   \
     }                                                                                              \
   } while (0)
@@ -93,7 +94,7 @@ struct Program {
   nvrtcProgram p = nullptr;
   ~Program() {
     if (p != nullptr) {
-      nvrtcDestroyProgram(&p);
+      nvrtc().destroy_program(&p);
     }
   }
 };
@@ -103,7 +104,7 @@ struct Program {
 std::string nvrtc_version() {
   int major = 0;
   int minor = 0;
-  ATTN_NVRTC_CHECK(nvrtcVersion(&major, &minor));
+  ATTN_NVRTC_CHECK(nvrtc().version(&major, &minor));
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
@@ -203,34 +204,35 @@ CompileResult NvrtcCompiler::compile(const CompileRequest& req) const {
     header_names.push_back(name.c_str());
     header_texts.push_back(text.c_str());
   }
+  const NvrtcApi& api = nvrtc();
   Program prog;
-  ATTN_NVRTC_CHECK(nvrtcCreateProgram(&prog.p, req.source.c_str(), req.source_name.c_str(),
+  ATTN_NVRTC_CHECK(api.create_program(&prog.p, req.source.c_str(), req.source_name.c_str(),
                                       int(header_texts.size()), header_texts.data(),
                                       header_names.data()));
-  const nvrtcResult rc = nvrtcCompileProgram(prog.p, int(opt_ptrs.size()), opt_ptrs.data());
+  const nvrtcResult rc = api.compile_program(prog.p, int(opt_ptrs.size()), opt_ptrs.data());
   CompileResult r;
   std::size_t log_size = 0;
-  ATTN_NVRTC_CHECK(nvrtcGetProgramLogSize(prog.p, &log_size));
+  ATTN_NVRTC_CHECK(api.get_program_log_size(prog.p, &log_size));
   r.log.resize(log_size);
-  ATTN_NVRTC_CHECK(nvrtcGetProgramLog(prog.p, r.log.data()));
+  ATTN_NVRTC_CHECK(api.get_program_log(prog.p, r.log.data()));
   while (!r.log.empty() && r.log.back() == '\0') {
     r.log.pop_back();
   }
   if (rc != NVRTC_SUCCESS) {
     throw CompileError("NVRTC could not compile " + req.source_name + " for " +
                        (req.cubin ? "sm_" : "compute_") + std::to_string(req.arch) + " (" +
-                       req.description + "; " + nvrtcGetErrorString(rc) +
+                       req.description + "; " + api.get_error_string(rc) +
                        "); options: " + join(opts) + "\ncompiler log:\n" + r.log);
   }
   std::size_t size = 0;
   if (req.cubin) {
-    ATTN_NVRTC_CHECK(nvrtcGetCUBINSize(prog.p, &size));
+    ATTN_NVRTC_CHECK(api.get_cubin_size(prog.p, &size));
     r.image.resize(size);
-    ATTN_NVRTC_CHECK(nvrtcGetCUBIN(prog.p, r.image.data()));
+    ATTN_NVRTC_CHECK(api.get_cubin(prog.p, r.image.data()));
   } else {
-    ATTN_NVRTC_CHECK(nvrtcGetPTXSize(prog.p, &size));
+    ATTN_NVRTC_CHECK(api.get_ptx_size(prog.p, &size));
     r.image.resize(size);
-    ATTN_NVRTC_CHECK(nvrtcGetPTX(prog.p, r.image.data()));
+    ATTN_NVRTC_CHECK(api.get_ptx(prog.p, r.image.data()));
   }
   r.kernels = parse_ptxas_report(r.log);
   r.cache_key = key;
