@@ -17,9 +17,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<std::byte> bytes_of(const std::string& s) {
-  std::vector<std::byte> b(s.size());
-  std::memcpy(b.data(), s.data(), s.size());
-  return b;
+  const auto* p = reinterpret_cast<const std::byte*>(s.data());
+  return {p, p + s.size()}; // no memcpy: an empty vector's data() may be null
 }
 
 // A file image with the given header text and `data_bytes` bytes of data (0, 1, 2, ...).
