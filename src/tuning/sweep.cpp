@@ -128,11 +128,6 @@ Outcome measure_one(Backend& be, const PlannedWorkload& pw, const KernelConfig& 
   const std::string key = record_key(pw.key, cfg.key());
   const DeviceInfo& dev = be.info();
   const double deadline = unit_deadline_s(wd.problem, dev, &prof.timing);
-  auto fail = [&](const std::string& why) {
-    o.record["status"] = "error";
-    o.record["reason"] = why;
-    o.shown = "ERROR " + why;
-  };
   emit(begin_message(key, deadline, o.record));
   try {
     // can_run loads modules on the GPU: a failure there is this configuration's, not the sweep's.
@@ -158,7 +153,9 @@ Outcome measure_one(Backend& be, const PlannedWorkload& pw, const KernelConfig& 
   } catch (const DeviceFault&) {
     throw; // the supervisor records the fault and starts a fresh worker
   } catch (const std::exception& e) {
-    fail(e.what());
+    o.record["status"] = "error";
+    o.record["reason"] = e.what();
+    o.shown = std::string("ERROR ") + e.what();
   }
   emit(end_message());
   return o;

@@ -224,12 +224,18 @@ std::string slug(const std::string& s) {
   return o;
 }
 
+std::string fail_prefix(const std::string& device, const std::string& config,
+                        const std::string& case_name, uint64_t case_seed, uint64_t run_seed) {
+  return "FAIL " + device + " " + config + " " + case_name +
+         " case_seed=" + std::to_string(case_seed) + " run_seed=" + std::to_string(run_seed);
+}
+
 std::string one_line_failure(const std::string& device, const KernelConfig& cfg,
                              const VerifyCase& c, const Problem& pr, const CheckReport& rep,
                              uint64_t run_seed) {
   std::ostringstream s;
-  s << "FAIL " << device << " " << cfg.key() << " " << c.name() << " case_seed=" << c.seed
-    << " run_seed=" << run_seed << " (" << pr.describe() << "): " << rep.summary();
+  s << fail_prefix(device, cfg.key(), c.name(), c.seed, run_seed) << " (" << pr.describe()
+    << "): " << rep.summary();
   int listed = 0;
   for (const auto& m : rep.first) {
     if (listed++ == 3) {
@@ -255,12 +261,6 @@ namespace {
 // What identifies one check in a run, so that a later worker does not repeat it.
 std::string check_key(const std::string& device, const KernelConfig& cfg, const VerifyCase& c) {
   return device + " | " + cfg.key() + " | " + c.name();
-}
-
-std::string fail_prefix(const std::string& device, const std::string& config,
-                        const std::string& case_name, uint64_t case_seed, uint64_t run_seed) {
-  return "FAIL " + device + " " + config + " " + case_name +
-         " case_seed=" + std::to_string(case_seed) + " run_seed=" + std::to_string(run_seed);
 }
 
 // Checks one configuration on one case: the failure line, or "" on a pass.

@@ -75,6 +75,18 @@ std::string read_file(const std::filesystem::path& p) {
   return s;
 }
 
+// Everything written to the temporary file `out`, which is closed.
+std::string drain(std::FILE* out) {
+  std::rewind(out);
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, out)) > 0;) {
+    text.append(buf, n);
+  }
+  std::fclose(out);
+  return text;
+}
+
 std::filesystem::path fresh_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() /
            ("attn_verify_" + name + "_" + std::to_string(::getpid()));
@@ -93,13 +105,7 @@ TEST(Verify, CpuBackendPassesQuickDecode) {
   o.intensity = "quick";
   std::FILE* out = std::tmpfile();
   const int rc = cli::run_verify(o, make_backend, out, stderr);
-  std::rewind(out);
-  std::string text;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, out)) {
-    text += buf;
-  }
-  std::fclose(out);
+  const std::string text = drain(out);
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find(" passed, 0 failed"), std::string::npos) << text;
 }
@@ -119,13 +125,7 @@ TEST(Verify, PlantedFaultIsCaughtReportedDumpedAndReplayed) {
   };
   std::FILE* out = std::tmpfile();
   const int rc = cli::run_verify(o, faulty, out, stderr);
-  std::rewind(out);
-  std::string text;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, out)) {
-    text += buf;
-  }
-  std::fclose(out);
+  const std::string text = drain(out);
   EXPECT_EQ(rc, 1) << text;
   // One line per failing case, naming the config, the case, the seed and the first mismatch.
   EXPECT_NE(text.find("FAIL cpu decode_v2["), std::string::npos) << text;
@@ -167,13 +167,7 @@ TEST(Verify, CrashingConfigurationIsAFailedCaseAndTheRunGoesOn) {
   std::FILE* out = std::tmpfile();
   const int rc = cli::run_verify(o, make_backend, out, stderr);
   ::unsetenv("ATTN_TUNE_TEST_FAULTS");
-  std::rewind(out);
-  std::string text;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, out)) {
-    text += buf;
-  }
-  std::fclose(out);
+  const std::string text = drain(out);
   EXPECT_EQ(rc, 1) << text;
   EXPECT_NE(text.find("FAIL cpu decode_v1[split=1] decode/edges/fp32#0"), std::string::npos)
       << text;
