@@ -37,14 +37,14 @@ namespace {
 
 constexpr int kMaxHeadDim = 256;
 constexpr int kDimsPerLane = kMaxHeadDim / 32;
-constexpr int kKeyTile = 16;       // prefill: keys per shared-memory tile
+constexpr int kKeyTile = 16;        // prefill: keys per shared-memory tile
 constexpr int kReduceThreads = 128; // decode_v2_reduce
 
 // Everything a kernel reads, copied from attn_call plus the split-KV workspace.
 struct Args {
-  const void* query;       // [num_rows, num_heads, head_dim]
-  const void* key_cache;   // NHD: [num_blocks, block_size, num_kv_heads, head_dim]
-  const void* value_cache; // same as key_cache
+  const void* query;           // [num_rows, num_heads, head_dim]
+  const void* key_cache;       // NHD: [num_blocks, block_size, num_kv_heads, head_dim]
+  const void* value_cache;     // same as key_cache
   const int32_t* block_tables; // [batch, max_blocks_per_seq]
   const int32_t* context_lens; // decode: [batch]
   const int32_t* cu_seqlens_q; // prefill: [batch + 1]
@@ -78,9 +78,12 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 // one interval. 64-bit so that p + window never overflows.
 __device__ __forceinline__ void visible_range(const Args& a, int p, int k_len, int& lo, int& hi) {
   int64_t l = 0, h = k_len;
-  if (a.causal) h = min(h, (int64_t)p + 1);
-  if (a.window_right >= 0) h = min(h, (int64_t)p + a.window_right + 1);
-  if (a.window_left >= 0) l = max(l, (int64_t)p - a.window_left);
+  if (a.causal)
+    h = min(h, (int64_t)p + 1);
+  if (a.window_right >= 0)
+    h = min(h, (int64_t)p + a.window_right + 1);
+  if (a.window_left >= 0)
+    l = max(l, (int64_t)p - a.window_left);
   lo = (int)min(l, (int64_t)k_len);
   hi = (int)max(h, (int64_t)lo); // empty: hi == lo
 }
@@ -93,20 +96,22 @@ __device__ __forceinline__ int64_t nhd_row(const Args& a, int b, int j, int kvh)
 }
 
 __device__ __forceinline__ float warp_sum(float x) {
-  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  for (int offset = 16; offset > 0; offset /= 2)
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
   return x;
 }
 
 __device__ __forceinline__ float score(const Args& a, float dot) {
   float s = a.scale * dot;
-  if (a.softcap > 0.f) s = a.softcap * tanhf(s / a.softcap);
+  if (a.softcap > 0.f)
+    s = a.softcap * tanhf(s / a.softcap);
   return s;
 }
 
 // One query row's running softmax, spread over a warp (this lane's dims only).
 struct RowState {
-  float m = -INFINITY; // running max score
-  float l = 0.f;       // sum of exp(s - m)
+  float m = -INFINITY;          // running max score
+  float l = 0.f;                // sum of exp(s - m)
   float acc[kDimsPerLane] = {}; // sum of exp(s - m) * v, unnormalised
 
   __device__ __forceinline__ void add(float s, const float (&v)[kDimsPerLane]) {
@@ -115,7 +120,8 @@ struct RowState {
     const float p = expf(s - m_new);
     l = l * correction + p;
 #pragma unroll
-    for (int i = 0; i < kDimsPerLane; ++i) acc[i] = acc[i] * correction + p * v[i];
+    for (int i = 0; i < kDimsPerLane; ++i)
+      acc[i] = acc[i] * correction + p * v[i];
     m = m_new;
   }
 };
@@ -135,7 +141,8 @@ __device__ __forceinline__ float lane_dot(const float (&q)[kDimsPerLane],
                                           const float (&k)[kDimsPerLane]) {
   float s = 0.f;
 #pragma unroll
-  for (int i = 0; i < kDimsPerLane; ++i) s += q[i] * k[i];
+  for (int i = 0; i < kDimsPerLane; ++i)
+    s += q[i] * k[i];
   return s;
 }
 
@@ -169,18 +176,22 @@ __device__ void decode_range(const Args& a, int b, int h, int lo, int hi, float&
 #pragma unroll
   for (int i = 0; i < kDimsPerLane; ++i) {
     const int d = lane + 32 * i;
-    if (d < a.head_dim) s_acc[warp][d] = st.acc[i];
+    if (d < a.head_dim)
+      s_acc[warp][d] = st.acc[i];
   }
   __syncthreads();
 
   float m = -INFINITY;
-  for (int w = 0; w < kWarps; ++w) m = fmaxf(m, s_m[w]);
+  for (int w = 0; w < kWarps; ++w)
+    m = fmaxf(m, s_m[w]);
   float l = 0.f;
-  for (int w = 0; w < kWarps; ++w) l += s_l[w] > 0.f ? s_l[w] * expf(s_m[w] - m) : 0.f;
+  for (int w = 0; w < kWarps; ++w)
+    l += s_l[w] > 0.f ? s_l[w] * expf(s_m[w] - m) : 0.f;
   for (int d = threadIdx.x; d < a.head_dim; d += kWarps * 32) {
     float sum = 0.f;
     for (int w = 0; w < kWarps; ++w) {
-      if (s_l[w] > 0.f) sum += s_acc[w][d] * expf(s_m[w] - m);
+      if (s_l[w] > 0.f)
+        sum += s_acc[w][d] * expf(s_m[w] - m);
     }
     s_acc[0][d] = sum; // only this thread reads and writes column d
   }
@@ -206,7 +217,8 @@ __global__ void __launch_bounds__(kThreads) decode_v1_kernel(Args a) {
   T* out = static_cast<T*>(a.out) + row * a.head_dim;
   for (int d = threadIdx.x; d < a.head_dim; d += kThreads)
     out[d] = from_float<T>(l > 0.f ? s_acc[0][d] / l : 0.f);
-  if (threadIdx.x == 0) a.lse[row] = l > 0.f ? m + logf(l) : -INFINITY;
+  if (threadIdx.x == 0)
+    a.lse[row] = l > 0.f ? m + logf(l) : -INFINITY;
 }
 
 // Partition t of sequence b covers keys [t * partition, (t + 1) * partition) of its visible range
@@ -220,7 +232,8 @@ __global__ void __launch_bounds__(kThreads) decode_v2_kernel(Args a) {
   const int h = blockIdx.x, b = blockIdx.y, t = blockIdx.z;
   const int k_len = a.context_lens[b];
   const int start = t * a.partition;
-  if (start >= k_len) return; // the reduce reads only partitions that hold keys
+  if (start >= k_len)
+    return; // the reduce reads only partitions that hold keys
   int lo, hi;
   visible_range(a, k_len - 1, k_len, lo, hi);
   lo = max(lo, start);
@@ -250,18 +263,22 @@ __global__ void __launch_bounds__(kReduceThreads) decode_v2_reduce_kernel(Args a
   const float* o_t = a.part_out + row * a.num_partitions * a.head_dim;
 
   float m = -INFINITY, l = 0.f;
-  for (int t = 0; t < parts; ++t) m = fmaxf(m, l_t[t] > 0.f ? m_t[t] : -INFINITY);
-  for (int t = 0; t < parts; ++t) l += l_t[t] > 0.f ? l_t[t] * expf(m_t[t] - m) : 0.f;
+  for (int t = 0; t < parts; ++t)
+    m = fmaxf(m, l_t[t] > 0.f ? m_t[t] : -INFINITY);
+  for (int t = 0; t < parts; ++t)
+    l += l_t[t] > 0.f ? l_t[t] * expf(m_t[t] - m) : 0.f;
 
   T* out = static_cast<T*>(a.out) + row * a.head_dim;
   for (int d = threadIdx.x; d < a.head_dim; d += kReduceThreads) {
     float sum = 0.f;
     for (int t = 0; t < parts; ++t) {
-      if (l_t[t] > 0.f) sum += l_t[t] * expf(m_t[t] - m) * o_t[(int64_t)t * a.head_dim + d];
+      if (l_t[t] > 0.f)
+        sum += l_t[t] * expf(m_t[t] - m) * o_t[(int64_t)t * a.head_dim + d];
     }
     out[d] = from_float<T>(l > 0.f ? sum / l : 0.f);
   }
-  if (threadIdx.x == 0) a.lse[row] = l > 0.f ? m + logf(l) : -INFINITY;
+  if (threadIdx.x == 0)
+    a.lse[row] = l > 0.f ? m + logf(l) : -INFINITY;
 }
 
 // Rows [tile * kQTile, ...) of sequence b, head h: warp r owns row tile * kQTile + r. The block
@@ -276,9 +293,10 @@ __global__ void __launch_bounds__(kQTile * 32) prefill_kernel(Args a) {
   const int q_start = a.cu_seqlens_q[b], q_len = a.cu_seqlens_q[b + 1] - q_start;
   const int k_len = a.cu_seqlens_k[b + 1] - a.cu_seqlens_k[b];
   const int first = blockIdx.x * kQTile;
-  if (first >= q_len) return; // whole block: no thread has reached a barrier
+  if (first >= q_len)
+    return; // whole block: no thread has reached a barrier
   const int last = min(first + kQTile, q_len) - 1;
-  const int i = first + warp;   // this warp's row within the sequence
+  const int i = first + warp;    // this warp's row within the sequence
   const bool active = i <= last; // idle warps still help load tiles
 
   // Visible ranges grow with the row's position, so the block's union is [lo(first), hi(last)).
@@ -305,7 +323,8 @@ __global__ void __launch_bounds__(kQTile * 32) prefill_kernel(Args a) {
       s_v[key][d] = in ? to_float(values[at]) : 0.f;
     }
     __syncthreads();
-    if (!active) continue;
+    if (!active)
+      continue;
     const int j_end = min(tile + kKeyTile, hi);
     for (int j = max(tile, lo); j < j_end; ++j) {
       load_row(s_k[j - tile], a.head_dim, lane, k);
@@ -314,14 +333,17 @@ __global__ void __launch_bounds__(kQTile * 32) prefill_kernel(Args a) {
     }
   }
 
-  if (!active) return;
+  if (!active)
+    return;
   T* out = static_cast<T*>(a.out) + row * a.head_dim;
 #pragma unroll
   for (int e = 0; e < kDimsPerLane; ++e) {
     const int d = lane + 32 * e;
-    if (d < a.head_dim) out[d] = from_float<T>(st.l > 0.f ? st.acc[e] / st.l : 0.f);
+    if (d < a.head_dim)
+      out[d] = from_float<T>(st.l > 0.f ? st.acc[e] / st.l : 0.f);
   }
-  if (lane == 0) a.lse[row] = st.l > 0.f ? st.m + logf(st.l) : -INFINITY;
+  if (lane == 0)
+    a.lse[row] = st.l > 0.f ? st.m + logf(st.l) : -INFINITY;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -356,7 +378,8 @@ int fail(char* msg, size_t size, const char* fmt, ...) {
 
 const attn_family_decl* find_family(attn_family family) {
   for (const attn_family_decl& f : kFamilies)
-    if (f.family == family) return &f;
+    if (f.family == family)
+      return &f;
   return nullptr;
 }
 
@@ -364,9 +387,11 @@ const attn_family_decl* find_family(attn_family family) {
 int param(const attn_config* config, const attn_family_decl& fam, const char* name, int* value,
           char* msg, size_t size) {
   for (int i = 0; config != nullptr && i < config->num_params; ++i) {
-    if (strcmp(config->names[i], name) != 0) continue;
+    if (strcmp(config->names[i], name) != 0)
+      continue;
     for (int p = 0; p < fam.num_params; ++p) {
-      if (strcmp(fam.params[p].name, name) != 0) continue;
+      if (strcmp(fam.params[p].name, name) != 0)
+        continue;
       for (int v = 0; v < fam.params[p].num_values; ++v) {
         if (fam.params[p].values[v] == config->values[i]) {
           *value = config->values[i];
@@ -391,8 +416,10 @@ int num_partitions(const attn_call* call, int partition) {
 
 int check(const attn_config* config, const attn_call* call, Tunables* t, char* msg, size_t size) {
   const attn_family_decl* fam = find_family(call->family);
-  if (fam == nullptr) return fail(msg, size, "family %d is not implemented", (int)call->family);
-  if (call->kv_layout != ATTN_KV_NHD) return fail(msg, size, "this plugin reads NHD caches only");
+  if (fam == nullptr)
+    return fail(msg, size, "family %d is not implemented", (int)call->family);
+  if (call->kv_layout != ATTN_KV_NHD)
+    return fail(msg, size, "this plugin reads NHD caches only");
   if (call->dtype != ATTN_DTYPE_F32 && call->dtype != ATTN_DTYPE_F16 &&
       call->dtype != ATTN_DTYPE_BF16)
     return fail(msg, size, "dtype %d is not supported", (int)call->dtype);
@@ -401,11 +428,11 @@ int check(const attn_config* config, const attn_call* call, Tunables* t, char* m
   if (call->num_kv_heads < 1 || call->num_heads % call->num_kv_heads != 0)
     return fail(msg, size, "num_heads %d is not a multiple of num_kv_heads %d", call->num_heads,
                 call->num_kv_heads);
-  if (call->block_size < 1) return fail(msg, size, "block_size %d", call->block_size);
+  if (call->block_size < 1)
+    return fail(msg, size, "block_size %d", call->block_size);
   // Grid y and z are at most 65535.
   if (call->batch > 65535 || call->num_heads > 65535)
-    return fail(msg, size, "batch %d or num_heads %d exceeds 65535", call->batch,
-                call->num_heads);
+    return fail(msg, size, "batch %d or num_heads %d exceeds 65535", call->batch, call->num_heads);
   switch (call->family) {
   case ATTN_FAMILY_DECODE_V1:
     return param(config, *fam, "threads", &t->threads, msg, size);
@@ -439,7 +466,8 @@ int can_run(void*, const attn_config* config, const attn_call* call, char* reaso
 int workspace_size(void*, const attn_config* config, const attn_call* call, uint64_t* bytes,
                    char* err, size_t err_size) {
   Tunables t;
-  if (check(config, call, &t, err, err_size) != 0) return 1;
+  if (check(config, call, &t, err, err_size) != 0)
+    return 1;
   *bytes = call->family == ATTN_FAMILY_DECODE_V2 ? v2_workspace_bytes(call, t.partition) : 0;
   return 0;
 }
@@ -447,9 +475,15 @@ int workspace_size(void*, const attn_config* config, const attn_call* call, uint
 template <typename T> void launch_decode_v1(const Args& a, int threads, int batch, cudaStream_t s) {
   const dim3 grid(a.num_heads, batch);
   switch (threads) {
-  case 64: decode_v1_kernel<T, 64><<<grid, 64, 0, s>>>(a); break;
-  case 128: decode_v1_kernel<T, 128><<<grid, 128, 0, s>>>(a); break;
-  case 256: decode_v1_kernel<T, 256><<<grid, 256, 0, s>>>(a); break;
+  case 64:
+    decode_v1_kernel<T, 64><<<grid, 64, 0, s>>>(a);
+    break;
+  case 128:
+    decode_v1_kernel<T, 128><<<grid, 128, 0, s>>>(a);
+    break;
+  case 256:
+    decode_v1_kernel<T, 256><<<grid, 256, 0, s>>>(a);
+    break;
   }
 }
 
@@ -457,39 +491,58 @@ template <typename T> void launch_decode_v2(const Args& a, int threads, int batc
   if (a.num_partitions > 0) { // a zero grid is a launch error; the reduce still writes the rows
     const dim3 grid(a.num_heads, batch, a.num_partitions);
     switch (threads) {
-    case 128: decode_v2_kernel<T, 128><<<grid, 128, 0, s>>>(a); break;
-    case 256: decode_v2_kernel<T, 256><<<grid, 256, 0, s>>>(a); break;
+    case 128:
+      decode_v2_kernel<T, 128><<<grid, 128, 0, s>>>(a);
+      break;
+    case 256:
+      decode_v2_kernel<T, 256><<<grid, 256, 0, s>>>(a);
+      break;
     }
   }
   decode_v2_reduce_kernel<T><<<dim3(a.num_heads, batch), kReduceThreads, 0, s>>>(a);
 }
 
-template <typename T> void launch_prefill(const Args& a, const attn_call* call, int q_tile,
-                                          cudaStream_t s) {
+template <typename T>
+void launch_prefill(const Args& a, const attn_call* call, int q_tile, cudaStream_t s) {
   const dim3 grid((call->max_q_len + q_tile - 1) / q_tile, a.num_heads, call->batch);
   switch (q_tile) {
-  case 4: prefill_kernel<T, 4><<<grid, 4 * 32, 0, s>>>(a); break;
-  case 8: prefill_kernel<T, 8><<<grid, 8 * 32, 0, s>>>(a); break;
-  case 16: prefill_kernel<T, 16><<<grid, 16 * 32, 0, s>>>(a); break;
+  case 4:
+    prefill_kernel<T, 4><<<grid, 4 * 32, 0, s>>>(a);
+    break;
+  case 8:
+    prefill_kernel<T, 8><<<grid, 8 * 32, 0, s>>>(a);
+    break;
+  case 16:
+    prefill_kernel<T, 16><<<grid, 16 * 32, 0, s>>>(a);
+    break;
   }
 }
 
-template <typename T> void launch(const Args& a, const attn_call* call, const Tunables& t,
-                                  cudaStream_t s) {
+template <typename T>
+void launch(const Args& a, const attn_call* call, const Tunables& t, cudaStream_t s) {
   switch (call->family) {
-  case ATTN_FAMILY_DECODE_V1: launch_decode_v1<T>(a, t.threads, call->batch, s); break;
-  case ATTN_FAMILY_DECODE_V2: launch_decode_v2<T>(a, t.threads, call->batch, s); break;
-  case ATTN_FAMILY_PREFILL: launch_prefill<T>(a, call, t.q_tile, s); break;
+  case ATTN_FAMILY_DECODE_V1:
+    launch_decode_v1<T>(a, t.threads, call->batch, s);
+    break;
+  case ATTN_FAMILY_DECODE_V2:
+    launch_decode_v2<T>(a, t.threads, call->batch, s);
+    break;
+  case ATTN_FAMILY_PREFILL:
+    launch_prefill<T>(a, call, t.q_tile, s);
+    break;
   }
 }
 
 int run(void*, const attn_config* config, const attn_call* call, void* workspace,
         uint64_t workspace_bytes, void* stream, char* err, size_t err_size) {
   Tunables t;
-  if (check(config, call, &t, err, err_size) != 0) return 1;
+  if (check(config, call, &t, err, err_size) != 0)
+    return 1;
   // Nothing to compute, and a grid with a zero extent is a launch error.
-  if (call->batch == 0 || call->num_heads == 0 || call->num_rows == 0) return 0;
-  if (call->family == ATTN_FAMILY_PREFILL && call->max_q_len == 0) return 0;
+  if (call->batch == 0 || call->num_heads == 0 || call->num_rows == 0)
+    return 0;
+  if (call->family == ATTN_FAMILY_PREFILL && call->max_q_len == 0)
+    return 0;
 
   Args a{};
   a.query = call->query;
@@ -526,9 +579,15 @@ int run(void*, const attn_config* config, const attn_call* call, void* workspace
 
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (call->dtype) {
-  case ATTN_DTYPE_F32: launch<float>(a, call, t, s); break;
-  case ATTN_DTYPE_F16: launch<__half>(a, call, t, s); break;
-  case ATTN_DTYPE_BF16: launch<__nv_bfloat16>(a, call, t, s); break;
+  case ATTN_DTYPE_F32:
+    launch<float>(a, call, t, s);
+    break;
+  case ATTN_DTYPE_F16:
+    launch<__half>(a, call, t, s);
+    break;
+  case ATTN_DTYPE_BF16:
+    launch<__nv_bfloat16>(a, call, t, s);
+    break;
   }
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
