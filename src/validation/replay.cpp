@@ -249,7 +249,20 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
       p.softcap = parse_double(file, "softcap", *s);
     }
 
-    pr.validate();
+    if (layout == KvLayout::HND) {
+      pr.validate();
+    } else {
+      // Caches of another layout can have a plausible shape in this one (HND read as NHD swaps
+      // block_size and num_kv_heads): say where the dimensions came from.
+      try {
+        pr.validate();
+      } catch (const InputError& e) {
+        bad(file, std::string(e.what()) + " (num_kv_heads " + std::to_string(p.num_kv_heads) +
+                      " and block_size " + std::to_string(p.block_size) + " read from key_cache " +
+                      shape_str(ks) + " as kv_layout " + kv_layout_name(layout) + " " +
+                      key_cache_shape_pattern(layout) + ")");
+      }
+    }
 
     if (auto it = f.tensors.find("out"); it != f.tensors.end()) {
       HostTensor out = to_host(std::move(it->second), "out");
