@@ -4,9 +4,14 @@
 #include <cctype>
 #include <vector>
 
+#include "include/attn_tune/plugin.h"
 #include "src/model/errors.h"
 
 namespace attn {
+
+// A plugin's attn_kv_layout converts to KvLayout by value.
+static_assert(int(KvLayout::HND) == ATTN_KV_HND && int(KvLayout::NHD) == ATTN_KV_NHD &&
+              int(KvLayout::vllm) == ATTN_KV_VLLM);
 
 const char* kv_layout_name(KvLayout l) {
   switch (l) {

@@ -159,7 +159,10 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
     // The key cache's dimensions in its layout; the value cache must then have exactly the
     // shape that layout gives it.
     const std::vector<int64_t>& ks = k.shape;
-    const int64_t key_head_dim = vllm ? ks[2] * ks[4] : ks[3];
+    // In vllm head_dim is split in two dimensions; each fits an int, so their product is exact.
+    const int64_t key_head_dim = vllm ? int64_t(dim_as_int(file, "key_cache head_dim / x", ks[2])) *
+                                            dim_as_int(file, "key_cache x", ks[4])
+                                      : ks[3];
     if (key_head_dim != q.shape[2]) {
       bad(file, "key_cache head_dim " + std::to_string(key_head_dim) +
                     " differs from query head_dim " + std::to_string(q.shape[2]) + " (key_cache " +
