@@ -35,6 +35,7 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
   const int D = p.head_dim;
   const int G = p.group_size();
   const double scale = p.effective_scale();
+  const KvCacheGeometry kv = pr.kv_geometry();
   ReferenceResult res;
   res.rows = pr.num_rows();
   res.heads = H;
@@ -73,17 +74,17 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
     const int kl = pr.k_len(t.b);
     Eigen::MatrixXd K(kl, D);
     Eigen::MatrixXd V(kl, D);
-    // The oracle's own reading of the paged layout (SPEC.md "Tensors"), written out here rather
-    // than shared with the kernels (attn_math::paged_kv_offset), so an addressing bug there
-    // shows as a mismatch instead of agreeing with itself.
+    // The oracle reads the paged cache element by element through the layout's offsets
+    // (SPEC.md "KV-cache layouts", src/model/kv_layout.h) rather than with the kernels'
+    // attn_math::paged_kv_offset, so an addressing bug there shows as a mismatch instead of
+    // agreeing with itself. Every layout yields the same K and V, hence identical results.
     const int32_t* table = &pr.block_tables[std::size_t(t.b) * std::size_t(pr.max_blocks_per_seq)];
     for (int j = 0; j < kl; ++j) {
       const int64_t page = table[j / p.block_size];
-      const int64_t slot = j % p.block_size;
-      const int64_t off = ((page * p.num_kv_heads + t.kvh) * p.block_size + slot) * D;
+      const int slot = j % p.block_size;
       for (int d = 0; d < D; ++d) {
-        K(j, d) = pr.key_cache.get(std::size_t(off + d));
-        V(j, d) = pr.value_cache.get(std::size_t(off + d));
+        K(j, d) = pr.key_cache.get(std::size_t(kv.key_index(page, t.kvh, slot, d)));
+        V(j, d) = pr.value_cache.get(std::size_t(kv.value_index(page, t.kvh, slot, d)));
       }
     }
     Eigen::VectorXd q(D);

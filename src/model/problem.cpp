@@ -31,6 +31,28 @@ void expect_shape(const char* name, const HostTensor& t, const std::vector<int64
   }
 }
 
+// The caches against the shapes of the problem's layout; the message names the layout and its
+// shape pattern, since a cache in another layout often has the right rank and size.
+void check_cache_shapes(const Problem& pr) {
+  const AttnParams& p = pr.params;
+  const std::vector<int64_t> want[2] = {key_cache_shape(pr.kv_layout, p.dtype, pr.num_blocks,
+                                                        p.num_kv_heads, p.block_size, p.head_dim),
+                                        value_cache_shape(pr.kv_layout, p.dtype, pr.num_blocks,
+                                                          p.num_kv_heads, p.block_size,
+                                                          p.head_dim)};
+  const HostTensor* have[2] = {&pr.key_cache, &pr.value_cache};
+  for (int i = 0; i < 2; ++i) {
+    const char* name = i == 0 ? "key_cache" : "value_cache";
+    if (have[i]->shape != want[i]) {
+      bad(std::string(name) + " has shape " + shape_of(have[i]->shape) + ", expected " +
+          shape_of(want[i]) + " for kv_layout " + kv_layout_name(pr.kv_layout) + " " +
+          (i == 0 ? key_cache_shape_pattern(pr.kv_layout)
+                  : value_cache_shape_pattern(pr.kv_layout)));
+    }
+    expect_shape(name, *have[i], want[i]); // the byte count
+  }
+}
+
 // Fill a tensor with standard normal values rounded to its dtype.
 void fill_normal(HostTensor& t, uint64_t seed) {
   Rng rng(seed);
@@ -104,6 +126,9 @@ void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const G
   fill_normal(pr.query, rng.fork_seed());
   fill_normal(pr.key_cache, rng.fork_seed());
   fill_normal(pr.value_cache, rng.fork_seed());
+  if (opt.kv_layout != KvLayout::HND) {
+    pr = with_kv_layout(pr, opt.kv_layout);
+  }
 }
 
 } // namespace
@@ -285,8 +310,7 @@ void Problem::validate() const {
     }
   }
   expect_shape("query", query, {rows, p.num_heads, p.head_dim});
-  expect_shape("key_cache", key_cache, {num_blocks, p.num_kv_heads, p.block_size, p.head_dim});
-  expect_shape("value_cache", value_cache, {num_blocks, p.num_kv_heads, p.block_size, p.head_dim});
+  check_cache_shapes(*this);
   for (int b = 0; b < batch; ++b) {
     // In 64 bits: a k_len near INT_MAX would wrap to a negative block count and pass.
     const int64_t used = (int64_t(k_len(b)) + p.block_size - 1) / p.block_size;
@@ -309,12 +333,56 @@ void Problem::validate() const {
 std::string Problem::describe() const {
   std::ostringstream s;
   s << phase_name(phase) << " batch=" << batch << " " << params.describe();
+  if (kv_layout != KvLayout::HND) {
+    s << " kv_layout=" << kv_layout_name(kv_layout);
+  }
   if (phase == Phase::decode) {
     s << " max_ctx=" << max_k_len();
   } else {
     s << " max_q=" << max_q_len() << " max_k=" << max_k_len();
   }
   return s.str();
+}
+
+Problem with_kv_layout(const Problem& pr, KvLayout to) {
+  if (pr.kv_layout == to) {
+    return pr;
+  }
+  const AttnParams& p = pr.params;
+  p.validate();
+  if (pr.num_blocks <= 0) {
+    bad("num_blocks " + std::to_string(pr.num_blocks) + " must be positive");
+  }
+  if (pr.key_cache.dtype != p.dtype || pr.value_cache.dtype != p.dtype) {
+    bad("the caches are not " + std::string(dtype_name(p.dtype)) + " like the problem");
+  }
+  check_cache_shapes(pr); // every offset below is inside both caches
+  Problem out;
+  // Copy everything but the caches, which are rebuilt in place of a copy.
+  out.phase = pr.phase;
+  out.params = pr.params;
+  out.batch = pr.batch;
+  out.num_blocks = pr.num_blocks;
+  out.max_blocks_per_seq = pr.max_blocks_per_seq;
+  out.block_tables = pr.block_tables;
+  out.context_lens = pr.context_lens;
+  out.cu_seqlens_q = pr.cu_seqlens_q;
+  out.cu_seqlens_k = pr.cu_seqlens_k;
+  out.query = pr.query;
+  out.seed = pr.seed;
+  out.kv_layout = to;
+  out.key_cache = HostTensor(p.dtype, key_cache_shape(to, p.dtype, pr.num_blocks, p.num_kv_heads,
+                                                      p.block_size, p.head_dim));
+  out.value_cache =
+      HostTensor(p.dtype, value_cache_shape(to, p.dtype, pr.num_blocks, p.num_kv_heads,
+                                            p.block_size, p.head_dim));
+  const KvCacheGeometry from_g = pr.kv_geometry();
+  const KvCacheGeometry to_g = out.kv_geometry();
+  convert_kv_cache(from_g, to_g, p.dtype, pr.num_blocks, /*is_key=*/true, pr.key_cache.raw(),
+                   out.key_cache.raw());
+  convert_kv_cache(from_g, to_g, p.dtype, pr.num_blocks, /*is_key=*/false, pr.value_cache.raw(),
+                   out.value_cache.raw());
+  return out;
 }
 
 Problem make_decode_problem(const AttnParams& p, const std::vector<int>& context_lens,

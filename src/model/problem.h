@@ -8,6 +8,7 @@
 
 #include "kernels/attn_math.h"
 #include "src/model/dtype.h"
+#include "src/model/kv_layout.h"
 #include "src/model/tensor.h"
 
 namespace attn {
@@ -39,6 +40,7 @@ inline constexpr int kMaxBlockSize = 1024;
 enum class Phase { decode, prefill };
 [[nodiscard]] const char* phase_name(Phase p);
 
+// with_kv_layout copies every field but the caches by name: a new field goes there too.
 struct Problem {
   Phase phase = Phase::decode;
   AttnParams params;
@@ -50,9 +52,11 @@ struct Problem {
   std::vector<int32_t> cu_seqlens_q; // prefill: [batch + 1]
   std::vector<int32_t> cu_seqlens_k; // prefill: [batch + 1]
   HostTensor query;                  // [rows, num_heads, head_dim]
-  HostTensor key_cache;              // [num_blocks, num_kv_heads, block_size, head_dim]
-  HostTensor value_cache;            // same as key_cache
-  uint64_t seed = 0;                 // generator seed (0 for loaded problems)
+  // How both caches are arranged; their shapes are key_cache_shape/value_cache_shape of it.
+  KvLayout kv_layout = KvLayout::HND;
+  HostTensor key_cache;   // HND: [num_blocks, num_kv_heads, block_size, head_dim]
+  HostTensor value_cache; // HND: same as key_cache
+  uint64_t seed = 0;      // generator seed (0 for loaded problems)
 
   // Query rows: batch for decode, total_q for prefill.
   [[nodiscard]] int num_rows() const;
@@ -65,7 +69,25 @@ struct Problem {
   }
   [[nodiscard]] int max_k_len() const;
   [[nodiscard]] int max_q_len() const;
-  // Element offset of key/value position j of sequence b, kv head kvh, dim 0, in the caches.
+  // The caches' geometry in this problem's layout (element offsets of block, head, slot, dim).
+  [[nodiscard]] KvCacheGeometry kv_geometry() const {
+    return kv_cache_geometry(kv_layout, params.dtype, params.num_kv_heads, params.block_size,
+                             params.head_dim);
+  }
+  // Element offsets of dim d of key/value position j of sequence b, kv head kvh, through the
+  // block table, in any layout.
+  [[nodiscard]] int64_t key_index(int b, int kvh, int j, int d) const {
+    return kv_geometry().key_index(physical_block(b, j), kvh, j % params.block_size, d);
+  }
+  [[nodiscard]] int64_t value_index(int b, int kvh, int j, int d) const {
+    return kv_geometry().value_index(physical_block(b, j), kvh, j % params.block_size, d);
+  }
+  [[nodiscard]] int64_t physical_block(int b, int j) const {
+    return block_tables[std::size_t(b) * std::size_t(max_blocks_per_seq) +
+                        std::size_t(j / params.block_size)];
+  }
+  // HND only (the layout the built-in kernels read): element offset of key/value position j of
+  // sequence b, kv head kvh, dim 0; dims follow contiguously. Other layouts: key_index.
   [[nodiscard]] int64_t kv_offset(int b, int kvh, int j) const {
     return attn_math::paged_kv_offset(block_tables.data() + std::size_t(b) * max_blocks_per_seq,
                                       params.block_size, params.num_kv_heads, kvh, params.head_dim,
@@ -80,11 +102,19 @@ struct Problem {
   [[nodiscard]] std::string describe() const;
 };
 
+// A copy of `pr` with both caches rearranged into layout `to` (same values, same block tables);
+// a plain copy when it is already in `to`. Throws InputError when the caches do not have the
+// shapes of pr.kv_layout.
+[[nodiscard]] Problem with_kv_layout(const Problem& pr, KvLayout to);
+
 // Options of the seeded generator.
 struct GenOptions {
   uint64_t seed = 1;
   double pool_factor = 3.0;   // physical blocks allocated per block needed (>= 1)
   bool shared_prefix = false; // sequences share their first full blocks (prefix caching)
+  // The caches' layout. Values are drawn in HND and then rearranged, so one seed gives the same
+  // logical keys and values in every layout.
+  KvLayout kv_layout = KvLayout::HND;
 };
 
 // Decode batch: one query row per sequence, context_lens[b] keys each.

@@ -40,6 +40,23 @@ StTensor& need(SafetensorsFile& f, const std::string& file, const std::string& n
   return it->second;
 }
 
+// key_cache or value_cache, whose rank depends on the layout the file declares.
+StTensor& need_cache(SafetensorsFile& f, const std::string& file, const std::string& name,
+                     KvLayout layout) {
+  auto it = f.tensors.find(name);
+  if (it == f.tensors.end()) {
+    bad(file, "has no tensor '" + name + "'");
+  }
+  const bool is_key = name == "key_cache";
+  const std::size_t rank = is_key && layout == KvLayout::vllm ? 5 : 4;
+  if (it->second.shape.size() != rank) {
+    bad(file, name + " has shape " + shape_str(it->second.shape) + ", expected rank " +
+                  std::to_string(rank) + " for kv_layout " + kv_layout_name(layout) + " " +
+                  (is_key ? key_cache_shape_pattern(layout) : value_cache_shape_pattern(layout)));
+  }
+  return it->second;
+}
+
 int dim_as_int(const std::string& file, const std::string& what, int64_t v) {
   if (v > INT_MAX) {
     bad(file, what + " = " + std::to_string(v) + " is too large");
@@ -116,9 +133,20 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
   pr.phase = has_ctx ? Phase::decode : Phase::prefill;
 
   try {
+    // The layout first: it says how to read the caches' shapes.
+    if (auto it = f.metadata.find("kv_layout"); it != f.metadata.end()) {
+      try {
+        pr.kv_layout = parse_kv_layout(it->second);
+      } catch (const InputError&) {
+        bad(file, "__metadata__ kv_layout = '" + it->second +
+                      "' is not a KV-cache layout (HND, NHD or vllm)");
+      }
+    }
+    const KvLayout layout = pr.kv_layout;
+    const bool vllm = layout == KvLayout::vllm;
     StTensor& q = need(f, file, "query", 3);
-    StTensor& k = need(f, file, "key_cache", 4);
-    StTensor& v = need(f, file, "value_cache", 4);
+    StTensor& k = need_cache(f, file, "key_cache", layout);
+    StTensor& v = need_cache(f, file, "value_cache", layout);
     const StTensor& bt = need(f, file, "block_tables", 2);
     pr.query = to_host(std::move(q), "query");
     pr.key_cache = to_host(std::move(k), "key_cache");
@@ -128,20 +156,42 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
                     st_dtype_name(q.dtype) + ", " + st_dtype_name(k.dtype) + ", " +
                     st_dtype_name(v.dtype) + ")");
     }
-    if (k.shape != v.shape) {
-      bad(file,
-          "key_cache has shape " + shape_str(k.shape) + " but value_cache " + shape_str(v.shape));
-    }
-    if (k.shape[3] != q.shape[2]) {
-      bad(file, "key_cache head_dim " + std::to_string(k.shape[3]) +
-                    " differs from query head_dim " + std::to_string(q.shape[2]));
+    // The key cache's dimensions in its layout; the value cache must then have exactly the
+    // shape that layout gives it.
+    const std::vector<int64_t>& ks = k.shape;
+    // In vllm head_dim is split in two dimensions; each fits an int, so their product is exact.
+    const int64_t key_head_dim = vllm ? int64_t(dim_as_int(file, "key_cache head_dim / x", ks[2])) *
+                                            dim_as_int(file, "key_cache x", ks[4])
+                                      : ks[3];
+    if (key_head_dim != q.shape[2]) {
+      bad(file, "key_cache head_dim " + std::to_string(key_head_dim) +
+                    " differs from query head_dim " + std::to_string(q.shape[2]) + " (key_cache " +
+                    shape_str(ks) + " read as kv_layout " + kv_layout_name(layout) + " " +
+                    key_cache_shape_pattern(layout) + ")");
     }
     p.dtype = pr.query.dtype;
     p.num_heads = dim_as_int(file, "query num_heads", q.shape[1]);
     p.head_dim = dim_as_int(file, "query head_dim", q.shape[2]);
-    p.num_kv_heads = dim_as_int(file, "key_cache num_kv_heads", k.shape[1]);
-    p.block_size = dim_as_int(file, "key_cache block_size", k.shape[2]);
-    pr.num_blocks = dim_as_int(file, "key_cache num_blocks", k.shape[0]);
+    p.num_kv_heads =
+        dim_as_int(file, "key_cache num_kv_heads", layout == KvLayout::NHD ? ks[2] : ks[1]);
+    p.block_size = dim_as_int(file, "key_cache block_size",
+                              layout == KvLayout::NHD ? ks[1] : (vllm ? ks[3] : ks[2]));
+    pr.num_blocks = dim_as_int(file, "key_cache num_blocks", ks[0]);
+    for (const auto& [name, t] :
+         {std::pair<const char*, const StTensor*>{"key_cache", &k}, {"value_cache", &v}}) {
+      const bool is_key = t == &k;
+      const std::vector<int64_t> want =
+          is_key ? key_cache_shape(layout, p.dtype, pr.num_blocks, p.num_kv_heads, p.block_size,
+                                   p.head_dim)
+                 : value_cache_shape(layout, p.dtype, pr.num_blocks, p.num_kv_heads, p.block_size,
+                                     p.head_dim);
+      if (t->shape != want) {
+        bad(file,
+            std::string(name) + " has shape " + shape_str(t->shape) + ", expected " +
+                shape_str(want) + " for kv_layout " + kv_layout_name(layout) + " " +
+                (is_key ? key_cache_shape_pattern(layout) : value_cache_shape_pattern(layout)));
+      }
+    }
     const int rows = dim_as_int(file, "query rows", q.shape[0]);
 
     pr.batch = dim_as_int(file, "block_tables batch", bt.shape[0]);
@@ -202,7 +252,20 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
       p.softcap = parse_double(file, "softcap", *s);
     }
 
-    pr.validate();
+    if (layout == KvLayout::HND) {
+      pr.validate();
+    } else {
+      // Caches of another layout can have a plausible shape in this one (HND read as NHD swaps
+      // block_size and num_kv_heads): say where the dimensions came from.
+      try {
+        pr.validate();
+      } catch (const InputError& e) {
+        bad(file, std::string(e.what()) + " (num_kv_heads " + std::to_string(p.num_kv_heads) +
+                      " and block_size " + std::to_string(p.block_size) + " read from key_cache " +
+                      shape_str(ks) + " as kv_layout " + kv_layout_name(layout) + " " +
+                      key_cache_shape_pattern(layout) + ")");
+      }
+    }
 
     if (auto it = f.tensors.find("out"); it != f.tensors.end()) {
       HostTensor out = to_host(std::move(it->second), "out");
@@ -269,6 +332,7 @@ SafetensorsFile replay_to_safetensors(const Problem& pr, const HostTensor* out,
     }
     f.tensors["lse"] = to_st(*lse, {rows, p.num_heads});
   }
+  f.metadata["kv_layout"] = kv_layout_name(pr.kv_layout); // the caches go as they are stored
   f.metadata["causal"] = p.causal ? "true" : "false";
   f.metadata["window_left"] = std::to_string(p.window_left);
   f.metadata["window_right"] = std::to_string(p.window_right);

@@ -144,3 +144,14 @@ attn_cli_test(NAME replay.unknown_flag EXIT 2 REGEX "--frobnicate" ARGS replay x
 attn_cli_test(NAME replay.bad_threads EXIT 2 REGEX "--threads" ARGS replay x.safetensors
               --threads -4)
 attn_cli_test(NAME replay.directory EXIT 2 REGEX "not a regular file" ARGS replay .)
+
+# Replay files in every KV-cache layout from a second independent writer that needs numpy alone
+# (tests/data/replay_layouts.py: its own safetensors writer, rearrangement and float64 reference;
+# decode and prefill in HND, NHD and vllm; a wrong answer; caches that do not fit the declared
+# layout). It exits 77, reported as skipped, where numpy is missing.
+if(Python3_Interpreter_FOUND)
+  add_test(NAME replay.layouts
+           COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/data/replay_layouts.py
+                   $<TARGET_FILE:attn-tune> ${CMAKE_CURRENT_BINARY_DIR}/replay_layouts)
+  set_tests_properties(replay.layouts PROPERTIES LABELS "cli" SKIP_RETURN_CODE 77)
+endif()

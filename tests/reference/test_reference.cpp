@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -934,6 +935,134 @@ TEST(Reference, LongDecodeContextFinishesInSeconds) {
   const Naive nv = naive_attention(pr);
   expect_agrees(ref, nv, "seed=" + std::to_string(seed) + " 32k decode", 1e-11);
   std::printf("32k-token decode (8 heads, 2 kv heads, d=128, bf16): %.2f s\n", seconds);
+}
+
+// ---------------------------------------------------------------------------------------------
+// KV-cache layouts: the same logical cache in HND, NHD or vllm gives bit-identical results.
+
+TEST(Reference, EveryKvLayoutGivesIdenticalResults) {
+  struct Case {
+    const char* name;
+    Phase phase;
+    DType dtype;
+    int heads, kv_heads, head_dim, block_size;
+    bool causal;
+    int window_left, window_right;
+    double softcap;
+    std::vector<int> q_lens, k_lens; // decode: q_lens unused
+  };
+  const std::vector<Case> cases = {
+      {"decode gqa",
+       Phase::decode,
+       DType::f16,
+       8,
+       2,
+       64,
+       16,
+       true,
+       -1,
+       -1,
+       0.0,
+       {},
+       {1, 15, 16, 17, 200}},
+      {"decode mqa window softcap",
+       Phase::decode,
+       DType::bf16,
+       4,
+       1,
+       128,
+       8,
+       true,
+       31,
+       -1,
+       20.0,
+       {},
+       {7, 8, 9, 100}},
+      {"decode fp32 noncausal windows",
+       Phase::decode,
+       DType::f32,
+       4,
+       4,
+       32,
+       16,
+       false,
+       10,
+       3,
+       0.0,
+       {},
+       {40, 3}},
+      {"prefill gqa causal",
+       Phase::prefill,
+       DType::f32,
+       6,
+       2,
+       32,
+       16,
+       true,
+       -1,
+       -1,
+       0.0,
+       {5, 17, 1},
+       {40, 17, 33}},
+      {"prefill sliding chunked",
+       Phase::prefill,
+       DType::f16,
+       4,
+       2,
+       64,
+       8,
+       true,
+       12,
+       -1,
+       0.0,
+       {16, 3},
+       {50, 20}},
+      {"prefill noncausal both windows",
+       Phase::prefill,
+       DType::bf16,
+       8,
+       4,
+       64,
+       16,
+       false,
+       5,
+       4,
+       0.0,
+       {20, 9},
+       {20, 4}},
+  };
+  for (const Case& c : cases) {
+    AttnParams p;
+    p.num_heads = c.heads;
+    p.num_kv_heads = c.kv_heads;
+    p.head_dim = c.head_dim;
+    p.block_size = c.block_size;
+    p.dtype = c.dtype;
+    p.causal = c.causal;
+    p.window_left = c.window_left;
+    p.window_right = c.window_right;
+    p.softcap = c.softcap;
+    const auto make = [&](KvLayout l) {
+      const GenOptions opt{.seed = 77, .shared_prefix = true, .kv_layout = l};
+      return c.phase == Phase::decode ? make_decode_problem(p, c.k_lens, opt)
+                                      : make_prefill_problem(p, c.q_lens, c.k_lens, opt);
+    };
+    const Problem hnd = make(KvLayout::HND);
+    const ReferenceResult want = reference_attention(hnd, {.threads = 2, .rows = {}});
+    for (KvLayout l : {KvLayout::NHD, KvLayout::vllm}) {
+      SCOPED_TRACE(std::string(c.name) + " in " + kv_layout_name(l));
+      // Generated in the layout, and rearranged from HND: both read the same logical cache.
+      for (const Problem& pr : {make(l), with_kv_layout(hnd, l)}) {
+        ASSERT_EQ(pr.kv_layout, l);
+        const ReferenceResult got = reference_attention(pr, {.threads = 2, .rows = {}});
+        EXPECT_EQ(0, std::memcmp(got.out.data(), want.out.data(), want.out.size() * 8));
+        EXPECT_EQ(0, std::memcmp(got.lse.data(), want.lse.data(), want.lse.size() * 8));
+      }
+    }
+    // And the HND result is the naive loops' one: the layouts agree with SPEC.md, not only
+    // with each other.
+    expect_agrees(want, naive_attention(hnd), c.name, 1e-11);
+  }
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 
 #include "reference/reference.h"
 #include "src/model/errors.h"
+#include "src/validation/check.h"
 #include "src/validation/replay.h"
 
 using namespace attn;
@@ -323,5 +324,118 @@ TEST(Replay, RoundsDoublesOnceToNearestEven) {
       }
     }
     ASSERT_EQ(float_to_half(round_double_to(DType::f16, v)), best) << "v=" << v;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// KV-cache layouts (SPEC.md "KV-cache layouts"): the metadata entry kv_layout says how the
+// caches are stored.
+
+TEST(Replay, EveryKvLayoutRoundTripsAndReplaysTheSameAnswer) {
+  for (bool decode : {true, false}) {
+    const AttnParams p = decode ? decode_params() : prefill_params();
+    const auto make = [&](KvLayout l) {
+      return decode ? make_decode_problem(p, {1, 15, 16, 17, 40}, {.seed = 8, .kv_layout = l})
+                    : make_prefill_problem(p, {5, 16, 3}, {40, 16, 9}, {.seed = 8, .kv_layout = l});
+    };
+    const Problem hnd = make(KvLayout::HND);
+    const ReferenceResult ref = reference_attention(hnd, {.threads = 2, .rows = {}});
+    const HostTensor out = reference_out_as(ref, p.dtype);
+    for (KvLayout l : kAllKvLayouts) {
+      SCOPED_TRACE(std::string(decode ? "decode " : "prefill ") + kv_layout_name(l));
+      const Problem pr = make(l);
+      const fs::path path = temp_file(std::string("layout_") + kv_layout_name(l) + ".safetensors");
+      save_replay(path.string(), pr, &out, nullptr);
+      const SafetensorsFile raw = read_safetensors(path.string());
+      const ReplayFile rf = load_replay(path.string());
+      fs::remove(path);
+      // Written in the problem's own layout, and said so.
+      EXPECT_EQ(raw.metadata.at("kv_layout"), kv_layout_name(l));
+      EXPECT_EQ(raw.tensors.at("key_cache").shape, pr.key_cache.shape);
+      EXPECT_EQ(raw.tensors.at("value_cache").shape, pr.value_cache.shape);
+      EXPECT_EQ(rf.problem.kv_layout, l);
+      expect_same_problem(pr, rf.problem);
+      const ReferenceResult again = reference_attention(rf.problem, {.threads = 2, .rows = {}});
+      EXPECT_EQ(again.out, ref.out);
+      ASSERT_TRUE(rf.out);
+      EXPECT_TRUE(check_output(*rf.out, nullptr, again, tolerance_for(p.dtype)).pass);
+    }
+  }
+}
+
+TEST(Replay, KvLayoutIsHndWhenAbsentAndAcceptsAnyCase) {
+  const Problem nhd = make_decode_problem(decode_params(), {9, 30}, {.kv_layout = KvLayout::NHD});
+  SafetensorsFile f = replay_to_safetensors(nhd, nullptr, nullptr);
+  f.metadata["kv_layout"] = "nhd";
+  EXPECT_EQ(replay_from_safetensors(f, "x").problem.kv_layout, KvLayout::NHD);
+  const Problem hnd = make_decode_problem(decode_params(), {9, 30}, {});
+  f = replay_to_safetensors(hnd, nullptr, nullptr);
+  f.metadata.erase("kv_layout");
+  EXPECT_EQ(replay_from_safetensors(f, "x").problem.kv_layout, KvLayout::HND);
+}
+
+TEST(Replay, CachesThatDoNotFitTheDeclaredLayoutAreRefused) {
+  const Problem hnd = make_decode_problem(decode_params(), {9, 30}, {});
+  const std::string n = std::to_string(hnd.num_blocks);
+  {
+    SafetensorsFile f = replay_to_safetensors(with_kv_layout(hnd, KvLayout::NHD), nullptr, nullptr);
+    f.tensors["value_cache"] = to_st(hnd.value_cache); // HND value beside an NHD key
+    expect_refused(f, "value_cache has shape [" + n + ", 2, 16, 32], expected [" + n +
+                          ", 16, 2, 32] for kv_layout NHD [num_blocks, block_size, "
+                          "num_kv_heads, head_dim]");
+  }
+  {
+    // HND caches [n, 2, 16, 32] declared NHD have a plausible shape there (block_size 2, 16 kv
+    // heads), and fail later: the message says which dimensions the layout gave.
+    SafetensorsFile f = replay_to_safetensors(hnd, nullptr, nullptr);
+    f.metadata["kv_layout"] = "NHD";
+    expect_refused(f, "num_heads 8 is not a multiple of num_kv_heads 16 (num_kv_heads 16 and "
+                      "block_size 2 read from key_cache [" +
+                          n + ", 2, 16, 32] as kv_layout NHD");
+  }
+  {
+    SafetensorsFile f = replay_to_safetensors(hnd, nullptr, nullptr);
+    f.metadata["kv_layout"] = "vllm"; // a rank-4 key cache cannot be vllm's
+    expect_refused(f, "key_cache has shape [" + n +
+                          ", 2, 16, 32], expected rank 5 for kv_layout "
+                          "vllm [num_blocks, num_kv_heads, head_dim / x, block_size, x]");
+  }
+  const Problem vllm = with_kv_layout(hnd, KvLayout::vllm);
+  {
+    SafetensorsFile f = replay_to_safetensors(vllm, nullptr, nullptr);
+    f.tensors["value_cache"] = to_st(hnd.value_cache); // HND value beside a vllm key
+    expect_refused(f, "value_cache has shape [" + n + ", 2, 16, 32], expected [" + n +
+                          ", 2, 32, 16] for kv_layout vllm");
+  }
+  {
+    SafetensorsFile f = replay_to_safetensors(vllm, nullptr, nullptr);
+    f.tensors["key_cache"].shape = {hnd.num_blocks, 2, 8, 16, 4}; // fp32's x on fp16 data
+    expect_refused(f, "key_cache has shape [" + n + ", 2, 8, 16, 4], expected [" + n +
+                          ", 2, 4, 16, 8] for kv_layout vllm");
+  }
+  {
+    SafetensorsFile f = replay_to_safetensors(vllm, nullptr, nullptr);
+    f.metadata.erase("kv_layout"); // vllm caches read as the default HND
+    expect_refused(f, "key_cache has shape [" + n +
+                          ", 2, 4, 16, 8], expected rank 4 for "
+                          "kv_layout HND");
+  }
+  {
+    SafetensorsFile f = replay_to_safetensors(hnd, nullptr, nullptr);
+    f.tensors["key_cache"].shape = {hnd.num_blocks, 2, 16, 16}; // head_dim 16 vs query's 32
+    f.tensors["value_cache"].shape = {hnd.num_blocks, 2, 16, 16};
+    expect_refused(f, "key_cache head_dim 16 differs from query head_dim 32");
+  }
+}
+
+TEST(Replay, BadKvLayoutValueIsOneLineNamingIt) {
+  const SafetensorsFile base =
+      replay_to_safetensors(make_decode_problem(decode_params(), {9}, {}), nullptr, nullptr);
+  for (const char* bad : {"", "HDN", "paged", "None", "NHD "}) {
+    SafetensorsFile f = base;
+    f.metadata["kv_layout"] = bad;
+    SCOPED_TRACE(bad);
+    expect_refused(f, "__metadata__ kv_layout = '" + std::string(bad) +
+                          "' is not a KV-cache layout (HND, NHD or vllm)");
   }
 }

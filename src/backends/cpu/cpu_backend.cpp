@@ -376,6 +376,9 @@ public:
   }
 
   std::unique_ptr<PreparedRun> prepare(const Problem& pr, const KernelConfig& cfg) override {
+    if (pr.kv_layout != KvLayout::HND) { // the CPU kernels read HND pages: rearrange once here
+      return prepare(with_kv_layout(pr, KvLayout::HND), cfg);
+    }
     pr.validate();
     if (auto why = can_run(cfg, pr)) {
       throw InputError("cannot run " + cfg.key() + " on the CPU: " + *why);

@@ -172,6 +172,9 @@ public:
 
   [[nodiscard]] std::unique_ptr<PreparedRun> prepare(const Problem& pr,
                                                      const KernelConfig& cfg) override {
+    if (pr.kv_layout != KvLayout::HND) { // the CUDA kernels read HND pages: rearrange on the host
+      return prepare(with_kv_layout(pr, KvLayout::HND), cfg);
+    }
     if (auto why = can_run(cfg, pr)) {
       throw InputError(cfg.key() + " cannot run on " + info_.id + ": " + *why);
     }

@@ -470,3 +470,32 @@ TEST(CpuBackend, TimingReportsItsMethod) {
   opt.mode = TimingMode::graph; // CUDA graphs: not a CPU notion, refused
   EXPECT_THROW((void)run->time(opt), InputError);
 }
+
+// The CPU kernels read HND; prepare rearranges a problem in another layout, so every family gives
+// the very bytes it gives on the HND problem.
+TEST(CpuBackend, OtherKvLayoutsAreRearrangedInPrepare) {
+  auto be = make_cpu_backend({.threads = 2});
+  AttnParams p;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 64;
+  p.block_size = 16;
+  p.dtype = DType::f16;
+  p.window_left = 40;
+  const Problem dec = make_decode_problem(p, {1, 17, 300}, {.seed = 21});
+  const Problem pre = make_prefill_problem(p, {9, 1}, {30, 65}, {.seed = 22});
+  const std::vector<std::pair<const Problem*, KernelConfig>> runs = {
+      {&dec, {Family::decode_v1, {{"split", 1}}}},
+      {&dec, {Family::decode_v2, {{"partition", 64}, {"split", 0}}}},
+      {&pre, {Family::prefill, {{"q_tile", 4}, {"k_tile", 16}}}}};
+  for (const auto& [pr, cfg] : runs) {
+    const RunOutput want = run_once(*be, *pr, cfg);
+    expect_matches(want, reference_attention(*pr), p.dtype, cfg.key());
+    for (KvLayout l : {KvLayout::NHD, KvLayout::vllm}) {
+      const RunOutput got = run_once(*be, with_kv_layout(*pr, l), cfg);
+      EXPECT_EQ(got.out.data, want.out.data) << cfg.key() << " " << kv_layout_name(l);
+      EXPECT_EQ(0, std::memcmp(got.lse.data(), want.lse.data(), want.lse.size() * 4))
+          << cfg.key() << " " << kv_layout_name(l);
+    }
+  }
+}
