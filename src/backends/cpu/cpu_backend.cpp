@@ -10,21 +10,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "src/backends/cpu/cpu_info.h"
+#include "src/backends/cpu/cpu_plan.h"
 #include "src/backends/cpu/thread_pool.h"
 #include "src/model/errors.h"
 
 namespace attn {
 
 namespace {
-
-namespace am = attn_math;
-
-// Keys per tile in decode: a K (then V) tile of 32 KiB of fp32 stays in L1/L2.
-int decode_k_tile(int head_dim) { return std::clamp(8192 / head_dim, 16, 256); }
 
 const std::set<std::string>& known_params(Family f) {
   static const std::set<std::string> v1 = {"split"};
@@ -92,111 +89,49 @@ class CpuPreparedRun final : public PreparedRun {
 public:
   CpuPreparedRun(const Problem& pr, const KernelConfig& cfg, std::shared_ptr<ThreadPool> pool,
                  cpu::Isa isa, const DeviceInfo& info, InjectedFault fault)
-      : pr_(pr), cfg_(cfg), pool_(std::move(pool)), isa_(isa), info_(info), fault_(fault) {
+      : pr_(pr), pool_(std::move(pool)), isa_(isa), info_(info), fault_(fault) {
     const AttnParams& p = pr_.params;
     const int H = p.num_heads;
-    const int G = p.group_size();
     const int rows = pr_.num_rows();
-    split_ = cfg_.get("split", 1);
+    std::vector<int32_t> q_start, q_len, k_len;
     for (int b = 0; b < pr_.batch; ++b) {
-      q_start_.push_back(pr_.q_start(b));
-      q_len_.push_back(pr_.q_len(b));
-      k_len_.push_back(pr_.k_len(b));
+      q_start.push_back(pr_.q_start(b));
+      q_len.push_back(pr_.q_len(b));
+      k_len.push_back(pr_.k_len(b));
     }
     out_ = HostTensor(p.dtype, {rows, H, p.head_dim});
     lse_.assign(std::size_t(rows) * H, 0.0f);
 
-    a_.dtype = p.dtype;
-    a_.num_heads = H;
-    a_.num_kv_heads = p.num_kv_heads;
-    a_.head_dim = p.head_dim;
-    a_.block_size = p.block_size;
-    a_.group = G;
-    a_.scale = float(p.effective_scale());
-    a_.softcap = float(p.softcap);
-    a_.mask = {p.causal ? 1 : 0, p.window_left, p.window_right};
-    a_.query = pr_.query.raw();
-    a_.key_cache = pr_.key_cache.raw();
-    a_.value_cache = pr_.value_cache.raw();
-    a_.block_tables = pr_.block_tables.data();
-    a_.max_blocks_per_seq = pr_.max_blocks_per_seq;
-    a_.seq_q_start = q_start_.data();
-    a_.seq_q_len = q_len_.data();
-    a_.seq_k_len = k_len_.data();
-    a_.out = out_.raw();
-    a_.lse = lse_.data();
+    cpu::KernelArgs a;
+    a.dtype = p.dtype;
+    a.num_heads = H;
+    a.num_kv_heads = p.num_kv_heads;
+    a.head_dim = p.head_dim;
+    a.block_size = p.block_size;
+    a.group = p.group_size();
+    a.scale = float(p.effective_scale());
+    a.softcap = float(p.softcap);
+    a.mask = {p.causal ? 1 : 0, p.window_left, p.window_right};
+    a.query = pr_.query.raw();
+    a.key_cache = pr_.key_cache.raw();
+    a.value_cache = pr_.value_cache.raw();
+    a.block_tables = pr_.block_tables.data();
+    a.max_blocks_per_seq = pr_.max_blocks_per_seq;
+    a.out = out_.raw();
+    a.lse = lse_.data();
 
-    const int heads_per_item = split_ ? G : 1;
-    const int item_groups = H / heads_per_item;
-    int max_rows = 1;
-    if (cfg_.family == Family::prefill) {
-      const int q_tile = cfg_.get("q_tile", 32);
-      k_tile_ = cfg_.get("k_tile", 64);
-      max_rows = std::max(1, std::min(q_tile, pr_.max_q_len()));
-      for (int b = 0; b < pr_.batch; ++b) {
-        for (int r0 = 0; r0 < q_len_[b]; r0 += q_tile) {
-          const int r1 = std::min(q_len_[b], r0 + q_tile);
-          for (int g = 0; g < item_groups; ++g) {
-            add_item({b, r0, r1, g * heads_per_item, heads_per_item, -1});
-          }
-        }
-      }
-    } else {
-      k_tile_ = decode_k_tile(p.head_dim);
-      int parts = 0;
-      if (cfg_.family == Family::decode_v2) {
-        a_.partition = cfg_.get("partition", 512);
-        a_.max_parts = std::max(1, am::num_partitions(pr_.max_k_len(), a_.partition));
-        const std::size_t n = std::size_t(pr_.batch) * H * a_.max_parts;
-        part_m_.resize(n);
-        part_l_.resize(n);
-        part_o_.resize(n * std::size_t(p.head_dim));
-        a_.part_m = part_m_.data();
-        a_.part_l = part_l_.data();
-        a_.part_o = part_o_.data();
-      }
-      for (int b = 0; b < pr_.batch; ++b) {
-        parts = cfg_.family == Family::decode_v2 && k_len_[b] > 0
-                    ? am::num_partitions(k_len_[b], a_.partition)
-                    : 0;
-        for (int g = 0; g < item_groups; ++g) {
-          if (cfg_.family == Family::decode_v1 || parts == 0) {
-            // v1, or a v2 sequence with no keys: one item writes out and lse directly.
-            add_item({b, 0, 1, g * heads_per_item, heads_per_item, -1});
-          } else {
-            for (int t = 0; t < parts; ++t) {
-              add_item({b, 0, 1, g * heads_per_item, heads_per_item, t});
-            }
-          }
-        }
-      }
-      if (cfg_.family == Family::decode_v2) {
-        for (int b = 0; b < pr_.batch; ++b) {
-          if (k_len_[b] > 0) {
-            reduce_seqs_.push_back(b);
-          }
-        }
-      }
+    cpu::PlanParams pp;
+    pp.family = cfg.family;
+    pp.split = cfg.get("split", 1);
+    pp.partition = cfg.get("partition", 512);
+    pp.q_tile = cfg.get("q_tile", 32);
+    pp.k_tile = cfg.get("k_tile", 64);
+    if (cfg.family == Family::decode_v2) {
+      partials_.resize(
+          cpu::partial_floats(pr_.batch, H, p.head_dim, pr_.max_k_len(), pp.partition));
     }
-    // Longest first: with dynamic hand-out this bounds the tail by the shortest items.
-    std::vector<std::size_t> order(items_.size());
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      order[i] = i;
-    }
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t x, std::size_t y) { return cost_[x] > cost_[y]; });
-    std::vector<cpu::WorkItem> sorted;
-    sorted.reserve(items_.size());
-    for (std::size_t i : order) {
-      sorted.push_back(items_[i]);
-    }
-    items_ = std::move(sorted);
-
-    scratch_.resize(std::size_t(pool_->size()));
-    for (auto& s : scratch_) {
-      cpu::size_scratch(s, max_rows, heads_per_item, p.head_dim, k_tile_);
-    }
-    reduce_tmp_.resize(std::size_t(pool_->size()) * p.head_dim);
+    plan_.emplace(isa_, a, pp, std::move(q_start), std::move(q_len), std::move(k_len),
+                  partials_.data(), pool_->size());
   }
 
   void poison_outputs() override {
@@ -204,104 +139,33 @@ public:
     poison(lse_);
     // Partials too: a reduce that read a partition nobody wrote would produce NaN, not a
     // plausible number.
-    poison(part_m_);
-    poison(part_l_);
-    poison(part_o_);
+    poison(partials_);
   }
 
   void run() override {
     if (fault_ != InjectedFault::none) {
       crash_as(fault_);
     }
-    pool_->run(int(items_.size()), [&](int task, int worker) {
-      cpu::attend(isa_, a_, items_[std::size_t(task)], k_tile_, scratch_[std::size_t(worker)]);
-    });
-    if (cfg_.family == Family::decode_v2) {
-      const int H = a_.num_heads;
-      pool_->run(int(reduce_seqs_.size()) * H, [&](int task, int worker) {
-        cpu::combine_partials(isa_, a_, reduce_seqs_[std::size_t(task / H)], task % H,
-                              reduce_tmp_.data() + std::size_t(worker) * a_.head_dim);
-      });
-    }
+    plan_->run(*pool_);
   }
 
   RunOutput download() override { return {out_, lse_}; }
 
   TimingResult time(const TimingOptions& opt) override {
-    if (opt.mode == TimingMode::graph) {
-      throw InputError("--timing graph needs a CUDA device; the CPU backend has no graphs");
-    }
-    std::string method = "steady_clock, " + std::to_string(pool_->size()) + " threads, " +
-                         cpu::isa_name(isa_) + " kernels";
-    if (opt.flush_cache) {
-      // Twice the last-level cache, so no K/V line of the previous rep survives.
-      const auto bytes = std::size_t(std::max<int64_t>(info_.l2_bytes, 1 << 20)) * 2;
-      flush_.assign(bytes, 0);
-      method += ", " + std::to_string(bytes >> 20) + " MiB buffer touched before each rep";
-    } else {
-      method += ", warm cache";
-    }
-    auto one_rep = [&] {
-      if (opt.flush_cache) {
-        flush_cache();
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      run();
-      const auto t1 = std::chrono::steady_clock::now();
-      return std::chrono::duration<double>(t1 - t0).count();
-    };
-    return measure(
-        one_rep, [&] { run(); }, opt, method);
+    return time_host_call([this] { run(); }, opt, info_.l2_bytes,
+                          "steady_clock, " + std::to_string(pool_->size()) + " threads, " +
+                              cpu::isa_name(isa_) + " kernels");
   }
 
 private:
-  void add_item(const cpu::WorkItem& it) {
-    const int ql = q_len_[std::size_t(it.b)];
-    const int kl = k_len_[std::size_t(it.b)];
-    int kb = 0;
-    int ke = kl;
-    if (it.part >= 0) {
-      am::partition_bounds(it.part, a_.partition, kl, &kb, &ke);
-    }
-    int64_t keys = 0;
-    for (int r = it.row_begin; r < it.row_end; ++r) {
-      int lo, hi;
-      am::visible_range(a_.mask, am::row_position(ql, kl, r), kl, &lo, &hi);
-      keys += std::max(0, std::min(hi, ke) - std::max(lo, kb));
-    }
-    items_.push_back(it);
-    cost_.push_back(keys * it.heads + (it.row_end - it.row_begin));
-  }
-
-  void flush_cache() {
-    // Read-modify-write one byte per cache line: every line is loaded and dirtied, evicting
-    // whatever the previous rep left.
-    unsigned char* p = flush_.data();
-    for (std::size_t i = 0; i < flush_.size(); i += 64) {
-      p[i] = static_cast<unsigned char>(p[i] + 1);
-    }
-    sink_ = sink_ + p[flush_.size() / 2];
-  }
-
   Problem pr_; // our copy of the problem: the "upload"
-  KernelConfig cfg_;
   std::shared_ptr<ThreadPool> pool_;
   cpu::Isa isa_;
   DeviceInfo info_;
-  int split_ = 1;
-  int k_tile_ = 64;
-  std::vector<int32_t> q_start_, q_len_, k_len_;
   HostTensor out_;
   std::vector<float> lse_;
-  std::vector<float> part_m_, part_l_, part_o_;
-  cpu::KernelArgs a_;
-  std::vector<cpu::WorkItem> items_;
-  std::vector<int64_t> cost_;
-  std::vector<int> reduce_seqs_;
-  std::vector<cpu::Scratch> scratch_;
-  std::vector<float> reduce_tmp_;
-  std::vector<unsigned char> flush_;
-  volatile unsigned sink_ = 0;
+  std::vector<float> partials_;
+  std::optional<cpu::CallPlan> plan_;
   InjectedFault fault_ = InjectedFault::none;
 };
 
@@ -396,6 +260,39 @@ private:
 };
 
 } // namespace
+
+TimingResult time_host_call(const std::function<void()>& call, const TimingOptions& opt,
+                            int64_t llc_bytes, std::string method) {
+  if (opt.mode == TimingMode::graph) {
+    throw InputError("--timing graph needs a CUDA device; host-memory kernels have no graphs");
+  }
+  // Twice the last-level cache, so no K/V line of the previous rep survives.
+  std::vector<unsigned char> flush;
+  volatile unsigned sink = 0;
+  if (opt.flush_cache) {
+    const auto bytes = std::size_t(std::max<int64_t>(llc_bytes, 1 << 20)) * 2;
+    flush.assign(bytes, 0);
+    method += ", " + std::to_string(bytes >> 20) + " MiB buffer touched before each rep";
+  } else {
+    method += ", warm cache";
+  }
+  auto one_rep = [&] {
+    if (opt.flush_cache) {
+      // Read-modify-write one byte per cache line: every line is loaded and dirtied, evicting
+      // whatever the previous rep left.
+      unsigned char* p = flush.data();
+      for (std::size_t i = 0; i < flush.size(); i += 64) {
+        p[i] = static_cast<unsigned char>(p[i] + 1);
+      }
+      sink = sink + p[flush.size() / 2];
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    const auto t1 = std::chrono::steady_clock::now();
+    return std::chrono::duration<double>(t1 - t0).count();
+  };
+  return measure(one_rep, call, opt, method);
+}
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt) {
   return make_cpu_backend(opt, cpu::best_isa());
