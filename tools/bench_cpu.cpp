@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto be = make_cpu_backend({.threads = threads});
+  auto be = make_cpu_backend({.threads = threads, .kernels = ""});
   const DeviceInfo& info = be->info();
   ThreadPool copy_pool(info.threads);
   std::printf("device: %s, %d threads, LLC %.0f MiB, kernels %s\n", info.name.c_str(), info.threads,

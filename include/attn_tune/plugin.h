@@ -34,10 +34,7 @@ extern "C" {
 /* Where the plugin's kernels read and write: host memory (attn-tune passes host pointers and
  * times with a steady clock) or CUDA device memory (device pointers; `run` launches
  * asynchronously on the stream it is given, and attn-tune times it with CUDA events). */
-typedef enum attn_device_kind {
-  ATTN_DEVICE_HOST = 1,
-  ATTN_DEVICE_CUDA = 2
-} attn_device_kind;
+typedef enum attn_device_kind { ATTN_DEVICE_HOST = 1, ATTN_DEVICE_CUDA = 2 } attn_device_kind;
 
 typedef enum attn_family {
   ATTN_FAMILY_DECODE_V1 = 0, /* one pass over the whole context per sequence and head */
@@ -50,11 +47,7 @@ typedef enum attn_family {
  *   NHD   key, value [num_blocks, block_size, num_kv_heads, head_dim]
  *   VLLM  key [num_blocks, num_kv_heads, head_dim / x, block_size, x],
  *         value [num_blocks, num_kv_heads, head_dim, block_size] */
-typedef enum attn_kv_layout {
-  ATTN_KV_HND = 0,
-  ATTN_KV_NHD = 1,
-  ATTN_KV_VLLM = 2
-} attn_kv_layout;
+typedef enum attn_kv_layout { ATTN_KV_HND = 0, ATTN_KV_NHD = 1, ATTN_KV_VLLM = 2 } attn_kv_layout;
 
 typedef enum attn_dtype {
   ATTN_DTYPE_F32 = 0,
@@ -98,9 +91,9 @@ typedef struct attn_call {
   int num_kv_heads; /* num_heads % num_kv_heads == 0; head h reads kv head h / (H / KVH) */
   int head_dim;
   int block_size;
-  float scale;  /* already resolved (1/sqrt(head_dim) unless the call set one) */
-  float softcap; /* 0: off */
-  int causal;    /* 0 or 1 */
+  float scale;      /* already resolved (1/sqrt(head_dim) unless the call set one) */
+  float softcap;    /* 0: off */
+  int causal;       /* 0 or 1 */
   int window_left;  /* -1: unbounded */
   int window_right; /* -1: unbounded */
   int batch;
@@ -150,22 +143,22 @@ typedef struct attn_plugin_api {
   void (*destroy)(void* state);
 } attn_plugin_api;
 
-typedef int (*attn_plugin_init_fn)(uint32_t host_abi_version, attn_plugin_api* api,
-                                   size_t api_size, char* err, size_t err_size);
+typedef int (*attn_plugin_init_fn)(uint32_t host_abi_version, attn_plugin_api* api, size_t api_size,
+                                   char* err, size_t err_size);
 
 /* Inside an init function: records the version this plugin speaks, then refuses a host that
  * speaks another one (or offers a smaller table), with the message the host prints. */
-#define ATTN_PLUGIN_CHECK_HOST(host_abi_version, api, api_size, err, err_size)                  \
-  do {                                                                                         \
-    if ((api) != NULL && (api_size) >= 2 * sizeof(uint32_t)) {                                 \
-      (api)->abi_version = ATTN_PLUGIN_ABI_VERSION;                                            \
-      (api)->api_size = (uint32_t)sizeof(attn_plugin_api);                                     \
-    }                                                                                          \
-    if ((host_abi_version) != ATTN_PLUGIN_ABI_VERSION || (api) == NULL ||                      \
-        (api_size) < sizeof(attn_plugin_api)) {                                                \
-      attn_plugin_write_message((err), (err_size), "plugin ABI mismatch");                     \
-      return 1;                                                                                \
-    }                                                                                          \
+#define ATTN_PLUGIN_CHECK_HOST(host_abi_version, api, api_size, err, err_size)                     \
+  do {                                                                                             \
+    if ((api) != NULL && (api_size) >= 2 * sizeof(uint32_t)) {                                     \
+      (api)->abi_version = ATTN_PLUGIN_ABI_VERSION;                                                \
+      (api)->api_size = (uint32_t)sizeof(attn_plugin_api);                                         \
+    }                                                                                              \
+    if ((host_abi_version) != ATTN_PLUGIN_ABI_VERSION || (api) == NULL ||                          \
+        (api_size) < sizeof(attn_plugin_api)) {                                                    \
+      attn_plugin_write_message((err), (err_size), "plugin ABI mismatch");                         \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 /* Copies `msg` into a caller's message buffer, cut to size and NUL-terminated. */

@@ -36,8 +36,13 @@ struct DeviceInfo {
 
 // An attention computation's outputs, downloaded to the host.
 struct RunOutput {
-  HostTensor out;         // [rows, num_heads, head_dim], the problem's dtype
-  std::vector<float> lse; // [rows, num_heads]
+  HostTensor out;          // [rows, num_heads, head_dim], the problem's dtype
+  std::vector<float> lse;  // [rows, num_heads]
+  bool lse_written = true; // false for plugin kernels that do not produce lse
+  // lse when the kernel wrote it, for check_output; nullptr otherwise.
+  [[nodiscard]] const std::vector<float>* checked_lse() const {
+    return lse_written ? &lse : nullptr;
+  }
 };
 
 // A problem resident on a backend with one kernel configuration, ready to launch repeatedly.
@@ -74,13 +79,19 @@ public:
     (void)plan;
     (void)progress;
   }
+  // The kernels this backend runs, for provenance and for resuming only onto the same ones:
+  // {"source": "built-in", "name": "attn-tune"} here; plugins say which library they are.
+  [[nodiscard]] virtual nlohmann::json kernels() const {
+    return {{"source", "built-in"}, {"name", "attn-tune"}};
+  }
   // Allocates and uploads; throws InputError when can_run would refuse.
   [[nodiscard]] virtual std::unique_ptr<PreparedRun> prepare(const Problem& pr,
                                                              const KernelConfig& cfg) = 0;
 };
 
 struct BackendOptions {
-  int threads = 0; // CPU backend: worker threads (0: all hardware threads)
+  int threads = 0;     // CPU backend: worker threads (0: all hardware threads)
+  std::string kernels; // a kernel plugin library (--kernels PATH.so); empty: built-in kernels
 };
 
 // Runs `cfg` on `pr` once with poisoned outputs and returns them (the validate step).

@@ -7,6 +7,7 @@
 #include "src/backends/cpu/cpu_backend.h"
 #include "src/backends/cpu/cpu_info.h"
 #include "src/backends/cuda/cuda_devices.h"
+#include "src/backends/plugin/plugin_backend.h"
 #include "src/model/errors.h"
 
 #ifdef ATTN_HAVE_CUDA
@@ -15,8 +16,6 @@
 
 namespace attn {
 
-namespace {
-// The GPU index of "cuda:N" or "N"; -1 when spec is neither.
 int parse_gpu_index(const std::string& spec) {
   std::string digits = spec.rfind("cuda:", 0) == 0 ? spec.substr(5) : spec;
   if (digits.empty() || digits.size() > 6) {
@@ -29,9 +28,11 @@ int parse_gpu_index(const std::string& spec) {
   }
   return std::stoi(digits);
 }
-} // namespace
 
 std::unique_ptr<Backend> make_backend(const std::string& spec, const BackendOptions& opt) {
+  if (!opt.kernels.empty()) {
+    return make_plugin_backend(PluginLibrary::open(opt.kernels), spec, opt);
+  }
   if (spec == "cpu") {
     return make_cpu_backend(opt);
   }

@@ -10,7 +10,11 @@
 
 namespace attn {
 
-// "cpu", "cuda:N" or a bare GPU index "N". Throws DeviceUnavailable (with the reason) when the
+// The GPU index of "cuda:N" or "N"; -1 when spec is neither.
+[[nodiscard]] int parse_gpu_index(const std::string& spec);
+
+// "cpu", "cuda:N" or a bare GPU index "N"; with opt.kernels set, the kernels of that plugin
+// (src/backends/plugin) on that device. Throws DeviceUnavailable (with the reason) when the
 // device is not there, InputError when the spec is malformed.
 [[nodiscard]] std::unique_ptr<Backend> make_backend(const std::string& spec,
                                                     const BackendOptions& opt);

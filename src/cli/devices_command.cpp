@@ -15,7 +15,7 @@ struct DevicesOptions {
 };
 
 int run_devices(const DevicesOptions& o) {
-  const DeviceList l = list_devices({.threads = o.threads});
+  const DeviceList l = list_devices({.threads = o.threads, .kernels = ""});
   if (o.json) {
     nlohmann::json j = {{"devices", nlohmann::json::array()}};
     for (const auto& d : l.devices) {

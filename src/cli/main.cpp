@@ -35,9 +35,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version",
                        std::string("attn-tune ") + ATTN_VERSION + " (" + ATTN_GIT_HASH + ")");
   app.require_subcommand(1);
-  std::vector<cli::Command> commands = {cli::setup_sweep(app), cli::setup_verify(app),
-                                        cli::setup_replay(app), cli::setup_table(app),
-                                        cli::setup_devices(app)};
+  std::vector<cli::Command> commands = {cli::setup_sweep(app),   cli::setup_verify(app),
+                                        cli::setup_replay(app),  cli::setup_table(app),
+                                        cli::setup_devices(app), cli::setup_plugin(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -10,6 +10,7 @@
 #include "src/backends/backend.h"
 #include "src/backends/registry.h"
 #include "src/cli/commands.h"
+#include "src/cli/kernels_option.h"
 #include "src/model/errors.h"
 #include "src/validation/check.h"
 #include "src/validation/replay.h"
@@ -24,6 +25,7 @@ struct ReplayOptions {
   std::string config; // JSON KernelConfig; empty: the phase's family with default parameters
   std::string save;
   int threads = 0;
+  std::string kernels; // a kernel plugin library; empty: the built-in kernels
 };
 
 KernelConfig pick_config(const ReplayOptions& o, const Problem& pr) {
@@ -80,7 +82,8 @@ void print_check(const char* what, const CheckReport& rep, const Tolerance& tol)
 }
 
 int run_replay(const ReplayOptions& o) {
-  if (!o.config.empty() && o.backend == "reference") {
+  const std::shared_ptr<const PluginLibrary> plugin = open_kernels(o.kernels);
+  if (!o.config.empty() && o.backend == "reference" && !plugin) {
     throw InputError("--config chooses a backend kernel; it needs --backend cpu or cuda:N");
   }
   const ReplayFile rf = load_replay(o.file);
@@ -90,12 +93,48 @@ int run_replay(const ReplayOptions& o) {
 
   // The backend and its configuration first: a refusal should not wait for the reference.
   std::unique_ptr<Backend> be;
-  KernelConfig cfg;
-  if (o.backend != "reference") {
-    be = make_backend(o.backend, {.threads = o.threads});
-    cfg = pick_config(o, pr);
-    if (auto why = be->can_run(cfg, pr)) {
-      throw InputError(cfg.key() + " cannot run this problem on " + be->info().id + ": " + *why);
+  std::vector<KernelConfig> cfgs;
+  if (plugin) {
+    // Through a plugin: the configuration asked for, else every one it declares for the phase.
+    const std::string spec =
+        o.backend == "reference"
+            ? choose_device("", plugin.get(), {.threads = 0, .kernels = ""}).spec
+            : o.backend;
+    be = make_backend(spec, {.threads = o.threads, .kernels = o.kernels});
+    if (!o.config.empty()) {
+      cfgs.push_back(pick_config(o, pr));
+    } else {
+      for (Family f : {Family::decode_v1, Family::decode_v2, Family::prefill}) {
+        if (family_is_decode(f) == (pr.phase == Phase::decode)) {
+          for (const KernelConfig& c : be->config_space(f, pr.params)) {
+            cfgs.push_back(c);
+          }
+        }
+      }
+      if (cfgs.empty()) {
+        throw InputError("plugin " + plugin->identity().name + " implements no family for " +
+                         phase_name(pr.phase) + " problems");
+      }
+    }
+    std::vector<KernelConfig> runnable;
+    for (const KernelConfig& c : cfgs) {
+      if (auto why = be->can_run(c, pr)) {
+        std::printf("%s: skipped: %s\n", c.key().c_str(), why->c_str());
+      } else {
+        runnable.push_back(c);
+      }
+    }
+    if (runnable.empty()) {
+      throw InputError("no configuration of plugin " + plugin->identity().name +
+                       " can run this problem (reasons above)");
+    }
+    cfgs = std::move(runnable);
+  } else if (o.backend != "reference") {
+    be = make_backend(o.backend, {.threads = o.threads, .kernels = ""});
+    cfgs.push_back(pick_config(o, pr));
+    if (auto why = be->can_run(cfgs[0], pr)) {
+      throw InputError(cfgs[0].key() + " cannot run this problem on " + be->info().id + ": " +
+                       *why);
     }
   }
 
@@ -105,7 +144,7 @@ int run_replay(const ReplayOptions& o) {
 
   HostTensor saved_out;
   std::vector<float> saved_lse;
-  if (be) {
+  for (const KernelConfig& cfg : cfgs) {
     RunOutput r = run_once(*be, pr, cfg);
     const std::size_t lse_size = std::size_t(ref.rows) * std::size_t(ref.heads);
     if (r.lse.size() != lse_size) {
@@ -113,13 +152,18 @@ int run_replay(const ReplayOptions& o) {
                                std::to_string(r.lse.size()) + " lse values, expected " +
                                std::to_string(lse_size));
     }
-    const CheckReport rep = check_output(r.out, &r.lse, ref, tol);
-    const std::string what = be->info().id + " " + cfg.key() + " vs reference";
+    const CheckReport rep = check_output(r.out, r.checked_lse(), ref, tol);
+    const std::string what = be->info().id + " " + cfg.key() +
+                             (plugin ? " (plugin " + plugin->identity().name + ")" : "") +
+                             " vs reference";
     print_check(what.c_str(), rep, tol);
     pass = pass && rep.pass;
-    saved_out = std::move(r.out);
-    saved_lse = std::move(r.lse);
-  } else {
+    if (saved_out.data.empty()) { // --save keeps the first configuration's answer
+      saved_out = std::move(r.out);
+      saved_lse = std::move(r.lse);
+    }
+  }
+  if (!be) {
     if (!rf.out) {
       print_reference_summary(ref);
     }
@@ -160,6 +204,7 @@ Command setup_replay(CLI::App& root) {
                   "Write the computed out (input dtype, nearest even) and lse (fp32) here");
   sub->add_option("--threads", opt->threads, "Reference and CPU backend threads (0: all)")
       ->check(CLI::Range(0, 4096));
+  add_kernels_option(sub, opt->kernels);
   return {sub, [opt] { return run_replay(*opt); }};
 }
 

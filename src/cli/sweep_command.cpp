@@ -9,6 +9,7 @@
 #include "build_info.h"
 #include "src/backends/registry.h"
 #include "src/cli/commands.h"
+#include "src/cli/kernels_option.h"
 #include "src/model/errors.h"
 #include "src/tuning/sweep.h"
 
@@ -27,7 +28,8 @@ struct SweepOptions {
   bool retry_faults = false;
   bool no_wait = false;
   bool in_process = false;
-  std::string timing; // "events" or "graph"; empty: the profile's timing.mode
+  std::string timing;  // "events" or "graph"; empty: the profile's timing.mode
+  std::string kernels; // a kernel plugin library; empty: the built-in kernels
 };
 
 int run_sweep(const SweepOptions& o) {
@@ -39,7 +41,8 @@ int run_sweep(const SweepOptions& o) {
   if (o.retry_faults && !o.resume) {
     throw InputError("--retry-faults continues an earlier sweep: it needs --resume");
   }
-  const BackendOptions bo{.threads = o.threads};
+  const std::shared_ptr<const PluginLibrary> plugin = open_kernels(o.kernels);
+  const BackendOptions bo{.threads = o.threads, .kernels = o.kernels};
   attn::SweepOptions so;
   so.out_dir = o.out.empty() ? "attn-tune-out/" + prof.name : o.out;
   so.resume = o.resume;
@@ -57,20 +60,19 @@ int run_sweep(const SweepOptions& o) {
   std::fflush(stdout);
   // The device is chosen and opened in the worker process: the supervisor never touches it.
   const BackendMaker make = [&](const Emit& emit) {
-    std::string spec = o.device;
-    if (spec.empty()) {
-      const DeviceChoice choice = default_device(bo);
-      spec = choice.spec;
+    const DeviceChoice choice = choose_device(o.device, plugin.get(), bo);
+    if (!choice.said.empty()) {
       emit({{"ev", "say"}, {"text", "sweep: " + choice.said}});
     }
-    auto be = make_backend(spec, bo);
+    auto be = make_backend(choice.spec, bo);
     const DeviceInfo& dev = be->info();
     if (prof.timing.mode == TimingMode::graph && dev.backend != "cuda") {
       throw InputError("--timing graph needs a CUDA device; " + dev.id + " times with events only");
     }
     emit({{"ev", "say"},
           {"text", "sweep: profile " + prof.name + " (hash " + prof.hash + ") on " + dev.name +
-                       " (" + dev.id + "), results in " + so.out_dir}});
+                       " (" + dev.id + ") with " + kernels_phrase(plugin.get()) + ", results in " +
+                       so.out_dir}});
     if (dev.backend == "cpu" && prof.name == "default") {
       // The default grid is sized for a GPU; say so before the ETA does.
       emit({{"ev", "say"},
@@ -142,6 +144,7 @@ Command setup_sweep(CLI::App& root) {
                   "captured as a CUDA graph, as engines run decode (CUDA only). Default: the "
                   "profile's timing.mode, else events")
       ->check(CLI::IsMember({"events", "graph"}));
+  add_kernels_option(sub, opt->kernels);
   return {sub, [opt] { return run_sweep(*opt); }};
 }
 

@@ -1,16 +1,19 @@
 // `attn-tune table show|lookup`: explain a threshold table, or answer one decode call's
 // v1/v2 question from it the way an engine would (through the header-only reader).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "src/backends/backend.h"
+#include "src/backends/plugin/plugin_library.h"
 #include "src/backends/registry.h"
 #include "src/cli/commands.h"
 #include "src/cli/table_text.h"
 #include "src/model/errors.h"
+#include "src/tuning/results_file.h"
 #include "src/tuning/table_schema.h"
 
 namespace attn::cli {
@@ -21,6 +24,7 @@ struct TableOptions {
   std::string file;
   bool json = false;
   std::string device;
+  std::string kernels; // the kernels the caller runs: a plugin library, a plugin name, "attn-tune"
   attn_tune::Query q;
 };
 
@@ -79,6 +83,33 @@ void warn_if_other_device(const nlohmann::json& table, const std::string& spec) 
   }
 }
 
+// A table describes the kernels that were timed for it: warns when the caller runs others.
+// `named` is a plugin library (compared by name and SHA-256), a plugin's name, or "attn-tune"
+// (the built-in kernels).
+void warn_if_other_kernels(const nlohmann::json& table, const std::string& named) {
+  const nlohmann::json& pv = table.at("provenance");
+  const nlohmann::json had = pv.contains("kernels")
+                                 ? pv["kernels"]
+                                 : nlohmann::json{{"source", "built-in"}, {"name", "attn-tune"}};
+  nlohmann::json want;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(named, ec)) {
+    want = PluginLibrary::open(named)->identity().to_json();
+  } else if (named == "attn-tune" || named == "built-in") {
+    want = {{"source", "built-in"}, {"name", "attn-tune"}};
+  } else {
+    // A bare name: the same plugin by name, whatever its build.
+    want = {
+        {"source", "plugin"}, {"name", named}, {"library_sha256", had.value("library_sha256", "")}};
+  }
+  if (kernels_identity(had) != kernels_identity(want)) {
+    std::fprintf(stderr,
+                 "attn-tune: warning: this table timed %s, not %s; its thresholds describe the "
+                 "kernels that were timed\n",
+                 kernels_label(had).c_str(), kernels_label(want).c_str());
+  }
+}
+
 int run_table_show(const TableOptions& o) {
   const auto t = load_table(o.file);
   if (o.json) {
@@ -104,6 +135,9 @@ int run_table_lookup(const TableOptions& o) {
                      " is not a multiple of --num-kv-heads " + std::to_string(o.q.num_kv_heads));
   }
   warn_if_other_device(t.json(), o.device);
+  if (!o.kernels.empty()) {
+    warn_if_other_kernels(t.json(), o.kernels);
+  }
   attn_tune::Choice c;
   try {
     c = t.lookup(q);
@@ -171,6 +205,9 @@ Command setup_table(CLI::App& root) {
       ->check(CLI::Range(0.0, 1e9));
   lk->add_option("--device", opt->device,
                  "Device to compare the table's with (default: GPU 0, else cpu)");
+  lk->add_option("--kernels", opt->kernels,
+                 "The kernels you run: a plugin library (PATH.so), a plugin's name, or attn-tune "
+                 "(built-in); warns when the table timed others");
   lk->add_flag("--json", opt->json, "Print the choice as JSON");
   return {sub, [opt, show, lk] {
             if (show->parsed()) {

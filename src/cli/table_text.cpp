@@ -46,6 +46,14 @@ void describe_provenance(std::ostringstream& s, const json& t) {
   s << "tool:     attn-tune " << pv.at("tool").value("version", "?") << " ("
     << pv.at("tool").value("git_hash", "?") << "), kernels sha256 "
     << pv.value("kernel_sources_sha256", "?").substr(0, 16) << "\n";
+  if (pv.contains("kernels") && pv["kernels"].value("source", "") == "plugin") {
+    const json& k = pv["kernels"];
+    s << "kernels:  plugin " << k.value("name", "?") << " " << k.value("version", "") << " ("
+      << k.value("library", "?") << ", plugin ABI " << k.value("abi_version", 0) << ", sha256 "
+      << k.value("library_sha256", "?").substr(0, 16) << ")\n";
+  } else {
+    s << "kernels:  built-in attn-tune kernels\n";
+  }
   s << "made:     " << pv.value("created_utc", "?")
     << ", timing: " << pv.value("timing_method", "?") << "\n";
   const json& c = t.at("measurement_counts");

@@ -13,6 +13,7 @@
 #include "src/backends/backend.h"
 #include "src/backends/registry.h"
 #include "src/cli/commands.h"
+#include "src/cli/kernels_option.h"
 #include "src/model/errors.h"
 #include "src/validation/junit.h"
 #include "src/validation/verify.h"
@@ -36,7 +37,15 @@ std::vector<std::string> split_list(const std::string& s) {
 
 int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE* out,
                std::FILE* err) {
+  const std::shared_ptr<const PluginLibrary> plugin = open_kernels(o.kernels);
   attn::VerifyOptions vo;
+  if (plugin && o.families.empty()) {
+    // A plugin is checked on what it implements.
+    vo.families.clear();
+    for (const auto& f : plugin->families()) {
+      vo.families.push_back(f.family);
+    }
+  }
   if (!o.families.empty()) {
     vo.families.clear();
     for (const auto& f : split_list(o.families)) {
@@ -52,6 +61,18 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   if (vo.families.empty() || vo.dtypes.empty()) {
     throw InputError("--families and --dtypes need at least one name each");
   }
+  if (plugin) {
+    for (Family f : vo.families) {
+      if (plugin->family(f) == nullptr) {
+        throw InputError(std::string("--families ") + family_name(f) + ": plugin " +
+                         plugin->identity().name + " does not implement it");
+      }
+    }
+    if (o.device == "all") {
+      throw InputError("--device all checks the built-in kernels on every device; with "
+                       "--kernels name the device the plugin runs on");
+    }
+  }
   vo.intensity = parse_intensity(o.intensity);
   vo.seed = o.seed;
   vo.dump_dir = o.dump_dir;
@@ -59,7 +80,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
 
   // Which devices: "all" is every CUDA device and the CPU; no flag is GPU 0, else the CPU. They
   // are listed and opened in the worker process: the supervisor never touches a device.
-  const BackendOptions bo{.threads = o.threads};
+  const BackendOptions bo{.threads = o.threads, .kernels = o.kernels};
   const VerifyBackends backends = [&](const Emit& emit, const std::function<void(Backend&)>& each) {
     std::vector<std::string> specs;
     if (o.device == "all") {
@@ -67,7 +88,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
         specs.push_back(d.id);
       }
     } else if (o.device.empty()) {
-      const DeviceChoice choice = default_device(bo);
+      const DeviceChoice choice = choose_device(o.device, plugin.get(), bo);
       emit({{"ev", "say"}, {"text", "verify: " + choice.said}});
       specs.push_back(choice.spec);
     } else {
@@ -76,8 +97,9 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
     for (const auto& spec : specs) {
       std::unique_ptr<Backend> be = factory(spec, bo);
       char line[512];
-      std::snprintf(line, sizeof line, "verify: %s (%s), seed %llu, intensity %s",
-                    be->info().id.c_str(), be->info().name.c_str(), (unsigned long long)o.seed,
+      std::snprintf(line, sizeof line, "verify: %s (%s) with %s, seed %llu, intensity %s",
+                    be->info().id.c_str(), be->info().name.c_str(),
+                    kernels_phrase(plugin.get()).c_str(), (unsigned long long)o.seed,
                     o.intensity.c_str());
       emit({{"ev", "say"}, {"text", line}});
       each(*be);
@@ -105,7 +127,8 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   }
   if (failed > 0) {
     std::fprintf(
-        out, "reproduce: attn-tune verify --device %s --seed %llu --intensity %s%s%s%s%s\n",
+        out, "reproduce: attn-tune verify%s%s --device %s --seed %llu --intensity %s%s%s%s%s\n",
+        o.kernels.empty() ? "" : " --kernels ", o.kernels.c_str(),
         o.device.empty() ? first_device.c_str() : o.device.c_str(), (unsigned long long)o.seed,
         o.intensity.c_str(), o.families.empty() ? "" : " --families ", o.families.c_str(),
         o.dtypes.empty() ? "" : " --dtypes ", o.dtypes.c_str());
@@ -135,6 +158,7 @@ Command setup_verify(CLI::App& root) {
   sub->add_flag("--in-process", o->in_process,
                 "Check in this process, without a supervised worker (for debuggers; a crash ends "
                 "the run)");
+  add_kernels_option(sub, o->kernels);
   return {sub, [o] { return run_verify(*o, make_backend, stdout, stderr); }};
 }
 

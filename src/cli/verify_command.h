@@ -19,6 +19,7 @@ struct VerifyOptions {
   uint64_t seed = 1;
   int threads = 0;
   bool in_process = false; // no supervised worker: a crash ends the run (for debuggers)
+  std::string kernels;     // a kernel plugin library; empty: the built-in kernels
 };
 
 // Runs the gate on every device named; returns the exit code. Output lines go to `out`, the

@@ -16,6 +16,34 @@ namespace attn {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+std::string kernels_label(const json& k) {
+  if (k.value("source", "built-in") != "plugin") {
+    return "the built-in attn-tune kernels";
+  }
+  std::string s = "plugin ";
+  s += k.value("name", "?");
+  const std::string version = k.value("version", "");
+  if (!version.empty()) {
+    s += ' ';
+    s += version;
+  }
+  if (k.contains("library")) {
+    s += " (";
+    s += k.value("library", "?");
+    s += ", sha256 ";
+    s += k.value("library_sha256", "?").substr(0, 12);
+    s += ')';
+  }
+  return s;
+}
+
+std::string kernels_identity(const json& k) {
+  if (k.value("source", "built-in") != "plugin") {
+    return "built-in";
+  }
+  return "plugin " + k.value("name", "") + " " + k.value("library_sha256", "");
+}
+
 namespace {
 
 // The device fields a resumed sweep must share with the one that started the file.
@@ -188,6 +216,15 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
     if (h.value("timing_mode", "events") != mode) {
       throw InputError(path + " was timed with --timing " + h.value("timing_mode", "events") +
                        ", not " + mode + "; --resume needs the same timing mode");
+    }
+    // A table is true only for the kernels that were timed: a plugin (by its library's hash)
+    // or the built-in kernels. Files from before plugins existed timed the built-in ones.
+    const json builtin = {{"source", "built-in"}, {"name", "attn-tune"}};
+    const json& had = h.contains("kernels") ? h["kernels"] : builtin;
+    const json& want = header.contains("kernels") ? header["kernels"] : builtin;
+    if (kernels_identity(had) != kernels_identity(want)) {
+      throw InputError(path + " timed the kernels of " + kernels_label(had) + ", not " +
+                       kernels_label(want) + "; --resume needs the same kernels");
     }
     // An `error` (a transient failure: out of memory, a busy device) is retried once: its key
     // counts as done only when a line of another status exists or it already failed twice. A

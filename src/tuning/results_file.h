@@ -41,6 +41,13 @@ struct ResultsFile {
 // followed by a newer one), the last line counts.
 [[nodiscard]] std::vector<MeasurementRecord> to_records(const std::vector<nlohmann::json>& lines);
 
+// The kernels a results file or table describes ({"source": "built-in" | "plugin", ...},
+// Backend::kernels()), as words: "the built-in attn-tune kernels", "plugin NAME VERSION
+// (LIBRARY, sha256 0123456789ab)".
+[[nodiscard]] std::string kernels_label(const nlohmann::json& kernels);
+// What makes two descriptions the same kernels: the source, and a plugin's name and library hash.
+[[nodiscard]] std::string kernels_identity(const nlohmann::json& kernels);
+
 // Appends one line and makes it durable before returning, so a kill loses at most the
 // measurement in flight.
 class DurableAppender {

@@ -35,13 +35,14 @@ namespace fs = std::filesystem;
 namespace {
 
 // The first line of results.jsonl: what a resumed sweep must match.
-json results_header(const Profile& prof, const DeviceInfo& dev, uint64_t seed) {
+json results_header(const Profile& prof, const Backend& be, uint64_t seed) {
   return {{"type", "header"},
           {"schema", kResultsSchema},
           {"version", kResultsVersion},
           {"profile", prof.name},
           {"profile_hash", prof.hash},
-          {"device", dev.to_json()},
+          {"device", be.info().to_json()},
+          {"kernels", be.kernels()},
           {"seed", seed},
           {"timing_mode", timing_mode_name(prof.timing.mode)},
           {"tool_version", ATTN_VERSION},
@@ -84,7 +85,8 @@ void check_and_time(PreparedRun& run, WorkloadData& wd, const Profile& prof, Out
   run.poison_outputs();
   run.run();
   const RunOutput got = run.download();
-  const CheckReport rep = check_output(got.out, &got.lse, *wd.ref, tolerance_for(pr.params.dtype));
+  const CheckReport rep =
+      check_output(got.out, got.checked_lse(), *wd.ref, tolerance_for(pr.params.dtype));
   o.record["check"] = {{"pass", rep.pass},
                        {"rows_checked", wd.rows.empty() ? pr.num_rows() : int(wd.rows.size())},
                        {"rows_total", pr.num_rows()},
@@ -206,7 +208,7 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
   // The results file first: a sweep that cannot resume says so at once, not after a wait.
   const std::string results = (fs::path(opt.out_dir) / "results.jsonl").string();
   OpenedResults log =
-      open_results(results, results_header(prof, dev, opt.seed), resume, opt.retry_faults);
+      open_results(results, results_header(prof, be, opt.seed), resume, opt.retry_faults);
   const DeviceLock timing_lock(
       device_lock_key(dev), opt.wait_for_device, [&](const std::string& pid) {
         emit({{"ev", "log"},
@@ -235,6 +237,7 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
   }
   emit({{"ev", "start"},
         {"device", dev.to_json()},
+        {"kernels", be.kernels()},
         {"sm_count", dev.sm_count},
         {"slug", device_slug(dev)},
         {"total", total},
@@ -283,8 +286,8 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
 
 // What made the table: device, tool, kernels, profile, timing method, mode and options, the
 // clocks the measurements saw, seed.
-json sweep_provenance(const json& device, const Profile& prof, const SweepOptions& opt,
-                      const std::vector<MeasurementRecord>& records,
+json sweep_provenance(const json& device, const json& kernels, const Profile& prof,
+                      const SweepOptions& opt, const std::vector<MeasurementRecord>& records,
                       const std::vector<json>& lines) {
   std::vector<json> timings;
   for (const auto& l : lines) {
@@ -299,9 +302,16 @@ json sweep_provenance(const json& device, const Profile& prof, const SweepOption
       break;
     }
   }
+  // The kernels' sources: the embedded kernel files, or the plugin library that was timed.
+  const bool plugin = kernels.value("source", "") == "plugin";
+  json k = kernels.is_object() && !kernels.empty()
+               ? kernels
+               : json{{"source", "built-in"}, {"name", "attn-tune"}};
   return {{"device", device},
           {"tool", {{"name", "attn-tune"}, {"version", ATTN_VERSION}, {"git_hash", ATTN_GIT_HASH}}},
-          {"kernel_sources_sha256", generated::kKernelSourcesSha256},
+          {"kernels", k},
+          {"kernel_sources_sha256", plugin ? kernels.value("library_sha256", "")
+                                           : std::string(generated::kKernelSourcesSha256)},
           {"profile", {{"name", prof.name}, {"hash", prof.hash}}},
           {"created_utc", utc_now()},
           {"timing_method", method},
@@ -341,6 +351,7 @@ public:
     const std::string ev = m.value("ev", "");
     if (ev == "start") {
       device_ = m.at("device");
+      kernels_ = m.value("kernels", json::object());
       sm_count_ = m.value("sm_count", 0);
       slug_ = m.value("slug", "");
       if (!progress_) {
@@ -389,7 +400,7 @@ public:
     const ResultsFile all = read_results(sum_.results_path);
     const auto records = to_records(all.lines);
     sum_.table = build_threshold_table(
-        records, sweep_provenance(device_, prof_, opt_, records, all.lines), sm_count_);
+        records, sweep_provenance(device_, kernels_, prof_, opt_, records, all.lines), sm_count_);
     sum_.table_path = (fs::path(opt_.out_dir) / "threshold_table.json").string();
     write_json_atomically(sum_.table_path, sum_.table);
     if (!opt_.publish_dir.empty()) {
@@ -416,6 +427,7 @@ private:
   std::optional<SweepProgress> progress_;
   SweepSummary sum_;
   json device_;
+  json kernels_;
   int sm_count_ = 0;
   std::string slug_;
   std::set<std::string> done_here_;

@@ -176,6 +176,16 @@ void validate_table(const nlohmann::json& t) {
   S::str(tool, "provenance.tool", "version");
   S::str(tool, "provenance.tool", "git_hash");
   S::str(pv, "provenance", "kernel_sources_sha256");
+  if (pv.contains("kernels")) { // tables from before plugins timed the built-in kernels
+    const json& k = S::object(pv, "provenance", "kernels");
+    S::str(k, "provenance.kernels", "source");
+    S::str(k, "provenance.kernels", "name");
+    if (k["source"] == "plugin") {
+      S::str(k, "provenance.kernels", "version");
+      S::str(k, "provenance.kernels", "library_sha256");
+      S::integer(k, "provenance.kernels", "abi_version");
+    }
+  }
   const json& prof = S::object(pv, "provenance", "profile");
   S::str(prof, "provenance.profile", "name");
   S::str(prof, "provenance.profile", "hash");

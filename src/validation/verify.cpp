@@ -268,7 +268,8 @@ std::string check_one(Backend& be, const VerifyOptions& opt, const std::string& 
                       const KernelConfig& cfg, const VerifyCase& c, const Problem& pr,
                       const ReferenceResult& ref, std::string& dumped) {
   RunOutput out = run_once(be, pr, cfg);
-  const CheckReport check = check_output(out.out, &out.lse, ref, tolerance_for(c.params.dtype));
+  const CheckReport check =
+      check_output(out.out, out.checked_lse(), ref, tolerance_for(c.params.dtype));
   if (check.pass) {
     return "";
   }
@@ -276,11 +277,13 @@ std::string check_one(Backend& be, const VerifyOptions& opt, const std::string& 
   if (!opt.dump_dir.empty()) {
     const std::string path =
         opt.dump_dir + "/" + slug(device + "_" + cfg.key() + "_" + c.name()) + ".safetensors";
-    std::map<std::string, std::string> meta = {{"attn_tune_case", c.name()},
-                                               {"attn_tune_config", cfg.key()},
-                                               {"attn_tune_device", device},
-                                               {"attn_tune_run_seed", std::to_string(opt.seed)}};
-    SafetensorsFile file = replay_to_safetensors(pr, &out.out, &out.lse);
+    std::map<std::string, std::string> meta = {
+        {"attn_tune_case", c.name()},
+        {"attn_tune_config", cfg.key()},
+        {"attn_tune_kernels", be.kernels().value("name", "attn-tune")},
+        {"attn_tune_device", device},
+        {"attn_tune_run_seed", std::to_string(opt.seed)}};
+    SafetensorsFile file = replay_to_safetensors(pr, &out.out, out.checked_lse());
     file.metadata.insert(meta.begin(), meta.end());
     write_safetensors(path, file);
     dumped = path;

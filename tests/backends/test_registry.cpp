@@ -11,7 +11,7 @@ namespace attn {
 namespace {
 
 TEST(BackendFactory, ParsesDeviceSpecs) {
-  auto cpu = make_backend("cpu", {.threads = 1});
+  auto cpu = make_backend("cpu", {.threads = 1, .kernels = ""});
   EXPECT_EQ(cpu->info().backend, "cpu");
   EXPECT_EQ(cpu->info().threads, 1);
   EXPECT_THROW((void)make_backend("gpu0", {}), InputError);

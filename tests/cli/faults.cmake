@@ -42,6 +42,11 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
     string(REGEX REPLACE "[^A-Za-z0-9._-]" "_" attn_host "${attn_host}")
     set(lock_dir ${CMAKE_CURRENT_BINARY_DIR}/cli_work/device_locks)
     file(MAKE_DIRECTORY ${lock_dir})
+    # The refused sweep leaves its output folder behind; a rerun starts without it.
+    add_test(NAME cli.sweep_device_busy_clean COMMAND ${CMAKE_COMMAND} -E rm -rf
+                  ${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_device_busy/out)
+    set_tests_properties(cli.sweep_device_busy_clean PROPERTIES LABELS "cli"
+                         FIXTURES_SETUP device_busy_clean)
     add_test(NAME cli.sweep_device_busy_no_wait
              COMMAND ${CMAKE_COMMAND} -DEXE=${ATTN_FLOCK}
                      "-DARGS=${lock_dir}/attn-tune-device-cpu-${attn_host}.lock|$<TARGET_FILE:attn-tune>|sweep|--device|cpu|--profile|quick|--no-wait|--quiet|--out|${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_device_busy/out"
@@ -49,6 +54,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                      -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_device_busy
                      -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.cmake)
     set_tests_properties(cli.sweep_device_busy_no_wait PROPERTIES LABELS "cli"
+                         FIXTURES_REQUIRED device_busy_clean
                          ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${lock_dir}")
   endif()
 endif()

@@ -472,7 +472,7 @@ TEST(Sweep, RefusesToMixSweeps) {
 TEST(Sweep, QuickProfileEndToEndOnTheCpuBackend) {
   std::unique_ptr<Backend> be;
   try {
-    be = make_backend("cpu", {.threads = 2});
+    be = make_backend("cpu", {.threads = 2, .kernels = ""});
   } catch (const DeviceUnavailable& e) {
     GTEST_SKIP() << "no CPU backend in this build: " << e.what();
   }

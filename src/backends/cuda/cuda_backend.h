@@ -14,6 +14,12 @@ namespace attn {
 // GPU `index`; throws DeviceUnavailable with the reason when there is no such device.
 [[nodiscard]] std::unique_ptr<Backend> make_cuda_backend(int index);
 
+class PluginLibrary;
+// A CUDA kernel plugin (src/backends/plugin/plugin_backend.h) on GPU `index`; throws
+// DeviceUnavailable as make_cuda_backend does.
+[[nodiscard]] std::unique_ptr<Backend>
+make_cuda_plugin_backend(std::shared_ptr<const PluginLibrary> lib, int index);
+
 namespace cuda {
 
 // The architecture NVRTC targets for a device of compute capability `cc` (major*10 + minor),

@@ -265,12 +265,12 @@ std::vector<cpu::Isa> supported_isas() {
 } // namespace
 
 TEST(CpuBackend, DecodeGrid) {
-  auto be = make_cpu_backend({.threads = 2});
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   run_decode_grid(*be, 150, kGridSeed);
 }
 
 TEST(CpuBackend, PrefillGrid) {
-  auto be = make_cpu_backend({.threads = 2});
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   run_prefill_grid(*be, 150, kGridSeed + 1);
 }
 
@@ -282,7 +282,7 @@ TEST(CpuBackend, EveryKernelBuildPassesAGrid) {
       continue; // covered by the full grids above
     }
     SCOPED_TRACE(std::string("kernel build ") + cpu::isa_name(isa));
-    auto be = make_cpu_backend({.threads = 2}, isa);
+    auto be = make_cpu_backend({.threads = 2, .kernels = ""}, isa);
     run_decode_grid(*be, 30, kGridSeed + 10 + uint64_t(isa));
     run_prefill_grid(*be, 30, kGridSeed + 20 + uint64_t(isa));
   }
@@ -316,7 +316,7 @@ TEST(CpuBackend, HalfConversionIsExactForEveryValue) {
 // Rows past the keys (q_len > k_len under causal) and sequences without keys: out exactly 0,
 // lse -inf, never NaN; every other row matches the reference.
 TEST(CpuBackend, PrefillRowsWithoutKeys) {
-  auto be = make_cpu_backend({.threads = 2});
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   AttnParams p;
   p.num_heads = 4;
   p.num_kv_heads = 2;
@@ -341,7 +341,7 @@ TEST(CpuBackend, PrefillRowsWithoutKeys) {
 // Decode with a context longer than many partitions and the sliding window: partitions left of
 // the window are empty and must contribute nothing.
 TEST(CpuBackend, DecodeV2WithEmptyPartitions) {
-  auto be = make_cpu_backend({.threads = 2});
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   AttnParams p;
   p.num_heads = 8;
   p.num_kv_heads = 2;
@@ -367,14 +367,14 @@ TEST(CpuBackend, ThreadCountDoesNotChangeResults) {
   p.dtype = DType::f16;
   const Problem pr = make_decode_problem(p, {700, 31, 1200, 64, 5}, {.seed = 3});
   const KernelConfig cfg{Family::decode_v2, {{"partition", 256}, {"split", 1}}};
-  const RunOutput a = run_once(*make_cpu_backend({.threads = 1}), pr, cfg);
-  const RunOutput b = run_once(*make_cpu_backend({.threads = 3}), pr, cfg);
+  const RunOutput a = run_once(*make_cpu_backend({.threads = 1, .kernels = ""}), pr, cfg);
+  const RunOutput b = run_once(*make_cpu_backend({.threads = 3, .kernels = ""}), pr, cfg);
   EXPECT_EQ(a.out.data, b.out.data);
   EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4));
 }
 
 TEST(CpuBackend, PoisonReachesEveryOutput) {
-  auto be = make_cpu_backend({.threads = 1});
+  auto be = make_cpu_backend({.threads = 1, .kernels = ""});
   AttnParams p;
   p.num_heads = 2;
   p.num_kv_heads = 1;
@@ -392,7 +392,7 @@ TEST(CpuBackend, PoisonReachesEveryOutput) {
 }
 
 TEST(CpuBackend, CanRunExplainsRefusals) {
-  auto be = make_cpu_backend({.threads = 1});
+  auto be = make_cpu_backend({.threads = 1, .kernels = ""});
   AttnParams p;
   p.num_heads = 4;
   p.num_kv_heads = 4;
@@ -419,7 +419,7 @@ TEST(CpuBackend, CanRunExplainsRefusals) {
 }
 
 TEST(CpuBackend, ConfigSpaceRunsTypicalShapes) {
-  auto be = make_cpu_backend({.threads = 2});
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   AttnParams p;
   p.num_heads = 8;
   p.num_kv_heads = 2;
@@ -444,7 +444,7 @@ TEST(CpuBackend, ConfigSpaceRunsTypicalShapes) {
 }
 
 TEST(CpuBackend, TimingReportsItsMethod) {
-  auto be = make_cpu_backend({.threads = 2});
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   AttnParams p;
   p.num_heads = 4;
   p.num_kv_heads = 1;
@@ -474,7 +474,7 @@ TEST(CpuBackend, TimingReportsItsMethod) {
 // The CPU kernels read HND; prepare rearranges a problem in another layout, so every family gives
 // the very bytes it gives on the HND problem.
 TEST(CpuBackend, OtherKvLayoutsAreRearrangedInPrepare) {
-  auto be = make_cpu_backend({.threads = 2});
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   AttnParams p;
   p.num_heads = 8;
   p.num_kv_heads = 2;

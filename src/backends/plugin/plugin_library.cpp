@@ -1,0 +1,324 @@
+#include "src/backends/plugin/plugin_library.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "src/io/sha256.h"
+#include "src/model/errors.h"
+
+namespace attn {
+
+namespace {
+
+constexpr std::size_t kMessageBytes = 1024;
+
+bool valid_param_name(const char* s) {
+  if (s == nullptr || *s == '\0') {
+    return false;
+  }
+  for (; *s != '\0'; ++s) {
+    const char c = *s;
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<Family> family_of(int f) {
+  switch (f) {
+  case ATTN_FAMILY_DECODE_V1:
+    return Family::decode_v1;
+  case ATTN_FAMILY_DECODE_V2:
+    return Family::decode_v2;
+  case ATTN_FAMILY_PREFILL:
+    return Family::prefill;
+  default:
+    return std::nullopt;
+  }
+}
+
+attn_family abi_family(Family f) {
+  return f == Family::decode_v1   ? ATTN_FAMILY_DECODE_V1
+         : f == Family::decode_v2 ? ATTN_FAMILY_DECODE_V2
+                                  : ATTN_FAMILY_PREFILL;
+}
+
+std::string message_or(const char* buf, const char* fallback) {
+  return buf[0] != '\0' ? std::string(buf) : std::string(fallback);
+}
+
+} // namespace
+
+nlohmann::json PluginIdentity::to_json() const {
+  return {{"source", "plugin"},
+          {"name", name},
+          {"version", version},
+          {"abi_version", abi_version},
+          {"library_sha256", library_sha256},
+          {"library", std::filesystem::path(path).filename().string()},
+          {"device_kind", device_kind == ATTN_DEVICE_CUDA ? "cuda" : "host"}};
+}
+
+std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
+  const std::string who = "plugin " + path;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw InputError(who + ": no such file");
+  }
+  std::shared_ptr<PluginLibrary> lib(new PluginLibrary());
+  lib->id_.path = path;
+  lib->id_.library_sha256 = sha256_file(path);
+  // dlopen searches the library path for a bare name; a path with a slash is taken as it is.
+  const std::string load_path = path.find('/') == std::string::npos ? "./" + path : path;
+  lib->handle_ = ::dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib->handle_ == nullptr) {
+    const char* why = ::dlerror();
+    throw InputError(who + ": cannot load it: " + (why ? why : "unknown dlopen error"));
+  }
+  void* sym = ::dlsym(lib->handle_, ATTN_PLUGIN_ENTRY_NAME);
+  if (sym == nullptr) {
+    throw InputError(who + " exports no " + ATTN_PLUGIN_ENTRY_NAME +
+                     "(): it is not an attn-tune kernel plugin (docs/plugins.md)");
+  }
+  auto init = reinterpret_cast<attn_plugin_init_fn>(sym);
+  char err[kMessageBytes] = {};
+  attn_plugin_api& api = lib->api_;
+  const int rc = init(ATTN_PLUGIN_ABI_VERSION, &api, sizeof api, err, sizeof err);
+  err[sizeof err - 1] = '\0';
+  // The version first: nothing else in the table means anything under another version.
+  if (api.abi_version != ATTN_PLUGIN_ABI_VERSION) {
+    throw InputError(who + " was built for plugin ABI " + std::to_string(api.abi_version) +
+                     "; this attn-tune speaks ABI " + std::to_string(ATTN_PLUGIN_ABI_VERSION) +
+                     ": rebuild it against this attn-tune's include/attn_tune/plugin.h");
+  }
+  if (rc != 0) {
+    throw InputError(who + " refused to start: " + message_or(err, "no reason given"));
+  }
+  if (api.api_size != sizeof api) {
+    throw InputError(who + " declares a function table of " + std::to_string(api.api_size) +
+                     " bytes; ABI " + std::to_string(ATTN_PLUGIN_ABI_VERSION) + " has " +
+                     std::to_string(sizeof api));
+  }
+  if (api.name == nullptr || *api.name == '\0') {
+    throw InputError(who + " declares no name");
+  }
+  lib->id_.name = api.name;
+  lib->id_.version = api.version != nullptr ? api.version : "";
+  lib->id_.abi_version = api.abi_version;
+  const std::string me = "plugin " + lib->id_.name + " (" + path + ")";
+  if (api.device_kind != ATTN_DEVICE_HOST && api.device_kind != ATTN_DEVICE_CUDA) {
+    throw InputError(me + " declares device kind " + std::to_string(int(api.device_kind)) +
+                     ", neither ATTN_DEVICE_HOST nor ATTN_DEVICE_CUDA");
+  }
+  lib->id_.device_kind = api.device_kind;
+  if (api.can_run == nullptr || api.workspace_size == nullptr || api.run == nullptr) {
+    throw InputError(me + " leaves can_run, workspace_size or run unset");
+  }
+  if (api.families == nullptr || api.num_families <= 0 || api.num_families > 3) {
+    throw InputError(me + " declares " + std::to_string(api.num_families) +
+                     " families; it must implement 1 to 3 of decode_v1, decode_v2, prefill");
+  }
+  std::set<Family> seen;
+  for (int i = 0; i < api.num_families; ++i) {
+    const attn_family_decl& d = api.families[i];
+    const auto fam = family_of(int(d.family));
+    if (!fam) {
+      throw InputError(me + " declares family " + std::to_string(int(d.family)) +
+                       ", which is none of decode_v1, decode_v2, prefill");
+    }
+    const std::string fname = family_name(*fam);
+    if (!seen.insert(*fam).second) {
+      throw InputError(me + " declares " + fname + " twice");
+    }
+    if (int(d.kv_layout) < 0 || int(d.kv_layout) > 2) {
+      throw InputError(me + " declares KV layout " + std::to_string(int(d.kv_layout)) + " for " +
+                       fname + ", none of HND, NHD, vllm");
+    }
+    PluginFamily pf;
+    pf.family = *fam;
+    pf.layout = KvLayout(int(d.kv_layout));
+    pf.writes_lse = d.writes_lse != 0;
+    if (d.num_params < 0 || (d.num_params > 0 && d.params == nullptr)) {
+      throw InputError(me + " declares " + std::to_string(d.num_params) + " parameters for " +
+                       fname + " without an array of them");
+    }
+    std::set<std::string> names;
+    for (int k = 0; k < d.num_params; ++k) {
+      const attn_param_space& ps = d.params[k];
+      if (!valid_param_name(ps.name)) {
+        throw InputError(me + " declares a " + fname +
+                         " parameter whose name is empty or not made of a-z, 0-9 and _");
+      }
+      if (!names.insert(ps.name).second) {
+        throw InputError(me + " declares " + fname + " parameter '" + ps.name + "' twice");
+      }
+      if (ps.num_values <= 0 || ps.values == nullptr) {
+        throw InputError(me + " declares no values for " + fname + " parameter '" + ps.name + "'");
+      }
+      pf.params.emplace_back(ps.name, std::vector<int>(ps.values, ps.values + ps.num_values));
+    }
+    if (*fam == Family::decode_v2) {
+      const auto it = std::find_if(pf.params.begin(), pf.params.end(),
+                                   [](const auto& p) { return p.first == "partition"; });
+      if (it == pf.params.end()) {
+        throw InputError(me + " declares decode_v2 without a 'partition' parameter (keys per "
+                              "split-KV partition), which the validator and the table need");
+      }
+      for (int v : it->second) {
+        if (v <= 0) {
+          throw InputError(me + " declares decode_v2 partition " + std::to_string(v) +
+                           "; partitions are positive multiples of block_size");
+        }
+      }
+    }
+    lib->families_.push_back(std::move(pf));
+  }
+  return lib;
+}
+
+PluginLibrary::~PluginLibrary() {
+  if (api_.destroy != nullptr && api_.abi_version == ATTN_PLUGIN_ABI_VERSION) {
+    api_.destroy(api_.state);
+  }
+  // The library stays mapped: a plugin linked with the CUDA runtime registers its kernels at
+  // load time and unregisters them from exit handlers, which must still find its code.
+}
+
+const PluginFamily* PluginLibrary::family(Family f) const {
+  for (const auto& pf : families_) {
+    if (pf.family == f) {
+      return &pf;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<KernelConfig> PluginLibrary::config_space(Family f) const {
+  const PluginFamily* pf = family(f);
+  if (pf == nullptr) {
+    return {};
+  }
+  std::vector<KernelConfig> out{KernelConfig{f, {}}};
+  for (const auto& [name, values] : pf->params) {
+    std::vector<KernelConfig> next;
+    for (const KernelConfig& c : out) {
+      for (int v : values) {
+        KernelConfig n = c;
+        n.params[name] = v;
+        if (std::find(next.begin(), next.end(), n) == next.end()) {
+          next.push_back(std::move(n));
+        }
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::optional<std::string> PluginLibrary::view(const KernelConfig& cfg, ConfigView& out) const {
+  const PluginFamily* pf = family(cfg.family);
+  if (pf == nullptr) {
+    return "plugin " + id_.name + " does not implement " + family_name(cfg.family);
+  }
+  for (const auto& [k, v] : cfg.params) {
+    const auto it = std::find_if(pf->params.begin(), pf->params.end(),
+                                 [&](const auto& p) { return p.first == k; });
+    if (it == pf->params.end()) {
+      return "parameter '" + k + "' is not one plugin " + id_.name + " declares for " +
+             family_name(cfg.family);
+    }
+  }
+  out.names.clear();
+  out.values.clear();
+  for (const auto& [name, values] : pf->params) {
+    const auto it = cfg.params.find(name);
+    if (it == cfg.params.end()) {
+      return "the configuration sets no '" + name + "', which plugin " + id_.name +
+             " declares for " + family_name(cfg.family);
+    }
+    out.names.push_back(name.c_str());
+    out.values.push_back(it->second);
+  }
+  out.c.names = out.names.data();
+  out.c.values = out.values.data();
+  out.c.num_params = int(out.values.size());
+  return std::nullopt;
+}
+
+std::optional<std::string> PluginLibrary::can_run(const KernelConfig& cfg,
+                                                  const attn_call& shape) const {
+  ConfigView v;
+  if (auto why = view(cfg, v)) {
+    return why;
+  }
+  char reason[kMessageBytes] = {};
+  if (api_.can_run(api_.state, &v.c, &shape, reason, sizeof reason) != 0) {
+    reason[sizeof reason - 1] = '\0';
+    return message_or(reason, "refused without a reason");
+  }
+  return std::nullopt;
+}
+
+uint64_t PluginLibrary::workspace_size(const KernelConfig& cfg, const attn_call& shape) const {
+  ConfigView v;
+  if (auto why = view(cfg, v)) {
+    throw InputError(*why);
+  }
+  char err[kMessageBytes] = {};
+  uint64_t bytes = 0;
+  if (const int rc = api_.workspace_size(api_.state, &v.c, &shape, &bytes, err, sizeof err);
+      rc != 0) {
+    err[sizeof err - 1] = '\0';
+    throw PluginError("plugin " + id_.name + " workspace_size failed (code " + std::to_string(rc) +
+                      "): " + message_or(err, "no message"));
+  }
+  return bytes;
+}
+
+void PluginLibrary::run(const KernelConfig& cfg, const attn_call& call, void* workspace,
+                        uint64_t bytes, void* stream) const {
+  ConfigView v;
+  if (auto why = view(cfg, v)) {
+    throw InputError(*why);
+  }
+  char err[kMessageBytes] = {};
+  if (const int rc = api_.run(api_.state, &v.c, &call, workspace, bytes, stream, err, sizeof err);
+      rc != 0) {
+    err[sizeof err - 1] = '\0';
+    throw PluginError("plugin " + id_.name + " run failed (code " + std::to_string(rc) +
+                      "): " + message_or(err, "no message"));
+  }
+}
+
+attn_call plugin_call_shape(const Problem& pr, Family f, KvLayout layout, int threads) {
+  const AttnParams& p = pr.params;
+  attn_call c{};
+  c.family = abi_family(f);
+  c.dtype = p.dtype == DType::f32   ? ATTN_DTYPE_F32
+            : p.dtype == DType::f16 ? ATTN_DTYPE_F16
+                                    : ATTN_DTYPE_BF16;
+  c.kv_layout = attn_kv_layout(int(layout));
+  c.num_heads = p.num_heads;
+  c.num_kv_heads = p.num_kv_heads;
+  c.head_dim = p.head_dim;
+  c.block_size = p.block_size;
+  c.scale = float(p.effective_scale());
+  c.softcap = float(p.softcap);
+  c.causal = p.causal ? 1 : 0;
+  c.window_left = p.window_left;
+  c.window_right = p.window_right;
+  c.batch = pr.batch;
+  c.num_rows = pr.num_rows();
+  c.max_q_len = pr.max_q_len();
+  c.max_k_len = pr.max_k_len();
+  c.num_blocks = pr.num_blocks;
+  c.max_blocks_per_seq = pr.max_blocks_per_seq;
+  c.host_threads = threads;
+  return c;
+}
+
+} // namespace attn

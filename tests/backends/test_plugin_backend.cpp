@@ -1,0 +1,158 @@
+// The plugin ABI end to end: loading and refusing libraries, what the CPU example declares, and
+// proof that the ABI carries every field: the example plugin computes bit for bit what the
+// built-in CPU backend computes, in every family, mask and layout the problem arrives in.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "src/backends/cpu/cpu_backend.h"
+#include "src/backends/plugin/plugin_backend.h"
+#include "src/backends/registry.h"
+#include "src/model/errors.h"
+
+namespace attn {
+namespace {
+
+std::string error_of(const std::string& path) {
+  try {
+    (void)PluginLibrary::open(path);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PluginLibrary, RefusesWhatIsNotAPluginWithOneLine) {
+  EXPECT_NE(error_of("/nonexistent/plugin.so").find("no such file"), std::string::npos);
+  const std::string text = std::string(ATTN_SOURCE_DIR) + "/README.md";
+  EXPECT_NE(error_of(text).find("cannot load it"), std::string::npos);
+  const std::string old = error_of(ATTN_OLD_ABI_PLUGIN);
+  EXPECT_NE(old.find("was built for plugin ABI 0; this attn-tune speaks ABI 1"), std::string::npos)
+      << old;
+  EXPECT_EQ(old.find('\n'), std::string::npos);
+}
+
+TEST(PluginLibrary, ReadsTheCpuExampleDeclarations) {
+  const auto lib = PluginLibrary::open(ATTN_CPU_EXAMPLE_PLUGIN);
+  const PluginIdentity& id = lib->identity();
+  EXPECT_EQ(id.name, "cpu-example");
+  EXPECT_EQ(id.abi_version, ATTN_PLUGIN_ABI_VERSION);
+  EXPECT_EQ(id.device_kind, ATTN_DEVICE_HOST);
+  EXPECT_EQ(id.library_sha256.size(), 64u);
+  ASSERT_EQ(lib->families().size(), 3u);
+  // The configuration spaces are the built-in CPU backend's.
+  auto cpu = make_cpu_backend({.threads = 2, .kernels = ""});
+  AttnParams p;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 64;
+  for (Family f : {Family::decode_v1, Family::decode_v2, Family::prefill}) {
+    auto mine = lib->config_space(f);
+    auto theirs = cpu->config_space(f, p);
+    std::sort(mine.begin(), mine.end(), [](auto& a, auto& b) { return a.key() < b.key(); });
+    std::sort(theirs.begin(), theirs.end(), [](auto& a, auto& b) { return a.key() < b.key(); });
+    EXPECT_EQ(mine, theirs) << family_name(f);
+  }
+  const nlohmann::json j = id.to_json();
+  EXPECT_EQ(j["source"], "plugin");
+  EXPECT_EQ(j["name"], "cpu-example");
+  EXPECT_EQ(j["library_sha256"], id.library_sha256);
+}
+
+TEST(PluginBackend, CanRunSaysWhyInTheHostsWordsAndThePlugins) {
+  auto be = make_backend("cpu", {.threads = 2, .kernels = ATTN_CPU_EXAMPLE_PLUGIN});
+  AttnParams p;
+  p.num_heads = 4;
+  p.num_kv_heads = 2;
+  p.head_dim = 64;
+  p.block_size = 16;
+  const Problem pr = make_decode_problem(p, {40, 3}, {});
+  auto why = be->can_run({Family::decode_v2, {{"partition", 24}, {"split", 1}}}, pr);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("not a positive multiple of block_size 16"), std::string::npos) << *why;
+  why = be->can_run({Family::decode_v1, {{"split", 1}, {"warps", 4}}}, pr);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("parameter 'warps' is not one plugin cpu-example declares"),
+            std::string::npos);
+  why = be->can_run({Family::decode_v1, {}}, pr);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("sets no 'split'"), std::string::npos);
+  why = be->can_run({Family::prefill, {{"q_tile", 16}, {"k_tile", 32}, {"split", 1}}}, pr);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("runs prefill problems, not decode problems"), std::string::npos);
+  EXPECT_FALSE(be->can_run({Family::decode_v1, {{"split", 0}}}, pr));
+  EXPECT_EQ(be->kernels()["name"], "cpu-example");
+}
+
+TEST(PluginBackend, HostPluginOnAGpuDeviceIsAUsageError) {
+  EXPECT_THROW((void)make_backend("cuda:0", {.threads = 0, .kernels = ATTN_CPU_EXAMPLE_PLUGIN}),
+               InputError);
+}
+
+void expect_same_bits(const RunOutput& a, const RunOutput& b, const std::string& what) {
+  ASSERT_EQ(a.out.data.size(), b.out.data.size()) << what;
+  EXPECT_EQ(std::memcmp(a.out.data.data(), b.out.data.data(), a.out.data.size()), 0) << what;
+  ASSERT_EQ(a.lse.size(), b.lse.size()) << what;
+  EXPECT_EQ(std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)), 0) << what;
+}
+
+TEST(PluginBackend, TheCpuExampleComputesWhatTheBuiltInBackendComputes) {
+  auto builtin = make_cpu_backend({.threads = 2, .kernels = ""});
+  auto plugin = make_backend("cpu", {.threads = 2, .kernels = ATTN_CPU_EXAMPLE_PLUGIN});
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    AttnParams p;
+    p.num_heads = 8;
+    p.num_kv_heads = 2;
+    p.head_dim = 64;
+    p.block_size = 16;
+    p.dtype = t;
+    p.window_left = 37;
+    p.softcap = 20.0;
+    GenOptions g;
+    g.seed = 11;
+    const Problem dec = make_decode_problem(p, {1, 15, 16, 17, 513, 1100}, g);
+    p.window_left = -1;
+    p.window_right = 5;
+    p.causal = false;
+    const Problem pre = make_prefill_problem(p, {1, 40, 7}, {1, 90, 7}, g);
+    for (const Problem* pr : {&dec, &pre}) {
+      for (Family f : {Family::decode_v1, Family::decode_v2, Family::prefill}) {
+        if (family_is_decode(f) != (pr->phase == Phase::decode)) {
+          continue;
+        }
+        for (const KernelConfig& cfg : builtin->config_space(f, pr->params)) {
+          const std::string what = std::string(dtype_name(t)) + " " + cfg.key();
+          expect_same_bits(run_once(*builtin, *pr, cfg), run_once(*plugin, *pr, cfg), what);
+        }
+      }
+      // A problem in another layout reaches the HND plugin rearranged, with the same answer.
+      const Problem nhd = with_kv_layout(*pr, KvLayout::NHD);
+      const KernelConfig cfg = builtin->config_space(
+          pr->phase == Phase::decode ? Family::decode_v2 : Family::prefill, pr->params)[0];
+      expect_same_bits(run_once(*builtin, *pr, cfg), run_once(*plugin, nhd, cfg), "NHD input");
+    }
+  }
+}
+
+TEST(PluginBackend, TimesThroughTheHostClock) {
+  auto plugin = make_backend("cpu", {.threads = 1, .kernels = ATTN_CPU_EXAMPLE_PLUGIN});
+  AttnParams p;
+  p.num_heads = 4;
+  p.num_kv_heads = 4;
+  p.head_dim = 32;
+  const Problem pr = make_decode_problem(p, {200, 64}, {});
+  auto run = plugin->prepare(pr, {Family::decode_v1, {{"split", 1}}});
+  TimingOptions opt;
+  opt.warmup = 1;
+  opt.warmup_seconds = 0.0;
+  opt.min_reps = 3;
+  opt.max_reps = 5;
+  opt.flush_cache = false;
+  const TimingResult t = run->time(opt);
+  EXPECT_GE(t.reps, 3);
+  EXPECT_GT(t.median_s, 0.0);
+  EXPECT_NE(t.method.find("plugin cpu-example"), std::string::npos) << t.method;
+}
+
+} // namespace
+} // namespace attn

@@ -1,0 +1,90 @@
+# CLI tests of kernel plugins (--kernels, `plugin check`): the CPU example passes what the
+# built-in CPU backend passes, a planted mask bug fails exactly its cases and its dumps replay the
+# mismatch, a crashing plugin is a fault, an old-ABI plugin is one line and exit 2, and a sweep
+# through a plugin writes a table whose provenance names it.
+set(plugins_work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/plugins)
+
+attn_cli_test(NAME plugin_check_cpu_example EXIT 0
+              REGEX "plugin cpu-example, version 1.0, plugin ABI 1, host memory.*decode_v2 +layout HND.*partition: 256, 512, 1024.*prefill: ok \\(causal, softcap=30, scale=1\\).*every family passed"
+              ARGS plugin check ${ATTN_CPU_EXAMPLE_PLUGIN} --threads 2)
+attn_cli_test(NAME plugin_check_old_abi EXIT 2
+              REGEX "was built for plugin ABI 0; this attn-tune speaks ABI 1: rebuild it"
+              ARGS plugin check ${ATTN_OLD_ABI_PLUGIN})
+attn_cli_test(NAME verify_kernels_old_abi EXIT 2 REGEX "was built for plugin ABI 0"
+              ARGS verify --kernels ${ATTN_OLD_ABI_PLUGIN} --intensity quick)
+attn_cli_test(NAME sweep_kernels_old_abi EXIT 2 REGEX "was built for plugin ABI 0"
+              ARGS sweep --kernels ${ATTN_OLD_ABI_PLUGIN} --profile quick --out ${plugins_work}/old)
+attn_cli_test(NAME plugin_check_not_a_plugin EXIT 2 REGEX "cannot load it"
+              ARGS plugin check ${PROJECT_SOURCE_DIR}/README.md)
+attn_cli_test(NAME plugin_check_missing EXIT 2 REGEX "plugin /nonexistent/x.so: no such file"
+              ARGS plugin check /nonexistent/x.so)
+attn_cli_test(NAME verify_kernels_host_plugin_on_gpu EXIT 2
+              REGEX "plugin cpu-example runs on host memory: use --device cpu"
+              ARGS verify --kernels ${ATTN_CPU_EXAMPLE_PLUGIN} --device cuda:0)
+attn_cli_test(NAME plugin_check_mask_bug EXIT 1
+              REGEX "decode_v1: ok \\(causal\\).*decode_v1: FAIL: wrong results \\(causal, window_left=25\\).*families failed"
+              ARGS plugin check ${ATTN_MASK_BUG_PLUGIN} --threads 2)
+
+# The example plugin passes and skips exactly what the built-in CPU backend does.
+add_test(NAME cli.verify_kernels_same_as_builtin
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DPLUGIN=${ATTN_CPU_EXAMPLE_PLUGIN}
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plugins/verify_same_as_builtin.cmake)
+set_tests_properties(cli.verify_kernels_same_as_builtin PROPERTIES LABELS "cli")
+
+# The planted mask bug: exit 1, failures only in windowed cases, dumps that replay the mismatch.
+add_test(NAME cli.verify_kernels_mask_bug
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DPLUGIN=${ATTN_MASK_BUG_PLUGIN}
+                 -DGOOD_PLUGIN=${ATTN_CPU_EXAMPLE_PLUGIN} -DWORK=${plugins_work}/mask_bug
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/plugins/verify_mask_bug.cmake)
+set_tests_properties(cli.verify_kernels_mask_bug PROPERTIES LABELS "cli")
+
+# A plugin that segfaults in run: its configurations are faults and the sweep goes on.
+set(ATTN_CLI_DATA ${CMAKE_CURRENT_BINARY_DIR}/cli_data)
+file(WRITE ${ATTN_CLI_DATA}/plugin_profile.json
+     "{\"name\": \"plugin-small\", \"decode\": {\"batch\": [1, 2], \"context_len\": [300, 1500],\n"
+     " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
+     " \"dtype\": [\"fp32\"]},\n"
+     " \"prefill\": {\"batch\": [1], \"q_len\": [64], \"k_len\": [64], \"num_kv_heads\": [1],\n"
+     " \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16], \"dtype\": [\"fp32\"]},\n"
+     " \"configs\": {\"prefill\": [{\"q_tile\": 32, \"k_tile\": 64, \"split\": 1}]},\n"
+     " \"timing\": {\"warmup\": 1, \"min_reps\": 3, \"max_reps\": 10, \"max_seconds\": 0.05}}\n")
+add_test(NAME cli.sweep_kernels_crash_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${plugins_work}/crash)
+set_tests_properties(cli.sweep_kernels_crash_clean PROPERTIES LABELS "cli"
+                     FIXTURES_SETUP plugin_crash_clean)
+attn_cli_test(NAME sweep_kernels_crash EXIT 1
+              REGEX "8 faults.*--retry-faults"
+              ARGS sweep --kernels ${ATTN_CRASH_PLUGIN} --profile ${ATTN_CLI_DATA}/plugin_profile.json
+                   --threads 2 --quiet --out ${plugins_work}/crash)
+set_tests_properties(cli.sweep_kernels_crash PROPERTIES RESOURCE_LOCK cpu_timing
+                     FIXTURES_REQUIRED plugin_crash_clean)
+
+# A sweep through the example plugin (a small profile, to keep CI short): the table names the plugin, resuming with other kernels is
+# refused, and a lookup that names other kernels warns.
+set(sweep_out ${plugins_work}/sweep)
+add_test(NAME cli.sweep_kernels_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${sweep_out})
+set_tests_properties(cli.sweep_kernels_clean PROPERTIES LABELS "cli" FIXTURES_SETUP plugin_clean)
+attn_cli_test(NAME sweep_kernels_cpu_example EXIT 0
+              REGEX "with plugin cpu-example 1.0 .*0 failed validation.*0 faults"
+              ARGS sweep --kernels ${ATTN_CPU_EXAMPLE_PLUGIN}
+                   --profile ${ATTN_CLI_DATA}/plugin_profile.json --threads 2 --out ${sweep_out})
+set_tests_properties(cli.sweep_kernels_cpu_example PROPERTIES RESOURCE_LOCK cpu_timing
+                     FIXTURES_REQUIRED plugin_clean FIXTURES_SETUP plugin_table)
+attn_cli_test(NAME table_show_plugin_provenance EXIT 0
+              REGEX "kernels:  plugin cpu-example 1.0 \\(libattn_plugin_cpu_example.so, plugin ABI 1, sha256 [0-9a-f]+\\)"
+              ARGS table show ${sweep_out}/threshold_table.json)
+attn_cli_test(NAME table_lookup_other_kernels_warns EXIT 0
+              REGEX "warning: this table timed plugin cpu-example 1.0 .*not the built-in attn-tune kernels"
+              ARGS table lookup ${sweep_out}/threshold_table.json --kernels attn-tune --device cpu
+                   --num-heads 2 --num-kv-heads 1 --head-dim 32 --block-size 16 --dtype fp32
+                   --batch 1 --context-len 1500)
+attn_cli_test(NAME table_lookup_same_kernels_quiet EXIT 0 REGEX "^[^w]*$"
+              ARGS table lookup ${sweep_out}/threshold_table.json --kernels ${ATTN_CPU_EXAMPLE_PLUGIN}
+                   --device cpu --num-heads 2 --num-kv-heads 1 --head-dim 32 --block-size 16
+                   --dtype fp32 --batch 1 --context-len 1500)
+attn_cli_test(NAME sweep_resume_other_kernels EXIT 2
+              REGEX "timed the kernels of plugin cpu-example.*--resume needs the same kernels"
+              ARGS sweep --device cpu --profile ${ATTN_CLI_DATA}/plugin_profile.json --threads 2
+                   --resume --out ${sweep_out})
+set_tests_properties(cli.table_show_plugin_provenance cli.table_lookup_other_kernels_warns
+                     cli.table_lookup_same_kernels_quiet cli.sweep_resume_other_kernels
+                     PROPERTIES FIXTURES_REQUIRED plugin_table)
