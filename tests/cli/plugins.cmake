@@ -88,3 +88,12 @@ attn_cli_test(NAME sweep_resume_other_kernels EXIT 2
 set_tests_properties(cli.table_show_plugin_provenance cli.table_lookup_other_kernels_warns
                      cli.table_lookup_same_kernels_quiet cli.sweep_resume_other_kernels
                      PROPERTIES FIXTURES_REQUIRED plugin_table)
+
+# Plugins that read NHD and vllm caches (the CPU example behind a rearrangement): verify hands
+# them its cases in their layouts, and they pass.
+foreach(layout nhd vllm)
+  string(TOUPPER ${layout} upper)
+  attn_cli_test(NAME verify_kernels_layout_${layout} EXIT 0 REGEX " 0 failed, 0 skipped"
+                ARGS verify --kernels ${ATTN_${upper}_PLUGIN} --device cpu --intensity quick
+                     --threads 2 --dtypes fp16)
+endforeach()

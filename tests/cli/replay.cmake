@@ -152,6 +152,8 @@ attn_cli_test(NAME replay.directory EXIT 2 REGEX "not a regular file" ARGS repla
 if(Python3_Interpreter_FOUND)
   add_test(NAME replay.layouts
            COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/data/replay_layouts.py
-                   $<TARGET_FILE:attn-tune> ${CMAKE_CURRENT_BINARY_DIR}/replay_layouts)
+                   $<TARGET_FILE:attn-tune> ${CMAKE_CURRENT_BINARY_DIR}/replay_layouts
+                   HND=${ATTN_CPU_EXAMPLE_PLUGIN} NHD=${ATTN_NHD_PLUGIN}
+                   vllm=${ATTN_VLLM_PLUGIN})
   set_tests_properties(replay.layouts PROPERTIES LABELS "cli" SKIP_RETURN_CODE 77)
 endif()

@@ -8,8 +8,10 @@ NHD and vllm. For decode and prefill in HND, NHD and vllm (fp32, fp16, bf16) it 
 with the correct `out` and expects `attn-tune replay FILE` to exit 0 (and `--backend cpu` too,
 which rearranges to HND before running); a file whose `out` is wrong in one element to exit 1;
 and caches that do not fit the declared layout, or an unknown layout, to exit 2 with one line.
+Given LAYOUT=PLUGIN arguments, each good file is also replayed with `--kernels PLUGIN` (every
+configuration of a plugin that reads the file's layout) and must match.
 
-Usage: replay_layouts.py ATTN_TUNE OUTDIR
+Usage: replay_layouts.py ATTN_TUNE OUTDIR [HND=PLUGIN] [NHD=PLUGIN] [vllm=PLUGIN]
 Exits 77 (CTest's skip code here) when numpy is missing.
 """
 import json
@@ -223,9 +225,11 @@ def run(exe, path, *extra):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
     exe, outdir = sys.argv[1], sys.argv[2]
+    # LAYOUT=PATH: a kernel plugin that reads that layout; each file is replayed through it too.
+    plugins = dict(arg.split("=", 1) for arg in sys.argv[3:])
     os.makedirs(outdir, exist_ok=True)
     failures = []
 
@@ -255,6 +259,10 @@ def main():
             expect(path, 0, "file out vs reference: MATCH")
             if dtype == "fp16":  # the CPU kernels too, once per layout and phase
                 expect(path, 0, "vs reference: MATCH", "--backend", "cpu")
+            if layout in plugins:  # through a plugin of the file's layout (every configuration)
+                text = expect(path, 0, "vs reference: MATCH", "--kernels", plugins[layout])
+                if "MISMATCH" in text or "(plugin " not in text:
+                    failures.append(f"{path} through the {layout} plugin:\n{text}")
 
         # One element of `out` far off: the replay must find it.
         tensors, out, meta = build(CASES[3], layout, seed + 1000)

@@ -2,6 +2,10 @@
  * example plugin (loaded with dlopen from ATTN_WRAPPED_PLUGIN) and changes one thing.
  *   WRAP_MASK_BUG  forgets window_left (a planted mask bug: only windowed cases go wrong)
  *   WRAP_CRASH     segfaults in run for decode_v2 with partition 512 (a crashing kernel)
+ *   WRAP_LAYOUT    declares ATTN_KV_NHD or ATTN_KV_VLLM (the value of WRAP_LAYOUT) for every
+ *                  family and reads the caches in that layout, rearranging them into HND in its
+ *                  workspace before the wrapped kernels run: a plugin of that layout, for the
+ *                  tests that replay files in each layout through a plugin of the same one.
  */
 #include <dlfcn.h>
 #include <signal.h>
@@ -12,14 +16,70 @@
 
 static attn_plugin_api wrapped;
 
+#ifdef WRAP_LAYOUT
+static attn_family_decl families[3];
+
+static size_t element_bytes(const attn_call* a) { return a->dtype == ATTN_DTYPE_F32 ? 4 : 2; }
+
+static uint64_t cache_bytes(const attn_call* a) {
+  return (uint64_t)a->num_blocks * (uint64_t)a->num_kv_heads * (uint64_t)a->block_size *
+         (uint64_t)a->head_dim * element_bytes(a);
+}
+
+/* The wrapped workspace, rounded up to 64 bytes, then the HND key and value caches. */
+static uint64_t wrapped_bytes(uint64_t b) { return (b + 63) / 64 * 64; }
+
+/* Copies one cache from this plugin's layout into HND; `is_key` picks vllm's key or value. */
+static void to_hnd(const attn_call* a, const unsigned char* src, unsigned char* dst, int is_key) {
+  const size_t e = element_bytes(a);
+  const int64_t H = a->num_kv_heads, B = a->block_size, D = a->head_dim;
+  const int64_t x = (int64_t)(16 / e);
+  for (int64_t blk = 0; blk < a->num_blocks; ++blk) {
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t s = 0; s < B; ++s) {
+        for (int64_t d = 0; d < D; ++d) {
+          int64_t from;
+          if (WRAP_LAYOUT == ATTN_KV_NHD) {
+            from = ((blk * B + s) * H + h) * D + d;
+          } else if (is_key) {
+            from = (((blk * H + h) * (D / x) + d / x) * B + s) * x + d % x;
+          } else {
+            from = ((blk * H + h) * D + d) * B + s;
+          }
+          memcpy(dst + (size_t)(((blk * H + h) * B + s) * D + d) * e, src + (size_t)from * e, e);
+        }
+      }
+    }
+  }
+}
+#endif
+
 static int wrapped_can_run(void* state, const attn_config* c, const attn_call* a, char* reason,
                            size_t size) {
+#ifdef WRAP_LAYOUT
+  if (a->kv_layout != WRAP_LAYOUT) {
+    attn_plugin_write_message(reason, size, "the caches arrived in another layout");
+    return 1;
+  }
+  attn_call hnd = *a;
+  hnd.kv_layout = ATTN_KV_HND;
+  return wrapped.can_run(state, c, &hnd, reason, size);
+#else
   return wrapped.can_run(state, c, a, reason, size);
+#endif
 }
 
 static int wrapped_workspace(void* state, const attn_config* c, const attn_call* a, uint64_t* bytes,
                              char* err, size_t size) {
+#ifdef WRAP_LAYOUT
+  attn_call hnd = *a;
+  hnd.kv_layout = ATTN_KV_HND;
+  const int rc = wrapped.workspace_size(state, c, &hnd, bytes, err, size);
+  *bytes = wrapped_bytes(*bytes) + 2 * cache_bytes(a);
+  return rc;
+#else
   return wrapped.workspace_size(state, c, a, bytes, err, size);
+#endif
 }
 
 static int config_value(const attn_config* c, const char* name) {
@@ -44,6 +104,24 @@ static int changed_run(void* state, const attn_config* c, const attn_call* a, vo
     raise(SIGSEGV);
   }
 #endif
+#ifdef WRAP_LAYOUT
+  {
+    uint64_t inner = 0;
+    attn_call shape = call;
+    shape.kv_layout = ATTN_KV_HND;
+    if (wrapped.workspace_size(state, c, &shape, &inner, err, size) != 0) {
+      return 1;
+    }
+    unsigned char* key = (unsigned char*)ws + wrapped_bytes(inner);
+    unsigned char* value = key + cache_bytes(a);
+    to_hnd(a, (const unsigned char*)a->key_cache, key, 1);
+    to_hnd(a, (const unsigned char*)a->value_cache, value, 0);
+    call.kv_layout = ATTN_KV_HND;
+    call.key_cache = key;
+    call.value_cache = value;
+    ws_bytes = inner;
+  }
+#endif
   (void)config_value;
   return wrapped.run(state, c, &call, ws, ws_bytes, stream, err, size);
 }
@@ -63,10 +141,17 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
     return 1;
   }
   *api = wrapped;
-#ifdef WRAP_MASK_BUG
+#if defined(WRAP_MASK_BUG)
   api->name = "cpu-example-mask-bug";
-#else
+#elif defined(WRAP_CRASH)
   api->name = "cpu-example-crash";
+#else
+  api->name = WRAP_LAYOUT == ATTN_KV_NHD ? "cpu-example-nhd" : "cpu-example-vllm";
+  for (int i = 0; i < wrapped.num_families && i < 3; ++i) {
+    families[i] = wrapped.families[i];
+    families[i].kv_layout = (attn_kv_layout)WRAP_LAYOUT;
+  }
+  api->families = families;
 #endif
   api->can_run = wrapped_can_run;
   api->workspace_size = wrapped_workspace;
