@@ -6,6 +6,7 @@
 // workloads, threshold_table).
 #include "src/tuning/sweep.h"
 
+#include <cctype>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -406,8 +407,17 @@ public:
     if (!opt_.publish_dir.empty()) {
       std::error_code ec;
       fs::create_directories(opt_.publish_dir, ec);
-      sum_.published_path =
-          (fs::path(opt_.publish_dir) / (slug_ + "-" + prof_.name + ".json")).string();
+      // A plugin's table is published under its own name, beside the built-in kernels' tables.
+      std::string kernels;
+      if (kernels_.value("source", "") == "plugin") {
+        for (char c : kernels_.value("name", "plugin")) {
+          kernels += std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(c)) : '-';
+        }
+        kernels += "-";
+      }
+      sum_.published_path = (fs::path(opt_.publish_dir) /
+                             (slug_ + "-" + kernels + prof_.name + ".json"))
+                                .string();
       write_json_atomically(sum_.published_path, sum_.table);
     }
     return sum_;
