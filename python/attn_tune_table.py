@@ -70,6 +70,21 @@ class ThresholdTable:
     def provenance(self):
         return self.table["provenance"]
 
+    @property
+    def kernels(self):
+        """The kernels the table timed: {"source": "built-in", "name": "attn-tune"} or a plugin's
+        {"source": "plugin", "name", "version", "library_sha256", ...}. Tables made before
+        plugins existed timed the built-in kernels."""
+        return self.table["provenance"].get("kernels", {"source": "built-in", "name": "attn-tune"})
+
+    def timed_kernels_named(self, name):
+        """Whether the table timed the kernels called `name` (a plugin's name, or "attn-tune"
+        for the built-in ones): an engine checks this before it trusts the thresholds."""
+        k = self.kernels
+        if k.get("source") != "plugin":
+            return name in ("attn-tune", "built-in")
+        return k.get("name") == name
+
     @staticmethod
     def distance(p, batch, num_heads, num_kv_heads, head_dim, block_size, dtype, causal,
                  window_left, window_right, softcap):

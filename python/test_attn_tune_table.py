@@ -27,6 +27,18 @@ class ReaderTest(unittest.TestCase):
     def setUpClass(cls):
         cls.t = att.ThresholdTable.load(FIXTURE)
 
+    def test_names_the_kernels_it_timed(self):
+        self.assertEqual(self.t.kernels["source"], "built-in")
+        self.assertTrue(self.t.timed_kernels_named("attn-tune"))
+        self.assertFalse(self.t.timed_kernels_named("vllm-paged-attention"))
+        table = dict(self.t.table)
+        table["provenance"] = dict(table["provenance"], kernels={
+            "source": "plugin", "name": "vllm-paged-attention", "version": "0.6",
+            "abi_version": 1, "library_sha256": "ab" * 32})
+        t = att.ThresholdTable(table)
+        self.assertTrue(t.timed_kernels_named("vllm-paged-attention"))
+        self.assertFalse(t.timed_kernels_named("attn-tune"))
+
     def test_exact_points_follow_the_crossover(self):
         c = self.t.lookup(**query(1, 512))
         self.assertTrue(c.exact_point)

@@ -82,6 +82,15 @@ public:
   [[nodiscard]] const nlohmann::json& json() const { return t_; }
   [[nodiscard]] int version() const { return version_; }
   [[nodiscard]] const nlohmann::json& provenance() const { return t_.at("provenance"); }
+  // The name of the kernels the table timed: a plugin's name, or "attn-tune" for the built-in
+  // kernels (also for tables made before plugins existed). Thresholds hold for those kernels only.
+  [[nodiscard]] std::string kernels_name() const {
+    const nlohmann::json& pv = provenance();
+    if (!pv.contains("kernels") || pv["kernels"].value("source", "") != "plugin") {
+      return "attn-tune";
+    }
+    return pv["kernels"].value("name", "");
+  }
 
   // Distance between a table point and a query (docs/threshold-table.md "Lookup").
   [[nodiscard]] static double distance(const nlohmann::json& p, const Query& q) {

@@ -131,6 +131,13 @@ attn_tune::Query query(int batch, int ctx, int kvh = 8, int heads = 32, const ch
   return q;
 }
 
+TEST(TableReader, NamesTheKernelsItTimed) {
+  auto j = nlohmann::json::parse(std::ifstream(kFixture));
+  EXPECT_EQ(attn_tune::ThresholdTableReader(j).kernels_name(), "attn-tune");
+  j["provenance"]["kernels"] = {{"source", "plugin"}, {"name", "vllm-paged-attention"}};
+  EXPECT_EQ(attn_tune::ThresholdTableReader(j).kernels_name(), "vllm-paged-attention");
+}
+
 TEST(TableReader, ExactPointsFollowTheCrossover) {
   const auto r = attn_tune::ThresholdTableReader::from_file(kFixture);
   // batch 1, kvh 8 at 512: v1 = 5.12 + 3 = 8.12 us; v2(256) = 2.56 + 12 = 14.56 us: v1.
