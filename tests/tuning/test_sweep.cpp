@@ -476,7 +476,15 @@ TEST(Sweep, QuickProfileEndToEndOnTheCpuBackend) {
   } catch (const DeviceUnavailable& e) {
     GTEST_SKIP() << "no CPU backend in this build: " << e.what();
   }
-  const Profile prof = load_profile("quick");
+  Profile prof = load_profile("quick");
+  // The quick profile's grid with short timing: what is checked here is that the table follows
+  // the measurements, not the measurements (cli.sweep_quick_cpu runs the profile as it ships).
+  prof.timing.warmup = 1;
+  prof.timing.warmup_seconds = 0.0;
+  prof.timing.min_reps = 3;
+  prof.timing.max_reps = 10;
+  prof.timing.max_seconds = 0.02;
+  prof.timing.flush_cache = false;
   SweepOptions o;
   o.out_dir = fresh_dir("cpu_quick").string();
   o.reference_threads = 2;

@@ -266,12 +266,16 @@ TimingResult time_host_call(const std::function<void()>& call, const TimingOptio
   if (opt.mode == TimingMode::graph) {
     throw InputError("--timing graph needs a CUDA device; host-memory kernels have no graphs");
   }
-  // Twice the last-level cache, so no K/V line of the previous rep survives.
-  std::vector<unsigned char> flush;
+  // Twice the last-level cache, so no K/V line of the previous rep survives. One buffer per
+  // thread for the whole process: allocating (and faulting in) hundreds of MiB for every
+  // measurement cost more than many of the measurements.
+  static thread_local std::vector<unsigned char> flush_buffer;
   volatile unsigned sink = 0;
+  const auto bytes = std::size_t(std::max<int64_t>(llc_bytes, 1 << 20)) * 2;
   if (opt.flush_cache) {
-    const auto bytes = std::size_t(std::max<int64_t>(llc_bytes, 1 << 20)) * 2;
-    flush.assign(bytes, 0);
+    if (flush_buffer.size() < bytes) {
+      flush_buffer.assign(bytes, 0);
+    }
     method += ", " + std::to_string(bytes >> 20) + " MiB buffer touched before each rep";
   } else {
     method += ", warm cache";
@@ -280,11 +284,11 @@ TimingResult time_host_call(const std::function<void()>& call, const TimingOptio
     if (opt.flush_cache) {
       // Read-modify-write one byte per cache line: every line is loaded and dirtied, evicting
       // whatever the previous rep left.
-      unsigned char* p = flush.data();
-      for (std::size_t i = 0; i < flush.size(); i += 64) {
+      unsigned char* p = flush_buffer.data();
+      for (std::size_t i = 0; i < bytes; i += 64) {
         p[i] = static_cast<unsigned char>(p[i] + 1);
       }
-      sink = sink + p[flush.size() / 2];
+      sink = sink + p[bytes / 2];
     }
     const auto t0 = std::chrono::steady_clock::now();
     call();
