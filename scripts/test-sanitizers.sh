@@ -17,11 +17,12 @@ cmake --build "$BUILD" -j2
 # machine the runtime could not start (the tests that look for a GPU would fail for that alone).
 export ASAN_OPTIONS="protect_shadow_gap=0:detect_leaks=1:strict_string_checks=1:check_initialization_order=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-# Left out for time: cli.sweep_quick_cpu (the quick profile with its full timing, about 2 minutes
-# here; Sweep.QuickProfileEndToEndOnTheCpuBackend runs the same grid through the same sweep code
-# with short timing and stays); cli.verify_kernels_same_as_builtin (two whole verify passes; the
-# plugin path stays covered by test_plugin_backend and the mask-bug, crash and layout plugin
-# tests); the two slowest kernel emulations (CudaPrefillEmulation.Bf16Dim128EightWarps,
-# CudaKernelEmulation.V2Fp32EightHeadsPerKvHead), whose code paths the other emulation cases run.
+# Left out for time (CI must stay under 30 minutes on 2 cores): the kernel emulations (not built
+# here, see tests/CMakeLists.txt); the quick-profile sweeps, cli.sweep_quick_* (the profile with
+# its full timing, about 2 minutes here, and the tests that read its table) and
+# Sweep.QuickProfileEndToEndOnTheCpuBackend (the same grid in process), whose sweep code the
+# smaller sweep, fault and plugin sweep tests run here; cli.verify_kernels_same_as_builtin (two
+# whole verify passes; the plugin path stays covered by test_plugin_backend and the mask-bug,
+# crash and layout plugin tests). The normal build runs all of them.
 ctest --test-dir "$BUILD" --output-on-failure -j2 -LE 'nvrtc_sweep|gpu' \
-  -E '^(cli\.sweep_quick_cpu|cli\.verify_kernels_same_as_builtin|CudaPrefillEmulation\.Bf16Dim128EightWarps|CudaKernelEmulation\.V2Fp32EightHeadsPerKvHead)$'
+  -E '^(cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin)$'
