@@ -58,9 +58,10 @@ public:
 
   [[nodiscard]] const PluginIdentity& identity() const { return id_; }
   [[nodiscard]] const std::vector<PluginFamily>& families() const { return families_; }
-  [[nodiscard]] const PluginFamily* family(Family f) const; // nullptr when not implemented
+  // The family as the plugin declares it; nullptr when the plugin does not declare `f`.
+  [[nodiscard]] const PluginFamily* family(Family f) const;
 
-  // Every combination of the family's parameter values (empty when not implemented).
+  // Every combination of the family's parameter values; empty when the plugin does not declare `f`.
   [[nodiscard]] std::vector<KernelConfig> config_space(Family f) const;
   // Why `cfg` cannot be run on a call of this shape: the family or a parameter is not declared,
   // a value is missing, or the plugin's own can_run refuses (its reason, prefixed by nothing).
