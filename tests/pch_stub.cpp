@@ -1,0 +1,1 @@
+// The translation unit that builds the unit tests' precompiled header (tests/CMakeLists.txt).
