@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -31,6 +33,54 @@ std::vector<std::string> split_list(const std::string& s) {
     }
   }
   return out;
+}
+
+// "what the failures look like": for each device and configuration with failures, the
+// explanations verify found (diagnose_failure, errors, faults) and how many cases each covers,
+// most frequent first, so that a reader sees the defects without reading every line.
+void print_failure_causes(std::FILE* out, const std::vector<VerifyReport>& reports) {
+  struct Row {
+    int failed = 0;
+    std::map<std::string, int> causes;
+  };
+  std::map<std::string, Row> rows; // "device config" in first-seen order is not needed
+  std::vector<std::string> order;
+  for (const auto& r : reports) {
+    for (const auto& tc : r.testcases) {
+      if (tc.failed == 0) {
+        continue;
+      }
+      const std::string key = tc.device + " " + tc.config;
+      if (!rows.count(key)) {
+        order.push_back(key);
+      }
+      Row& row = rows[key];
+      row.failed += tc.failed;
+      for (const auto& [cause, n] : tc.causes) {
+        row.causes[cause] += n;
+      }
+    }
+  }
+  std::fprintf(out, "what the failures look like:\n");
+  for (const auto& key : order) {
+    const Row& row = rows[key];
+    std::vector<std::pair<int, std::string>> sorted;
+    int explained = 0;
+    for (const auto& [cause, n] : row.causes) {
+      sorted.emplace_back(n, cause);
+      explained += n;
+    }
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::fprintf(out, "  %s: %d failed\n", key.c_str(), row.failed);
+    for (const auto& [n, cause] : sorted) {
+      std::fprintf(out, "    %4d  %s\n", n, cause.c_str());
+    }
+    if (explained < row.failed) {
+      std::fprintf(out, "    %4d  wrong output that none of the usual mistakes explains\n",
+                   row.failed - explained);
+    }
+  }
 }
 
 } // namespace
@@ -126,6 +176,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
     write_junit(o.junit, reports, secs);
   }
   if (failed > 0) {
+    print_failure_causes(out, reports);
     std::fprintf(
         out, "reproduce: attn-tune verify%s%s --device %s --seed %llu --intensity %s%s%s%s%s\n",
         o.kernels.empty() ? "" : " --kernels ", o.kernels.c_str(),

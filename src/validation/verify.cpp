@@ -20,6 +20,7 @@
 #include "src/io/supervisor.h"
 #include "src/model/errors.h"
 #include "src/validation/check.h"
+#include "src/validation/diagnose.h"
 #include "src/validation/replay.h"
 
 namespace attn {
@@ -266,14 +267,19 @@ std::string check_key(const std::string& device, const KernelConfig& cfg, const 
 // Checks one configuration on one case: the failure line, or "" on a pass.
 std::string check_one(Backend& be, const VerifyOptions& opt, const std::string& device,
                       const KernelConfig& cfg, const VerifyCase& c, const Problem& pr,
-                      const ReferenceResult& ref, std::string& dumped) {
+                      const ReferenceResult& ref, std::string& dumped,
+                      std::vector<std::string>& causes) {
   RunOutput out = run_once(be, pr, cfg);
-  const CheckReport check =
-      check_output(out.out, out.checked_lse(), ref, tolerance_for(c.params.dtype));
+  const Tolerance tol = tolerance_for(c.params.dtype);
+  const CheckReport check = check_output(out.out, out.checked_lse(), ref, tol);
   if (check.pass) {
     return "";
   }
   std::string failure = one_line_failure(device, cfg, c, pr, check, opt.seed);
+  causes = diagnose_failure(be, cfg, pr, out, ref, tol, opt.reference_threads);
+  for (std::size_t i = 0; i < causes.size(); ++i) {
+    failure += (i == 0 ? "; looks like: " : "; ") + causes[i];
+  }
   if (!opt.dump_dir.empty()) {
     const std::string path =
         opt.dump_dir + "/" + slug(device + "_" + cfg.key() + "_" + c.name()) + ".safetensors";
@@ -338,6 +344,7 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const std::set<std::st
           const auto t0 = std::chrono::steady_clock::now();
           std::string failure;
           std::string dumped;
+          std::vector<std::string> causes;
           try {
             // can_run loads modules on the GPU: inside the unit, like the launch.
             if (auto why = be.can_run(cfg, pr)) {
@@ -355,7 +362,7 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const std::set<std::st
               emit(end_message());
               emit(begin_message(key, deadline, result));
             }
-            failure = check_one(be, opt, device, cfg, c, pr, *ref, dumped);
+            failure = check_one(be, opt, device, cfg, c, pr, *ref, dumped, causes);
           } catch (const DeviceFault&) {
             throw; // the supervisor records the fault and starts a fresh worker
           } catch (const std::exception& e) {
@@ -368,6 +375,7 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const std::set<std::st
           result["result"] = failure.empty() ? "passed" : "failed";
           result["failure"] = failure;
           result["dumped"] = dumped;
+          result["causes"] = causes;
           emit(result);
         }
       }
@@ -449,6 +457,21 @@ private:
       ++rep.failed;
       const std::string failure = m.value("failure", "");
       tc.failures.push_back(failure);
+      for (const auto& cause : m.value("causes", std::vector<std::string>{})) {
+        ++tc.causes[cause];
+      }
+      // Errors and faults are their own explanation: counted by their message.
+      for (const char* kind : {": error: ", ": fault: "}) {
+        const auto at = failure.find(kind);
+        if (at != std::string::npos) {
+          std::string why = failure.substr(at + 2);
+          if (why.size() > 200) {
+            why = why.substr(0, 197) + "...";
+          }
+          ++tc.causes[why];
+          break;
+        }
+      }
       if (!m.value("dumped", "").empty()) {
         rep.dumped.push_back(m.value("dumped", ""));
       }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,8 @@ struct VerifyTestcase {
   int skipped = 0;
   double seconds = 0.0;
   std::vector<std::string> failures; // one line per failing case
+  // What the failing cases look like (diagnose_failure) and in how many cases each.
+  std::map<std::string, int> causes;
   std::string skip_reason;           // when every case was skipped
 };
 

@@ -1,0 +1,183 @@
+#include "src/validation/diagnose.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+#include "src/model/kv_layout.h"
+#include "src/model/rng.h"
+
+namespace attn {
+
+namespace {
+
+// Problems above this many multiply-adds (visible query-key pairs x head_dim) are not
+// diagnosed: each explanation costs a reference computation.
+constexpr double kMaxDiagnosedWork = 5e8;
+
+struct Alternative {
+  const char* what;
+  std::function<bool(const AttnParams&)> applies;
+  std::function<void(AttnParams&)> change;
+};
+
+const std::vector<Alternative>& alternatives() {
+  static const std::vector<Alternative> alts = {
+      {"the sliding window and the softcap are ignored",
+       [](const AttnParams& p) {
+         return (p.window_left >= 0 || p.window_right >= 0) && p.softcap > 0;
+       },
+       [](AttnParams& p) {
+         p.window_left = p.window_right = -1;
+         p.softcap = 0;
+       }},
+      {"the sliding window is ignored",
+       [](const AttnParams& p) { return p.window_left >= 0 || p.window_right >= 0; },
+       [](AttnParams& p) { p.window_left = p.window_right = -1; }},
+      {"the softcap is ignored", [](const AttnParams& p) { return p.softcap > 0; },
+       [](AttnParams& p) { p.softcap = 0; }},
+      {"every mask is ignored (full attention where a causal window was asked)",
+       [](const AttnParams& p) {
+         return p.causal && (p.window_left >= 0 || p.window_right >= 0);
+       },
+       [](AttnParams& p) {
+         p.causal = false;
+         p.window_left = p.window_right = -1;
+       }},
+      {"non-causal output where causal was asked (the causal mask is ignored)",
+       [](const AttnParams& p) { return p.causal; }, [](AttnParams& p) { p.causal = false; }},
+      {"the given scale is ignored (1/sqrt(head_dim) is used)",
+       [](const AttnParams& p) {
+         return p.scale && std::abs(*p.scale - 1.0 / std::sqrt(double(p.head_dim))) > 1e-9;
+       },
+       [](AttnParams& p) { p.scale.reset(); }},
+      {"window_left is one key too wide", [](const AttnParams& p) { return p.window_left >= 0; },
+       [](AttnParams& p) { p.window_left += 1; }},
+      {"window_left is one key too narrow", [](const AttnParams& p) { return p.window_left >= 1; },
+       [](AttnParams& p) { p.window_left -= 1; }},
+      {"window_right is one key too wide", [](const AttnParams& p) { return p.window_right >= 0; },
+       [](AttnParams& p) { p.window_right += 1; }},
+      {"window_right is one key too narrow",
+       [](const AttnParams& p) { return p.window_right >= 1; },
+       [](AttnParams& p) { p.window_right -= 1; }},
+  };
+  return alts;
+}
+
+// Whether two outputs agree element by element within the tolerance (NaN only with NaN).
+bool same_output(const HostTensor& a, const HostTensor& b, const Tolerance& tol) {
+  if (a.numel() != b.numel()) {
+    return false;
+  }
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.get(std::size_t(i));
+    const double y = b.get(std::size_t(i));
+    if (std::isnan(x) || std::isnan(y)) {
+      if (std::isnan(x) != std::isnan(y)) {
+        return false;
+      }
+      continue;
+    }
+    if (std::abs(x - y) > tol.atol + tol.rtol * std::abs(y)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool any_visible(const ReferenceResult& ref) {
+  return std::any_of(ref.lse.begin(), ref.lse.end(), [](double l) { return std::isfinite(l); });
+}
+
+// A copy of `pr` whose caches hold new random values (same shapes, tables and lengths).
+Problem with_new_cache_values(const Problem& pr) {
+  Problem q = pr;
+  Rng rng(pr.seed ^ 0x5eed0ca11edc0deull);
+  for (HostTensor* t : {&q.key_cache, &q.value_cache}) {
+    for (int64_t i = 0; i < t->numel(); ++i) {
+      t->set(std::size_t(i), float(rng.normal()));
+    }
+  }
+  return q;
+}
+
+// A copy of `pr` with every physical block moved to another slot of the pool and the block
+// tables rewritten to match: the same logical keys and values, stored elsewhere.
+Problem with_blocks_moved(const Problem& pr) {
+  Problem q = pr;
+  const int nb = pr.num_blocks;
+  std::vector<int32_t> to(static_cast<std::size_t>(nb));
+  std::iota(to.begin(), to.end(), 0);
+  Rng rng(pr.seed ^ 0xb10c7ab1e5ull);
+  for (int i = nb - 1; i > 0; --i) { // Fisher-Yates
+    std::swap(to[std::size_t(i)], to[std::size_t(rng.range(0, i))]);
+  }
+  bool identity = true;
+  for (int i = 0; i < nb; ++i) {
+    identity = identity && to[std::size_t(i)] == i;
+  }
+  if (identity && nb > 1) {
+    std::rotate(to.begin(), to.begin() + 1, to.end()); // never the identity
+  }
+  // Every layout keeps one block's elements together, block index first.
+  for (auto [src, dst] : {std::pair{&pr.key_cache, &q.key_cache},
+                          std::pair{&pr.value_cache, &q.value_cache}}) {
+    const std::size_t per_block = src->data.size() / std::size_t(std::max(nb, 1));
+    for (int b = 0; b < nb; ++b) {
+      std::copy_n(src->data.begin() + std::ptrdiff_t(std::size_t(b) * per_block), per_block,
+                  dst->data.begin() + std::ptrdiff_t(std::size_t(to[std::size_t(b)]) * per_block));
+    }
+  }
+  for (int32_t& e : q.block_tables) {
+    if (e >= 0 && e < nb) {
+      e = to[std::size_t(e)];
+    }
+  }
+  return q;
+}
+
+} // namespace
+
+std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg, const Problem& pr,
+                                          const RunOutput& got, const ReferenceResult& ref,
+                                          const Tolerance& tol, int ref_threads) {
+  std::vector<std::string> found;
+  if (double(pr.visible_pairs()) * pr.params.head_dim > kMaxDiagnosedWork) {
+    return found;
+  }
+  const ReferenceOptions ro{.threads = ref_threads, .rows = {}};
+  for (const Alternative& alt : alternatives()) {
+    if (!alt.applies(pr.params)) {
+      continue;
+    }
+    Problem changed = pr;
+    alt.change(changed.params);
+    const ReferenceResult r = reference_attention(changed, ro);
+    if (check_output(got.out, nullptr, r, tol).pass) {
+      found.emplace_back(alt.what);
+      return found; // the most specific explanation that fits
+    }
+  }
+  if (!any_visible(ref) || pr.num_blocks < 2) {
+    return found;
+  }
+  // Does the kernel read the cache at all?
+  const Problem fresh = with_new_cache_values(pr);
+  const RunOutput again = run_once(be, fresh, cfg);
+  if (same_output(again.out, got.out, tol)) {
+    found.emplace_back("the KV cache is not read (the output stays the same when every cached "
+                       "key and value changes)");
+    return found;
+  }
+  // Does it follow the block table?
+  const Problem moved = with_blocks_moved(pr);
+  const RunOutput elsewhere = run_once(be, moved, cfg);
+  if (!same_output(elsewhere.out, got.out, tol)) {
+    found.emplace_back("the block table is not followed (the same keys stored in other "
+                       "physical blocks give another output)");
+  }
+  return found;
+}
+
+} // namespace attn
