@@ -1,19 +1,58 @@
 """Reader of attn-tune threshold tables (docs/threshold-table.md) for engines written in Python.
 
-Standard library only. It makes the same choice as `attn-tune table lookup` and the C++ reader
-include/attn_tune/threshold_table_reader.hpp: nearest table point, then the point's crossover
-context intervals (version 2; `v2_from` in version 1), then that family's best configuration at
-the nearest measured context length. It reads table versions 1 and 2.
+Standard library only (copy this one file next to the engine). It makes the same choice as
+`attn-tune table lookup` and the C++ reader include/attn_tune/threshold_table_reader.hpp: nearest
+table point, then the point's crossover context intervals (version 2; `v2_from` in version 1),
+then that family's best configuration at the nearest measured context length. It reads table
+versions 1 and 2.
+
+Full lookup (family and the configuration to launch):
 
     table = ThresholdTable.load("results/nvidia-h200-llama-3-8b.json")
     choice = table.lookup(batch=8, context_len=6000, num_heads=32, num_kv_heads=8,
                           head_dim=128, block_size=16, dtype="bf16")
     choice.family        # "decode_v1" or "decode_v2"
     choice.config        # {"family": ..., "params": {"partition": 512, ...}, "key": ...}
+
+Replacing an engine's hard-coded v1/v2 rule. Engines such as the seed engine decide with a
+function `should_use_paged_v2(seq_len, num_kv_heads, block_size=16, partition_size=512)`; the
+table answers the same question for the measured device:
+
+    from ex_engine.factors import attn_dispatch
+    table = ThresholdTable.load("results/nvidia-h200-llama-3-8b.json")
+    attn_dispatch.should_use_paged_v2 = table.v2_rule(num_heads=28, head_dim=128, dtype="bf16")
+    # the call sites stay as they are; passing batch=num_seqs makes the answer batch-aware:
+    attn_dispatch.should_use_paged_v2(seq_len, num_kv_heads, batch=num_seqs)
+
+Patch the module attribute before any module does `from ... import should_use_paged_v2` (such an
+import keeps the old function). `v2_rule` also binds num_heads, head_dim and dtype as the table's
+defaults, so afterwards `table.use_v2(seq_len, num_kv_heads, batch=num_seqs)` works without them
+(`table.bind(...)` binds them without making a rule). Without bound defaults, `use_v2` needs them
+and raises ValueError naming the missing one. The module function
+`use_v2(table_or_path, seq_len, num_kv_heads, ..., num_heads=..., head_dim=..., dtype=...)` does
+the same for a table or a path (each path is read once per process).
+
+`use_v2` answers exactly `lookup(...).family == "decode_v2"` (tests check this over grids of
+queries), v1 versus v2 only. Its `partition_size` argument is accepted so that it can stand in
+for the engine's rule, and is ignored: the table chose the v2 partition that was fastest, and
+`lookup(...).config["params"]["partition"]` says which (an engine that launches v2 with its own
+partition gets the table's v1/v2 decision measured at the table's partition). It does not warn
+when the two differ: engines pass their fixed partition on every decode step, so the warning
+would fire on nearly every table and every step.
+
+It runs on every decode step, so answers are cached: per distinct argument tuple (an LRU of
+V2_CACHE_SIZE entries), and beneath that the nearest-point search per distinct shape (everything
+but seq_len), so a new seq_len of a known shape costs only an interval check. The caches assume
+the table is not modified after loading (call `clear_cache()` if it is) and work best with plain
+Python ints (convert tensor values with int()). dtype accepts the names `attn-tune table lookup`
+accepts (fp32/float32/f32/float, fp16/float16/f16/half, bf16/bfloat16) and torch dtypes
+(torch.bfloat16); anything else is a ValueError, as in the CLI.
 """
 
+import functools
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -25,6 +64,17 @@ OLDEST_VERSION = 1
 # Must match kCategoryPenalty and kTieEpsilon of the C++ reader.
 CATEGORY_PENALTY = 64.0
 TIE_EPSILON = 1e-9
+# Entries of the per-argument-tuple cache of use_v2 and of the per-shape cache beneath it.
+V2_CACHE_SIZE = 16384
+SHAPE_CACHE_SIZE = 1024
+# The dtype names `attn-tune table lookup` accepts (parse_dtype in src/model/dtype.cpp), by the
+# name tables use.
+DTYPE_ALIASES = {
+    "fp32": "fp32", "float32": "fp32", "f32": "fp32", "float": "fp32",
+    "fp16": "fp16", "float16": "fp16", "f16": "fp16", "half": "fp16",
+    "bf16": "bf16", "bfloat16": "bf16",
+}
+_MASK_DEFAULTS = {"causal": True, "window_left": -1, "window_right": -1, "softcap": 0.0}
 
 
 @dataclass
@@ -46,6 +96,18 @@ def _lr(a, b):
     return abs(math.log2(a) - math.log2(b))
 
 
+def canonical_dtype(dtype):
+    """The table's name of `dtype`: "fp32", "fp16" or "bf16", from any name `attn-tune table
+    lookup --dtype` accepts or a torch dtype (its str(), e.g. "torch.bfloat16")."""
+    name = str(dtype)
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    try:
+        return DTYPE_ALIASES[name]
+    except KeyError:
+        raise ValueError("unknown dtype %r (expected fp32, fp16 or bf16)" % (dtype,)) from None
+
+
 class ThresholdTable:
     def __init__(self, table):
         if not isinstance(table, dict) or table.get("schema") != SCHEMA:
@@ -60,6 +122,23 @@ class ThresholdTable:
             raise TableError("threshold table has no 'decode' list")
         self.table = table
         self.version = version
+        self._bound = {}
+        self._make_caches()
+
+    def _make_caches(self):
+        # Per instance (a table's answers are its own); cleared, never replaced, so the rules
+        # v2_rule returned keep using them.
+        self._answer = functools.lru_cache(maxsize=V2_CACHE_SIZE)(self._answer_uncached)
+        self._shape = functools.lru_cache(maxsize=SHAPE_CACHE_SIZE)(self._shape_uncached)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        del state["_answer"], state["_shape"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._make_caches()
 
     @classmethod
     def load(cls, path):
@@ -109,11 +188,9 @@ class ThresholdTable:
             return v2_from == "always"
         return context_len >= v2_from
 
-    def lookup(self, batch, context_len, num_heads, num_kv_heads, head_dim, block_size, dtype,
-               causal=True, window_left=-1, window_right=-1, softcap=0.0):
-        if min(batch, context_len, num_heads, num_kv_heads, head_dim, block_size) < 1:
-            raise ValueError("lookup needs positive batch, context_len, heads, head_dim and "
-                             "block_size")
+    def _nearest(self, batch, num_heads, num_kv_heads, head_dim, block_size, dtype, causal,
+                 window_left, window_right, softcap):
+        """The nearest decode point and its distance (step 1 of the lookup)."""
         best, best_d = None, 0.0
         for p in self.table["decode"]:
             d = self.distance(p, batch, num_heads, num_kv_heads, head_dim, block_size, dtype,
@@ -122,6 +199,15 @@ class ThresholdTable:
                 best, best_d = p, d
         if best is None:
             raise TableError("threshold table has no decode points")
+        return best, best_d
+
+    def lookup(self, batch, context_len, num_heads, num_kv_heads, head_dim, block_size, dtype,
+               causal=True, window_left=-1, window_right=-1, softcap=0.0):
+        if min(batch, context_len, num_heads, num_kv_heads, head_dim, block_size) < 1:
+            raise ValueError("lookup needs positive batch, context_len, heads, head_dim and "
+                             "block_size")
+        best, best_d = self._nearest(batch, num_heads, num_kv_heads, head_dim, block_size, dtype,
+                                     causal, window_left, window_right, softcap)
         point = {k: v for k, v in best.items() if k != "measured"}
         v2 = self.uses_v2(best, self.version, context_len)
         family = "decode_v2" if v2 else "decode_v1"
@@ -141,6 +227,164 @@ class ThresholdTable:
                               measured_context=pick["context_len"], point=point)
             family = "decode_v1" if family == "decode_v2" else "decode_v2"
         raise TableError("threshold table point has no measured configuration")
+
+    # ---- v1/v2 answers for an engine's hot path -------------------------------------------
+
+    def bind(self, num_heads=None, head_dim=None, dtype=None):
+        """Bind the model's num_heads, head_dim and dtype as the defaults of `use_v2` (those
+        given; the others stay as they were). Returns the table."""
+        for name, value in (("num_heads", num_heads), ("head_dim", head_dim)):
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError("%s must be a positive int, not %r" % (name, value))
+                self._bound[name] = value
+        if dtype is not None:
+            self._bound["dtype"] = canonical_dtype(dtype)
+        return self
+
+    @property
+    def bound(self):
+        """The defaults `bind` or `v2_rule` bound: {"num_heads": ..., "head_dim": ..., "dtype": ...}
+        (those bound so far)."""
+        return dict(self._bound)
+
+    def use_v2(self, seq_len, num_kv_heads, block_size=16, partition_size=512, *, batch=1,
+               num_heads=None, head_dim=None, dtype=None, causal=True, window_left=-1,
+               window_right=-1, softcap=0.0):
+        """Whether the table chooses decode_v2 for a decode step of `batch` sequences whose
+        longest is `seq_len`: exactly `lookup(batch, seq_len, ...).family == "decode_v2"`.
+
+        The parameters of the seed engine's `should_use_paged_v2` plus `batch` and the model.
+        num_heads, head_dim and dtype default to those bound by `bind` or `v2_rule`; ValueError
+        names the first that is neither given nor bound. `partition_size` is ignored: the answer
+        is v1 versus v2 only, and the partition the table chose is
+        `lookup(...).config["params"]["partition"]`. Answers are cached (see the module
+        docstring)."""
+        if num_heads is None or head_dim is None or dtype is None:
+            bound, name = self._bound, "num_heads"
+            try:
+                if num_heads is None:
+                    num_heads = bound[name]
+                name = "head_dim"
+                if head_dim is None:
+                    head_dim = bound[name]
+                name = "dtype"
+                if dtype is None:
+                    dtype = bound[name]
+            except KeyError:
+                raise ValueError("use_v2 needs %s: pass %s=... or bind it first with "
+                                 "table.bind(%s=...) or table.v2_rule(num_heads, head_dim, dtype)"
+                                 % (name, name, name)) from None
+        return self._answer(seq_len, num_kv_heads, block_size, batch, num_heads, head_dim, dtype,
+                            causal, window_left, window_right, softcap)
+
+    def v2_rule(self, num_heads, head_dim, dtype, batch=1, **masks):
+        """A drop-in for the seed engine's rule: a function
+        `should_use_paged_v2(seq_len, num_kv_heads, block_size=16, partition_size=512, *,
+        batch=<batch>) -> bool` that answers `use_v2` for this model (num_heads query heads,
+        head_dim, dtype) and mask (`masks`: causal, window_left, window_right, softcap; default
+        causal without window or softcap). The engine's call sites keep working; those that
+        pass `batch=num_seqs` get batch-aware answers. Also binds num_heads, head_dim and dtype
+        as the table's defaults (`bind`), replacing any bound before; rules made before keep
+        their own."""
+        unknown = sorted(set(masks) - set(_MASK_DEFAULTS))
+        if unknown:
+            raise TypeError("v2_rule() got unexpected keyword argument(s) %s (the masks are %s)"
+                            % (", ".join(unknown), ", ".join(_MASK_DEFAULTS)))
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ValueError("batch must be a positive int, not %r" % (batch,))
+        self.bind(num_heads=num_heads, head_dim=head_dim, dtype=dtype)
+        m = dict(_MASK_DEFAULTS, **masks)
+        dtype = canonical_dtype(dtype)
+        causal, window_left, window_right, softcap = (
+            m["causal"], m["window_left"], m["window_right"], m["softcap"])
+        answer = self._answer
+        default_batch = batch
+
+        def should_use_paged_v2(seq_len: int, num_kv_heads: int, block_size: int = 16,
+                                partition_size: int = 512, *, batch: int = default_batch) -> bool:
+            return answer(seq_len, num_kv_heads, block_size, batch, num_heads, head_dim, dtype,
+                          causal, window_left, window_right, softcap)
+
+        should_use_paged_v2.__doc__ = (
+            "Whether the threshold table chooses decode_v2 (num_heads=%d, head_dim=%d, dtype=%s, "
+            "causal=%s, window_left=%d, window_right=%d, softcap=%g; batch defaults to %d). "
+            "partition_size is ignored." % (num_heads, head_dim, dtype, causal, window_left,
+                                            window_right, softcap, default_batch))
+        should_use_paged_v2.table = self
+        should_use_paged_v2.bound = dict(num_heads=num_heads, head_dim=head_dim, dtype=dtype,
+                                         batch=default_batch, **m)
+        return should_use_paged_v2
+
+    def clear_cache(self):
+        """Forget the cached answers (after modifying `self.table`)."""
+        self._answer.cache_clear()
+        self._shape.cache_clear()
+
+    def cache_info(self):
+        """{"answers": ..., "shapes": ...}: functools cache statistics of the two caches."""
+        return {"answers": self._answer.cache_info(), "shapes": self._shape.cache_info()}
+
+    def _answer_uncached(self, seq_len, num_kv_heads, block_size, batch, num_heads, head_dim,
+                         dtype, causal, window_left, window_right, softcap):
+        if seq_len < 1:
+            raise ValueError("use_v2 needs a positive seq_len, not %r" % (seq_len,))
+        for lo, hi in self._shape(batch, num_heads, num_kv_heads, head_dim, block_size, dtype,
+                                  causal, window_left, window_right, softcap):
+            if lo <= seq_len and (hi is None or seq_len < hi):
+                return True
+        return False
+
+    def _shape_uncached(self, batch, num_heads, num_kv_heads, head_dim, block_size, dtype,
+                        causal, window_left, window_right, softcap):
+        """The context intervals [lo, hi) (hi None: open) where `lookup` of this shape returns
+        decode_v2: the nearest point's crossover, with lookup's fallback to the other family
+        where one was never measured at that point."""
+        if min(batch, num_heads, num_kv_heads, head_dim, block_size) < 1:
+            raise ValueError("use_v2 needs positive batch, heads, head_dim and block_size")
+        best, _ = self._nearest(batch, num_heads, num_kv_heads, head_dim, block_size,
+                                canonical_dtype(dtype), causal, window_left, window_right,
+                                softcap)
+        has_v1 = any(m.get("v1") is not None for m in best["measured"])
+        has_v2 = any(m.get("v2") is not None for m in best["measured"])
+        if not has_v1 and not has_v2:
+            raise TableError("threshold table point has no measured configuration")
+        if not has_v2:
+            return ()
+        if not has_v1:
+            return ((1, None),)
+        if self.version >= 2:
+            return tuple((lo, hi) for lo, hi in best["v2_intervals"])
+        v2_from = best["v2_from"]
+        if isinstance(v2_from, str):
+            return ((1, None),) if v2_from == "always" else ()
+        return ((v2_from, None),)
+
+
+_LOADED = {}
+
+
+def load_cached(table_or_path):
+    """`table_or_path` itself if it is a ThresholdTable, else the table at that path, read once
+    per process (later calls with the same path return the same table)."""
+    if isinstance(table_or_path, ThresholdTable):
+        return table_or_path
+    try:
+        return _LOADED[table_or_path]
+    except (KeyError, TypeError):
+        pass
+    if not isinstance(table_or_path, (str, bytes, os.PathLike)):
+        raise TypeError("expected a ThresholdTable or a path, not %s"
+                        % type(table_or_path).__name__)
+    t = _LOADED[table_or_path] = ThresholdTable.load(table_or_path)
+    return t
+
+
+def use_v2(table_or_path, seq_len, num_kv_heads, block_size=16, partition_size=512, **kw):
+    """`ThresholdTable.use_v2` on a table or the table at a path (read once per process); `kw`
+    as there (batch, num_heads, head_dim, dtype, causal, window_left, window_right, softcap)."""
+    return load_cached(table_or_path).use_v2(seq_len, num_kv_heads, block_size, partition_size,
+                                             **kw)
 
 
 def main(argv=None):

@@ -2,8 +2,11 @@
 from before (the C++ reader's test reads the same files); with ATTN_TUNE_BIN set, every query is
 also put to `attn-tune table lookup` and the two answers must agree."""
 
+import copy
+import inspect
 import itertools
 import os
+import pickle
 import subprocess
 import sys
 import unittest
@@ -15,6 +18,7 @@ TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
 FIXTURE = os.path.join(TESTDATA, "synthetic_table.json")
 FIXTURE_V1 = os.path.join(TESTDATA, "synthetic_table_v1.json")
 SHIPPED = os.path.join(os.path.dirname(TESTDATA), "..", "results", "cpu-amd-epyc-quick.json")
+EXAMPLE = os.path.join(os.path.dirname(TESTDATA), "examples", "seed_engine_rule.py")
 
 
 def query(batch, ctx, kvh=8, heads=32, dtype="fp16", window=-1):
@@ -125,6 +129,181 @@ class Version1Test(unittest.TestCase):
                 self.assertTrue(c.exact_point)
                 v2 = att.ThresholdTable.uses_v2(p, 1, m["context_len"])
                 self.assertEqual(c.family, "decode_v2" if v2 else "decode_v1")
+
+
+def seed_should_use_paged_v2(seq_len: int, num_kv_heads: int, block_size: int = 16,
+                             partition_size: int = 512) -> bool:
+    """The seed engine's rule (ex_engine/factors/attn_dispatch.py), for its signature."""
+    num_tiles = num_kv_heads * ((seq_len + partition_size - 1) // partition_size)
+    return num_tiles > 2 * 16
+
+
+def with_one_family_unmeasured(table):
+    """A copy of `table` whose first point never measured v2 and whose second never v1, so that
+    lookup falls back to the other family there."""
+    t = copy.deepcopy(table)
+    for m in t["decode"][0]["measured"]:
+        m["v2"] = None
+    for m in t["decode"][1]["measured"]:
+        m.pop("v1", None)
+    return t
+
+
+GRID_SEQ = (1, 64, 100, 512, 1500, 2047, 2048, 4095, 4096, 5000, 32768, 131072)
+# (batch, num_kv_heads, num_heads, head_dim, dtype, window_left)
+GRID_SHAPES = list(itertools.product((1, 3, 4, 8, 50, 64), (1, 4, 8), (1, 4, 7), (128, 64),
+                                     ("fp16", "bf16"), (-1, 4096)))
+
+
+class UseV2Test(unittest.TestCase):
+    """use_v2 and v2_rule: the seed engine's rule answered from a table."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tables = {path: att.ThresholdTable.load(path) for path in (FIXTURE, FIXTURE_V1,
+                                                                         SHIPPED)}
+        for path in (FIXTURE, FIXTURE_V1):
+            cls.tables[path + " (one family unmeasured)"] = att.ThresholdTable(
+                with_one_family_unmeasured(cls.tables[path].table))
+
+    def test_use_v2_agrees_with_lookup(self):
+        for name, t in self.tables.items():
+            for (b, kvh, g, hd, dt, w), seq in itertools.product(GRID_SHAPES, GRID_SEQ):
+                want = t.lookup(b, seq, kvh * g, kvh, hd, 16, dt, window_left=w).family
+                got = t.use_v2(seq, kvh, 16, batch=b, num_heads=kvh * g, head_dim=hd, dtype=dt,
+                               window_left=w)
+                self.assertIs(got, want == "decode_v2", (name, b, seq, kvh, g, hd, dt, w))
+            # Asked again, every answer comes from the cache.
+            hits = t.cache_info()["answers"].hits
+            for (b, kvh, g, hd, dt, w), seq in itertools.product(GRID_SHAPES[:20], GRID_SEQ):
+                t.use_v2(seq, kvh, 16, batch=b, num_heads=kvh * g, head_dim=hd, dtype=dt,
+                         window_left=w)
+            self.assertEqual(t.cache_info()["answers"].hits - hits, 20 * len(GRID_SEQ))
+
+    def test_fallback_where_a_family_was_never_measured(self):
+        t = self.tables[FIXTURE + " (one family unmeasured)"]
+        # Point 0 (batch 1, kvh 1) chooses v2 from 2048 but never measured it; point 1 (batch 8,
+        # kvh 1) measured only v2.
+        self.assertFalse(t.use_v2(32768, 1, batch=1, num_heads=4, head_dim=128, dtype="fp16"))
+        self.assertTrue(t.use_v2(512, 1, batch=8, num_heads=4, head_dim=128, dtype="fp16"))
+
+    def test_v2_rule_has_the_seed_signature_and_agrees_with_use_v2(self):
+        seed = inspect.signature(seed_should_use_paged_v2)
+        for name, t in self.tables.items():
+            for hd, dt, masks in ((128, "fp16", {}), (64, "bf16", {"window_left": 4096}),
+                                  (128, "fp16", {"causal": False, "softcap": 30.0})):
+                rule = t.v2_rule(num_heads=28, head_dim=hd, dtype=dt, **masks)
+                sig = inspect.signature(rule)
+                params = list(sig.parameters.values())
+                self.assertEqual(params[:4], list(seed.parameters.values()))
+                self.assertEqual([(p.name, p.kind, p.default) for p in params[4:]],
+                                 [("batch", inspect.Parameter.KEYWORD_ONLY, 1)])
+                self.assertEqual(sig.return_annotation, bool)
+                for seq, kvh, b in itertools.product(GRID_SEQ, (1, 4, 7), (1, 4, 64)):
+                    want = t.use_v2(seq, kvh, batch=b, num_heads=28, head_dim=hd, dtype=dt,
+                                    **masks)
+                    self.assertIs(rule(seq, kvh, batch=b), want, (name, seq, kvh, b))
+                    self.assertIs(rule(seq, kvh, 16, 512, batch=b), want)
+                    self.assertIs(att.use_v2(t, seq, kvh, batch=b, num_heads=28, head_dim=hd,
+                                             dtype=dt, **masks), want)
+                    # v2_rule bound the model: use_v2 needs only the seed's arguments now.
+                    if not masks:
+                        self.assertIs(t.use_v2(seq, kvh, batch=b), want)
+                # Without batch, the bound one (default 1).
+                self.assertIs(rule(4096, 4), t.use_v2(4096, 4, batch=1))
+                rule8 = t.v2_rule(28, hd, dt, batch=8, **masks)
+                self.assertIs(rule8(4096, 4), rule(4096, 4, batch=8))
+
+    def test_missing_model_arguments_raise(self):
+        t = att.ThresholdTable.load(FIXTURE)
+        with self.assertRaisesRegex(ValueError, r"use_v2 needs num_heads"):
+            t.use_v2(4096, 8, head_dim=128, dtype="fp16")
+        with self.assertRaisesRegex(ValueError, r"use_v2 needs head_dim"):
+            t.use_v2(4096, 8, num_heads=32, dtype="fp16")
+        with self.assertRaisesRegex(ValueError, r"use_v2 needs dtype"):
+            t.use_v2(4096, 8, num_heads=32, head_dim=128)
+        with self.assertRaisesRegex(ValueError, r"num_heads"):
+            att.use_v2(t, 4096, 8)
+        t.bind(num_heads=32)
+        with self.assertRaisesRegex(ValueError, r"use_v2 needs head_dim"):
+            t.use_v2(4096, 8)
+        t.bind(head_dim=128, dtype="float16")
+        self.assertEqual(t.bound, {"num_heads": 32, "head_dim": 128, "dtype": "fp16"})
+        self.assertTrue(t.use_v2(4095, 8, batch=4))
+        self.assertFalse(t.use_v2(4096, 8, batch=4))
+
+    def test_arguments(self):
+        t = self.tables[FIXTURE]
+        model = dict(num_heads=32, head_dim=128)
+        # partition_size is ignored: the answer is v1 against v2 only.
+        for seq in GRID_SEQ:
+            self.assertIs(t.use_v2(seq, 8, 16, 256, batch=4, dtype="fp16", **model),
+                          t.use_v2(seq, 8, 16, 512, batch=4, dtype="fp16", **model))
+        # dtype names as `attn-tune table lookup` takes them, and torch's.
+        for alias in ("bf16", "bfloat16", "torch.bfloat16"):
+            self.assertIs(t.use_v2(2048, 8, batch=8, dtype=alias, **model),
+                          t.lookup(8, 2048, 32, 8, 128, 16, "bf16").family == "decode_v2")
+        for bad in ("int8", "fp8"):
+            with self.assertRaisesRegex(ValueError, r"unknown dtype"):
+                t.use_v2(2048, 8, dtype=bad, **model)
+            with self.assertRaisesRegex(ValueError, r"unknown dtype"):
+                t.v2_rule(32, 128, bad)
+        for bad in ({"seq_len": 0}, {"num_kv_heads": 0}, {"batch": 0}):
+            q = dict(seq_len=100, num_kv_heads=8, batch=1)
+            q.update(bad)
+            with self.assertRaises(ValueError):
+                t.use_v2(q.pop("seq_len"), q.pop("num_kv_heads"), dtype="fp16", **q, **model)
+        with self.assertRaisesRegex(TypeError, r"window"):
+            t.v2_rule(32, 128, "fp16", window=4096)
+        with self.assertRaises(ValueError):
+            t.v2_rule(0, 128, "fp16")
+
+    def test_module_function_reads_each_path_once(self):
+        self.assertIs(att.load_cached(FIXTURE), att.load_cached(FIXTURE))
+        t = self.tables[FIXTURE]
+        self.assertIs(att.load_cached(t), t)
+        for seq in (512, 2048, 4095, 4096):
+            self.assertIs(att.use_v2(FIXTURE, seq, 8, batch=4, num_heads=32, head_dim=128,
+                                     dtype="fp16"),
+                          t.use_v2(seq, 8, batch=4, num_heads=32, head_dim=128, dtype="fp16"))
+        with self.assertRaises(TypeError):
+            att.use_v2({"schema": att.SCHEMA}, 512, 8)
+
+    def test_clear_cache_and_pickle(self):
+        t = att.ThresholdTable.load(FIXTURE)
+        rule = t.v2_rule(32, 128, "fp16")
+        self.assertTrue(rule(2048, 8))
+        t.table["decode"][3]["v2_intervals"] = []  # batch 1, kvh 8 now never chooses v2
+        self.assertTrue(rule(2048, 8))  # cached
+        t.clear_cache()
+        self.assertFalse(rule(2048, 8))
+        u = pickle.loads(pickle.dumps(t))
+        self.assertEqual(u.bound, t.bound)
+        self.assertFalse(u.use_v2(2048, 8))
+
+    def test_example_runs(self):
+        for args in ([], ["--table", FIXTURE, "--dtype", "fp16"]):
+            r = subprocess.run([sys.executable, EXAMPLE] + args, capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.splitlines()
+            header = next(i for i, l in enumerate(lines) if l.split()[:1] == ["batch"])
+            self.assertEqual(lines[header].split()[3:5], ["seed", "table"])
+            rows = [l.split() for l in lines[header + 1:] if l.strip()][:-1]
+            self.assertEqual(len(rows), 18)
+            for row in rows:
+                self.assertIn(row[3], ("v1", "v2"))
+                self.assertIn(row[4], ("v1", "v2"))
+            # The seed's column is the seed's rule.
+            for row in rows:
+                self.assertEqual(row[3] == "v2",
+                                 seed_should_use_paged_v2(int(row[1]), int(row[2])), row)
+            if args:
+                t = self.tables[FIXTURE]
+                for row in rows:
+                    b, seq, kvh = int(row[0]), int(row[1]), int(row[2])
+                    want = t.lookup(b, seq, 7 * kvh, kvh, 128, 16, "fp16").family
+                    self.assertEqual(row[4] == "v2", want == "decode_v2", row)
 
 
 if __name__ == "__main__":
