@@ -5,7 +5,10 @@ set -euo pipefail
 
 need_apt=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for pkg in cmake g++ make libcli11-dev libeigen3-dev nlohmann-json3-dev libgtest-dev libxml2-utils; do
+# python3-dev and python3-torch: the Python bridge (--kernels python:MODULE) embeds Debian's
+# /usr/bin/python3 and its tests run attn-tune's PyTorch kernels (python/attn_tune_torch) on it.
+for pkg in cmake g++ make libcli11-dev libeigen3-dev nlohmann-json3-dev libgtest-dev libxml2-utils \
+           python3-dev python3-torch; do
   have_pkg "$pkg" || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then
@@ -13,7 +16,9 @@ if ((${#need_apt[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # Without recommends: python3-torch alone would bring a desktop's worth of them.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${need_apt[@]}" >/dev/null
 fi
 
 # The replay cross-check writes its dumps with numpy and the safetensors package, independently

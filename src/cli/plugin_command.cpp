@@ -32,7 +32,12 @@ void print_declarations(const PluginLibrary& lib) {
   std::printf("plugin %s, version %s, plugin ABI %u, %s\n", id.name.c_str(),
               id.version.empty() ? "(none given)" : id.version.c_str(), id.abi_version,
               id.device_kind == ATTN_DEVICE_CUDA ? "CUDA device memory" : "host memory");
-  std::printf("library %s, sha256 %s\n", id.path.c_str(), id.library_sha256.c_str());
+  if (!id.python_module.empty()) {
+    std::printf("Python module %s (%s), sources sha256 %s\n", id.python_module.c_str(),
+                id.python_file.c_str(), id.library_sha256.c_str());
+  } else {
+    std::printf("library %s, sha256 %s\n", id.path.c_str(), id.library_sha256.c_str());
+  }
   for (const PluginFamily& f : lib.families()) {
     std::printf("  %-9s  layout %-4s  %s  %zu configurations\n", family_name(f.family),
                 kv_layout_name(f.layout), f.writes_lse ? "writes lse" : "no lse    ",
@@ -196,7 +201,10 @@ Command setup_plugin(CLI::App& root) {
   sub->require_subcommand(1);
   CLI::App* check = sub->add_subcommand(
       "check", "Load a plugin, print what it declares, and run one tiny case per family");
-  check->add_option("library", opt->path, "The plugin's shared library (PATH.so)")->required();
+  check->add_option("library", opt->path,
+                    "The plugin's shared library (PATH.so), or python:MODULE[:FACTORY] "
+                    "(docs/python-kernels.md)")
+      ->required();
   check->add_option("--device", opt->device,
                     "cpu for host-memory plugins, cuda:N for CUDA ones (default: by its kind)");
   check->add_option("--threads", opt->threads, "Threads for host-memory plugins (0: all)")

@@ -93,7 +93,7 @@ void warn_if_other_kernels(const nlohmann::json& table, const std::string& named
                                  : nlohmann::json{{"source", "built-in"}, {"name", "attn-tune"}};
   nlohmann::json want;
   std::error_code ec;
-  if (std::filesystem::is_regular_file(named, ec)) {
+  if (is_python_kernels(named) || std::filesystem::is_regular_file(named, ec)) {
     want = PluginLibrary::open(named)->identity().to_json();
   } else if (named == "attn-tune" || named == "built-in") {
     want = {{"source", "built-in"}, {"name", "attn-tune"}};

@@ -48,9 +48,15 @@ void describe_provenance(std::ostringstream& s, const json& t) {
     << pv.value("kernel_sources_sha256", "?").substr(0, 16) << "\n";
   if (pv.contains("kernels") && pv["kernels"].value("source", "") == "plugin") {
     const json& k = pv["kernels"];
-    s << "kernels:  plugin " << k.value("name", "?") << " " << k.value("version", "") << " ("
-      << k.value("library", "?") << ", plugin ABI " << k.value("abi_version", 0) << ", sha256 "
-      << k.value("library_sha256", "?").substr(0, 16) << ")\n";
+    if (k.value("bridge", "") == "python") {
+      s << "kernels:  Python kernels " << k.value("name", "?") << " " << k.value("version", "")
+        << " (python:" << k.value("module", "?") << ", sources sha256 "
+        << k.value("library_sha256", "?").substr(0, 16) << ")\n";
+    } else {
+      s << "kernels:  plugin " << k.value("name", "?") << " " << k.value("version", "") << " ("
+        << k.value("library", "?") << ", plugin ABI " << k.value("abi_version", 0)
+        << ", sha256 " << k.value("library_sha256", "?").substr(0, 16) << ")\n";
+    }
   } else {
     s << "kernels:  built-in attn-tune kernels\n";
   }

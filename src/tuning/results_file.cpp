@@ -20,7 +20,7 @@ std::string kernels_label(const json& k) {
   if (k.value("source", "built-in") != "plugin") {
     return "the built-in attn-tune kernels";
   }
-  std::string s = "plugin ";
+  std::string s = k.value("bridge", "") == "python" ? "Python kernels " : "plugin ";
   s += k.value("name", "?");
   const std::string version = k.value("version", "");
   if (!version.empty()) {

@@ -1,6 +1,12 @@
 # `attn-tune replay` against dumps written by an independent script (tests/data/make_dumps.py:
 # numpy float64 answers, files written by the safetensors package): agree, catch, refuse.
-find_package(Python3 COMPONENTS Interpreter)
+# The interpreter that scripts/install-deps.sh gave numpy and safetensors: $PYTHON, else the first
+# python3 on PATH (not necessarily the one the Python bridge embeds).
+if(DEFINED ENV{PYTHON})
+  set(ATTN_DUMPS_PYTHON $ENV{PYTHON})
+else()
+  find_program(ATTN_DUMPS_PYTHON NAMES python3)
+endif()
 set(REPLAY_DUMPS ${CMAKE_CURRENT_BINARY_DIR}/replay_dumps)
 
 # Correct answers over every SPEC.md option: exit 0.
@@ -41,7 +47,7 @@ set(REPLAY_BAD
   "bad_out_dtype|out is F16 but query is F32"
   "bad_cu_seqlens_decreasing|cu_seqlens_k decreases")
 
-if(NOT Python3_Interpreter_FOUND)
+if(NOT ATTN_DUMPS_PYTHON)
   message(WARNING "attn-tune: no python3; the replay cross-check tests are not registered "
                   "(scripts/install-deps.sh installs what they need)")
 else()
@@ -51,7 +57,7 @@ else()
     list(APPEND replay_names ${name})
   endforeach()
   add_test(NAME replay.make_dumps
-           COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/data/make_dumps.py
+           COMMAND ${ATTN_DUMPS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/data/make_dumps.py
                    ${REPLAY_DUMPS} --expect ${replay_names})
   set_tests_properties(replay.make_dumps PROPERTIES FIXTURES_SETUP replay_dumps LABELS "cli")
 
@@ -98,7 +104,7 @@ else()
     set_tests_properties(cli.replay.save.${name} PROPERTIES FIXTURES_REQUIRED replay_dumps
                                                             FIXTURES_SETUP replay_saved_${name})
     add_test(NAME replay.saved_readable.${name}
-             COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/data/make_dumps.py
+             COMMAND ${ATTN_DUMPS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/data/make_dumps.py
                      --compare-saved ${save_dir}/saved.safetensors
                      ${REPLAY_DUMPS}/${name}.safetensors)
     set_tests_properties(replay.saved_readable.${name} PROPERTIES
@@ -149,9 +155,9 @@ attn_cli_test(NAME replay.directory EXIT 2 REGEX "not a regular file" ARGS repla
 # (tests/data/replay_layouts.py: its own safetensors writer, rearrangement and float64 reference;
 # decode and prefill in HND, NHD and vllm; a wrong answer; caches that do not fit the declared
 # layout). It exits 77, reported as skipped, where numpy is missing.
-if(Python3_Interpreter_FOUND)
+if(ATTN_DUMPS_PYTHON)
   add_test(NAME replay.layouts
-           COMMAND Python3::Interpreter ${CMAKE_CURRENT_SOURCE_DIR}/data/replay_layouts.py
+           COMMAND ${ATTN_DUMPS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/data/replay_layouts.py
                    $<TARGET_FILE:attn-tune> ${CMAKE_CURRENT_BINARY_DIR}/replay_layouts
                    HND=${ATTN_CPU_EXAMPLE_PLUGIN} NHD=${ATTN_NHD_PLUGIN}
                    vllm=${ATTN_VLLM_PLUGIN})

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -54,23 +55,101 @@ std::string message_or(const char* buf, const char* fallback) {
 } // namespace
 
 nlohmann::json PluginIdentity::to_json() const {
-  return {{"source", "plugin"},
-          {"name", name},
-          {"version", version},
-          {"abi_version", abi_version},
-          {"library_sha256", library_sha256},
-          {"library", std::filesystem::path(path).filename().string()},
-          {"device_kind", device_kind == ATTN_DEVICE_CUDA ? "cuda" : "host"}};
+  const bool py = !python_module.empty();
+  nlohmann::json j = {
+      {"source", "plugin"},
+      {"name", name},
+      {"version", version},
+      {"abi_version", abi_version},
+      {"library_sha256", library_sha256},
+      {"library", std::filesystem::path(py ? python_file : path).filename().string()},
+      {"device_kind", device_kind == ATTN_DEVICE_CUDA ? "cuda" : "host"}};
+  if (py) {
+    j["bridge"] = "python";
+    j["module"] = python_module;
+  }
+  return j;
 }
 
+bool is_python_kernels(const std::string& spec) { return spec.rfind("python:", 0) == 0; }
+
+std::string python_bridge_path() {
+  constexpr const char* kName = "libattn_tune_python.so";
+  if (const char* env = std::getenv("ATTN_TUNE_PYTHON_BRIDGE"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec && std::filesystem::is_regular_file(exe.parent_path() / kName, ec)) {
+    return (exe.parent_path() / kName).string();
+  }
+#ifdef ATTN_PYTHON_BRIDGE_BUILD_PATH
+  if (std::filesystem::is_regular_file(ATTN_PYTHON_BRIDGE_BUILD_PATH, ec)) {
+    return ATTN_PYTHON_BRIDGE_BUILD_PATH;
+  }
+#endif
+  return "";
+}
+
+namespace {
+
+// attn-tune's own python/ folder (attn_tune_torch), which the bridge puts last on sys.path.
+std::string attn_python_dir() {
+  if (const char* env = std::getenv("ATTN_TUNE_PYTHON_DIR"); env != nullptr && *env != '\0') {
+    return env;
+  }
+#ifdef ATTN_PYTHON_DIR
+  return ATTN_PYTHON_DIR;
+#else
+  return "";
+#endif
+}
+
+} // namespace
+
 std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
+  std::shared_ptr<PluginLibrary> lib(new PluginLibrary());
+  lib->id_.path = path;
+  if (is_python_kernels(path)) {
+    const std::string spec = path.substr(7);
+    const std::string who = path;
+    const std::string bridge = python_bridge_path();
+    if (bridge.empty()) {
+      throw InputError(who + ": this attn-tune was built without its Python bridge (CMake found "
+                             "no Python 3 development files: install python3-dev and rebuild, "
+                             "or point ATTN_TUNE_PYTHON_BRIDGE at libattn_tune_python.so)");
+    }
+    // Never unloaded: the interpreter it starts lives as long as the process.
+    lib->handle_ = ::dlopen(bridge.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (lib->handle_ == nullptr) {
+      const char* why = ::dlerror();
+      throw InputError(who + ": cannot load the Python bridge " + bridge + ": " +
+                       (why ? why : "unknown dlopen error"));
+    }
+    using Select = int (*)(const char*, const char*, char*, size_t);
+    using Identity = const char* (*)();
+    auto select = reinterpret_cast<Select>(::dlsym(lib->handle_, "attn_tune_python_bridge_select"));
+    auto identity =
+        reinterpret_cast<Identity>(::dlsym(lib->handle_, "attn_tune_python_bridge_identity"));
+    if (select == nullptr || identity == nullptr) {
+      throw InputError(who + ": " + bridge + " is not attn-tune's Python bridge");
+    }
+    char err[kMessageBytes] = {};
+    if (select(spec.c_str(), attn_python_dir().c_str(), err, sizeof err) != 0) {
+      throw InputError(who + ": " + message_or(err, "refused"));
+    }
+    lib->initialise(who);
+    const nlohmann::json id = nlohmann::json::parse(identity(), nullptr, /*allow_exceptions=*/false);
+    lib->id_.python_module = spec;
+    lib->id_.python_file = id.is_object() ? id.value("file", "") : "";
+    lib->id_.library_sha256 = id.is_object() ? id.value("sources_sha256", "") : "";
+    return lib;
+  }
   const std::string who = "plugin " + path;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw InputError(who + ": no such file");
   }
-  std::shared_ptr<PluginLibrary> lib(new PluginLibrary());
-  lib->id_.path = path;
   lib->id_.library_sha256 = sha256_file(path);
   // dlopen searches the library path for a bare name; a path with a slash is taken as it is.
   const std::string load_path = path.find('/') == std::string::npos ? "./" + path : path;
@@ -79,14 +158,20 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
     const char* why = ::dlerror();
     throw InputError(who + ": cannot load it: " + (why ? why : "unknown dlopen error"));
   }
-  void* sym = ::dlsym(lib->handle_, ATTN_PLUGIN_ENTRY_NAME);
+  lib->initialise(who);
+  return lib;
+}
+
+void PluginLibrary::initialise(const std::string& who) {
+  const std::string& path = id_.path;
+  void* sym = ::dlsym(handle_, ATTN_PLUGIN_ENTRY_NAME);
   if (sym == nullptr) {
     throw InputError(who + " exports no " + ATTN_PLUGIN_ENTRY_NAME +
                      "(): it is not an attn-tune kernel plugin (docs/plugins.md)");
   }
   auto init = reinterpret_cast<attn_plugin_init_fn>(sym);
   char err[kMessageBytes] = {};
-  attn_plugin_api& api = lib->api_;
+  attn_plugin_api& api = api_;
   const int rc = init(ATTN_PLUGIN_ABI_VERSION, &api, sizeof api, err, sizeof err);
   err[sizeof err - 1] = '\0';
   // The version first: nothing else in the table means anything under another version.
@@ -106,15 +191,15 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
   if (api.name == nullptr || *api.name == '\0') {
     throw InputError(who + " declares no name");
   }
-  lib->id_.name = api.name;
-  lib->id_.version = api.version != nullptr ? api.version : "";
-  lib->id_.abi_version = api.abi_version;
-  const std::string me = "plugin " + lib->id_.name + " (" + path + ")";
+  id_.name = api.name;
+  id_.version = api.version != nullptr ? api.version : "";
+  id_.abi_version = api.abi_version;
+  const std::string me = "plugin " + id_.name + " (" + path + ")";
   if (api.device_kind != ATTN_DEVICE_HOST && api.device_kind != ATTN_DEVICE_CUDA) {
     throw InputError(me + " declares device kind " + std::to_string(int(api.device_kind)) +
                      ", neither ATTN_DEVICE_HOST nor ATTN_DEVICE_CUDA");
   }
-  lib->id_.device_kind = api.device_kind;
+  id_.device_kind = api.device_kind;
   if (api.can_run == nullptr || api.workspace_size == nullptr || api.run == nullptr) {
     throw InputError(me + " leaves can_run, workspace_size or run unset");
   }
@@ -175,9 +260,8 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
         }
       }
     }
-    lib->families_.push_back(std::move(pf));
+    families_.push_back(std::move(pf));
   }
-  return lib;
 }
 
 PluginLibrary::~PluginLibrary() {

@@ -26,8 +26,12 @@ struct PluginIdentity {
   uint32_t abi_version = 0;
   std::string library_sha256;
   attn_device_kind device_kind = ATTN_DEVICE_HOST;
+  // Kernels loaded through the Python bridge (path "python:MODULE[:FACTORY]"): the module spec
+  // and its source file or package folder; library_sha256 is then the SHA-256 of its sources.
+  std::string python_module;
+  std::string python_file;
   // {"source": "plugin", "name", "version", "abi_version", "library_sha256", "library",
-  //  "device_kind"}
+  //  "device_kind"}, plus {"bridge": "python", "module"} for Python kernels
   [[nodiscard]] nlohmann::json to_json() const;
 };
 
@@ -51,6 +55,7 @@ public:
   // dlopens `path`, calls its entry point and checks every declaration; throws InputError with
   // one line saying what is wrong (not a file, no entry point, another ABI version, a decode_v2
   // without "partition", an empty or duplicate family, a parameter without values ...).
+  // "python:MODULE[:FACTORY]" loads the Python bridge (python_bridge_path) with that module.
   [[nodiscard]] static std::shared_ptr<PluginLibrary> open(const std::string& path);
   ~PluginLibrary();
   PluginLibrary(const PluginLibrary&) = delete;
@@ -74,6 +79,8 @@ public:
 
 private:
   PluginLibrary() = default;
+  // Calls the entry point of the loaded library and checks what it declares.
+  void initialise(const std::string& who);
   // The family's parameter values for `cfg` in declaration order, or why they cannot be made.
   struct ConfigView {
     std::vector<const char*> names;
@@ -87,6 +94,13 @@ private:
   PluginIdentity id_;
   std::vector<PluginFamily> families_;
 };
+
+// Whether `spec` names Python kernels ("python:...").
+[[nodiscard]] bool is_python_kernels(const std::string& spec);
+// The Python bridge library: $ATTN_TUNE_PYTHON_BRIDGE, else libattn_tune_python.so next to the
+// running executable, else where this build put it; "" when there is none (built without
+// Python's development files).
+[[nodiscard]] std::string python_bridge_path();
 
 // The shape fields of a call (every pointer null) for `pr` in `layout`, as can_run and
 // workspace_size see it; `threads` is the host plugins' thread count.

@@ -1,0 +1,374 @@
+"""The Python side of attn-tune's Python bridge (src/python/python_bridge.cpp, which compiles this
+file into the bridge library and runs it as the module `_attn_tune_bridge`).
+
+It turns `python:MODULE[:FACTORY]` into kernels: it imports MODULE, finds what it declares
+(docs/python-kernels.md), normalises the declaration for the C side, wraps attn-tune's buffers
+(DLPack capsules made by the C side) as torch tensors, calls the module's functions and turns
+whatever they raise into one line for a failure record.
+"""
+
+import hashlib
+import importlib
+import logging
+import os
+import sys
+import traceback
+import types
+
+FAMILIES = ("decode_v1", "decode_v2", "prefill")
+LAYOUTS = ("HND", "NHD", "vllm")
+DTYPES = ("fp32", "fp16", "bf16")
+# The seed engine's config class takes these keywords (its AttnDispatchConfig).
+SEED_CONFIG_FIELDS = ("num_heads", "num_kv_heads", "head_dim", "scale", "is_causal",
+                      "window_left", "window_right", "block_size", "softcap")
+# Frames of the module's traceback kept in a failure line.
+TRACEBACK_FRAMES = 3
+
+
+class DeclarationError(Exception):
+    """The module's declaration is not usable; the message is the one-line reason."""
+
+
+def _get(obj, key, default=None):
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def _has(obj, key):
+    return key in obj if isinstance(obj, dict) else hasattr(obj, key)
+
+
+class _OnceHandler(logging.Handler):
+    """Engine modules log a warning on every call of a fallback path; attn-tune calls them
+    thousands of times. Each distinct message is printed once, to stderr."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.seen = set()
+
+    def emit(self, record):
+        try:
+            text = "%s: %s" % (record.name, record.getMessage())
+        except Exception:  # a bad format string in the engine's log call
+            text = "%s: %s" % (record.name, record.msg)
+        if text not in self.seen:
+            self.seen.add(text)
+            sys.stderr.write("python: %s %s (printed once)\n" % (record.levelname, text))
+            sys.stderr.flush()
+
+
+def _quiet_repeated_logging():
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(_OnceHandler())
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding the kernels a module declares
+
+
+class Family:
+    def __init__(self, name, kv_layout, writes_lse, params, run, can_run):
+        self.name = name
+        self.kv_layout = kv_layout
+        self.writes_lse = writes_lse
+        self.params = params  # [(name, [ints])] in declaration order
+        self.run = run
+        self.can_run = can_run
+
+
+class Kernels:
+    def __init__(self, name, version, device, families, module, spec):
+        self.name = name
+        self.version = version
+        self.device = device
+        self.families = families  # [Family]
+        self.module = module
+        self.spec = spec
+
+
+def _parse_spec(spec):
+    module_name, _, factory = spec.partition(":")
+    if not module_name or any(not part.isidentifier() for part in module_name.split(".")):
+        raise DeclarationError("'%s' is not python:MODULE[:FACTORY] (MODULE is a dotted module "
+                               "name, as after `import`)" % ("python:" + spec))
+    if factory and not factory.isidentifier():
+        raise DeclarationError("'%s' names factory '%s', which is not a Python identifier"
+                               % ("python:" + spec, factory))
+    return module_name, factory
+
+
+def _module_version(module):
+    version = getattr(module, "__version__", None)
+    if version is None and "." in module.__name__:
+        top = sys.modules.get(module.__name__.split(".")[0])
+        version = getattr(top, "__version__", None)
+    return str(version) if version is not None else "unversioned"
+
+
+def _family(name, decl, who):
+    if name not in FAMILIES:
+        raise DeclarationError("%s declares family '%s'; families are %s"
+                               % (who, name, ", ".join(FAMILIES)))
+    run = _get(decl, "run")
+    if not callable(run):
+        raise DeclarationError("%s: family %s has no callable 'run'" % (who, name))
+    can_run = _get(decl, "can_run")
+    if can_run is not None and not callable(can_run):
+        raise DeclarationError("%s: family %s has a 'can_run' that is not callable" % (who, name))
+    layout = _get(decl, "kv_layout", "HND")
+    if layout not in LAYOUTS:
+        raise DeclarationError("%s: family %s declares kv_layout %r; layouts are %s"
+                               % (who, name, layout, ", ".join(LAYOUTS)))
+    params = []
+    for pname, values in dict(_get(decl, "params", None) or {}).items():
+        if isinstance(values, int):
+            values = [values]
+        try:
+            ints = [int(v) for v in values]
+        except (TypeError, ValueError):
+            raise DeclarationError("%s: parameter %s of %s must list integers, not %r"
+                                   % (who, pname, name, values)) from None
+        if any(isinstance(v, bool) or int(v) != v for v in values):
+            raise DeclarationError("%s: parameter %s of %s must list integers, not %r"
+                                   % (who, pname, name, values))
+        params.append((str(pname), ints))
+    return Family(name, layout, bool(_get(decl, "writes_lse", False)), params, run, can_run)
+
+
+def _declared_kernels(module, decl, spec):
+    who = "python:" + spec
+    families_decl = _get(decl, "families")
+    if families_decl is None:
+        raise DeclarationError("%s declares no 'families' (a dict of family name -> run, "
+                               "kv_layout, writes_lse, params, can_run)" % who)
+    if not isinstance(families_decl, dict):
+        families_decl = {_get(f, "family"): f for f in families_decl}
+    families = [_family(n, d, who) for n, d in families_decl.items()]
+    if not families:
+        raise DeclarationError("%s declares no families" % who)
+    device = _get(decl, "device", "cpu")
+    if device not in ("cpu", "cuda"):
+        raise DeclarationError("%s declares device %r; it must be 'cpu' or 'cuda'" % (who, device))
+    name = _get(decl, "name") or module.__name__
+    version = _get(decl, "version") or _module_version(module)
+    return Kernels(str(name), str(version), device, families, module, spec)
+
+
+class _SeedConfig(types.SimpleNamespace):
+    """The config object handed to a seed-shaped module that defines no AttnDispatchConfig."""
+
+
+def _seed_config(module, call):
+    fields = dict(num_heads=call.num_heads, num_kv_heads=call.num_kv_heads,
+                  head_dim=call.head_dim, scale=call.scale, is_causal=call.causal,
+                  window_left=call.window_left, window_right=call.window_right,
+                  block_size=call.block_size, softcap=call.softcap)
+    cls = getattr(module, "AttnDispatchConfig", None)
+    if cls is not None:
+        return cls(**fields)
+    return _SeedConfig(max_context_len=call.max_k_len, **fields)
+
+
+def _seed_kernels(module, spec):
+    """A module with the seed engine's dispatch_prefill and dispatch_decode: decode is decode_v1
+    (the seed's dispatch_decode never chooses v2), prefill is prefill, the cache HND."""
+
+    def decode(call, config):
+        cfg = _seed_config(module, call)
+        module.dispatch_decode(cfg, call.out, call.query, call.key_cache, call.value_cache,
+                               call.block_tables, call.context_lens, call.max_k_len)
+
+    def prefill(call, config):
+        cfg = _seed_config(module, call)
+        result = module.dispatch_prefill(cfg, call.query, call.key_cache, call.value_cache,
+                                         call.block_tables, call.cu_seqlens_q, call.cu_seqlens_k,
+                                         call.max_q_len, call.max_k_len)
+        shape = tuple(call.out.shape)
+        if result is None or not hasattr(result, "shape"):
+            raise TypeError("dispatch_prefill returned %s, not a tensor" % type(result).__name__)
+        if tuple(result.shape) != shape:
+            raise ValueError("dispatch_prefill returned shape %s, the query's is %s"
+                             % (tuple(result.shape), shape))
+        call.out.copy_(result)
+
+    families = [Family("decode_v1", "HND", False, [], decode, None),
+                Family("prefill", "HND", False, [], prefill, None)]
+    return Kernels(module.__name__, _module_version(module), "cpu", families, module, spec)
+
+
+def _kernels(spec, attn_python_dir):
+    module_name, factory = _parse_spec(spec)
+    # attn-tune's own python/ (attn_tune_torch) after everything the user's environment puts
+    # on the path, so that their modules win.
+    if attn_python_dir and os.path.isdir(attn_python_dir) and attn_python_dir not in sys.path:
+        sys.path.append(attn_python_dir)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and module_name.startswith(e.name):
+            raise DeclarationError("no module named '%s' on this Python's path (%s; set "
+                                   "PYTHONPATH or activate the engine's virtual environment)"
+                                   % (e.name, sys.executable or "embedded Python")) from None
+        raise DeclarationError("importing %s failed: %s" % (module_name, describe(e))) from None
+    except Exception as e:
+        raise DeclarationError("importing %s failed: %s" % (module_name, describe(e))) from None
+    who = "python:" + spec
+    if factory:
+        if not hasattr(module, factory):
+            raise DeclarationError("%s: module %s has no '%s'" % (who, module_name, factory))
+        target = getattr(module, factory)
+        decl = target() if callable(target) else target
+        return _declared_kernels(module, decl, spec)
+    if hasattr(module, "attn_tune_kernels"):
+        target = module.attn_tune_kernels
+        decl = target() if callable(target) else target
+        return _declared_kernels(module, decl, spec)
+    if callable(getattr(module, "dispatch_prefill", None)) and \
+            callable(getattr(module, "dispatch_decode", None)):
+        return _seed_kernels(module, spec)
+    raise DeclarationError("%s declares no kernels: define attn_tune_kernels() (docs/"
+                           "python-kernels.md), name a factory as python:MODULE:FACTORY, or "
+                           "define the seed engine's dispatch_prefill and dispatch_decode" % who)
+
+
+def _sources_sha256(module):
+    """SHA-256 of the module's source: its file, or every .py file of its package (as
+    "relative/path:sha256\\n" lines, sorted), so a table names the code it timed."""
+    path = getattr(module, "__file__", None)
+    if not path:
+        return hashlib.sha256(module.__name__.encode()).hexdigest(), ""
+    if os.path.basename(path) == "__init__.py":
+        root = os.path.dirname(path)
+        lines = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for f in filenames:
+                if f.endswith(".py"):
+                    full = os.path.join(dirpath, f)
+                    with open(full, "rb") as fh:
+                        digest = hashlib.sha256(fh.read()).hexdigest()
+                    lines.append("%s:%s\n" % (os.path.relpath(full, root), digest))
+        return hashlib.sha256("".join(sorted(lines)).encode()).hexdigest(), root
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest(), path
+
+
+_KERNELS = None
+
+
+def load(spec, attn_python_dir):
+    """Imports the module and returns its declaration for the C side:
+    (name, version, device, [(family, layout, writes_lse, [(param, [values])])], sha256, path).
+    Raises DeclarationError (its message is the reason) or any import error."""
+    global _KERNELS
+    _quiet_repeated_logging()
+    k = _kernels(spec, attn_python_dir)
+    _KERNELS = k
+    sha, path = _sources_sha256(k.module)
+    fams = [(f.name, f.kv_layout, f.writes_lse, f.params) for f in k.families]
+    return (k.name, k.version, k.device, fams, sha, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Calls
+
+
+class Call:
+    """One attention call as a kernel sees it: SPEC.md's fields as attributes, the buffers as
+    torch tensors viewing attn-tune's memory (None in can_run)."""
+
+    __slots__ = ("family", "dtype", "kv_layout", "num_heads", "num_kv_heads", "head_dim",
+                 "block_size", "scale", "softcap", "causal", "window_left", "window_right",
+                 "batch", "num_rows", "max_q_len", "max_k_len", "num_blocks",
+                 "max_blocks_per_seq", "threads", "query", "key_cache", "value_cache",
+                 "block_tables", "context_lens", "cu_seqlens_q", "cu_seqlens_k", "out", "lse",
+                 "device")
+
+    def __repr__(self):
+        return "Call(%s)" % ", ".join("%s=%r" % (s, getattr(self, s)) for s in self.__slots__
+                                      if not hasattr(getattr(self, s), "shape"))
+
+
+_SCALARS = ("family", "dtype", "kv_layout", "num_heads", "num_kv_heads", "head_dim", "block_size",
+            "scale", "softcap", "causal", "window_left", "window_right", "batch", "num_rows",
+            "max_q_len", "max_k_len", "num_blocks", "max_blocks_per_seq", "threads")
+_TENSORS = ("query", "key_cache", "value_cache", "block_tables", "context_lens", "cu_seqlens_q",
+            "cu_seqlens_k", "out", "lse")
+
+
+def make_call(scalars, capsules):
+    """A Call from the C side's scalars (in _SCALARS order; family, dtype and layout as indices)
+    and DLPack capsules (in _TENSORS order, None where absent; all None for can_run)."""
+    c = Call()
+    for name, value in zip(_SCALARS, scalars):
+        setattr(c, name, value)
+    c.family = FAMILIES[c.family]
+    c.dtype = DTYPES[c.dtype]
+    c.kv_layout = LAYOUTS[c.kv_layout]
+    c.causal = bool(c.causal)
+    c.device = _KERNELS.device if _KERNELS else "cpu"
+    if capsules is None:
+        for name in _TENSORS:
+            setattr(c, name, None)
+    else:
+        from torch.utils.dlpack import from_dlpack
+        for name, cap in zip(_TENSORS, capsules):
+            setattr(c, name, from_dlpack(cap) if cap is not None else None)
+    return c
+
+
+def _family_at(index):
+    return _KERNELS.families[index]
+
+
+def can_run(index, config, call):
+    """None, or the reason the family's can_run gives for refusing."""
+    fam = _family_at(index)
+    if fam.can_run is None:
+        return None
+    why = fam.can_run(call, config)
+    if why is None or why is True or why == "":
+        return None
+    if why is False:
+        return "can_run refused without a reason"
+    return str(why)
+
+
+_streams = {}
+_threads = [0]
+
+
+def run(index, config, call, stream):
+    fam = _family_at(index)
+    if _KERNELS.device == "cuda":
+        import torch
+        key = (stream, call.out.device.index)
+        s = _streams.get(key)
+        if s is None:
+            s = _streams[key] = torch.cuda.ExternalStream(stream, device=call.out.device)
+        with torch.cuda.stream(s):
+            fam.run(call, config)
+        return
+    if call.threads != _threads[0] and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(max(1, call.threads))
+        _threads[0] = call.threads
+    fam.run(call, config)
+
+
+def describe(exc):
+    """One line: the exception and where it came from, the last TRACEBACK_FRAMES frames of the
+    traceback outside this bridge, innermost first."""
+    if isinstance(exc, DeclarationError):
+        return str(exc)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename != __file__ and not f.filename.startswith("<attn-tune")]
+    where = ["%s:%d in %s" % (os.path.basename(f.filename), f.lineno, f.name)
+             for f in frames[-TRACEBACK_FRAMES:]]
+    text = " ".join(str(exc).split())  # one line
+    head = type(exc).__name__ + (": " + text if text else "")
+    if not where:
+        return head
+    more = "" if len(frames) <= TRACEBACK_FRAMES else " <- ..."
+    return "%s (at %s%s)" % (head, " <- ".join(reversed(where)), more)

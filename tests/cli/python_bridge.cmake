@@ -1,0 +1,76 @@
+# The Python bridge (docs/python-kernels.md), when it is built and its interpreter has torch
+# (one thread each: torch's thread pool only slows calls this small):
+# attn-tune's own PyTorch kernels pass verify in every layout, a seed-shaped module with the seed's
+# defects fails with lines that name them and passes once they are fixed, a small sweep writes a
+# table that names the module, and bad modules get one line and exit 2.
+if(NOT TARGET attn_tune_python)
+  return()
+endif()
+execute_process(COMMAND ${Python3_EXECUTABLE} -c "import torch" RESULT_VARIABLE has_torch
+                OUTPUT_QUIET ERROR_QUIET)
+if(NOT has_torch EQUAL 0)
+  message(WARNING "attn-tune: ${Python3_EXECUTABLE} has no torch; the Python bridge tests are not "
+                  "registered (scripts/install-deps.sh installs python3-torch)")
+  return()
+endif()
+set(ATTN_PY_FIXTURES ${CMAKE_CURRENT_SOURCE_DIR}/python)
+
+# The PyTorch implementation's own unit tests (a float64 reference written in the test).
+add_test(NAME python.attn_tune_torch
+         COMMAND ${Python3_EXECUTABLE} -m unittest discover -s ${PROJECT_SOURCE_DIR}/python
+                 -p "test_attn_tune_torch.py")
+set_tests_properties(python.attn_tune_torch PROPERTIES LABELS "unit;python")
+
+function(attn_python_test name exit regex)
+  attn_cli_test(NAME ${name} EXIT ${exit} REGEX "${regex}" ARGS ${ARGN})
+  set_tests_properties(cli.${name} PROPERTIES LABELS "cli;python"
+                       ENVIRONMENT "PYTHONPATH=${ATTN_PY_FIXTURES}")
+endfunction()
+
+attn_python_test(python_check_torch 0 "every family passed its tiny case"
+                 plugin check python:attn_tune_torch --threads 1)
+attn_python_test(python_verify_torch 0 " 0 failed, 0 skipped"
+                 verify --kernels python:attn_tune_torch --intensity quick --threads 1)
+# The other layouts, one 16-bit dtype each (CI time; the layout code is the same for both).
+attn_python_test(python_verify_torch_nhd 0 " 0 failed, 0 skipped"
+                 verify --kernels python:attn_tune_torch:attn_tune_kernels_nhd
+                 --intensity quick --threads 1 --dtypes bf16)
+attn_python_test(python_verify_torch_vllm 0 " 0 failed, 0 skipped"
+                 verify --kernels python:attn_tune_torch:attn_tune_kernels_vllm
+                 --intensity quick --threads 1 --dtypes fp16)
+attn_python_test(python_verify_seed_fixed 0 " 0 failed, 0 skipped"
+                 verify --kernels python:ex_engine_fixed.factors.attn_dispatch --intensity quick
+                 --threads 1)
+add_test(NAME cli.python_verify_seed_defects
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
+                 -DMODULE=python:ex_engine.factors.attn_dispatch -DPYTHONPATH=${ATTN_PY_FIXTURES}
+                 -P ${ATTN_PY_FIXTURES}/verify_seed_defects.cmake)
+set_tests_properties(cli.python_verify_seed_defects PROPERTIES LABELS "cli;python")
+
+# An exception in the module: a failure line with the exception and its frames; a can_run
+# refusal: skipped with the module's reason.
+attn_python_test(python_exception_reason 1
+                 "FAIL cpu decode_v1\\[\\] [^\n]*error: [^\n]*ValueError: block table entry 7 is out of range \\(at raising_kernels.py:[0-9]+ in _gather <- raising_kernels.py:[0-9]+ in _decode\\)"
+                 verify --kernels python:raising_kernels --intensity quick --families decode_v1
+                 --dtypes fp32 --threads 1)
+
+attn_python_test(python_can_run_reason 1 "prefill: skipped [^\n]*\n *prefill\\[\\]: prefill is not here"
+                 plugin check python:raising_kernels --threads 1)
+
+# Bad modules and specs: one line, exit 2.
+attn_python_test(python_no_module 2 "no module named 'no_such_engine'.*PYTHONPATH"
+                 verify --kernels python:no_such_engine.attn)
+attn_python_test(python_bad_spec 2 "'python:1bad' is not python:MODULE\\[:FACTORY\\]"
+                 verify --kernels python:1bad)
+attn_python_test(python_no_kernels 2 "python:json declares no kernels"
+                 plugin check python:json)
+attn_python_test(python_no_factory 2 "module attn_tune_torch has no 'nope'"
+                 verify --kernels python:attn_tune_torch:nope)
+
+# A small sweep through the bridge writes a table whose provenance names the module.
+add_test(NAME cli.python_sweep_table
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
+                 -DPROFILE=${ATTN_PY_FIXTURES}/bridge_profile.json
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/python_sweep
+                 -P ${ATTN_PY_FIXTURES}/sweep_table.cmake)
+set_tests_properties(cli.python_sweep_table PROPERTIES LABELS "cli;python" RESOURCE_LOCK cpu_timing)

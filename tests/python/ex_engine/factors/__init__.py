@@ -1,0 +1,1 @@
+"""Stand-in for the seed engine's package layout (tests only)."""

@@ -1,0 +1,1 @@
+"""The seed-shaped fixture with its fallbacks fixed (tests only)."""
