@@ -465,8 +465,16 @@ private:
         const auto at = failure.find(kind);
         if (at != std::string::npos) {
           std::string why = failure.substr(at + 2);
-          if (why.size() > 200) {
-            why = why.substr(0, 197) + "...";
+          // "error: plugin NAME run failed (code N): message": the summary keeps the message.
+          const auto run_failed = why.find(" run failed (code ");
+          if (why.rfind("error: plugin ", 0) == 0 && run_failed != std::string::npos) {
+            const auto colon = why.find("): ", run_failed);
+            if (colon != std::string::npos) {
+              why = "error: " + why.substr(colon + 3);
+            }
+          }
+          if (why.size() > 300) {
+            why = why.substr(0, 297) + "...";
           }
           ++tc.causes[why];
           break;

@@ -47,6 +47,12 @@ add_test(NAME cli.python_verify_seed_defects
                  -P ${ATTN_PY_FIXTURES}/verify_seed_defects.cmake)
 set_tests_properties(cli.python_verify_seed_defects PROPERTIES LABELS "cli;python")
 
+add_test(NAME cli.python_virtual_env
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DPYTHON=${Python3_EXECUTABLE}
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/python_venv
+                 -P ${ATTN_PY_FIXTURES}/venv_module.cmake)
+set_tests_properties(cli.python_virtual_env PROPERTIES LABELS "cli;python")
+
 # An exception in the module: a failure line with the exception and its frames; a can_run
 # refusal: skipped with the module's reason.
 attn_python_test(python_exception_reason 1
