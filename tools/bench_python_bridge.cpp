@@ -32,8 +32,7 @@ double per_call_us(const std::function<void(int)>& call, int reps) {
     for (int i = 0; i < reps; ++i) {
       call(i);
     }
-    batches.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
-                      reps);
+    batches.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / reps);
   }
   std::sort(batches.begin(), batches.end());
   return batches[3];
@@ -47,7 +46,8 @@ struct Buffers {
 
 Buffers buffers_for(const attn::Problem& pr) {
   Buffers b;
-  b.out = attn::HostTensor(pr.params.dtype, {pr.num_rows(), pr.params.num_heads, pr.params.head_dim});
+  b.out =
+      attn::HostTensor(pr.params.dtype, {pr.num_rows(), pr.params.num_heads, pr.params.head_dim});
   b.lse.assign(std::size_t(pr.num_rows()) * std::size_t(pr.params.num_heads), 0.0f);
   b.call = attn::plugin_call_shape(pr, attn::Family::decode_v1, attn::KvLayout::HND, 1);
   b.call.query = pr.query.raw();
@@ -95,14 +95,15 @@ int main(int argc, char** argv) {
     const double baseline = per_call_us([&](int i) { sink = sink + i; }, reps);
 
     auto noop = attn::PluginLibrary::open("python:bridge_bench_kernels");
-    const double bridge = per_call_us([&](int) { noop->run(cfg, a.call, nullptr, 0, nullptr); }, reps);
+    const double bridge =
+        per_call_us([&](int) { noop->run(cfg, a.call, nullptr, 0, nullptr); }, reps);
     const double wrapping = per_call_us(
         [&](int i) { noop->run(cfg, (i % 2 ? b : a).call, nullptr, 0, nullptr); }, reps);
     noop.reset();
 
     auto torch = attn::PluginLibrary::open("python:attn_tune_torch");
-    const double torch_us = per_call_us(
-        [&](int) { torch->run(cfg, a.call, nullptr, 0, nullptr); }, std::max(1, reps / 20));
+    const double torch_us = per_call_us([&](int) { torch->run(cfg, a.call, nullptr, 0, nullptr); },
+                                        std::max(1, reps / 20));
 
     std::printf("decode call: %s\n", pr.describe().c_str());
     std::printf("%-44s %10s\n", "per call", "us");

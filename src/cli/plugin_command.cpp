@@ -201,9 +201,10 @@ Command setup_plugin(CLI::App& root) {
   sub->require_subcommand(1);
   CLI::App* check = sub->add_subcommand(
       "check", "Load a plugin, print what it declares, and run one tiny case per family");
-  check->add_option("library", opt->path,
-                    "The plugin's shared library (PATH.so), or python:MODULE[:FACTORY] "
-                    "(docs/python-kernels.md)")
+  check
+      ->add_option("library", opt->path,
+                   "The plugin's shared library (PATH.so), or python:MODULE[:FACTORY] "
+                   "(docs/python-kernels.md)")
       ->required();
   check->add_option("--device", opt->device,
                     "cpu for host-memory plugins, cuda:N for CUDA ones (default: by its kind)");

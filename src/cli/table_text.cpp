@@ -54,8 +54,8 @@ void describe_provenance(std::ostringstream& s, const json& t) {
         << k.value("library_sha256", "?").substr(0, 16) << ")\n";
     } else {
       s << "kernels:  plugin " << k.value("name", "?") << " " << k.value("version", "") << " ("
-        << k.value("library", "?") << ", plugin ABI " << k.value("abi_version", 0)
-        << ", sha256 " << k.value("library_sha256", "?").substr(0, 16) << ")\n";
+        << k.value("library", "?") << ", plugin ABI " << k.value("abi_version", 0) << ", sha256 "
+        << k.value("library_sha256", "?").substr(0, 16) << ")\n";
     }
   } else {
     s << "kernels:  built-in attn-tune kernels\n";

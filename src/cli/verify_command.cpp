@@ -4,9 +4,9 @@
 // case, not the end of the gate.
 #include "src/cli/verify_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>

@@ -305,7 +305,9 @@ int layout_index(const char* name) {
   return -1;
 }
 
-const char* str_of(PyObject* o) { return o != nullptr && PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : ""; }
+const char* str_of(PyObject* o) {
+  return o != nullptr && PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : "";
+}
 
 // Fills g_decl from bridge.load's tuple.
 bool take_declaration(PyObject* decl, std::string& err) {
@@ -380,11 +382,11 @@ PyObject* config_dict(const attn_config* c) {
 }
 
 PyObject* scalars_tuple(const attn_call* c) {
-  return Py_BuildValue("(iiiiiiiddiiiiiiiiii)", int(c->family), int(c->dtype),
-                       int(c->kv_layout), c->num_heads, c->num_kv_heads, c->head_dim,
-                       c->block_size, double(c->scale), double(c->softcap), c->causal,
-                       c->window_left, c->window_right, c->batch, c->num_rows, c->max_q_len,
-                       c->max_k_len, c->num_blocks, c->max_blocks_per_seq, c->host_threads);
+  return Py_BuildValue("(iiiiiiiddiiiiiiiiii)", int(c->family), int(c->dtype), int(c->kv_layout),
+                       c->num_heads, c->num_kv_heads, c->head_dim, c->block_size, double(c->scale),
+                       double(c->softcap), c->causal, c->window_left, c->window_right, c->batch,
+                       c->num_rows, c->max_q_len, c->max_k_len, c->num_blocks,
+                       c->max_blocks_per_seq, c->host_threads);
 }
 
 // Which CUDA device a pointer lives on (CUDA kernels), through the driver the process already
@@ -464,13 +466,34 @@ std::vector<int64_t> call_key(const attn_call* c) {
   std::memcpy(&sbits, &scale, 4);
   std::memcpy(&cbits, &softcap, 4);
   auto ptr = [](const void* p) { return int64_t(reinterpret_cast<intptr_t>(p)); };
-  return {c->family,       c->dtype,        c->kv_layout,       c->num_heads,
-          c->num_kv_heads, c->head_dim,     c->block_size,      sbits,
-          cbits,           c->causal,       c->window_left,     c->window_right,
-          c->batch,        c->num_rows,     c->max_q_len,       c->max_k_len,
-          c->num_blocks,   c->max_blocks_per_seq, c->host_threads, ptr(c->query),
-          ptr(c->key_cache), ptr(c->value_cache), ptr(c->block_tables), ptr(c->context_lens),
-          ptr(c->cu_seqlens_q), ptr(c->cu_seqlens_k), ptr(c->out), ptr(c->lse)};
+  return {c->family,
+          c->dtype,
+          c->kv_layout,
+          c->num_heads,
+          c->num_kv_heads,
+          c->head_dim,
+          c->block_size,
+          sbits,
+          cbits,
+          c->causal,
+          c->window_left,
+          c->window_right,
+          c->batch,
+          c->num_rows,
+          c->max_q_len,
+          c->max_k_len,
+          c->num_blocks,
+          c->max_blocks_per_seq,
+          c->host_threads,
+          ptr(c->query),
+          ptr(c->key_cache),
+          ptr(c->value_cache),
+          ptr(c->block_tables),
+          ptr(c->context_lens),
+          ptr(c->cu_seqlens_q),
+          ptr(c->cu_seqlens_k),
+          ptr(c->out),
+          ptr(c->lse)};
 }
 
 // The Python Call for `c` with its tensors (reused while the call is the same).

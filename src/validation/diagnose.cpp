@@ -38,9 +38,7 @@ const std::vector<Alternative>& alternatives() {
       {"the softcap is ignored", [](const AttnParams& p) { return p.softcap > 0; },
        [](AttnParams& p) { p.softcap = 0; }},
       {"every mask is ignored (full attention where a causal window was asked)",
-       [](const AttnParams& p) {
-         return p.causal && (p.window_left >= 0 || p.window_right >= 0);
-       },
+       [](const AttnParams& p) { return p.causal && (p.window_left >= 0 || p.window_right >= 0); },
        [](AttnParams& p) {
          p.causal = false;
          p.window_left = p.window_right = -1;
@@ -121,8 +119,8 @@ Problem with_blocks_moved(const Problem& pr) {
     std::rotate(to.begin(), to.begin() + 1, to.end()); // never the identity
   }
   // Every layout keeps one block's elements together, block index first.
-  for (auto [src, dst] : {std::pair{&pr.key_cache, &q.key_cache},
-                          std::pair{&pr.value_cache, &q.value_cache}}) {
+  for (auto [src, dst] :
+       {std::pair{&pr.key_cache, &q.key_cache}, std::pair{&pr.value_cache, &q.value_cache}}) {
     const std::size_t per_block = src->data.size() / std::size_t(std::max(nb, 1));
     for (int b = 0; b < nb; ++b) {
       std::copy_n(src->data.begin() + std::ptrdiff_t(std::size_t(b) * per_block), per_block,

@@ -139,7 +139,8 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
       throw InputError(who + ": " + message_or(err, "refused"));
     }
     lib->initialise(who);
-    const nlohmann::json id = nlohmann::json::parse(identity(), nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json id =
+        nlohmann::json::parse(identity(), nullptr, /*allow_exceptions=*/false);
     lib->id_.python_module = spec;
     lib->id_.python_file = id.is_object() ? id.value("file", "") : "";
     lib->id_.library_sha256 = id.is_object() ? id.value("sources_sha256", "") : "";
