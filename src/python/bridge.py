@@ -166,9 +166,26 @@ def _seed_config(module, call):
                   window_left=call.window_left, window_right=call.window_right,
                   block_size=call.block_size, softcap=call.softcap)
     cls = getattr(module, "AttnDispatchConfig", None)
-    if cls is not None:
+    if cls is None:
+        return _SeedConfig(max_context_len=call.max_k_len, **fields)
+    try:
         return cls(**fields)
-    return _SeedConfig(max_context_len=call.max_k_len, **fields)
+    except TypeError:
+        # An older config class without some of these keywords: build it with the ones it
+        # takes and set the others as attributes where it allows, as the dispatch code reads
+        # them from the object.
+        import inspect
+        params = inspect.signature(cls).parameters
+        if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            raise
+        cfg = cls(**{k: v for k, v in fields.items() if k in params})
+        for k, v in fields.items():
+            if k not in params:
+                try:
+                    setattr(cfg, k, v)
+                except AttributeError:
+                    pass
+        return cfg
 
 
 def _seed_kernels(module, spec):

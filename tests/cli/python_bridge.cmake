@@ -17,9 +17,9 @@ set(ATTN_PY_FIXTURES ${CMAKE_CURRENT_SOURCE_DIR}/python)
 
 # The PyTorch implementation's own unit tests (a float64 reference written in the test).
 add_test(NAME python.attn_tune_torch
-         COMMAND ${Python3_EXECUTABLE} -m unittest discover -s ${PROJECT_SOURCE_DIR}/python
-                 -p "test_attn_tune_torch.py")
-set_tests_properties(python.attn_tune_torch PROPERTIES LABELS "unit;python")
+         COMMAND ${Python3_EXECUTABLE} -m unittest test_attn_tune_torch)
+set_tests_properties(python.attn_tune_torch PROPERTIES LABELS "unit;python"
+                     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python)
 
 function(attn_python_test name exit regex)
   attn_cli_test(NAME ${name} EXIT ${exit} REGEX "${regex}" ARGS ${ARGN})
