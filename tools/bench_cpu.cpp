@@ -4,12 +4,15 @@
 //   usage: bench_cpu [--threads N] [--quick]
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "src/backends/backend.h"
 #include "src/backends/cpu/cpu_backend.h"
+#include "src/backends/cpu/fma_peak.h"
+#include "src/backends/cpu/isa.h"
 #include "src/backends/cpu/thread_pool.h"
 
 using namespace attn;
@@ -67,8 +70,19 @@ int main(int argc, char** argv) {
   auto be = make_cpu_backend({.threads = threads, .kernels = ""});
   const DeviceInfo& info = be->info();
   ThreadPool copy_pool(info.threads);
-  std::printf("device: %s, %d threads, LLC %.0f MiB, kernels %s\n", info.name.c_str(), info.threads,
-              double(info.l2_bytes) / (1 << 20), cpu::isa_name(cpu::best_isa()));
+  // Which build runs (ATTN_TUNE_CPU_ISA forces a lower one) and what the machine could run, so
+  // that figures from different machines and levels are compared honestly.
+  const cpu::Isa isa = cpu::selected_isa();
+  std::printf("device: %s, %d threads, LLC %.0f MiB\n", info.name.c_str(), info.threads,
+              double(info.l2_bytes) / (1 << 20));
+  std::printf("kernels: %s build (%s); this machine's best: %s; AVX-512: %s\n", cpu::isa_name(isa),
+              std::getenv(cpu::kIsaOverrideEnv) != nullptr && *std::getenv(cpu::kIsaOverrideEnv)
+                  ? "forced by ATTN_TUNE_CPU_ISA"
+                  : "the best this machine runs",
+              cpu::isa_name(cpu::best_isa()), cpu::isa_supported(cpu::Isa::avx512) ? "yes" : "no");
+  const double peak = cpu::measured_fma_peak_gflops(isa, info.threads, quick ? 0.2 : 0.5);
+  std::printf("measured fp32 FMA peak of the %s build on %d threads: %.1f GFLOP/s\n",
+              cpu::isa_name(isa), info.threads, peak);
   TimingOptions topt;
   topt.warmup = 2;
   topt.min_reps = 5;
@@ -129,8 +143,8 @@ int main(int argc, char** argv) {
     prefill_shapes = {{1, 256, 256}};
   }
   std::printf("\nprefill (h=32 kvh=8 d=128 bs=16, causal): GFLOP/s = 4 * visible pairs * d / t\n");
-  std::printf("%-6s %-6s %-6s %-6s %-38s %10s %10s\n", "dtype", "batch", "q", "k", "config", "ms",
-              "GFLOP/s");
+  std::printf("%-6s %-6s %-6s %-6s %-38s %10s %10s %7s\n", "dtype", "batch", "q", "k", "config",
+              "ms", "GFLOP/s", "of peak");
   for (DType dt : {DType::f16, DType::f32}) {
     for (const auto& s : prefill_shapes) {
       const Problem pr = make_prefill_problem(
@@ -143,9 +157,10 @@ int main(int argc, char** argv) {
             KernelConfig{Family::prefill, {{"q_tile", 32}, {"k_tile", 128}, {"split", 0}}}}) {
         auto run = be->prepare(pr, cfg);
         const TimingResult t = run->time(topt);
-        std::printf("%-6s %-6d %-6d %-6d %-38s %10.3f %10.2f\n",
+        const double gflops = flops / t.median_s / 1e9;
+        std::printf("%-6s %-6d %-6d %-6d %-38s %10.3f %10.2f %7.2f\n",
                     std::string(dtype_name(dt)).c_str(), s.batch, s.q, s.k, cfg.key().c_str(),
-                    t.median_s * 1e3, flops / t.median_s / 1e9);
+                    t.median_s * 1e3, gflops, gflops / peak);
       }
     }
   }

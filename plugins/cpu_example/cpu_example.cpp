@@ -63,7 +63,7 @@ struct State {
   std::unique_ptr<attn::ThreadPool> pool;
   std::vector<int64_t> plan_key;
   std::unique_ptr<attn::cpu::CallPlan> plan;
-  attn::cpu::Isa isa = attn::cpu::best_isa();
+  attn::cpu::Isa isa = attn::cpu::Isa::base;
 };
 
 std::vector<int64_t> call_key(const attn_config* c, const attn_call* a, const void* ws) {
@@ -184,7 +184,14 @@ attn_tune_plugin_init(uint32_t host_abi_version, attn_plugin_api* api, size_t ap
   api->device_kind = ATTN_DEVICE_HOST;
   api->families = kFamilies;
   api->num_families = 3;
-  api->state = new State();
+  auto state = std::make_unique<State>();
+  try {
+    state->isa = attn::cpu::selected_isa(); // ATTN_TUNE_CPU_ISA, as attn-tune's own CPU backend
+  } catch (const std::exception& e) {
+    attn_plugin_write_message(err, err_size, e.what());
+    return 1;
+  }
+  api->state = state.release();
   api->can_run = can_run;
   api->workspace_size = workspace_size;
   api->run = run;

@@ -299,7 +299,7 @@ TimingResult time_host_call(const std::function<void()>& call, const TimingOptio
 }
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt) {
-  return make_cpu_backend(opt, cpu::best_isa());
+  return make_cpu_backend(opt, cpu::selected_isa());
 }
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& opt, cpu::Isa isa) {

@@ -1,6 +1,11 @@
 // Which kernel build the processor can run.
 #include "src/backends/cpu/isa.h"
 
+#include <cstdlib>
+#include <string>
+
+#include "src/model/errors.h"
+
 namespace attn::cpu {
 
 const char* isa_name(Isa isa) {
@@ -42,6 +47,31 @@ Isa best_isa() {
     return Isa::avx512;
   }
   return isa_supported(Isa::avx2) ? Isa::avx2 : Isa::base;
+}
+
+Isa selected_isa() {
+  const char* env = std::getenv(kIsaOverrideEnv);
+  const std::string want = env != nullptr ? env : "";
+  if (want.empty() || want == "native") {
+    return best_isa();
+  }
+  Isa isa;
+  if (want == "baseline" || want == "base") {
+    isa = Isa::base;
+  } else if (want == "x86-64-v3" || want == "avx2") {
+    isa = Isa::avx2;
+  } else if (want == "x86-64-v4" || want == "avx512") {
+    isa = Isa::avx512;
+  } else {
+    throw InputError(std::string(kIsaOverrideEnv) + "='" + want +
+                     "' is not baseline, x86-64-v3 (avx2), x86-64-v4 (avx512) or native");
+  }
+  if (!isa_supported(isa)) {
+    throw InputError(std::string(kIsaOverrideEnv) + "=" + want +
+                     ": this processor cannot run the " + isa_name(isa) +
+                     " kernels (the best it runs is " + isa_name(best_isa()) + ")");
+  }
+  return isa;
 }
 
 } // namespace attn::cpu

@@ -11,4 +11,13 @@ enum class Isa { base, avx2, avx512 };
 [[nodiscard]] bool isa_supported(Isa isa);
 [[nodiscard]] Isa best_isa();
 
+// The environment variable that forces a kernel build: "baseline", "x86-64-v3" (or "avx2") or
+// "x86-64-v4" (or "avx512"); unset, empty or "native" is best_isa().
+inline constexpr const char* kIsaOverrideEnv = "ATTN_TUNE_CPU_ISA";
+
+// The build the CPU kernels run: best_isa(), or the one ATTN_TUNE_CPU_ISA names, so that a lower
+// level can be tested and timed on a machine that has a higher one (an AVX-512 machine proving
+// the AVX2 path). Throws InputError for an unknown name or a level this processor cannot run.
+[[nodiscard]] Isa selected_isa();
+
 } // namespace attn::cpu
