@@ -4,7 +4,6 @@
 //   usage: bench_cpu [--threads N] [--quick]
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -76,9 +75,7 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d threads, LLC %.0f MiB\n", info.name.c_str(), info.threads,
               double(info.l2_bytes) / (1 << 20));
   std::printf("kernels: %s build (%s); this machine's best: %s; AVX-512: %s\n", cpu::isa_name(isa),
-              std::getenv(cpu::kIsaOverrideEnv) != nullptr && *std::getenv(cpu::kIsaOverrideEnv)
-                  ? "forced by ATTN_TUNE_CPU_ISA"
-                  : "the best this machine runs",
+              isa != cpu::best_isa() ? "forced by ATTN_TUNE_CPU_ISA" : "the best this machine runs",
               cpu::isa_name(cpu::best_isa()), cpu::isa_supported(cpu::Isa::avx512) ? "yes" : "no");
   const double peak = cpu::measured_fma_peak_gflops(isa, info.threads, quick ? 0.2 : 0.5);
   std::printf("measured fp32 FMA peak of the %s build on %d threads: %.1f GFLOP/s\n",

@@ -277,14 +277,16 @@ _KERNELS = None
 
 def load(spec, attn_python_dir):
     """Imports the module and returns its declaration for the C side:
-    (name, version, device, [(family, layout, writes_lse, [(param, [values])])], sha256, path).
+    (name, version, device, [(family, layout, writes_lse, [(param, [values])])], sha256, path),
+    family and layout as their numbers in the plugin ABI (their places in FAMILIES and LAYOUTS).
     Raises DeclarationError (its message is the reason) or any import error."""
     global _KERNELS
     _quiet_repeated_logging()
     k = _kernels(spec, attn_python_dir)
     _KERNELS = k
     sha, path = _sources_sha256(k.module)
-    fams = [(f.name, f.kv_layout, f.writes_lse, f.params) for f in k.families]
+    fams = [(FAMILIES.index(f.name), LAYOUTS.index(f.kv_layout), f.writes_lse, f.params)
+            for f in k.families]
     return (k.name, k.version, k.device, fams, sha, path)
 
 

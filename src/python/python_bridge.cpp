@@ -285,26 +285,6 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
-int family_index(const char* name) {
-  static const char* const names[] = {"decode_v1", "decode_v2", "prefill"};
-  for (int i = 0; i < 3; ++i) {
-    if (std::strcmp(name, names[i]) == 0) {
-      return i;
-    }
-  }
-  return -1;
-}
-
-int layout_index(const char* name) {
-  static const char* const names[] = {"HND", "NHD", "vllm"};
-  for (int i = 0; i < 3; ++i) {
-    if (std::strcmp(name, names[i]) == 0) {
-      return i;
-    }
-  }
-  return -1;
-}
-
 const char* str_of(PyObject* o) {
   return o != nullptr && PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : "";
 }
@@ -331,8 +311,9 @@ bool take_declaration(PyObject* decl, std::string& err) {
   for (Py_ssize_t i = 0; i < nf; ++i) {
     PyObject* f = PyList_GetItem(fams, i);
     attn_family_decl d{};
-    d.family = attn_family(family_index(str_of(PyTuple_GetItem(f, 0))));
-    d.kv_layout = attn_kv_layout(layout_index(str_of(PyTuple_GetItem(f, 1))));
+    // bridge.load gives the family and layout as their ABI numbers.
+    d.family = attn_family(PyLong_AsLong(PyTuple_GetItem(f, 0)));
+    d.kv_layout = attn_kv_layout(PyLong_AsLong(PyTuple_GetItem(f, 1)));
     d.writes_lse = PyObject_IsTrue(PyTuple_GetItem(f, 2)) == 1 ? 1 : 0;
     PyObject* params = PyTuple_GetItem(f, 3);
     auto& space = g_decl.spaces[std::size_t(i)];
