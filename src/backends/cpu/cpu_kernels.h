@@ -53,16 +53,21 @@ struct WorkItem {
   int part = -1;
 };
 
-// Per-worker buffers, sized once for the largest work item of a prepared run.
+// Per-worker buffers, sized once for the largest work item of a prepared run. A work item's
+// query vectors are its rows times its heads; "lanes" are those padded to whole vectors.
 struct Scratch {
-  std::vector<float> q;           // [vectors, head_dim] queries as fp32
-  std::vector<float> acc;         // [vectors, head_dim] unnormalised outputs
-  std::vector<float> scores;      // [vectors, ld] scores, then probabilities
-  std::vector<float> kt;          // [head_dim, ld] the K tile transposed (many-query items)
-  int ld = 0;                     // k_tile rounded up to 32
+  std::vector<float> q;      // [vectors, head_dim] queries as fp32
+  std::vector<float> acc;    // [vectors, head_dim] unnormalised outputs
+  std::vector<float> scores; // [vectors, ld] scores, then probabilities (few vectors)
+  int ld = 0;                // k_tile rounded up to 32
+  std::vector<float> qt;     // [head_dim, lanes] queries transposed (many vectors)
+  std::vector<float> st;     // [k_tile + pad, lanes] scores transposed, then probabilities
+  std::vector<int32_t> lo_lane, hi_lane;         // [lanes] visible keys of each vector's row
+  std::vector<float> m_lane, l_lane, alpha_lane; // [lanes] online softmax state per vector
   std::vector<float> kv;          // [k_tile, head_dim] converted K, then V, rows of one tile
-  std::vector<const float*> rows; // [k_tile] fp32 row pointers (into kv, or the fp32 cache)
-  std::vector<attn_math::OnlineSoftmax> sm; // [vectors]
+  std::vector<float> zero_row;    // [head_dim] zeros: the rows that pad a tile to whole blocks
+  std::vector<const float*> rows; // [k_tile + pad] fp32 row pointers (into kv, or the fp32 cache)
+  std::vector<attn_math::OnlineSoftmax> sm; // [vectors] (few vectors)
   std::vector<int> lo, hi; // [rows] visible key range of each query row, clipped to the item
 };
 void size_scratch(Scratch& s, int max_rows, int max_heads, int head_dim, int k_tile);

@@ -23,19 +23,10 @@ bool isa_supported(Isa isa) {
   if (isa == Isa::base) {
     return true;
   }
-#if defined(__x86_64__) && defined(__GNUC__) // as ATTN_CPU_MULTI_ISA in simd.h
+#if ATTN_CPU_MULTI_ISA
   __builtin_cpu_init();
-#if defined(__clang__)
-  // Clang has no level names here, nor "f16c"; every AVX2 processor has F16C.
-  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                  __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
-  const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                  __builtin_cpu_supports("avx512cd");
-#else
   const bool v3 = __builtin_cpu_supports("x86-64-v3");
   const bool v4 = __builtin_cpu_supports("x86-64-v4");
-#endif
   return isa == Isa::avx2 ? v3 : v4;
 #else
   return false;

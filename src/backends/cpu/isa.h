@@ -2,6 +2,15 @@
 // binary still runs AVX2 / AVX-512 code where the processor has it.
 #pragma once
 
+// The AVX2 and AVX-512 builds exist where GCC compiles for x86-64: cpu_kernels.cpp compiles its
+// loops once per level under `#pragma GCC target`. Elsewhere (another architecture, or Clang, whose
+// target pragma works differently) only the portable build is compiled.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ATTN_CPU_MULTI_ISA 1
+#else
+#define ATTN_CPU_MULTI_ISA 0
+#endif
+
 namespace attn::cpu {
 
 // Instruction-set level the kernels are compiled for; the backend picks the best one the

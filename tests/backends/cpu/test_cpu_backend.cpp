@@ -135,8 +135,9 @@ struct GridAxes {
   Deck<int> gqa;
   Deck<MaskOpt> mask;
   explicit GridAxes(Rng& rng)
-      : dtype({DType::f32, DType::f16, DType::bf16}, rng), head_dim({64, 80, 96, 128, 256}, rng),
-        block_size({8, 16, 32, 64, 128, 256}, rng), gqa({1, 2, 4, 8}, rng),
+      : dtype({DType::f32, DType::f16, DType::bf16}, rng),
+        head_dim({40, 64, 80, 96, 128, 256}, rng), block_size({8, 16, 32, 64, 128, 256}, rng),
+        gqa({1, 2, 4, 8}, rng),
         mask({MaskOpt::causal, MaskOpt::full, MaskOpt::window_left, MaskOpt::window_right,
               MaskOpt::both_windows, MaskOpt::softcap, MaskOpt::scale},
              rng) {}
@@ -328,6 +329,41 @@ TEST(CpuBackend, EveryKernelBuildPassesAGrid) {
     auto be = make_cpu_backend({.threads = 2, .kernels = ""}, isa);
     run_decode_grid(*be, 30, kGridSeed + 10 + uint64_t(isa));
     run_prefill_grid(*be, 30, kGridSeed + 20 + uint64_t(isa));
+  }
+}
+
+// Each build blocks its loops by its own register count and vector width (cpu_kernels_body.inc):
+// query vectors per item around one vector of lanes (the switch between the two score loops),
+// counts that leave tails of every block (keys, query rows, output vectors), head dims that end
+// in half a 16-float vector, and the soft cap, which both loops apply on their own.
+TEST(CpuBackend, EveryBuildCoversItsBlockTails) {
+  for (cpu::Isa isa : supported_isas()) {
+    SCOPED_TRACE(std::string("kernel build ") + cpu::isa_name(isa));
+    auto be = make_cpu_backend({.threads = 1, .kernels = ""}, isa);
+    for (int head_dim : {8, 24, 72}) {
+      for (int q_tile : {1, 3, 5, 9, 17}) {
+        for (double softcap : {0.0, 20.0}) {
+          AttnParams p;
+          p.dtype = DType::f32;
+          p.num_heads = 6;
+          p.num_kv_heads = 2; // groups of 3: q_tile * 3 query vectors per item with split=1
+          p.head_dim = head_dim;
+          p.block_size = 8;
+          p.softcap = softcap;
+          GenOptions gen;
+          gen.seed = uint64_t(head_dim * 100 + q_tile);
+          const Problem pr = make_prefill_problem(p, {q_tile + 4, 2}, {q_tile + 40, 19}, gen);
+          const ReferenceResult ref = reference_attention(pr);
+          for (int split : {0, 1}) {
+            for (int k_tile : {1, 7, 13}) {
+              const KernelConfig cfg{Family::prefill,
+                                     {{"q_tile", q_tile}, {"k_tile", k_tile}, {"split", split}}};
+              expect_matches(run_once(*be, pr, cfg), ref, p.dtype, pr.describe() + " " + cfg.key());
+            }
+          }
+        }
+      }
+    }
   }
 }
 
