@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <type_traits>
 #if ATTN_CPU_MULTI_ISA
 #include <immintrin.h>
 #endif
@@ -43,6 +44,7 @@ void size_scratch(Scratch& s, int max_rows, int max_heads, int head_dim, int k_t
   s.kv.resize(std::size_t(k_tile) * std::size_t(head_dim));
   s.zero_row.assign(std::size_t(head_dim), 0.0f);
   s.rows.resize(keys);
+  s.raw_rows.resize(keys);
   s.sm.resize(vectors);
   s.lo.resize(std::size_t(max_rows));
   s.hi.resize(std::size_t(max_rows));

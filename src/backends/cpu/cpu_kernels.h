@@ -67,6 +67,7 @@ struct Scratch {
   std::vector<float> kv;          // [k_tile, head_dim] converted K, then V, rows of one tile
   std::vector<float> zero_row;    // [head_dim] zeros: the rows that pad a tile to whole blocks
   std::vector<const float*> rows; // [k_tile + pad] fp32 row pointers (into kv, or the fp32 cache)
+  std::vector<const void*> raw_rows;        // [k_tile + pad] row pointers into a 16-bit cache
   std::vector<attn_math::OnlineSoftmax> sm; // [vectors] (few vectors)
   std::vector<int> lo, hi; // [rows] visible key range of each query row, clipped to the item
 };

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 // The kernels pass vectors to inlined helpers by value; GCC's notes about the ABI of doing so
 // across builds do not apply. Silenced for the rest of the translation unit, as GCC reports them
@@ -16,14 +17,24 @@
 
 namespace attn::cpu::simd {
 
-// GCC/Clang vector extensions of 4, 8 and 16 floats (xmm, ymm, zmm) and matching int32 lanes
-// (what comparisons return). Each per-level body uses the one its registers hold.
+// GCC/Clang vector extensions of 4, 8 and 16 floats (xmm, ymm, zmm), matching int32 lanes (what
+// comparisons return) and 16-bit lanes (stored fp16/bf16). Each level uses the width it holds.
 typedef float f32x4 __attribute__((vector_size(16)));
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef int32_t i32x8 __attribute__((vector_size(32)));
 typedef int32_t i32x16 __attribute__((vector_size(64)));
+typedef uint16_t u16x4 __attribute__((vector_size(8)));
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+typedef uint16_t u16x16 __attribute__((vector_size(32)));
+// The 16-bit and int32 vectors of as many lanes as V (4, 8 or 16 floats).
+template <class V>
+using u16_lanes =
+    std::conditional_t<sizeof(V) == 64, u16x16, std::conditional_t<sizeof(V) == 32, u16x8, u16x4>>;
+template <class V>
+using i32_lanes =
+    std::conditional_t<sizeof(V) == 64, i32x16, std::conditional_t<sizeof(V) == 32, i32x8, i32x4>>;
 
 // fp16 bits -> fp32 without branches, exact for every input (normals, subnormals, inf, NaN),
 // written with masks so the portable build vectorises it.
