@@ -355,7 +355,10 @@ public:
       kernels_ = m.value("kernels", json::object());
       sm_count_ = m.value("sm_count", 0);
       slug_ = m.value("slug", "");
-      if (!progress_) {
+      // The first worker's start sets the totals, even where a message before it already made
+      // the progress printer (a restarted worker keeps them).
+      if (!started_) {
+        started_ = true;
         sum_.total = m.value("total", 0);
         sum_.resumed = m.value("resumed", 0);
         progress_.emplace(opt_.progress, opt_.progress_tty, sum_.total, sum_.resumed);
@@ -433,6 +436,7 @@ private:
 
   const Profile& prof_;
   const SweepOptions& opt_;
+  bool started_ = false;
   std::optional<FolderLock> lock_;
   std::optional<SweepProgress> progress_;
   SweepSummary sum_;

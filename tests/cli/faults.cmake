@@ -16,7 +16,8 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   set(faults_out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_faults_out)
   add_test(NAME cli.sweep_faults_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${faults_out})
   set_tests_properties(cli.sweep_faults_clean PROPERTIES LABELS "cli" FIXTURES_SETUP faults_clean)
-  attn_cli_test(NAME sweep_faults EXIT 1 REGEX "5 timed, .* 3 faults.*--retry-faults"
+  attn_cli_test(NAME sweep_faults EXIT 1
+                REGEX "sweep: 8 measurements \\(0 from an earlier run\\): 5 timed, .* 3 faults.*--retry-faults"
                 ARGS sweep --device cpu --profile ${ATTN_CLI_DATA}/faults_profile.json --threads 2
                      --quiet --out ${faults_out})
   set_tests_properties(cli.sweep_faults PROPERTIES ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=${ATTN_FAULTS}"
