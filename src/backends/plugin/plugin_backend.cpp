@@ -113,9 +113,14 @@ public:
   RunOutput download() override { return {out_, lse_, writes_lse_}; }
 
   TimingResult time(const TimingOptions& opt) override {
+    std::vector<HostRange> touched = problem_read_ranges(pr_);
+    touched.push_back({out_.raw(), out_.data.size()});
+    touched.push_back({lse_.data(), lse_.size() * sizeof(float)});
+    touched.push_back({ws_->get(), std::size_t(ws_bytes_)});
     return time_host_call([this] { run(); }, opt, llc_bytes_,
                           "steady_clock, plugin " + lib_->identity().name + " on " +
-                              std::to_string(threads_) + " threads");
+                              std::to_string(threads_) + " threads",
+                          touched);
   }
 
 private:
