@@ -24,12 +24,11 @@ using nlohmann::json;
 
 const char* kProfile = R"({
   "name": "merge-test",
-  "decode": {"batch": [1, 3], "context_len": [16, 64, 256], "num_kv_heads": [1, 2],
+  "decode": {"batch": [1, 3], "context_len": [16, 300, 1100], "num_kv_heads": [1, 2],
              "gqa_ratio": [2], "head_dim": [16], "block_size": [16], "dtype": ["fp32"]},
   "prefill": {"batch": [1], "q_len": [16, 48], "k_len": [48], "num_kv_heads": [1],
               "num_heads": [2], "head_dim": [16], "block_size": [16], "dtype": ["fp32"]},
-  "configs": {"decode_v1": [{"split": 1}], "decode_v2": [{"partition": 16}, {"partition": 32}],
-              "prefill": "auto"},
+  "configs": {"decode_v1": "auto", "decode_v2": "auto", "prefill": "auto"},
   "timing": {"warmup": 1, "warmup_seconds": 0.0, "min_reps": 3, "max_reps": 5,
              "max_seconds": 0.01, "flush_cache": false},
   "validation": {"max_reference_work": 1e9, "min_rows": 2},
@@ -112,7 +111,7 @@ protected:
       shard_of[ws[i].key()] = shard[i];
       planned[std::size_t(shard[i])] += counts[i];
     }
-    std::vector<std::vector<json>> parts(std::size_t(n));
+    std::vector<std::vector<json>> parts(static_cast<std::size_t>(n));
     for (const auto& l : *lines_) {
       parts[std::size_t(shard_of.at(l.at("workload_key").get<std::string>()))].push_back(l);
     }
