@@ -47,16 +47,26 @@ the table is not modified after loading (call `clear_cache()` if it is) and work
 Python ints (convert tensor values with int()). dtype accepts the names `attn-tune table lookup`
 accepts (fp32/float32/f32/float, fp16/float16/f16/half, bf16/bfloat16) and torch dtypes
 (torch.bfloat16); anything else is a ValueError, as in the CLI.
+
+Fleet tables (`attn-tune table combine`, docs/fleet-tables.md) hold the tables of several GPU
+models keyed by canonical device name. `ThresholdTable.load(path, device_name=...)` reads a fleet
+file's entry for that device (any alias: "NVIDIA H100 80GB HBM3", "H100-SXM", "h100-sxm"; without
+a name, torch.cuda's current device); `nearest=True` falls back to the entry nearest by SM count
+and memory bandwidth. `table.selection` says which entry answers (and is logged); a single table
+loads as before, whatever the name.
 """
 
 import functools
 import json
+import logging
 import math
 import os
 import sys
 from dataclasses import dataclass, field
 
 SCHEMA = "attn-tune/threshold-table"
+FLEET_SCHEMA = "attn-tune/fleet-table"
+FLEET_VERSION = 1
 # The version attn-tune writes and the oldest one still read (kTableSchemaVersion and
 # kOldestTableSchemaVersion of the C++ reader).
 VERSION = 2
@@ -122,6 +132,7 @@ class ThresholdTable:
             raise TableError("threshold table has no 'decode' list")
         self.table = table
         self.version = version
+        self.selection = None  # set when read for a device (open_for_device)
         self._bound = {}
         self._make_caches()
 
@@ -141,9 +152,13 @@ class ThresholdTable:
         self._make_caches()
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path, device_name=None, nearest=False, sm_count=None, bandwidth_gbps=None):
+        """The table at `path`; a fleet table's entry for `device_name` (open_for_device)."""
         with open(path, encoding="utf-8") as f:
-            return cls(json.load(f))
+            doc = json.load(f)
+        if device_name is None and not nearest and doc.get("schema") != FLEET_SCHEMA:
+            return cls(doc)
+        return open_for_device(doc, device_name, nearest, sm_count, bandwidth_gbps)
 
     @property
     def provenance(self):
@@ -361,6 +376,159 @@ class ThresholdTable:
         return ((v2_from, None),)
 
 
+# Device models known by name: SM count and memory bandwidth (GB/s), as known_devices() in
+# include/attn_tune/fleet_table.hpp (the nearest-device fallback compares them).
+KNOWN_DEVICES = {
+    "b200": (148, 8000), "gh200": (132, 4000), "h200": (132, 4800), "h200-nvl": (132, 4800),
+    "h100-sxm": (132, 3350), "h100-nvl": (132, 3900), "h100-pcie": (114, 2000),
+    "h800-sxm": (132, 3350), "h800-pcie": (114, 2000), "h20": (78, 4000),
+    "a100-sxm4-80gb": (108, 2039), "a100-sxm4-40gb": (108, 1555),
+    "a100-pcie-80gb": (108, 1935), "a100-pcie-40gb": (108, 1555),
+    "a800-sxm4-80gb": (108, 2039), "l40s": (142, 864), "l40": (142, 864), "l4": (58, 300),
+    "a40": (84, 696), "a30": (56, 933), "a10g": (80, 600), "a10": (72, 600), "t4": (40, 320),
+    "v100-sxm2": (80, 900), "v100-pcie": (80, 900), "rtx-4090": (128, 1008),
+    "rtx-6000-ada": (142, 960), "mi300x": (304, 5300), "mi250x": (220, 3277),
+}
+_VENDOR_WORDS = {"nvidia", "amd", "geforce", "tesla", "instinct"}
+_log = logging.getLogger("attn_tune_table")
+
+
+def canonical_device_name(raw, memory_bytes=0):
+    """The canonical name of a device model, as canonical_device_name() of the C++ reader:
+    "NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB", "H100-SXM" -> "h100-sxm"; "NVIDIA H100
+    PCIe" -> "h100-pcie"; "NVIDIA A100-SXM4-40GB" -> "a100-sxm4-40gb" (the size from
+    `memory_bytes` when the name has none; without either, "a100-sxm4"); other names -> their
+    words in lower case joined by '-', without the vendor."""
+    words, cur = [], ""
+    for ch in str(raw):
+        if ch.isascii() and ch.isalnum():
+            cur += ch.lower()
+        elif cur:
+            words.append(cur)
+            cur = ""
+    if cur:
+        words.append(cur)
+    t = [w for w in words if w not in _VENDOR_WORDS]
+    pcie, nvl = "pcie" in t, "nvl" in t
+
+    def sized(base):
+        if "80gb" in t or "80g" in t:
+            return base + "-80gb"
+        if "40gb" in t or "40g" in t:
+            return base + "-40gb"
+        if memory_bytes and memory_bytes > 0:
+            return base + ("-80gb" if memory_bytes > (60 << 30) else "-40gb")
+        return base
+
+    if "gh200" in t:
+        return "gh200"
+    if "h200" in t:
+        return "h200-nvl" if nvl else "h200"
+    for h in ("h100", "h800"):
+        if h in t:
+            return h + ("-pcie" if pcie else "-nvl" if nvl else "-sxm")
+    for a in ("a100", "a800"):
+        if a in t:
+            return sized(a + ("-pcie" if pcie else "-sxm4"))
+    if "v100" in t:
+        return "v100-pcie" if pcie else "v100-sxm2"
+    if "rtx" in t and "6000" in t and "ada" in t:
+        return "rtx-6000-ada"
+    kept = [w for w in t if not (len(w) > 2 and w.endswith("gb") and w[0].isdigit())]
+    return "-".join(kept)
+
+
+@dataclass
+class Selection:
+    """Which fleet entry answers for a device: its canonical name, the raw name it was measured
+    on, whether it is the device's own entry (False: the nearest one, or a single table measured
+    on another model) and a line saying so."""
+    device: str
+    raw_name: str
+    exact: bool
+    distance: float
+    said: str
+
+
+def _current_device_name():
+    try:
+        import torch  # noqa: PLC0415 (only when a fleet file is loaded without a device name)
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name()
+    except ImportError:
+        pass
+    return None
+
+
+def select_fleet_entry(fleet, device_name, nearest=False, sm_count=None, bandwidth_gbps=None):
+    """The entry of a fleet table (parsed JSON) for `device_name`, and its Selection; raises
+    LookupError naming the entries there are when it has none (unless `nearest`)."""
+    if fleet.get("version") != FLEET_VERSION or not fleet.get("devices"):
+        raise TableError("not a fleet table of version %d with a 'devices' list" % FLEET_VERSION)
+    devices = fleet["devices"]
+    want = canonical_device_name(device_name)
+    hit = next((e for e in devices if e.get("device") == want), None)
+    if hit is None:
+        sized = [e for e in devices if e.get("device", "").startswith(want + "-")]
+        hit = sized[0] if len(sized) == 1 else None
+    if hit is not None:
+        return hit, Selection(hit["device"], hit.get("raw_name", ""), True, 0.0,
+                              "fleet entry %s (measured on %s) for device '%s'"
+                              % (hit["device"], hit.get("raw_name", ""), device_name))
+    have = ", ".join(e.get("device", "") for e in devices)
+    if not nearest:
+        raise LookupError("fleet table has no entry for '%s' (%s); it has %s (ask for the nearest "
+                          "by SM count and bandwidth to use one)" % (device_name, want, have))
+    sm, bw = KNOWN_DEVICES.get(want, (None, None))
+    sm, bw = sm_count or sm, bandwidth_gbps or bw
+    if not sm or not bw:
+        raise LookupError("fleet table has no entry for '%s' (%s) and its SM count and memory "
+                          "bandwidth are unknown; give them to pick the nearest of %s"
+                          % (device_name, want, have))
+    best, best_d = None, 0.0
+    for e in devices:
+        esm, ebw = e.get("sm_count") or 0, e.get("bandwidth_gbps") or 0
+        if esm <= 0 or ebw <= 0:
+            continue
+        d = abs(math.log2(esm / sm)) + abs(math.log2(ebw / bw))
+        if best is None or d < best_d - TIE_EPSILON:
+            best, best_d = e, d
+    if best is None:
+        raise LookupError("no entry of the fleet table records its SM count and bandwidth")
+    return best, Selection(best["device"], best.get("raw_name", ""), False, best_d,
+                           "no fleet entry for '%s' (%s); using the nearest, %s (measured on %s, "
+                           "%d SMs), distance %.2f" % (device_name, want, best["device"],
+                                                       best.get("raw_name", ""),
+                                                       best.get("sm_count", 0), best_d))
+
+
+def open_for_device(doc, device_name=None, nearest=False, sm_count=None, bandwidth_gbps=None):
+    """A ThresholdTable from a threshold table or a fleet table (parsed JSON), for the device
+    `device_name` (a fleet needs one: None asks torch for the current CUDA device). The table's
+    `selection` says which entry answers; it is also logged (logger "attn_tune_table")."""
+    if isinstance(doc, dict) and doc.get("schema") == FLEET_SCHEMA:
+        name = device_name or _current_device_name()
+        if not name:
+            raise TableError("a fleet table needs the name of the device to read it for "
+                             "(device_name=...)")
+        entry, sel = select_fleet_entry(doc, name, nearest, sm_count, bandwidth_gbps)
+        t = ThresholdTable(entry["table"])
+        t.selection = sel
+        (_log.info if sel.exact else _log.warning)("%s", sel.said)
+        return t
+    t = ThresholdTable(doc)
+    dev = t.table.get("provenance", {}).get("device", {})
+    raw = dev.get("name", "")
+    canon = canonical_device_name(raw, dev.get("memory_bytes", 0))
+    t.selection = Selection(canon, raw, True, 0.0, "")
+    if device_name and canonical_device_name(device_name) != canon:
+        t.selection = Selection(canon, raw, False, 0.0,
+                                "the table was measured on %s (%s), not on '%s' (%s)"
+                                % (raw, canon, device_name, canonical_device_name(device_name)))
+        _log.warning("%s", t.selection.said)
+    return t
+
+
 _LOADED = {}
 
 
@@ -399,8 +567,14 @@ def main(argv=None):
     ap.add_argument("--dtype", required=True)
     ap.add_argument("--window-left", type=int, default=-1)
     ap.add_argument("--softcap", type=float, default=0.0)
+    ap.add_argument("--device-name", help="the device's entry of a fleet table (any alias)")
+    ap.add_argument("--nearest", action="store_true",
+                    help="no entry for the device: the nearest by SM count and bandwidth")
     a = ap.parse_args(argv)
-    c = ThresholdTable.load(a.table).lookup(
+    t = ThresholdTable.load(a.table, device_name=a.device_name, nearest=a.nearest)
+    if t.selection is not None and t.selection.said:
+        print(t.selection.said, file=sys.stderr)
+    c = t.lookup(
         a.batch, a.context_len, a.num_heads, a.num_kv_heads, a.head_dim, a.block_size, a.dtype,
         window_left=a.window_left, softcap=a.softcap)
     print(c.family, c.config_key)

@@ -5,6 +5,7 @@ also put to `attn-tune table lookup` and the two answers must agree."""
 import copy
 import inspect
 import itertools
+import json
 import os
 import pickle
 import subprocess
@@ -304,6 +305,117 @@ class UseV2Test(unittest.TestCase):
                     b, seq, kvh = int(row[0]), int(row[1]), int(row[2])
                     want = t.lookup(b, seq, 7 * kvh, kvh, 128, 16, "fp16").family
                     self.assertEqual(row[4] == "v2", want == "decode_v2", row)
+
+
+def fleet_fixture(tmpdir):
+    """The synthetic fixture as an H100's table and its version-1 sibling as an A100's (at batch
+    4, ctx 64, kvh 8 the first picks v2 and the second v1), and the fleet file of the two as
+    `attn-tune table combine` would write it (by the CLI where ATTN_TUNE_BIN is set)."""
+    paths = []
+    for src, name, sm, mem in ((FIXTURE, "NVIDIA H100 80GB HBM3", 132, 80 << 30),
+                               (FIXTURE_V1, "NVIDIA A100-SXM4-40GB", 108, 40 << 30)):
+        with open(src, encoding="utf-8") as f:
+            t = json.load(f)
+        t["provenance"]["device"].update(name=name, sm_count=sm, memory_bytes=mem)
+        path = os.path.join(tmpdir, name.replace(" ", "_") + ".json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(t, f)
+        paths.append(path)
+    out = os.path.join(tmpdir, "fleet.json")
+    exe = os.environ.get("ATTN_TUNE_BIN")
+    if exe:
+        subprocess.run([exe, "table", "combine", out] + paths, check=True,
+                       stdout=subprocess.DEVNULL)
+    else:
+        devices = []
+        for path in paths:
+            with open(path, encoding="utf-8") as f:
+                t = json.load(f)
+            dev = t["provenance"]["device"]
+            canon = att.canonical_device_name(dev["name"], dev["memory_bytes"])
+            devices.append({"device": canon, "raw_name": dev["name"], "sm_count": dev["sm_count"],
+                            "bandwidth_gbps": att.KNOWN_DEVICES[canon][1], "table": t})
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump({"schema": att.FLEET_SCHEMA, "version": 1, "devices": devices}, f)
+    return out
+
+
+class FleetTest(unittest.TestCase):
+    """Fleet tables: each device and its aliases get their own entry, in this reader and (with
+    ATTN_TUNE_BIN) in `attn-tune table lookup --device-name`; the nearest only when asked."""
+
+    H100 = ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB", "H100-SXM", "h100-sxm")
+    A100 = ("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB", "a100-sxm4-40gb", "A100-SXM4")
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        cls.tmp = tempfile.mkdtemp(prefix="attn_fleet_")
+        cls.fleet = fleet_fixture(cls.tmp)
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_canonical_names_match_the_cpp_reader(self):
+        for raw, canon in (("NVIDIA H100 80GB HBM3", "h100-sxm"), ("H100-SXM", "h100-sxm"),
+                           ("NVIDIA H100 SXM5 80GB", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"),
+                           ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"),
+                           ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"), ("NVIDIA H200", "h200"),
+                           ("NVIDIA L40S", "l40s"), ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+                           ("AMD Instinct MI300X", "mi300x")):
+            self.assertEqual(att.canonical_device_name(raw), canon, raw)
+        self.assertEqual(att.canonical_device_name("A100-SXM4", 80 << 30), "a100-sxm4-80gb")
+        for name in att.KNOWN_DEVICES:
+            self.assertEqual(att.canonical_device_name(name), name)
+
+    def test_each_device_and_alias_gets_its_entry(self):
+        q = query(4, 64)
+        for names, entry, key in ((self.H100, "h100-sxm", "decode_v2[partition=256]"),
+                                  (self.A100, "a100-sxm4-40gb", "decode_v1[]")):
+            for name in names:
+                t = att.ThresholdTable.load(self.fleet, device_name=name)
+                self.assertEqual(t.selection.device, entry, name)
+                self.assertTrue(t.selection.exact)
+                self.assertIn("fleet entry %s" % entry, t.selection.said)
+                self.assertEqual(t.lookup(**q).config_key, key, name)
+
+    def test_nearest_only_when_asked(self):
+        with self.assertRaisesRegex(LookupError, r"no entry for 'NVIDIA H200' \(h200\); it has "
+                                                 r"h100-sxm, a100-sxm4-40gb"):
+            att.ThresholdTable.load(self.fleet, device_name="NVIDIA H200")
+        t = att.ThresholdTable.load(self.fleet, device_name="NVIDIA H200", nearest=True)
+        self.assertEqual(t.selection.device, "h100-sxm")
+        self.assertFalse(t.selection.exact)
+        self.assertIn("using the nearest, h100-sxm", t.selection.said)
+        with self.assertRaises(LookupError):
+            att.ThresholdTable.load(self.fleet, device_name="Mystery GPU", nearest=True)
+        t = att.ThresholdTable.load(self.fleet, device_name="Mystery GPU", nearest=True,
+                                    sm_count=100, bandwidth_gbps=1500)
+        self.assertEqual(t.selection.device, "a100-sxm4-40gb")
+
+    def test_single_tables_load_as_before(self):
+        plain = att.ThresholdTable.load(FIXTURE)
+        self.assertIsNone(plain.selection)
+        named = att.ThresholdTable.load(FIXTURE, device_name="NVIDIA H100 80GB HBM3")
+        self.assertFalse(named.selection.exact)  # the fixture was measured on another device
+        self.assertEqual(named.lookup(**query(4, 64)).config_key,
+                         plain.lookup(**query(4, 64)).config_key)
+
+    @unittest.skipUnless(os.environ.get("ATTN_TUNE_BIN"), "ATTN_TUNE_BIN not set")
+    def test_cli_agrees_for_every_alias(self):
+        exe = os.environ["ATTN_TUNE_BIN"]
+        args = ["--batch", "4", "--context-len", "64", "--num-heads", "32", "--num-kv-heads", "8",
+                "--head-dim", "128", "--block-size", "16", "--dtype", "fp16"]
+        for name in self.H100 + self.A100:
+            r = subprocess.run([exe, "table", "lookup", self.fleet, "--device-name", name] + args,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               check=True)
+            t = att.ThresholdTable.load(self.fleet, device_name=name)
+            c = t.lookup(**query(4, 64))
+            self.assertEqual(r.stdout.split(), [c.family, c.config_key], name)
+            self.assertIn("fleet entry %s" % t.selection.device, r.stderr)
 
 
 if __name__ == "__main__":

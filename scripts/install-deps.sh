@@ -30,3 +30,13 @@ if command -v "$PY" >/dev/null 2>&1; then
     "$PY" -m pip install -q numpy safetensors
   fi
 fi
+
+# The Ray driver (python/attn_tune_ray.py) and its test (ctest -L ray) use Ray from PyPI for the
+# same python3; pinned, and a wheel only (about 25 s to install; the test skips without it).
+RAY_VERSION=2.60.0
+if command -v "$PY" >/dev/null 2>&1; then
+  if ! "$PY" -c "import ray, sys; sys.exit(ray.__version__ != '$RAY_VERSION')" 2>/dev/null; then
+    echo "install-deps: installing ray==$RAY_VERSION for $PY"
+    "$PY" -m pip install -q --only-binary=:all: "ray==$RAY_VERSION"
+  fi
+fi

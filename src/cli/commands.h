@@ -14,6 +14,7 @@ struct Command {
 };
 
 Command setup_devices(CLI::App& root);
+Command setup_merge(CLI::App& root);
 Command setup_plugin(CLI::App& root);
 Command setup_replay(CLI::App& root);
 Command setup_sweep(CLI::App& root);

@@ -30,6 +30,7 @@ struct SweepOptions {
   bool in_process = false;
   std::string timing;  // "events" or "graph"; empty: the profile's timing.mode
   std::string kernels; // a kernel plugin library; empty: the built-in kernels
+  std::string shard;   // "I/N": measure shard I of N (src/tuning/shard.h); empty: all
 };
 
 int run_sweep(const SweepOptions& o) {
@@ -44,7 +45,13 @@ int run_sweep(const SweepOptions& o) {
   const std::shared_ptr<const PluginLibrary> plugin = open_kernels(o.kernels);
   const BackendOptions bo{.threads = o.threads, .kernels = o.kernels};
   attn::SweepOptions so;
+  if (!o.shard.empty()) {
+    so.shard = parse_shard(o.shard);
+  }
   so.out_dir = o.out.empty() ? "attn-tune-out/" + prof.name : o.out;
+  if (o.out.empty() && so.shard.sharded()) {
+    so.out_dir += "/shard-" + std::to_string(so.shard.index);
+  }
   so.resume = o.resume;
   so.retry_faults = o.retry_faults;
   so.wait_for_device = !o.no_wait;
@@ -71,8 +78,9 @@ int run_sweep(const SweepOptions& o) {
     }
     emit({{"ev", "say"},
           {"text", "sweep: profile " + prof.name + " (hash " + prof.hash + ") on " + dev.name +
-                       " (" + dev.id + ") with " + kernels_phrase(plugin.get()) + ", results in " +
-                       so.out_dir}});
+                       " (" + dev.id + ") with " + kernels_phrase(plugin.get()) +
+                       (so.shard.sharded() ? ", shard " + so.shard.text() : std::string()) +
+                       ", results in " + so.out_dir}});
     if (dev.backend == "cpu" && prof.name == "default") {
       // The default grid is sized for a GPU; say so before the ETA does.
       emit({{"ev", "say"},
@@ -145,6 +153,10 @@ Command setup_sweep(CLI::App& root) {
                   "profile's timing.mode, else events")
       ->check(CLI::IsMember({"events", "graph"}));
   add_kernels_option(sub, opt->kernels);
+  sub->add_option("--shard", opt->shard,
+                  "I/N: measure only shard I of N (counted from 0), a fixed part of the plan "
+                  "balanced by estimated cost; `attn-tune merge` joins the shards' folders "
+                  "(default --out: attn-tune-out/<profile>/shard-I)");
   return {sub, [opt] { return run_sweep(*opt); }};
 }
 

@@ -3,15 +3,19 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "include/attn_tune/fleet_table.hpp"
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "src/backends/backend.h"
 #include "src/backends/plugin/plugin_library.h"
 #include "src/backends/registry.h"
 #include "src/cli/commands.h"
 #include "src/cli/table_text.h"
+#include "src/io/atomic_file.h"
 #include "src/model/errors.h"
 #include "src/tuning/results_file.h"
 #include "src/tuning/table_schema.h"
@@ -26,19 +30,25 @@ struct TableOptions {
   std::string device;
   std::string kernels; // the kernels the caller runs: a plugin library, a plugin name, "attn-tune"
   attn_tune::Query q;
+  attn_tune::FleetQuery fleet; // --device-name, --nearest, --sm-count, --bandwidth-gbps
+  std::string out;             // table combine: the fleet file to write
+  std::vector<std::string> tables;
 };
 
-attn_tune::ThresholdTableReader load_table(const std::string& path) {
+nlohmann::json load_json(const std::string& path) {
   std::ifstream f(path);
   if (!f) {
     throw InputError("cannot read threshold table '" + path + "'");
   }
-  nlohmann::json j;
   try {
-    j = nlohmann::json::parse(f);
+    return nlohmann::json::parse(f);
   } catch (const nlohmann::json::parse_error&) {
     throw InputError("'" + path + "' is not valid JSON");
   }
+}
+
+attn_tune::ThresholdTableReader load_table(const std::string& path) {
+  nlohmann::json j = load_json(path);
   try {
     return attn_tune::ThresholdTableReader(std::move(j));
   } catch (const std::exception& e) {
@@ -110,7 +120,39 @@ void warn_if_other_kernels(const nlohmann::json& table, const std::string& named
   }
 }
 
+// `table show` of a fleet file: its entries, then each entry's table.
+int show_fleet(const TableOptions& o, const nlohmann::json& doc) {
+  if (o.json) {
+    std::printf("%s\n", doc.dump(2).c_str());
+    return kExitOk;
+  }
+  const auto& devices = doc.at("devices");
+  std::printf("%s: fleet table of %zu devices\n", o.file.c_str(), devices.size());
+  for (const auto& e : devices) {
+    std::printf("  %s: %s, %d SMs\n", e.value("device", "").c_str(),
+                e.value("raw_name", "").c_str(), e.value("sm_count", 0));
+  }
+  for (const auto& e : devices) {
+    std::printf("\n== %s ==\n", e.value("device", "").c_str());
+    try {
+      validate_table(e.at("table"));
+    } catch (const InputError& ex) {
+      throw InputError("'" + o.file + "' entry " + e.value("device", "") + ": " + ex.what());
+    }
+    std::printf("%s", describe_table(e.at("table")).c_str());
+  }
+  return kExitOk;
+}
+
 int run_table_show(const TableOptions& o) {
+  if (const nlohmann::json doc = load_json(o.file); attn_tune::FleetTable::is_fleet(doc)) {
+    try {
+      (void)attn_tune::FleetTable(doc);
+    } catch (const std::exception& e) {
+      throw InputError("'" + o.file + "': " + e.what());
+    }
+    return show_fleet(o, doc);
+  }
   const auto t = load_table(o.file);
   if (o.json) {
     std::printf("%s\n", t.json().dump(2).c_str());
@@ -125,8 +167,33 @@ int run_table_show(const TableOptions& o) {
   return kExitOk;
 }
 
+// The table a lookup reads: a single table as it is, or a fleet file's entry for the device
+// (--device-name, else this machine's device), saying which entry answers.
+attn_tune::FleetSelection table_for_lookup(const TableOptions& o) {
+  const nlohmann::json doc = load_json(o.file);
+  attn_tune::FleetQuery fq = o.fleet;
+  if (fq.device_name.empty() && attn_tune::FleetTable::is_fleet(doc)) {
+    const auto cur = current_device(o.device);
+    if (!cur) {
+      throw InputError("'" + o.file + "' is a fleet table and device '" + o.device +
+                       "' is not on this machine; name one with --device-name");
+    }
+    fq.device_name = cur->name;
+  }
+  try {
+    attn_tune::FleetSelection s = attn_tune::open_table_for_device(doc, fq);
+    if (attn_tune::FleetTable::is_fleet(doc) || !s.said.empty()) {
+      std::fprintf(stderr, "attn-tune: %s%s\n", s.exact ? "" : "note: ", s.said.c_str());
+    }
+    return s;
+  } catch (const std::exception& e) {
+    throw InputError("'" + o.file + "': " + e.what());
+  }
+}
+
 int run_table_lookup(const TableOptions& o) {
-  const auto t = load_table(o.file);
+  const attn_tune::FleetSelection sel = table_for_lookup(o);
+  const attn_tune::ThresholdTableReader& t = sel.table;
   attn_tune::Query q = o.q;
   // An unknown dtype is a usage error, not a silent nearest match; aliases become table names.
   q.dtype = std::string(dtype_name(parse_dtype(o.q.dtype)));
@@ -134,7 +201,9 @@ int run_table_lookup(const TableOptions& o) {
     throw InputError("--num-heads " + std::to_string(o.q.num_heads) +
                      " is not a multiple of --num-kv-heads " + std::to_string(o.q.num_kv_heads));
   }
-  warn_if_other_device(t.json(), o.device);
+  if (o.fleet.device_name.empty() && !attn_tune::FleetTable::is_fleet(load_json(o.file))) {
+    warn_if_other_device(t.json(), o.device); // with a device name, the name is the device
+  }
   if (!o.kernels.empty()) {
     warn_if_other_kernels(t.json(), o.kernels);
   }
@@ -167,17 +236,72 @@ int run_table_lookup(const TableOptions& o) {
   return kExitOk;
 }
 
+// `table combine`: one fleet entry per table (a fleet file given as input adds its entries),
+// keyed by canonical device name; two tables of one device model are refused.
+int run_table_combine(const TableOptions& o) {
+  nlohmann::json devices = nlohmann::json::array();
+  std::map<std::string, std::string> from; // canonical name -> the file it came from
+  auto add = [&](const nlohmann::json& table, const std::string& file) {
+    try {
+      validate_table(table);
+    } catch (const InputError& e) {
+      throw InputError("'" + file + "': " + e.what());
+    }
+    const nlohmann::json dev = table.at("provenance").at("device");
+    const std::string raw = dev.value("name", "");
+    const std::string canon =
+        attn_tune::canonical_device_name(raw, dev.value("memory_bytes", int64_t(0)));
+    if (const auto it = from.find(canon); it != from.end()) {
+      throw InputError("'" + file + "' and '" + it->second + "' are both tables of " + canon +
+                       " (" + raw + "); a fleet file holds one table per device model");
+    }
+    from[canon] = file;
+    const attn_tune::KnownDevice* known = attn_tune::find_known_device(canon);
+    const int sm = dev.value("sm_count", known != nullptr ? known->sm_count : 0);
+    nlohmann::json e = {{"device", canon},
+                        {"raw_name", raw},
+                        {"backend", dev.value("backend", "")},
+                        {"sm_count", sm},
+                        {"bandwidth_gbps", known != nullptr ? nlohmann::json(known->bandwidth_gbps)
+                                                            : nlohmann::json(nullptr)},
+                        {"source", file},
+                        {"table", table}};
+    devices.push_back(std::move(e));
+  };
+  for (const auto& file : o.tables) {
+    const nlohmann::json doc = load_json(file);
+    if (attn_tune::FleetTable::is_fleet(doc)) {
+      for (const auto& e : doc.value("devices", nlohmann::json::array())) {
+        add(e.at("table"), file);
+      }
+    } else {
+      add(doc, file);
+    }
+  }
+  const nlohmann::json fleet = {{"schema", attn_tune::kFleetSchemaName},
+                                {"version", attn_tune::kFleetSchemaVersion},
+                                {"devices", devices}};
+  write_json_atomically(o.out, fleet);
+  for (const auto& e : devices) {
+    std::printf("table combine: %s <- %s (%s)\n", e.value("device", "").c_str(),
+                e.value("raw_name", "").c_str(), e.value("source", "").c_str());
+  }
+  std::printf("table combine: fleet table %s (%zu devices)\n", o.out.c_str(), devices.size());
+  return kExitOk;
+}
+
 } // namespace
 
 Command setup_table(CLI::App& root) {
   auto opt = std::make_shared<TableOptions>();
-  CLI::App* sub = root.add_subcommand("table", "Show a threshold table or look a decode call up");
+  CLI::App* sub = root.add_subcommand(
+      "table", "Show a threshold table, look a decode call up, or combine tables into a fleet");
   sub->require_subcommand(1);
   CLI::App* show = sub->add_subcommand("show", "Explain a threshold table");
-  show->add_option("FILE", opt->file, "threshold_table.json")->required();
+  show->add_option("FILE", opt->file, "threshold_table.json or a fleet table")->required();
   show->add_flag("--json", opt->json, "Print the table itself (pretty JSON)");
   CLI::App* lk = sub->add_subcommand("lookup", "v1 or v2, and the configuration, for one call");
-  lk->add_option("FILE", opt->file, "threshold_table.json")->required();
+  lk->add_option("FILE", opt->file, "threshold_table.json or a fleet table")->required();
   lk->add_option("--batch", opt->q.batch, "Sequences in the batch")
       ->required()
       ->check(CLI::PositiveNumber);
@@ -208,10 +332,31 @@ Command setup_table(CLI::App& root) {
   lk->add_option("--kernels", opt->kernels,
                  "The kernels you run: a plugin library (PATH.so), a plugin's name, or attn-tune "
                  "(built-in); warns when the table timed others");
+  lk->add_option("--device-name", opt->fleet.device_name,
+                 "The device to answer for, by any of its names (\"NVIDIA H100 80GB HBM3\", "
+                 "H100-SXM, h100-sxm): picks its entry of a fleet table (default: this "
+                 "machine's device); with a single table, notes when it was measured on another");
+  lk->add_flag("--nearest", opt->fleet.nearest,
+               "With a fleet table that has no entry for the device: use the entry nearest by "
+               "SM count and memory bandwidth instead of failing");
+  lk->add_option("--sm-count", opt->fleet.sm_count,
+                 "With --nearest: the device's SM count, when attn-tune does not know the model")
+      ->check(CLI::PositiveNumber);
+  lk->add_option("--bandwidth-gbps", opt->fleet.bandwidth_gbps,
+                 "With --nearest: the device's memory bandwidth in GB/s, likewise")
+      ->check(CLI::PositiveNumber);
   lk->add_flag("--json", opt->json, "Print the choice as JSON");
-  return {sub, [opt, show, lk] {
+  CLI::App* comb = sub->add_subcommand(
+      "combine", "Join tables of different GPU models into one fleet table keyed by canonical "
+                 "device name (docs/fleet-tables.md)");
+  comb->add_option("OUT", opt->out, "The fleet table to write")->required();
+  comb->add_option("TABLE", opt->tables, "Threshold tables (or fleet tables) to join")->required();
+  return {sub, [opt, show, comb] {
             if (show->parsed()) {
               return run_table_show(*opt);
+            }
+            if (comb->parsed()) {
+              return run_table_combine(*opt);
             }
             return run_table_lookup(*opt);
           }};

@@ -217,6 +217,18 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
       throw InputError(path + " was timed with --timing " + h.value("timing_mode", "events") +
                        ", not " + mode + "; --resume needs the same timing mode");
     }
+    // A shard's folder resumes that shard only: another split measures other workloads.
+    const auto shard_text = [](const json& hdr) {
+      if (!hdr.contains("shard")) {
+        return std::string("0/1");
+      }
+      return std::to_string(hdr["shard"].value("index", 0)) + "/" +
+             std::to_string(hdr["shard"].value("count", 1));
+    };
+    if (shard_text(h) != shard_text(header)) {
+      throw InputError(path + " holds shard " + shard_text(h) + " of the plan, not " +
+                       shard_text(header) + "; --resume needs the same --shard");
+    }
     // A table is true only for the kernels that were timed: a plugin (by its library's hash)
     // or the built-in kernels. Files from before plugins existed timed the built-in ones.
     const json builtin = {{"source", "built-in"}, {"name", "attn-tune"}};

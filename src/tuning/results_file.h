@@ -76,10 +76,10 @@ struct OpenedResults {
 // Opens `path` for the sweep described by `header` (type, schema, version, profile,
 // profile_hash, device, seed, ...). An empty or absent file gets `header` as its first line.
 // A file with content needs `resume` and the same profile hash, device (backend, name, uuid,
-// threads), seed and timing mode (absent: events), else InputError saying which differs; a
-// half-written last line is cut off.
-// Measurements recorded as `error` are not done until they have been retried once; those
-// recorded as `fault` (they crashed or hung a worker) are done unless `retry_faults`.
+// threads), seed, timing mode (absent: events) and shard (absent: 0/1), else InputError saying
+// which differs; a half-written last line is cut off. Measurements recorded as `error` are not done
+// until they have been retried once; those recorded as `fault` (they crashed or hung a worker) are
+// done unless `retry_faults`.
 [[nodiscard]] OpenedResults open_results(const std::string& path, const nlohmann::json& header,
                                          bool resume, bool retry_faults = false);
 

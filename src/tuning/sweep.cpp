@@ -23,6 +23,7 @@
 #include "src/io/supervisor.h"
 #include "src/model/errors.h"
 #include "src/model/rng.h"
+#include "src/tuning/shard.h"
 #include "src/tuning/sweep_progress.h"
 #include "src/tuning/workloads.h"
 #include "src/validation/check.h"
@@ -35,20 +36,42 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The first line of results.jsonl: what a resumed sweep must match.
-json results_header(const Profile& prof, const Backend& be, uint64_t seed) {
-  return {{"type", "header"},
-          {"schema", kResultsSchema},
-          {"version", kResultsVersion},
-          {"profile", prof.name},
-          {"profile_hash", prof.hash},
-          {"device", be.info().to_json()},
-          {"kernels", be.kernels()},
-          {"seed", seed},
-          {"timing_mode", timing_mode_name(prof.timing.mode)},
-          {"tool_version", ATTN_VERSION},
-          {"git_hash", ATTN_GIT_HASH},
-          {"started_utc", utc_now()}};
+// What made the measurements, as the table's provenance records it: the timing options.
+json timing_options_json(const TimingOptions& t) {
+  return {{"warmup", t.warmup},           {"warmup_seconds", t.warmup_seconds},
+          {"min_reps", t.min_reps},       {"max_reps", t.max_reps},
+          {"max_seconds", t.max_seconds}, {"target_noise", t.target_noise},
+          {"flush_cache", t.flush_cache}, {"mode", timing_mode_name(t.mode)}};
+}
+
+// The first line of results.jsonl: what a resumed sweep must match, and what `merge` needs to
+// check shards against each other and to build their table (timing options, kernel sources,
+// the shard and the size of its plan).
+json results_header(const Profile& prof, const Backend& be, uint64_t seed, const ShardSpec& shard,
+                    int workloads, int measurements) {
+  const json kernels = be.kernels();
+  const bool plugin = kernels.value("source", "") == "plugin";
+  json h = {{"type", "header"},
+            {"schema", kResultsSchema},
+            {"version", kResultsVersion},
+            {"profile", prof.name},
+            {"profile_hash", prof.hash},
+            {"device", be.info().to_json()},
+            {"kernels", kernels},
+            {"kernel_sources_sha256", plugin ? kernels.value("library_sha256", "")
+                                             : std::string(generated::kKernelSourcesSha256)},
+            {"seed", seed},
+            {"timing_mode", timing_mode_name(prof.timing.mode)},
+            {"timing_options", timing_options_json(prof.timing)},
+            {"tool_version", ATTN_VERSION},
+            {"git_hash", ATTN_GIT_HASH},
+            {"started_utc", utc_now()}};
+  // The size of this folder's plan tells `merge` whether the folder is complete.
+  h["plan"] = {{"workloads", workloads}, {"measurements", measurements}};
+  if (shard.sharded()) {
+    h["shard"] = {{"index", shard.index}, {"count", shard.count}};
+  }
+  return h;
 }
 
 // One workload with the configurations still to measure (those not in results.jsonl).
@@ -206,10 +229,29 @@ std::string device_lock_key(const DeviceInfo& dev) {
 int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool resume,
                  const std::set<std::string>& skip, const Emit& emit) {
   const DeviceInfo& dev = be.info();
-  // The results file first: a sweep that cannot resume says so at once, not after a wait.
+  // The plan: the profile's workloads (this shard's only) and the configurations of each.
+  const std::vector<Workload> all_workloads = expand_workloads(prof);
+  std::vector<std::vector<KernelConfig>> all_configs;
+  std::vector<int> config_counts;
+  for (const auto& w : all_workloads) {
+    all_configs.push_back(configs_for(prof, be, w));
+    config_counts.push_back(int(all_configs.back().size()));
+  }
+  const std::vector<int> shard_of = assign_shards(all_workloads, config_counts, opt.shard.count);
+  std::vector<std::size_t> mine;
+  int shard_measurements = 0;
+  for (std::size_t i = 0; i < all_workloads.size(); ++i) {
+    if (shard_of[i] == opt.shard.index) {
+      mine.push_back(i);
+      shard_measurements += config_counts[i];
+    }
+  }
+  // The results file before the device: a sweep that cannot resume says so at once, not after
+  // a wait.
   const std::string results = (fs::path(opt.out_dir) / "results.jsonl").string();
-  OpenedResults log =
-      open_results(results, results_header(prof, be, opt.seed), resume, opt.retry_faults);
+  OpenedResults log = open_results(
+      results, results_header(prof, be, opt.seed, opt.shard, int(mine.size()), shard_measurements),
+      resume, opt.retry_faults);
   const DeviceLock timing_lock(
       device_lock_key(dev), opt.wait_for_device, [&](const std::string& pid) {
         emit({{"ev", "log"},
@@ -218,14 +260,13 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
                            " is timing on it (--no-wait to stop instead)"}});
       });
 
-  // The plan: every workload with the configurations it still needs.
-  const std::vector<Workload> workloads = expand_workloads(prof);
   std::vector<PlannedWorkload> plan;
   int total = 0;
   int resumed = 0;
-  for (const auto& w : workloads) {
+  for (const std::size_t i : mine) {
+    const Workload& w = all_workloads[i];
     PlannedWorkload pw{&w, w.key(), {}};
-    for (const auto& c : configs_for(prof, be, w)) {
+    for (const auto& c : all_configs[i]) {
       ++total;
       const std::string key = record_key(pw.key, c.key());
       if (log.done.count(key) || skip.count(key)) {
@@ -285,10 +326,9 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
   return 0;
 }
 
-// What made the table: device, tool, kernels, profile, timing method, mode and options, the
-// clocks the measurements saw, seed.
-json sweep_provenance(const json& device, const json& kernels, const Profile& prof,
-                      const SweepOptions& opt, const std::vector<MeasurementRecord>& records,
+} // namespace
+
+json table_provenance(const json& header, const std::vector<MeasurementRecord>& records,
                       const std::vector<json>& lines) {
   std::vector<json> timings;
   for (const auto& l : lines) {
@@ -304,31 +344,41 @@ json sweep_provenance(const json& device, const json& kernels, const Profile& pr
     }
   }
   // The kernels' sources: the embedded kernel files, or the plugin library that was timed.
+  const json kernels = header.value("kernels", json::object());
   const bool plugin = kernels.value("source", "") == "plugin";
-  json k = kernels.is_object() && !kernels.empty()
-               ? kernels
-               : json{{"source", "built-in"}, {"name", "attn-tune"}};
-  return {{"device", device},
-          {"tool", {{"name", "attn-tune"}, {"version", ATTN_VERSION}, {"git_hash", ATTN_GIT_HASH}}},
-          {"kernels", k},
-          {"kernel_sources_sha256", plugin ? kernels.value("library_sha256", "")
-                                           : std::string(generated::kKernelSourcesSha256)},
-          {"profile", {{"name", prof.name}, {"hash", prof.hash}}},
-          {"created_utc", utc_now()},
-          {"timing_method", method},
-          {"timing_mode", timing_mode_name(prof.timing.mode)},
-          {"clocks", clock_summary(timings)},
-          {"timing_options",
-           {{"warmup", prof.timing.warmup},
-            {"warmup_seconds", prof.timing.warmup_seconds},
-            {"min_reps", prof.timing.min_reps},
-            {"max_reps", prof.timing.max_reps},
-            {"max_seconds", prof.timing.max_seconds},
-            {"target_noise", prof.timing.target_noise},
-            {"flush_cache", prof.timing.flush_cache},
-            {"mode", timing_mode_name(prof.timing.mode)}}},
-          {"seed", opt.seed}};
+  const json k = kernels.is_object() && !kernels.empty()
+                     ? kernels
+                     : json{{"source", "built-in"}, {"name", "attn-tune"}};
+  std::string sources = header.value("kernel_sources_sha256", "");
+  if (sources.empty()) {
+    sources =
+        plugin ? kernels.value("library_sha256", "") : std::string(generated::kKernelSourcesSha256);
+  }
+  json pv = {{"device", header.at("device")},
+             {"tool",
+              {{"name", "attn-tune"},
+               {"version", header.value("tool_version", ATTN_VERSION)},
+               {"git_hash", header.value("git_hash", ATTN_GIT_HASH)}}},
+             {"kernels", k},
+             {"kernel_sources_sha256", sources},
+             {"profile",
+              {{"name", header.value("profile", "")}, {"hash", header.value("profile_hash", "")}}},
+             {"created_utc", utc_now()},
+             {"timing_method", method},
+             {"timing_mode", header.value("timing_mode", "events")},
+             {"clocks", clock_summary(timings)}};
+  if (header.contains("timing_options")) {
+    pv["timing_options"] = header["timing_options"];
+  }
+  pv["seed"] = header.value("seed", uint64_t(0));
+  if (header.contains("shard")) {
+    pv["shard"] = {{"index", header["shard"].value("index", 0)},
+                   {"count", header["shard"].value("count", 1)}};
+  }
+  return pv;
 }
+
+namespace {
 
 // The supervisor's side of a sweep: holds the output folder, turns the workers' reports into
 // progress and a tally, records faults, and builds the table from everything in results.jsonl
@@ -403,8 +453,21 @@ public:
     }
     const ResultsFile all = read_results(sum_.results_path);
     const auto records = to_records(all.lines);
-    sum_.table = build_threshold_table(
-        records, sweep_provenance(device_, kernels_, prof_, opt_, records, all.lines), sm_count_);
+    // The header of this file (an earlier run's, when resumed), with the device and kernels this
+    // run saw and the profile's timing options as they stand.
+    json header = all.header.is_object() ? all.header : json::object();
+    header["device"] = device_;
+    header["kernels"] = kernels_;
+    header["seed"] = opt_.seed;
+    header["timing_options"] = timing_options_json(prof_.timing);
+    header["timing_mode"] = timing_mode_name(prof_.timing.mode);
+    header["profile"] = prof_.name;
+    header["profile_hash"] = prof_.hash;
+    header["tool_version"] = ATTN_VERSION;
+    header["git_hash"] = ATTN_GIT_HASH;
+    header.erase("kernel_sources_sha256"); // this binary's, as the kernels were timed by it
+    sum_.table =
+        build_threshold_table(records, table_provenance(header, records, all.lines), sm_count_);
     sum_.table_path = (fs::path(opt_.out_dir) / "threshold_table.json").string();
     write_json_atomically(sum_.table_path, sum_.table);
     if (!opt_.publish_dir.empty()) {
@@ -418,9 +481,8 @@ public:
         }
         kernels += "-";
       }
-      sum_.published_path = (fs::path(opt_.publish_dir) /
-                             (slug_ + "-" + kernels + prof_.name + ".json"))
-                                .string();
+      sum_.published_path =
+          (fs::path(opt_.publish_dir) / (slug_ + "-" + kernels + prof_.name + ".json")).string();
       write_json_atomically(sum_.published_path, sum_.table);
     }
     return sum_;

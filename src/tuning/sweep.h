@@ -14,6 +14,7 @@
 #include "src/io/supervisor.h"
 #include "src/tuning/profile.h"
 #include "src/tuning/results_file.h"
+#include "src/tuning/shard.h"
 #include "src/tuning/threshold_table.h"
 
 namespace attn {
@@ -30,6 +31,7 @@ struct SweepOptions {
   FILE* progress = nullptr;              // progress lines; nullptr: silent
   FILE* info = nullptr;                  // the workers' {"ev": "say"} lines, each once
   bool progress_tty = false;             // rewrite one line in place instead of a line each
+  ShardSpec shard;                       // measure only this part of the plan (src/tuning/shard.h)
 };
 
 struct SweepSummary {
@@ -58,6 +60,12 @@ using BackendMaker = std::function<std::unique_ptr<Backend>(const Emit& emit)>;
 // or hangs its worker is recorded as `fault` with the reason, and a fresh worker carries on.
 [[nodiscard]] SweepSummary run_sweep_isolated(const BackendMaker& make, const Profile& prof,
                                               const SweepOptions& opt);
+
+// The table's provenance (docs/threshold-table.md) from a results.jsonl header and its records:
+// what `sweep` writes at its end and `merge` writes for the shards it joins.
+[[nodiscard]] nlohmann::json table_provenance(const nlohmann::json& header,
+                                              const std::vector<MeasurementRecord>& records,
+                                              const std::vector<nlohmann::json>& lines);
 
 // The data seed of a workload: the sweep seed mixed with a hash of the workload key, so a
 // resumed sweep regenerates the same inputs.

@@ -1,0 +1,56 @@
+// `attn-tune merge OUT DIR...`: joins the folders of a sharded sweep (sweep --shard I/N) into one
+// results.jsonl and threshold table, refusing folders that do not belong together.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/cli/commands.h"
+#include "src/model/errors.h"
+#include "src/tuning/merge.h"
+
+namespace attn::cli {
+
+namespace {
+
+struct MergeOptions {
+  std::string out;
+  std::vector<std::string> dirs;
+  bool partial = false;
+};
+
+int run_merge(const MergeOptions& o) {
+  attn::MergeOptions mo;
+  mo.partial = o.partial;
+  mo.info = stdout;
+  const MergeSummary s = merge_shards(o.out, o.dirs, mo);
+  std::printf("merge: %d measurements from %zu folders (%d shards%s, %d duplicate keys)\n",
+              s.measurements, s.folders.size(), s.shard_count,
+              s.complete ? ", complete" : ", INCOMPLETE", s.duplicates);
+  std::printf("merge: results %s\nmerge: table %s\n", s.results_path.c_str(), s.table_path.c_str());
+  return kExitOk;
+}
+
+} // namespace
+
+Command setup_merge(CLI::App& root) {
+  auto opt = std::make_shared<MergeOptions>();
+  CLI::App* sub = root.add_subcommand(
+      "merge", "Join the output folders of a sharded sweep (sweep --shard I/N) into one "
+               "results.jsonl and threshold table");
+  sub->add_option("OUT", opt->out, "Output folder for results.jsonl and threshold_table.json")
+      ->required();
+  sub->add_option("DIR", opt->dirs,
+                  "Shard output folders (read while their sweeps may still be writing: complete "
+                  "lines only)")
+      ->required();
+  sub->add_flag("--partial", opt->partial,
+                "Write the table even when shards are missing or unfinished (marked incomplete "
+                "in provenance.merge); without it that is an error");
+  sub->footer("Refuses (exit 2) folders from different device models, kernels, profiles, tool "
+              "versions or timing modes. A key measured in two folders keeps the measurement "
+              "with the lower spread and prints a line.");
+  return {sub, [opt] { return run_merge(*opt); }};
+}
+
+} // namespace attn::cli

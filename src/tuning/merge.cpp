@@ -1,0 +1,312 @@
+#include "src/tuning/merge.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "src/io/atomic_file.h"
+#include "src/model/errors.h"
+#include "src/tuning/profile.h"
+#include "src/tuning/results_file.h"
+#include "src/tuning/sweep.h"
+#include "src/tuning/threshold_table.h"
+#include "src/tuning/workloads.h"
+
+namespace attn {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Folder {
+  MergedFolder info;
+  json header;
+  std::vector<json> lines; // the last line of each key, in the file's order of first appearance
+};
+
+ShardSpec shard_of_header(const json& h) {
+  if (!h.contains("shard")) {
+    return {};
+  }
+  return {.index = h["shard"].value("index", 0), .count = h["shard"].value("count", 1)};
+}
+
+// The device model a folder measured on: name and backend (and worker threads on the CPU, which
+// change timings as much as the model does); not the GPU's UUID, since shards run on different
+// GPUs of one model.
+std::string device_model(const json& h) {
+  const json d = h.value("device", json::object());
+  std::string s = d.value("name", "?") + " (" + d.value("backend", "?");
+  if (d.value("backend", "") != "cuda") {
+    s += ", " + std::to_string(d.value("threads", 0)) + " threads";
+  }
+  return s + ")";
+}
+
+Folder read_folder(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "results.jsonl").string();
+  if (!fs::is_regular_file(path)) {
+    throw InputError("'" + dir + "' has no results.jsonl (not a sweep output folder)");
+  }
+  ResultsFile rf = read_results(path); // whole lines only: a sweep may be appending
+  if (rf.header.is_null()) {
+    throw InputError(path + " has no header line (its sweep has not started)");
+  }
+  Folder f;
+  f.header = rf.header;
+  f.info.dir = dir;
+  f.info.shard = shard_of_header(rf.header);
+  f.info.expected = rf.header.contains("plan") ? rf.header["plan"].value("measurements", -1) : -1;
+  // The last line of a key stands (a retried measurement), in the place of the first.
+  std::map<std::string, std::size_t> last;
+  for (std::size_t i = 0; i < rf.lines.size(); ++i) {
+    last[record_key(rf.lines[i].value("workload_key", ""), rf.lines[i].value("config_key", ""))] =
+        i;
+  }
+  std::set<std::string> taken;
+  for (const auto& l : rf.lines) {
+    const std::string key = record_key(l.value("workload_key", ""), l.value("config_key", ""));
+    if (taken.insert(key).second) {
+      f.lines.push_back(rf.lines[last.at(key)]);
+    }
+  }
+  f.info.measured = int(f.lines.size());
+  f.info.complete = f.info.expected < 0 || f.info.measured >= f.info.expected;
+  return f;
+}
+
+// Refuses, in one line, a folder that does not belong with the first one.
+void check_same_sweep(const Folder& a, const Folder& b) {
+  const json& x = a.header;
+  const json& y = b.header;
+  const std::string pair = "'" + b.info.dir + "' and '" + a.info.dir + "'";
+  if (device_model(x) != device_model(y)) {
+    throw InputError("cannot merge " + pair + ": measured on " + device_model(y) + " and on " +
+                     device_model(x) + "; a table holds one device model");
+  }
+  const json builtin = {{"source", "built-in"}, {"name", "attn-tune"}};
+  const json kx = x.contains("kernels") ? x["kernels"] : builtin;
+  const json ky = y.contains("kernels") ? y["kernels"] : builtin;
+  if (kernels_identity(kx) != kernels_identity(ky) ||
+      x.value("kernel_sources_sha256", "") != y.value("kernel_sources_sha256", "")) {
+    throw InputError("cannot merge " + pair + ": they timed different kernels (" +
+                     kernels_label(ky) + ", sources " +
+                     y.value("kernel_sources_sha256", "?").substr(0, 12) + " vs " +
+                     kernels_label(kx) + ", sources " +
+                     x.value("kernel_sources_sha256", "?").substr(0, 12) + ")");
+  }
+  if (x.value("profile_hash", "") != y.value("profile_hash", "")) {
+    throw InputError("cannot merge " + pair + ": profiles differ ('" + y.value("profile", "?") +
+                     "' hash " + y.value("profile_hash", "?") + " vs '" + x.value("profile", "?") +
+                     "' hash " + x.value("profile_hash", "?") + ")");
+  }
+  if (x.value("tool_version", "") != y.value("tool_version", "")) {
+    throw InputError("cannot merge " + pair + ": made by attn-tune " +
+                     y.value("tool_version", "?") + " and " + x.value("tool_version", "?"));
+  }
+  if (x.value("timing_mode", "events") != y.value("timing_mode", "events")) {
+    throw InputError("cannot merge " + pair + ": timed with --timing " +
+                     y.value("timing_mode", "events") + " and " + x.value("timing_mode", "events"));
+  }
+  if (x.value("seed", uint64_t(0)) != y.value("seed", uint64_t(0))) {
+    throw InputError("cannot merge " + pair + ": made with different --seed values");
+  }
+  if (a.info.shard.count != b.info.shard.count) {
+    throw InputError("cannot merge " + pair + ": they are shards of different splits (" +
+                     b.info.shard.text() + " and " + a.info.shard.text() + ")");
+  }
+}
+
+// Interquartile range over median: the spread that tells a measurement's noise.
+double spread(const json& line) {
+  if (line.value("status", "") != "ok" || !line.contains("timing")) {
+    return 1e300;
+  }
+  const json& t = line["timing"];
+  const double m = t.value("median_s", 0.0);
+  return m > 0 ? (t.value("p75_s", m) - t.value("p25_s", m)) / m : 1e300;
+}
+
+// Which of two lines of one key to keep: a timed one over any other, then the lower spread.
+bool better(const json& candidate, const json& kept) {
+  const bool c_ok = candidate.value("status", "") == "ok";
+  const bool k_ok = kept.value("status", "") == "ok";
+  if (c_ok != k_ok) {
+    return c_ok;
+  }
+  return spread(candidate) < spread(kept);
+}
+
+std::string spread_text(const json& line) {
+  const double s = spread(line);
+  if (s >= 1e300) {
+    return line.value("status", "?");
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "spread %.1f%%", s * 100.0);
+  return buf;
+}
+
+// The order an unsharded sweep would have written: the profile's workloads in plan order, when
+// the profile is built in and unchanged; otherwise the folders' order.
+std::map<std::string, int> plan_order(const json& header) {
+  std::map<std::string, int> order;
+  try {
+    if (!builtin_profile_text(header.value("profile", ""))) {
+      return order;
+    }
+    const Profile prof = load_profile(header.value("profile", ""));
+    if (prof.hash != header.value("profile_hash", "")) {
+      return order;
+    }
+    const std::vector<Workload> ws = expand_workloads(prof);
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+      order.emplace(ws[i].key(), int(i));
+    }
+  } catch (const InputError&) {
+    order.clear();
+  }
+  return order;
+}
+
+} // namespace
+
+MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::string>& dirs,
+                          const MergeOptions& opt) {
+  if (dirs.empty()) {
+    throw InputError("merge needs at least one shard folder");
+  }
+  std::error_code ec;
+  for (const auto& d : dirs) {
+    if (fs::exists(out_dir, ec) && fs::exists(d, ec) && fs::equivalent(out_dir, d, ec)) {
+      throw InputError("the output folder '" + out_dir + "' is also an input; choose another");
+    }
+  }
+  std::vector<Folder> folders;
+  for (const auto& d : dirs) {
+    folders.push_back(read_folder(d));
+    check_same_sweep(folders.front(), folders.back());
+  }
+  MergeSummary sum;
+  sum.shard_count = folders.front().info.shard.count;
+
+  // One line per key: the better of the folders' lines, in first-seen order.
+  std::vector<json> merged;
+  std::map<std::string, std::pair<std::size_t, std::string>> at; // key -> (index, folder)
+  for (const Folder& f : folders) {
+    for (const json& l : f.lines) {
+      const std::string key = record_key(l.value("workload_key", ""), l.value("config_key", ""));
+      const auto it = at.find(key);
+      if (it == at.end()) {
+        at.emplace(key, std::make_pair(merged.size(), f.info.dir));
+        merged.push_back(l);
+        continue;
+      }
+      ++sum.duplicates;
+      json& kept = merged[it->second.first];
+      const bool take = better(l, kept);
+      if (opt.info != nullptr) {
+        const std::string& kept_dir = take ? f.info.dir : it->second.second;
+        std::fprintf(opt.info, "merge: %s is in '%s' (%s) and '%s' (%s); kept the one from '%s'\n",
+                     key.c_str(), it->second.second.c_str(), spread_text(kept).c_str(),
+                     f.info.dir.c_str(), spread_text(l).c_str(), kept_dir.c_str());
+      }
+      if (take) {
+        kept = l;
+        it->second.second = f.info.dir;
+      }
+    }
+  }
+  const std::map<std::string, int> order = plan_order(folders.front().header);
+  if (!order.empty()) {
+    std::stable_sort(merged.begin(), merged.end(), [&](const json& a, const json& b) {
+      const auto ia = order.find(a.value("workload_key", ""));
+      const auto ib = order.find(b.value("workload_key", ""));
+      const int xa = ia == order.end() ? int(order.size()) : ia->second;
+      const int xb = ib == order.end() ? int(order.size()) : ib->second;
+      return xa < xb;
+    });
+  }
+
+  // Which shards are there, and finished.
+  std::set<int> present;
+  bool all_complete = true;
+  json shards = json::array();
+  int expected_total = 0;
+  for (const Folder& f : folders) {
+    sum.folders.push_back(f.info);
+    present.insert(f.info.shard.index);
+    all_complete = all_complete && f.info.complete;
+    expected_total += std::max(f.info.expected, 0);
+    shards.push_back({{"folder", f.info.dir},
+                      {"shard", f.info.shard.text()},
+                      {"device", f.header.value("device", json::object()).value("id", "")},
+                      {"uuid", f.header.value("device", json::object()).value("uuid", "")},
+                      {"measurements", f.info.measured},
+                      {"expected", f.info.expected},
+                      {"complete", f.info.complete}});
+  }
+  for (int i = 0; i < sum.shard_count; ++i) {
+    if (present.count(i) == 0) {
+      sum.missing.push_back(i);
+    }
+  }
+  sum.complete = all_complete && sum.missing.empty();
+  std::string gaps;
+  for (int i : sum.missing) {
+    gaps += std::string(gaps.empty() ? "" : ", ") + "shard " + std::to_string(i) + "/" +
+            std::to_string(sum.shard_count) + " has no folder";
+  }
+  for (const Folder& f : folders) {
+    if (!f.info.complete) {
+      gaps += std::string(gaps.empty() ? "" : ", ") + "shard " + f.info.shard.text() + " ('" +
+              f.info.dir + "') has " + std::to_string(f.info.measured) + " of " +
+              std::to_string(f.info.expected) + " measurements";
+    }
+  }
+  if (!sum.complete && !opt.partial) {
+    throw InputError("the shards are incomplete: " + gaps +
+                     " (wait for them, or --partial writes a table marked incomplete)");
+  }
+  if (!sum.complete && opt.info != nullptr) {
+    std::fprintf(opt.info, "merge: incomplete: %s; the table says so (provenance.merge)\n",
+                 gaps.c_str());
+  }
+
+  // The merged results file: the first folder's header, no longer one shard's.
+  json header = folders.front().header;
+  header.erase("shard");
+  header["plan"] = {{"measurements", sum.missing.empty() ? expected_total : -1}};
+  json merge_info = {{"shard_count", sum.shard_count},
+                     {"shards", shards},
+                     {"missing_shards", sum.missing},
+                     {"complete", sum.complete},
+                     {"duplicates", sum.duplicates}};
+  header["merged"] = merge_info;
+  std::string text = header.dump() + "\n";
+  for (const json& l : merged) {
+    text += l.dump() + "\n";
+  }
+  fs::create_directories(out_dir, ec);
+  if (!fs::is_directory(out_dir)) {
+    throw InputError("cannot create output folder '" + out_dir + "'");
+  }
+  sum.results_path = (fs::path(out_dir) / "results.jsonl").string();
+  sum.table_path = (fs::path(out_dir) / "threshold_table.json").string();
+  sum.measurements = int(merged.size());
+
+  const auto records = to_records(merged);
+  json pv = table_provenance(header, records, merged);
+  pv.erase("shard");
+  pv["merge"] = merge_info;
+  const json& dev = header.at("device");
+  const int sm_count = dev.value("sm_count", dev.value("threads", 0));
+  sum.table = build_threshold_table(records, pv, sm_count);
+  write_file_atomically(sum.results_path, text);
+  write_json_atomically(sum.table_path, sum.table);
+  return sum;
+}
+
+} // namespace attn

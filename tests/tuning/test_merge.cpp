@@ -1,0 +1,289 @@
+// Tests of `merge`: one real sweep on the CPU backend, its results.jsonl split into shard folders
+// by the shard function and merged, must decide exactly what the unsharded table decides; merge
+// refuses folders of another device, profile or tool version, and incomplete shards unless
+// partial; a key measured twice keeps the lower spread and says so; a half-written last line is
+// not read.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "src/backends/registry.h"
+#include "src/model/errors.h"
+#include "src/tuning/merge.h"
+#include "src/tuning/sweep.h"
+#include "src/tuning/workloads.h"
+
+namespace attn {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char* kProfile = R"({
+  "name": "merge-test",
+  "decode": {"batch": [1, 3], "context_len": [16, 300, 1100], "num_kv_heads": [1, 2],
+             "gqa_ratio": [2], "head_dim": [16], "block_size": [16], "dtype": ["fp32"]},
+  "prefill": {"batch": [1], "q_len": [16, 48], "k_len": [48], "num_kv_heads": [1],
+              "num_heads": [2], "head_dim": [16], "block_size": [16], "dtype": ["fp32"]},
+  "configs": {"decode_v1": "auto", "decode_v2": "auto", "prefill": "auto"},
+  "timing": {"warmup": 1, "warmup_seconds": 0.0, "min_reps": 3, "max_reps": 5,
+             "max_seconds": 0.01, "flush_cache": false},
+  "validation": {"max_reference_work": 1e9, "min_rows": 2},
+  "held_out": [{"batch": 2, "context_len": 100, "num_kv_heads": 2}]
+})";
+
+fs::path dir(const std::string& name) {
+  return fs::temp_directory_path() / ("attn_test_merge_" + std::to_string(::getpid())) / name;
+}
+
+void write_folder(const fs::path& d, const json& header, const std::vector<json>& lines) {
+  fs::create_directories(d);
+  std::ofstream f(d / "results.jsonl");
+  f << header.dump() << "\n";
+  for (const auto& l : lines) {
+    f << l.dump() << "\n";
+  }
+}
+
+// What a table decides, by point: v1/v2 intervals and each measured length's configurations.
+std::map<std::string, json> decisions(const json& t) {
+  std::map<std::string, json> out;
+  for (const auto& p : t.at("decode")) {
+    json shape = p;
+    shape.erase("measured");
+    shape.erase("v2_intervals");
+    shape.erase("v2_from");
+    json d = {{"v2_intervals", p.at("v2_intervals")}, {"v2_from", p.value("v2_from", json())}};
+    for (const auto& m : p.at("measured")) {
+      d["measured"].push_back({m.at("context_len"), m.at("best").at("config").at("key"),
+                               m.at("v1").is_null() ? json() : m["v1"]["config"]["key"],
+                               m.at("v2").is_null() ? json() : m["v2"]["config"]["key"],
+                               m.value("within_noise", false)});
+    }
+    out["decode " + shape.dump()] = d;
+  }
+  for (const auto& p : t.at("prefill")) {
+    json shape = p;
+    shape.erase("best");
+    out["prefill " + shape.dump()] = p.at("best").at("config").at("key");
+  }
+  return out;
+}
+
+class Merge : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    fs::remove_all(dir(""));
+    prof_ = new Profile(parse_profile(json::parse(kProfile), "profile merge-test"));
+    be_ = make_backend("cpu", {.threads = 1, .kernels = ""}).release();
+    SweepOptions o;
+    o.out_dir = dir("unsharded").string();
+    o.reference_threads = 1;
+    (void)run_sweep(*be_, *prof_, o);
+    const ResultsFile rf = read_results((dir("unsharded") / "results.jsonl").string());
+    header_ = new json(rf.header);
+    lines_ = new std::vector<json>(rf.lines);
+    table_ = new json(json::parse(std::ifstream(dir("unsharded") / "threshold_table.json")));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(dir(""));
+    delete prof_;
+    delete be_;
+    delete header_;
+    delete lines_;
+    delete table_;
+  }
+
+  // The unsharded measurements split into `n` shard folders by the shard function.
+  static std::vector<std::string> split(const std::string& name, int n) {
+    const std::vector<Workload> ws = expand_workloads(*prof_);
+    std::vector<int> counts;
+    for (const auto& w : ws) {
+      counts.push_back(int(configs_for(*prof_, *be_, w).size()));
+    }
+    const std::vector<int> shard = assign_shards(ws, counts, n);
+    std::map<std::string, int> shard_of;
+    std::vector<int> planned(std::size_t(n), 0);
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+      shard_of[ws[i].key()] = shard[i];
+      planned[std::size_t(shard[i])] += counts[i];
+    }
+    std::vector<std::vector<json>> parts(static_cast<std::size_t>(n));
+    for (const auto& l : *lines_) {
+      parts[std::size_t(shard_of.at(l.at("workload_key").get<std::string>()))].push_back(l);
+    }
+    std::vector<std::string> dirs;
+    for (int i = 0; i < n; ++i) {
+      json h = *header_;
+      h["shard"] = {{"index", i}, {"count", n}};
+      h["plan"] = {{"workloads", 0}, {"measurements", planned[std::size_t(i)]}};
+      const fs::path d = dir(name) / ("shard-" + std::to_string(i));
+      write_folder(d, h, parts[std::size_t(i)]);
+      dirs.push_back(d.string());
+    }
+    return dirs;
+  }
+
+  static Profile* prof_;
+  static Backend* be_;
+  static json* header_;
+  static std::vector<json>* lines_;
+  static json* table_;
+};
+Profile* Merge::prof_ = nullptr;
+Backend* Merge::be_ = nullptr;
+json* Merge::header_ = nullptr;
+std::vector<json>* Merge::lines_ = nullptr;
+json* Merge::table_ = nullptr;
+
+TEST_F(Merge, ShardsOfOneSweepDecideWhatTheUnshardedTableDecides) {
+  ASSERT_GT(lines_->size(), 20u);
+  for (int n : {2, 3}) {
+    const auto dirs = split("split" + std::to_string(n), n);
+    const MergeSummary s = merge_shards(dir("merged" + std::to_string(n)).string(), dirs, {});
+    EXPECT_TRUE(s.complete);
+    EXPECT_EQ(s.duplicates, 0);
+    EXPECT_EQ(s.measurements, int(lines_->size()));
+    EXPECT_EQ(s.shard_count, n);
+    const json merged = json::parse(std::ifstream(s.table_path));
+    EXPECT_NO_THROW(validate_table(merged));
+    const auto want = decisions(*table_);
+    ASSERT_FALSE(want.empty());
+    EXPECT_EQ(decisions(merged), want) << n << " shards";
+    EXPECT_EQ(merged["measurement_counts"], (*table_)["measurement_counts"]);
+    EXPECT_EQ(merged["held_out"].size(), (*table_)["held_out"].size());
+    EXPECT_EQ(merged["rule"]["tiles"], (*table_)["rule"]["tiles"]);
+    EXPECT_EQ(merged["rule"]["partition"], (*table_)["rule"]["partition"]);
+    EXPECT_DOUBLE_EQ(merged["rule"]["k"].get<double>(), (*table_)["rule"]["k"].get<double>());
+    EXPECT_EQ(merged["provenance"]["merge"]["complete"], true);
+    EXPECT_EQ(merged["provenance"]["device"], (*table_)["provenance"]["device"]);
+    EXPECT_EQ(merged["provenance"]["timing_options"], (*table_)["provenance"]["timing_options"]);
+    // The merged results file is whole: every measurement once.
+    const ResultsFile rf = read_results(s.results_path);
+    EXPECT_EQ(rf.lines.size(), lines_->size());
+    EXPECT_FALSE(rf.header.contains("shard"));
+  }
+}
+
+TEST_F(Merge, RefusesFoldersThatDoNotBelongTogether) {
+  const auto dirs = split("refuse", 2);
+  auto refused = [&](const std::string& field, const json& value, const std::string& says) {
+    json h = *header_;
+    h["shard"] = {{"index", 1}, {"count", 2}};
+    if (field == "device.name") {
+      h["device"]["name"] = value;
+    } else {
+      h[field] = value;
+    }
+    const fs::path other = dir("refuse") / ("other-" + field);
+    write_folder(other, h, {});
+    try {
+      (void)merge_shards(dir("refused").string(), {dirs[0], other.string()}, {});
+      ADD_FAILURE() << field << " was not refused";
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(says), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  };
+  refused("device.name", "NVIDIA H100 80GB HBM3", "a table holds one device model");
+  refused("profile_hash", "0123456789abcdef", "profiles differ");
+  refused("tool_version", "0.0.1", "made by attn-tune 0.0.1");
+  refused("kernel_sources_sha256", "feedfacefeedface", "different kernels");
+  refused("timing_mode", "graph", "--timing graph");
+  EXPECT_FALSE(fs::exists(dir("refused") / "threshold_table.json"));
+  // The output folder cannot be an input.
+  EXPECT_THROW((void)merge_shards(dirs[0], dirs, {}), InputError);
+}
+
+TEST_F(Merge, IncompleteShardsAreRefusedUnlessPartial) {
+  const auto dirs = split("partial", 3);
+  // Shard 2 missing; shard 1 cut short with a half-written last line, as a running sweep leaves.
+  std::vector<std::string> two = {dirs[0], dirs[1]};
+  const fs::path f1 = fs::path(dirs[1]) / "results.jsonl";
+  const ResultsFile before = read_results(f1.string());
+  ASSERT_GE(before.lines.size(), 2u);
+  write_folder(dirs[1], before.header, {before.lines.begin(), before.lines.end() - 1});
+  std::ofstream(f1, std::ios::app) << R"({"type": "measurement", "workload_key": "half)";
+  try {
+    (void)merge_shards(dir("partial-out").string(), two, {});
+    ADD_FAILURE() << "incomplete shards were merged";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("shard 2/3 has no folder"), std::string::npos) << m;
+    EXPECT_NE(m.find("shard 1/3"), std::string::npos) << m;
+    EXPECT_NE(m.find("--partial"), std::string::npos) << m;
+  }
+  MergeOptions po;
+  po.partial = true;
+  const MergeSummary s = merge_shards(dir("partial-out").string(), two, po);
+  EXPECT_FALSE(s.complete);
+  EXPECT_EQ(s.missing, std::vector<int>{2});
+  const json t = json::parse(std::ifstream(s.table_path));
+  EXPECT_EQ(t["provenance"]["merge"]["complete"], false);
+  EXPECT_EQ(t["provenance"]["merge"]["missing_shards"], json::array({2}));
+  EXPECT_EQ(t["provenance"]["merge"]["shards"][1]["complete"], false);
+  EXPECT_EQ(s.folders[1].measured, int(before.lines.size()) - 1); // the half line is not read
+}
+
+TEST_F(Merge, ADuplicateKeyKeepsTheLowerSpreadAndSaysSo) {
+  const auto dirs = split("dup", 2);
+  // One timed line of shard 0 again in a second folder of shard 0, once noisier, once quieter.
+  json line;
+  for (const auto& l : *lines_) {
+    if (l.value("status", "") == "ok" &&
+        read_results((fs::path(dirs[0]) / "results.jsonl").string())
+                .lines.front()["workload_key"] == l["workload_key"]) {
+      line = l;
+      break;
+    }
+  }
+  ASSERT_FALSE(line.is_null());
+  const double m = line["timing"]["median_s"].get<double>();
+  json quiet = line;
+  quiet["timing"]["p25_s"] = m;
+  quiet["timing"]["p75_s"] = m;
+  quiet["timing"]["median_s"] = m * 1.5;
+  json noisy = line;
+  noisy["timing"]["p25_s"] = m * 0.5;
+  noisy["timing"]["p75_s"] = m * 2.0;
+  json h = *header_;
+  h["shard"] = {{"index", 0}, {"count", 2}};
+  h["plan"] = {{"measurements", 1}};
+  write_folder(dir("dup") / "noisy", h, {noisy});
+  write_folder(dir("dup") / "quiet", h, {quiet});
+  char* buf = nullptr;
+  std::size_t len = 0;
+  FILE* info = open_memstream(&buf, &len);
+  MergeOptions mo;
+  mo.info = info;
+  const MergeSummary s = merge_shards(
+      dir("dup-out").string(),
+      {dirs[0], dirs[1], (dir("dup") / "noisy").string(), (dir("dup") / "quiet").string()}, mo);
+  std::fclose(info);
+  const std::string said(buf, len);
+  std::free(buf);
+  EXPECT_EQ(s.duplicates, 2);
+  EXPECT_NE(said.find("merge: " + record_key(line["workload_key"], line["config_key"]) + " is in"),
+            std::string::npos)
+      << said;
+  // The quiet copy (spread 0) wins unless the sweep's own line is as quiet (then the first
+  // stands); the noisy one never does.
+  const double own =
+      (line["timing"]["p75_s"].get<double>() - line["timing"]["p25_s"].get<double>());
+  const ResultsFile rf = read_results(s.results_path);
+  int found = 0;
+  for (const auto& l : rf.lines) {
+    if (l["workload_key"] == line["workload_key"] && l["config_key"] == line["config_key"]) {
+      ++found;
+      EXPECT_EQ(l["timing"]["median_s"].get<double>(), own > 0 ? m * 1.5 : m) << said;
+    }
+  }
+  EXPECT_EQ(found, 1);
+}
+
+} // namespace
+} // namespace attn
