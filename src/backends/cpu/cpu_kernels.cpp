@@ -101,6 +101,10 @@ void combine_partials(Isa isa, const KernelArgs& a, int b, int head, float* tmp)
   ATTN_BY_LEVEL(isa, combine(a, b, head, tmp));
 }
 
+void store_floats(Isa isa, DType t, const float* src, void* dst, std::size_t n) {
+  ATTN_BY_LEVEL(isa, store(t, src, dst, n));
+}
+
 void convert_to_float(Isa isa, DType t, const void* src, float* dst, std::size_t n) {
   ATTN_BY_LEVEL(isa, convert(t, src, dst, n));
 }

@@ -80,6 +80,9 @@ void attend(Isa isa, const KernelArgs& a, const WorkItem& it, int k_tile, Scratc
 // Combines the partials of (sequence b, query head) into out and lse; `tmp` holds head_dim floats.
 void combine_partials(Isa isa, const KernelArgs& a, int b, int head, float* tmp);
 
+// Stores n fp32 values as dtype t with the kernels' output loop (exposed for tests).
+void store_floats(Isa isa, DType t, const float* src, void* dst, std::size_t n);
+
 // Converts n stored values to fp32 with the kernels' vectorised loop (exposed for tests).
 void convert_to_float(Isa isa, DType t, const void* src, float* dst, std::size_t n);
 

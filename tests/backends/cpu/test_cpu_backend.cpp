@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -363,6 +364,51 @@ TEST(CpuBackend, EveryBuildCoversItsBlockTails) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// The kernels' output stores round as float_to_half and float_to_bf16 do, F16C included: every
+// 16-bit value, the midpoints between neighbours (ties to even) and one ulp either side, overflow
+// to inf; a NaN stays a NaN.
+TEST(CpuBackend, OutputRoundingMatchesTheSoftwareConversion) {
+  std::vector<float> in;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    for (DType t : {DType::f16, DType::bf16}) {
+      const float a = t == DType::f16 ? half_to_float(uint16_t(h)) : bf16_to_float(uint16_t(h));
+      const float b =
+          t == DType::f16 ? half_to_float(uint16_t(h + 1)) : bf16_to_float(uint16_t(h + 1));
+      if (std::isnan(a)) {
+        in.push_back(a);
+        continue;
+      }
+      in.push_back(a);
+      if (std::isfinite(b) && std::signbit(a) == std::signbit(b)) {
+        const float mid = a + (b - a) * 0.5f;
+        in.push_back(mid);
+        in.push_back(std::nextafter(mid, b));
+        in.push_back(std::nextafter(mid, a));
+      }
+    }
+  }
+  for (float f :
+       {65519.0f, 65520.0f, 1e30f, -1e30f, 1e-30f, std::numeric_limits<float>::infinity()}) {
+    in.push_back(f);
+  }
+  std::vector<uint16_t> got(in.size());
+  for (cpu::Isa isa : supported_isas()) {
+    for (DType t : {DType::f16, DType::bf16}) {
+      cpu::store_floats(isa, t, in.data(), got.data(), in.size());
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        const uint16_t want = t == DType::f16 ? float_to_half(in[i]) : float_to_bf16(in[i]);
+        if (std::isnan(in[i])) { // a NaN, of the same sign; F16C keeps more of the payload
+          const float back = t == DType::f16 ? half_to_float(got[i]) : bf16_to_float(got[i]);
+          ASSERT_TRUE(std::isnan(back)) << cpu::isa_name(isa) << " " << dtype_name(t);
+          ASSERT_EQ(got[i] & 0x8000, want & 0x8000);
+          continue;
+        }
+        ASSERT_EQ(got[i], want) << cpu::isa_name(isa) << " " << dtype_name(t) << " value " << in[i];
       }
     }
   }
