@@ -16,6 +16,7 @@ struct Command {
 Command setup_devices(CLI::App& root);
 Command setup_plugin(CLI::App& root);
 Command setup_replay(CLI::App& root);
+Command setup_report(CLI::App& root);
 Command setup_sweep(CLI::App& root);
 Command setup_table(CLI::App& root);
 Command setup_verify(CLI::App& root);

@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   std::vector<cli::Command> commands = {cli::setup_sweep(app),   cli::setup_verify(app),
                                         cli::setup_replay(app),  cli::setup_table(app),
                                         cli::setup_devices(app), cli::setup_plugin(app)};
+  commands.push_back(cli::setup_report(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
