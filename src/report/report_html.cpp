@@ -779,7 +779,8 @@ std::string regret_html(const ReportModel& m) {
 
 std::string prefill_html(const ReportModel& m) {
   if (m.prefill.empty()) {
-    return "<p class=\"missing\">This table has no prefill points.</p>";
+    return "<p class=\"missing\">This table has no prefill points.</p>" +
+           tables_html(m, {"prefill"});
   }
   std::string h = "<div class=\"grid2\">";
   for (const auto& ps : m.prefill) {
