@@ -307,22 +307,25 @@ std::string latency_svg(const LatencyChart& c, const Palette& pal) {
   return svg.str();
 }
 
-std::string latency_legend(const ReportModel& m, const Palette& pal) {
+// Partition lines are drawn only from results.jsonl: the legend names those drawn on the page.
+std::string latency_legend(const Palette& pal, const ReportModel& a, const ReportModel* b) {
   std::string h = "<ul class=\"legend\">" + legend_item(swatch_line("s-v1"), "best v1") +
                   legend_item(swatch_line("s-v2"), "best v2 (any partition)");
-  std::set<int> parts;
-  for (const auto& c : m.latency) {
-    for (const auto& s : c.series) {
-      if (s.kind == "partition") {
-        parts.insert(s.partition);
+  std::set<int> drawn;
+  for (const ReportModel* m : {&a, b}) {
+    for (const auto& c : m ? m->latency : std::vector<LatencyChart>{}) {
+      for (const auto& s : c.series) {
+        if (s.kind == "partition") {
+          drawn.insert(s.partition);
+        }
       }
     }
   }
-  for (int p : parts) {
+  for (int p : drawn) {
     h += legend_item(swatch_line("s-" + pal.cls(p)), "v2, partition " + std::to_string(p));
   }
-  h += legend_item(swatch_box("band-v1", 1.0), "interquartile range");
-  h += legend_item(swatch_box("v2zone", 1.0), "table chooses v2");
+  h += legend_item(swatch_box("band-v1", 0.3), "interquartile range");
+  h += legend_item(swatch_box("v2zone", 0.25), "table chooses v2");
   h += legend_item(swatch_svg("<circle cx=\"14\" cy=\"6\" r=\"5\" class=\"noise-ring\"/>"),
                    "v1 and v2 within noise");
   return h + "</ul>";
@@ -450,17 +453,9 @@ std::string switch_words(const DecisionMap& dm, const std::string& rule) {
   return h;
 }
 
-std::string decision_legend(const ReportModel& m, const Palette& pal) {
-  std::set<int> parts;
-  for (const auto& dm : m.maps) {
-    for (const auto& [bc, c] : dm.cells) {
-      if (c.v2) {
-        parts.insert(c.partition);
-      }
-    }
-  }
+std::string decision_legend(const Palette& pal) {
   std::string h = "<ul class=\"legend\">" + legend_item(swatch_box("c-v1"), "v1 wins");
-  for (int p : parts) {
+  for (int p : pal.partitions) {
     h += legend_item(swatch_box("c-" + pal.cls(p)), "v2 wins, partition " + std::to_string(p));
   }
   h += legend_item(swatch_box("c-v1", 0.15), "pale: within noise");
@@ -863,6 +858,19 @@ std::string diff_html(const std::vector<DecisionDiff>& diffs) {
   return h + "</tbody></table></div>";
 }
 
+// The input, profile, timing mode, date and tool of a model, for the page's header.
+std::string source_line(const ReportModel& m) {
+  std::string line = m.label;
+  for (const char* key : {"profile", "timing mode", "date", "tool"}) {
+    for (const auto& [k, v] : m.provenance) {
+      if (k == key) {
+        line += " · " + std::string(key == std::string("timing mode") ? "timing " : "") + v;
+      }
+    }
+  }
+  return esc(line);
+}
+
 } // namespace
 
 std::string render_report_html(const ReportModel& a, const ReportModel* b,
@@ -881,10 +889,11 @@ std::string render_report_html(const ReportModel& a, const ReportModel* b,
                   esc(generator) + "\"/><title>" + esc(title) + "</title><style>" + kStyle +
                   "</style></head><body>";
   h += "<header><h1>" + esc(title) + "</h1><p class=\"sub\">" +
-       (two ? "A: " + esc(a.label) + " · B: " + esc(b->label) : esc(a.label)) + "</p></header>";
-  h += "<nav><a href=\"#glance\">At a glance</a><a href=\"#provenance\">Provenance</a><a "
-       "href=\"#decision\">Decision maps</a><a href=\"#latency\">Decode latency</a><a "
-       "href=\"#regret\">Regret</a><a href=\"#prefill\">Prefill</a>" +
+       (two ? "A: " + source_line(a) + "<br/>B: " + source_line(*b) : source_line(a)) +
+       "</p></header>";
+  h += "<nav><a href=\"#glance\">At a glance</a><a href=\"#decision\">Decision maps</a><a "
+       "href=\"#latency\">Decode latency</a><a href=\"#regret\">Regret</a><a "
+       "href=\"#prefill\">Prefill</a><a href=\"#provenance\">Provenance</a>" +
        std::string(two ? "<a href=\"#diff\">Decisions that differ</a>" : "") + "</nav>";
 
   const auto both = [&](const std::string& x, const std::string& y) {
@@ -901,18 +910,13 @@ std::string render_report_html(const ReportModel& a, const ReportModel* b,
                "shape and batch, the second for how much slower than the measured best each rule "
                "is on average and at worst.",
                both(glance_html(a), two ? glance_html(*b) : ""));
-  h += section("provenance", "Provenance and measurements",
-               "Where and how these numbers were measured — a threshold holds only for this "
-               "device, these kernels and this timing mode — and which configurations gave no "
-               "time.",
-               both(provenance_html(a), two ? provenance_html(*b) : ""));
   h += section(
       "decision", "Decision maps",
       "Each cell is a measured (batch, context length) of one shape: its colour is the winning "
       "family (blue v1, warm colours v2 by partition), its strength and label how much faster "
       "than the other family it is; the lines mark where each rule switches between v1 and v2, "
       "so a cell on the wrong side of a rule's line is a call that rule gets wrong.",
-      decision_legend(a, pal) +
+      decision_legend(pal) +
           (two ? heads(a, *b) + paired(map_parts(a, pal), map_parts(*b, pal))
                : joined(map_parts(a, pal))) +
           (two ? side_by_side(tables_html(a, {"decision_map", "rule_switches"}),
@@ -924,7 +928,7 @@ std::string render_report_html(const ReportModel& a, const ReportModel* b,
       "v1 and v2 configuration as the context grows, both axes logarithmic, with the "
       "interquartile range as a band; the shaded region and dashed line show where the table "
       "uses v2, and dotted rings mark lengths where v1 and v2 are within noise of each other.",
-      latency_legend(a, pal) +
+      latency_legend(pal, a, b) +
           (two ? heads(a, *b) + paired(latency_parts(a, pal), latency_parts(*b, pal))
                : joined(latency_parts(a, pal))) +
           (two ? side_by_side(tables_html(a, {"decode_latency"}),
@@ -942,6 +946,11 @@ std::string render_report_html(const ReportModel& a, const ReportModel* b,
                    "time) of each prefill configuration per shape, fastest first; the best is "
                    "highlighted and longer bars are better.",
                stacked(prefill_html(a), two ? prefill_html(*b) : ""));
+  h += section("provenance", "Provenance and measurements",
+               "Where and how these numbers were measured — a threshold holds only for this "
+               "device, these kernels and this timing mode — and which configurations gave no "
+               "time.",
+               both(provenance_html(a), two ? provenance_html(*b) : ""));
   if (two && diffs != nullptr) {
     h += section("diff", "Decisions that differ",
                  "Every decode call measured in either table, looked up in both the way an "
@@ -959,23 +968,29 @@ std::string to_csv(const DataTable& t, const std::string& source) {
     if (v.find_first_of(",\"\n\r") == std::string::npos) {
       return v;
     }
-    std::string q = "\"";
+    std::string q(1, '"');
     for (char c : v) {
-      q += c == '"' ? std::string("\"\"") : std::string(1, c);
+      q.push_back(c);
+      if (c == '"') {
+        q.push_back('"');
+      }
     }
-    return q + "\"";
+    q.push_back('"');
+    return q;
   };
   std::string s = "table";
   for (const auto& c : t.columns) {
-    s += "," + field(c);
+    s.push_back(',');
+    s.append(field(c));
   }
-  s += "\n";
+  s.push_back('\n');
   for (const auto& r : t.rows) {
-    s += field(source);
+    s.append(field(source));
     for (const auto& v : r) {
-      s += "," + field(v);
+      s.push_back(',');
+      s.append(field(v));
     }
-    s += "\n";
+    s.push_back('\n');
   }
   return s;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <stdexcept>
 
 namespace attn::report {
@@ -187,64 +188,72 @@ std::pair<double, double> padded_log_range(double lo, double hi, double factor) 
 Svg::Svg(double width, double height, std::string cls, std::string label)
     : w_(width), h_(height), cls_(std::move(cls)), label_(std::move(label)) {}
 
-void Svg::line(double x1, double y1, double x2, double y2, std::string_view cls) {
-  body_ += "<line x1=\"" + coord(x1) + "\" y1=\"" + coord(y1) + "\" x2=\"" + coord(x2) +
-           "\" y2=\"" + coord(y2) + "\" class=\"" + xml_escape(cls) + "\"/>";
-}
-
-void Svg::rect(double x, double y, double w, double h, std::string_view cls,
-               std::string_view style) {
-  body_ += "<rect x=\"" + coord(x) + "\" y=\"" + coord(y) + "\" width=\"" + coord(w) +
-           "\" height=\"" + coord(h) + "\" class=\"" + xml_escape(cls) + "\"";
-  if (!style.empty()) {
-    body_ += " style=\"" + xml_escape(style) + "\"";
-  }
-  body_ += "/>";
-}
-
-void Svg::circle(double cx, double cy, double r, std::string_view cls) {
-  body_ += "<circle cx=\"" + coord(cx) + "\" cy=\"" + coord(cy) + "\" r=\"" + coord(r) +
-           "\" class=\"" + xml_escape(cls) + "\"/>";
-}
-
 namespace {
+// Appends the parts in order (one growth, and no temporaries for GCC 12's -Wstringop-overflow to
+// misread).
+void add(std::string& out, std::initializer_list<std::string_view> parts) {
+  for (std::string_view p : parts) {
+    out.append(p);
+  }
+}
+
 std::string points_attr(const std::vector<double>& xy) {
   if (xy.size() % 2 != 0) {
     throw std::logic_error("Svg: odd number of coordinates");
   }
   std::string s;
   for (std::size_t i = 0; i < xy.size(); i += 2) {
-    s += (i ? " " : "") + coord(xy[i]) + "," + coord(xy[i + 1]);
+    add(s, {i ? " " : "", coord(xy[i]), ",", coord(xy[i + 1])});
   }
   return s;
 }
 } // namespace
 
+void Svg::line(double x1, double y1, double x2, double y2, std::string_view cls) {
+  add(body_, {"<line x1=\"", coord(x1), "\" y1=\"", coord(y1), "\" x2=\"", coord(x2), "\" y2=\"",
+              coord(y2), "\" class=\"", xml_escape(cls), "\"/>"});
+}
+
+void Svg::rect(double x, double y, double w, double h, std::string_view cls,
+               std::string_view style) {
+  add(body_, {"<rect x=\"", coord(x), "\" y=\"", coord(y), "\" width=\"", coord(w), "\" height=\"",
+              coord(h), "\" class=\"", xml_escape(cls), "\""});
+  if (!style.empty()) {
+    add(body_, {" style=\"", xml_escape(style), "\""});
+  }
+  body_.append("/>");
+}
+
+void Svg::circle(double cx, double cy, double r, std::string_view cls) {
+  add(body_, {"<circle cx=\"", coord(cx), "\" cy=\"", coord(cy), "\" r=\"", coord(r), "\" class=\"",
+              xml_escape(cls), "\"/>"});
+}
+
 void Svg::polyline(const std::vector<double>& xy, std::string_view cls) {
-  body_ += "<polyline points=\"" + points_attr(xy) + "\" class=\"" + xml_escape(cls) + "\"/>";
+  add(body_, {"<polyline points=\"", points_attr(xy), "\" class=\"", xml_escape(cls), "\"/>"});
 }
 
 void Svg::polygon(const std::vector<double>& xy, std::string_view cls) {
-  body_ += "<polygon points=\"" + points_attr(xy) + "\" class=\"" + xml_escape(cls) + "\"/>";
+  add(body_, {"<polygon points=\"", points_attr(xy), "\" class=\"", xml_escape(cls), "\"/>"});
 }
 
 void Svg::text(double x, double y, std::string_view s, std::string_view cls,
                std::string_view anchor) {
-  body_ += "<text x=\"" + coord(x) + "\" y=\"" + coord(y) + "\" class=\"" + xml_escape(cls) + "\"";
+  add(body_, {"<text x=\"", coord(x), "\" y=\"", coord(y), "\" class=\"", xml_escape(cls), "\""});
   if (anchor != "start") {
-    body_ += " text-anchor=\"" + xml_escape(anchor) + "\"";
+    add(body_, {" text-anchor=\"", xml_escape(anchor), "\""});
   }
-  body_ += ">" + xml_escape(s) + "</text>";
+  add(body_, {">", xml_escape(s), "</text>"});
 }
 
 void Svg::begin_group(std::string_view title, std::string_view cls) {
-  body_ += "<g";
+  body_.append("<g");
   if (!cls.empty()) {
-    body_ += " class=\"" + xml_escape(cls) + "\"";
+    add(body_, {" class=\"", xml_escape(cls), "\""});
   }
-  body_ += ">";
+  body_.append(">");
   if (!title.empty()) {
-    body_ += "<title>" + xml_escape(title) + "</title>";
+    add(body_, {"<title>", xml_escape(title), "</title>"});
   }
   ++open_groups_;
 }
@@ -253,7 +262,7 @@ void Svg::end_group() {
   if (open_groups_ == 0) {
     throw std::logic_error("Svg: end_group without begin_group");
   }
-  body_ += "</g>";
+  body_.append("</g>");
   --open_groups_;
 }
 
@@ -261,9 +270,11 @@ std::string Svg::str() const {
   if (open_groups_ != 0) {
     throw std::logic_error("Svg: unclosed group");
   }
-  return "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + coord(w_) + " " + coord(h_) +
-         "\" class=\"" + xml_escape(cls_) + "\" role=\"img\" aria-label=\"" + xml_escape(label_) +
-         "\"><title>" + xml_escape(label_) + "</title>" + body_ + "</svg>";
+  std::string s;
+  add(s, {"<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 ", coord(w_), " ", coord(h_),
+          "\" class=\"", xml_escape(cls_), "\" role=\"img\" aria-label=\"", xml_escape(label_),
+          "\"><title>", xml_escape(label_), "</title>", body_, "</svg>"});
+  return s;
 }
 
 } // namespace attn::report

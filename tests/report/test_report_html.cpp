@@ -66,8 +66,8 @@ TEST(ReportHtml, HoldsEveryView) {
 
 TEST(ReportHtml, AgainstShowsBothAndTheDifferingCalls) {
   const ReportModel m = fixture_model();
-  const std::vector<DecisionDiff> diffs = {{"b=1 ctx=2048", "decode_v2[partition=256]",
-                                            "decode_v1", true}};
+  const std::vector<DecisionDiff> diffs = {
+      {"b=1 ctx=2048", "decode_v2[partition=256]", "decode_v1", true}};
   const std::string h = render_report_html(m, &m, &diffs, "attn-tune test");
   EXPECT_EQ(count(h, "class=\"chart decision-map\""), 2 * int(m.maps.size()));
   EXPECT_NE(h.find("<section id=\"diff\">"), std::string::npos);

@@ -138,8 +138,7 @@ TEST(ReportModel, RegretPerPointAgreesWithTheTable) {
     EXPECT_EQ(held_out, src.table["regret"]["held_out"][id]["points"].get<int>()) << id;
     const double mean = std::accumulate(sweep.begin(), sweep.end(), 0.0) / double(sweep.size());
     EXPECT_NEAR(mean, stored["mean"].get<double>(), 1e-12) << id;
-    EXPECT_NEAR(*std::max_element(sweep.begin(), sweep.end()), stored["worst"].get<double>(),
-                1e-12)
+    EXPECT_NEAR(*std::max_element(sweep.begin(), sweep.end()), stored["worst"].get<double>(), 1e-12)
         << id;
   }
   // vLLM launches v2 with partition 512 at batch 1, ctx 2048 (3.0) where 256 takes 2.0.
@@ -174,11 +173,15 @@ TEST(ReportModel, RegretFromTheTableAloneIsALowerBound) {
 
 TEST(ReportModel, CountsAndFailedConfigurations) {
   ReportSource src = fixture_source(true);
-  src.lines = {{{"workload_key", "w1"}, {"config_key", "c1"}, {"status", "failed"},
+  src.lines = {{{"workload_key", "w1"},
+                {"config_key", "c1"},
+                {"status", "failed"},
                 {"reason", "wrong results: max_abs_err 3"}},
                {{"workload_key", "w2"}, {"config_key", "c2"}, {"status", "error"}},
                {{"workload_key", "w2"}, {"config_key", "c2"}, {"status", "ok"}},
-               {{"workload_key", "w3"}, {"config_key", "c3"}, {"status", "skipped"},
+               {{"workload_key", "w3"},
+                {"config_key", "c3"},
+                {"status", "skipped"},
                 {"reason", "partition < block_size"}}};
   const ReportModel m = build_report_model(src);
   ASSERT_EQ(m.issues.size(), 1u); // the error was retried and is ok now
@@ -218,9 +221,9 @@ TEST(ReportModel, TablesHoldEveryView) {
       EXPECT_EQ(r.size(), x.columns.size()) << x.id;
     }
   }
-  EXPECT_EQ(ids, (std::vector<std::string>{"provenance", "measurements", "decode_latency",
-                                           "decision_map", "rule_switches", "regret_summary",
-                                           "regret", "prefill"}));
+  EXPECT_EQ(
+      ids, (std::vector<std::string>{"provenance", "measurements", "decode_latency", "decision_map",
+                                     "rule_switches", "regret_summary", "regret", "prefill"}));
   EXPECT_EQ(t[3].rows.size(), 6u);     // a decision cell per measured point
   EXPECT_EQ(t[5].rows.size(), 8u);     // four rules on two point sets
   EXPECT_EQ(t[6].rows.size(), 4u * 7); // four rules at 6 sweep and 1 held-out point
@@ -231,9 +234,10 @@ TEST(ReportModel, TablesHoldEveryView) {
 class ReportInput : public ::testing::Test {
 protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("attn_report_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ =
+        fs::temp_directory_path() /
+        ("attn_report_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -277,7 +281,9 @@ TEST_F(ReportInput, FolderReadsTheTableAndItsResults) {
   EXPECT_TRUE(only_table.results_path.empty());
   EXPECT_EQ(only_table.table, table);
 
-  json header = {{"type", "header"}, {"schema", "attn-tune/results"}, {"version", 1},
+  json header = {{"type", "header"},
+                 {"schema", "attn-tune/results"},
+                 {"version", 1},
                  {"profile_hash", "0123"}};
   std::ofstream(dir_ / "results.jsonl") << header.dump() << "\n";
   const ReportSource with = load_report_source(dir_.string());
