@@ -6,6 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <set>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
@@ -649,8 +651,17 @@ std::vector<DecisionDiff> decision_diffs(const json& a, const json& b) {
       return;
     }
     const attn_tune::Query q = query_of(s, ctx);
-    const attn_tune::Choice ca = ra.lookup(q);
-    const attn_tune::Choice cb = rb.lookup(q);
+    // A table without decode points answers nothing; say so in its column.
+    const auto choose = [&q](const attn_tune::ThresholdTableReader& r) {
+      if (!r.json().at("decode").empty()) {
+        return r.lookup(q);
+      }
+      attn_tune::Choice none;
+      none.config_key = "(no decode points)";
+      return none;
+    };
+    const attn_tune::Choice ca = choose(ra);
+    const attn_tune::Choice cb = choose(rb);
     if (ca.config_key != cb.config_key) {
       out.push_back({call, ca.config_key, cb.config_key, ca.family != cb.family});
     }

@@ -55,11 +55,43 @@ else()
   message(WARNING "attn-tune: no python3; the report page tests are not registered")
 endif()
 
-# The quick sweep writes report.html next to its table and says where.
+# A sweep writes report.html next to its table and says where, faults listed; --no-report does
+# not. A one-workload profile keeps these to seconds; the faults are those of tests/cli/faults.cmake.
 if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
+  file(WRITE ${report_data}/tiny_profile.json
+       "{\"name\": \"tiny\", \"decode\": {\"batch\": [1], \"context_len\": [300],\n"
+       " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
+       " \"dtype\": [\"fp32\"]},\n"
+       " \"timing\": {\"warmup\": 1, \"min_reps\": 3, \"max_reps\": 5, \"max_seconds\": 0.02}}\n")
+  add_test(NAME cli.sweep_report_clean
+           COMMAND ${CMAKE_COMMAND} -E rm -rf ${report_data}/sweep ${report_data}/sweep_no_report)
+  set_tests_properties(cli.sweep_report_clean PROPERTIES LABELS "cli"
+                       FIXTURES_SETUP sweep_report_clean)
+  attn_cli_test(NAME sweep_prints_report EXIT 0 REGEX "sweep: report [^\n]*sweep/report\\.html"
+                ARGS sweep --device cpu --profile ${report_data}/tiny_profile.json --threads 2
+                     --quiet --out ${report_data}/sweep)
+  attn_cli_test(NAME sweep_no_report EXIT 0 REGEX "sweep: table [^\n]*threshold_table\\.json"
+                ARGS sweep --device cpu --profile ${report_data}/tiny_profile.json --threads 2
+                     --quiet --no-report --out ${report_data}/sweep_no_report)
+  set_tests_properties(cli.sweep_prints_report cli.sweep_no_report PROPERTIES
+                       FIXTURES_REQUIRED sweep_report_clean RESOURCE_LOCK cpu_timing)
+  add_test(NAME cli.sweep_report_written COMMAND ${CMAKE_COMMAND} -E cat ${report_data}/sweep/report.html)
+  set_tests_properties(cli.sweep_report_written PROPERTIES LABELS "cli"
+                       DEPENDS cli.sweep_prints_report
+                       PASS_REGULAR_EXPRESSION "class=\"chart decision-map\"")
+  add_test(NAME cli.sweep_no_report_absent
+           COMMAND ${CMAKE_COMMAND} -E cat ${report_data}/sweep_no_report/report.html)
+  set_tests_properties(cli.sweep_no_report_absent PROPERTIES LABELS "cli" WILL_FAIL TRUE
+                       DEPENDS cli.sweep_no_report)
+  # The faults sweep's report lists the configurations that crashed or hung, with the reason.
+  add_test(NAME cli.sweep_faults_report
+           COMMAND ${CMAKE_COMMAND} -E cat ${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_faults_out/report.html)
+  set_tests_properties(cli.sweep_faults_report PROPERTIES LABELS "cli"
+                       FIXTURES_REQUIRED faults_table DEPENDS cli.sweep_faults
+                       PASS_REGULAR_EXPRESSION "<td class=\"bad\">fault</td><td>decode [^<]*</td><td>decode_v2\\[partition=256,split=0\\]</td><td>worker killed by SIGSEGV")
+  # The quick sweep's page.
   set(quick_report ${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_quick_out/report.html)
-  add_test(NAME cli.sweep_quick_report
-           COMMAND ${CMAKE_COMMAND} -E cat ${quick_report})
+  add_test(NAME cli.sweep_quick_report COMMAND ${CMAKE_COMMAND} -E cat ${quick_report})
   set_tests_properties(cli.sweep_quick_report PROPERTIES LABELS "cli"
                        FIXTURES_REQUIRED quick_table DEPENDS cli.sweep_quick_show
                        PASS_REGULAR_EXPRESSION "class=\"chart decision-map\"")
