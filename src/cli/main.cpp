@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
                                         cli::setup_replay(app),  cli::setup_table(app),
                                         cli::setup_devices(app), cli::setup_plugin(app)};
   commands.push_back(cli::setup_merge(app));
+  commands.push_back(cli::setup_report(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

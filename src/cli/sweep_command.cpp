@@ -10,6 +10,7 @@
 #include "src/backends/registry.h"
 #include "src/cli/commands.h"
 #include "src/cli/kernels_option.h"
+#include "src/cli/report_command.h"
 #include "src/model/errors.h"
 #include "src/tuning/sweep.h"
 
@@ -28,6 +29,7 @@ struct SweepOptions {
   bool retry_faults = false;
   bool no_wait = false;
   bool in_process = false;
+  bool no_report = false;
   std::string timing;  // "events" or "graph"; empty: the profile's timing.mode
   std::string kernels; // a kernel plugin library; empty: the built-in kernels
   std::string shard;   // "I/N": measure shard I of N (src/tuning/shard.h); empty: all
@@ -99,6 +101,15 @@ int run_sweep(const SweepOptions& o) {
   if (!s.published_path.empty()) {
     std::printf("sweep: published %s\n", s.published_path.c_str());
   }
+  if (!o.no_report) {
+    // The page is a view of the table just written: a failure to draw it must not fail a
+    // sweep whose measurements are safe.
+    try {
+      std::printf("sweep: report %s\n", write_sweep_report(so.out_dir).c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sweep: warning: no report: %s\n", e.what());
+    }
+  }
   // Wrong results and faults (a configuration that crashed or hung) are the findings a sweep
   // must not bury: they set the exit code. Errors (a configuration that could not be measured)
   // leave the table incomplete: exit 4, so that a sweep in which nothing could be measured
@@ -157,6 +168,8 @@ Command setup_sweep(CLI::App& root) {
                   "I/N: measure only shard I of N (counted from 0), a fixed part of the plan "
                   "balanced by estimated cost; `attn-tune merge` joins the shards' folders "
                   "(default --out: attn-tune-out/<profile>/shard-I)");
+  sub->add_flag("--no-report", opt->no_report,
+                "Do not write report.html (attn-tune report) next to the table");
   return {sub, [opt] { return run_sweep(*opt); }};
 }
 

@@ -21,16 +21,32 @@ nlohmann::json Regret::to_json() const {
   return {{"mean", mean}, {"worst", worst}, {"points", points}, {"beyond_noise", beyond_noise}};
 }
 
-namespace {
-
 // Relative slack so that a choice exactly at the noise bound is not counted through rounding.
 constexpr double kNoiseSlack = 1e-9;
+
+bool beyond_noise(const DecodePoint& p, double slowdown) {
+  return slowdown > p.noise * (1.0 + kNoiseSlack) + kNoiseSlack;
+}
+
+double rule_time(const DecodePoint& p, const RuleChoice& c) {
+  return c.v2 ? p.v2_time(c.partition) : p.v1_s;
+}
+
+double config_time(const DecodePoint& p, const KernelConfig& c) {
+  auto it = p.by_config.find(c.key());
+  if (it != p.by_config.end()) {
+    return it->second;
+  }
+  return c.family == Family::decode_v2 ? p.v2_time(c.get("partition", 512)) : p.v1_s;
+}
+
+namespace {
 
 void add_point(Regret& r, double& sum, const DecodePoint& p, double chosen_s) {
   const double s = slowdown(chosen_s, p.best_s);
   sum += s;
   r.worst = std::max(r.worst, s);
-  r.beyond_noise += s > p.noise * (1.0 + kNoiseSlack) + kNoiseSlack ? 1 : 0;
+  r.beyond_noise += beyond_noise(p, s) ? 1 : 0;
   ++r.points;
 }
 
@@ -43,8 +59,7 @@ Regret regret_of(const std::vector<DecodePoint>& pts, const Rule& rule) {
     if (!p.usable()) {
       continue;
     }
-    const RuleChoice c = rule(p);
-    add_point(r, sum, p, c.v2 ? p.v2_time(c.partition) : p.v1_s);
+    add_point(r, sum, p, rule_time(p, rule(p)));
   }
   r.mean = r.points ? sum / r.points : 0.0;
   return r;
@@ -59,17 +74,7 @@ Regret regret_of_configs(const std::vector<DecodePoint>& pts,
     if (!p.usable()) {
       continue;
     }
-    const KernelConfig c = pick(i);
-    double t = kInf;
-    auto it = p.by_config.find(c.key());
-    if (it != p.by_config.end()) {
-      t = it->second;
-    } else if (c.family == Family::decode_v2) {
-      t = p.v2_time(c.get("partition", 512));
-    } else {
-      t = p.v1_s;
-    }
-    add_point(r, sum, p, t);
+    add_point(r, sum, p, config_time(p, pick(i)));
   }
   r.mean = r.points ? sum / r.points : 0.0;
   return r;

@@ -25,6 +25,14 @@ using Rule = std::function<RuleChoice(const DecodePoint&)>;
 // The seed engine: v2 when num_kv_heads * ceil(seq_len / 512) > 2 * 16 (its hard-coded SM count).
 [[nodiscard]] RuleChoice seed_engine_rule(const DecodePoint& p);
 
+// The time a rule's choice or an exact configuration takes at a point: a configuration not timed
+// there is charged its family's (and partition's) best time. The regret below counts
+// slowdown(time, p.best_s) of these; the report shows them point by point.
+[[nodiscard]] double rule_time(const DecodePoint& p, const RuleChoice& c);
+[[nodiscard]] double config_time(const DecodePoint& p, const KernelConfig& c);
+// Whether a slowdown at `p` exceeds the point's measured noise (Regret::beyond_noise).
+[[nodiscard]] bool beyond_noise(const DecodePoint& p, double slowdown);
+
 struct Regret {
   double mean = 0.0;  // mean over points of (chosen time / best time - 1)
   double worst = 0.0; // max of the same

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
+
+#include "src/model/errors.h"
 
 namespace attn {
 
@@ -43,6 +46,28 @@ nlohmann::json RuleFit::to_json() const {
           {"sm_count", sm_count},
           {"total_regret", total_regret},
           {"points", points}};
+}
+
+RuleFit RuleFit::from_json(const nlohmann::json& j) {
+  RuleFit f;
+  const std::string tiles = j.at("tiles").get<std::string>();
+  bool known = false;
+  for (TilesDef d : {TilesDef::batch_kv_heads_parts, TilesDef::batch_heads_parts,
+                     TilesDef::kv_heads_parts, TilesDef::heads_parts}) {
+    if (tiles == tiles_name(d)) {
+      f.tiles = d;
+      known = true;
+    }
+  }
+  if (!known) {
+    throw InputError("rule.tiles: unknown tiles definition \"" + tiles + "\"");
+  }
+  f.k = j.at("k").get<double>();
+  f.partition = j.at("partition").get<int>();
+  f.sm_count = j.at("sm_count").get<int>();
+  f.total_regret = j.value("total_regret", 0.0);
+  f.points = j.value("points", 0);
+  return f;
 }
 
 namespace {

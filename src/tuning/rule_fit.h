@@ -25,6 +25,8 @@ struct RuleFit {
     return count_tiles(tiles, p, partition) > k * sm_count;
   }
   [[nodiscard]] nlohmann::json to_json() const;
+  // The rule a table holds (its `rule` field); throws InputError on an unknown tiles definition.
+  [[nodiscard]] static RuleFit from_json(const nlohmann::json& j);
 };
 
 // Minimises total regret over usable points, for every tiles definition and every measured

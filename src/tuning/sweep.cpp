@@ -405,12 +405,15 @@ public:
       kernels_ = m.value("kernels", json::object());
       sm_count_ = m.value("sm_count", 0);
       slug_ = m.value("slug", "");
-      // The first worker's start sets the totals, even where a message before it already made
-      // the progress printer (a restarted worker keeps them).
+      // The first worker's plan counts; a note before it (waiting for the device) may already
+      // have opened a progress line without them.
       if (!started_) {
         started_ = true;
         sum_.total = m.value("total", 0);
         sum_.resumed = m.value("resumed", 0);
+        if (progress_) {
+          progress_->finish();
+        }
         progress_.emplace(opt_.progress, opt_.progress_tty, sum_.total, sum_.resumed);
         if (sum_.resumed > 0) {
           progress_->note("resuming: " + std::to_string(sum_.resumed) + " of " +
@@ -498,9 +501,9 @@ private:
 
   const Profile& prof_;
   const SweepOptions& opt_;
-  bool started_ = false;
   std::optional<FolderLock> lock_;
   std::optional<SweepProgress> progress_;
+  bool started_ = false; // the first worker's "start" has been seen
   SweepSummary sum_;
   json device_;
   json kernels_;

@@ -333,6 +333,17 @@ json regret_json(const json& table, const DecodeSets& sets, const RuleFit& fit) 
 
 } // namespace
 
+std::vector<WorkloadPoint> decode_workload_points(const std::vector<MeasurementRecord>& records) {
+  const BestTimings best = best_timings(records);
+  std::vector<WorkloadPoint> out;
+  out.reserve(best.decode_order.size());
+  for (const auto& key : best.decode_order) {
+    const WorkloadBest& b = best.decode.at(key);
+    out.push_back({b.w, b.pt});
+  }
+  return out;
+}
+
 nlohmann::json build_threshold_table(const std::vector<MeasurementRecord>& records,
                                      const nlohmann::json& provenance, int sm_count) {
   const BestTimings best = best_timings(records);

@@ -21,4 +21,13 @@ namespace attn {
 [[nodiscard]] nlohmann::json build_threshold_table(const std::vector<MeasurementRecord>& records,
                                                    const nlohmann::json& provenance, int sm_count);
 
+// One decode workload of a sweep and its measurements as the crossover, the rule fit and the
+// regret see them (noise included), sweep and held-out workloads alike, in first-seen order.
+struct WorkloadPoint {
+  Workload workload;
+  DecodePoint point;
+};
+[[nodiscard]] std::vector<WorkloadPoint>
+decode_workload_points(const std::vector<MeasurementRecord>& records);
+
 } // namespace attn

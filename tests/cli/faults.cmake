@@ -57,5 +57,12 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
     set_tests_properties(cli.sweep_device_busy_no_wait PROPERTIES LABELS "cli"
                          FIXTURES_REQUIRED device_busy_clean
                          ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${lock_dir}")
+    # A sweep that waited for the device still counts its plan (the wait's note came first).
+    add_test(NAME cli.sweep_waits_for_device
+             COMMAND sh -c "rm -rf out && (${ATTN_FLOCK} \"$ATTN_TUNE_LOCK_DIR/attn-tune-device-cpu-${attn_host}.lock\" sleep 3 &) && sleep 1 && $<TARGET_FILE:attn-tune> sweep --device cpu --profile ${ATTN_CLI_DATA}/faults_profile.json --threads 2 --no-report --out out 2>&1"
+             WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/cli_work/device_locks)
+    set_tests_properties(cli.sweep_waits_for_device PROPERTIES LABELS "cli"
+                         ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${lock_dir}"
+                         PASS_REGULAR_EXPRESSION "waiting for cpu.*sweep: 8 measurements \\(0 from an earlier run\\)")
   endif()
 endif()

@@ -1,0 +1,103 @@
+// Tests of the report page and the CSV files: every view is on the page (one decision map per
+// shape, every rule's regret), the page loads nothing and runs nothing, and CSV quoting.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "src/report/report_html.h"
+#include "src/tuning/threshold_table.h"
+#include "tests/tuning/table_fixtures.h"
+
+namespace attn::report {
+namespace {
+
+namespace fs = std::filesystem;
+
+ReportModel fixture_model() {
+  ReportSource src;
+  src.given = "fixture";
+  src.table_path = "fixture/threshold_table.json";
+  src.results_path = "fixture/results.jsonl";
+  src.records = fixtures::two_points_and_held_out();
+  src.table = build_threshold_table(
+      src.records, {{"device", {{"backend", "cpu"}, {"id", "cpu"}, {"name", "Test CPU"}}}}, 2);
+  return build_report_model(src);
+}
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (auto p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+TEST(ReportHtml, HoldsEveryView) {
+  const ReportModel m = fixture_model();
+  const std::string h = render_report_html(m, nullptr, nullptr, "attn-tune test");
+  EXPECT_EQ(h.rfind("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\"", 0), 0u);
+  EXPECT_EQ(count(h, "class=\"chart decision-map\""), int(m.maps.size()));
+  EXPECT_EQ(count(h, "class=\"chart latency\""), int(m.latency.size()));
+  EXPECT_EQ(count(h, "class=\"chart regret\""), 2);
+  for (const auto& [id, name] : kRules) {
+    // The summary row and the worst points on the sweep and held-out points.
+    EXPECT_EQ(count(h, "data-rule=\"" + id + "\""), 3) << id;
+  }
+  for (const char* sec : {"glance", "provenance", "decision", "latency", "regret", "prefill"}) {
+    EXPECT_NE(h.find(std::string("<section id=\"") + sec + "\">"), std::string::npos) << sec;
+  }
+  EXPECT_EQ(h.find("id=\"diff\""), std::string::npos);
+  EXPECT_EQ(h.find("<script"), std::string::npos);
+  EXPECT_NE(h.find("@media (prefers-color-scheme: dark)"), std::string::npos);
+  EXPECT_NE(h.find("@media print"), std::string::npos);
+  // The rules' switch lines are drawn where their decision changes between measured lengths.
+  EXPECT_GT(count(h, "class=\"r-vllm\""), 0);
+  EXPECT_GT(count(h, "class=\"r-seed_engine\""), 0);
+  // Where v2 starts to win, in words.
+  EXPECT_NE(h.find("batch 1: v2 from 2k"), std::string::npos);
+  EXPECT_NE(h.find("batch 64: v1 at every length"), std::string::npos);
+  // Every data table is on the page.
+  for (const auto& t : model_tables(m)) {
+    EXPECT_NE(h.find("data-table=\"" + t.id + "\""), std::string::npos) << t.id;
+  }
+}
+
+TEST(ReportHtml, AgainstShowsBothAndTheDifferingCalls) {
+  const ReportModel m = fixture_model();
+  const std::vector<DecisionDiff> diffs = {
+      {"b=1 ctx=2048", "decode_v2[partition=256]", "decode_v1", true}};
+  const std::string h = render_report_html(m, &m, &diffs, "attn-tune test");
+  EXPECT_EQ(count(h, "class=\"chart decision-map\""), 2 * int(m.maps.size()));
+  EXPECT_NE(h.find("<section id=\"diff\">"), std::string::npos);
+  EXPECT_NE(h.find("1 calls differ, 1 of them between v1 and v2"), std::string::npos);
+  EXPECT_NE(h.find("<td>b=1 ctx=2048</td><td>decode_v2[partition=256]</td><td>decode_v1</td>"),
+            std::string::npos);
+}
+
+TEST(ReportCsv, QuotesAndWritesOneFilePerView) {
+  const DataTable t{"x", "t", {"a", "b"}, {{"1,2", "say \"hi\""}, {"3", "4"}}};
+  EXPECT_EQ(to_csv(t, "src"), "table,a,b\nsrc,\"1,2\",\"say \"\"hi\"\"\"\nsrc,3,4\n");
+
+  const fs::path dir = fs::temp_directory_path() / "attn_report_csv_test";
+  fs::remove_all(dir);
+  const ReportModel m = fixture_model();
+  const std::vector<DecisionDiff> diffs = {{"call", "x", "y", false}};
+  const auto files = write_report_csv(dir.string(), m, &m, &diffs);
+  EXPECT_EQ(files.size(), model_tables(m).size() + 1);
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::string header;
+    std::getline(in, header);
+    EXPECT_EQ(header.rfind("table,", 0), 0u) << f;
+  }
+  std::ifstream map(dir / "decision_map.csv");
+  std::stringstream ss;
+  ss << map.rdbuf();
+  EXPECT_EQ(count(ss.str(), "\n"), 1 + 2 * 6); // both tables' rows under one header
+  fs::remove_all(dir);
+}
+
+} // namespace
+} // namespace attn::report

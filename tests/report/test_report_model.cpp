@@ -1,0 +1,298 @@
+// Tests of the report's views on synthetic records with known answers: decision cells and
+// margins, partition series, the rules' switch points, per-point regret that agrees with the
+// table's own summary (and a table lookup without regret at the sweep's own points), the
+// decisions that differ between two tables, and one-line errors for bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "src/model/errors.h"
+#include "src/report/report_model.h"
+#include "src/tuning/threshold_table.h"
+#include "tests/tuning/table_fixtures.h"
+
+namespace attn::report {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The shipped CPU table's provenance (so the schema check passes) on a synthetic device.
+json provenance() {
+  std::ifstream f(std::string(ATTN_SOURCE_DIR) + "/results/cpu-amd-epyc-quick.json");
+  json p = json::parse(f).at("provenance");
+  p["device"]["name"] = "Test CPU";
+  p["profile"]["hash"] = "0123";
+  return p;
+}
+
+ReportSource fixture_source(bool with_records) {
+  ReportSource src;
+  src.given = "fixture";
+  src.table_path = "fixture/threshold_table.json";
+  const auto records = fixtures::two_points_and_held_out();
+  src.table = build_threshold_table(records, provenance(), 2);
+  if (with_records) {
+    src.results_path = "fixture/results.jsonl";
+    src.records = records;
+  }
+  return src;
+}
+
+const RegretPoint* point_at(const ReportModel& m, const std::string& rule,
+                            const std::string& where_prefix) {
+  for (const auto& p : m.regret.points.at(rule)) {
+    if (p.where.rfind(where_prefix, 0) == 0) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
+TEST(ReportModel, DecisionMapCellsAndMargins) {
+  const ReportModel m = build_report_model(fixture_source(true));
+  ASSERT_EQ(m.maps.size(), 1u); // one shape (kvh 8), two batches
+  const DecisionMap& dm = m.maps[0];
+  EXPECT_EQ(dm.batches, (std::vector<int>{1, 64}));
+  EXPECT_EQ(dm.contexts, (std::vector<int>{512, 2048, 8192}));
+  EXPECT_EQ(dm.cells.size(), 6u);
+  EXPECT_FALSE(dm.cells.at({1, 512}).v2);
+  const DecisionCell& c2k = dm.cells.at({1, 2048});
+  EXPECT_TRUE(c2k.v2);
+  EXPECT_EQ(c2k.partition, 256);
+  EXPECT_NEAR(c2k.margin, 4.0 / 2.0 - 1.0, 1e-12);
+  EXPECT_EQ(dm.cells.at({1, 8192}).partition, 512);
+  EXPECT_NEAR(dm.cells.at({1, 8192}).margin, 16.0 / 5.0 - 1.0, 1e-12);
+  for (int ctx : dm.contexts) {
+    EXPECT_FALSE(dm.cells.at({64, ctx}).v2) << ctx;
+  }
+  EXPECT_NE(dm.title.find("8 KV heads"), std::string::npos) << dm.title;
+}
+
+TEST(ReportModel, RuleSwitchesAreTheRulesOwnDecisions) {
+  const ReportModel m = build_report_model(fixture_source(true));
+  const DecisionMap& dm = m.maps[0];
+  EXPECT_EQ(dm.ctx_lo, 256);
+  EXPECT_EQ(dm.ctx_hi, 16384);
+  // vLLM: batch 1 x 32 heads <= 512, so v1 only while one partition covers the context.
+  const auto& v1b = dm.switches.at("vllm").at(1);
+  ASSERT_EQ(v1b.size(), 1u);
+  EXPECT_EQ(v1b[0].context_len, 513);
+  EXPECT_TRUE(v1b[0].to_v2);
+  // batch 64 x 32 heads > 512: v1 up to vLLM's 8192 limit.
+  const auto& v64 = dm.switches.at("vllm").at(64);
+  ASSERT_EQ(v64.size(), 1u);
+  EXPECT_EQ(v64[0].context_len, 8193);
+  // The seed engine: 8 KV heads x ceil(ctx / 512) > 32 from 2049 on, at every batch.
+  for (int b : {1, 64}) {
+    const auto& s = dm.switches.at("seed_engine").at(b);
+    ASSERT_EQ(s.size(), 1u) << b;
+    EXPECT_EQ(s[0].context_len, 2049);
+  }
+  EXPECT_TRUE(dm.switches.count("fitted_rule"));
+  EXPECT_TRUE(dm.rule_v2.at("vllm").at({1, 2048}));
+  EXPECT_FALSE(dm.rule_v2.at("vllm").at({64, 8192}));
+  EXPECT_FALSE(dm.rule_v2.at("seed_engine").at({64, 2048}));
+  EXPECT_TRUE(dm.rule_v2.at("seed_engine").at({64, 8192}));
+}
+
+TEST(ReportModel, LatencySeriesPerPartitionFromResults) {
+  const ReportModel m = build_report_model(fixture_source(true));
+  ASSERT_EQ(m.latency.size(), 2u);
+  const LatencyChart& b1 = m.latency[0].batch == 1 ? m.latency[0] : m.latency[1];
+  const LatencyChart& b64 = m.latency[0].batch == 1 ? m.latency[1] : m.latency[0];
+  ASSERT_EQ(b1.series.size(), 4u); // best v1, best v2, partitions 256 and 512
+  EXPECT_EQ(b1.series[2].partition, 256);
+  EXPECT_DOUBLE_EQ(b1.series[2].by_context.at(8192).median_s, 6.0);
+  EXPECT_DOUBLE_EQ(b1.series[1].by_context.at(8192).median_s, 5.0);
+  ASSERT_EQ(b1.v2.size(), 1u);
+  EXPECT_EQ(b1.v2[0], (std::pair<int, int>{2048, 0}));
+  // Batch 64's partition 256 failed: one partition is the best v2 itself, drawn once.
+  EXPECT_EQ(b64.series.size(), 2u);
+  EXPECT_TRUE(b64.v2.empty());
+  // Without results only the table's best v1 and v2 remain.
+  const ReportModel t = build_report_model(fixture_source(false));
+  EXPECT_EQ(t.latency[0].series.size(), 2u);
+}
+
+TEST(ReportModel, RegretPerPointAgreesWithTheTable) {
+  const ReportSource src = fixture_source(true);
+  const ReportModel m = build_report_model(src);
+  EXPECT_TRUE(m.regret.exact);
+  for (const auto& [id, name] : kRules) {
+    const auto& pts = m.regret.points.at(id);
+    std::vector<double> sweep;
+    int held_out = 0;
+    for (const auto& p : pts) {
+      if (p.set == "sweep") {
+        sweep.push_back(p.slowdown);
+      } else {
+        ++held_out;
+      }
+    }
+    const json& stored = src.table["regret"]["sweep"][id];
+    ASSERT_EQ(int(sweep.size()), stored["points"].get<int>()) << id;
+    EXPECT_EQ(held_out, src.table["regret"]["held_out"][id]["points"].get<int>()) << id;
+    const double mean = std::accumulate(sweep.begin(), sweep.end(), 0.0) / double(sweep.size());
+    EXPECT_NEAR(mean, stored["mean"].get<double>(), 1e-12) << id;
+    EXPECT_NEAR(*std::max_element(sweep.begin(), sweep.end()), stored["worst"].get<double>(), 1e-12)
+        << id;
+  }
+  // vLLM launches v2 with partition 512 at batch 1, ctx 2048 (3.0) where 256 takes 2.0.
+  const RegretPoint* p = point_at(m, "vllm", "b=1 ctx=2048 ");
+  ASSERT_NE(p, nullptr);
+  EXPECT_NEAR(p->slowdown, 0.5, 1e-12);
+  EXPECT_TRUE(p->beyond_noise);
+  EXPECT_EQ(p->chose, "v2 partition 512");
+  EXPECT_EQ(p->best, "decode_v2[partition=256]");
+  // The table looked up at its own points picks the measured best: no regret (no noise here).
+  for (const auto& q : m.regret.points.at("table_lookup")) {
+    if (q.set == "sweep") {
+      EXPECT_EQ(q.slowdown, 0.0) << q.where << " chose " << q.chose;
+    }
+  }
+}
+
+TEST(ReportModel, RegretFromTheTableAloneIsALowerBound) {
+  const ReportModel exact = build_report_model(fixture_source(true));
+  const ReportModel table = build_report_model(fixture_source(false));
+  EXPECT_FALSE(table.regret.exact);
+  for (const auto& [id, name] : kRules) {
+    const auto& a = exact.regret.points.at(id);
+    const auto& b = table.regret.points.at(id);
+    ASSERT_EQ(a.size(), b.size()) << id;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].where, b[i].where);
+      EXPECT_LE(b[i].slowdown, a[i].slowdown + 1e-12) << id << " " << a[i].where;
+    }
+  }
+}
+
+TEST(ReportModel, CountsAndFailedConfigurations) {
+  ReportSource src = fixture_source(true);
+  src.lines = {{{"workload_key", "w1"},
+                {"config_key", "c1"},
+                {"status", "failed"},
+                {"reason", "wrong results: max_abs_err 3"}},
+               {{"workload_key", "w2"}, {"config_key", "c2"}, {"status", "error"}},
+               {{"workload_key", "w2"}, {"config_key", "c2"}, {"status", "ok"}},
+               {{"workload_key", "w3"},
+                {"config_key", "c3"},
+                {"status", "skipped"},
+                {"reason", "partition < block_size"}}};
+  const ReportModel m = build_report_model(src);
+  ASSERT_EQ(m.issues.size(), 1u); // the error was retried and is ok now
+  EXPECT_EQ(m.issues[0].status, "failed");
+  EXPECT_EQ(m.issues[0].reason, "wrong results: max_abs_err 3");
+  EXPECT_EQ(m.skipped.at("partition < block_size"), 1);
+  EXPECT_EQ(m.counts["failed"], 1);
+  EXPECT_EQ(m.device, "Test CPU (cpu)");
+  EXPECT_TRUE(m.cpu);
+}
+
+TEST(ReportModel, DecisionDiffsBetweenTables) {
+  const json a = fixture_source(false).table;
+  EXPECT_TRUE(decision_diffs(a, a).empty());
+  json b = a;
+  for (auto& p : b["decode"]) {
+    p["v2_intervals"] = json::array();
+    p["v2_from"] = "never";
+  }
+  const std::vector<DecisionDiff> d = decision_diffs(a, b);
+  // Batch 1 at 2048 and 8192, and the held-out call (nearest point: batch 1) at 4096.
+  ASSERT_EQ(d.size(), 3u);
+  for (const auto& x : d) {
+    EXPECT_TRUE(x.family_differs) << x.call;
+    EXPECT_EQ(x.a.rfind("decode_v2", 0), 0u) << x.call;
+    EXPECT_EQ(x.b.rfind("decode_v1", 0), 0u) << x.call;
+  }
+}
+
+TEST(ReportModel, TablesHoldEveryView) {
+  const ReportModel m = build_report_model(fixture_source(true));
+  const std::vector<DataTable> t = model_tables(m);
+  std::vector<std::string> ids;
+  for (const auto& x : t) {
+    ids.push_back(x.id);
+    for (const auto& r : x.rows) {
+      EXPECT_EQ(r.size(), x.columns.size()) << x.id;
+    }
+  }
+  EXPECT_EQ(
+      ids, (std::vector<std::string>{"provenance", "measurements", "decode_latency", "decision_map",
+                                     "rule_switches", "regret_summary", "regret", "prefill"}));
+  EXPECT_EQ(t[3].rows.size(), 6u);     // a decision cell per measured point
+  EXPECT_EQ(t[5].rows.size(), 8u);     // four rules on two point sets
+  EXPECT_EQ(t[6].rows.size(), 4u * 7); // four rules at 6 sweep and 1 held-out point
+  EXPECT_EQ(diff_table({{"call", "x", "y", true}}).rows[0],
+            (std::vector<std::string>{"call", "x", "y", "yes"}));
+}
+
+class ReportInput : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir_ =
+        fs::temp_directory_path() /
+        ("attn_report_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  static std::string error_of(const std::string& path) {
+    try {
+      (void)load_report_source(path);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+TEST_F(ReportInput, BadInputIsOneLineNamingIt) {
+  EXPECT_EQ(error_of((dir_ / "nope.json").string()),
+            "'" + (dir_ / "nope.json").string() + "' does not exist");
+  EXPECT_NE(error_of(dir_.string()).find("has no threshold_table.json"), std::string::npos);
+  EXPECT_NE(error_of(write("a.json", "{ nope")).find("a.json' is not valid JSON"),
+            std::string::npos);
+  EXPECT_NE(error_of(write("b.json", "[1, 2]")).find("is not an attn-tune threshold table"),
+            std::string::npos);
+  const std::string broken =
+      error_of(write("c.json", R"({"schema": "attn-tune/threshold-table", "version": 2})"));
+  EXPECT_NE(broken.find("c.json': threshold table: "), std::string::npos) << broken;
+  for (const std::string& e : {error_of(dir_.string()), broken}) {
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}
+
+TEST_F(ReportInput, FolderReadsTheTableAndItsResults) {
+  const json table = fixture_source(false).table;
+  std::ofstream(dir_ / "threshold_table.json") << table.dump();
+  const ReportSource only_table = load_report_source(dir_.string());
+  EXPECT_TRUE(only_table.results_path.empty());
+  EXPECT_EQ(only_table.table, table);
+
+  json header = {{"type", "header"},
+                 {"schema", "attn-tune/results"},
+                 {"version", 1},
+                 {"profile_hash", "0123"}};
+  std::ofstream(dir_ / "results.jsonl") << header.dump() << "\n";
+  const ReportSource with = load_report_source(dir_.string());
+  EXPECT_EQ(with.results_path, (dir_ / "results.jsonl").string());
+
+  header["profile_hash"] = "ffff";
+  std::ofstream(dir_ / "results.jsonl") << header.dump() << "\n";
+  EXPECT_NE(error_of(dir_.string()).find("is from profile hash ffff"), std::string::npos);
+}
+
+} // namespace
+} // namespace attn::report
