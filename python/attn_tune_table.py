@@ -48,8 +48,8 @@ Python ints (convert tensor values with int()). dtype accepts the names `attn-tu
 accepts (fp32/float32/f32/float, fp16/float16/f16/half, bf16/bfloat16) and torch dtypes
 (torch.bfloat16); anything else is a ValueError, as in the CLI.
 
-Fleet tables (`attn-tune table combine`, docs/fleet-tables.md) hold the tables of several GPU
-models keyed by canonical device name. `ThresholdTable.load(path, device_name=...)` reads a fleet
+Fleet tables (`attn-tune table combine`; docs/sharding.md, section Fleet tables) hold the tables
+of several GPU models keyed by canonical device name. `ThresholdTable.load(path, device_name=...)` reads a fleet
 file's entry for that device (any alias: "NVIDIA H100 80GB HBM3", "H100-SXM", "h100-sxm"; without
 a name, torch.cuda's current device); `nearest=True` falls back to the entry nearest by SM count
 and memory bandwidth. `table.selection` says which entry answers (and is logged); a single table

@@ -1,7 +1,7 @@
-// Header-only reader of attn-tune fleet tables (docs/fleet-tables.md): one file holding the
-// threshold tables of several GPU models, keyed by canonical device name. An engine includes
-// this file, names the device it runs on (any alias: "NVIDIA H100 80GB HBM3", "H100-SXM", ...)
-// and gets that device's ThresholdTableReader and the entry it came from.
+// Header-only reader of attn-tune fleet tables (docs/sharding.md, section Fleet tables): one file
+// holding the threshold tables of several GPU models, keyed by canonical device name. An engine
+// includes this file, names the device it runs on (any alias: "NVIDIA H100 80GB HBM3", "H100-SXM",
+// ...) and gets that device's ThresholdTableReader and the entry it came from.
 #pragma once
 #include <cctype>
 #include <cmath>
@@ -98,11 +98,12 @@ inline bool has(const std::vector<std::string>& t, const std::string& w) {
 }
 } // namespace detail
 
-// The canonical name of a device model (docs/fleet-tables.md lists the aliases): "NVIDIA H100
-// 80GB HBM3", "NVIDIA H100 SXM5 80GB" and "H100-SXM" are all "h100-sxm"; "NVIDIA H100 PCIe" is
-// "h100-pcie"; A100s carry their form and memory ("a100-sxm4-80gb"; `memory_bytes` decides the
-// size when the name does not say; without either, "a100-sxm4"). Other names become their words
-// in lower case joined by '-', without the vendor ("NVIDIA GeForce RTX 4090" -> "rtx-4090").
+// The canonical name of a device model (docs/sharding.md, section "Fleet tables", lists the
+// aliases): "NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB" and "H100-SXM" are all "h100-sxm";
+// "NVIDIA H100 PCIe" is "h100-pcie"; A100s carry their form and memory ("a100-sxm4-80gb";
+// `memory_bytes` decides the size when the name does not say; without either, "a100-sxm4"). Other
+// names become their words in lower case joined by '-', without the vendor ("NVIDIA GeForce RTX
+// 4090" -> "rtx-4090").
 inline std::string canonical_device_name(const std::string& raw, int64_t memory_bytes = 0) {
   using detail::has;
   std::vector<std::string> t;

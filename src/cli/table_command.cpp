@@ -348,7 +348,7 @@ Command setup_table(CLI::App& root) {
   lk->add_flag("--json", opt->json, "Print the choice as JSON");
   CLI::App* comb = sub->add_subcommand(
       "combine", "Join tables of different GPU models into one fleet table keyed by canonical "
-                 "device name (docs/fleet-tables.md)");
+                 "device name (docs/sharding.md, section Fleet tables)");
   comb->add_option("OUT", opt->out, "The fleet table to write")->required();
   comb->add_option("TABLE", opt->tables, "Threshold tables (or fleet tables) to join")->required();
   return {sub, [opt, show, comb] {
