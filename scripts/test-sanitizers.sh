@@ -32,6 +32,8 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # Sweep.QuickProfileEndToEndOnTheCpuBackend (the same grid in process), whose sweep code the
 # smaller sweep, fault and plugin sweep tests run here; cli.verify_kernels_same_as_builtin (two
 # whole verify passes; the plugin path stays covered by test_plugin_backend and the mask-bug,
-# crash and layout plugin tests). The normal build runs all of them.
-ctest --test-dir "$BUILD" --output-on-failure -j2 -LE 'nvrtc_sweep|gpu' \
+# crash and layout plugin tests); the Ray test (label ray: two quick-profile shards, 75 s
+# instrumented, run last and alone; the merge and shard code it drives is under test_merge and
+# test_shard here). The normal build runs all of them.
+ctest --test-dir "$BUILD" --output-on-failure -j2 -LE 'nvrtc_sweep|gpu|ray' \
   -E '^(cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin)$'

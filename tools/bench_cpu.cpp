@@ -4,7 +4,9 @@
 // the kernel build in use. The peer is the same calls through PyTorch on the CPU (attn_tune_torch
 // over the Python bridge: what an engine's fallback path would run), timed the same way. Not part
 // of ctest.
-//   usage: bench_cpu [--threads N] [--quick] [--no-peer]
+//   usage: bench_cpu [--threads N] [--quick] [--no-peer] [--warm]
+// --warm times with warm caches (no flush before a rep): set beside a cold run, it tells how much
+// of a row's time is waiting for memory and how much is the kernel's own work.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   bool quick = false;
   bool peer_wanted = true;
+  bool warm = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -69,8 +72,10 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (a == "--no-peer") {
       peer_wanted = false;
+    } else if (a == "--warm") {
+      warm = true;
     } else {
-      std::fprintf(stderr, "usage: bench_cpu [--threads N] [--quick] [--no-peer]\n");
+      std::fprintf(stderr, "usage: bench_cpu [--threads N] [--quick] [--no-peer] [--warm]\n");
       return 2;
     }
   }
@@ -106,7 +111,10 @@ int main(int argc, char** argv) {
   topt.min_reps = 5;
   topt.max_reps = 50;
   topt.max_seconds = quick ? 0.3 : 1.0;
-  topt.flush_cache = true;
+  topt.flush_cache = !warm;
+  if (warm) {
+    std::printf("caches: warm (--warm): no flush before a rep\n");
+  }
   // The peer is slower by orders of magnitude on some shapes; a few calls tell that.
   TimingOptions peer_opt = topt;
   peer_opt.warmup = 1;
