@@ -233,7 +233,12 @@ int main(int argc, char** argv) {
       // before and after this shape's rows, and the highest of the three is what they are read
       // against (the rows are printed once it is known).
       const double before = cpu::measured_fma_peak_gflops(isa, info.threads, 0.2);
-      std::vector<std::pair<std::string, double>> rows; // printed row without ratio, GFLOP/s
+      struct Row {
+        std::string head; // the columns before "of peak"
+        double gflops;
+        std::string torch_ms;
+      };
+      std::vector<Row> rows;
       bool first = true;
       for (const KernelConfig& cfg : prefill_configs) {
         auto run = be->prepare(pr, cfg);
@@ -245,15 +250,13 @@ int main(int argc, char** argv) {
         std::snprintf(line, sizeof line, "%-6s %-6d %-6d %-6d %-40s %9.3f %9.2f",
                       std::string(dtype_name(dt)).c_str(), s.batch, s.q, s.k, cfg.key().c_str(),
                       t.median_s * 1e3, gflops);
-        rows.emplace_back(std::string(line) + "\t" + torch_ms, gflops);
+        rows.push_back({line, gflops, torch_ms});
       }
       const double after = cpu::measured_fma_peak_gflops(isa, info.threads, 0.2);
       const double shape_peak = std::max({peak, before, after});
-      for (const auto& [text, gflops] : rows) {
-        const std::size_t tab = text.find('\t');
-        std::printf("%s %7.2f %12s\n", text.substr(0, tab).c_str(), gflops / shape_peak,
-                    text.substr(tab + 1).c_str());
-        best.ratio = std::max(best.ratio, gflops / shape_peak);
+      for (const Row& r : rows) {
+        std::printf("%s %7.2f %12s\n", r.head.c_str(), r.gflops / shape_peak, r.torch_ms.c_str());
+        best.ratio = std::max(best.ratio, r.gflops / shape_peak);
       }
       std::printf("  (FMA peak for these rows: %.1f GFLOP/s; %.1f before them, %.1f after)\n",
                   shape_peak, before, after);
