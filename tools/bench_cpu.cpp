@@ -4,7 +4,10 @@
 // the kernel build in use. The peer is the same calls through PyTorch on the CPU (attn_tune_torch
 // over the Python bridge: what an engine's fallback path would run), timed the same way. Not part
 // of ctest.
-//   usage: bench_cpu [--threads N] [--quick] [--no-peer] [--warm]
+//   usage: bench_cpu [--threads N] [--quick] [--no-peer] [--warm] [--only decode|prefill]
+//                    [--dtype fp32|fp16|bf16] [--decode-shape BATCHxCTX]
+// --only, --dtype and --decode-shape run a part of the table (to study one row without waiting
+// for the rest); with --warm, a small --decode-shape (K/V within L2) times the kernel's own work.
 // --warm times with warm caches (no flush before a rep): set beside a cold run, it tells how much
 // of a row's time is waiting for memory and how much is the kernel's own work.
 #include <chrono>
@@ -64,6 +67,9 @@ int main(int argc, char** argv) {
   bool quick = false;
   bool peer_wanted = true;
   bool warm = false;
+  std::string only;
+  std::vector<DType> dtypes = {DType::f32, DType::f16, DType::bf16};
+  int shape_batch = 0, shape_ctx = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -74,8 +80,24 @@ int main(int argc, char** argv) {
       peer_wanted = false;
     } else if (a == "--warm") {
       warm = true;
+    } else if (a == "--only" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "decode" || std::string(argv[i + 1]) == "prefill")) {
+      only = argv[++i];
+    } else if (a == "--decode-shape" && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%dx%d", &shape_batch, &shape_ctx) == 2 &&
+               shape_batch > 0 && shape_ctx > 0) {
+      ++i;
+    } else if (a == "--dtype" && i + 1 < argc) {
+      try {
+        dtypes = {parse_dtype(argv[++i])};
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_cpu: %s\n", e.what());
+        return 2;
+      }
     } else {
-      std::fprintf(stderr, "usage: bench_cpu [--threads N] [--quick] [--no-peer] [--warm]\n");
+      std::fprintf(stderr, "usage: bench_cpu [--threads N] [--quick] [--no-peer] [--warm] "
+                           "[--only decode|prefill] [--dtype fp32|fp16|bf16] "
+                           "[--decode-shape BATCHxCTX]\n");
       return 2;
     }
   }
@@ -145,6 +167,9 @@ int main(int argc, char** argv) {
   if (quick) {
     decode_shapes = {{8, 2048}, {2, 8192}};
   }
+  if (shape_batch > 0) {
+    decode_shapes = {{shape_batch, shape_ctx}};
+  }
   const std::vector<KernelConfig> decode_configs = {
       KernelConfig{Family::decode_v1, {{"split", 0}}},
       KernelConfig{Family::decode_v1, {{"split", 1}}},
@@ -160,7 +185,10 @@ int main(int argc, char** argv) {
     double ratio = 0.0;
   };
   std::vector<Best> decode_best;
-  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+  if (only == "prefill") {
+    decode_shapes.clear();
+  }
+  for (DType dt : dtypes) {
     for (const auto& s : decode_shapes) {
       const Problem pr =
           make_decode_problem(shape(dt), std::vector<int>(std::size_t(s.batch), s.ctx),
@@ -221,7 +249,10 @@ int main(int argc, char** argv) {
   std::printf("%-6s %-6s %-6s %-6s %-40s %9s %9s %7s %12s\n", "dtype", "batch", "q", "k", "config",
               "ms", "GFLOP/s", "of peak", "PyTorch ms");
   std::vector<Best> prefill_best;
-  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+  if (only == "decode") {
+    prefill_shapes.clear();
+  }
+  for (DType dt : dtypes) {
     for (const auto& s : prefill_shapes) {
       const Problem pr = make_prefill_problem(
           shape(dt), std::vector<int>(std::size_t(s.batch), s.q),
