@@ -69,7 +69,36 @@ void describe_provenance(std::ostringstream& s, const json& t) {
   if (c.value("fault", 0) > 0) { // tables of version 1 made before faults existed have no count
     s << ", " << c.value("fault", 0) << " faults (crashed or hung)";
   }
-  s << "\n\n";
+  s << "\n";
+  // One shard's table, or a merge of shards (attn-tune merge); one merged with --partial says
+  // here, not only in its JSON, that its decisions rest on part of the sweep.
+  if (pv.contains("shard")) {
+    s << "shard:    " << pv["shard"].value("index", 0) << "/" << pv["shard"].value("count", 1)
+      << " of a sharded sweep: this table covers that shard's points only (attn-tune merge "
+         "combines the shards)\n";
+  }
+  if (pv.contains("merge")) {
+    const json& m = pv["merge"];
+    const std::size_t shards = m.value("shards", json::array()).size();
+    s << "merged:   " << shards << " shard folder" << (shards == 1 ? "" : "s") << " of "
+      << m.value("shard_count", 0) << " shards";
+    if (m.value("complete", true)) {
+      s << ", complete\n";
+    } else {
+      s << "\nINCOMPLETE: merged with --partial; its decisions rest on part of the sweep:";
+      for (const json& i : m.value("missing_shards", json::array())) {
+        s << " shard " << i.get<int>() << "/" << m.value("shard_count", 0) << " has no folder;";
+      }
+      for (const json& f : m.value("shards", json::array())) {
+        if (!f.value("complete", true)) {
+          s << " shard " << f.value("shard", "?") << " has " << f.value("measurements", 0) << " of "
+            << f.value("expected", 0) << " measurements;";
+        }
+      }
+      s << "\n";
+    }
+  }
+  s << "\n";
 }
 
 void describe_rule(std::ostringstream& s, const json& rule) {

@@ -42,6 +42,41 @@ TEST(ThresholdTable, ShowExplainsTheTable) {
   EXPECT_NE(text.find("fitted rule: use v2 (partition 512) when"), std::string::npos) << text;
 }
 
+TEST(ThresholdTable, ShowSaysWhenAMergedTableIsIncomplete) {
+  const KernelConfig v1{Family::decode_v1, {}};
+  const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};
+  std::vector<MeasurementRecord> rs = {rec(1, 512, 8, v1, 1.0), rec(1, 512, 8, v2, 2.0)};
+  json pv = provenance();
+  pv["merge"] = {{"shard_count", 3},
+                 {"shards",
+                  {{{"shard", "0/3"}, {"measurements", 10}, {"expected", 10}, {"complete", true}},
+                   {{"shard", "1/3"}, {"measurements", 4}, {"expected", 9}, {"complete", false}}}},
+                 {"missing_shards", {2}},
+                 {"complete", false},
+                 {"duplicates", 0}};
+  const std::string partial = cli::describe_table(build_threshold_table(rs, pv, 16));
+  EXPECT_NE(partial.find("merged:   2 shard folders of 3 shards\nINCOMPLETE: merged with "
+                         "--partial; its decisions rest on part of the sweep: shard 2/3 has no "
+                         "folder; shard 1/3 has 4 of 9 measurements;"),
+            std::string::npos)
+      << partial;
+
+  pv["merge"]["shards"][1]["complete"] = true;
+  pv["merge"]["shards"].push_back(
+      {{"shard", "2/3"}, {"measurements", 5}, {"expected", 5}, {"complete", true}});
+  pv["merge"]["missing_shards"] = json::array();
+  pv["merge"]["complete"] = true;
+  const std::string whole = cli::describe_table(build_threshold_table(rs, pv, 16));
+  EXPECT_NE(whole.find("merged:   3 shard folders of 3 shards, complete\n"), std::string::npos)
+      << whole;
+  EXPECT_EQ(whole.find("INCOMPLETE"), std::string::npos) << whole;
+
+  json one = provenance();
+  one["shard"] = {{"index", 1}, {"count", 4}};
+  const std::string shard = cli::describe_table(build_threshold_table(rs, one, 16));
+  EXPECT_NE(shard.find("shard:    1/4 of a sharded sweep"), std::string::npos) << shard;
+}
+
 TEST(ThresholdTable, ShowSpellsOutIntervalsAndNoiseCalls) {
   const KernelConfig v1{Family::decode_v1, {}};
   const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};
