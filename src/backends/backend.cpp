@@ -3,6 +3,14 @@
 
 namespace attn {
 
+std::optional<std::string> phase_mismatch(Family f, Phase ph) {
+  if (family_is_decode(f) == (ph == Phase::decode)) {
+    return std::nullopt;
+  }
+  return std::string(family_name(f)) + " runs " + (family_is_decode(f) ? "decode" : "prefill") +
+         " problems, not " + phase_name(ph) + " problems";
+}
+
 nlohmann::json DeviceInfo::to_json() const {
   nlohmann::json j = {{"backend", backend},
                       {"id", id},

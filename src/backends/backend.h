@@ -61,6 +61,11 @@ struct PlanItem {
   KernelConfig config;
 };
 
+// Why a configuration of family f cannot run a problem of phase ph (the decode families run
+// decode problems, prefill runs prefill ones), or nullopt when the phases agree: the first check
+// of a backend's can_run.
+[[nodiscard]] std::optional<std::string> phase_mismatch(Family f, Phase ph);
+
 class Backend {
 public:
   virtual ~Backend() = default;

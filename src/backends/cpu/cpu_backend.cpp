@@ -208,9 +208,8 @@ public:
 
   std::optional<std::string> can_run(const KernelConfig& cfg, const Problem& pr) const override {
     const char* fam = family_name(cfg.family);
-    if (family_is_decode(cfg.family) != (pr.phase == Phase::decode)) {
-      return std::string(fam) + " runs " + (family_is_decode(cfg.family) ? "decode" : "prefill") +
-             " problems, not " + phase_name(pr.phase) + " problems";
+    if (auto why = phase_mismatch(cfg.family, pr.phase)) {
+      return why;
     }
     for (const auto& [k, v] : cfg.params) {
       if (!known_params(cfg.family).count(k)) {

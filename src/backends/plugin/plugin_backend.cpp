@@ -24,9 +24,8 @@ std::vector<KernelConfig> PluginBackend::config_space(Family f, const AttnParams
 std::optional<std::string> PluginBackend::can_run(const KernelConfig& cfg,
                                                   const Problem& pr) const {
   const char* fam = family_name(cfg.family);
-  if (family_is_decode(cfg.family) != (pr.phase == Phase::decode)) {
-    return std::string(fam) + " runs " + (family_is_decode(cfg.family) ? "decode" : "prefill") +
-           " problems, not " + phase_name(pr.phase) + " problems";
+  if (auto why = phase_mismatch(cfg.family, pr.phase)) {
+    return why;
   }
   const PluginFamily* pf = lib_->family(cfg.family);
   if (pf == nullptr) {
