@@ -12,6 +12,10 @@ CUDA_VISIBLE_DEVICES; `num_cpus=--actor-cpus` with --device cpu) runs
 (--resume when DIR/shard-I already holds results), and streams its progress lines to this driver,
 which prints them prefixed with the shard. An actor that dies (its node lost, the process killed)
 is replaced by a new one that resumes the shard's folder, up to --max-retries times per shard.
+A shard whose sweep ends with faults (configurations that crashed or hung their worker: its
+table's measurement_counts.fault) is run again with --resume --retry-faults, as attn-tune itself
+advises, up to --fault-retries times (default 1): a fault that a busy node caused goes away, one
+that a kernel causes stays in the table.
 Once every shard has ended, the driver runs `attn-tune merge DIR DIR/shard-0 ... DIR/shard-(N-1)`,
 which writes DIR/results.jsonl and DIR/threshold_table.json (and refuses incomplete shards).
 
@@ -24,6 +28,7 @@ shard's or merge's.
 
 import argparse
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -54,7 +59,7 @@ def _die_with_parent():
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def sweep_argv(args, index, count, shard_dir):
+def sweep_argv(args, index, count, shard_dir, retry_faults=False):
     argv = [args.attn_tune, "sweep", "--shard", "%d/%d" % (index, count),
             "--profile", args.profile, "--out", shard_dir,
             "--device", "0" if args.device == "gpu" else "cpu"]
@@ -62,7 +67,19 @@ def sweep_argv(args, index, count, shard_dir):
         argv += ["--threads", str(args.threads)]
     if os.path.exists(os.path.join(shard_dir, "results.jsonl")):
         argv.append("--resume")
+        if retry_faults:
+            argv.append("--retry-faults")
     return argv + list(args.sweep_arg)
+
+
+def fault_count(shard_dir):
+    """Faults (crashed or hung configurations) in the table the shard's sweep wrote; 0 when it
+    wrote none."""
+    try:
+        with open(os.path.join(shard_dir, "threshold_table.json"), encoding="utf-8") as f:
+            return int(json.load(f).get("measurement_counts", {}).get("fault", 0))
+    except (OSError, ValueError, AttributeError):
+        return 0
 
 
 class ShardRunner:
@@ -104,11 +121,14 @@ class Driver:
         args, ray = self.args, self.ray
         shard_dir = os.path.join(args.out, "shard-%d" % index)
         attempt = 0
+        deaths = 0
+        fault_reruns = 0
         while True:
             attempt += 1
-            argv = sweep_argv(args, index, args.workers, shard_dir)
+            argv = sweep_argv(args, index, args.workers, shard_dir, retry_faults=fault_reruns > 0)
             actor = self.actor_class.remote()
             lines = 0
+            rerun = False
             try:
                 gen = actor.run.options(num_returns="streaming").remote(argv)
                 for ref in gen:
@@ -117,7 +137,15 @@ class Driver:
                         self.results[index] = item["exit"]
                         self.say(index, "sweep exited with status %d" % item["exit"])
                         ray.kill(actor)
-                        return
+                        faults = fault_count(shard_dir) if item["exit"] != 0 else 0
+                        if faults == 0 or fault_reruns >= args.fault_retries:
+                            return
+                        fault_reruns += 1
+                        rerun = True
+                        self.say(index, "%d configurations faulted; measuring them again "
+                                 "(--resume --retry-faults, rerun %d of %d)"
+                                 % (faults, fault_reruns, args.fault_retries))
+                        break
                     if isinstance(item, dict):
                         self.say(index, "attempt %d on %s (pid %s, CUDA_VISIBLE_DEVICES=%r): %s"
                                  % (attempt, item["node"], item["pid"],
@@ -133,7 +161,10 @@ class Driver:
                     ray.exceptions.ObjectLostError) as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 self.say(index, "actor died (%s)" % first)
-            if attempt > args.max_retries:
+            if rerun:
+                continue
+            deaths += 1
+            if deaths > args.max_retries:
                 self.say(index, "giving up after %d attempts" % attempt)
                 self.results[index] = None
                 return
@@ -172,6 +203,9 @@ def main(argv=None):
                     help="with --device cpu: CPUs Ray reserves per actor (default: 1)")
     ap.add_argument("--max-retries", type=int, default=3,
                     help="new actors per shard after its actor died (default: 3)")
+    ap.add_argument("--fault-retries", type=int, default=1,
+                    help="reruns of a shard that ended with faults, with --resume --retry-faults "
+                         "(default: 1; 0: leave them in the table)")
     ap.add_argument("--retry-delay", type=float, default=1.0, help=argparse.SUPPRESS)
     ap.add_argument("--sweep-arg", action="append", default=[],
                     help="one more argument for every `attn-tune sweep` (repeatable)")
@@ -180,6 +214,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.workers < 1:
         ap.error("--workers must be at least 1")
+    if args.fault_retries < 0:
+        ap.error("--fault-retries must be 0 or more")
     if not os.path.isfile(args.attn_tune) and args.address is None:
         ap.error("--attn-tune %s: no such file (build attn-tune or give its path)"
                  % args.attn_tune)

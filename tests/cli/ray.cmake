@@ -8,6 +8,12 @@ add_test(NAME ray.sharded_quick
 set_tests_properties(ray.sharded_quick PROPERTIES LABELS "ray" SKIP_RETURN_CODE 77 TIMEOUT 900
                      RESOURCE_LOCK cpu_timing)
 
+# The driver's fault reruns (a shard whose sweep ended with faults runs again with --resume
+# --retry-faults), on a stand-in for Ray and for attn-tune: no Ray needed, under a second.
+add_test(NAME ray.driver_fault_reruns
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/ray/test_ray_fault_reruns.py)
+set_tests_properties(ray.driver_fault_reruns PROPERTIES LABELS "ray")
+
 # The Slurm scripts: syntax, and sweep.sbatch run by hand with the variables a job array sets
 # (tests/slurm/run_sbatch.cmake), which must run `attn-tune sweep --shard 1/3` and, in a folder
 # that already holds results, add --resume; merge.sbatch must run merge over the shard folders.
