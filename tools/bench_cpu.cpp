@@ -7,9 +7,9 @@
 //   usage: bench_cpu [--threads N] [--quick] [--no-peer] [--warm] [--only decode|prefill]
 //                    [--dtype fp32|fp16|bf16] [--decode-shape BATCHxCTX]
 // --only, --dtype and --decode-shape run a part of the table (to study one row without waiting
-// for the rest); with --warm, a small --decode-shape (K/V within L2) times the kernel's own work.
-// --warm times with warm caches (no flush before a rep): set beside a cold run, it tells how much
-// of a row's time is waiting for memory and how much is the kernel's own work.
+// for the rest). --warm times without the flush before each rep. It does not isolate the
+// kernel's own work: the default decode shapes read 64 to 128 MiB of K/V, which do not stay in
+// cache even unflushed, and shapes small enough to stay are timed mostly as per-call overhead.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
