@@ -137,7 +137,9 @@ class Driver:
                         self.results[index] = item["exit"]
                         self.say(index, "sweep exited with status %d" % item["exit"])
                         ray.kill(actor)
-                        faults = fault_count(shard_dir) if item["exit"] != 0 else 0
+                        # A usage error (2) is not a fault, whatever an earlier table says.
+                        faults = fault_count(shard_dir) \
+                            if item["exit"] not in (0, EXIT_USAGE) else 0
                         if faults == 0 or fault_reruns >= args.fault_retries:
                             return
                         fault_reruns += 1
