@@ -203,24 +203,16 @@ int Problem::max_q_len() const {
   return m;
 }
 
-namespace {
-// Visible key range [lo, hi] of query row i of a sequence (empty when lo > hi).
-std::pair<int64_t, int64_t> visible_range(const AttnParams& p, int q_len, int k_len, int i) {
-  const int64_t pos = int64_t(k_len) - q_len + i;
-  int64_t lo = 0;
-  int64_t hi = int64_t(k_len) - 1;
-  if (p.causal) {
-    hi = std::min(hi, pos);
+int64_t visible_pairs(const attn_math::Mask& m, int q_len, int k_len) {
+  int64_t pairs = 0;
+  for (int i = 0; i < q_len; ++i) {
+    int lo = 0;
+    int hi = 0;
+    attn_math::visible_range(m, attn_math::row_position(q_len, k_len, i), k_len, &lo, &hi);
+    pairs += std::max(0, hi - lo);
   }
-  if (p.window_left >= 0) {
-    lo = std::max(lo, pos - p.window_left);
-  }
-  if (p.window_right >= 0) {
-    hi = std::min(hi, pos + p.window_right);
-  }
-  return {lo, hi};
+  return pairs;
 }
-} // namespace
 
 int64_t Problem::kv_bytes_touched() const {
   int64_t keys = 0;
@@ -230,14 +222,10 @@ int64_t Problem::kv_bytes_touched() const {
     if (ql == 0 || kl == 0) {
       continue;
     }
-    // Row ranges move monotonically with i, so the union is [lo of row 0, hi of the last row].
-    auto first = visible_range(params, ql, kl, 0);
-    auto last = visible_range(params, ql, kl, ql - 1);
-    const int64_t lo = first.first;
-    const int64_t hi = std::max(first.second, last.second);
-    if (hi >= lo) {
-      keys += hi - lo + 1;
-    }
+    int lo = 0;
+    int hi = 0;
+    attn_math::visible_range_rows(params.mask(), ql, kl, 0, ql, &lo, &hi);
+    keys += std::max(0, hi - lo);
   }
   return keys * 2 * params.num_kv_heads * params.head_dim * int64_t(dtype_size(params.dtype));
 }
@@ -245,10 +233,7 @@ int64_t Problem::kv_bytes_touched() const {
 int64_t Problem::visible_pairs() const {
   int64_t pairs = 0;
   for (int b = 0; b < batch; ++b) {
-    for (int i = 0; i < q_len(b); ++i) {
-      auto [lo, hi] = visible_range(params, q_len(b), k_len(b), i);
-      pairs += std::max<int64_t>(0, hi - lo + 1);
-    }
+    pairs += visible_pairs(params.mask(), q_len(b), k_len(b));
   }
   return pairs * params.num_heads;
 }

@@ -27,11 +27,19 @@ struct AttnParams {
 
   [[nodiscard]] double effective_scale() const;
   [[nodiscard]] int group_size() const { return num_heads / num_kv_heads; }
+  // The mask options as the kernels and the reference read them (kernels/attn_math.h).
+  [[nodiscard]] attn_math::Mask mask() const {
+    return {causal ? 1 : 0, window_left, window_right};
+  }
   // Throws InputError naming the first invalid field and its value.
   void validate() const;
   // "h=28 kvh=4 d=128 bs=16 fp16 causal win=-1,-1 softcap=0"
   [[nodiscard]] std::string describe() const;
 };
+
+// Query-key pairs that `m` lets through in one sequence of q_len queries over k_len keys:
+// attn_math::visible_range summed over its rows, the one definition of a row's visible keys.
+[[nodiscard]] int64_t visible_pairs(const attn_math::Mask& m, int q_len, int k_len);
 
 // Limits of the problem model (backends may support less; their can_run says so).
 inline constexpr int kMaxHeadDim = 512;

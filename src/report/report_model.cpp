@@ -13,6 +13,7 @@
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "src/model/errors.h"
 #include "src/model/kernel_config.h"
+#include "src/model/problem.h"
 #include "src/report/svg_plot.h"
 #include "src/tuning/regret.h"
 #include "src/tuning/rule_fit.h"
@@ -194,23 +195,8 @@ int partition_of(const json& config) {
 // The problem's query-key pairs that the mask lets through, as Problem::visible_pairs counts
 // them (bottom-right aligned causal mask and windows, SPEC.md), for a uniform batch.
 double visible_pairs(const Shape& s, int q_len, int k_len) {
-  double pairs = 0.0;
-  for (int i = 0; i < q_len; ++i) {
-    const long long pos = (long long)k_len - q_len + i;
-    long long lo = 0;
-    long long hi = (long long)k_len - 1;
-    if (s.causal) {
-      hi = std::min(hi, pos);
-    }
-    if (s.window_left >= 0) {
-      lo = std::max(lo, pos - s.window_left);
-    }
-    if (s.window_right >= 0) {
-      hi = std::min(hi, pos + s.window_right);
-    }
-    pairs += double(std::max(0LL, hi - lo + 1));
-  }
-  return pairs * s.batch * s.num_heads;
+  const attn_math::Mask m{s.causal ? 1 : 0, s.window_left, s.window_right};
+  return double(attn::visible_pairs(m, q_len, k_len)) * s.batch * s.num_heads;
 }
 
 void add_provenance(ReportModel& m, const ReportSource& src) {
