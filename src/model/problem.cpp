@@ -233,7 +233,7 @@ int64_t Problem::kv_bytes_touched() const {
 int64_t Problem::visible_pairs() const {
   int64_t pairs = 0;
   for (int b = 0; b < batch; ++b) {
-    pairs += visible_pairs(params.mask(), q_len(b), k_len(b));
+    pairs += attn::visible_pairs(params.mask(), q_len(b), k_len(b));
   }
   return pairs * params.num_heads;
 }
