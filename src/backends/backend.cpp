@@ -1,5 +1,8 @@
-// DeviceInfo as JSON, and run_once, the validate step every caller of a backend shares.
+// The contract's shared part: configuration spaces from the declarations, the checks every set
+// makes before its own, the rearrangement into a family's declared layout; DeviceInfo as JSON.
 #include "src/backends/backend.h"
+
+#include "src/model/errors.h"
 
 namespace attn {
 
@@ -9,6 +12,52 @@ std::optional<std::string> phase_mismatch(Family f, Phase ph) {
   }
   return std::string(family_name(f)) + " runs " + (family_is_decode(f) ? "decode" : "prefill") +
          " problems, not " + phase_name(ph) + " problems";
+}
+
+std::vector<KernelConfig> Backend::config_space(Family f, const AttnParams& p) const {
+  std::vector<KernelConfig> out;
+  const FamilyDecl* fam = declaration().family(f);
+  if (fam == nullptr) {
+    return out;
+  }
+  for (KernelConfig& c : declared_configs(*fam)) {
+    if (offers(c, p)) {
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> Backend::can_run(const KernelConfig& cfg, const Problem& pr) const {
+  if (auto why = phase_mismatch(cfg.family, pr.phase)) {
+    return why;
+  }
+  const KernelSetDecl& decl = declaration();
+  const FamilyDecl* fam = decl.family(cfg.family);
+  if (fam == nullptr) {
+    return refuser() + " does not implement " + family_name(cfg.family);
+  }
+  if (fam->layout == KvLayout::vllm) {
+    const int x = 16 / int(dtype_size(pr.params.dtype));
+    if (pr.params.head_dim % x != 0) {
+      return "the vllm layout needs head_dim to be a multiple of " + std::to_string(x) +
+             " (16 bytes of " + std::string(dtype_name(pr.params.dtype)) + "), not " +
+             std::to_string(pr.params.head_dim);
+    }
+  }
+  return refuse(cfg, pr);
+}
+
+std::unique_ptr<PreparedRun> Backend::prepare(const Problem& pr, const KernelConfig& cfg) {
+  pr.validate();
+  if (auto why = can_run(cfg, pr)) {
+    throw InputError("cannot run " + cfg.key() + " on " + refuser() + ": " + *why);
+  }
+  const FamilyDecl& fam = *declaration().family(cfg.family);
+  if (pr.kv_layout == fam.layout) {
+    return make_run(pr, cfg, fam);
+  }
+  return make_run(with_kv_layout(pr, fam.layout), cfg, fam);
 }
 
 nlohmann::json DeviceInfo::to_json() const {

@@ -1,6 +1,8 @@
-// The backend interface that sweep, verify and replay drive: a backend lists its kernel
-// families and their configuration space, says why a configuration cannot run a problem,
-// holds a problem in its memory, launches, times and downloads. CPU and CUDA implement it.
+// The kernel contract: a Backend is one kernel set on one device (the built-in CPU or CUDA
+// kernels, a plugin, Python kernels through the bridge). It declares its families, layouts, lse
+// and parameter spaces (kernel_decl.h), says why a configuration cannot run a problem, holds a
+// problem in its memory, launches, times and downloads. The checked run (src/validation) is the
+// one caller that runs it.
 #pragma once
 #include <functional>
 #include <map>
@@ -11,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/backends/kernel_decl.h"
 #include "src/backends/timing.h"
 #include "src/model/kernel_config.h"
 #include "src/model/problem.h"
@@ -70,12 +73,16 @@ class Backend {
 public:
   virtual ~Backend() = default;
   [[nodiscard]] virtual const DeviceInfo& info() const = 0;
-  // The configurations the tuner explores for a family (before can_run filtering).
-  [[nodiscard]] virtual std::vector<KernelConfig> config_space(Family f,
-                                                               const AttnParams& p) const = 0;
-  // Why `cfg` cannot run `pr` on this backend, or nullopt when it can.
+  // What the set implements: families, their KV layouts, lse and parameter spaces.
+  [[nodiscard]] virtual const KernelSetDecl& declaration() const = 0;
+  // The configurations the tuner explores for a family on problems with parameters `p` (before
+  // can_run filtering): the declared combinations the set offers for such problems.
+  [[nodiscard]] virtual std::vector<KernelConfig> config_space(Family f, const AttnParams& p) const;
+  // Why `cfg` cannot run `pr` on this set, or nullopt when it can: the contract's checks (the
+  // family's phase, a family the set declares, a head_dim the declared layout can hold), then
+  // the set's own refuse().
   [[nodiscard]] virtual std::optional<std::string> can_run(const KernelConfig& cfg,
-                                                           const Problem& pr) const = 0;
+                                                           const Problem& pr) const;
   // Gets every pair of a plan ready before the first is timed, so that no compile falls inside a
   // measurement (the CUDA backend compiles their kernels on all cores), calling
   // progress(done, total) as it goes (progress(0, total) first). Nothing to do by default.
@@ -84,14 +91,32 @@ public:
     (void)plan;
     (void)progress;
   }
-  // The kernels this backend runs, for provenance and for resuming only onto the same ones:
+  // The kernels this set runs, for provenance and for resuming only onto the same ones:
   // {"source": "built-in", "name": "attn-tune"} here; plugins say which library they are.
   [[nodiscard]] virtual nlohmann::json kernels() const {
     return {{"source", "built-in"}, {"name", "attn-tune"}};
   }
-  // Allocates and uploads; throws InputError when can_run would refuse.
+  // Validates `pr`, throws InputError when can_run refuses, rearranges it into the layout the
+  // family declares (outside any timing), then make_run allocates and uploads.
   [[nodiscard]] virtual std::unique_ptr<PreparedRun> prepare(const Problem& pr,
-                                                             const KernelConfig& cfg) = 0;
+                                                             const KernelConfig& cfg);
+
+protected:
+  // Whether the set offers a declared configuration for problems with parameters `p` (the CUDA
+  // kernels offer split=1 only for GQA groups they hold in registers, ...). All by default.
+  [[nodiscard]] virtual bool offers(const KernelConfig& cfg, const AttnParams& p) const {
+    (void)cfg;
+    (void)p;
+    return true;
+  }
+  // What only this set knows about why `cfg` cannot run `pr`; the contract's checks passed.
+  [[nodiscard]] virtual std::optional<std::string> refuse(const KernelConfig& cfg,
+                                                          const Problem& pr) const = 0;
+  // The run of `cfg` on `pr`, which is valid, accepted by can_run and in the family's layout.
+  [[nodiscard]] virtual std::unique_ptr<PreparedRun>
+  make_run(const Problem& pr, const KernelConfig& cfg, const FamilyDecl& fam) = 0;
+  // "the CPU", "plugin NAME", "cuda:0": who refuses, in prepare's error.
+  [[nodiscard]] virtual std::string refuser() const { return info().id; }
 };
 
 struct BackendOptions {
@@ -99,7 +124,8 @@ struct BackendOptions {
   std::string kernels; // a kernel plugin library (--kernels PATH.so); empty: built-in kernels
 };
 
-// Runs `cfg` on `pr` once with poisoned outputs and returns them (the validate step).
+// Runs `cfg` on `pr` once with poisoned outputs and returns them (the validate step; the
+// checked run and diagnose call it).
 [[nodiscard]] RunOutput run_once(Backend& be, const Problem& pr, const KernelConfig& cfg);
 
 } // namespace attn

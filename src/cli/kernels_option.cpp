@@ -1,7 +1,5 @@
 #include "src/cli/kernels_option.h"
 
-#include "src/backends/plugin/plugin_backend.h"
-
 namespace attn::cli {
 
 void add_kernels_option(CLI::App* sub, std::string& path) {
@@ -16,28 +14,6 @@ std::shared_ptr<const PluginLibrary> open_kernels(const std::string& path) {
     return nullptr;
   }
   return PluginLibrary::open(path);
-}
-
-DeviceChoice choose_device(const std::string& given, const PluginLibrary* lib,
-                           const BackendOptions& bo) {
-  if (!given.empty()) {
-    return {given, ""};
-  }
-  if (lib != nullptr) {
-    const std::string spec = default_plugin_device(*lib);
-    return {spec, "no --device given: plugin " + lib->identity().name + " runs on " +
-                      (spec == "cpu" ? std::string("host memory: using the CPU")
-                                     : std::string("CUDA devices: using GPU 0"))};
-  }
-  return default_device(bo);
-}
-
-std::string kernels_phrase(const PluginLibrary* lib) {
-  if (lib == nullptr) {
-    return "the built-in kernels";
-  }
-  const PluginIdentity& id = lib->identity();
-  return "plugin " + id.name + (id.version.empty() ? "" : " " + id.version) + " (" + id.path + ")";
 }
 
 } // namespace attn::cli

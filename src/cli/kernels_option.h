@@ -17,12 +17,4 @@ void add_kernels_option(CLI::App* sub, std::string& path);
 // The plugin at `path`, checked; null when `path` is empty (the built-in kernels).
 [[nodiscard]] std::shared_ptr<const PluginLibrary> open_kernels(const std::string& path);
 
-// The device a command runs on: `given`, else the plugin's kind of device (the CPU for
-// host-memory plugins, GPU 0 for CUDA ones), else default_device. `said` is empty when given.
-[[nodiscard]] DeviceChoice choose_device(const std::string& given, const PluginLibrary* lib,
-                                         const BackendOptions& bo);
-
-// "plugin NAME VERSION (PATH)" or "the built-in kernels", for progress lines.
-[[nodiscard]] std::string kernels_phrase(const PluginLibrary* lib);
-
 } // namespace attn::cli

@@ -68,26 +68,24 @@ int run_sweep(const SweepOptions& o) {
   so.info = stdout;
   std::fflush(stdout);
   // The device is chosen and opened in the worker process: the supervisor never touches it.
-  const BackendMaker make = [&](const Emit& emit) {
+  const BackendMaker make = [&](const WorkerLink& link) {
     const DeviceChoice choice = choose_device(o.device, plugin.get(), bo);
     if (!choice.said.empty()) {
-      emit({{"ev", "say"}, {"text", "sweep: " + choice.said}});
+      link.say("sweep: " + choice.said);
     }
     auto be = make_backend(choice.spec, bo);
     const DeviceInfo& dev = be->info();
     if (prof.timing.mode == TimingMode::graph && dev.backend != "cuda") {
       throw InputError("--timing graph needs a CUDA device; " + dev.id + " times with events only");
     }
-    emit({{"ev", "say"},
-          {"text", "sweep: profile " + prof.name + " (hash " + prof.hash + ") on " + dev.name +
-                       " (" + dev.id + ") with " + kernels_phrase(plugin.get()) +
-                       (so.shard.sharded() ? ", shard " + so.shard.text() : std::string()) +
-                       ", results in " + so.out_dir}});
+    link.say("sweep: profile " + prof.name + " (hash " + prof.hash + ") on " + dev.name + " (" +
+             dev.id + ") with " + kernels_phrase(plugin.get()) +
+             (so.shard.sharded() ? ", shard " + so.shard.text() : std::string()) + ", results in " +
+             so.out_dir);
     if (dev.backend == "cpu" && prof.name == "default") {
       // The default grid is sized for a GPU; say so before the ETA does.
-      emit({{"ev", "say"},
-            {"text", "sweep: note: the default profile's GPU-sized shapes take hours on a CPU; "
-                     "--profile quick finishes in seconds"}});
+      link.say("sweep: note: the default profile's GPU-sized shapes take hours on a CPU; "
+               "--profile quick finishes in seconds");
     }
     return be;
   };

@@ -17,6 +17,7 @@
 #include "src/cli/table_text.h"
 #include "src/io/atomic_file.h"
 #include "src/model/errors.h"
+#include "src/tuning/fleet.h"
 #include "src/tuning/results_file.h"
 #include "src/tuning/table_schema.h"
 
@@ -35,20 +36,8 @@ struct TableOptions {
   std::vector<std::string> tables;
 };
 
-nlohmann::json load_json(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) {
-    throw InputError("cannot read threshold table '" + path + "'");
-  }
-  try {
-    return nlohmann::json::parse(f);
-  } catch (const nlohmann::json::parse_error&) {
-    throw InputError("'" + path + "' is not valid JSON");
-  }
-}
-
 attn_tune::ThresholdTableReader load_table(const std::string& path) {
-  nlohmann::json j = load_json(path);
+  nlohmann::json j = load_table_json(path);
   try {
     return attn_tune::ThresholdTableReader(std::move(j));
   } catch (const std::exception& e) {
@@ -56,24 +45,9 @@ attn_tune::ThresholdTableReader load_table(const std::string& path) {
   }
 }
 
-// The device this machine would sweep on (the --device spec, or GPU 0 else the CPU).
-std::optional<DeviceInfo> current_device(const std::string& spec) {
-  const DeviceList l = list_devices({});
-  std::string id = spec;
-  if (!id.empty() && std::isdigit(static_cast<unsigned char>(id[0]))) {
-    id = "cuda:" + id;
-  }
-  for (const auto& d : l.devices) {
-    if (id.empty() ? true : d.id == id) {
-      return d;
-    }
-  }
-  return std::nullopt;
-}
-
 void warn_if_other_device(const nlohmann::json& table, const std::string& spec) {
   const auto& td = table.at("provenance").at("device");
-  const auto cur = current_device(spec);
+  const auto cur = find_device(spec);
   if (!cur) {
     std::fprintf(stderr,
                  "attn-tune: warning: device '%s' is not on this machine; cannot tell "
@@ -145,7 +119,7 @@ int show_fleet(const TableOptions& o, const nlohmann::json& doc) {
 }
 
 int run_table_show(const TableOptions& o) {
-  if (const nlohmann::json doc = load_json(o.file); attn_tune::FleetTable::is_fleet(doc)) {
+  if (const nlohmann::json doc = load_table_json(o.file); attn_tune::FleetTable::is_fleet(doc)) {
     try {
       (void)attn_tune::FleetTable(doc);
     } catch (const std::exception& e) {
@@ -170,10 +144,10 @@ int run_table_show(const TableOptions& o) {
 // The table a lookup reads: a single table as it is, or a fleet file's entry for the device
 // (--device-name, else this machine's device), saying which entry answers.
 attn_tune::FleetSelection table_for_lookup(const TableOptions& o) {
-  const nlohmann::json doc = load_json(o.file);
+  const nlohmann::json doc = load_table_json(o.file);
   attn_tune::FleetQuery fq = o.fleet;
   if (fq.device_name.empty() && attn_tune::FleetTable::is_fleet(doc)) {
-    const auto cur = current_device(o.device);
+    const auto cur = find_device(o.device);
     if (!cur) {
       throw InputError("'" + o.file + "' is a fleet table and device '" + o.device +
                        "' is not on this machine; name one with --device-name");
@@ -201,7 +175,7 @@ int run_table_lookup(const TableOptions& o) {
     throw InputError("--num-heads " + std::to_string(o.q.num_heads) +
                      " is not a multiple of --num-kv-heads " + std::to_string(o.q.num_kv_heads));
   }
-  if (o.fleet.device_name.empty() && !attn_tune::FleetTable::is_fleet(load_json(o.file))) {
+  if (o.fleet.device_name.empty() && !attn_tune::FleetTable::is_fleet(load_table_json(o.file))) {
     warn_if_other_device(t.json(), o.device); // with a device name, the name is the device
   }
   if (!o.kernels.empty()) {
@@ -239,49 +213,9 @@ int run_table_lookup(const TableOptions& o) {
 // `table combine`: one fleet entry per table (a fleet file given as input adds its entries),
 // keyed by canonical device name; two tables of one device model are refused.
 int run_table_combine(const TableOptions& o) {
-  nlohmann::json devices = nlohmann::json::array();
-  std::map<std::string, std::string> from; // canonical name -> the file it came from
-  auto add = [&](const nlohmann::json& table, const std::string& file) {
-    try {
-      validate_table(table);
-    } catch (const InputError& e) {
-      throw InputError("'" + file + "': " + e.what());
-    }
-    const nlohmann::json dev = table.at("provenance").at("device");
-    const std::string raw = dev.value("name", "");
-    const std::string canon =
-        attn_tune::canonical_device_name(raw, dev.value("memory_bytes", int64_t(0)));
-    if (const auto it = from.find(canon); it != from.end()) {
-      throw InputError("'" + file + "' and '" + it->second + "' are both tables of " + canon +
-                       " (" + raw + "); a fleet file holds one table per device model");
-    }
-    from[canon] = file;
-    const attn_tune::KnownDevice* known = attn_tune::find_known_device(canon);
-    const int sm = dev.value("sm_count", known != nullptr ? known->sm_count : 0);
-    nlohmann::json e = {{"device", canon},
-                        {"raw_name", raw},
-                        {"backend", dev.value("backend", "")},
-                        {"sm_count", sm},
-                        {"bandwidth_gbps", known != nullptr ? nlohmann::json(known->bandwidth_gbps)
-                                                            : nlohmann::json(nullptr)},
-                        {"source", file},
-                        {"table", table}};
-    devices.push_back(std::move(e));
-  };
-  for (const auto& file : o.tables) {
-    const nlohmann::json doc = load_json(file);
-    if (attn_tune::FleetTable::is_fleet(doc)) {
-      for (const auto& e : doc.value("devices", nlohmann::json::array())) {
-        add(e.at("table"), file);
-      }
-    } else {
-      add(doc, file);
-    }
-  }
-  const nlohmann::json fleet = {{"schema", attn_tune::kFleetSchemaName},
-                                {"version", attn_tune::kFleetSchemaVersion},
-                                {"devices", devices}};
+  const nlohmann::json fleet = combine_fleet(o.tables);
   write_json_atomically(o.out, fleet);
+  const nlohmann::json& devices = fleet.at("devices");
   for (const auto& e : devices) {
     std::printf("table combine: %s <- %s (%s)\n", e.value("device", "").c_str(),
                 e.value("raw_name", "").c_str(), e.value("source", "").c_str());

@@ -131,18 +131,17 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   // Which devices: "all" is every CUDA device and the CPU; no flag is GPU 0, else the CPU. They
   // are listed and opened in the worker process: the supervisor never touches a device.
   const BackendOptions bo{.threads = o.threads, .kernels = o.kernels};
-  const VerifyBackends backends = [&](const Emit& emit, const std::function<void(Backend&)>& each) {
+  const VerifyBackends backends = [&](const WorkerLink& link,
+                                      const std::function<void(Backend&)>& each) {
     std::vector<std::string> specs;
     if (o.device == "all") {
-      for (const auto& d : list_devices(bo).devices) {
-        specs.push_back(d.id);
-      }
-    } else if (o.device.empty()) {
-      const DeviceChoice choice = choose_device(o.device, plugin.get(), bo);
-      emit({{"ev", "say"}, {"text", "verify: " + choice.said}});
-      specs.push_back(choice.spec);
+      specs = every_device(bo);
     } else {
-      specs.push_back(o.device);
+      const DeviceChoice choice = choose_device(o.device, plugin.get(), bo);
+      if (!choice.said.empty()) {
+        link.say("verify: " + choice.said);
+      }
+      specs.push_back(choice.spec);
     }
     for (const auto& spec : specs) {
       std::unique_ptr<Backend> be = factory(spec, bo);
@@ -151,7 +150,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
                     be->info().id.c_str(), be->info().name.c_str(),
                     kernels_phrase(plugin.get()).c_str(), (unsigned long long)o.seed,
                     o.intensity.c_str());
-      emit({{"ev", "say"}, {"text", line}});
+      link.say(line);
       each(*be);
     }
   };

@@ -8,6 +8,7 @@
 #include "src/io/atomic_file.h"
 #include "src/model/errors.h"
 #include "src/tuning/profile.h"
+#include "src/tuning/provenance.h"
 #include "src/tuning/results_file.h"
 #include "src/tuning/sweep.h"
 #include "src/tuning/threshold_table.h"

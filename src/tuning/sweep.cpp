@@ -1,9 +1,9 @@
 // The sweep: expand the profile, check each (workload, configuration) against the reference
 // before timing it, append every outcome to results.jsonl (fsynced), resume, build the table.
-// The measuring runs in supervised worker processes (src/io/supervisor.h): sweep_worker measures
-// and reports, SweepSession (the supervisor's side) keeps the tally, records faults and builds
-// the table. Each step is a function below or a unit of its own (results_file, sweep_progress,
-// workloads, threshold_table).
+// Each measurement is a checked run (src/validation/checked_run.h) in a supervised worker:
+// sweep_worker plans, runs and appends, SweepSession (the supervisor's side) keeps the tally,
+// records faults and builds the table. Each step is a function below or a unit of its own
+// (results_file, sweep_progress, workloads, provenance, threshold_table).
 #include "src/tuning/sweep.h"
 
 #include <cctype>
@@ -14,19 +14,17 @@
 #include <unistd.h>
 
 #include "build_info.h"
-#include "reference/reference.h"
-#include "src/backends/deadline.h"
 #include "src/backends/registry.h"
 #include "src/io/atomic_file.h"
 #include "src/io/embedded.h"
 #include "src/io/folder_lock.h"
-#include "src/io/supervisor.h"
 #include "src/model/errors.h"
 #include "src/model/rng.h"
+#include "src/tuning/provenance.h"
 #include "src/tuning/shard.h"
 #include "src/tuning/sweep_progress.h"
 #include "src/tuning/workloads.h"
-#include "src/validation/check.h"
+#include "src/validation/checked_run.h"
 #include "src/validation/row_sample.h"
 
 namespace attn {
@@ -35,14 +33,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-// What made the measurements, as the table's provenance records it: the timing options.
-json timing_options_json(const TimingOptions& t) {
-  return {{"warmup", t.warmup},           {"warmup_seconds", t.warmup_seconds},
-          {"min_reps", t.min_reps},       {"max_reps", t.max_reps},
-          {"max_seconds", t.max_seconds}, {"target_noise", t.target_noise},
-          {"flush_cache", t.flush_cache}, {"mode", timing_mode_name(t.mode)}};
-}
 
 // The first line of results.jsonl: what a resumed sweep must match, and what `merge` needs to
 // check shards against each other and to build their table (timing options, kernel sources,
@@ -81,115 +71,92 @@ struct PlannedWorkload {
   std::vector<KernelConfig> pending;
 };
 
-// The problem and reference of one workload, built once and shared by its configurations; the
-// reference is computed on the first configuration that produces an output to compare.
-struct WorkloadData {
-  Problem problem;
-  uint64_t seed = 0;
-  std::vector<int> rows; // the rows checked (empty: all)
-  std::optional<ReferenceResult> ref;
-};
-
-// One line of results.jsonl and the short text the progress line shows for it.
-struct Outcome {
-  json record;
-  std::string shown;
-};
-
 json record_base(const PlannedWorkload& pw, const KernelConfig& cfg, uint64_t seed) {
   return {{"type", "measurement"},   {"workload_key", pw.key},
           {"config_key", cfg.key()}, {"workload", pw.workload->to_json()},
           {"config", cfg.to_json()}, {"seed", seed}};
 }
 
-// Checks the run's output against the reference (computed before the first launch); records
-// the check, and on a pass times it.
-void check_and_time(PreparedRun& run, WorkloadData& wd, const Profile& prof, Outcome& o) {
-  const Problem& pr = wd.problem;
-  run.poison_outputs();
-  run.run();
-  const RunOutput got = run.download();
-  const CheckReport rep =
-      check_output(got.out, got.checked_lse(), *wd.ref, tolerance_for(pr.params.dtype));
-  o.record["check"] = {{"pass", rep.pass},
-                       {"rows_checked", wd.rows.empty() ? pr.num_rows() : int(wd.rows.size())},
-                       {"rows_total", pr.num_rows()},
-                       {"norm_rel_err", rep.norm_rel_err},
-                       {"max_abs_err", rep.max_abs_err},
-                       {"max_lse_err", rep.max_lse_err},
-                       {"summary", rep.summary()}};
-  if (!rep.pass) {
-    o.record["status"] = "failed";
-    o.record["reason"] = "wrong results: " + rep.summary();
-    o.record["check"]["details"] = rep.details();
-    o.shown = "FAILED " + rep.summary();
-    return;
+// The results.jsonl line of a checked run: its identity's record base with the status, the
+// check's figures and the timing with the bytes and flops it moved.
+json measurement_record(const json& base, const CheckedRunResult& r, const Problem& pr) {
+  json rec = base;
+  if (r.check) {
+    const CheckReport& rep = r.check->report;
+    rec["check"] = {{"pass", rep.pass},
+                    {"rows_checked", r.check->rows_checked},
+                    {"rows_total", r.check->rows_total},
+                    {"norm_rel_err", rep.norm_rel_err},
+                    {"max_abs_err", rep.max_abs_err},
+                    {"max_lse_err", rep.max_lse_err},
+                    {"summary", rep.summary()}};
   }
-  const TimingResult t = run.time(prof.timing);
-  json tj = to_json(t);
-  const double bytes = double(pr.kv_bytes_touched());
-  const double flops = 4.0 * double(pr.visible_pairs()) * pr.params.head_dim;
-  tj["kv_bytes"] = bytes;
-  tj["flops"] = flops;
-  tj["gbytes_per_s"] = t.median_s > 0 ? bytes / t.median_s * 1e-9 : 0.0;
-  tj["gflops_per_s"] = t.median_s > 0 ? flops / t.median_s * 1e-9 : 0.0;
-  o.record["timing"] = tj;
-  o.record["status"] = "ok";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "ok %.2f us", t.median_s * 1e6);
-  o.shown = buf;
-  if (t.clocks && t.clocks->throttled) {
-    o.shown += " (throttled)";
+  switch (r.status) {
+  case RunStatus::passed:
+    if (r.timing) {
+      json tj = to_json(*r.timing);
+      const double bytes = double(pr.kv_bytes_touched());
+      const double flops = 4.0 * double(pr.visible_pairs()) * pr.params.head_dim;
+      const double median = r.timing->median_s;
+      tj["kv_bytes"] = bytes;
+      tj["flops"] = flops;
+      tj["gbytes_per_s"] = median > 0 ? bytes / median * 1e-9 : 0.0;
+      tj["gflops_per_s"] = median > 0 ? flops / median * 1e-9 : 0.0;
+      rec["timing"] = tj;
+    }
+    rec["status"] = "ok";
+    break;
+  case RunStatus::failed:
+    rec["status"] = "failed";
+    rec["reason"] = "wrong results: " + r.check->report.summary();
+    rec["check"]["details"] = r.check->report.details();
+    break;
+  case RunStatus::skipped:
+    rec["status"] = "skipped";
+    rec["reason"] = r.reason;
+    break;
+  case RunStatus::error:
+    rec["status"] = "error";
+    rec["reason"] = r.reason;
+    break;
+  case RunStatus::fault:
+    rec["status"] = "fault";
+    rec["reason"] = r.reason;
+    break;
   }
+  return rec;
 }
 
-// The worker's measurement of one (workload, configuration), announced to the supervisor as a
-// unit so that a crash or hang in it is recorded as this configuration's fault: skipped with the
-// backend's reason, or checked and then timed. The reference is computed outside the unit (and
-// before any launch), so that neither its time nor a failure in it is charged to a kernel.
-Outcome measure_one(Backend& be, const PlannedWorkload& pw, const KernelConfig& cfg,
-                    WorkloadData& wd, const Profile& prof, const SweepOptions& opt,
-                    const Emit& emit) {
-  Outcome o{record_base(pw, cfg, wd.seed), ""};
-  const std::string key = record_key(pw.key, cfg.key());
-  const DeviceInfo& dev = be.info();
-  const double deadline = unit_deadline_s(wd.problem, dev, &prof.timing);
-  emit(begin_message(key, deadline, o.record));
-  try {
-    // can_run loads modules on the GPU: a failure there is this configuration's, not the sweep's.
-    if (auto why = be.can_run(cfg, wd.problem)) {
-      o.record["status"] = "skipped";
-      o.record["reason"] = *why;
-      o.shown = "skipped (" + *why + ")";
-      emit(end_message());
-      return o;
+// The short text the progress line shows for a run.
+std::string shown(const CheckedRunResult& r) {
+  switch (r.status) {
+  case RunStatus::passed: {
+    if (!r.timing) {
+      return "ok";
     }
-    if (!wd.ref) {
-      emit(end_message());
-      emit(begin_message("reference of " + pw.key, 0.0, json::object(), /*fault_unit=*/false));
-      wd.rows = sample_rows(wd.problem, prof.validation, wd.seed);
-      wd.ref = reference_attention(wd.problem, {opt.reference_threads, wd.rows});
-      emit(end_message());
-      emit(begin_message(key, deadline, o.record));
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "ok %.2f us", r.timing->median_s * 1e6);
+    std::string s = buf;
+    if (r.timing->clocks && r.timing->clocks->throttled) {
+      s += " (throttled)";
     }
-    auto run = be.prepare(wd.problem, cfg);
-    check_and_time(*run, wd, prof, o);
-  } catch (const DeviceUnavailable&) {
-    throw;
-  } catch (const DeviceFault&) {
-    throw; // the supervisor records the fault and starts a fresh worker
-  } catch (const std::exception& e) {
-    o.record["status"] = "error";
-    o.record["reason"] = e.what();
-    o.shown = std::string("ERROR ") + e.what();
+    return s;
   }
-  emit(end_message());
-  return o;
+  case RunStatus::failed:
+    return "FAILED " + r.check->report.summary();
+  case RunStatus::skipped:
+    return "skipped (" + r.reason + ")";
+  case RunStatus::error:
+    return "ERROR " + r.reason;
+  case RunStatus::fault:
+    break;
+  }
+  return "FAULT " + r.reason;
 }
 
 // Has the backend compile every kernel the plan still needs before the first timing, saying
 // "compiling N kernels: i/N" at every tenth and at the end.
-void prepare_plan(Backend& be, const std::vector<PlannedWorkload>& plan, const Emit& emit) {
+void prepare_plan(Backend& be, const std::vector<PlannedWorkload>& plan, const WorkerLink& link) {
   std::vector<PlanItem> items;
   for (const PlannedWorkload& pw : plan) {
     for (const KernelConfig& cfg : pw.pending) {
@@ -206,9 +173,8 @@ void prepare_plan(Backend& be, const std::vector<PlannedWorkload>& plan, const E
     }
     if (const int tenth = done * 10 / total; tenth != shown_tenth) {
       shown_tenth = tenth;
-      emit({{"ev", "log"},
-            {"text", "compiling " + std::to_string(total) + " kernels: " + std::to_string(done) +
-                         "/" + std::to_string(total)}});
+      link.log("compiling " + std::to_string(total) + " kernels: " + std::to_string(done) + "/" +
+               std::to_string(total));
     }
   });
 }
@@ -224,10 +190,10 @@ std::string device_lock_key(const DeviceInfo& dev) {
 }
 
 // One worker's part of a sweep: open results.jsonl, take the device, measure what is neither in
-// it nor in `skip` (what earlier workers of this command finished or faulted), and report each
-// outcome to the supervisor, which keeps the tally and builds the table.
+// it nor finished by earlier workers of this command, each a checked run, appending each line
+// before reporting it to the supervisor, which keeps the tally and builds the table.
 int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool resume,
-                 const std::set<std::string>& skip, const Emit& emit) {
+                 const WorkerLink& link) {
   const DeviceInfo& dev = be.info();
   // The plan: the profile's workloads (this shard's only) and the configurations of each.
   const std::vector<Workload> all_workloads = expand_workloads(prof);
@@ -254,10 +220,9 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
       resume, opt.retry_faults);
   const DeviceLock timing_lock(
       device_lock_key(dev), opt.wait_for_device, [&](const std::string& pid) {
-        emit({{"ev", "log"},
-              {"text", "sweep: waiting for " + dev.id + ": another attn-tune process" +
-                           (pid.empty() ? "" : " (pid " + pid + ")") +
-                           " is timing on it (--no-wait to stop instead)"}});
+        link.log("sweep: waiting for " + dev.id + ": another attn-tune process" +
+                 (pid.empty() ? "" : " (pid " + pid + ")") +
+                 " is timing on it (--no-wait to stop instead)");
       });
 
   std::vector<PlannedWorkload> plan;
@@ -269,7 +234,7 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
     for (const auto& c : all_configs[i]) {
       ++total;
       const std::string key = record_key(pw.key, c.key());
-      if (log.done.count(key) || skip.count(key)) {
+      if (log.done.count(key) || link.finished(key)) {
         ++resumed;
       } else {
         pw.pending.push_back(c);
@@ -277,50 +242,44 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
     }
     plan.push_back(std::move(pw));
   }
-  emit({{"ev", "start"},
-        {"device", dev.to_json()},
-        {"kernels", be.kernels()},
-        {"sm_count", dev.sm_count},
-        {"slug", device_slug(dev)},
-        {"total", total},
-        {"resumed", resumed}});
+  link.opened(be);
+  link.plan(total, resumed);
 
   // Every compile before the first timing: a phase, since a compiler crash is no kernel's fault.
-  emit(begin_message("compiling the plan's kernels", 0.0, json::object(), /*fault_unit=*/false));
-  prepare_plan(be, plan, emit);
-  emit(end_message());
+  link.begin_phase("compiling the plan's kernels");
+  prepare_plan(be, plan, link);
+  link.end();
 
-  auto report = [&](const json& rec, const std::string& shown, const PlannedWorkload& pw,
-                    const KernelConfig& cfg) {
-    log.out->append(rec);
-    emit({{"ev", "done"},
-          {"key", record_key(pw.key, cfg.key())},
-          {"status", rec.value("status", "")},
-          {"shown", shown},
-          {"what", pw.key + " " + cfg.key()}});
-  };
+  RunRequest req;
+  req.timing = prof.timing;
   for (const PlannedWorkload& pw : plan) {
     if (pw.pending.empty()) {
       continue;
     }
-    WorkloadData wd;
-    wd.seed = workload_seed(opt.seed, *pw.workload);
+    const uint64_t seed = workload_seed(opt.seed, *pw.workload);
+    std::optional<CheckSubject> subject;
     try {
-      wd.problem = make_workload_problem(*pw.workload, prof.pool_factor, wd.seed);
+      Problem pr = make_workload_problem(*pw.workload, prof.pool_factor, seed);
+      std::vector<int> rows = sample_rows(pr, prof.validation, seed);
+      subject.emplace(pw.key, std::move(pr), std::move(rows), opt.reference_threads);
     } catch (const std::exception& e) {
       // A workload too large for host memory is a finding about the profile, not a reason to
       // lose the rest of the sweep: record it against each of its configurations.
       for (const KernelConfig& cfg : pw.pending) {
-        json rec = record_base(pw, cfg, wd.seed);
-        rec["status"] = "error";
-        rec["reason"] = std::string("cannot build the problem: ") + e.what();
-        report(rec, "ERROR cannot build the problem", pw, cfg);
+        const RunIdentity run{record_key(pw.key, cfg.key()), cfg, record_base(pw, cfg, seed)};
+        CheckedRunResult r;
+        r.status = RunStatus::error;
+        r.reason = std::string("cannot build the problem: ") + e.what();
+        log.out->append(measurement_record(run.context, r, Problem{}));
+        link.result(run, r);
       }
       continue;
     }
     for (const KernelConfig& cfg : pw.pending) {
-      const Outcome o = measure_one(be, pw, cfg, wd, prof, opt, emit);
-      report(o.record, o.shown, pw, cfg);
+      const RunIdentity run{record_key(pw.key, cfg.key()), cfg, record_base(pw, cfg, seed)};
+      const CheckedRunResult r = checked_run(link, be, *subject, run, req);
+      log.out->append(measurement_record(run.context, r, subject->problem()));
+      link.result(run, r);
     }
   }
   return 0;
@@ -328,59 +287,9 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
 
 } // namespace
 
-json table_provenance(const json& header, const std::vector<MeasurementRecord>& records,
-                      const std::vector<json>& lines) {
-  std::vector<json> timings;
-  for (const auto& l : lines) {
-    if (l.contains("timing")) {
-      timings.push_back(l["timing"]);
-    }
-  }
-  std::string method;
-  for (const auto& r : records) {
-    if (r.status == "ok" && !r.method.empty()) {
-      method = r.method;
-      break;
-    }
-  }
-  // The kernels' sources: the embedded kernel files, or the plugin library that was timed.
-  const json kernels = header.value("kernels", json::object());
-  const bool plugin = kernels.value("source", "") == "plugin";
-  const json k = kernels.is_object() && !kernels.empty()
-                     ? kernels
-                     : json{{"source", "built-in"}, {"name", "attn-tune"}};
-  std::string sources = header.value("kernel_sources_sha256", "");
-  if (sources.empty()) {
-    sources =
-        plugin ? kernels.value("library_sha256", "") : std::string(generated::kKernelSourcesSha256);
-  }
-  json pv = {{"device", header.at("device")},
-             {"tool",
-              {{"name", "attn-tune"},
-               {"version", header.value("tool_version", ATTN_VERSION)},
-               {"git_hash", header.value("git_hash", ATTN_GIT_HASH)}}},
-             {"kernels", k},
-             {"kernel_sources_sha256", sources},
-             {"profile",
-              {{"name", header.value("profile", "")}, {"hash", header.value("profile_hash", "")}}},
-             {"created_utc", utc_now()},
-             {"timing_method", method},
-             {"timing_mode", header.value("timing_mode", "events")},
-             {"clocks", clock_summary(timings)}};
-  if (header.contains("timing_options")) {
-    pv["timing_options"] = header["timing_options"];
-  }
-  pv["seed"] = header.value("seed", uint64_t(0));
-  if (header.contains("shard")) {
-    pv["shard"] = {{"index", header["shard"].value("index", 0)},
-                   {"count", header["shard"].value("count", 1)}};
-  }
-  return pv;
-}
-
 namespace {
 
-// The supervisor's side of a sweep: holds the output folder, turns the workers' reports into
+// The supervisor's side of a sweep: holds the output folder, turns the runs' results into
 // progress and a tally, records faults, and builds the table from everything in results.jsonl
 // (earlier runs included) once the last worker is done.
 class SweepSession {
@@ -395,58 +304,64 @@ public:
     sum_.results_path = (fs::path(opt.out_dir) / "results.jsonl").string();
   }
 
-  // Keys measured or faulted by this command's workers: a later worker leaves them alone.
-  [[nodiscard]] const std::set<std::string>& done_here() const { return done_here_; }
+  void opened(const OpenedMsg& m) {
+    device_ = m.device.to_json();
+    kernels_ = m.kernels;
+    sm_count_ = m.device.sm_count;
+    slug_ = device_slug(m.device);
+  }
 
-  void on_message(const json& m) {
-    const std::string ev = m.value("ev", "");
-    if (ev == "start") {
-      device_ = m.at("device");
-      kernels_ = m.value("kernels", json::object());
-      sm_count_ = m.value("sm_count", 0);
-      slug_ = m.value("slug", "");
-      // The first worker's plan counts; a note before it (waiting for the device) may already
-      // have opened a progress line without them.
-      if (!started_) {
-        started_ = true;
-        sum_.total = m.value("total", 0);
-        sum_.resumed = m.value("resumed", 0);
-        if (progress_) {
-          progress_->finish();
-        }
-        progress_.emplace(opt_.progress, opt_.progress_tty, sum_.total, sum_.resumed);
-        if (sum_.resumed > 0) {
-          progress_->note("resuming: " + std::to_string(sum_.resumed) + " of " +
-                          std::to_string(sum_.total) + " measurements already in " +
-                          sum_.results_path);
-        }
-      }
-    } else if (ev == "done") {
-      const std::string status = m.value("status", "");
-      int* counter = status == "ok"        ? &sum_.ok
-                     : status == "failed"  ? &sum_.failed
-                     : status == "skipped" ? &sum_.skipped
-                                           : &sum_.errors;
-      ++*counter;
-      done_here_.insert(m.value("key", ""));
-      progress().step(m.value("shown", ""), m.value("what", ""));
-    } else if (ev == "log") {
-      progress().note(m.value("text", ""));
-    } else if (ev == "say" && opt_.info != nullptr && said_.insert(m.value("text", "")).second) {
-      std::fprintf(opt_.info, "%s\n", m.value("text", "").c_str());
-      std::fflush(opt_.info);
+  void planned(const PlanMsg& m) {
+    // The first worker's plan counts; a note before it (waiting for the device) may already
+    // have opened a progress line without them.
+    if (started_) {
+      return;
+    }
+    started_ = true;
+    sum_.total = m.total;
+    sum_.resumed = m.resumed;
+    if (progress_) {
+      progress_->finish();
+    }
+    progress_.emplace(opt_.progress, opt_.progress_tty, sum_.total, sum_.resumed);
+    if (sum_.resumed > 0) {
+      progress_->note("resuming: " + std::to_string(sum_.resumed) + " of " +
+                      std::to_string(sum_.total) + " measurements already in " + sum_.results_path);
     }
   }
 
-  void on_fault(const json& info, const std::string& reason) {
-    json rec = info;
-    rec["status"] = "fault";
-    rec["reason"] = reason;
-    append_after_valid(sum_.results_path, rec);
-    ++sum_.faults;
-    done_here_.insert(record_key(info.value("workload_key", ""), info.value("config_key", "")));
-    progress().step("FAULT " + reason,
-                    info.value("workload_key", "") + " " + info.value("config_key", ""));
+  void result(const RunIdentity& run, const CheckedRunResult& r) {
+    const json& base = run.context;
+    switch (r.status) {
+    case RunStatus::passed:
+      ++sum_.ok;
+      break;
+    case RunStatus::failed:
+      ++sum_.failed;
+      break;
+    case RunStatus::skipped:
+      ++sum_.skipped;
+      break;
+    case RunStatus::error:
+      ++sum_.errors;
+      break;
+    case RunStatus::fault:
+      // The worker died before it could write the line: the supervisor writes it, after cutting
+      // any half-written one.
+      append_after_valid(sum_.results_path, measurement_record(base, r, Problem{}));
+      ++sum_.faults;
+      break;
+    }
+    progress().step(shown(r), base.value("workload_key", "") + " " + base.value("config_key", ""));
+  }
+
+  void note(const std::string& text) { progress().note(text); }
+
+  void say(const std::string& text) {
+    if (opt_.info != nullptr && said_.insert(text).second) {
+      std::fprintf(opt_.info, "%s\n", text.c_str());
+      std::fflush(opt_.info);
+    }
   }
 
   SweepSummary finish() {
@@ -503,31 +418,32 @@ private:
   const SweepOptions& opt_;
   std::optional<FolderLock> lock_;
   std::optional<SweepProgress> progress_;
-  bool started_ = false; // the first worker's "start" has been seen
+  bool started_ = false; // the first worker's plan has been seen
   SweepSummary sum_;
   json device_;
   json kernels_;
   int sm_count_ = 0;
   std::string slug_;
-  std::set<std::string> done_here_;
   std::set<std::string> said_;
 };
 
-SweepSummary supervised_sweep(const std::function<Backend&(const Emit&)>& backend,
+SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& backend,
                               const Profile& prof, const SweepOptions& opt, bool in_process) {
-  SweepSession session(prof, opt);
-  SupervisorHooks hooks;
-  hooks.work = [&](const Emit& emit, int worker) {
+  SweepSession tally(prof, opt);
+  CheckedSession session;
+  session.work = [&](const WorkerLink& link, int worker) {
     // A later worker continues the file the first one started, whatever --resume said.
-    return sweep_worker(backend(emit), prof, opt, opt.resume || worker > 0, session.done_here(),
-                        emit);
+    return sweep_worker(backend(link), prof, opt, opt.resume || worker > 0, link);
   };
-  hooks.on_message = [&](const json& m) { session.on_message(m); };
-  hooks.on_fault = [&](const json& info, const std::string& reason) {
-    session.on_fault(info, reason);
+  session.on_opened = [&](const OpenedMsg& m) { tally.opened(m); };
+  session.on_plan = [&](const PlanMsg& m) { tally.planned(m); };
+  session.on_result = [&](const RunIdentity& run, const CheckedRunResult& r) {
+    tally.result(run, r);
   };
-  (void)supervise(hooks, in_process);
-  return session.finish();
+  session.on_log = [&](const std::string& text) { tally.note(text); };
+  session.on_say = [&](const std::string& text) { tally.say(text); };
+  (void)session.run(in_process);
+  return tally.finish();
 }
 
 } // namespace
@@ -538,7 +454,7 @@ uint64_t workload_seed(uint64_t sweep_seed, const Workload& w) {
 }
 
 SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt) {
-  return supervised_sweep([&](const Emit&) -> Backend& { return be; }, prof, opt,
+  return supervised_sweep([&](const WorkerLink&) -> Backend& { return be; }, prof, opt,
                           /*in_process=*/true);
 }
 
@@ -546,8 +462,8 @@ SweepSummary run_sweep_isolated(const BackendMaker& make, const Profile& prof,
                                 const SweepOptions& opt) {
   std::unique_ptr<Backend> be; // made in each worker, never in the supervisor
   return supervised_sweep(
-      [&](const Emit& emit) -> Backend& {
-        be = make(emit);
+      [&](const WorkerLink& link) -> Backend& {
+        be = make(link);
         return *be;
       },
       prof, opt, opt.in_process);

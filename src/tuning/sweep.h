@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "src/backends/backend.h"
-#include "src/io/supervisor.h"
 #include "src/tuning/profile.h"
 #include "src/tuning/results_file.h"
 #include "src/tuning/shard.h"
 #include "src/tuning/threshold_table.h"
+#include "src/validation/worker_protocol.h"
 
 namespace attn {
 
@@ -29,7 +29,7 @@ struct SweepOptions {
   int reference_threads = 0;             // 0: all hardware threads
   std::string publish_dir;               // also write <slug>-<profile>.json here when set
   FILE* progress = nullptr;              // progress lines; nullptr: silent
-  FILE* info = nullptr;                  // the workers' {"ev": "say"} lines, each once
+  FILE* info = nullptr;                  // what the workers say, each line once
   bool progress_tty = false;             // rewrite one line in place instead of a line each
   ShardSpec shard;                       // measure only this part of the plan (src/tuning/shard.h)
 };
@@ -51,21 +51,14 @@ struct SweepSummary {
 // Measures in this process on `be`: a crash ends the sweep (for tests and debuggers).
 [[nodiscard]] SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt);
 
-// Makes the backend inside a worker process; `emit` carries what it has to say to the supervisor:
-// {"ev": "say", "text": ...} for opt.info (printed once, however many workers say it), {"ev":
-// "log", "text": ...} for the progress stream.
-using BackendMaker = std::function<std::unique_ptr<Backend>(const Emit& emit)>;
+// Makes the backend inside a worker process; what it says through `link` goes to opt.info
+// (say: printed once, however many workers say it) or to the progress stream (log).
+using BackendMaker = std::function<std::unique_ptr<Backend>(const WorkerLink& link)>;
 
 // Measures in supervised worker processes (unless opt.in_process): a configuration that crashes
 // or hangs its worker is recorded as `fault` with the reason, and a fresh worker carries on.
 [[nodiscard]] SweepSummary run_sweep_isolated(const BackendMaker& make, const Profile& prof,
                                               const SweepOptions& opt);
-
-// The table's provenance (docs/threshold-table.md) from a results.jsonl header and its records:
-// what `sweep` writes at its end and `merge` writes for the shards it joins.
-[[nodiscard]] nlohmann::json table_provenance(const nlohmann::json& header,
-                                              const std::vector<MeasurementRecord>& records,
-                                              const std::vector<nlohmann::json>& lines);
 
 // The data seed of a workload: the sweep seed mixed with a hash of the workload key, so a
 // resumed sweep regenerates the same inputs.

@@ -1,6 +1,6 @@
-// `attn-tune verify`: the correctness gate. Builds the SPEC.md edge cases as groups of
-// problems, runs every kernel family and configuration of a backend on them against the
-// reference, and reports per case, per JUnit testcase (family x configuration x group) and in sum.
+// `attn-tune verify`: the correctness gate. Runs every kernel family and configuration of a
+// kernel set on the SPEC.md edge cases (verify_cases.h), each a checked run, and reports per
+// case, per JUnit testcase (family x configuration x group) and in sum.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -11,34 +11,10 @@
 #include <vector>
 
 #include "src/backends/backend.h"
-#include "src/backends/registry.h"
-#include "src/io/supervisor.h"
-#include "src/model/problem.h"
+#include "src/validation/verify_cases.h"
+#include "src/validation/worker_protocol.h"
 
 namespace attn {
-
-enum class Intensity { quick, standard, full };
-[[nodiscard]] Intensity parse_intensity(const std::string& s); // quick|default|full
-
-// One problem of a case group, described by its shape so that it can be rebuilt from its seed.
-struct VerifyCase {
-  std::string group; // "decode/edges", "prefill/chunked", ...
-  int index = 0;     // position in its group
-  uint64_t seed = 0; // derived from the run's seed, the group and the index
-  Phase phase = Phase::decode;
-  AttnParams params;
-  std::vector<int> q_lens; // prefill only
-  std::vector<int> k_lens; // context lengths (decode) or key lengths (prefill)
-  bool shared_prefix = false;
-
-  [[nodiscard]] Problem make() const;
-  [[nodiscard]] std::string name() const { return group + "#" + std::to_string(index); }
-};
-
-// The edge cases of SPEC.md for one phase and dtype. Case seeds depend only on (seed, group,
-// index), so that filtering families or dtypes never changes what a given seed reproduces.
-[[nodiscard]] std::vector<VerifyCase> verify_cases(Phase phase, DType dtype, Intensity intensity,
-                                                   uint64_t seed);
 
 struct VerifyOptions {
   std::vector<Family> families = {Family::decode_v1, Family::decode_v2, Family::prefill};
@@ -62,7 +38,7 @@ struct VerifyTestcase {
   std::vector<std::string> failures; // one line per failing case
   // What the failing cases look like (diagnose_failure) and in how many cases each.
   std::map<std::string, int> causes;
-  std::string skip_reason;           // when every case was skipped
+  std::string skip_reason; // when every case was skipped
 };
 
 struct VerifyReport {
@@ -77,10 +53,10 @@ struct VerifyReport {
 // happen (one line each); nothing else is printed.
 [[nodiscard]] VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log);
 
-// Opens each backend to check, inside a worker process, and hands it to `each`; `emit` carries
-// {"ev": "say", "text": ...} lines for `info` (each printed once, however many workers say it).
+// Opens each backend to check, inside a worker process, and hands it to `each`; what it says
+// through `link` is printed to `info` (each line once, however many workers say it).
 using VerifyBackends =
-    std::function<void(const Emit& emit, const std::function<void(Backend&)>& each)>;
+    std::function<void(const WorkerLink& link, const std::function<void(Backend&)>& each)>;
 
 // Runs the gate in supervised worker processes (unless `in_process`): a configuration that
 // crashes or hangs its worker is a failed case whose line gives the reason (a signal, a CUDA

@@ -126,6 +126,15 @@ else()
     set_tests_properties(cli.replay.cpu_v2.${name} PROPERTIES FIXTURES_REQUIRED replay_dumps)
   endforeach()
 
+  # Kernels run supervised: a plugin that crashes in run is a fault of each configuration it
+  # crashes, named with its reason, the other configurations and the file's answer are still
+  # judged, and the exit code is 1 ("worker killed by SIGSEGV"; "worker exited" under ASan).
+  attn_cli_test(NAME replay.kernels_crash EXIT 1
+                REGEX "cpu decode_v2.partition=512,split=0. .plugin cpu-example-crash.: FAULT: worker.*cpu decode_v2.partition=512,split=1. .plugin cpu-example-crash.: FAULT: worker.*partition=1024,split=1. .plugin cpu-example-crash. vs reference: MATCH.*file out vs reference: MATCH"
+                ARGS replay ${REPLAY_DUMPS}/decode_defaults_fp32.safetensors
+                     --kernels ${ATTN_CRASH_PLUGIN} --threads 2)
+  set_tests_properties(cli.replay.kernels_crash PROPERTIES FIXTURES_REQUIRED replay_dumps)
+
   # A file without `out`: the reference's figures, exit 0.
   attn_cli_test(NAME replay.no_out EXIT 0
                 REGEX "file holds no out.*reference: out rms=.*; 16 .row, head. pairs see no key"

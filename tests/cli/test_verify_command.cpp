@@ -43,6 +43,7 @@ class FaultyBackend : public Backend {
 public:
   explicit FaultyBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
   const DeviceInfo& info() const override { return inner_->info(); }
+  const KernelSetDecl& declaration() const override { return inner_->declaration(); }
   std::vector<KernelConfig> config_space(Family f, const AttnParams& p) const override {
     return inner_->config_space(f, p);
   }
@@ -55,6 +56,16 @@ public:
       return std::make_unique<FaultyRun>(std::move(run));
     }
     return run;
+  }
+
+protected:
+  // Never reached: can_run and prepare above go to the wrapped backend.
+  std::optional<std::string> refuse(const KernelConfig& c, const Problem& p) const override {
+    return inner_->can_run(c, p);
+  }
+  std::unique_ptr<PreparedRun> make_run(const Problem& p, const KernelConfig& c,
+                                        const FamilyDecl&) override {
+    return prepare(p, c);
   }
 
 private:

@@ -145,6 +145,19 @@ public:
     info_.threads = 1;
   }
   const DeviceInfo& info() const override { return info_; }
+  const KernelSetDecl& declaration() const override {
+    static const KernelSetDecl decl{
+        "formula",
+        MemoryKind::host,
+        {{Family::decode_v1, KvLayout::HND, true, {}},
+         {Family::decode_v2,
+          KvLayout::HND,
+          true,
+          {{"partition", {16, 32, 24}}, {"broken", {0, 1}}}},
+         {Family::prefill, KvLayout::HND, true, {{"q_tile", {16, 32}}}}}};
+    return decl;
+  }
+  // Its own list: a broken variant of one partition only, which no product of values gives.
   std::vector<KernelConfig> config_space(Family f, const AttnParams& p) const override {
     if (f == Family::decode_v1) {
       return {{Family::decode_v1, {}}};
@@ -157,7 +170,7 @@ public:
     }
     return {{Family::prefill, {{"q_tile", 16}}}, {Family::prefill, {{"q_tile", 32}}}};
   }
-  std::optional<std::string> can_run(const KernelConfig& c, const Problem& pr) const override {
+  std::optional<std::string> refuse(const KernelConfig& c, const Problem& pr) const override {
     const int part = c.get("partition", pr.params.block_size);
     if (c.family == Family::decode_v2 && part % pr.params.block_size != 0) {
       return "partition " + std::to_string(part) + " is not a multiple of block_size " +
@@ -165,10 +178,8 @@ public:
     }
     return std::nullopt;
   }
-  std::unique_ptr<PreparedRun> prepare(const Problem& pr, const KernelConfig& c) override {
-    if (can_run(c, pr)) {
-      throw InputError("cannot run " + c.key());
-    }
+  std::unique_ptr<PreparedRun> make_run(const Problem& pr, const KernelConfig& c,
+                                        const FamilyDecl&) override {
     if (fail_prefill && c.family == Family::prefill) {
       throw std::runtime_error("transient failure (test double)");
     }

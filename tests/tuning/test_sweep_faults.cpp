@@ -48,7 +48,7 @@ struct FaultEnv {
 };
 
 BackendMaker cpu_maker() {
-  return [](const Emit&) { return make_cpu_backend(BackendOptions{.threads = 2, .kernels = ""}); };
+  return [](const WorkerLink&) { return make_cpu_backend(BackendOptions{.threads = 2, .kernels = ""}); };
 }
 
 TEST(SweepFaults, CrashesAndHangsAreFaultsAndTheSweepGoesOn) {

@@ -119,28 +119,8 @@ public:
 
   [[nodiscard]] const DeviceInfo& info() const override { return info_; }
 
-  [[nodiscard]] std::vector<KernelConfig> config_space(Family f,
-                                                       const AttnParams& p) const override {
-    if (f == Family::prefill) {
-      return prefill_config_space(p);
-    }
-    return decode_config_space(f, p);
-  }
-
-  [[nodiscard]] std::optional<std::string> can_run(const KernelConfig& cfg,
-                                                   const Problem& pr) const override {
-    if (cfg.family == Family::prefill) {
-      if (auto why = prefill_static_can_run(cfg, pr, lim_)) {
-        return why;
-      }
-      return modules_.can_run(module_spec(prefill_variant(cfg, pr.params), target_),
-                              lim_.regs_per_block);
-    }
-    if (auto why = decode_static_can_run(cfg, pr, lim_)) {
-      return why;
-    }
-    return modules_.can_run(module_spec(decode_variant(cfg, pr.params), target_),
-                            lim_.regs_per_block);
+  [[nodiscard]] const KernelSetDecl& declaration() const override {
+    return cuda_kernels_declaration();
   }
 
   // Every distinct variant of the plan compiled into the disk cache on all cores, so that the
@@ -170,14 +150,29 @@ public:
     });
   }
 
-  [[nodiscard]] std::unique_ptr<PreparedRun> prepare(const Problem& pr,
-                                                     const KernelConfig& cfg) override {
-    if (pr.kv_layout != KvLayout::HND) { // the CUDA kernels read HND pages: rearrange on the host
-      return prepare(with_kv_layout(pr, KvLayout::HND), cfg);
+protected:
+  [[nodiscard]] bool offers(const KernelConfig& cfg, const AttnParams& p) const override {
+    return cfg.family == Family::prefill ? prefill_offers(cfg, p) : decode_offers(cfg, p);
+  }
+
+  [[nodiscard]] std::optional<std::string> refuse(const KernelConfig& cfg,
+                                                  const Problem& pr) const override {
+    if (cfg.family == Family::prefill) {
+      if (auto why = prefill_static_can_run(cfg, pr, lim_)) {
+        return why;
+      }
+      return modules_.can_run(module_spec(prefill_variant(cfg, pr.params), target_),
+                              lim_.regs_per_block);
     }
-    if (auto why = can_run(cfg, pr)) {
-      throw InputError(cfg.key() + " cannot run on " + info_.id + ": " + *why);
+    if (auto why = decode_static_can_run(cfg, pr, lim_)) {
+      return why;
     }
+    return modules_.can_run(module_spec(decode_variant(cfg, pr.params), target_),
+                            lim_.regs_per_block);
+  }
+
+  [[nodiscard]] std::unique_ptr<PreparedRun> make_run(const Problem& pr, const KernelConfig& cfg,
+                                                      const FamilyDecl&) override {
     if (cfg.family == Family::prefill) {
       const PrefillVariant v = prefill_variant(cfg, pr.params);
       return std::make_unique<PrefillRun>(stream_, pr, v, modules_.get(module_spec(v, target_)));
@@ -198,22 +193,17 @@ private:
 
 } // namespace cuda
 
+const KernelSetDecl& cuda_kernels_declaration() {
+  static const KernelSetDecl decl{"attn-tune",
+                                  MemoryKind::cuda,
+                                  {cuda::decode_family(Family::decode_v1),
+                                   cuda::decode_family(Family::decode_v2), cuda::prefill_family()}};
+  return decl;
+}
+
 std::unique_ptr<Backend> make_cuda_backend(int index) {
-  std::string why;
-  const std::vector<DeviceInfo> devices = cuda_devices(why);
-  if (devices.empty()) {
-    throw DeviceUnavailable(why);
-  }
-  if (index < 0 || index >= int(devices.size())) {
-    throw DeviceUnavailable("no CUDA device " + std::to_string(index) + ": this machine has " +
-                            std::to_string(devices.size()) +
-                            " (cuda:0 to cuda:" + std::to_string(devices.size() - 1) + ")");
-  }
-  const DeviceInfo& info = devices[std::size_t(index)];
-  // A device that is listed can still refuse work (busy, driver trouble): that is exit 3, so it
-  // is told apart here, before the backend's first runtime call would make it an internal error.
-  cuda::open_device(index, info.id + " (" + info.name + ")");
-  return std::make_unique<cuda::CudaBackend>(index, info);
+  DeviceInfo info = cuda::open_cuda_device(index);
+  return std::make_unique<cuda::CudaBackend>(index, std::move(info));
 }
 
 } // namespace attn

@@ -14,11 +14,10 @@ namespace attn {
 // GPU `index`; throws DeviceUnavailable with the reason when there is no such device.
 [[nodiscard]] std::unique_ptr<Backend> make_cuda_backend(int index);
 
-class PluginLibrary;
-// A CUDA kernel plugin (src/backends/plugin/plugin_backend.h) on GPU `index`; throws
-// DeviceUnavailable as make_cuda_backend does.
-[[nodiscard]] std::unique_ptr<Backend>
-make_cuda_plugin_backend(std::shared_ptr<const PluginLibrary> lib, int index);
+// What the CUDA kernels declare: their families (HND caches, lse written) and the values the
+// tuner tries; which of them a problem's shape is offered is decode_config_space's and
+// prefill_config_space's rule.
+[[nodiscard]] const KernelSetDecl& cuda_kernels_declaration();
 
 namespace cuda {
 

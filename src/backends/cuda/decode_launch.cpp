@@ -55,38 +55,51 @@ DecodeVariant decode_variant(const KernelConfig& cfg, const AttnParams& p) {
   return v;
 }
 
+const FamilyDecl& decode_family(Family f) {
+  // partition outermost, then split, threads and vec: the order the tuner has always walked.
+  static const FamilyDecl v1{Family::decode_v1,
+                             KvLayout::HND,
+                             true,
+                             {{"split", {0, 1}}, {"threads", {64, 128, 256}}, {"vec", {8, 4, 2}}}};
+  static const FamilyDecl v2{Family::decode_v2,
+                             KvLayout::HND,
+                             true,
+                             {{"partition", {256, 512, 1024}},
+                              {"split", {0, 1}},
+                              {"threads", {64, 128, 256}},
+                              {"vec", {8, 4, 2}}}};
+  return f == Family::decode_v2 ? v2 : v1;
+}
+
+bool decode_offers(const KernelConfig& c, const AttnParams& p) {
+  if (!family_is_decode(c.family)) {
+    return false;
+  }
+  // split=1 only where it groups something and the group fits in registers.
+  if (c.get("split", 0) == 1 &&
+      !(p.num_kv_heads > 0 && p.group_size() > 1 && p.group_size() <= kDecodeMaxGroup)) {
+    return false;
+  }
+  // The widest load of the dtype and half of it.
+  const int vec = c.get("vec", max_vec(p.dtype));
+  if (vec != max_vec(p.dtype) && vec != max_vec(p.dtype) / 2) {
+    return false;
+  }
+  if (c.family == Family::decode_v2) {
+    const int part = c.get("partition", kDefaultPartition);
+    return p.block_size > 0 && part % p.block_size == 0;
+  }
+  return true;
+}
+
 std::vector<KernelConfig> decode_config_space(Family f, const AttnParams& p) {
   std::vector<KernelConfig> out;
   if (!family_is_decode(f)) {
     return out;
   }
-  std::vector<int> splits = {0};
-  if (p.num_kv_heads > 0 && p.group_size() > 1 && p.group_size() <= kDecodeMaxGroup) {
-    splits.push_back(1);
-  }
-  std::vector<int> partitions = {0};
-  if (f == Family::decode_v2) {
-    partitions.clear();
-    for (int part : kDecodePartitions) {
-      if (p.block_size > 0 && part % p.block_size == 0) {
-        partitions.push_back(part);
-      }
-    }
-  }
-  const int vmax = max_vec(p.dtype);
-  for (int part : partitions) {
-    for (int split : splits) {
-      for (int threads : kDecodeThreads) {
-        for (int vec : {vmax, vmax / 2}) {
-          KernelConfig c;
-          c.family = f;
-          c.params = {{"threads", threads}, {"vec", vec}, {"split", split}};
-          if (f == Family::decode_v2) {
-            c.params["partition"] = part;
-          }
-          out.push_back(c);
-        }
-      }
+  for (KernelConfig& c : declared_configs(decode_family(f))) {
+    if (decode_offers(c, p)) {
+      out.push_back(std::move(c));
     }
   }
   return out;

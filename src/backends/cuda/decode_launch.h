@@ -48,7 +48,15 @@ struct DecodeVariant {
 // The variant that `cfg` compiles to for problems with parameters `p` (defaults filled in).
 [[nodiscard]] DecodeVariant decode_variant(const KernelConfig& cfg, const AttnParams& p);
 
-// The configurations the tuner explores for a decode family and these attention parameters.
+// What a decode family declares (kernel_decl.h): HND caches, lse, and every value of partition,
+// split, threads and vec the tuner tries on some problem.
+[[nodiscard]] const FamilyDecl& decode_family(Family f);
+// Whether a declared configuration is offered for problems with parameters `p`: split=1 only
+// for GQA groups of 2 to kDecodeMaxGroup heads, vec the dtype's widest load or half of it,
+// partitions that are multiples of block_size.
+[[nodiscard]] bool decode_offers(const KernelConfig& c, const AttnParams& p);
+// The configurations the tuner explores for a decode family and these attention parameters:
+// the declared ones decode_offers keeps.
 [[nodiscard]] std::vector<KernelConfig> decode_config_space(Family f, const AttnParams& p);
 
 // Why `cfg` cannot run `pr` under `lim`, checked without compiling; nullopt when it can.

@@ -2,6 +2,7 @@
 #include "src/backends/cuda/device_open.h"
 
 #include "src/backends/cuda/cuda_check.h"
+#include "src/backends/cuda/cuda_devices.h"
 #include "src/model/errors.h"
 
 namespace attn::cuda {
@@ -79,6 +80,24 @@ void open_device(int device, const std::string& label) {
   // MPS server or a broken driver first shows; cudaSetDevice then makes it current.
   check(cudaInitDevice(device, 0, 0), "cudaInitDevice(device, 0, 0)", __LINE__);
   check(cudaSetDevice(device), "cudaSetDevice(device)", __LINE__);
+}
+
+DeviceInfo open_cuda_device(int index) {
+  std::string why;
+  const std::vector<DeviceInfo> devices = cuda_devices(why);
+  if (devices.empty()) {
+    throw DeviceUnavailable(why);
+  }
+  if (index < 0 || index >= int(devices.size())) {
+    throw DeviceUnavailable("no CUDA device " + std::to_string(index) + ": this machine has " +
+                            std::to_string(devices.size()) +
+                            " (cuda:0 to cuda:" + std::to_string(devices.size() - 1) + ")");
+  }
+  const DeviceInfo& info = devices[std::size_t(index)];
+  // A device that is listed can still refuse work (busy, driver trouble): that is exit 3, so it
+  // is told apart here, before the backend's first runtime call would make it an internal error.
+  open_device(index, info.id + " (" + info.name + ")");
+  return info;
 }
 
 } // namespace attn::cuda

@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "src/backends/backend.h"
+
 namespace attn::cuda {
 
 // Why `err`, returned while a device is being opened, means the device cannot be used on this
@@ -16,5 +18,10 @@ namespace attn::cuda {
 // Makes `device` current and creates its context. Throws DeviceUnavailable naming `label`
 // ("cuda:0 (NVIDIA H100)") and the reason when the device cannot be used, else a runtime error.
 void open_device(int device, const std::string& label);
+
+// GPU `index` of this machine, listed and opened: what every kernel set on a GPU (the built-in
+// kernels, CUDA plugins) does first. Throws DeviceUnavailable when there is no GPU, no such
+// index, or the device cannot be used.
+[[nodiscard]] DeviceInfo open_cuda_device(int index);
 
 } // namespace attn::cuda

@@ -3,6 +3,7 @@
 #include "src/backends/cuda/prefill_launch.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "kernels/attn_math.h"
 
@@ -59,20 +60,36 @@ int64_t prefill_smem_bytes(const PrefillVariant& v) {
   return bytes;
 }
 
+const FamilyDecl& prefill_family() {
+  static const FamilyDecl decl{
+      Family::prefill,
+      KvLayout::HND,
+      true,
+      {{"q_tile", std::vector<int>(std::begin(kPrefillQTiles), std::end(kPrefillQTiles))},
+       {"k_tile", std::vector<int>(std::begin(kPrefillKTiles), std::end(kPrefillKTiles))},
+       {"warps", std::vector<int>(std::begin(kPrefillWarps), std::end(kPrefillWarps))},
+       {"stages", std::vector<int>(std::begin(kPrefillStages), std::end(kPrefillStages))}}};
+  return decl;
+}
+
+bool prefill_offers(const KernelConfig& c, const AttnParams& p) {
+  if (c.family != Family::prefill) {
+    return false;
+  }
+  const int q_tile = c.get("q_tile", kDefaultQTile);
+  if (c.get("warps", kDefaultWarps) != q_tile / kPrefillRowsPerWarp) {
+    return false;
+  }
+  const int k_tile = c.get("k_tile", kDefaultKTile);
+  const bool wide = p.head_dim <= kPrefillMaxDimWideKTile;
+  return wide ? k_tile >= 32 : k_tile <= 32;
+}
+
 std::vector<KernelConfig> prefill_config_space(const AttnParams& p) {
   std::vector<KernelConfig> out;
-  for (int q_tile : kPrefillQTiles) {
-    const int warps = q_tile / kPrefillRowsPerWarp;
-    for (int k_tile : kPrefillKTiles) {
-      const bool wide = p.head_dim <= kPrefillMaxDimWideKTile;
-      if ((wide && k_tile < 32) || (!wide && k_tile > 32)) {
-        continue;
-      }
-      for (int stages : kPrefillStages) {
-        out.push_back(
-            {Family::prefill,
-             {{"q_tile", q_tile}, {"k_tile", k_tile}, {"warps", warps}, {"stages", stages}}});
-      }
+  for (KernelConfig& c : declared_configs(prefill_family())) {
+    if (prefill_offers(c, p)) {
+      out.push_back(std::move(c));
     }
   }
   return out;

@@ -56,8 +56,15 @@ struct PrefillVariant {
 // Dynamic shared memory of a variant, bytes: exactly SMEM_BYTES of prefill.cuh.
 [[nodiscard]] int64_t prefill_smem_bytes(const PrefillVariant& v);
 
-// The configurations the tuner explores for these attention parameters: q_tile 64 / 128 (with
-// 4 / 8 warps), k_tile 32 / 64 (16 / 32 above head_dim 128), stages 1 / 2.
+// What the prefill family declares (kernel_decl.h): HND caches, lse, and every value of q_tile,
+// k_tile, warps and stages the tuner tries on some problem.
+[[nodiscard]] const FamilyDecl& prefill_family();
+// Whether a declared configuration is offered for problems with parameters `p`: warps is
+// q_tile / kPrefillRowsPerWarp, k_tile 32 / 64 up to head_dim kPrefillMaxDimWideKTile, 16 / 32
+// above it.
+[[nodiscard]] bool prefill_offers(const KernelConfig& c, const AttnParams& p);
+// The configurations the tuner explores for these attention parameters: the declared ones
+// prefill_offers keeps (q_tile 64 / 128 with 4 / 8 warps, k_tile 32 / 64 or 16 / 32, stages 1 / 2).
 [[nodiscard]] std::vector<KernelConfig> prefill_config_space(const AttnParams& p);
 
 // Why `cfg` cannot run `pr` under `lim`, checked without compiling; nullopt when it can.

@@ -1,7 +1,8 @@
-// Backends over a kernel plugin: configuration spaces, can_run and runs come from the plugin,
-// the problem is handed over in the layout each family declares, and validation, timing and
-// fault isolation are the same as for the built-in kernels. A host-memory plugin runs on the
-// CPU device; a CUDA plugin on a GPU (src/backends/cuda/plugin_device_run.cpp).
+// Kernel sets over a kernel plugin: the declarations, can_run and runs come from the plugin, the
+// problem arrives in the layout each family declares (the contract's prepare), and validation,
+// timing and fault isolation are the built-in kernels' own. A host-memory plugin runs through the
+// host harness (host/host_run.h); a CUDA plugin through the CUDA harness (cuda/device_runs.h) in
+// cuda_plugin_run.cpp.
 #pragma once
 #include <memory>
 #include <string>
@@ -16,34 +17,30 @@ class PluginBackend : public Backend {
 public:
   PluginBackend(std::shared_ptr<const PluginLibrary> lib, DeviceInfo info);
   [[nodiscard]] const DeviceInfo& info() const override { return info_; }
-  [[nodiscard]] std::vector<KernelConfig> config_space(Family f,
-                                                       const AttnParams& p) const override;
-  [[nodiscard]] std::optional<std::string> can_run(const KernelConfig& cfg,
-                                                   const Problem& pr) const override;
+  [[nodiscard]] const KernelSetDecl& declaration() const override { return lib_->declaration(); }
   [[nodiscard]] nlohmann::json kernels() const override { return lib_->identity().to_json(); }
-  // Converts the problem to the family's layout, then make_run.
-  [[nodiscard]] std::unique_ptr<PreparedRun> prepare(const Problem& pr,
-                                                     const KernelConfig& cfg) override;
 
 protected:
-  // `pr` is already in the family's layout and can_run accepted it.
-  [[nodiscard]] virtual std::unique_ptr<PreparedRun>
-  make_run(const Problem& pr, const KernelConfig& cfg, const PluginFamily& fam) = 0;
+  // The plugin's own can_run on the call's shape (its parameters checked against what it
+  // declares first).
+  [[nodiscard]] std::optional<std::string> refuse(const KernelConfig& cfg,
+                                                  const Problem& pr) const override;
+  [[nodiscard]] std::string refuser() const override { return "plugin " + lib_->identity().name; }
   [[nodiscard]] int host_threads() const { return info_.threads > 0 ? info_.threads : 1; }
 
   std::shared_ptr<const PluginLibrary> lib_;
   DeviceInfo info_;
 };
 
-// The backend for `lib` on device `spec` ("cpu" for host-memory plugins, "cuda:N" or "N" for
-// CUDA ones). Throws InputError when the plugin cannot run on that kind of device, and
-// DeviceUnavailable when the device is not there.
-[[nodiscard]] std::unique_ptr<Backend> make_plugin_backend(std::shared_ptr<const PluginLibrary> lib,
-                                                           const std::string& spec,
-                                                           const BackendOptions& opt);
+// The host-memory plugin `lib` on this machine's CPU with `threads` threads (0: all).
+[[nodiscard]] std::unique_ptr<Backend>
+make_host_plugin_backend(std::shared_ptr<const PluginLibrary> lib, int threads);
 
-// The device a command uses for `lib` when none is named: the CPU for host-memory plugins, GPU 0
-// for CUDA ones.
-[[nodiscard]] std::string default_plugin_device(const PluginLibrary& lib);
+#ifdef ATTN_HAVE_CUDA
+// The CUDA plugin `lib` on GPU `index`; throws DeviceUnavailable with the reason when that
+// device cannot be used.
+[[nodiscard]] std::unique_ptr<Backend>
+make_cuda_plugin_backend(std::shared_ptr<const PluginLibrary> lib, int index);
+#endif
 
 } // namespace attn

@@ -201,6 +201,8 @@ void PluginLibrary::initialise(const std::string& who) {
                      ", neither ATTN_DEVICE_HOST nor ATTN_DEVICE_CUDA");
   }
   id_.device_kind = api.device_kind;
+  decl_.name = id_.name;
+  decl_.memory = api.device_kind == ATTN_DEVICE_CUDA ? MemoryKind::cuda : MemoryKind::host;
   if (api.can_run == nullptr || api.workspace_size == nullptr || api.run == nullptr) {
     throw InputError(me + " leaves can_run, workspace_size or run unset");
   }
@@ -224,7 +226,7 @@ void PluginLibrary::initialise(const std::string& who) {
       throw InputError(me + " declares KV layout " + std::to_string(int(d.kv_layout)) + " for " +
                        fname + ", none of HND, NHD, vllm");
     }
-    PluginFamily pf;
+    FamilyDecl pf;
     pf.family = *fam;
     pf.layout = KvLayout(int(d.kv_layout));
     pf.writes_lse = d.writes_lse != 0;
@@ -245,23 +247,23 @@ void PluginLibrary::initialise(const std::string& who) {
       if (ps.num_values <= 0 || ps.values == nullptr) {
         throw InputError(me + " declares no values for " + fname + " parameter '" + ps.name + "'");
       }
-      pf.params.emplace_back(ps.name, std::vector<int>(ps.values, ps.values + ps.num_values));
+      pf.params.push_back({ps.name, std::vector<int>(ps.values, ps.values + ps.num_values)});
     }
     if (*fam == Family::decode_v2) {
       const auto it = std::find_if(pf.params.begin(), pf.params.end(),
-                                   [](const auto& p) { return p.first == "partition"; });
+                                   [](const ParamSpace& p) { return p.name == "partition"; });
       if (it == pf.params.end()) {
         throw InputError(me + " declares decode_v2 without a 'partition' parameter (keys per "
                               "split-KV partition), which the validator and the table need");
       }
-      for (int v : it->second) {
+      for (int v : it->values) {
         if (v <= 0) {
           throw InputError(me + " declares decode_v2 partition " + std::to_string(v) +
                            "; partitions are positive multiples of block_size");
         }
       }
     }
-    families_.push_back(std::move(pf));
+    decl_.families.push_back(std::move(pf));
   }
 }
 
@@ -273,45 +275,19 @@ PluginLibrary::~PluginLibrary() {
   // load time and unregisters them from exit handlers, which must still find its code.
 }
 
-const PluginFamily* PluginLibrary::family(Family f) const {
-  for (const auto& pf : families_) {
-    if (pf.family == f) {
-      return &pf;
-    }
-  }
-  return nullptr;
-}
-
 std::vector<KernelConfig> PluginLibrary::config_space(Family f) const {
-  const PluginFamily* pf = family(f);
-  if (pf == nullptr) {
-    return {};
-  }
-  std::vector<KernelConfig> out{KernelConfig{f, {}}};
-  for (const auto& [name, values] : pf->params) {
-    std::vector<KernelConfig> next;
-    for (const KernelConfig& c : out) {
-      for (int v : values) {
-        KernelConfig n = c;
-        n.params[name] = v;
-        if (std::find(next.begin(), next.end(), n) == next.end()) {
-          next.push_back(std::move(n));
-        }
-      }
-    }
-    out = std::move(next);
-  }
-  return out;
+  const FamilyDecl* fam = family(f);
+  return fam == nullptr ? std::vector<KernelConfig>{} : declared_configs(*fam);
 }
 
 std::optional<std::string> PluginLibrary::view(const KernelConfig& cfg, ConfigView& out) const {
-  const PluginFamily* pf = family(cfg.family);
+  const FamilyDecl* pf = family(cfg.family);
   if (pf == nullptr) {
     return "plugin " + id_.name + " does not implement " + family_name(cfg.family);
   }
   for (const auto& [k, v] : cfg.params) {
     const auto it = std::find_if(pf->params.begin(), pf->params.end(),
-                                 [&](const auto& p) { return p.first == k; });
+                                 [&k](const ParamSpace& p) { return p.name == k; });
     if (it == pf->params.end()) {
       return "parameter '" + k + "' is not one plugin " + id_.name + " declares for " +
              family_name(cfg.family);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "include/attn_tune/plugin.h"
+#include "src/backends/kernel_decl.h"
 #include "src/model/kernel_config.h"
 #include "src/model/kv_layout.h"
 #include "src/model/problem.h"
@@ -35,13 +36,6 @@ struct PluginIdentity {
   [[nodiscard]] nlohmann::json to_json() const;
 };
 
-// One family as the plugin declares it.
-struct PluginFamily {
-  Family family = Family::decode_v1;
-  KvLayout layout = KvLayout::HND;
-  bool writes_lse = false;
-  std::vector<std::pair<std::string, std::vector<int>>> params; // in declaration order
-};
 
 // A plugin's failure inside run or workspace_size (its return code and message): the
 // configuration's error, not the command's.
@@ -62,9 +56,11 @@ public:
   PluginLibrary& operator=(const PluginLibrary&) = delete;
 
   [[nodiscard]] const PluginIdentity& identity() const { return id_; }
-  [[nodiscard]] const std::vector<PluginFamily>& families() const { return families_; }
+  // What the plugin declares, in the kernel contract's terms (name, memory, families).
+  [[nodiscard]] const KernelSetDecl& declaration() const { return decl_; }
+  [[nodiscard]] const std::vector<FamilyDecl>& families() const { return decl_.families; }
   // The family as the plugin declares it; nullptr when the plugin does not declare `f`.
-  [[nodiscard]] const PluginFamily* family(Family f) const;
+  [[nodiscard]] const FamilyDecl* family(Family f) const { return decl_.family(f); }
 
   // Every combination of the family's parameter values; empty when the plugin does not declare `f`.
   [[nodiscard]] std::vector<KernelConfig> config_space(Family f) const;
@@ -92,7 +88,7 @@ private:
   void* handle_ = nullptr;
   attn_plugin_api api_{};
   PluginIdentity id_;
-  std::vector<PluginFamily> families_;
+  KernelSetDecl decl_;
 };
 
 // Whether `spec` names Python kernels ("python:...").

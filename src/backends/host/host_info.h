@@ -1,5 +1,6 @@
 // What the host CPU is: model name, hardware threads and last-level cache, for `devices`,
-// for table provenance and for sizing the cache flush of CPU timings.
+// for table provenance and for sizing the cache flush of host timings (the CPU backend, host
+// plugins and Python kernels all run on it).
 #pragma once
 #include "src/backends/backend.h"
 

@@ -5,11 +5,9 @@
 
 #include "src/backends/cuda/cuda_backend.h"
 #include "src/backends/cuda/cuda_check.h"
-#include "src/backends/cuda/cuda_devices.h"
 #include "src/backends/cuda/device_open.h"
 #include "src/backends/cuda/device_runs.h"
 #include "src/backends/plugin/plugin_backend.h"
-#include "src/model/errors.h"
 
 namespace attn {
 
@@ -19,7 +17,7 @@ namespace {
 class PluginDeviceRun final : public DeviceRun {
 public:
   PluginDeviceRun(DeviceStream& stream, std::shared_ptr<const PluginLibrary> lib, const Problem& pr,
-                  const KernelConfig& cfg, const PluginFamily& fam)
+                  const KernelConfig& cfg, const FamilyDecl& fam)
       : DeviceRun(stream, pr), lib_(std::move(lib)), cfg_(cfg), writes_lse_(fam.writes_lse) {
     call_ = plugin_call_shape(pr, cfg.family, fam.layout, 0);
     ws_bytes_ = lib_->workspace_size(cfg_, call_);
@@ -82,7 +80,7 @@ public:
 
 protected:
   std::unique_ptr<PreparedRun> make_run(const Problem& pr, const KernelConfig& cfg,
-                                        const PluginFamily& fam) override {
+                                        const FamilyDecl& fam) override {
     return std::make_unique<PluginDeviceRun>(stream_, lib_, pr, cfg, fam);
   }
 
@@ -95,18 +93,8 @@ private:
 
 std::unique_ptr<Backend> make_cuda_plugin_backend(std::shared_ptr<const PluginLibrary> lib,
                                                   int index) {
-  std::string why;
-  const std::vector<DeviceInfo> devices = cuda_devices(why);
-  if (devices.empty()) {
-    throw DeviceUnavailable(why);
-  }
-  if (index < 0 || index >= int(devices.size())) {
-    throw DeviceUnavailable("no CUDA device " + std::to_string(index) + ": this machine has " +
-                            std::to_string(devices.size()));
-  }
-  const DeviceInfo& info = devices[std::size_t(index)];
-  cuda::open_device(index, info.id + " (" + info.name + ")");
-  return std::make_unique<cuda::CudaPluginBackend>(std::move(lib), index, info);
+  DeviceInfo info = cuda::open_cuda_device(index);
+  return std::make_unique<cuda::CudaPluginBackend>(std::move(lib), index, std::move(info));
 }
 
 } // namespace attn

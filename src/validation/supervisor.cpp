@@ -1,7 +1,9 @@
+// The supervisor's side of worker_protocol.h: fork, read typed messages under the unit's
+// deadline, and turn how a worker ended into a fault, an exception or its exit code.
 // fork, not exec: the worker inherits the parsed options, the plan and the set of units already
 // done without any serialisation. The supervisor itself never touches a device (a CUDA context
 // does not survive a fork), so every worker starts from a clean process.
-#include "src/io/supervisor.h"
+#include "src/validation/supervisor.h"
 
 #include <cerrno>
 #include <chrono>
@@ -19,8 +21,6 @@
 #include "src/model/errors.h"
 
 namespace attn {
-
-using nlohmann::json;
 
 namespace {
 
@@ -51,22 +51,22 @@ void write_all(int fd, const std::string& s) {
   if (::getppid() != parent) {
     ::_exit(kWorkerReportedExit);
   }
-  const Emit emit = [fd](const json& m) { write_all(fd, m.dump() + "\n"); };
+  const Emit emit = [fd](const WorkerMessage& m) { write_all(fd, encode_message(m) + "\n"); };
   int code = kWorkerReportedExit;
   try {
     code = hooks.work(emit, index);
-    emit({{"ev", "return"}, {"code", code}});
+    emit(ReturnMsg{code});
   } catch (const InputError& e) {
-    emit({{"ev", "exception"}, {"kind", "input"}, {"what", e.what()}});
+    emit(ExceptionMsg{ExceptionKind::input, e.what()});
     code = kWorkerReportedExit;
   } catch (const DeviceUnavailable& e) {
-    emit({{"ev", "exception"}, {"kind", "device"}, {"what", e.what()}});
+    emit(ExceptionMsg{ExceptionKind::device, e.what()});
     code = kWorkerReportedExit;
   } catch (const DeviceFault& e) {
-    emit({{"ev", "exception"}, {"kind", "fault"}, {"what", e.what()}});
+    emit(ExceptionMsg{ExceptionKind::fault, e.what()});
     code = kWorkerReportedExit;
   } catch (const std::exception& e) {
-    emit({{"ev", "exception"}, {"kind", "internal"}, {"what", e.what()}});
+    emit(ExceptionMsg{ExceptionKind::internal, e.what()});
     code = kWorkerReportedExit;
   }
   std::fflush(nullptr);
@@ -76,12 +76,14 @@ void write_all(int fd, const std::string& s) {
 
 // What the supervisor learns from one worker.
 struct WorkerEnd {
-  int status = 0;            // waitpid's
-  bool timed_out = false;    // killed by the supervisor at the unit's deadline
-  double deadline_s = 0.0;   // that deadline
-  std::optional<json> unit;  // the begin message of the unit in flight when it ended
-  std::optional<json> ret;   // its "return" message
-  std::optional<json> error; // its "exception" message
+  int status = 0;                    // waitpid's
+  bool timed_out = false;            // killed by the supervisor at the unit's deadline
+  double deadline_s = 0.0;           // that deadline
+  std::optional<BeginMsg> unit;      // the unit in flight when it ended
+  std::optional<ReturnMsg> ret;      // its return
+  std::optional<ExceptionMsg> error; // its exception
+  std::string unreadable;            // why a message could not be read (the worker is killed)
+  std::size_t cut_off = 0;           // bytes of a last message without its end of line
 };
 
 WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
@@ -136,35 +138,39 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
       continue;
     }
     buf.append(chunk, std::size_t(n));
-    for (std::size_t nl; (nl = buf.find('\n')) != std::string::npos;) {
-      json m;
+    for (std::size_t nl; open && (nl = buf.find('\n')) != std::string::npos;) {
+      WorkerMessage m;
       try {
-        m = json::parse(buf.substr(0, nl));
-      } catch (const json::parse_error&) {
-        m = json();
+        m = decode_message(std::string_view(buf).substr(0, nl));
+      } catch (const ProtocolError& e) {
+        // A worker that says what cannot be read is in no state to go on: end it, so that a
+        // garbled message is a fault with its reason instead of a wait for what never comes.
+        ::kill(pid, SIGKILL);
+        end.unreadable = e.what();
+        open = false;
+        break;
       }
       buf.erase(0, nl + 1);
-      if (!m.is_object()) {
-        continue;
-      }
-      const std::string ev = m.value("ev", "");
-      if (ev == "begin") {
-        end.unit = m;
-        end.deadline_s = m.value("deadline_s", 0.0);
+      if (const auto* b = std::get_if<BeginMsg>(&m)) {
+        end.unit = *b;
+        end.deadline_s = b->deadline_s;
         has_deadline = end.deadline_s > 0;
         deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(end.deadline_s));
-      } else if (ev == "end") {
+      } else if (std::holds_alternative<EndMsg>(m)) {
         end.unit.reset();
         has_deadline = false;
-      } else if (ev == "return") {
-        end.ret = m;
-      } else if (ev == "exception") {
-        end.error = m;
+      } else if (const auto* ret = std::get_if<ReturnMsg>(&m)) {
+        end.ret = *ret;
+      } else if (const auto* x = std::get_if<ExceptionMsg>(&m)) {
+        end.error = *x;
       } else if (hooks.on_message) {
         hooks.on_message(m);
       }
     }
+  }
+  if (end.unreadable.empty()) {
+    end.cut_off = buf.size();
   }
   ::close(fds[0]);
   while (::waitpid(pid, &end.status, 0) < 0) {
@@ -203,16 +209,6 @@ std::string signal_name(int sig) {
 
 } // namespace
 
-json begin_message(const std::string& key, double deadline_s, const json& info, bool fault_unit) {
-  return {{"ev", "begin"},
-          {"key", key},
-          {"deadline_s", deadline_s},
-          {"info", info},
-          {"fault_unit", fault_unit}};
-}
-
-json end_message() { return {{"ev", "end"}}; }
-
 std::string describe_wait_status(int status) {
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
@@ -227,9 +223,9 @@ std::string describe_wait_status(int status) {
 SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
   SupervisedRun run;
   if (in_process) {
-    const Emit emit = [&](const json& m) {
-      const std::string ev = m.value("ev", "");
-      if (ev != "begin" && ev != "end" && hooks.on_message) {
+    const Emit emit = [&](const WorkerMessage& m) {
+      if (!std::holds_alternative<BeginMsg>(m) && !std::holds_alternative<EndMsg>(m) &&
+          hooks.on_message) {
         hooks.on_message(m);
       }
     };
@@ -242,19 +238,19 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
   int deaths_outside = 0;
   for (;;) {
     const WorkerEnd end = run_worker(hooks, run.workers++);
-    if (end.ret && !end.timed_out) {
-      run.exit_code = end.ret->value("code", 0);
+    if (end.ret && !end.timed_out && end.unreadable.empty()) {
+      run.exit_code = end.ret->code;
       return run;
     }
-    const std::string kind = end.error ? end.error->value("kind", "") : "";
-    const std::string what = end.error ? end.error->value("what", "") : "";
-    if (kind == "input") {
+    const ExceptionKind kind = end.error ? end.error->kind : ExceptionKind::internal;
+    const std::string what = end.error ? end.error->what : "";
+    if (end.error && kind == ExceptionKind::input) {
       throw InputError(what);
     }
-    if (kind == "device") {
+    if (end.error && kind == ExceptionKind::device) {
       throw DeviceUnavailable(what);
     }
-    if (kind == "internal") {
+    if (end.error && kind == ExceptionKind::internal) {
       throw std::runtime_error(what);
     }
     std::string reason;
@@ -264,29 +260,33 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
                     "timeout: no result after %.1f s (its deadline, from the expected time)",
                     end.deadline_s);
       reason = b;
-    } else if (kind == "fault") {
+    } else if (!end.unreadable.empty()) {
+      reason =
+          "the worker sent a message that cannot be read (" + end.unreadable + "); it was stopped";
+    } else if (end.error) {
       reason = what;
     } else {
       reason = "worker " + describe_wait_status(end.status);
+      if (end.cut_off > 0) {
+        reason += " in the middle of a message (" + std::to_string(end.cut_off) +
+                  " bytes without their end of line)";
+      }
     }
-    const bool fault_unit = end.unit && end.unit->value("fault_unit", true);
-    if (fault_unit) {
+    if (end.unit && end.unit->fault_unit && end.unit->run) {
       deaths_outside = 0;
       ++run.faults;
       if (hooks.on_fault) {
-        hooks.on_fault(end.unit->value("info", json::object()), reason);
+        hooks.on_fault(*end.unit->run, reason);
       }
       continue;
     }
-    const std::string where =
-        end.unit ? " while " + end.unit->value("key", std::string("working")) : "";
+    const std::string where = end.unit ? " while " + end.unit->key : "";
     if (++deaths_outside >= 2) {
       throw std::runtime_error("the worker process failed twice" + where + ": " + reason);
     }
     if (hooks.on_message) {
       hooks.on_message(
-          {{"ev", "log"},
-           {"text", "worker process failed" + where + " (" + reason + "); starting a new one"}});
+          LogMsg{"worker process failed" + where + " (" + reason + "); starting a new one"});
     }
   }
 }

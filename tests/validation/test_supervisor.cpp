@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
@@ -12,15 +13,18 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
 
-#include "src/io/supervisor.h"
 #include "src/model/errors.h"
+#include "src/validation/supervisor.h"
 
 namespace attn {
 namespace {
 
 using nlohmann::json;
+
+RunIdentity unit_run(int i) { return {"unit " + std::to_string(i), std::nullopt, {{"unit", i}}}; }
 
 // AddressSanitizer catches SIGSEGV itself, reports, and exits with status 1.
 #if defined(__SANITIZE_ADDRESS__)
@@ -44,7 +48,7 @@ SupervisorHooks hooks_for(Plan& plan) {
       if (plan.done.count(i)) {
         continue;
       }
-      emit(begin_message("unit " + std::to_string(i), 1.0, {{"unit", i}}));
+      emit(BeginMsg{"unit " + std::to_string(i), 1.0, true, unit_run(i)});
       const std::string& how = plan.how[std::size_t(i)];
       if (how == "segv") {
         std::raise(SIGSEGV);
@@ -55,20 +59,22 @@ SupervisorHooks hooks_for(Plan& plan) {
       } else if (how == "fault") {
         throw DeviceFault("CUDA error cudaErrorIllegalAddress (sticky)");
       }
-      emit(end_message());
-      emit({{"ev", "finished"}, {"unit", i}});
+      emit(EndMsg{});
+      CheckedRunResult r;
+      r.status = RunStatus::passed;
+      emit(ResultMsg{unit_run(i), r});
     }
     return 0;
   };
-  h.on_message = [&plan](const json& m) {
-    if (m.value("ev", "") == "finished") {
-      plan.finished.push_back(m.value("unit", -1));
-      plan.done.insert(m.value("unit", -1));
+  h.on_message = [&plan](const WorkerMessage& m) {
+    if (const auto* res = std::get_if<ResultMsg>(&m)) {
+      plan.finished.push_back(res->run.context.value("unit", -1));
+      plan.done.insert(res->run.context.value("unit", -1));
     }
   };
-  h.on_fault = [&plan](const json& info, const std::string& reason) {
-    plan.faults.emplace_back(info.value("unit", -1), reason);
-    plan.done.insert(info.value("unit", -1));
+  h.on_fault = [&plan](const RunIdentity& run, const std::string& reason) {
+    plan.faults.emplace_back(run.context.value("unit", -1), reason);
+    plan.done.insert(run.context.value("unit", -1));
   };
   return h;
 }
@@ -115,10 +121,10 @@ TEST(Supervisor, ReturnCodeAndMessagesReachTheSupervisor) {
   SupervisorHooks h;
   std::vector<std::string> got;
   h.work = [](const Emit& emit, int worker) {
-    emit({{"ev", "say"}, {"text", "hello from worker " + std::to_string(worker)}});
+    emit(SayMsg{"hello from worker " + std::to_string(worker)});
     return 3;
   };
-  h.on_message = [&](const json& m) { got.push_back(m.value("text", "")); };
+  h.on_message = [&](const WorkerMessage& m) { got.push_back(std::get<SayMsg>(m).text); };
   const SupervisedRun run = supervise(h);
   EXPECT_EQ(run.exit_code, 3);
   EXPECT_EQ(got, (std::vector<std::string>{"hello from worker 0"}));
@@ -127,7 +133,7 @@ TEST(Supervisor, ReturnCodeAndMessagesReachTheSupervisor) {
 TEST(Supervisor, DeathOutsideAnyUnitTwiceEndsTheRun) {
   SupervisorHooks h;
   h.work = [](const Emit& emit, int) -> int {
-    emit(begin_message("reference", 0.0, json::object(), /*fault_unit=*/false));
+    emit(BeginMsg{"reference", 0.0, /*fault_unit=*/false, std::nullopt});
     std::raise(SIGSEGV);
     return 0;
   };
@@ -150,7 +156,7 @@ TEST(Supervisor, OneDeathOutsideAUnitIsRetried) {
     return 0;
   };
   std::vector<std::string> logs;
-  h.on_message = [&](const json& m) { logs.push_back(m.value("text", "")); };
+  h.on_message = [&](const WorkerMessage& m) { logs.push_back(std::get<LogMsg>(m).text); };
   const SupervisedRun run = supervise(h);
   EXPECT_EQ(run.workers, 2);
   EXPECT_EQ(run.faults, 0);
@@ -163,15 +169,109 @@ TEST(Supervisor, InProcessRunsHereAndPassesMessages) {
   SupervisorHooks h;
   int seen = 0;
   h.work = [me](const Emit& emit, int) {
-    emit(begin_message("u", 1.0, json::object()));
-    emit({{"ev", "pid"}, {"pid", int(::getpid())}});
-    emit(end_message());
+    emit(BeginMsg{"u", 1.0, true, unit_run(0)});
+    emit(SayMsg{std::to_string(::getpid())});
+    emit(EndMsg{});
     return ::getpid() == me ? 0 : 1;
   };
-  h.on_message = [&](const json& m) { seen += m.value("ev", "") == "pid" ? 1 : 100; };
+  h.on_message = [&](const WorkerMessage& m) {
+    const auto* say = std::get_if<SayMsg>(&m);
+    seen += say != nullptr && say->text == std::to_string(me) ? 1 : 100;
+  };
   const SupervisedRun run = supervise(h, /*in_process=*/true);
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_EQ(seen, 1);
+}
+
+// The write end of the worker's pipe to its supervisor, found among the process's descriptors,
+// so that a test can send what a dying or confused worker would.
+int worker_pipe() {
+  for (int fd = 3; fd < 1024; ++fd) {
+    char path[64];
+    char target[128] = {};
+    std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    const ssize_t n = ::readlink(path, target, sizeof target - 1);
+    if (n > 0 && std::string(target, std::size_t(n)).rfind("pipe:", 0) == 0 &&
+        (::fcntl(fd, F_GETFL) & O_ACCMODE) == O_WRONLY) {
+      return fd;
+    }
+  }
+  return -1;
+}
+
+void write_raw(const std::string& bytes) {
+  const int fd = worker_pipe();
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), ssize_t(bytes.size()));
+}
+
+// A worker whose unit `how` says something unreadable, or dies mid-message, then unit 1 is fine.
+SupervisorHooks garbling(const std::string& how, std::vector<std::string>& faults,
+                         std::set<int>& done) {
+  SupervisorHooks h;
+  h.work = [&how, &done](const Emit& emit, int) {
+    for (int i = 0; i < 2; ++i) {
+      if (done.count(i)) {
+        continue;
+      }
+      emit(BeginMsg{"unit " + std::to_string(i), 30.0, true, unit_run(i)});
+      if (i == 0) {
+        if (how == "not json") {
+          write_raw("this is not a message\n");
+        } else if (how == "other version") {
+          write_raw("{\"v\": 99, \"type\": \"end\"}\n");
+        } else if (how == "missing field") {
+          write_raw("{\"v\": 1, \"type\": \"result\", \"run\": {\"key\": \"x\"}}\n");
+        } else if (how == "cut off") {
+          write_raw("{\"v\": 1, \"type\": \"say\", \"te");
+          ::_exit(9);
+        }
+        // A worker that goes on after garbling would otherwise run into its deadline.
+        std::this_thread::sleep_for(std::chrono::seconds(60));
+      }
+      emit(EndMsg{});
+      CheckedRunResult r;
+      r.status = RunStatus::passed;
+      emit(ResultMsg{unit_run(i), r});
+    }
+    return 0;
+  };
+  h.on_message = [&done](const WorkerMessage& m) {
+    if (const auto* res = std::get_if<ResultMsg>(&m)) {
+      done.insert(res->run.context.value("unit", -1));
+    }
+  };
+  h.on_fault = [&faults, &done](const RunIdentity& run, const std::string& reason) {
+    faults.push_back(reason);
+    done.insert(run.context.value("unit", -1));
+  };
+  return h;
+}
+
+TEST(Supervisor, AnUnreadableMessageIsAFaultWithItsReasonNotAHang) {
+  for (const std::string how : {"not json", "other version", "missing field"}) {
+    std::vector<std::string> faults;
+    std::set<int> done;
+    const auto t0 = std::chrono::steady_clock::now();
+    const SupervisedRun run = supervise(garbling(how, faults, done));
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(run.faults, 1) << how;
+    EXPECT_EQ(done, (std::set<int>{0, 1})) << how;
+    ASSERT_EQ(faults.size(), 1u) << how;
+    EXPECT_NE(faults[0].find("cannot be read"), std::string::npos) << faults[0];
+    EXPECT_LT(secs, 20.0) << how << ": the supervisor must not wait for the unit's deadline";
+  }
+}
+
+TEST(Supervisor, AMessageCutOffByTheWorkersDeathIsAFault) {
+  std::vector<std::string> faults;
+  std::set<int> done;
+  const SupervisedRun run = supervise(garbling("cut off", faults, done));
+  EXPECT_EQ(run.faults, 1);
+  ASSERT_EQ(faults.size(), 1u);
+  EXPECT_NE(faults[0].find("exited with status 9 in the middle of a message"), std::string::npos)
+      << faults[0];
 }
 
 TEST(Supervisor, WaitStatusIsNamed) {

@@ -1,4 +1,4 @@
-#include "src/backends/cpu/cpu_info.h"
+#include "src/backends/host/host_info.h"
 
 #include <fstream>
 #include <string>

@@ -1,0 +1,159 @@
+// The host harness (host_run.h): the read set of a problem, the CLFLUSHOPT flush or the
+// flush buffer, the timed loop around a host call, and the run base class.
+#include "src/backends/host/host_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
+#include "src/model/errors.h"
+
+namespace attn {
+
+namespace {
+
+void add_range(std::vector<HostRange>& out, const void* data, std::size_t bytes) {
+  if (data != nullptr && bytes > 0) {
+    out.push_back({data, bytes});
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+bool has_clflushopt() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) != 0 && (b & (1u << 23)) != 0;
+}
+
+// CLFLUSHOPT, unlike CLFLUSH, is not ordered with other flushes, so a run of them streams
+// (measured here: 64 MiB in about 10 ms, against about 300 ms with CLFLUSH); the fence orders the
+// flushes before the timed call.
+__attribute__((target("clflushopt"))) void flush_lines(const std::vector<HostRange>& ranges) {
+  for (const HostRange& r : ranges) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(r.data) & ~std::uintptr_t(63);
+    const auto end = reinterpret_cast<std::uintptr_t>(r.data) + r.bytes;
+    for (std::uintptr_t line = begin; line < end; line += 64) {
+      _mm_clflushopt(reinterpret_cast<void*>(line));
+    }
+  }
+  _mm_mfence();
+}
+#endif
+
+} // namespace
+
+std::vector<HostRange> problem_read_ranges(const Problem& pr) {
+  std::vector<HostRange> out;
+  const AttnParams& p = pr.params;
+  add_range(out, pr.query.raw(), pr.query.data.size());
+  // Whole blocks that some sequence reads, each once.
+  std::vector<int32_t> blocks;
+  for (int b = 0; b < pr.batch; ++b) {
+    const int used = (pr.k_len(b) + p.block_size - 1) / p.block_size;
+    for (int i = 0; i < used; ++i) {
+      blocks.push_back(pr.block_tables[std::size_t(b) * pr.max_blocks_per_seq + i]);
+    }
+  }
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  const std::size_t block_bytes = std::size_t(p.num_kv_heads) * std::size_t(p.block_size) *
+                                  std::size_t(p.head_dim) * dtype_size(p.dtype);
+  for (const HostTensor* cache : {&pr.key_cache, &pr.value_cache}) {
+    const auto* base = static_cast<const unsigned char*>(cache->raw());
+    for (std::size_t i = 0; i < blocks.size();) {
+      std::size_t j = i + 1; // adjacent blocks as one range
+      while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1) {
+        ++j;
+      }
+      add_range(out, base + std::size_t(blocks[i]) * block_bytes, (j - i) * block_bytes);
+      i = j;
+    }
+  }
+  add_range(out, pr.block_tables.data(), pr.block_tables.size() * sizeof(int32_t));
+  add_range(out, pr.context_lens.data(), pr.context_lens.size() * sizeof(int32_t));
+  add_range(out, pr.cu_seqlens_q.data(), pr.cu_seqlens_q.size() * sizeof(int32_t));
+  add_range(out, pr.cu_seqlens_k.data(), pr.cu_seqlens_k.size() * sizeof(int32_t));
+  return out;
+}
+
+TimingResult time_host_call(const std::function<void()>& call, const TimingOptions& opt,
+                            int64_t llc_bytes, std::string method,
+                            const std::vector<HostRange>& touched) {
+  if (opt.mode == TimingMode::graph) {
+    throw InputError("--timing graph needs a CUDA device; host-memory kernels have no graphs");
+  }
+  bool flush_touched = false;
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool clflushopt = has_clflushopt();
+  flush_touched = opt.flush_cache && clflushopt && !touched.empty();
+#endif
+  // Otherwise twice the last-level cache, so no K/V line of the previous rep survives. One buffer
+  // per thread for the whole process: allocating (and faulting in) hundreds of MiB for every
+  // measurement cost more than many of the measurements.
+  static thread_local std::vector<unsigned char> flush_buffer;
+  volatile unsigned sink = 0;
+  const auto bytes = std::size_t(std::max<int64_t>(llc_bytes, 1 << 20)) * 2;
+  if (flush_touched) {
+    std::size_t total = 0;
+    for (const HostRange& r : touched) {
+      total += r.bytes;
+    }
+    method += ", the " + std::to_string((total + (1 << 20) - 1) >> 20) +
+              " MiB it touches flushed from every cache level (CLFLUSHOPT) before each rep";
+  } else if (opt.flush_cache) {
+    if (flush_buffer.size() < bytes) {
+      flush_buffer.assign(bytes, 0);
+    }
+    method += ", " + std::to_string(bytes >> 20) + " MiB buffer touched before each rep";
+  } else {
+    method += ", warm cache";
+  }
+  auto one_rep = [&] {
+    if (flush_touched) {
+#if defined(__x86_64__) && defined(__GNUC__)
+      flush_lines(touched);
+#endif
+    } else if (opt.flush_cache) {
+      // Read-modify-write one byte per cache line: every line is loaded and dirtied, evicting
+      // whatever the previous rep left.
+      unsigned char* p = flush_buffer.data();
+      for (std::size_t i = 0; i < bytes; i += 64) {
+        p[i] = static_cast<unsigned char>(p[i] + 1);
+      }
+      sink = sink + p[bytes / 2];
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    const auto t1 = std::chrono::steady_clock::now();
+    return std::chrono::duration<double>(t1 - t0).count();
+  };
+  return measure(one_rep, call, opt, method);
+}
+
+HostRun::HostRun(const Problem& pr, bool writes_lse, int64_t llc_bytes)
+    : pr_(pr), writes_lse_(writes_lse), llc_bytes_(llc_bytes) {
+  const AttnParams& p = pr_.params;
+  out_ = HostTensor(p.dtype, {pr_.num_rows(), p.num_heads, p.head_dim});
+  lse_.assign(std::size_t(pr_.num_rows()) * p.num_heads, 0.0f);
+}
+
+void HostRun::poison_outputs() {
+  poison(out_);
+  poison(lse_);
+  poison_scratch();
+}
+
+TimingResult HostRun::time(const TimingOptions& opt) {
+  std::vector<HostRange> touched = problem_read_ranges(pr_);
+  touched.push_back({out_.raw(), out_.data.size()});
+  touched.push_back({lse_.data(), lse_.size() * sizeof(float)});
+  for (const HostRange& r : scratch()) {
+    touched.push_back(r);
+  }
+  return time_host_call([this] { run(); }, opt, llc_bytes_, method(), touched);
+}
+
+} // namespace attn

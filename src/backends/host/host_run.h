@@ -1,0 +1,85 @@
+// The host harness: what every kernel set that computes in host memory shares (the CPU
+// backend, host-memory plugins, Python kernels through the bridge): a run's copy of the problem
+// and its outputs, poisoning, download, and timing with a steady clock after flushing what the
+// call touches from the caches.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/backends/backend.h"
+
+namespace attn {
+
+// Host memory a run reads or writes, by address and size.
+struct HostRange {
+  const void* data = nullptr;
+  std::size_t bytes = 0;
+};
+// What a run over `pr` reads: the query, the K and V blocks its block tables reach within each
+// sequence's keys (shared prefix blocks once; whatever the layout, a block is one contiguous
+// slice of a [num_blocks, ...] cache), the block tables and lengths.
+[[nodiscard]] std::vector<HostRange> problem_read_ranges(const Problem& pr);
+
+// Times a call that computes on the host before it returns: a steady clock around each call.
+// With opt.flush_cache the caches are emptied of the call's data before each rep: where the
+// processor has CLFLUSHOPT, the lines of `touched` are flushed from every level (cheap: only
+// what the call touches); elsewhere a buffer twice `llc_bytes` is read and written. `method`
+// starts the method string. Refuses TimingMode::graph.
+[[nodiscard]] TimingResult time_host_call(const std::function<void()>& call,
+                                          const TimingOptions& opt, int64_t llc_bytes,
+                                          std::string method,
+                                          const std::vector<HostRange>& touched = {});
+
+// Memory that a host call reads and writes besides the problem: 64-byte aligned, like a device
+// buffer.
+class HostBuffer {
+public:
+  explicit HostBuffer(std::size_t bytes) : bytes_(bytes), lines_((bytes + 63) / 64 + 1) {}
+  [[nodiscard]] void* get() {
+    auto p = reinterpret_cast<std::uintptr_t>(lines_.data());
+    return reinterpret_cast<void*>((p + 63) & ~std::uintptr_t(63));
+  }
+  [[nodiscard]] std::size_t bytes() const { return bytes_; }
+
+private:
+  struct alignas(64) Line {
+    unsigned char b[64];
+  };
+  std::size_t bytes_ = 0;
+  std::vector<Line> lines_;
+};
+
+// A problem held in host memory with one configuration: the run's own copy of the problem (the
+// "upload"), out and lse, and scratch the subclass declares. Subclasses launch.
+class HostRun : public PreparedRun {
+public:
+  void poison_outputs() override; // out, lse and the scratch
+  [[nodiscard]] RunOutput download() override { return {out_, lse_, writes_lse_}; }
+  // A steady clock around run(), with the problem, out, lse and the scratch flushed before each
+  // rep (time_host_call).
+  [[nodiscard]] TimingResult time(const TimingOptions& opt) override;
+
+protected:
+  HostRun(const Problem& pr, bool writes_lse, int64_t llc_bytes);
+  // What the call writes besides out and lse (split-KV partials, a plugin's workspace), so that
+  // the timing flushes it too.
+  [[nodiscard]] virtual std::vector<HostRange> scratch() const { return {}; }
+  // Fills the scratch with a pattern a kernel that read it unwritten would turn into NaN.
+  virtual void poison_scratch() {}
+  // "steady_clock, 2 threads, avx512 kernels": how the time was taken, before the flush's words.
+  [[nodiscard]] virtual std::string method() const = 0;
+
+  Problem pr_;
+  HostTensor out_;         // [rows, num_heads, head_dim]
+  std::vector<float> lse_; // [rows, num_heads]
+
+private:
+  bool writes_lse_ = true;
+  int64_t llc_bytes_ = 0;
+};
+
+} // namespace attn

@@ -1,0 +1,44 @@
+// The kernel contract's declarations: what a kernel set (the built-in CPU or CUDA kernels, a
+// plugin, Python kernels) says about itself before anything runs. Every set declares the same
+// way, so configuration spaces, layouts and lse checks follow from one description.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "src/model/kernel_config.h"
+#include "src/model/kv_layout.h"
+
+namespace attn {
+
+// One tunable parameter and the values the tuner tries, in the order it tries them.
+struct ParamSpace {
+  std::string name;
+  std::vector<int> values;
+};
+
+// One family a kernel set implements.
+struct FamilyDecl {
+  Family family = Family::decode_v1;
+  KvLayout layout = KvLayout::HND; // the layout its caches arrive in
+  bool writes_lse = true;          // false: its lse is not checked
+  std::vector<ParamSpace> params;  // in declaration order
+};
+
+// Where a kernel set's kernels read and write.
+enum class MemoryKind { host, cuda };
+
+struct KernelSetDecl {
+  std::string name; // "attn-tune" for the built-in kernels, else the plugin's own name
+  MemoryKind memory = MemoryKind::host;
+  std::vector<FamilyDecl> families;
+
+  // The family as declared; nullptr when the set does not implement `f`.
+  [[nodiscard]] const FamilyDecl* family(Family f) const;
+};
+
+// Every combination of the family's declared values, the first parameter varying slowest
+// (a value listed twice is tried once); one configuration without parameters when it declares
+// none.
+[[nodiscard]] std::vector<KernelConfig> declared_configs(const FamilyDecl& f);
+
+} // namespace attn

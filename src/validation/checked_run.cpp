@@ -1,0 +1,135 @@
+#include "src/validation/checked_run.h"
+
+#include <chrono>
+
+#include "src/backends/deadline.h"
+#include "src/model/errors.h"
+#include "src/validation/diagnose.h"
+
+namespace attn {
+
+CheckSubject::CheckSubject(std::string name, Problem problem, std::vector<int> rows,
+                           int reference_threads)
+    : name_(std::move(name)), problem_(std::move(problem)), rows_(std::move(rows)),
+      reference_threads_(reference_threads) {}
+
+const ReferenceResult& CheckSubject::reference(const WorkerLink& link) {
+  if (!ref_) {
+    link.begin_phase("reference of " + name_);
+    ref_ = reference_attention(problem_, {reference_threads_, rows_});
+    link.end();
+  }
+  return *ref_;
+}
+
+CheckFigures CheckSubject::check_answer(const WorkerLink& link, const HostTensor& out,
+                                        const std::vector<float>* lse) {
+  const ReferenceResult& ref = reference(link);
+  return {check_output(out, lse, ref, tolerance()),
+          rows_.empty() ? problem_.num_rows() : int(rows_.size()), problem_.num_rows(),
+          lse != nullptr};
+}
+
+CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& subject,
+                             const RunIdentity& run, const RunRequest& req, RunOutput* output) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CheckedRunResult r;
+  const Problem& pr = subject.problem();
+  const KernelConfig cfg = run.config.value_or(KernelConfig{});
+  const double deadline = unit_deadline_s(pr, be.info(), req.timing ? &*req.timing : nullptr);
+  link.begin_run(run, deadline);
+  try {
+    // can_run may load modules on a GPU or call a plugin: a crash there is this run's.
+    if (auto why = be.can_run(cfg, pr)) {
+      r.status = RunStatus::skipped;
+      r.reason = *why;
+    } else {
+      if (!subject.has_reference()) {
+        link.end();
+        (void)subject.reference(link);
+        link.begin_run(run, deadline);
+      }
+      const ReferenceResult& ref = subject.reference(link);
+      auto prepared = be.prepare(pr, cfg);
+      prepared->poison_outputs();
+      prepared->run();
+      RunOutput got = prepared->download();
+      const Tolerance tol = subject.tolerance();
+      CheckFigures fig{check_output(got.out, got.checked_lse(), ref, tol),
+                       subject.rows().empty() ? pr.num_rows() : int(subject.rows().size()),
+                       pr.num_rows(), got.lse_written};
+      const bool pass = fig.report.pass;
+      r.check = std::move(fig);
+      if (!pass) {
+        r.status = RunStatus::failed;
+        if (req.diagnose) {
+          r.causes = diagnose_failure(be, cfg, pr, got, ref, tol, subject.reference_threads());
+        }
+      } else {
+        if (req.timing) {
+          r.timing = prepared->time(*req.timing);
+        }
+        r.status = RunStatus::passed;
+      }
+      if (output != nullptr) {
+        *output = std::move(got);
+      }
+    }
+  } catch (const DeviceUnavailable&) {
+    throw;
+  } catch (const DeviceFault&) {
+    throw; // the worker ends; the supervisor charges this run a fault
+  } catch (const std::exception& e) {
+    // A check that was made stays with the result (a timing that threw after a pass).
+    r.status = RunStatus::error;
+    r.reason = e.what();
+    r.timing.reset();
+  }
+  link.end();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+SupervisedRun CheckedSession::run(bool in_process) {
+  SupervisorHooks hooks;
+  hooks.work = [this](const Emit& emit, int worker) {
+    const WorkerLink link(emit, finished);
+    return work(link, worker);
+  };
+  hooks.on_message = [this](const WorkerMessage& m) {
+    if (const auto* say = std::get_if<SayMsg>(&m)) {
+      if (on_say) {
+        on_say(say->text);
+      }
+    } else if (const auto* log = std::get_if<LogMsg>(&m)) {
+      if (on_log) {
+        on_log(log->text);
+      }
+    } else if (const auto* opened = std::get_if<OpenedMsg>(&m)) {
+      if (on_opened) {
+        on_opened(*opened);
+      }
+    } else if (const auto* plan = std::get_if<PlanMsg>(&m)) {
+      if (on_plan) {
+        on_plan(*plan);
+      }
+    } else if (const auto* res = std::get_if<ResultMsg>(&m)) {
+      finished.insert(res->run.key);
+      if (on_result) {
+        on_result(res->run, res->result);
+      }
+    }
+  };
+  hooks.on_fault = [this](const RunIdentity& run, const std::string& reason) {
+    finished.insert(run.key);
+    CheckedRunResult r;
+    r.status = RunStatus::fault;
+    r.reason = reason;
+    if (on_result) {
+      on_result(run, r);
+    }
+  };
+  return supervise(hooks, in_process);
+}
+
+} // namespace attn

@@ -1,0 +1,221 @@
+#include "src/validation/replay_judge.h"
+
+#include <cmath>
+#include <limits>
+
+#include "src/backends/registry.h"
+#include "src/model/errors.h"
+#include "src/validation/checked_run.h"
+#include "src/validation/replay.h"
+
+namespace attn {
+
+using nlohmann::json;
+
+namespace {
+
+KernelConfig pick_config(const ReplayJudgeOptions& o, const Problem& pr) {
+  KernelConfig cfg;
+  cfg.family = pr.phase == Phase::decode ? Family::decode_v1 : Family::prefill;
+  if (o.config.empty()) {
+    return cfg;
+  }
+  json j;
+  try {
+    j = json::parse(o.config);
+  } catch (const json::parse_error& e) {
+    throw InputError("--config is not valid JSON (error at byte " + std::to_string(e.byte) + ")");
+  }
+  cfg = KernelConfig::from_json(j);
+  if (family_is_decode(cfg.family) != (pr.phase == Phase::decode)) {
+    throw InputError(std::string("--config family ") + family_name(cfg.family) + " cannot run a " +
+                     phase_name(pr.phase) + " problem");
+  }
+  return cfg;
+}
+
+// What the reference computed, for files that carry no answer to judge.
+std::string reference_summary(const ReferenceResult& ref) {
+  double sum2 = 0.0;
+  double max_abs = 0.0;
+  for (double x : ref.out) {
+    sum2 += x * x;
+    max_abs = std::max(max_abs, std::abs(x));
+  }
+  int64_t empty = 0;
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -lo;
+  for (double l : ref.lse) {
+    if (std::isinf(l)) {
+      ++empty;
+    } else {
+      lo = std::min(lo, l);
+      hi = std::max(hi, l);
+    }
+  }
+  const double n = double(std::max<std::size_t>(1, ref.out.size()));
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "reference: out rms=%.6g max_abs=%.6g; lse in [%.6g, %.6g]; %lld (row, head) pairs "
+                "see no key (out 0, lse -inf)",
+                std::sqrt(sum2 / n), max_abs, empty == int64_t(ref.lse.size()) ? 0.0 : lo,
+                empty == int64_t(ref.lse.size()) ? 0.0 : hi, (long long)empty);
+  return buf;
+}
+
+std::string check_lines(const std::string& what, const CheckReport& rep, const Tolerance& tol) {
+  char buf[600];
+  std::snprintf(buf, sizeof buf, "%s: %s %s (tolerance atol=%g rtol=%g norm_rel=%g lse_atol=%g)",
+                what.c_str(), rep.pass ? "MATCH" : "MISMATCH", rep.summary().c_str(), tol.atol,
+                tol.rtol, tol.norm_rel, tol.lse_atol);
+  std::string out = buf;
+  std::string details = rep.details();
+  if (!details.empty() && details.back() == '\n') {
+    details.pop_back();
+  }
+  if (!details.empty()) {
+    out += "\n" + details;
+  }
+  return out;
+}
+
+// The worker: the configurations to run, each a checked run, then the file's own answer, the
+// reference's figures for a file without one, and --save.
+int replay_worker(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
+                  const std::string& kernels, const ReplayFile& rf,
+                  const std::vector<KernelConfig>& asked, const WorkerLink& link) {
+  const Problem& pr = rf.problem;
+  CheckSubject subject(o.file, pr, {}, o.threads);
+  std::unique_ptr<Backend> be;
+  std::vector<KernelConfig> cfgs = asked;
+  if (plugin != nullptr || o.backend != "reference") {
+    // A plugin without --backend runs on its kind of device.
+    const std::string spec = plugin != nullptr && o.backend == "reference"
+                                 ? choose_device("", plugin, {.threads = 0, .kernels = ""}).spec
+                                 : o.backend;
+    be = make_backend(spec, {.threads = o.threads, .kernels = kernels});
+    if (asked.empty()) { // a plugin's every configuration for the phase
+      for (Family f : {Family::decode_v1, Family::decode_v2, Family::prefill}) {
+        if (family_is_decode(f) == (pr.phase == Phase::decode)) {
+          for (const KernelConfig& c : be->config_space(f, pr.params)) {
+            cfgs.push_back(c);
+          }
+        }
+      }
+      if (cfgs.empty()) {
+        throw InputError("plugin " + be->declaration().name + " implements no family for " +
+                         phase_name(pr.phase) + " problems");
+      }
+    }
+  }
+  const std::string who =
+      plugin != nullptr ? " (plugin " + plugin->identity().name + ")" : std::string();
+  int ran = 0;
+  bool saved = false;
+  RunOutput first;
+  for (const KernelConfig& cfg : cfgs) {
+    const std::string name = be->info().id + " " + cfg.key() + who;
+    const RunIdentity run{cfg.key(), cfg, json{{"who", name}, {"what", name + " vs reference"}}};
+    if (link.finished(run.key)) {
+      ++ran;
+      continue;
+    }
+    RunOutput out;
+    const CheckedRunResult r = checked_run(link, *be, subject, run, RunRequest{}, &out);
+    if (r.status == RunStatus::skipped && plugin == nullptr) {
+      throw InputError(cfg.key() + " cannot run this problem on " + be->info().id + ": " +
+                       r.reason);
+    }
+    if (r.status != RunStatus::skipped) {
+      ++ran;
+      if (!saved && r.status != RunStatus::error) {
+        first = std::move(out); // --save keeps the first configuration's answer
+        saved = true;
+      }
+    }
+    link.result(run, r);
+  }
+  if (be && ran == 0) {
+    throw InputError("no configuration of plugin " + be->declaration().name +
+                     " can run this problem (reasons above)");
+  }
+  if (!be && !rf.out) {
+    link.say(reference_summary(subject.reference(link)));
+  }
+  if (rf.out) {
+    CheckedRunResult r;
+    r.check = subject.check_answer(link, *rf.out, rf.lse ? &*rf.lse : nullptr);
+    r.status = r.check->report.pass ? RunStatus::passed : RunStatus::failed;
+    link.result(RunIdentity{"file", std::nullopt, {{"what", "file out vs reference"}}}, r);
+  }
+  if (!o.save.empty()) {
+    if (!be) {
+      const ReferenceResult& ref = subject.reference(link);
+      first.out = reference_out_as(ref, pr.params.dtype);
+      first.lse = reference_lse_as_float(ref);
+      saved = true;
+    }
+    if (saved) {
+      save_outputs(o.save, first.out, first.lse);
+      link.say("saved out (" + std::string(dtype_name(first.out.dtype)) + ") and lse (fp32) to " +
+               o.save);
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
+                 const std::string& kernels, const std::function<void(const std::string&)>& print) {
+  if (!o.config.empty() && o.backend == "reference" && plugin == nullptr) {
+    throw InputError("--config chooses a backend kernel; it needs --backend cpu or cuda:N");
+  }
+  const ReplayFile rf = load_replay(o.file);
+  const Problem& pr = rf.problem;
+  print("replay " + o.file + ": " + pr.describe() +
+        (rf.out ? " (file holds out" : " (file holds no out") + (rf.lse ? " and lse)" : ")"));
+  // The configuration asked for is checked here, before any worker: a typo is exit 2 at once.
+  // A plugin without --config runs every configuration it declares for the phase.
+  std::vector<KernelConfig> asked;
+  if ((plugin != nullptr && !o.config.empty()) || (plugin == nullptr && o.backend != "reference")) {
+    asked.push_back(pick_config(o, pr));
+  }
+  const Tolerance tol = tolerance_for(pr.params.dtype);
+  bool pass = true;
+  bool error = false;
+  CheckedSession session;
+  session.work = [&](const WorkerLink& link, int) {
+    return replay_worker(o, plugin, kernels, rf, asked, link);
+  };
+  session.on_say = print;
+  session.on_result = [&](const RunIdentity& run, const CheckedRunResult& r) {
+    const std::string what = run.context.value("what", "");
+    const std::string cfg = run.config ? run.config->key() : what;
+    switch (r.status) {
+    case RunStatus::skipped:
+      print(cfg + ": skipped: " + r.reason);
+      return;
+    case RunStatus::error:
+      print(run.context.value("who", cfg) + ": ERROR: " + r.reason);
+      error = true;
+      return;
+    case RunStatus::fault:
+      print(run.context.value("who", cfg) + ": FAULT: " + r.reason);
+      pass = false;
+      return;
+    case RunStatus::passed:
+    case RunStatus::failed:
+      print(check_lines(what, r.check->report, tol));
+      pass = pass && r.status == RunStatus::passed;
+      return;
+    }
+  };
+  (void)session.run(o.in_process);
+  if (error) {
+    return kExitInternal;
+  }
+  return pass ? kExitOk : kExitMismatch;
+}
+
+} // namespace attn

@@ -1,0 +1,56 @@
+// The checked run's vocabulary: what a command asks of one run (check, time, both), which run it
+// is, and what came of it. Plain data, sent from the worker to the supervisor
+// (worker_protocol.h) and read by every command that runs kernels.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/backends/timing.h"
+#include "src/model/kernel_config.h"
+#include "src/validation/check.h"
+
+namespace attn {
+
+// passed: the output matched the reference (and was timed when asked); failed: it did not;
+// skipped: the kernel set refused the configuration (can_run's reason); error: it could not be
+// run (a throw, a plugin's error code); fault: it crashed or hung its worker process.
+enum class RunStatus { passed, failed, skipped, error, fault };
+[[nodiscard]] const char* run_status_name(RunStatus s);
+[[nodiscard]] std::optional<RunStatus> parse_run_status(std::string_view s);
+
+// What to do with one configuration on one problem.
+struct RunRequest {
+  std::optional<TimingOptions> timing; // time it once it has passed its check
+  bool diagnose = false;               // on a failed check, say which usual mistake it looks like
+};
+
+// What the check found.
+struct CheckFigures {
+  CheckReport report;
+  int rows_checked = 0;    // rows compared with the reference
+  int rows_total = 0;      // rows the problem has
+  bool lse_checked = true; // false when the family does not write lse
+};
+
+// Which run it is: what a fault must be charged to, and what the command needs back.
+struct RunIdentity {
+  std::string key;                    // unique within the command: what later workers skip
+  std::optional<KernelConfig> config; // the configuration run (none for an engine's own answer)
+  nlohmann::json context = nlohmann::json::object(); // the command's description of the run
+};
+
+struct CheckedRunResult {
+  RunStatus status = RunStatus::error;
+  std::string reason; // skipped: why; error: what went wrong; fault: how the worker ended
+  std::optional<CheckFigures> check;
+  std::optional<TimingResult> timing;
+  std::vector<std::string> causes; // a failed output's likely mistakes (diagnose_failure)
+  std::string saved;               // a file the run's output was written to
+  double seconds = 0.0;            // wall time of the run, its reference included
+};
+
+} // namespace attn
