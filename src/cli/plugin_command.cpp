@@ -14,6 +14,7 @@
 #include "src/cli/kernels_option.h"
 #include "src/io/supervisor.h"
 #include "src/model/errors.h"
+#include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 
 namespace attn::cli {

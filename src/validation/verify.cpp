@@ -19,6 +19,7 @@
 #include "src/io/safetensors.h"
 #include "src/io/supervisor.h"
 #include "src/model/errors.h"
+#include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 #include "src/validation/diagnose.h"
 #include "src/validation/replay.h"
