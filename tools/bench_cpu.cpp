@@ -23,6 +23,7 @@
 #include "src/backends/cpu/thread_pool.h"
 #include "src/backends/registry.h"
 #include "src/model/errors.h"
+#include "src/model/problem_gen.h"
 
 using namespace attn;
 

@@ -19,6 +19,7 @@
 #include "src/backends/plugin/plugin_library.h"
 #include "src/model/errors.h"
 #include "src/model/problem.h"
+#include "src/model/problem_gen.h"
 
 namespace {
 

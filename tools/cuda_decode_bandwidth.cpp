@@ -14,6 +14,7 @@
 #include "src/backends/cuda/cuda_backend.h"
 #include "src/backends/cuda/precompile.h"
 #include "src/model/errors.h"
+#include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 
 namespace {

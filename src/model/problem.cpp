@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "src/model/errors.h"
-#include "src/model/rng.h"
 
 namespace attn {
 
@@ -50,84 +49,6 @@ void check_cache_shapes(const Problem& pr) {
                   : value_cache_shape_pattern(pr.kv_layout)));
     }
     expect_shape(name, *have[i], want[i]); // the byte count
-  }
-}
-
-// Fill a tensor with standard normal values rounded to its dtype.
-void fill_normal(HostTensor& t, uint64_t seed) {
-  Rng rng(seed);
-  const auto n = std::size_t(t.numel());
-  for (std::size_t i = 0; i < n; ++i) {
-    t.set(i, float(rng.normal()));
-  }
-}
-
-// Allocates the cache, draws block tables from a shuffled pool and fills q, k, v.
-void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const GenOptions& opt) {
-  const AttnParams& p = pr.params;
-  const int bs = p.block_size;
-  if (!(opt.pool_factor >= 1.0)) {
-    bad("pool_factor " + std::to_string(opt.pool_factor) + " must be >= 1");
-  }
-  Rng rng(opt.seed);
-  std::vector<int> nblocks(k_lens.size());
-  int max_blocks = 0;
-  for (std::size_t b = 0; b < k_lens.size(); ++b) {
-    nblocks[b] = int((int64_t(k_lens[b]) + bs - 1) / bs);
-    max_blocks = std::max(max_blocks, nblocks[b]);
-  }
-  // Prefix sharing: every sequence starts with the same physical blocks as sequence 0, over the
-  // full blocks they all have (at most half of the shortest sequence, so tails stay private).
-  int shared = 0;
-  if (opt.shared_prefix && k_lens.size() >= 2) {
-    int min_full = *std::min_element(k_lens.begin(), k_lens.end()) / bs;
-    shared = min_full / 2 > 0 ? min_full / 2 : std::min(min_full, 1);
-  }
-  int64_t needed = shared;
-  for (int n : nblocks) {
-    needed += n - shared;
-  }
-  const int64_t pool = std::max<int64_t>(1, int64_t(std::ceil(double(needed) * opt.pool_factor)));
-  if (pool > (int64_t(1) << 30)) {
-    bad("the problem needs " + std::to_string(pool) + " cache blocks, more than 2^30");
-  }
-  std::vector<int32_t> perm(static_cast<std::size_t>(pool));
-  for (int64_t i = 0; i < pool; ++i) {
-    perm[std::size_t(i)] = int32_t(i);
-  }
-  for (int64_t i = pool - 1; i > 0; --i) { // Fisher-Yates with our portable generator
-    std::swap(perm[std::size_t(i)], perm[std::size_t(rng.range(0, i))]);
-  }
-  // One spare column of garbage past the longest sequence: it must never be read.
-  pr.max_blocks_per_seq = max_blocks + 1;
-  pr.num_blocks = int(pool);
-  pr.block_tables.assign(std::size_t(pr.batch) * pr.max_blocks_per_seq, 0);
-  std::size_t next = 0;
-  std::vector<int32_t> prefix(static_cast<std::size_t>(shared));
-  for (int i = 0; i < shared; ++i) {
-    prefix[std::size_t(i)] = perm[next++];
-  }
-  for (int b = 0; b < pr.batch; ++b) {
-    int32_t* row = &pr.block_tables[std::size_t(b) * pr.max_blocks_per_seq];
-    for (int i = 0; i < pr.max_blocks_per_seq; ++i) {
-      if (i < shared && i < nblocks[std::size_t(b)]) {
-        row[i] = prefix[std::size_t(i)];
-      } else if (i < nblocks[std::size_t(b)]) {
-        row[i] = perm[next++];
-      } else {
-        // Unused entries: valid-looking block ids, so a kernel that reads them gives wrong
-        // numbers (caught by the checker) instead of crashing.
-        row[i] = int32_t(rng.range(0, pool - 1));
-      }
-    }
-  }
-  pr.key_cache = HostTensor(p.dtype, {pool, p.num_kv_heads, bs, p.head_dim});
-  pr.value_cache = HostTensor(p.dtype, {pool, p.num_kv_heads, bs, p.head_dim});
-  fill_normal(pr.query, rng.fork_seed());
-  fill_normal(pr.key_cache, rng.fork_seed());
-  fill_normal(pr.value_cache, rng.fork_seed());
-  if (opt.kv_layout != KvLayout::HND) {
-    pr = with_kv_layout(pr, opt.kv_layout);
   }
 }
 
@@ -367,98 +288,6 @@ Problem with_kv_layout(const Problem& pr, KvLayout to) {
                    out.key_cache.raw());
   convert_kv_cache(from_g, to_g, p.dtype, pr.num_blocks, /*is_key=*/false, pr.value_cache.raw(),
                    out.value_cache.raw());
-  return out;
-}
-
-Problem make_decode_problem(const AttnParams& p, const std::vector<int>& context_lens,
-                            const GenOptions& opt) {
-  p.validate();
-  Problem pr;
-  pr.phase = Phase::decode;
-  pr.params = p;
-  pr.batch = int(context_lens.size());
-  pr.seed = opt.seed;
-  if (pr.batch <= 0) {
-    bad("a decode batch needs at least one sequence");
-  }
-  for (std::size_t b = 0; b < context_lens.size(); ++b) {
-    if (context_lens[b] < 0) {
-      bad("context_lens[" + std::to_string(b) + "] = " + std::to_string(context_lens[b]) +
-          " is negative");
-    }
-  }
-  pr.context_lens.assign(context_lens.begin(), context_lens.end());
-  pr.query = HostTensor(p.dtype, {pr.batch, p.num_heads, p.head_dim});
-  build_cache_and_tables(pr, context_lens, opt);
-  return pr;
-}
-
-Problem make_prefill_problem(const AttnParams& p, const std::vector<int>& q_lens,
-                             const std::vector<int>& k_lens, const GenOptions& opt) {
-  p.validate();
-  if (q_lens.size() != k_lens.size()) {
-    bad("prefill batch has " + std::to_string(q_lens.size()) + " query lengths but " +
-        std::to_string(k_lens.size()) + " key lengths");
-  }
-  Problem pr;
-  pr.phase = Phase::prefill;
-  pr.params = p;
-  pr.batch = int(q_lens.size());
-  pr.seed = opt.seed;
-  if (pr.batch <= 0) {
-    bad("a prefill batch needs at least one sequence");
-  }
-  pr.cu_seqlens_q.assign(1, 0);
-  pr.cu_seqlens_k.assign(1, 0);
-  for (std::size_t b = 0; b < q_lens.size(); ++b) {
-    if (q_lens[b] < 0 || k_lens[b] < 0) {
-      bad("sequence " + std::to_string(b) + " has a negative length (q_len " +
-          std::to_string(q_lens[b]) + ", k_len " + std::to_string(k_lens[b]) + ")");
-    }
-    pr.cu_seqlens_q.push_back(pr.cu_seqlens_q.back() + q_lens[b]);
-    pr.cu_seqlens_k.push_back(pr.cu_seqlens_k.back() + k_lens[b]);
-  }
-  pr.query = HostTensor(p.dtype, {pr.cu_seqlens_q.back(), p.num_heads, p.head_dim});
-  build_cache_and_tables(pr, k_lens, opt);
-  return pr;
-}
-
-std::vector<int> edge_lengths(int block_size, const std::vector<int>& partition_sizes,
-                              int max_len) {
-  std::vector<int> e = {1, block_size - 1, block_size, block_size + 1, max_len};
-  for (int ps : partition_sizes) {
-    for (int k = 1; k <= 2; ++k) {
-      e.push_back(k * ps - 1);
-      e.push_back(k * ps);
-      e.push_back(k * ps + 1);
-    }
-  }
-  std::vector<int> out;
-  for (int x : e) {
-    if (x >= 1 && x <= max_len) {
-      out.push_back(x);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
-std::vector<int> ragged_lengths(uint64_t seed, int count, int block_size,
-                                const std::vector<int>& partition_sizes, int max_len) {
-  Rng rng(seed);
-  std::vector<int> edges = edge_lengths(block_size, partition_sizes, max_len);
-  for (std::size_t i = edges.size(); i > 1; --i) {
-    std::swap(edges[i - 1], edges[std::size_t(rng.range(0, int64_t(i) - 1))]);
-  }
-  std::vector<int> out;
-  for (int i = 0; i < count; ++i) {
-    if (std::size_t(i) < edges.size()) {
-      out.push_back(edges[std::size_t(i)]);
-    } else {
-      out.push_back(int(rng.range(1, std::max(1, max_len))));
-    }
-  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "src/model/errors.h"
+#include "src/model/problem_gen.h"
 
 namespace attn {
 

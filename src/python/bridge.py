@@ -1,5 +1,5 @@
-"""The Python side of attn-tune's Python bridge (src/python/python_bridge.cpp, which compiles this
-file into the bridge library and runs it as the module `_attn_tune_bridge`).
+"""The Python side of attn-tune's Python bridge (src/python/*.cpp: the library compiles this file
+in, and interpreter.cpp runs it as the module `_attn_tune_bridge`).
 
 It turns `python:MODULE[:FACTORY]` into kernels: it imports MODULE, finds what it declares
 (docs/python-kernels.md), normalises the declaration for the C side, wraps attn-tune's buffers

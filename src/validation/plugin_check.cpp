@@ -3,6 +3,7 @@
 #include <set>
 
 #include "src/backends/registry.h"
+#include "src/model/problem_gen.h"
 #include "src/validation/checked_run.h"
 
 namespace attn {

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "src/model/errors.h"
+#include "src/model/problem_gen.h"
 
 namespace attn {
 

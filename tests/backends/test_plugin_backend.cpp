@@ -9,6 +9,7 @@
 #include "src/backends/plugin/plugin_backend.h"
 #include "src/backends/registry.h"
 #include "src/model/errors.h"
+#include "src/model/problem_gen.h"
 
 namespace attn {
 namespace {

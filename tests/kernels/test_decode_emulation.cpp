@@ -15,6 +15,7 @@
 #include "src/validation/check.h"
 #include "src/model/dtype.h"
 #include "src/model/problem.h"
+#include "src/model/problem_gen.h"
 
 #ifdef ATTN_HAVE_CUDA
 #include "src/backends/cuda/decode_launch.h"

@@ -9,6 +9,7 @@
 #include "reference/reference.h"
 #include "src/model/dtype.h"
 #include "src/model/problem.h"
+#include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 
 #ifdef ATTN_HAVE_CUDA

@@ -12,6 +12,7 @@
 #include "src/model/errors.h"
 #include "src/model/kv_layout.h"
 #include "src/model/problem.h"
+#include "src/model/problem_gen.h"
 
 using namespace attn;
 

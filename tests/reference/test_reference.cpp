@@ -15,6 +15,7 @@
 #include "reference/reference.h"
 #include "src/model/errors.h"
 #include "src/model/problem.h"
+#include "src/model/problem_gen.h"
 #include "src/model/rng.h"
 
 using namespace attn;

@@ -11,6 +11,7 @@
 #include "reference/reference.h"
 #include "src/model/errors.h"
 #include "src/model/problem.h"
+#include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 
 using namespace attn;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "src/backends/cpu/cpu_backend.h"
+#include "src/model/problem_gen.h"
 #include "src/validation/checked_run.h"
 
 namespace attn {

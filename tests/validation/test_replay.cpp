@@ -8,6 +8,7 @@
 
 #include "reference/reference.h"
 #include "src/model/errors.h"
+#include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 #include "src/validation/replay.h"
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "src/model/problem.h"
+#include "src/model/problem_gen.h"
 #include "src/validation/row_sample.h"
 
 namespace attn {

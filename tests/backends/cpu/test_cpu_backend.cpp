@@ -17,6 +17,7 @@
 #include "src/backends/cpu/isa.h"
 #include "src/backends/registry.h"
 #include "src/model/errors.h"
+#include "src/model/problem_gen.h"
 #include "src/model/rng.h"
 #include "src/validation/check.h"
 

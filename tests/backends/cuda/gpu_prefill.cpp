@@ -16,6 +16,7 @@
 #include "src/backends/cuda/precompile.h"
 #include "src/backends/cuda/prefill_launch.h"
 #include "src/model/errors.h"
+#include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 
 using namespace attn;

@@ -13,6 +13,7 @@
 #include "src/backends/cuda/cuda_devices.h"
 #include "src/backends/cuda/decode_launch.h"
 #include "src/model/errors.h"
+#include "src/model/problem_gen.h"
 
 using namespace attn;
 using namespace attn::cuda;

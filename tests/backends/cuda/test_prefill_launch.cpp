@@ -7,6 +7,7 @@
 #include <set>
 
 #include "src/backends/cuda/prefill_launch.h"
+#include "src/model/problem_gen.h"
 
 using namespace attn;
 using namespace attn::cuda;

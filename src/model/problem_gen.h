@@ -1,0 +1,37 @@
+// The seeded problem generator (SPEC.md "Test data"): decode and prefill batches whose block
+// tables and values follow from a seed alone, and the ragged and edge sequence lengths tests use.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "src/model/kv_layout.h"
+#include "src/model/problem.h"
+
+namespace attn {
+
+// Options of the seeded generator.
+struct GenOptions {
+  uint64_t seed = 1;
+  double pool_factor = 3.0;   // physical blocks allocated per block needed (>= 1)
+  bool shared_prefix = false; // sequences share their first full blocks (prefix caching)
+  // The caches' layout. Values are drawn in HND and then rearranged, so one seed gives the same
+  // logical keys and values in every layout.
+  KvLayout kv_layout = KvLayout::HND;
+};
+
+// Decode batch: one query row per sequence, context_lens[b] keys each.
+[[nodiscard]] Problem make_decode_problem(const AttnParams& p, const std::vector<int>& context_lens,
+                                          const GenOptions& opt);
+// Prefill batch: q_lens[b] query rows over k_lens[b] keys (q_len < k_len is chunked prefill).
+[[nodiscard]] Problem make_prefill_problem(const AttnParams& p, const std::vector<int>& q_lens,
+                                           const std::vector<int>& k_lens, const GenOptions& opt);
+
+// The edge lengths of SPEC.md "Test data" that are <= max_len: 1, bs-1, bs, bs+1, partition
+// boundaries +-1 (for each partition size given), and max_len itself. Sorted, unique, >= 1.
+[[nodiscard]] std::vector<int> edge_lengths(int block_size, const std::vector<int>& partition_sizes,
+                                            int max_len);
+// `count` ragged lengths in [1, max_len]: the edges first (shuffled), then random lengths.
+[[nodiscard]] std::vector<int> ragged_lengths(uint64_t seed, int count, int block_size,
+                                              const std::vector<int>& partition_sizes, int max_len);
+
+} // namespace attn

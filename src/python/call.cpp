@@ -1,0 +1,104 @@
+// The Python objects one kernel call becomes: its configuration as a dict, its scalars as a
+// tuple, and bridge.make_call's Call with the tensors, cached while the same call repeats.
+#include "src/python/bridge_internal.h"
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace attn::python_bridge {
+
+namespace {
+
+// The last call's Python object: attn-tune times a configuration by calling it many times on
+// the same buffers, so the tensors are wrapped once per distinct call, not per run.
+struct CachedCall {
+  std::vector<int64_t> key;
+  PyObject* call = nullptr;
+};
+CachedCall g_cached;
+
+std::vector<int64_t> call_key(const attn_call* c) {
+  float scale = c->scale, softcap = c->softcap;
+  int32_t sbits = 0, cbits = 0;
+  std::memcpy(&sbits, &scale, 4);
+  std::memcpy(&cbits, &softcap, 4);
+  auto ptr = [](const void* p) { return int64_t(reinterpret_cast<intptr_t>(p)); };
+  return {c->family,
+          c->dtype,
+          c->kv_layout,
+          c->num_heads,
+          c->num_kv_heads,
+          c->head_dim,
+          c->block_size,
+          sbits,
+          cbits,
+          c->causal,
+          c->window_left,
+          c->window_right,
+          c->batch,
+          c->num_rows,
+          c->max_q_len,
+          c->max_k_len,
+          c->num_blocks,
+          c->max_blocks_per_seq,
+          c->host_threads,
+          ptr(c->query),
+          ptr(c->key_cache),
+          ptr(c->value_cache),
+          ptr(c->block_tables),
+          ptr(c->context_lens),
+          ptr(c->cu_seqlens_q),
+          ptr(c->cu_seqlens_k),
+          ptr(c->out),
+          ptr(c->lse)};
+}
+
+} // namespace
+
+PyObject* config_dict(const attn_config* c) {
+  PyObject* d = PyDict_New();
+  for (int i = 0; c != nullptr && i < c->num_params; ++i) {
+    PyObject* v = PyLong_FromLong(c->values[i]);
+    PyDict_SetItemString(d, c->names[i], v);
+    Py_DECREF(v);
+  }
+  return d;
+}
+
+PyObject* scalars_tuple(const attn_call* c) {
+  return Py_BuildValue("(iiiiiiiddiiiiiiiiii)", int(c->family), int(c->dtype), int(c->kv_layout),
+                       c->num_heads, c->num_kv_heads, c->head_dim, c->block_size, double(c->scale),
+                       double(c->softcap), c->causal, c->window_left, c->window_right, c->batch,
+                       c->num_rows, c->max_q_len, c->max_k_len, c->num_blocks,
+                       c->max_blocks_per_seq, c->host_threads);
+}
+
+PyObject* call_object(const attn_call* c) {
+  std::vector<int64_t> key = call_key(c);
+  if (g_cached.call != nullptr && key == g_cached.key) {
+    return g_cached.call;
+  }
+  Py_CLEAR(g_cached.call);
+  PyObject* scalars = scalars_tuple(c);
+  PyObject* caps = capsules_of(c, g_cuda);
+  PyObject* call = nullptr;
+  if (scalars != nullptr && caps != nullptr) {
+    call = PyObject_CallFunctionObjArgs(g_make_call, scalars, caps, nullptr);
+  }
+  Py_XDECREF(scalars);
+  Py_XDECREF(caps);
+  if (call != nullptr) {
+    g_cached.call = call;
+    g_cached.key = std::move(key);
+  }
+  return call;
+}
+
+void drop_cached_call() {
+  Py_CLEAR(g_cached.call);
+  g_cached.key.clear();
+}
+
+} // namespace attn::python_bridge
