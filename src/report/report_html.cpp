@@ -334,9 +334,9 @@ std::string latency_legend(const Palette& pal, const ReportModel& a, const Repor
 // ---- decision maps ----
 
 const char* rule_name(const std::string& id) {
-  for (const auto& [k, name] : kRules) {
-    if (k == id) {
-      return name.c_str();
+  for (const EngineRule& r : engine_rules()) {
+    if (r.id == id) {
+      return r.name.c_str();
     }
   }
   return "rule";
@@ -459,9 +459,9 @@ std::string decision_legend(const Palette& pal) {
     h += legend_item(swatch_box("c-" + pal.cls(p)), "v2 wins, partition " + std::to_string(p));
   }
   h += legend_item(swatch_box("c-v1", 0.15), "pale: within noise");
-  for (const auto& [id, name] : kRules) {
-    if (id != "table_lookup") {
-      h += legend_item(swatch_line("r-" + id), name + " switches");
+  for (const EngineRule& r : engine_rules()) {
+    if (r.picks_family()) {
+      h += legend_item(swatch_line("r-" + r.id), r.name + " switches");
     }
   }
   return h + "</ul>";
@@ -508,20 +508,23 @@ std::string regret_svg(const RegretView& r, const std::string& set) {
     }
   }
   constexpr double W = 1180, L = 120, R = 250, T = 12, RowH = 46, B = 40;
-  const double H = T + RowH * double(kRules.size()) + B;
+  const double rows = double(engine_rules().size());
+  const double H = T + RowH * rows + B;
   const std::vector<double> ticks = linear_ticks(0.0, std::max(worst, 0.01) * 100.0, 6);
   const LinearAxis x{0.0, ticks.back(), L, W - R};
   Svg svg(W, H, "chart regret",
           std::string("regret of each rule on the ") + (set == "sweep" ? "sweep" : "held-out") +
               " points");
   for (double t : ticks) {
-    svg.line(x(t), T, x(t), T + RowH * double(kRules.size()), "grid");
-    svg.text(x(t), T + RowH * double(kRules.size()) + 16, format_sig(t) + "%", "tick", "middle");
+    svg.line(x(t), T, x(t), T + RowH * rows, "grid");
+    svg.text(x(t), T + RowH * rows + 16, format_sig(t) + "%", "tick", "middle");
   }
   svg.text((L + W - R) / 2, H - 6, "slowdown against the fastest configuration (%)", "lbl",
            "middle");
   int row = 0;
-  for (const auto& [id, name] : kRules) {
+  for (const EngineRule& rule : engine_rules()) {
+    const std::string& id = rule.id;
+    const std::string& name = rule.name;
     const double y0 = T + RowH * row;
     const double yc = y0 + RowH / 2;
     svg.text(L - 10, yc + 4, name, "lbl", "end");
@@ -556,13 +559,15 @@ std::string regret_svg(const RegretView& r, const std::string& set) {
              std::to_string(s.beyond) + " of " + std::to_string(s.n) + " beyond noise", "tick");
     ++row;
   }
-  svg.rect(L, T, W - L - R, RowH * double(kRules.size()), "frame");
+  svg.rect(L, T, W - L - R, RowH * rows, "frame");
   return svg.str();
 }
 
 std::string worst_points_html(const RegretView& r, const std::string& set) {
   std::string h = "<ul class=\"plain\">";
-  for (const auto& [id, name] : kRules) {
+  for (const EngineRule& rule : engine_rules()) {
+    const std::string& id = rule.id;
+    const std::string& name = rule.name;
     std::vector<const RegretPoint*> pts;
     for (const auto& p : r.points.at(id)) {
       if (p.set == set && p.slowdown > 5e-5) {
@@ -680,7 +685,9 @@ std::string glance_html(const ReportModel& m) {
   h += "</ul><h3>What each rule costs</h3><table class=\"data\"><thead><tr><th>rule</th>"
        "<th>sweep: mean</th><th>worst</th><th>beyond noise</th><th>held-out: mean</th>"
        "<th>worst</th></tr></thead><tbody>";
-  for (const auto& [id, name] : kRules) {
+  for (const EngineRule& rule : engine_rules()) {
+    const std::string& id = rule.id;
+    const std::string& name = rule.name;
     const Stats s = stats_of(m.regret.points.at(id), "sweep");
     const Stats ho = stats_of(m.regret.points.at(id), "held_out");
     const auto cell = [](const Stats& st, double v) {
@@ -745,9 +752,9 @@ std::vector<Part> map_parts(const ReportModel& m, const Palette& pal) {
   for (const auto& dm : m.maps) {
     std::string h = "<figure class=\"card\" data-shape=\"" + esc(dm.shape_key) + "\"><h3>" +
                     esc(dm.title) + "</h3>" + decision_svg(dm, pal) + "<ul class=\"plain\">";
-    for (const auto& [id, name] : kRules) {
-      if (dm.switches.count(id)) {
-        h += "<li>" + esc(name) + ": " + esc(switch_words(dm, id)) + "</li>";
+    for (const EngineRule& r : engine_rules()) {
+      if (dm.switches.count(r.id)) {
+        h += "<li>" + esc(r.name) + ": " + esc(switch_words(dm, r.id)) + "</li>";
       }
     }
     out.push_back({dm.shape_key, h + "</ul></figure>"});

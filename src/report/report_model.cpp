@@ -388,6 +388,7 @@ void add_maps(ReportModel& m, const ReportSource& src) {
   if (src.table.contains("rule") && src.table["rule"].contains("tiles")) {
     fit = RuleFit::from_json(src.table["rule"]);
   }
+  const Rule fitted = fit ? fitted_rule(*fit) : Rule();
   for (auto& dm : m.maps) {
     std::sort(dm.batches.begin(), dm.batches.end());
     dm.batches.erase(std::unique(dm.batches.begin(), dm.batches.end()), dm.batches.end());
@@ -399,14 +400,12 @@ void add_maps(ReportModel& m, const ReportSource& src) {
     const double hi_step = cx.size() > 1 ? std::sqrt(double(cx.back()) / cx[cx.size() - 2]) : 2.0;
     dm.ctx_lo = std::max(1, int(std::floor(cx.front() / lo_step)));
     dm.ctx_hi = std::max(dm.ctx_lo + 1, int(std::ceil(cx.back() * hi_step)));
-    std::vector<std::pair<std::string, Rule>> rules = {{"vllm", vllm_rule},
-                                                       {"seed_engine", seed_engine_rule}};
-    if (fit) {
-      rules.insert(rules.begin(), {"fitted_rule", [f = *fit](const DecodePoint& p) {
-                                     return RuleChoice{f.uses_v2(p), f.partition};
-                                   }});
-    }
-    for (const auto& [name, rule] : rules) {
+    for (const EngineRule& r : engine_rules()) {
+      const Rule rule = family_rule(r, fitted);
+      if (!rule) {
+        continue; // the table lookup, or a table without a fitted rule
+      }
+      const std::string& name = r.id;
       for (int b : dm.batches) {
         DecodePoint p;
         p.batch = b;
@@ -451,9 +450,10 @@ void add_regret(ReportModel& m, const ReportSource& src, const std::vector<Regre
   if (src.table.contains("rule") && src.table["rule"].contains("tiles")) {
     fit = RuleFit::from_json(src.table["rule"]);
   }
+  const Rule fitted = fit ? fitted_rule(*fit) : Rule();
   m.regret.stored = src.table.value("regret", json::object());
-  for (const auto& [id, name] : kRules) {
-    m.regret.points[id]; // every rule has a row, points or not
+  for (const EngineRule& rule : engine_rules()) {
+    m.regret.points[rule.id]; // every rule has a row, points or not
   }
   for (const auto& r : in) {
     if (!r.pt.usable()) {
@@ -466,17 +466,16 @@ void add_regret(ReportModel& m, const ReportSource& src, const std::vector<Regre
       const double s = slowdown(t, r.pt.best_s);
       m.regret.points[rule].push_back({set, where, s, beyond_noise(r.pt, s), chose, best});
     };
-    if (fit) {
-      const RuleChoice c{fit->uses_v2(r.pt), fit->partition};
-      add("fitted_rule", rule_time(r.pt, c), rule_words(c));
+    for (const EngineRule& rule : engine_rules()) {
+      if (rule.kind == RuleKind::table_lookup) {
+        const KernelConfig pick =
+            KernelConfig::from_json(reader.lookup(query_of(r.shape, r.pt.context_len)).config);
+        add(rule.id, config_time(r.pt, pick), pick.key());
+      } else if (const Rule choose = family_rule(rule, fitted)) {
+        const RuleChoice c = choose(r.pt);
+        add(rule.id, rule_time(r.pt, c), rule_words(c));
+      }
     }
-    const KernelConfig pick =
-        KernelConfig::from_json(reader.lookup(query_of(r.shape, r.pt.context_len)).config);
-    add("table_lookup", config_time(r.pt, pick), pick.key());
-    const RuleChoice v = vllm_rule(r.pt);
-    add("vllm", rule_time(r.pt, v), rule_words(v));
-    const RuleChoice e = seed_engine_rule(r.pt);
-    add("seed_engine", rule_time(r.pt, e), rule_words(e));
   }
 }
 
