@@ -16,97 +16,10 @@
 
 namespace attn::report {
 
-namespace {
+// The page's style sheet, src/report/report.css, compiled in by CMakeLists.txt.
+extern const char kReportCss[];
 
-constexpr const char* kStyle = R"CSS(
-:root { color-scheme: light dark; --bg: #ffffff; --fg: #1b1f24; --muted: #59636e;
-  --grid: #d8dee4; --panel: #f3f5f7; --v1: #1f6feb; --v2: #cf4a0c; --p0: #e8590c; --p1: #c2255c;
-  --p2: #9c36b5; --p3: #a17a00; --fit: #2b8a3e; --vllm: #6741d9; --seed: #1b1f24;
-  --bad: #d1242f; --good: #2b8a3e; }
-@media (prefers-color-scheme: dark) {
-  :root { --bg: #0d1117; --fg: #e6edf3; --muted: #9da7b3; --grid: #30363d; --panel: #161b22;
-    --v1: #58a6ff; --v2: #ff8c42; --p0: #ff922b; --p1: #f06595; --p2: #cc5de8; --p3: #fcc419;
-    --fit: #51cf66; --vllm: #b197fc; --seed: #e6edf3; --bad: #ff6b6b; --good: #51cf66; }
-}
-@media print {
-  :root { color-scheme: light; --bg: #ffffff; --fg: #000000; --muted: #444444; --grid: #cccccc;
-    --panel: #f3f3f3; --v1: #1f6feb; --v2: #cf4a0c; --p0: #e8590c; --p1: #c2255c; --p2: #9c36b5;
-    --p3: #a17a00; --fit: #2b8a3e; --vllm: #6741d9; --seed: #000000; --bad: #d1242f;
-    --good: #2b8a3e; }
-  nav, details { display: none; }
-  body { max-width: none; margin: 0; font-size: 10pt; }
-  figure, .card, section > h2 { break-inside: avoid; }
-  section { break-before: auto; }
-}
-html { background: var(--bg); color: var(--fg); }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto;
-  padding: 16px 24px 48px; max-width: 1240px; }
-h1 { font-size: 22px; margin: 8px 0 2px; }
-h2 { font-size: 18px; margin: 28px 0 4px; border-bottom: 1px solid var(--grid); padding-bottom: 4px; }
-h3 { font-size: 14px; margin: 10px 0 4px; }
-p.caption { color: var(--muted); margin: 2px 0 12px; max-width: 920px; }
-.sub { color: var(--muted); margin: 0 0 10px; }
-nav a { color: var(--v1); margin-right: 14px; }
-a { color: var(--v1); }
-.grid2 { display: grid; grid-template-columns: repeat(auto-fill, minmax(540px, 1fr)); gap: 12px 20px; }
-.pair { display: grid; grid-template-columns: 1fr 1fr; gap: 12px 20px; align-items: start; }
-.pair > div { min-width: 0; }
-.side { font-weight: 600; color: var(--muted); margin: 6px 0; }
-.card { background: var(--panel); border: 1px solid var(--grid); border-radius: 6px; padding: 8px 10px; }
-figure { margin: 0; }
-svg { width: 100%; height: auto; display: block; font-family: inherit; }
-svg text { font-family: inherit; }
-.missing { color: var(--muted); font-style: italic; padding: 12px; }
-table.data { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
-table.data th, table.data td { border: 1px solid var(--grid); padding: 2px 6px; text-align: left;
-  vertical-align: top; }
-table.data th { background: var(--panel); }
-table.kv td:first-child { color: var(--muted); white-space: nowrap; padding-right: 14px; }
-table.kv td { padding: 1px 0; vertical-align: top; }
-.tw { overflow-x: auto; max-height: 420px; overflow-y: auto; }
-details { margin: 6px 0 14px; }
-summary { cursor: pointer; color: var(--muted); }
-ul.legend { list-style: none; padding: 0; margin: 4px 0 2px; display: flex; flex-wrap: wrap; gap: 4px 16px; font-size: 12px; }
-ul.legend li { display: flex; align-items: center; gap: 6px; }
-ul.legend svg { width: 28px; height: 12px; display: inline-block; }
-ul.plain { margin: 4px 0; padding-left: 18px; }
-.num { font-variant-numeric: tabular-nums; }
-.bad { color: var(--bad); font-weight: 600; }
-.good { color: var(--good); font-weight: 600; }
-.grid { stroke: var(--grid); stroke-width: 1; }
-.frame { stroke: var(--muted); stroke-width: 1; fill: none; }
-.tick { fill: var(--muted); font-size: 11px; }
-.lbl { fill: var(--fg); font-size: 12px; }
-.ttl { fill: var(--fg); font-size: 12px; font-weight: 600; }
-.s-v1, .s-v2 { fill: none; stroke-width: 2.5; stroke-linejoin: round; }
-.s-v1 { stroke: var(--v1); } .s-v2 { stroke: var(--v2); }
-.s-p0, .s-p1, .s-p2, .s-p3 { fill: none; stroke-width: 1.5; stroke-dasharray: 5 3; }
-.s-p0 { stroke: var(--p0); } .s-p1 { stroke: var(--p1); } .s-p2 { stroke: var(--p2); } .s-p3 { stroke: var(--p3); }
-.m-v1 { fill: var(--v1); } .m-v2 { fill: var(--v2); }
-.m-p0 { fill: var(--p0); } .m-p1 { fill: var(--p1); } .m-p2 { fill: var(--p2); } .m-p3 { fill: var(--p3); }
-.band-v1 { fill: var(--v1); fill-opacity: 0.18; } .band-v2 { fill: var(--v2); fill-opacity: 0.18; }
-.v2zone { fill: var(--v2); fill-opacity: 0.07; }
-.xline { stroke: var(--v2); stroke-width: 1.5; stroke-dasharray: 4 3; }
-.noise-ring { fill: none; stroke: var(--fg); stroke-width: 1.2; stroke-dasharray: 2 2; }
-.c-v1 { fill: var(--v1); } .c-p0 { fill: var(--p0); } .c-p1 { fill: var(--p1); }
-.c-p2 { fill: var(--p2); } .c-p3 { fill: var(--p3); } .c-none { fill: var(--panel); }
-.cellbox { stroke: var(--bg); stroke-width: 2; }
-.cell { fill: var(--fg); font-size: 12px; paint-order: stroke; stroke: var(--bg); stroke-width: 3px;
-  stroke-linejoin: round; }
-.cell-b { fill: var(--fg); font-size: 12px; font-weight: 700; paint-order: stroke; stroke: var(--bg);
-  stroke-width: 3px; stroke-linejoin: round; }
-.r-fitted_rule, .r-vllm, .r-seed_engine { fill: none; stroke-linecap: round; }
-.r-fitted_rule { stroke: var(--fit); stroke-width: 3.5; }
-.r-vllm { stroke: var(--vllm); stroke-width: 3; stroke-dasharray: 8 4; }
-.r-seed_engine { stroke: var(--seed); stroke-width: 2.5; stroke-dasharray: 1.5 4; }
-.box { fill: var(--panel); stroke: var(--muted); stroke-width: 1; }
-.med { stroke: var(--fg); stroke-width: 2; }
-.dot-in { fill: var(--bg); stroke: var(--v1); stroke-width: 1.3; }
-.dot-out { fill: var(--bad); stroke: var(--bad); stroke-width: 1; fill-opacity: 0.8; }
-.mean { fill: var(--fg); }
-.bar { fill: var(--muted); fill-opacity: 0.45; }
-.bar-best { fill: var(--good); }
-)CSS";
+namespace {
 
 // Partition sizes get the same colour on every figure of the page.
 struct Palette {
@@ -893,7 +806,7 @@ std::string render_report_html(const ReportModel& a, const ReportModel* b,
   std::string h = "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">"
                   "<head><meta charset=\"utf-8\"/><meta name=\"viewport\" content=\"width=device-"
                   "width, initial-scale=1\"/><meta name=\"generator\" content=\"" +
-                  esc(generator) + "\"/><title>" + esc(title) + "</title><style>" + kStyle +
+                  esc(generator) + "\"/><title>" + esc(title) + "</title><style>\n" + kReportCss +
                   "</style></head><body>";
   h += "<header><h1>" + esc(title) + "</h1><p class=\"sub\">" +
        (two ? "A: " + source_line(a) + "<br/>B: " + source_line(*b) : source_line(a)) +
