@@ -1,5 +1,5 @@
-// How much slower than the measured best a v1/v2 rule (vLLM's, the seed engine's, the fitted
-// one) or an exact configuration choice is over a set of decode points: the table's `regret`.
+// The rules a table prices, listed once (engine_rules(): the fitted one, the table lookup, vLLM's,
+// the seed engine's), and how much slower than the measured best each is: the table's `regret`.
 #pragma once
 #include <cstddef>
 #include <functional>
@@ -39,7 +39,9 @@ enum class RuleKind {
 
 // A rule whose regret a table records (under `id` in its `regret`) and the report shows.
 struct EngineRule {
-  std::string id;   // "vllm": the key in the table, the report's CSV value and CSS class `r-<id>`
+  // "vllm": the key in the table's `regret`, the report's CSV value and the CSS class `r-<id>`
+  // of its switch line (src/report/report.css)
+  std::string id;
   std::string name; // "vLLM": the report's words
   RuleKind kind = RuleKind::hard_coded;
   RuleChoice (*choose)(const DecodePoint&) = nullptr; // hard_coded only
