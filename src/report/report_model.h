@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/tuning/regret.h"
 #include "src/tuning/results_file.h"
 
 namespace attn::report {
@@ -86,9 +87,9 @@ struct DecisionMap {
   std::map<std::pair<int, int>, DecisionCell> cells; // (batch, context)
   int ctx_lo = 1;                                    // the context range the x axis spans
   int ctx_hi = 1;
-  // rule name -> per batch row, its switches within [ctx_lo, ctx_hi]
+  // rule id (the rules that pick a family) -> per batch row, its switches within [ctx_lo, ctx_hi]
   std::map<std::string, std::map<int, std::vector<RuleSwitch>>> switches;
-  // rule name -> whether it chooses v2 at each cell (batch, context)
+  // rule id -> whether it chooses v2 at each cell (batch, context)
   std::map<std::string, std::map<std::pair<int, int>, bool>> rule_v2;
 };
 
@@ -102,15 +103,8 @@ struct RegretPoint {
   std::string best;  // the fastest configuration's key
 };
 
-// The rules whose regret is shown, in page order, with their display names.
-inline const std::vector<std::pair<std::string, std::string>> kRules = {
-    {"fitted_rule", "fitted rule"},
-    {"table_lookup", "table lookup"},
-    {"vllm", "vLLM"},
-    {"seed_engine", "seed engine"}};
-
 struct RegretView {
-  // rule -> its points, sweep and held-out
+  // rule id (engine_rules(), every one) -> its points, sweep and held-out
   std::map<std::string, std::vector<RegretPoint>> points;
   nlohmann::json stored; // the table's own `regret` summary
   bool exact = false;    // from results.jsonl; else from the table's best v1/v2 per point

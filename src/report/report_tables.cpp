@@ -87,8 +87,13 @@ std::vector<DataTable> model_tables(const ReportModel& m) {
   DataTable map{"decision_map",
                 "Decision map cells: the measured winner per batch and context length",
                 {"shape", "batch", "context_len", "winner", "family", "partition", "margin_pct",
-                 "within_noise", "fitted_rule", "vllm", "seed_engine"},
+                 "within_noise"},
                 {}};
+  for (const EngineRule& r : engine_rules()) {
+    if (r.picks_family()) {
+      map.columns.push_back(r.id); // its choice at each cell
+    }
+  }
   DataTable sw{"rule_switches",
                "Where each rule switches between v1 and v2 (first context length of the new "
                "decision)",
@@ -100,9 +105,11 @@ std::vector<DataTable> model_tables(const ReportModel& m) {
                           c.config, c.v2 ? "decode_v2" : "decode_v1",
                           c.v2 ? std::to_string(c.partition) : "",
                           c.both ? num(c.margin * 100) : "", yes_no(c.within_noise)});
-      for (const char* rule : {"fitted_rule", "vllm", "seed_engine"}) {
-        const auto r = dm.rule_v2.find(rule);
-        map.rows.back().push_back(r == dm.rule_v2.end() ? "" : r->second.at(bc) ? "v2" : "v1");
+      for (const EngineRule& rule : engine_rules()) {
+        if (rule.picks_family()) {
+          const auto r = dm.rule_v2.find(rule.id);
+          map.rows.back().push_back(r == dm.rule_v2.end() ? "" : r->second.at(bc) ? "v2" : "v1");
+        }
       }
     }
     for (const auto& [rule, rows] : dm.switches) {
@@ -127,7 +134,8 @@ std::vector<DataTable> model_tables(const ReportModel& m) {
                 "Slowdown of each rule's choice against the measured best, point by point",
                 {"rule", "set", "point", "slowdown_pct", "beyond_noise", "chose", "best"},
                 {}};
-  for (const auto& [id, name] : kRules) {
+  for (const EngineRule& rule : engine_rules()) {
+    const std::string& id = rule.id;
     const auto& pts = m.regret.points.at(id);
     for (const char* set : {"sweep", "held_out"}) {
       std::vector<double> v;

@@ -17,6 +17,23 @@ RuleChoice seed_engine_rule(const DecodePoint& p) {
   return {p.num_kv_heads * parts > 2 * 16, 512};
 }
 
+Rule fitted_rule(const RuleFit& fit) {
+  return [fit](const DecodePoint& p) { return RuleChoice{fit.uses_v2(p), fit.partition}; };
+}
+
+const std::vector<EngineRule>& engine_rules() {
+  static const std::vector<EngineRule> rules = {
+      {"fitted_rule", "fitted rule", RuleKind::fitted},
+      {"table_lookup", "table lookup", RuleKind::table_lookup},
+      {"vllm", "vLLM", RuleKind::hard_coded, vllm_rule},
+      {"seed_engine", "seed engine", RuleKind::hard_coded, seed_engine_rule}};
+  return rules;
+}
+
+Rule family_rule(const EngineRule& r, const Rule& fitted) {
+  return r.kind == RuleKind::fitted ? fitted : Rule(r.choose);
+}
+
 nlohmann::json Regret::to_json() const {
   return {{"mean", mean}, {"worst", worst}, {"points", points}, {"beyond_noise", beyond_noise}};
 }

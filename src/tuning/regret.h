@@ -1,14 +1,16 @@
-// How much slower than the measured best a v1/v2 rule (vLLM's, the seed engine's, the fitted
-// one) or an exact configuration choice is over a set of decode points: the table's `regret`.
+// The rules a table prices, listed once (engine_rules(): the fitted one, the table lookup, vLLM's,
+// the seed engine's), and how much slower than the measured best each is: the table's `regret`.
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "src/model/kernel_config.h"
 #include "src/tuning/decode_point.h"
+#include "src/tuning/rule_fit.h"
 
 namespace attn {
 
@@ -24,6 +26,33 @@ using Rule = std::function<RuleChoice(const DecodePoint&)>;
 [[nodiscard]] RuleChoice vllm_rule(const DecodePoint& p);
 // The seed engine: v2 when num_kv_heads * ceil(seq_len / 512) > 2 * 16 (its hard-coded SM count).
 [[nodiscard]] RuleChoice seed_engine_rule(const DecodePoint& p);
+
+// The fitted rule (a table's `rule`) as a Rule: v2 at its partition where the fit says so.
+[[nodiscard]] Rule fitted_rule(const RuleFit& fit);
+
+// How a rule reaches its decision.
+enum class RuleKind {
+  fitted,       // the table's fitted rule (rule_fit.h): v1 or v2, from the sweep's own points
+  table_lookup, // the table itself, as engines read it: an exact configuration per call
+  hard_coded,   // an engine's fixed v1/v2 rule: EngineRule::choose
+};
+
+// A rule whose regret a table records (under `id` in its `regret`) and the report shows.
+struct EngineRule {
+  // "vllm": the key in the table's `regret`, the report's CSV value and the CSS class `r-<id>`
+  // of its switch line (src/report/report.css)
+  std::string id;
+  std::string name; // "vLLM": the report's words
+  RuleKind kind = RuleKind::hard_coded;
+  RuleChoice (*choose)(const DecodePoint&) = nullptr; // hard_coded only
+  // Whether it decides between v1 and v2 (and so has a switch line); the lookup picks configs.
+  [[nodiscard]] bool picks_family() const { return kind != RuleKind::table_lookup; }
+};
+// Every rule, in the order the report lists them: adding one is one entry in regret.cpp.
+[[nodiscard]] const std::vector<EngineRule>& engine_rules();
+// A family-picking rule as a Rule: its own choice, or `fitted` for the fitted rule (the table
+// lookup has none: an empty Rule).
+[[nodiscard]] Rule family_rule(const EngineRule& r, const Rule& fitted);
 
 // The time a rule's choice or an exact configuration takes at a point: a configuration not timed
 // there is charged its family's (and partition's) best time. The regret below counts

@@ -311,20 +311,21 @@ json set_regret_json(const DecodeSet& set, const attn_tune::ThresholdTableReader
   const auto table_pick = [&reader, &set](std::size_t i) {
     return KernelConfig::from_json(reader.lookup(query_of(set.workloads[i]->w)).config);
   };
-  return {{"fitted_rule", regret_of(set.pts, fitted).to_json()},
-          {"table_lookup", regret_of_configs(set.pts, table_pick).to_json()},
-          {"vllm", regret_of(set.pts, vllm_rule).to_json()},
-          {"seed_engine", regret_of(set.pts, seed_engine_rule).to_json()},
-          {"points_without_both_families", unusable}};
+  json out = json::object();
+  for (const EngineRule& r : engine_rules()) {
+    out[r.id] = (r.picks_family() ? regret_of(set.pts, family_rule(r, fitted))
+                                  : regret_of_configs(set.pts, table_pick))
+                    .to_json();
+  }
+  out["points_without_both_families"] = unusable;
+  return out;
 }
 
 // Regret of each rule on the sweep's points and on the held-out points; `table` must already
 // hold its points and rule, since the table lookup reads them.
 json regret_json(const json& table, const DecodeSets& sets, const RuleFit& fit) {
   const attn_tune::ThresholdTableReader reader(table);
-  const Rule fitted = [&fit](const DecodePoint& p) {
-    return RuleChoice{fit.uses_v2(p), fit.partition};
-  };
+  const Rule fitted = fitted_rule(fit);
   json regret;
   regret["sweep"] = set_regret_json(sets.sweep, reader, fitted);
   regret["held_out"] = set_regret_json(sets.held_out, reader, fitted);

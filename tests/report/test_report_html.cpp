@@ -41,7 +41,8 @@ TEST(ReportHtml, HoldsEveryView) {
   EXPECT_EQ(count(h, "class=\"chart decision-map\""), int(m.maps.size()));
   EXPECT_EQ(count(h, "class=\"chart latency\""), int(m.latency.size()));
   EXPECT_EQ(count(h, "class=\"chart regret\""), 2);
-  for (const auto& [id, name] : kRules) {
+  for (const EngineRule& rule : engine_rules()) {
+    const std::string& id = rule.id;
     // The summary row and the worst points on the sweep and held-out points.
     EXPECT_EQ(count(h, "data-rule=\"" + id + "\""), 3) << id;
   }

@@ -122,7 +122,8 @@ TEST(ReportModel, RegretPerPointAgreesWithTheTable) {
   const ReportSource src = fixture_source(true);
   const ReportModel m = build_report_model(src);
   EXPECT_TRUE(m.regret.exact);
-  for (const auto& [id, name] : kRules) {
+  for (const EngineRule& rule : engine_rules()) {
+    const std::string& id = rule.id;
     const auto& pts = m.regret.points.at(id);
     std::vector<double> sweep;
     int held_out = 0;
@@ -160,7 +161,8 @@ TEST(ReportModel, RegretFromTheTableAloneIsALowerBound) {
   const ReportModel exact = build_report_model(fixture_source(true));
   const ReportModel table = build_report_model(fixture_source(false));
   EXPECT_FALSE(table.regret.exact);
-  for (const auto& [id, name] : kRules) {
+  for (const EngineRule& rule : engine_rules()) {
+    const std::string& id = rule.id;
     const auto& a = exact.regret.points.at(id);
     const auto& b = table.regret.points.at(id);
     ASSERT_EQ(a.size(), b.size()) << id;

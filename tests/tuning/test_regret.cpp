@@ -1,8 +1,11 @@
-// Tests of the reference rules (vLLM's and the seed engine's, as SPEC.md states them) and of the
-// regret charged when a chosen partition or configuration was not measured.
+// Tests of the reference rules (vLLM's and the seed engine's, as SPEC.md states them), of the one
+// list of rules the table and the report share, and of the regret charged when a chosen
+// partition or configuration was not measured.
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <set>
+#include <string>
 
 #include "src/tuning/regret.h"
 
@@ -29,6 +32,56 @@ TEST(ReferenceRules, FollowSpecMd) {
   EXPECT_FALSE(seed_engine_rule(p).v2);
   p.context_len = 4 * 512 + 1; // 8 * 5 = 40
   EXPECT_TRUE(seed_engine_rule(p).v2);
+}
+
+TEST(EngineRules, OneEntryPerRuleThatDecidesAsItsKindSays) {
+  std::vector<std::string> ids;
+  for (const EngineRule& r : engine_rules()) {
+    ids.push_back(r.id);
+    EXPECT_FALSE(r.name.empty()) << r.id;
+    EXPECT_EQ(r.choose != nullptr, r.kind == RuleKind::hard_coded) << r.id;
+    EXPECT_EQ(r.picks_family(), r.kind != RuleKind::table_lookup) << r.id;
+  }
+  // The table's `regret` keys; the report lists them in this order.
+  EXPECT_EQ(ids, (std::vector<std::string>{"fitted_rule", "table_lookup", "vllm", "seed_engine"}));
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size());
+
+  const Rule always_v2 = [](const DecodePoint&) { return RuleChoice{true, 256}; };
+  DecodePoint p;
+  p.batch = 1;
+  p.num_heads = 32;
+  p.num_kv_heads = 8;
+  p.context_len = 2048; // vLLM: v2; the seed engine: 8 * 4 = 32, not above 32: v1
+  for (const EngineRule& r : engine_rules()) {
+    const Rule rule = family_rule(r, always_v2);
+    if (r.kind == RuleKind::table_lookup) {
+      EXPECT_FALSE(rule) << "the lookup picks configurations, not families";
+      continue;
+    }
+    ASSERT_TRUE(rule) << r.id;
+    const RuleChoice want = r.kind == RuleKind::fitted ? always_v2(p) : r.choose(p);
+    EXPECT_EQ(rule(p).v2, want.v2) << r.id;
+    EXPECT_EQ(rule(p).partition, want.partition) << r.id;
+  }
+  EXPECT_TRUE(family_rule(engine_rules()[2], always_v2)(p).v2);  // vllm
+  EXPECT_FALSE(family_rule(engine_rules()[3], always_v2)(p).v2); // seed_engine
+  EXPECT_FALSE(family_rule(engine_rules()[0], Rule())) << "no fitted rule, no decision";
+}
+
+TEST(EngineRules, TheFittedRuleLaunchesItsPartitionWhereTheFitSaysV2) {
+  RuleFit fit;
+  fit.tiles = TilesDef::kv_heads_parts;
+  fit.k = 1.0;
+  fit.sm_count = 16;
+  fit.partition = 1024;
+  DecodePoint p;
+  p.num_kv_heads = 8;
+  p.context_len = 2 * 1024; // 8 * 2 = 16 tiles: not above 16
+  const Rule rule = fitted_rule(fit);
+  EXPECT_FALSE(rule(p).v2);
+  p.context_len = 2 * 1024 + 1; // 8 * 3 = 24 tiles
+  EXPECT_TRUE(rule(p).v2);
+  EXPECT_EQ(rule(p).partition, 1024);
 }
 
 TEST(Regret, ChargesMissingPartitionsTheNearestMeasuredOne) {

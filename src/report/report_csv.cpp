@@ -1,0 +1,72 @@
+// The report's numbers as CSV files: one per data table (report_tables.cpp), both models' rows
+// under one header with --against.
+#include <filesystem>
+
+#include "src/io/atomic_file.h"
+#include "src/model/errors.h"
+#include "src/report/report_html.h"
+
+namespace attn::report {
+
+std::string to_csv(const DataTable& t, const std::string& source) {
+  const auto field = [](const std::string& v) {
+    if (v.find_first_of(",\"\n\r") == std::string::npos) {
+      return v;
+    }
+    std::string q(1, '"');
+    for (char c : v) {
+      q.push_back(c);
+      if (c == '"') {
+        q.push_back('"');
+      }
+    }
+    q.push_back('"');
+    return q;
+  };
+  std::string s = "table";
+  for (const auto& c : t.columns) {
+    s.push_back(',');
+    s.append(field(c));
+  }
+  s.push_back('\n');
+  for (const auto& r : t.rows) {
+    s.append(field(source));
+    for (const auto& v : r) {
+      s.push_back(',');
+      s.append(field(v));
+    }
+    s.push_back('\n');
+  }
+  return s;
+}
+
+std::vector<std::string> write_report_csv(const std::string& folder, const ReportModel& a,
+                                          const ReportModel* b,
+                                          const std::vector<DecisionDiff>* diffs) {
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) {
+    throw InputError("cannot create folder '" + folder + "': " + ec.message());
+  }
+  std::vector<std::string> written;
+  const std::vector<DataTable> ta = model_tables(a);
+  const std::vector<DataTable> tb = b ? model_tables(*b) : std::vector<DataTable>{};
+  for (std::size_t i = 0; i < ta.size(); ++i) {
+    std::string text = to_csv(ta[i], a.label);
+    if (b != nullptr) {
+      const std::string more = to_csv(tb[i], b->label);
+      text += more.substr(more.find('\n') + 1); // rows only: one header per file
+    }
+    const std::string path = (std::filesystem::path(folder) / (ta[i].id + ".csv")).string();
+    write_file_atomically(path, text);
+    written.push_back(path);
+  }
+  if (b != nullptr && diffs != nullptr) {
+    const std::string path = (std::filesystem::path(folder) / "decision_diff.csv").string();
+    write_file_atomically(path, to_csv(diff_table(*diffs), a.label + " vs " + b->label));
+    written.push_back(path);
+  }
+  return written;
+}
+
+} // namespace attn::report
