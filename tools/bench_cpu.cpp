@@ -24,6 +24,7 @@
 #include "src/backends/registry.h"
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
+#include "src/validation/checked_run.h"
 
 using namespace attn;
 
@@ -50,6 +51,20 @@ struct CopyBench {
     return std::chrono::duration<double>(t1 - t0).count();
   }
 };
+
+// One configuration timed (no check: a benchmark of kernels the tests already prove) through
+// the checked run; a run that cannot be timed ends the benchmark with its reason.
+TimingResult time_kernel(Backend& be, CheckSubject& subject, const KernelConfig& cfg,
+                         const TimingOptions& opt) {
+  RunRequest req;
+  req.check = false;
+  req.timing = opt;
+  const CheckedRunResult r = checked_run_here(be, subject, cfg, req);
+  if (r.status != RunStatus::passed || !r.timing) {
+    throw std::runtime_error(cfg.key() + " could not be timed: " + r.reason);
+  }
+  return *r.timing;
+}
 
 AttnParams shape(DType dt) {
   AttnParams p;
@@ -149,14 +164,17 @@ int main(int argc, char** argv) {
     if (!peer) {
       return "-";
     }
-    try {
-      auto run = peer->prepare(pr, cfg);
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.3f", run->time(peer_opt).median_s * 1e3);
-      return buf;
-    } catch (const std::exception&) {
+    CheckSubject subject("peer", pr);
+    RunRequest req;
+    req.check = false;
+    req.timing = peer_opt;
+    const CheckedRunResult r = checked_run_here(*peer, subject, cfg, req);
+    if (r.status != RunStatus::passed || !r.timing) {
       return "failed";
     }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", r.timing->median_s * 1e3);
+    return buf;
   };
 
   // The issue-14 shapes: Llama-3-8B-like heads (h=32, kvh=8, d=128), 16-key blocks, contexts of
@@ -203,12 +221,12 @@ int main(int argc, char** argv) {
       };
       Best best{std::string(dtype_name(dt)) + " ctx " + std::to_string(s.ctx), 0.0};
       double grouped = 0.0, per_head = 0.0;
+      CheckSubject subject("decode", pr);
       for (const KernelConfig& cfg : decode_configs) {
-        auto run = be->prepare(pr, cfg);
         // The copy is timed right before and after the kernel, so that both see the same
         // machine (other processes, frequency) and the ratio stays meaningful.
         const double before = copy_gbs();
-        const TimingResult t = run->time(topt);
+        const TimingResult t = time_kernel(*be, subject, cfg, topt);
         const double after = copy_gbs();
         const double copy_rate = 0.5 * (before + after);
         const double gbs = bytes / t.median_s / 1e9;
@@ -272,9 +290,9 @@ int main(int argc, char** argv) {
       };
       std::vector<Row> rows;
       bool first = true;
+      CheckSubject subject("prefill", pr);
       for (const KernelConfig& cfg : prefill_configs) {
-        auto run = be->prepare(pr, cfg);
-        const TimingResult t = run->time(topt);
+        const TimingResult t = time_kernel(*be, subject, cfg, topt);
         const double gflops = flops / t.median_s / 1e9;
         const std::string torch_ms = first ? peer_ms(pr, KernelConfig{Family::prefill, {}}) : "";
         first = false;

@@ -10,13 +10,12 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "reference/reference.h"
 #include "src/backends/cuda/cuda_backend.h"
 #include "src/backends/cuda/precompile.h"
 #include "src/backends/cuda/prefill_launch.h"
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
-#include "src/validation/check.h"
+#include "src/validation/checked_run.h"
 
 namespace {
 
@@ -78,20 +77,20 @@ int run(const Options& o) {
       GenOptions small_gen;
       small_gen.seed = 77;
       const Problem small = make_prefill_problem(p, {300, 129, 5}, {300, 200, 64}, small_gen);
-      const ReferenceResult ref = reference_attention(small);
+      CheckSubject subject("small", small);
       auto& rej = rejected[{bs, causal}];
       rej = nlohmann::json::array();
       for (const auto& cfg : be->config_space(Family::prefill, p)) {
-        if (auto why = be->can_run(cfg, small)) {
-          rej.push_back({{"config", cfg.key()}, {"skipped", *why}});
+        const CheckedRunResult r = checked_run_here(*be, subject, cfg, RunRequest{});
+        if (r.status == RunStatus::skipped) {
+          rej.push_back({{"config", cfg.key()}, {"skipped", r.reason}});
           continue;
         }
-        const RunOutput r = run_once(*be, small, cfg);
-        const CheckReport rep = check_output(r.out, &r.lse, ref, tolerance_for(p.dtype));
-        if (!rep.pass) {
+        if (r.status != RunStatus::passed) {
+          const std::string what = r.check ? r.check->report.summary() : r.reason;
           std::printf("FAIL %s bs=%d causal=%d: %s\n", cfg.key().c_str(), bs, int(causal),
-                      rep.summary().c_str());
-          rej.push_back({{"config", cfg.key()}, {"check", rep.summary()}});
+                      what.c_str());
+          rej.push_back({{"config", cfg.key()}, {"check", what}});
           continue;
         }
         good[{bs, causal}].push_back(cfg);
@@ -127,9 +126,17 @@ int run(const Options& o) {
                              {"results", nlohmann::json::array()}};
         double best_s = 0.0;
         std::string best_key;
+        // Timed only: each configuration was checked on the small problem above.
+        CheckSubject subject("prompt", pr);
+        RunRequest req;
+        req.check = false;
+        req.timing = topt;
         for (const auto& cfg : good[{bs, causal}]) {
-          auto prep = be->prepare(pr, cfg);
-          const TimingResult t = prep->time(topt);
+          const CheckedRunResult r = checked_run_here(*be, subject, cfg, req);
+          if (r.status != RunStatus::passed || !r.timing) {
+            throw std::runtime_error(cfg.key() + " could not be timed: " + r.reason);
+          }
+          const TimingResult& t = *r.timing;
           jc["results"].push_back({{"config", cfg.key()},
                                    {"median_s", t.median_s},
                                    {"tflops", flops / t.median_s / 1e12}});

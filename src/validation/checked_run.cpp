@@ -43,6 +43,13 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
     if (auto why = be.can_run(cfg, pr)) {
       r.status = RunStatus::skipped;
       r.reason = *why;
+    } else if (!req.check) {
+      // Timing alone (the benchmark tools): no reference, no launch before the timing's own.
+      auto prepared = be.prepare(pr, cfg);
+      if (req.timing) {
+        r.timing = prepared->time(*req.timing);
+      }
+      r.status = RunStatus::passed;
     } else {
       if (!subject.has_reference()) {
         link.end();
@@ -88,6 +95,13 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
   link.end();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+CheckedRunResult checked_run_here(Backend& be, CheckSubject& subject, const KernelConfig& cfg,
+                                  const RunRequest& req, RunOutput* output) {
+  static const std::set<std::string> none;
+  const WorkerLink link([](const WorkerMessage&) {}, none);
+  return checked_run(link, be, subject, RunIdentity{cfg.key(), cfg, {}}, req, output);
 }
 
 SupervisedRun CheckedSession::run(bool in_process) {

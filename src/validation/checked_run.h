@@ -52,13 +52,20 @@ private:
 // Runs `run.config` of `be` on the subject's problem in a fault unit of the worker: can_run (a
 // refusal is `skipped` with its reason), the reference (a phase), one launch with poisoned
 // outputs checked against it (`failed` with the figures, and the likely mistakes when
-// req.diagnose), then the timing when req.timing is set (`passed` with the samples); anything
+// req.diagnose), then the timing when req.timing is set (`passed` with the samples); with
+// req.check false only the timing (no reference, no check); anything
 // thrown is `error` with its message. A DeviceFault is rethrown: the worker ends, and the
 // supervisor charges the run a fault. `output`, when given, receives the kernel's output. The
 // result is returned, not reported: the caller records it, then calls link.result.
 [[nodiscard]] CheckedRunResult checked_run(const WorkerLink& link, Backend& be,
                                            CheckSubject& subject, const RunIdentity& run,
                                            const RunRequest& req, RunOutput* output = nullptr);
+
+// The same run in this process, unsupervised, for the benchmark tools (bench_cpu and the device
+// measurements): a crash there ends the tool, and nothing is reported anywhere.
+[[nodiscard]] CheckedRunResult checked_run_here(Backend& be, CheckSubject& subject,
+                                                const KernelConfig& cfg, const RunRequest& req,
+                                                RunOutput* output = nullptr);
 
 // The supervisor's side: runs `work` in supervised workers (or in this process), hands each
 // run's result to on_result as it arrives, a crashed or hung run's as a `fault` with its reason,

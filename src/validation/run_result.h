@@ -15,16 +15,19 @@
 
 namespace attn {
 
-// passed: the output matched the reference (and was timed when asked); failed: it did not;
+// passed: the output matched the reference when it was checked, and was timed when asked;
+// failed: it did not match;
 // skipped: the kernel set refused the configuration (can_run's reason); error: it could not be
 // run (a throw, a plugin's error code); fault: it crashed or hung its worker process.
 enum class RunStatus { passed, failed, skipped, error, fault };
 [[nodiscard]] const char* run_status_name(RunStatus s);
 [[nodiscard]] std::optional<RunStatus> parse_run_status(std::string_view s);
 
-// What to do with one configuration on one problem.
+// What to do with one configuration on one problem: check it, time it, or both (the check
+// first: a run that fails it is never timed).
 struct RunRequest {
-  std::optional<TimingOptions> timing; // time it once it has passed its check
+  bool check = true;                   // compare one launch with the reference
+  std::optional<TimingOptions> timing; // time it (once it has passed, when checked)
   bool diagnose = false;               // on a failed check, say which usual mistake it looks like
 };
 
