@@ -40,6 +40,7 @@ DeviceSpec parse_device(const std::string& spec) {
   return {MemoryKind::cuda, std::stoi(digits)};
 }
 
+#ifndef ATTN_HAVE_CUDA
 // Why the CUDA kernels of this build cannot be opened: the build has no CUDA backend.
 [[noreturn]] void no_cuda_backend(const std::string& spec) {
   std::string why_none;
@@ -52,6 +53,7 @@ DeviceSpec parse_device(const std::string& spec) {
   }
   throw DeviceUnavailable(msg);
 }
+#endif
 
 using Opener = std::unique_ptr<Backend> (*)(const DeviceSpec&, const std::string& spec,
                                             const BackendOptions&,

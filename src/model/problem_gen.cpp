@@ -14,7 +14,7 @@ namespace attn {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& msg) { throw InputError(msg); }
+[[noreturn]] void bad_options(const std::string& msg) { throw InputError(msg); }
 
 // Fill a tensor with standard normal values rounded to its dtype.
 void fill_normal(HostTensor& t, uint64_t seed) {
@@ -30,7 +30,7 @@ void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const G
   const AttnParams& p = pr.params;
   const int bs = p.block_size;
   if (!(opt.pool_factor >= 1.0)) {
-    bad("pool_factor " + std::to_string(opt.pool_factor) + " must be >= 1");
+    bad_options("pool_factor " + std::to_string(opt.pool_factor) + " must be >= 1");
   }
   Rng rng(opt.seed);
   std::vector<int> nblocks(k_lens.size());
@@ -52,7 +52,7 @@ void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const G
   }
   const int64_t pool = std::max<int64_t>(1, int64_t(std::ceil(double(needed) * opt.pool_factor)));
   if (pool > (int64_t(1) << 30)) {
-    bad("the problem needs " + std::to_string(pool) + " cache blocks, more than 2^30");
+    bad_options("the problem needs " + std::to_string(pool) + " cache blocks, more than 2^30");
   }
   std::vector<int32_t> perm(static_cast<std::size_t>(pool));
   for (int64_t i = 0; i < pool; ++i) {
@@ -105,11 +105,11 @@ Problem make_decode_problem(const AttnParams& p, const std::vector<int>& context
   pr.batch = int(context_lens.size());
   pr.seed = opt.seed;
   if (pr.batch <= 0) {
-    bad("a decode batch needs at least one sequence");
+    bad_options("a decode batch needs at least one sequence");
   }
   for (std::size_t b = 0; b < context_lens.size(); ++b) {
     if (context_lens[b] < 0) {
-      bad("context_lens[" + std::to_string(b) + "] = " + std::to_string(context_lens[b]) +
+      bad_options("context_lens[" + std::to_string(b) + "] = " + std::to_string(context_lens[b]) +
           " is negative");
     }
   }
@@ -123,7 +123,7 @@ Problem make_prefill_problem(const AttnParams& p, const std::vector<int>& q_lens
                              const std::vector<int>& k_lens, const GenOptions& opt) {
   p.validate();
   if (q_lens.size() != k_lens.size()) {
-    bad("prefill batch has " + std::to_string(q_lens.size()) + " query lengths but " +
+    bad_options("prefill batch has " + std::to_string(q_lens.size()) + " query lengths but " +
         std::to_string(k_lens.size()) + " key lengths");
   }
   Problem pr;
@@ -132,13 +132,13 @@ Problem make_prefill_problem(const AttnParams& p, const std::vector<int>& q_lens
   pr.batch = int(q_lens.size());
   pr.seed = opt.seed;
   if (pr.batch <= 0) {
-    bad("a prefill batch needs at least one sequence");
+    bad_options("a prefill batch needs at least one sequence");
   }
   pr.cu_seqlens_q.assign(1, 0);
   pr.cu_seqlens_k.assign(1, 0);
   for (std::size_t b = 0; b < q_lens.size(); ++b) {
     if (q_lens[b] < 0 || k_lens[b] < 0) {
-      bad("sequence " + std::to_string(b) + " has a negative length (q_len " +
+      bad_options("sequence " + std::to_string(b) + " has a negative length (q_len " +
           std::to_string(q_lens[b]) + ", k_len " + std::to_string(k_lens[b]) + ")");
     }
     pr.cu_seqlens_q.push_back(pr.cu_seqlens_q.back() + q_lens[b]);
