@@ -12,8 +12,8 @@ namespace attn::test {
 // `<tmp>/attn_test_<name>_<pid>`, removed with anything in it and not created: for outputs that
 // the code under test must create itself.
 [[nodiscard]] inline std::filesystem::path fresh_path(const std::string& name) {
-  const auto d = std::filesystem::temp_directory_path() /
-                 ("attn_test_" + name + "_" + std::to_string(::getpid()));
+  auto d = std::filesystem::temp_directory_path() /
+           ("attn_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   return d;
 }
@@ -38,7 +38,7 @@ namespace attn::test {
 // The whole file as bytes; empty when it cannot be opened.
 [[nodiscard]] inline std::string read_file(const std::filesystem::path& p) {
   std::FILE* f = std::fopen(p.c_str(), "rb");
-  if (!f) {
+  if (f == nullptr) {
     return "";
   }
   std::string s = read_rest(f);
