@@ -14,6 +14,7 @@
 #include "src/validation/check.h"
 #include "src/validation/replay.h"
 #include "src/validation/verify.h"
+#include "tests/support/files.h"
 
 using namespace attn;
 
@@ -72,40 +73,6 @@ private:
   std::unique_ptr<Backend> inner_;
 };
 
-std::string read_file(const std::filesystem::path& p) {
-  std::FILE* f = std::fopen(p.c_str(), "rb");
-  std::string s;
-  if (!f) {
-    return s;
-  }
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) {
-    s.append(buf, n);
-  }
-  std::fclose(f);
-  return s;
-}
-
-// Everything written to the temporary file `out`, which is closed.
-std::string drain(std::FILE* out) {
-  std::rewind(out);
-  std::string text;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, out)) > 0;) {
-    text.append(buf, n);
-  }
-  std::fclose(out);
-  return text;
-}
-
-std::filesystem::path fresh_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() /
-           ("attn_verify_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
-
 } // namespace
 
 TEST(Verify, CpuBackendPassesQuickDecode) {
@@ -116,13 +83,13 @@ TEST(Verify, CpuBackendPassesQuickDecode) {
   o.intensity = "quick";
   std::FILE* out = std::tmpfile();
   const int rc = cli::run_verify(o, make_backend, out, stderr);
-  const std::string text = drain(out);
+  const std::string text = test::drain(out);
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find(" passed, 0 failed"), std::string::npos) << text;
 }
 
 TEST(Verify, PlantedFaultIsCaughtReportedDumpedAndReplayed) {
-  const auto dir = fresh_dir("fault");
+  const auto dir = test::fresh_dir("verify_fault");
   cli::VerifyOptions o;
   o.device = "cpu";
   o.families = "decode_v1,decode_v2";
@@ -136,7 +103,7 @@ TEST(Verify, PlantedFaultIsCaughtReportedDumpedAndReplayed) {
   };
   std::FILE* out = std::tmpfile();
   const int rc = cli::run_verify(o, faulty, out, stderr);
-  const std::string text = drain(out);
+  const std::string text = test::drain(out);
   EXPECT_EQ(rc, 1) << text;
   // One line per failing case, naming the config, the case, the seed and the first mismatch.
   EXPECT_NE(text.find("FAIL cpu decode_v2["), std::string::npos) << text;
@@ -146,7 +113,7 @@ TEST(Verify, PlantedFaultIsCaughtReportedDumpedAndReplayed) {
   EXPECT_EQ(text.find("FAIL cpu decode_v1["), std::string::npos) << "v1 has no fault: " << text;
   EXPECT_NE(text.find(" passed, "), std::string::npos);
   // The JUnit file carries the failure text.
-  const std::string xml = read_file(o.junit);
+  const std::string xml = test::read_file(o.junit);
   EXPECT_NE(xml.find("<failure message="), std::string::npos);
   EXPECT_NE(xml.find("out[0,0,5]"), std::string::npos);
   // Every dump replays to a mismatch against the reference.
@@ -178,7 +145,7 @@ TEST(Verify, CrashingConfigurationIsAFailedCaseAndTheRunGoesOn) {
   std::FILE* out = std::tmpfile();
   const int rc = cli::run_verify(o, make_backend, out, stderr);
   ::unsetenv("ATTN_TUNE_TEST_FAULTS");
-  const std::string text = drain(out);
+  const std::string text = test::drain(out);
   EXPECT_EQ(rc, 1) << text;
   EXPECT_NE(text.find("FAIL cpu decode_v1[split=1] decode/edges/fp32#0"), std::string::npos)
       << text;

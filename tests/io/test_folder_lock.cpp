@@ -15,22 +15,15 @@
 
 #include "src/io/folder_lock.h"
 #include "src/model/errors.h"
+#include "tests/support/files.h"
 
 namespace attn {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("attn_test_lock_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 TEST(FolderLock, SecondLockFailsNamingTheHolder) {
-  const fs::path dir = fresh_dir("held");
+  const fs::path dir = test::fresh_dir("lock_held");
   {
     const FolderLock first(dir.string());
     try {
@@ -51,7 +44,7 @@ TEST(FolderLock, SecondLockFailsNamingTheHolder) {
 }
 
 TEST(FolderLock, AnotherProcessIsRefusedWhileHeld) {
-  const fs::path dir = fresh_dir("fork");
+  const fs::path dir = test::fresh_dir("lock_fork");
   const FolderLock held(dir.string());
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
@@ -77,7 +70,7 @@ TEST(FolderLock, MissingFolderIsAnInputError) {
 // A device lock in a private lock folder, so that tests never meet a real sweep's lock.
 struct LockDir {
   fs::path dir;
-  explicit LockDir(const std::string& name) : dir(fresh_dir(name)) {
+  explicit LockDir(const std::string& name) : dir(test::fresh_dir("lock_" + name)) {
     ::setenv("ATTN_TUNE_LOCK_DIR", dir.c_str(), 1);
   }
   ~LockDir() {

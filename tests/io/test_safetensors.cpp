@@ -10,6 +10,7 @@
 
 #include "src/io/safetensors.h"
 #include "src/model/errors.h"
+#include "tests/support/files.h"
 
 using namespace attn;
 namespace fs = std::filesystem;
@@ -62,15 +63,6 @@ void expect_refused(const std::vector<std::byte>& img, const std::string& needle
   }
 }
 
-fs::path temp_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() /
-      ("attn_st_" + name + "_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-       "_" + std::to_string(std::random_device{}()));
-  fs::create_directories(d);
-  return d;
-}
-
 } // namespace
 
 TEST(Safetensors, RoundTripsEveryDtypeThroughAFile) {
@@ -82,7 +74,7 @@ TEST(Safetensors, RoundTripsEveryDtypeThroughAFile) {
   f.tensors["e_empty"] = random_tensor(StDType::f16, {0, 8}, 5);
   f.tensors["f_scalar"] = random_tensor(StDType::i32, {}, 6);
   f.metadata = {{"causal", "true"}, {"note", "spaces and \"quotes\" survive"}};
-  const fs::path dir = temp_dir("roundtrip");
+  const fs::path dir = test::fresh_dir("safetensors_roundtrip");
   const std::string path = (dir / "t.safetensors").string();
   write_safetensors(path, f);
   // Atomic write: only the target remains, no temporary next to it.
@@ -106,7 +98,7 @@ TEST(Safetensors, RoundTripsEveryDtypeThroughAFile) {
 }
 
 TEST(Safetensors, OverwritesAtomically) {
-  const fs::path dir = temp_dir("overwrite");
+  const fs::path dir = test::fresh_dir("safetensors_overwrite");
   const std::string path = (dir / "t.safetensors").string();
   SafetensorsFile f;
   f.tensors["x"] = random_tensor(StDType::f32, {100}, 7);

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "src/report/report_html.h"
 #include "src/tuning/threshold_table.h"
+#include "tests/support/files.h"
 #include "tests/tuning/table_fixtures.h"
 
 namespace attn::report {
@@ -81,8 +81,7 @@ TEST(ReportCsv, QuotesAndWritesOneFilePerView) {
   const DataTable t{"x", "t", {"a", "b"}, {{"1,2", "say \"hi\""}, {"3", "4"}}};
   EXPECT_EQ(to_csv(t, "src"), "table,a,b\nsrc,\"1,2\",\"say \"\"hi\"\"\"\nsrc,3,4\n");
 
-  const fs::path dir = fs::temp_directory_path() / "attn_report_csv_test";
-  fs::remove_all(dir);
+  const fs::path dir = test::fresh_path("report_csv");
   const ReportModel m = fixture_model();
   const std::vector<DecisionDiff> diffs = {{"call", "x", "y", false}};
   const auto files = write_report_csv(dir.string(), m, &m, &diffs);
@@ -93,10 +92,8 @@ TEST(ReportCsv, QuotesAndWritesOneFilePerView) {
     std::getline(in, header);
     EXPECT_EQ(header.rfind("table,", 0), 0u) << f;
   }
-  std::ifstream map(dir / "decision_map.csv");
-  std::stringstream ss;
-  ss << map.rdbuf();
-  EXPECT_EQ(count(ss.str(), "\n"), 1 + 2 * 6); // both tables' rows under one header
+  const std::string map = test::read_file(dir / "decision_map.csv");
+  EXPECT_EQ(count(map, "\n"), 1 + 2 * 6); // both tables' rows under one header
   fs::remove_all(dir);
 }
 

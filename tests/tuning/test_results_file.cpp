@@ -5,28 +5,20 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "src/model/errors.h"
 #include "src/model/kernel_config.h"
 #include "src/model/workload.h"
 #include "src/tuning/results_file.h"
+#include "tests/support/files.h"
 
 namespace attn {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("attn_test_results_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
-}
-
 TEST(ResultsFile, ReadsResultsWithATruncatedTail) {
-  const fs::path dir = fresh_dir("read");
-  fs::create_directories(dir);
+  const fs::path dir = test::fresh_dir("results_read");
   const fs::path f = dir / "results.jsonl";
   {
     std::ofstream o(f, std::ios::binary);

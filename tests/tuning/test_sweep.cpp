@@ -17,6 +17,7 @@
 #include "src/io/folder_lock.h"
 #include "src/model/errors.h"
 #include "src/tuning/sweep.h"
+#include "tests/support/files.h"
 
 namespace attn {
 namespace {
@@ -222,13 +223,6 @@ const char* kProfile = R"({
   "held_out": [{"batch": 2, "context_len": 100, "num_kv_heads": 2}]
 })";
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("attn_test_sweep_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
-}
-
 std::vector<std::string> lines_of(const fs::path& f) {
   std::ifstream in(f);
   std::vector<std::string> out;
@@ -248,7 +242,7 @@ TEST(Sweep, RecordsEveryMeasurementAndBuildsTheTable) {
   const Profile prof = parse_profile(json::parse(kProfile), "profile formula");
   FormulaBackend be;
   SweepOptions o;
-  o.out_dir = fresh_dir("full").string();
+  o.out_dir = test::fresh_path("sweep_full").string();
   const SweepSummary s = run_sweep(be, prof, o);
   // 12 grid + 1 held-out decode workloads x 5 configs, 2 prefill workloads (q <= k) x 2.
   EXPECT_EQ(s.total, 13 * 5 + 2 * 2);
@@ -304,7 +298,7 @@ TEST(Sweep, CompilesThePlanBeforeTheFirstTiming) {
   const Profile prof = parse_profile(json::parse(kProfile), "profile formula");
   FormulaBackend be;
   SweepOptions o;
-  o.out_dir = fresh_dir("plan").string();
+  o.out_dir = test::fresh_path("sweep_plan").string();
   FILE* log = std::tmpfile();
   ASSERT_NE(log, nullptr);
   o.progress = log;
@@ -344,11 +338,11 @@ TEST(Sweep, KilledAndResumedSweepGivesTheCompleteTable) {
   const Profile prof = parse_profile(json::parse(kProfile), "profile formula");
   FormulaBackend full_be;
   SweepOptions full;
-  full.out_dir = fresh_dir("ref").string();
+  full.out_dir = test::fresh_path("sweep_ref").string();
   const SweepSummary ref = run_sweep(full_be, prof, full);
 
   // A sweep killed mid-write: keep the first 40% of the lines and half of the next line.
-  const fs::path dir = fresh_dir("resumed");
+  const fs::path dir = test::fresh_path("sweep_resumed");
   fs::create_directories(dir);
   const auto lines = lines_of(ref.results_path);
   const std::size_t keep = lines.size() * 2 / 5;
@@ -390,7 +384,7 @@ TEST(Sweep, SecondSweepIntoAHeldFolderIsRefused) {
   const Profile prof = parse_profile(json::parse(kProfile), "profile formula");
   FormulaBackend be;
   SweepOptions o;
-  o.out_dir = fresh_dir("held").string();
+  o.out_dir = test::fresh_path("sweep_held").string();
   (void)run_sweep(be, prof, o);
   const fs::path results = fs::path(o.out_dir) / "results.jsonl";
   const auto size = fs::file_size(results);
@@ -415,7 +409,7 @@ TEST(Sweep, ResumeRetriesErrorsOnce) {
   FormulaBackend be;
   be.fail_prefill = true;
   SweepOptions o;
-  o.out_dir = fresh_dir("retry").string();
+  o.out_dir = test::fresh_path("sweep_retry").string();
   const SweepSummary first = run_sweep(be, prof, o);
   ASSERT_GT(first.errors, 0);
   const int errors = first.errors;
@@ -450,7 +444,7 @@ TEST(Sweep, RefusesToMixSweeps) {
   const Profile prof = parse_profile(json::parse(kProfile), "profile formula");
   FormulaBackend be;
   SweepOptions o;
-  o.out_dir = fresh_dir("mix").string();
+  o.out_dir = test::fresh_path("sweep_mix").string();
   (void)run_sweep(be, prof, o);
   // Without --resume an existing results file is not appended to.
   EXPECT_THROW((void)run_sweep(be, prof, o), InputError);
@@ -497,7 +491,7 @@ TEST(Sweep, QuickProfileEndToEndOnTheCpuBackend) {
   prof.timing.max_seconds = 0.02;
   prof.timing.flush_cache = false;
   SweepOptions o;
-  o.out_dir = fresh_dir("cpu_quick").string();
+  o.out_dir = test::fresh_path("sweep_cpu_quick").string();
   o.reference_threads = 2;
   const SweepSummary s = run_sweep(*be, prof, o);
   EXPECT_EQ(s.failed, 0);

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <unistd.h>
@@ -15,18 +14,12 @@
 #include "src/backends/cuda/decode_launch.h"
 #include "src/backends/cuda/embedded_kernels.h"
 #include "src/backends/cuda/nvrtc_compiler.h"
+#include "tests/support/files.h"
 
 using namespace attn;
 using namespace attn::cuda;
 
 namespace {
-
-std::filesystem::path fresh_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() /
-           ("attn-nvrtc-test-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(d);
-  return d;
-}
 
 // Decode variants make small, quick real requests for the compiler to work on.
 AttnParams params_for(DType dt, int head_dim, int block_size, int group) {
@@ -42,7 +35,7 @@ AttnParams params_for(DType dt, int head_dim, int block_size, int group) {
 } // namespace
 
 TEST(NvrtcCompile, CacheHitReturnsTheSameImageAndReport) {
-  const auto dir = fresh_dir("cache");
+  const auto dir = test::fresh_path("nvrtc_cache");
   const NvrtcCompiler compiler(dir);
   AttnParams p = params_for(DType::f16, 64, 16, 1);
   const DecodeVariant v = decode_variant({Family::decode_v1, {{"threads", 64}}}, p);
@@ -124,10 +117,8 @@ TEST(NvrtcCompile, PtxForTheDriverToFinish) {
 
 TEST(NvrtcCompile, EmbeddedSourcesMatchTheTree) {
   for (const std::string name : {"decode.cuh", "attn_math.h"}) {
-    std::ifstream f(std::string(ATTN_SOURCE_DIR) + "/kernels/" + name, std::ios::binary);
-    std::stringstream s;
-    s << f.rdbuf();
-    EXPECT_TRUE(embedded_kernel(name) == s.str()) << name << " differs from the embedded copy";
+    const std::string tree = test::read_file(std::string(ATTN_SOURCE_DIR) + "/kernels/" + name);
+    EXPECT_TRUE(embedded_kernel(name) == tree) << name << " differs from the embedded copy";
   }
   EXPECT_THROW((void)embedded_kernel("missing.cuh"), std::runtime_error);
 }
