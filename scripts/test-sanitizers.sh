@@ -18,7 +18,13 @@ if command -v ld.lld > /dev/null; then
   linker=(-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld
           -DCMAKE_MODULE_LINKER_FLAGS=-fuse-ld=lld)
 fi
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+# Ninja where installed (scripts/install-deps.sh installs it), for a folder not yet configured
+# with another generator.
+generator=()
+if command -v ninja > /dev/null && [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  generator=(-G Ninja)
+fi
+cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
   -DATTN_SANITIZE=ON -DATTN_BUILD_BENCH=OFF -DATTN_WITH_CUDA=OFF "${linker[@]}"
 cmake --build "$BUILD" -j2
 

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "src/tuning/regret.h"
+
 namespace attn::cli {
 
 using nlohmann::json;
@@ -115,9 +117,13 @@ void describe_regret(std::ostringstream& s, const json& regret) {
   for (const char* set : {"sweep", "held_out"}) {
     const json& r = regret.at(set);
     s << "  " << (std::string(set) == "sweep" ? "sweep points   " : "held-out points") << " ";
-    for (const char* rn : {"fitted_rule", "table_lookup", "vllm", "seed_engine"}) {
-      const json& x = r.at(rn);
-      s << " " << rn << " " << pct(x.at("mean").get<double>()) << "/"
+    // Every rule the table priced, in the one list's order (a table older than a rule lacks it).
+    for (const EngineRule& rule : engine_rules()) {
+      if (!r.contains(rule.id)) {
+        continue;
+      }
+      const json& x = r.at(rule.id);
+      s << " " << rule.id << " " << pct(x.at("mean").get<double>()) << "/"
         << pct(x.at("worst").get<double>());
     }
     s << "  (" << r.at("fitted_rule").at("points").get<int>() << " points";

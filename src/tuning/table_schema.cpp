@@ -236,6 +236,8 @@ void validate_table(const nlohmann::json& t) {
   const json& regret = S::object(t, "", "regret");
   for (const char* set : {"sweep", "held_out"}) {
     const json& r = S::object(regret, "regret", set);
+    // The rules every table of versions 1 and 2 prices: what the schema promises readers, so a
+    // rule added to engine_rules() later is not required of the tables written before it.
     for (const char* rn : {"fitted_rule", "table_lookup", "vllm", "seed_engine"}) {
       const std::string path = std::string("regret.") + set;
       const json& x = S::object(r, path, rn);

@@ -13,24 +13,16 @@
 #include "src/model/kv_layout.h"
 #include "src/model/problem.h"
 #include "src/model/problem_gen.h"
+#include "tests/support/problems.h"
 
 using namespace attn;
+using test::params;
 
 namespace {
 
 using Shape = std::vector<int64_t>;
 
 constexpr DType kDtypes[] = {DType::f32, DType::f16, DType::bf16};
-
-AttnParams params(int heads, int kv_heads, int head_dim, int block_size, DType dtype) {
-  AttnParams p;
-  p.num_heads = heads;
-  p.num_kv_heads = kv_heads;
-  p.head_dim = head_dim;
-  p.block_size = block_size;
-  p.dtype = dtype;
-  return p;
-}
 
 std::string message_of(const std::function<void()>& f) {
   try {

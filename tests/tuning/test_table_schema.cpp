@@ -25,7 +25,7 @@ json full_table() {
   return full;
 }
 
-std::string error_of(const json& t) {
+std::string schema_error_of(const json& t) {
   try {
     validate_table(t);
   } catch (const InputError& e) {
@@ -63,39 +63,44 @@ TEST(TableSchema, ChecksTheVersion2DecisionAndNoiseFields) {
   const json full = full_table();
   json broken = full;
   broken["decode"][0].erase("v2_intervals");
-  EXPECT_EQ(error_of(broken), "threshold table: decode[0].v2_intervals: missing");
+  EXPECT_EQ(schema_error_of(broken), "threshold table: decode[0].v2_intervals: missing");
   broken = full;
   broken["decode"][0]["v2_intervals"] = json::parse("[[2048, 512]]");
-  EXPECT_EQ(error_of(broken),
+  EXPECT_EQ(schema_error_of(broken),
             "threshold table: decode[0].v2_intervals[0]: expected 1 <= from < to");
   broken = full;
   broken["decode"][0]["v2_intervals"] = json::parse("[[64, null], [2048, null]]");
-  EXPECT_EQ(error_of(broken), "threshold table: decode[0].v2_intervals[1]: intervals must be "
-                              "ascending, apart, and only the last may be open");
+  EXPECT_EQ(schema_error_of(broken),
+            "threshold table: decode[0].v2_intervals[1]: intervals must be "
+            "ascending, apart, and only the last may be open");
   broken = full;
   broken["decode"][0]["v2_intervals"] = json::parse("[[64, \"x\"]]");
-  EXPECT_EQ(error_of(broken), "threshold table: decode[0].v2_intervals[0]: expected [from, to] "
-                              "with integer from and integer or null to");
+  EXPECT_EQ(schema_error_of(broken),
+            "threshold table: decode[0].v2_intervals[0]: expected [from, to] "
+            "with integer from and integer or null to");
   // v2_from may be left out (a decision with no single threshold) but must not contradict.
   broken = full;
   broken["decode"][0]["v2_from"] = 512;
-  EXPECT_EQ(error_of(broken), "threshold table: decode[0].v2_from: does not match v2_intervals");
+  EXPECT_EQ(schema_error_of(broken),
+            "threshold table: decode[0].v2_from: does not match v2_intervals");
   json ok = full;
   ok["decode"][0].erase("v2_from");
   ok["decode"][0]["v2_intervals"] = json::parse("[[1, 2048], [8192, null]]");
   EXPECT_NO_THROW(validate_table(ok));
   broken = full;
   broken["decode"][1]["measured"][0].erase("within_noise");
-  EXPECT_EQ(error_of(broken), "threshold table: decode[1].measured[0].within_noise: missing");
+  EXPECT_EQ(schema_error_of(broken),
+            "threshold table: decode[1].measured[0].within_noise: missing");
   broken = full;
   broken["held_out"][0]["noise"] = "small";
-  EXPECT_EQ(error_of(broken), "threshold table: held_out[0].noise: expected a number");
+  EXPECT_EQ(schema_error_of(broken), "threshold table: held_out[0].noise: expected a number");
   broken = full;
   broken["regret"]["sweep"]["table_lookup"].erase("beyond_noise");
-  EXPECT_EQ(error_of(broken), "threshold table: regret.sweep.table_lookup.beyond_noise: missing");
+  EXPECT_EQ(schema_error_of(broken),
+            "threshold table: regret.sweep.table_lookup.beyond_noise: missing");
   broken = full;
   broken["version"] = 3;
-  EXPECT_EQ(error_of(broken), "threshold table: version: expected 1 to 2, got 3");
+  EXPECT_EQ(schema_error_of(broken), "threshold table: version: expected 1 to 2, got 3");
 }
 
 TEST(TableSchema, StillAcceptsVersion1Tables) {
@@ -119,7 +124,7 @@ TEST(TableSchema, StillAcceptsVersion1Tables) {
     // Version 1 has no intervals or noise fields, and still needs its v2_from.
     json broken = t;
     broken["decode"][0].erase("v2_from");
-    EXPECT_EQ(error_of(broken), "threshold table: decode[0].v2_from: missing") << f;
+    EXPECT_EQ(schema_error_of(broken), "threshold table: decode[0].v2_from: missing") << f;
   }
 }
 

@@ -11,14 +11,14 @@ namespace {
 
 using nlohmann::json;
 
-const char* kBase = R"({
+const char* kProfileText = R"({
   "name": "t",
   "decode": {"batch": [1, 4], "context_len": [64, 256], "num_kv_heads": [2],
              "gqa_ratio": [4], "head_dim": [64], "block_size": [16], "dtype": ["fp16"]}
 })";
 
 TEST(Workloads, ExpandsTheGridInAStableOrder) {
-  json j = json::parse(kBase);
+  json j = json::parse(kProfileText);
   j["decode"]["window_left"] = {-1, 128};
   j["prefill"] = {{"batch", 2},        {"q_len", {16, 64}}, {"k_len", {32, 64}},
                   {"num_kv_heads", 1}, {"num_heads", 4},    {"head_dim", 32},

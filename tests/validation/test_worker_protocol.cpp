@@ -13,8 +13,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 template <class T> T round_trip(const T& m) {
   const std::string line = encode_message(m);
@@ -38,15 +38,15 @@ CheckedRunResult full_result() {
   r.reason = "wrong \"results\"\n\tand a tab";
   CheckFigures c;
   c.report.pass = false;
-  c.report.norm_rel_err = kInf;
+  c.report.norm_rel_err = kInfinity;
   c.report.max_abs_err = 0.1 + 0.2; // not exactly representable in few digits
-  c.report.max_lse_err = -kInf;
+  c.report.max_lse_err = -kInfinity;
   c.report.checked = int64_t(1) << 40;
   c.report.bad = 3;
   c.report.unwritten = 1;
   c.report.nonfinite = 2;
   c.report.lse_bad = 1;
-  c.report.first = {{6, 1, 17, kNan, 0.25, "nan"}, {6, 2, -1, -kInf, -3.5, "mismatch"}};
+  c.report.first = {{6, 1, 17, kNaN, 0.25, "nan"}, {6, 2, -1, -kInfinity, -3.5, "mismatch"}};
   c.rows_checked = 7;
   c.rows_total = 9;
   c.lse_checked = false;
@@ -57,7 +57,7 @@ CheckedRunResult full_result() {
   t.max_s = 2.0;
   t.p25_s = 1e-5;
   t.p75_s = 1.5e-5;
-  t.rel_noise = kNan;
+  t.rel_noise = kNaN;
   t.reps = 17;
   t.converged = true;
   t.warmup_calls = 4;
@@ -117,14 +117,14 @@ TEST(WorkerProtocol, EveryMessageTypeRoundTrips) {
   EXPECT_EQ(got.status, want.status);
   EXPECT_EQ(got.reason, want.reason);
   ASSERT_TRUE(got.check.has_value());
-  EXPECT_EQ(got.check->report.norm_rel_err, kInf);
+  EXPECT_EQ(got.check->report.norm_rel_err, kInfinity);
   EXPECT_EQ(got.check->report.max_abs_err, want.check->report.max_abs_err);
-  EXPECT_EQ(got.check->report.max_lse_err, -kInf);
+  EXPECT_EQ(got.check->report.max_lse_err, -kInfinity);
   EXPECT_EQ(got.check->report.checked, int64_t(1) << 40);
   ASSERT_EQ(got.check->report.first.size(), 2u);
   EXPECT_TRUE(std::isnan(got.check->report.first[0].got));
   EXPECT_EQ(got.check->report.first[1].dim, -1);
-  EXPECT_EQ(got.check->report.first[1].got, -kInf);
+  EXPECT_EQ(got.check->report.first[1].got, -kInfinity);
   EXPECT_EQ(got.check->report.summary(), want.check->report.summary());
   EXPECT_EQ(got.check->report.details(), want.check->report.details());
   EXPECT_EQ(got.check->rows_checked, 7);
