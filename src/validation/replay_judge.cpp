@@ -142,7 +142,7 @@ int replay_worker(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
   if (!be && !rf.out) {
     link.say(reference_summary(subject.reference(link)));
   }
-  if (rf.out) {
+  if (rf.out && !link.finished("file")) {
     CheckedRunResult r;
     r.check = subject.check_answer(link, *rf.out, rf.lse ? &*rf.lse : nullptr);
     r.status = r.check->report.pass ? RunStatus::passed : RunStatus::failed;
