@@ -1,0 +1,576 @@
+/* A test-only host plugin: scalar paged decode in the HND layout, decode_v1 (one pass per
+ * sequence and head) and decode_v2 (split-KV: per-partition max, sum and normalised partial
+ * output in the workspace, then a reduce), fp32/fp16/bf16, writing lse. Built once correct and
+ * once per planted engine bug (one SPLIT_BUG_* definition per library), so that the tests can
+ * check that `verify` and `plugin check` catch each bug. Written from plugin.h, docs/plugins.md
+ * and SPEC.md alone; no threads (call->host_threads is ignored).
+ *
+ * Data: q, out [batch, num_heads, head_dim]; caches [num_blocks, num_kv_heads, block_size,
+ * head_dim]; lse [batch, num_heads] fp32. Inputs are converted to double on load, scores and
+ * sums accumulate in double, v2 keeps its partials in fp32 (as engines do), and out is rounded to
+ * the dtype to nearest even.
+ *
+ * Tunables: decode_v1 none; decode_v2 `partition` (keys per partition) 384 or 768.
+ * can_run accepts block_size 16 or 48 and head_dim 8..256 in steps of 8.
+ *
+ * Planted bugs (none defined: the correct plugin). "Length" bugs make the kernel act as if the
+ * sequence had a wrong length: it reads that many keys and its masks put the query there.
+ *   SPLIT_BUG_DROP_LAST_KEY    v2: every full partition stops one key short (drops key k*P-1).
+ *   SPLIT_BUG_OVERLAP          v2: every partition but the last reads one key past its end
+ *                              (key k*P is counted twice).
+ *   SPLIT_BUG_LAST_PARTITION   v2: when k_len is a multiple of P and k_len > P, the partition
+ *                              count is one short and the last partition is skipped.
+ *   SPLIT_BUG_MAX_NOT_RESCALED v2: the reduce weights partial t by l_t alone, without
+ *                              exp(m_t - M); lse = M + log(sum l_t).
+ *   SPLIT_BUG_LSE_BASE2        v2: the reduce combines the partitions' natural-log lse_t =
+ *                              m_t + ln(l_t) with powers of 2, w_t = 2^(lse_t - L) where
+ *                              L = max lse_t, and writes lse = L + log2(sum w_t).
+ *   SPLIT_BUG_GQA_MOD          both: query head h reads kv head h % num_kv_heads.
+ *   SPLIT_BUG_FULL_LAST_BLOCK  both: the last block's valid length is k_len % block_size, so a
+ *                              full last block counts as empty (length k_len - block_size).
+ *   SPLIT_BUG_ONE_PAST         both: length k_len + 1 (clamped to max_blocks_per_seq *
+ *                              block_size); an out-of-range block-table entry reads block 0.
+ *   SPLIT_BUG_STALE_BLOCK      both: length ceil(k_len / block_size) * block_size (the stale
+ *                              slots of the last block are read).
+ *   SPLIT_BUG_LSE_LOG2         both: out is right, lse is written in base 2 (natural / ln 2).
+ *   SPLIT_BUG_SECOND_CONFIG    v2 with partition 768 only: SPLIT_BUG_DROP_LAST_KEY's bug.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "include/attn_tune/plugin.h"
+
+#if (defined(SPLIT_BUG_DROP_LAST_KEY) + defined(SPLIT_BUG_OVERLAP) +                             \
+     defined(SPLIT_BUG_LAST_PARTITION) + defined(SPLIT_BUG_MAX_NOT_RESCALED) +                    \
+     defined(SPLIT_BUG_LSE_BASE2) + defined(SPLIT_BUG_GQA_MOD) +                                  \
+     defined(SPLIT_BUG_FULL_LAST_BLOCK) + defined(SPLIT_BUG_ONE_PAST) +                           \
+     defined(SPLIT_BUG_STALE_BLOCK) + defined(SPLIT_BUG_LSE_LOG2) +                               \
+     defined(SPLIT_BUG_SECOND_CONFIG)) > 1
+#error "define at most one SPLIT_BUG_*"
+#endif
+
+#if defined(SPLIT_BUG_DROP_LAST_KEY)
+#define SPLIT_NAME "split-kv-drop-last-key"
+#elif defined(SPLIT_BUG_OVERLAP)
+#define SPLIT_NAME "split-kv-overlap"
+#elif defined(SPLIT_BUG_LAST_PARTITION)
+#define SPLIT_NAME "split-kv-last-partition"
+#elif defined(SPLIT_BUG_MAX_NOT_RESCALED)
+#define SPLIT_NAME "split-kv-max-not-rescaled"
+#elif defined(SPLIT_BUG_LSE_BASE2)
+#define SPLIT_NAME "split-kv-lse-base2"
+#elif defined(SPLIT_BUG_GQA_MOD)
+#define SPLIT_NAME "split-kv-gqa-mod"
+#elif defined(SPLIT_BUG_FULL_LAST_BLOCK)
+#define SPLIT_NAME "split-kv-full-last-block"
+#elif defined(SPLIT_BUG_ONE_PAST)
+#define SPLIT_NAME "split-kv-one-past"
+#elif defined(SPLIT_BUG_STALE_BLOCK)
+#define SPLIT_NAME "split-kv-stale-block"
+#elif defined(SPLIT_BUG_LSE_LOG2)
+#define SPLIT_NAME "split-kv-lse-log2"
+#elif defined(SPLIT_BUG_SECOND_CONFIG)
+#define SPLIT_NAME "split-kv-second-config"
+#else
+#define SPLIT_NAME "split-kv-ok"
+#endif
+
+#define MAX_HEAD_DIM 256
+
+static const int kPartitions[] = {384, 768};
+static const attn_param_space kV2Params[] = {{"partition", kPartitions, 2}};
+static const attn_family_decl kFamilies[] = {
+    {ATTN_FAMILY_DECODE_V1, ATTN_KV_HND, /*writes_lse=*/1, NULL, 0},
+    {ATTN_FAMILY_DECODE_V2, ATTN_KV_HND, /*writes_lse=*/1, kV2Params, 1}};
+
+/* ---- fp16 and bf16, by hand ---------------------------------------------------------------- */
+
+static uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static float half_to_float(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  const uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0) { /* zero or subnormal: mantissa * 2^-24, exact in float */
+    const float v = (float)mantissa * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  if (exponent == 31) { /* infinity or NaN */
+    return bits_float(sign | 0x7f800000u | (mantissa << 13));
+  }
+  return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+/* Round to nearest even, overflow to infinity, NaN stays NaN. */
+static uint16_t float_to_half(float f) {
+  const uint32_t u = float_bits(f);
+  const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) {
+    return (uint16_t)(sign | 0x7e00u);
+  }
+  if (a >= 0x47800000u) { /* |f| >= 65536 (or infinity) */
+    return (uint16_t)(sign | 0x7c00u);
+  }
+  if (a < 0x38800000u) { /* below 2^-14: a half subnormal (or zero) */
+    /* Adding 0.5 shifts the value's bits down to the half-subnormal grid (2^-24 steps),
+     * rounding to nearest even in the float addition. */
+    const float magic = 0.5f;
+    const uint32_t r = float_bits(bits_float(a) + magic) - float_bits(magic);
+    return (uint16_t)(sign | r);
+  }
+  /* Normal: rebias the exponent, then round the 13 dropped bits to nearest even; a carry out of
+   * the mantissa bumps the exponent (up to 0x7c00, infinity, for values from 65520). */
+  a += ((uint32_t)(15 - 127) << 23) + 0xfffu + ((a >> 13) & 1u);
+  return (uint16_t)(sign | (a >> 13));
+}
+
+static float bf16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
+
+static uint16_t float_to_bf16(float f) {
+  const uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+  }
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* Loads n elements of a tensor of `dtype`, starting at element `index`, as doubles. */
+static void load_row(attn_dtype dtype, const void* base, size_t index, int n, double* dst) {
+  int i;
+  if (dtype == ATTN_DTYPE_F32) {
+    const float* p = (const float*)base + index;
+    for (i = 0; i < n; ++i) {
+      dst[i] = p[i];
+    }
+  } else if (dtype == ATTN_DTYPE_F16) {
+    const uint16_t* p = (const uint16_t*)base + index;
+    for (i = 0; i < n; ++i) {
+      dst[i] = half_to_float(p[i]);
+    }
+  } else {
+    const uint16_t* p = (const uint16_t*)base + index;
+    for (i = 0; i < n; ++i) {
+      dst[i] = bf16_to_float(p[i]);
+    }
+  }
+}
+
+/* Stores n values to a tensor of `dtype` at element `index`, rounded to nearest even. */
+static void store_row(attn_dtype dtype, void* base, size_t index, int n, const double* src) {
+  int i;
+  if (dtype == ATTN_DTYPE_F32) {
+    float* p = (float*)base + index;
+    for (i = 0; i < n; ++i) {
+      p[i] = (float)src[i];
+    }
+  } else if (dtype == ATTN_DTYPE_F16) {
+    uint16_t* p = (uint16_t*)base + index;
+    for (i = 0; i < n; ++i) {
+      p[i] = float_to_half((float)src[i]);
+    }
+  } else {
+    uint16_t* p = (uint16_t*)base + index;
+    for (i = 0; i < n; ++i) {
+      p[i] = float_to_bf16((float)src[i]);
+    }
+  }
+}
+
+/* ---- what the kernel reads ------------------------------------------------------------------ */
+
+/* The sequence length the kernel works with (the true one unless a length bug is planted). */
+static int kernel_len(const attn_call* a, int k_len) {
+#if defined(SPLIT_BUG_FULL_LAST_BLOCK)
+  if (k_len > 0) {
+    const int blocks = (k_len + a->block_size - 1) / a->block_size;
+    return (blocks - 1) * a->block_size + k_len % a->block_size;
+  }
+  return k_len;
+#elif defined(SPLIT_BUG_ONE_PAST)
+  const int limit = a->max_blocks_per_seq * a->block_size;
+  return k_len + 1 < limit ? k_len + 1 : limit;
+#elif defined(SPLIT_BUG_STALE_BLOCK)
+  return (k_len + a->block_size - 1) / a->block_size * a->block_size;
+#else
+  (void)a;
+  return k_len;
+#endif
+}
+
+static int kv_head_of(const attn_call* a, int h) {
+#if defined(SPLIT_BUG_GQA_MOD)
+  return h % a->num_kv_heads;
+#else
+  return h / (a->num_heads / a->num_kv_heads);
+#endif
+}
+
+/* SPEC.md's visible keys of the decode row of a sequence of `len` keys (query position len-1),
+ * as the half-open range [*lo, *hi); empty when *lo >= *hi. */
+static void visible_keys(const attn_call* a, int len, int* lo, int* hi) {
+  const long long p = (long long)len - 1;
+  long long first = 0, last = (long long)len - 1;
+  if (a->causal && last > p) {
+    last = p;
+  }
+  if (a->window_left >= 0 && first < p - a->window_left) {
+    first = p - a->window_left;
+  }
+  if (a->window_right >= 0 && last > p + a->window_right) {
+    last = p + a->window_right;
+  }
+  *lo = (int)first;
+  *hi = last < first ? (int)first : (int)(last + 1);
+}
+
+/* Element index of key (or value) position j of sequence b, kv head kvh, in the HND cache. */
+static size_t cache_index(const attn_call* a, int b, int kvh, int j) {
+  long long block = a->block_tables[(size_t)b * (size_t)a->max_blocks_per_seq +
+                                    (size_t)(j / a->block_size)];
+#if defined(SPLIT_BUG_ONE_PAST)
+  if (block < 0 || block >= a->num_blocks) { /* the extra key's block may be unused garbage */
+    block = 0;
+  }
+#endif
+  return (((size_t)block * (size_t)a->num_kv_heads + (size_t)kvh) * (size_t)a->block_size +
+          (size_t)(j % a->block_size)) *
+         (size_t)a->head_dim;
+}
+
+/* One query row against the keys [lo, hi) that are also in [vis_lo, vis_hi): online softmax.
+ * Leaves the max score in *m (-inf when no key), *l = sum exp(s - m) and acc = sum exp(s - m) v. */
+static void attend(const attn_call* a, int b, int kvh, const double* q, int lo, int hi,
+                   int vis_lo, int vis_hi, double* m, double* l, double* acc) {
+  const int D = a->head_dim;
+  double k[MAX_HEAD_DIM], v[MAX_HEAD_DIM];
+  int j, d;
+  *m = -INFINITY;
+  *l = 0.0;
+  for (d = 0; d < D; ++d) {
+    acc[d] = 0.0;
+  }
+  if (lo < vis_lo) {
+    lo = vis_lo;
+  }
+  if (hi > vis_hi) {
+    hi = vis_hi;
+  }
+  for (j = lo; j < hi; ++j) {
+    const size_t at = cache_index(a, b, kvh, j);
+    double s = 0.0, w;
+    load_row(a->dtype, a->key_cache, at, D, k);
+    for (d = 0; d < D; ++d) {
+      s += q[d] * k[d];
+    }
+    s *= a->scale;
+    if (a->softcap > 0.0f) {
+      s = a->softcap * tanh(s / a->softcap);
+    }
+    if (s > *m) { /* a new max: rescale what was summed against the old one */
+      const double r = exp(*m - s);
+      *l *= r;
+      for (d = 0; d < D; ++d) {
+        acc[d] *= r;
+      }
+      *m = s;
+    }
+    w = exp(s - *m);
+    *l += w;
+    load_row(a->dtype, a->value_cache, at, D, v);
+    for (d = 0; d < D; ++d) {
+      acc[d] += w * v[d];
+    }
+  }
+}
+
+/* Writes out = acc / l (0 when l = 0) and lse (-inf when l = 0). */
+static void write_row(const attn_call* a, size_t row, double l, double* acc, double lse) {
+  const int D = a->head_dim;
+  int d;
+  for (d = 0; d < D; ++d) {
+    acc[d] = l > 0.0 ? acc[d] / l : 0.0;
+  }
+  store_row(a->dtype, a->out, row * (size_t)D, D, acc);
+#if defined(SPLIT_BUG_LSE_LOG2)
+  lse /= 0.693147180559945309417232121458176568; /* ln 2 */
+#endif
+  a->lse[row] = l > 0.0 ? (float)lse : -INFINITY;
+}
+
+static void load_query(const attn_call* a, size_t row, double* q) {
+  load_row(a->dtype, a->query, row * (size_t)a->head_dim, a->head_dim, q);
+}
+
+/* ---- decode_v1 ------------------------------------------------------------------------------ */
+
+static void run_v1(const attn_call* a) {
+  double q[MAX_HEAD_DIM], acc[MAX_HEAD_DIM];
+  int b, h;
+  for (b = 0; b < a->batch; ++b) {
+    const int len = kernel_len(a, a->context_lens[b]);
+    int vis_lo, vis_hi;
+    visible_keys(a, len, &vis_lo, &vis_hi);
+    for (h = 0; h < a->num_heads; ++h) {
+      const size_t row = (size_t)b * (size_t)a->num_heads + (size_t)h;
+      double m, l;
+      load_query(a, row, q);
+      attend(a, b, kv_head_of(a, h), q, 0, len, vis_lo, vis_hi, &m, &l, acc);
+      write_row(a, row, l, acc, m + log(l));
+    }
+  }
+}
+
+/* ---- decode_v2 ------------------------------------------------------------------------------ */
+
+static int config_value(const attn_config* c, const char* name, int fallback) {
+  int i;
+  for (i = 0; i < c->num_params; ++i) {
+    if (strcmp(c->names[i], name) == 0) {
+      return c->values[i];
+    }
+  }
+  return fallback;
+}
+
+/* Partitions the workspace has room for per (sequence, head): enough for max_k_len plus the
+ * block a length bug may add. */
+static int max_partitions(const attn_call* a, int partition) {
+  return (a->max_k_len + a->block_size + partition - 1) / partition;
+}
+
+/* One partial: m, l, then the normalised output o[head_dim], all fp32. */
+static size_t partial_floats(const attn_call* a) { return (size_t)a->head_dim + 2; }
+
+static uint64_t v2_workspace_bytes(const attn_call* a, int partition) {
+  return (uint64_t)a->batch * (uint64_t)a->num_heads * (uint64_t)max_partitions(a, partition) *
+         (uint64_t)partial_floats(a) * sizeof(float);
+}
+
+static int num_partitions(int len, int partition) {
+  int n = (len + partition - 1) / partition;
+#if defined(SPLIT_BUG_LAST_PARTITION)
+  if (len % partition == 0 && len > partition) {
+    n -= 1;
+  }
+#endif
+  return n;
+}
+
+static int run_v2(const attn_call* a, int P, float* ws, uint64_t ws_bytes, char* err,
+                  size_t err_size) {
+  const int D = a->head_dim;
+  const int max_parts = max_partitions(a, P);
+  const size_t stride = partial_floats(a);
+  double q[MAX_HEAD_DIM], acc[MAX_HEAD_DIM];
+  int b, h, t, d;
+#if defined(SPLIT_BUG_DROP_LAST_KEY)
+  const int drop_last_key = 1;
+#elif defined(SPLIT_BUG_SECOND_CONFIG)
+  const int drop_last_key = P == kPartitions[1];
+#else
+  const int drop_last_key = 0;
+#endif
+  if (ws_bytes < v2_workspace_bytes(a, P) || (ws == NULL && v2_workspace_bytes(a, P) > 0)) {
+    attn_plugin_write_message(err, err_size, "the workspace is smaller than workspace_size said");
+    return 1;
+  }
+  /* Pass 1, the "partition kernel": one partial per (sequence, head, partition). */
+  for (b = 0; b < a->batch; ++b) {
+    const int len = kernel_len(a, a->context_lens[b]);
+    const int n = num_partitions(len, P);
+    int vis_lo, vis_hi;
+    if (n > max_parts) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "context_lens[%d] = %d is longer than max_k_len %d", b,
+               a->context_lens[b], a->max_k_len);
+      attn_plugin_write_message(err, err_size, msg);
+      return 1;
+    }
+    visible_keys(a, len, &vis_lo, &vis_hi);
+    for (h = 0; h < a->num_heads; ++h) {
+      const size_t row = (size_t)b * (size_t)a->num_heads + (size_t)h;
+      load_query(a, row, q);
+      for (t = 0; t < n; ++t) {
+        float* part = ws + (row * (size_t)max_parts + (size_t)t) * stride;
+        const int lo = t * P;
+        int hi = lo + P < len ? lo + P : len;
+        double m, l;
+        if (drop_last_key && hi - lo == P) {
+          hi -= 1;
+        }
+#if defined(SPLIT_BUG_OVERLAP)
+        if (t < n - 1) {
+          hi += 1;
+        }
+#endif
+        attend(a, b, kv_head_of(a, h), q, lo, hi, vis_lo, vis_hi, &m, &l, acc);
+        part[0] = (float)m;
+        part[1] = (float)l;
+        for (d = 0; d < D; ++d) {
+          part[2 + d] = l > 0.0 ? (float)(acc[d] / l) : 0.0f;
+        }
+      }
+    }
+  }
+  /* Pass 2, the "reduce kernel": SPEC.md's combination of the partials. */
+  for (b = 0; b < a->batch; ++b) {
+    const int n = num_partitions(kernel_len(a, a->context_lens[b]), P);
+    for (h = 0; h < a->num_heads; ++h) {
+      const size_t row = (size_t)b * (size_t)a->num_heads + (size_t)h;
+      const float* parts = ws + row * (size_t)max_parts * stride;
+      double top = -INFINITY, sum = 0.0, lse;
+      for (d = 0; d < D; ++d) {
+        acc[d] = 0.0;
+      }
+#if defined(SPLIT_BUG_LSE_BASE2)
+      /* top = max_t lse_t; w_t = 2^(lse_t - top); lse = top + log2(sum w_t). */
+      for (t = 0; t < n; ++t) {
+        const float* part = parts + (size_t)t * stride;
+        if (part[1] > 0.0f && part[0] + log(part[1]) > top) {
+          top = part[0] + log(part[1]);
+        }
+      }
+      for (t = 0; t < n; ++t) {
+        const float* part = parts + (size_t)t * stride;
+        if (part[1] > 0.0f) {
+          const double w = exp2(part[0] + log(part[1]) - top);
+          sum += w;
+          for (d = 0; d < D; ++d) {
+            acc[d] += w * part[2 + d];
+          }
+        }
+      }
+      lse = top + log2(sum);
+#else
+      for (t = 0; t < n; ++t) {
+        const float* part = parts + (size_t)t * stride;
+        if (part[1] > 0.0f && part[0] > top) {
+          top = part[0];
+        }
+      }
+      for (t = 0; t < n; ++t) {
+        const float* part = parts + (size_t)t * stride;
+        if (part[1] > 0.0f) {
+#if defined(SPLIT_BUG_MAX_NOT_RESCALED)
+          const double w = part[1];
+#else
+          const double w = part[1] * exp(part[0] - top);
+#endif
+          sum += w;
+          for (d = 0; d < D; ++d) {
+            acc[d] += w * part[2 + d];
+          }
+        }
+      }
+      lse = top + log(sum);
+#endif
+      write_row(a, row, sum, acc, lse);
+    }
+  }
+  return 0;
+}
+
+/* ---- the ABI -------------------------------------------------------------------------------- */
+
+static int refuse(char* reason, size_t size, const char* msg) {
+  attn_plugin_write_message(reason, size, msg);
+  return 1;
+}
+
+static int can_run(void* state, const attn_config* config, const attn_call* a, char* reason,
+                   size_t reason_size) {
+  char msg[128];
+  (void)state;
+  if (a->family != ATTN_FAMILY_DECODE_V1 && a->family != ATTN_FAMILY_DECODE_V2) {
+    return refuse(reason, reason_size, "only decode_v1 and decode_v2 are implemented");
+  }
+  if (a->kv_layout != ATTN_KV_HND) {
+    return refuse(reason, reason_size, "only the HND layout is supported");
+  }
+  if (a->dtype != ATTN_DTYPE_F32 && a->dtype != ATTN_DTYPE_F16 && a->dtype != ATTN_DTYPE_BF16) {
+    return refuse(reason, reason_size, "dtype is not fp32, fp16 or bf16");
+  }
+  if (a->block_size != 16 && a->block_size != 48) {
+    snprintf(msg, sizeof msg, "block_size %d is not supported (16, 48)", a->block_size);
+    return refuse(reason, reason_size, msg);
+  }
+  if (a->head_dim < 8 || a->head_dim > MAX_HEAD_DIM || a->head_dim % 8 != 0) {
+    snprintf(msg, sizeof msg, "head_dim %d is not supported (multiples of 8 up to %d)",
+             a->head_dim, MAX_HEAD_DIM);
+    return refuse(reason, reason_size, msg);
+  }
+  if (a->num_heads < 1 || a->num_kv_heads < 1 || a->num_heads % a->num_kv_heads != 0) {
+    snprintf(msg, sizeof msg, "num_heads %d is not a multiple of num_kv_heads %d", a->num_heads,
+             a->num_kv_heads);
+    return refuse(reason, reason_size, msg);
+  }
+  if (a->family == ATTN_FAMILY_DECODE_V2) {
+    const int P = config_value(config, "partition", 0);
+    if (P <= 0 || P % a->block_size != 0) {
+      snprintf(msg, sizeof msg, "partition %d is not a multiple of block_size %d", P,
+               a->block_size);
+      return refuse(reason, reason_size, msg);
+    }
+  }
+  return 0;
+}
+
+static int workspace_size(void* state, const attn_config* config, const attn_call* a,
+                          uint64_t* bytes, char* err, size_t err_size) {
+  (void)state;
+  (void)err;
+  (void)err_size;
+  *bytes = a->family == ATTN_FAMILY_DECODE_V2
+               ? v2_workspace_bytes(a, config_value(config, "partition", 1))
+               : 0;
+  return 0;
+}
+
+static int run(void* state, const attn_config* config, const attn_call* a, void* workspace,
+               uint64_t workspace_bytes, void* stream, char* err, size_t err_size) {
+  char reason[160];
+  (void)state;
+  (void)stream;
+  if (can_run(state, config, a, reason, sizeof reason) != 0) {
+    attn_plugin_write_message(err, err_size, reason);
+    return 1;
+  }
+  if (a->family == ATTN_FAMILY_DECODE_V1) {
+    run_v1(a);
+    return 0;
+  }
+  return run_v2(a, config_value(config, "partition", 0), (float*)workspace, workspace_bytes, err,
+                err_size);
+}
+
+__attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_abi_version,
+                                                                 attn_plugin_api* api,
+                                                                 size_t api_size, char* err,
+                                                                 size_t err_size) {
+  ATTN_PLUGIN_CHECK_HOST(host_abi_version, api, api_size, err, err_size);
+  api->name = SPLIT_NAME;
+  api->version = "1.0";
+  api->device_kind = ATTN_DEVICE_HOST;
+  api->families = kFamilies;
+  api->num_families = 2;
+  api->state = NULL;
+  api->can_run = can_run;
+  api->workspace_size = workspace_size;
+  api->run = run;
+  api->destroy = NULL;
+  return 0;
+}
