@@ -1,0 +1,41 @@
+# Planted engine bugs (tests/plugins/split_kv_plugin.c, one library per SPLIT_BUG_*): the correct
+# plugin passes verify and plugin check, verify fails every buggy one with the diagnosis its
+# line names, and plugin check fails the bug that only the second partition value has.
+set(planted_work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/planted_bugs)
+
+attn_cli_test(NAME verify_split_ok_quick EXIT 0 REGEX " 0 failed"
+              ARGS verify --kernels ${ATTN_SPLIT_OK_PLUGIN} --device cpu --threads 2
+                   --intensity quick)
+attn_cli_test(NAME verify_split_ok_default_fp32 EXIT 0 REGEX " 0 failed"
+              ARGS verify --kernels ${ATTN_SPLIT_OK_PLUGIN} --device cpu --threads 2
+                   --intensity default --dtypes fp32)
+attn_cli_test(NAME plugin_check_split_ok EXIT 0 REGEX "every family passed"
+              ARGS plugin check ${ATTN_SPLIT_OK_PLUGIN} --threads 2)
+attn_cli_test(NAME plugin_check_split_second_config EXIT 1 REGEX "decode_v2: FAIL"
+              ARGS plugin check ${ATTN_SPLIT_SECOND_CONFIG_PLUGIN} --threads 2)
+
+# verify --intensity quick --dtypes fp32 on each planted bug: exit 1 and output matching REGEX.
+#   attn_planted_bug_test(BUG REGEX re [FAMILIES list])
+function(attn_planted_bug_test bug)
+  cmake_parse_arguments(T "" "REGEX;FAMILIES" "" ${ARGN})
+  string(TOLOWER ${bug} lower)
+  add_test(NAME cli.verify_planted_bug_${lower}
+           COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
+                   -DPLUGIN=${ATTN_SPLIT_${bug}_PLUGIN} "-DREGEX=${T_REGEX}"
+                   "-DFAMILIES=${T_FAMILIES}" -DWORK=${planted_work}/${lower}
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/plugins/verify_planted_bug.cmake)
+  set_tests_properties(cli.verify_planted_bug_${lower} PROPERTIES LABELS "cli")
+endfunction()
+
+# One line per bug: the regex verify's output must match (the diagnosis names go here).
+attn_planted_bug_test(DROP_LAST_KEY    REGEX "FAIL")
+attn_planted_bug_test(OVERLAP          REGEX "FAIL")
+attn_planted_bug_test(LAST_PARTITION   REGEX "FAIL")
+attn_planted_bug_test(MAX_NOT_RESCALED REGEX "FAIL")
+attn_planted_bug_test(LSE_BASE2        REGEX "FAIL")
+attn_planted_bug_test(GQA_MOD          REGEX "FAIL")
+attn_planted_bug_test(FULL_LAST_BLOCK  REGEX "FAIL")
+attn_planted_bug_test(ONE_PAST         REGEX "FAIL")
+attn_planted_bug_test(STALE_BLOCK      REGEX "FAIL")
+attn_planted_bug_test(LSE_LOG2         REGEX "FAIL")
+attn_planted_bug_test(SECOND_CONFIG    REGEX "FAIL")
