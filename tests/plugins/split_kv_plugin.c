@@ -43,11 +43,11 @@
 
 #include "include/attn_tune/plugin.h"
 
-#if (defined(SPLIT_BUG_DROP_LAST_KEY) + defined(SPLIT_BUG_OVERLAP) +                             \
-     defined(SPLIT_BUG_LAST_PARTITION) + defined(SPLIT_BUG_MAX_NOT_RESCALED) +                    \
-     defined(SPLIT_BUG_LSE_BASE2) + defined(SPLIT_BUG_GQA_MOD) +                                  \
-     defined(SPLIT_BUG_FULL_LAST_BLOCK) + defined(SPLIT_BUG_ONE_PAST) +                           \
-     defined(SPLIT_BUG_STALE_BLOCK) + defined(SPLIT_BUG_LSE_LOG2) +                               \
+#if (defined(SPLIT_BUG_DROP_LAST_KEY) + defined(SPLIT_BUG_OVERLAP) +                               \
+     defined(SPLIT_BUG_LAST_PARTITION) + defined(SPLIT_BUG_MAX_NOT_RESCALED) +                     \
+     defined(SPLIT_BUG_LSE_BASE2) + defined(SPLIT_BUG_GQA_MOD) +                                   \
+     defined(SPLIT_BUG_FULL_LAST_BLOCK) + defined(SPLIT_BUG_ONE_PAST) +                            \
+     defined(SPLIT_BUG_STALE_BLOCK) + defined(SPLIT_BUG_LSE_LOG2) +                                \
      defined(SPLIT_BUG_SECOND_CONFIG)) > 1
 #error "define at most one SPLIT_BUG_*"
 #endif
@@ -239,8 +239,8 @@ static void visible_keys(const attn_call* a, int len, int* lo, int* hi) {
 
 /* Element index of key (or value) position j of sequence b, kv head kvh, in the HND cache. */
 static size_t cache_index(const attn_call* a, int b, int kvh, int j) {
-  long long block = a->block_tables[(size_t)b * (size_t)a->max_blocks_per_seq +
-                                    (size_t)(j / a->block_size)];
+  long long block =
+      a->block_tables[(size_t)b * (size_t)a->max_blocks_per_seq + (size_t)(j / a->block_size)];
 #if defined(SPLIT_BUG_ONE_PAST)
   if (block < 0 || block >= a->num_blocks) { /* the extra key's block may be unused garbage */
     block = 0;
@@ -253,8 +253,8 @@ static size_t cache_index(const attn_call* a, int b, int kvh, int j) {
 
 /* One query row against the keys [lo, hi) that are also in [vis_lo, vis_hi): online softmax.
  * Leaves the max score in *m (-inf when no key), *l = sum exp(s - m) and acc = sum exp(s - m) v. */
-static void attend(const attn_call* a, int b, int kvh, const double* q, int lo, int hi,
-                   int vis_lo, int vis_hi, double* m, double* l, double* acc) {
+static void attend(const attn_call* a, int b, int kvh, const double* q, int lo, int hi, int vis_lo,
+                   int vis_hi, double* m, double* l, double* acc) {
   const int D = a->head_dim;
   double k[MAX_HEAD_DIM], v[MAX_HEAD_DIM];
   int j, d;
@@ -509,8 +509,8 @@ static int can_run(void* state, const attn_config* config, const attn_call* a, c
     return refuse(reason, reason_size, msg);
   }
   if (a->head_dim < 8 || a->head_dim > MAX_HEAD_DIM || a->head_dim % 8 != 0) {
-    snprintf(msg, sizeof msg, "head_dim %d is not supported (multiples of 8 up to %d)",
-             a->head_dim, MAX_HEAD_DIM);
+    snprintf(msg, sizeof msg, "head_dim %d is not supported (multiples of 8 up to %d)", a->head_dim,
+             MAX_HEAD_DIM);
     return refuse(reason, reason_size, msg);
   }
   if (a->num_heads < 1 || a->num_kv_heads < 1 || a->num_heads % a->num_kv_heads != 0) {
