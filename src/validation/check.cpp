@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "src/model/errors.h"
@@ -22,26 +23,81 @@ Tolerance tolerance_for(DType t) {
   }
 }
 
-CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
-                         const ReferenceResult& ref, const Tolerance& tol) {
-  CheckReport rep;
-  const int H = ref.heads;
-  const int D = ref.head_dim;
-  // The loops below index by the reference's shape; a smaller output would be read past its end.
-  const int64_t want_out = int64_t(ref.rows) * H * D;
+const char* verdict_name(ElementVerdict v) {
+  switch (v) {
+  case ElementVerdict::ok:
+    return "ok";
+  case ElementVerdict::mismatch:
+    return "mismatch";
+  case ElementVerdict::unwritten:
+    return "unwritten";
+  case ElementVerdict::nan:
+    return "nan";
+  case ElementVerdict::inf:
+    return "inf";
+  }
+  return "?";
+}
+
+ElementVerdict judge_element(const HostTensor& out, std::size_t i, double want,
+                             const Tolerance& tol) {
+  if (is_poison(out, i)) {
+    return ElementVerdict::unwritten;
+  }
+  const double got = out.get(i);
+  if (!std::isfinite(got)) {
+    return std::isnan(got) ? ElementVerdict::nan : ElementVerdict::inf;
+  }
+  return std::abs(got - want) > tol.atol + tol.rtol * std::abs(want) ? ElementVerdict::mismatch
+                                                                     : ElementVerdict::ok;
+}
+
+ElementVerdict judge_lse(float got, double want, const Tolerance& tol) {
+  if (is_poison(got)) {
+    return ElementVerdict::unwritten;
+  }
+  if (std::isnan(got)) {
+    return ElementVerdict::nan;
+  }
+  if (std::isinf(want) || std::isinf(got)) {
+    // -inf is right only where the reference says the row sees no key.
+    return std::isinf(want) && std::isinf(got) && (want < 0) == (got < 0)
+               ? ElementVerdict::ok
+               : ElementVerdict::mismatch;
+  }
+  return std::abs(got - want) > tol.lse_atol ? ElementVerdict::mismatch : ElementVerdict::ok;
+}
+
+namespace {
+
+// The loops below index by the reference's shape; a smaller output would be read past its end.
+void require_shapes(const HostTensor& out, const std::vector<float>* lse,
+                    const ReferenceResult& ref) {
+  const int64_t want_out = int64_t(ref.rows) * ref.heads * ref.head_dim;
   if (int64_t(out.data.size()) != want_out * int64_t(dtype_size(out.dtype))) {
     throw InputError("out holds " + std::to_string(out.data.size() / dtype_size(out.dtype)) +
                      " elements, expected rows x heads x head_dim = " + std::to_string(want_out));
   }
-  if (lse && int64_t(lse->size()) != int64_t(ref.rows) * H) {
-    throw InputError("lse holds " + std::to_string(lse->size()) +
-                     " elements, expected rows x heads = " + std::to_string(int64_t(ref.rows) * H));
+  if (lse && int64_t(lse->size()) != int64_t(ref.rows) * ref.heads) {
+    throw InputError("lse holds " + std::to_string(lse->size()) + " elements, expected rows x heads = " +
+                     std::to_string(int64_t(ref.rows) * ref.heads));
   }
+}
+
+} // namespace
+
+CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
+                         const ReferenceResult& ref, const Tolerance& tol) {
+  require_shapes(out, lse, ref);
+  CheckReport rep;
+  rep.lse_checked = lse != nullptr;
+  const int H = ref.heads;
+  const int D = ref.head_dim;
   double err2 = 0.0;
   double ref2 = 0.0;
-  auto note = [&](int row, int head, int dim, double got, double want, const char* what) {
+  auto note = [&](int row, int head, int dim, double got, double want, ElementVerdict v) {
     if (rep.first.size() < std::size_t(kMaxListedMismatches)) {
-      rep.first.push_back({row, head, dim, got, want, what});
+      rep.first.push_back({row, head, dim, got, want, verdict_name(v)});
     }
   };
   for (int r = 0; r < ref.rows; ++r) {
@@ -53,48 +109,48 @@ CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
         const std::size_t i = (std::size_t(r) * H + h) * D + d;
         const double want = ref.out[i];
         ++rep.checked;
-        if (is_poison(out, i)) {
+        const ElementVerdict v = judge_element(out, i, want, tol);
+        if (v == ElementVerdict::unwritten) {
           ++rep.unwritten;
-          note(r, h, d, std::nan(""), want, "unwritten");
+          note(r, h, d, std::nan(""), want, v);
           continue;
         }
         const double got = out.get(i);
-        if (!std::isfinite(got)) {
+        if (v == ElementVerdict::nan || v == ElementVerdict::inf) {
           ++rep.nonfinite;
-          note(r, h, d, got, want, std::isnan(got) ? "nan" : "inf");
+          note(r, h, d, got, want, v);
           continue;
         }
         const double e = std::abs(got - want);
         err2 += e * e;
         ref2 += want * want;
         rep.max_abs_err = std::max(rep.max_abs_err, e);
-        if (e > tol.atol + tol.rtol * std::abs(want)) {
+        if (v == ElementVerdict::mismatch) {
           ++rep.bad;
-          note(r, h, d, got, want, "mismatch");
+          note(r, h, d, got, want, v);
         }
       }
       if (lse) {
         const std::size_t i = std::size_t(r) * H + h;
         const float g = (*lse)[i];
         const double want = ref.lse[i];
-        if (is_poison(g)) {
-          ++rep.lse_bad;
+        const ElementVerdict v = judge_lse(g, want, tol);
+        if (v == ElementVerdict::unwritten) {
           ++rep.unwritten;
-          note(r, h, -1, std::nan(""), want, "unwritten");
-        } else if (std::isnan(g)) {
-          ++rep.lse_bad;
-          note(r, h, -1, g, want, "nan");
-        } else if (std::isinf(want) || std::isinf(g)) {
-          if (!(std::isinf(want) && std::isinf(g) && (want < 0) == (g < 0))) {
-            ++rep.lse_bad;
-            note(r, h, -1, g, want, "mismatch");
+        }
+        if (v != ElementVerdict::unwritten && !std::isnan(g)) {
+          // -inf against a finite value (or the reverse) is an infinite error, not none.
+          double e = 0.0;
+          if (std::isinf(want) || std::isinf(g)) {
+            e = v == ElementVerdict::ok ? 0.0 : std::numeric_limits<double>::infinity();
+          } else {
+            e = std::abs(double(g) - want);
           }
-        } else if (std::abs(g - want) > tol.lse_atol) {
+          rep.max_lse_err = std::max(rep.max_lse_err, e);
+        }
+        if (v != ElementVerdict::ok) {
           ++rep.lse_bad;
-          rep.max_lse_err = std::max(rep.max_lse_err, std::abs(g - want));
-          note(r, h, -1, g, want, "mismatch");
-        } else {
-          rep.max_lse_err = std::max(rep.max_lse_err, std::abs(g - want));
+          note(r, h, -1, v == ElementVerdict::unwritten ? std::nan("") : double(g), want, v);
         }
       }
     }
@@ -105,12 +161,46 @@ CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
   return rep;
 }
 
+std::vector<WrongPair> wrong_pairs(const HostTensor& out, const std::vector<float>* lse,
+                                   const ReferenceResult& ref, const Tolerance& tol) {
+  require_shapes(out, lse, ref);
+  std::vector<WrongPair> wrong;
+  const int H = ref.heads;
+  const int D = ref.head_dim;
+  for (int r = 0; r < ref.rows; ++r) {
+    if (!ref.computed[std::size_t(r)]) {
+      continue;
+    }
+    for (int h = 0; h < H; ++h) {
+      WrongPair w{r, h, false, false};
+      for (int d = 0; d < D && !w.out_wrong; ++d) {
+        const std::size_t i = (std::size_t(r) * H + h) * D + d;
+        w.out_wrong = judge_element(out, i, ref.out[i], tol) != ElementVerdict::ok;
+      }
+      if (lse) {
+        const std::size_t i = std::size_t(r) * H + h;
+        w.lse_wrong = judge_lse((*lse)[i], ref.lse[i], tol) != ElementVerdict::ok;
+      }
+      if (w.out_wrong || w.lse_wrong) {
+        wrong.push_back(w);
+      }
+    }
+  }
+  return wrong;
+}
+
 std::string CheckReport::summary() const {
-  char buf[256];
+  char lse_part[64];
+  if (lse_checked) {
+    std::snprintf(lse_part, sizeof lse_part, "max_lse_err=%.3e", max_lse_err);
+  } else {
+    std::snprintf(lse_part, sizeof lse_part, "lse not checked");
+  }
+  char buf[320];
   std::snprintf(buf, sizeof buf,
-                "norm_rel_err=%.3e max_abs_err=%.3e max_lse_err=%.3e checked=%lld bad=%lld "
+                "norm_rel_err=%.3e max_abs_err=%.3e %s checked=%lld bad=%lld "
                 "unwritten=%lld nonfinite=%lld lse_bad=%lld",
-                norm_rel_err, max_abs_err, max_lse_err, (long long)checked, (long long)bad,
+                norm_rel_err, max_abs_err, lse_part, (long long)checked, (long long)bad,
                 (long long)unwritten, (long long)nonfinite, (long long)lse_bad);
   return buf;
 }

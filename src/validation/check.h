@@ -32,22 +32,46 @@ struct Mismatch {
 
 struct CheckReport {
   bool pass = true;
+  bool lse_checked = true;   // false when no lse was given (the family does not write it)
   double norm_rel_err = 0.0; // ||got - ref|| / ||ref|| over the checked rows
   double max_abs_err = 0.0;
-  double max_lse_err = 0.0;
+  double max_lse_err = 0.0; // inf when an lse is infinite where the reference's is finite
   int64_t checked = 0;   // output elements compared
   int64_t bad = 0;       // elements outside atol + rtol|ref|
   int64_t unwritten = 0; // elements still holding the poison pattern
   int64_t nonfinite = 0; // NaN or Inf (other than the poison)
   int64_t lse_bad = 0;
   std::vector<Mismatch> first; // the first few problems, in index order
-  // "norm_rel_err=1.2e-04 max_abs=3.1e-03 bad=0 unwritten=0 nonfinite=0"
+  // "norm_rel_err=1.2e-04 max_abs_err=3.1e-03 max_lse_err=2.0e-05 checked=.. bad=0 ..."; "lse not
+  // checked" in place of the lse figures when it was not.
   [[nodiscard]] std::string summary() const;
   // One line per listed mismatch: "  out[row=3, head=1, dim=17] got 0.51 want 0.49 (mismatch)".
   [[nodiscard]] std::string details() const;
 };
 
 inline constexpr int kMaxListedMismatches = 8;
+
+// What one element is, judged against its reference value: fine, or the kind of mismatch
+// (Mismatch::what).
+enum class ElementVerdict { ok, mismatch, unwritten, nan, inf };
+[[nodiscard]] const char* verdict_name(ElementVerdict v);
+// Output element i of `out` against `want`.
+[[nodiscard]] ElementVerdict judge_element(const HostTensor& out, std::size_t i, double want,
+                                           const Tolerance& tol);
+// One lse value against the reference's (natural log, -inf for a row that sees no key).
+[[nodiscard]] ElementVerdict judge_lse(float got, double want, const Tolerance& tol);
+
+// A (row, head) pair of the output and how it is wrong.
+struct WrongPair {
+  int row = 0;
+  int head = 0;
+  bool out_wrong = false; // an output element of the pair is wrong
+  bool lse_wrong = false; // its lse is wrong (only when lse was given)
+};
+// Every pair of the computed rows with a wrong element, in row-major order.
+[[nodiscard]] std::vector<WrongPair> wrong_pairs(const HostTensor& out,
+                                                 const std::vector<float>* lse,
+                                                 const ReferenceResult& ref, const Tolerance& tol);
 
 // Compare `out` ([rows, heads, head_dim], the problem's dtype) and optionally `lse` ([rows, heads])
 // with the reference, over the rows the reference computed. Throws InputError when out or lse

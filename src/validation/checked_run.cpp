@@ -5,6 +5,7 @@
 #include "src/backends/deadline.h"
 #include "src/model/errors.h"
 #include "src/validation/diagnose.h"
+#include "src/validation/failure_map.h"
 
 namespace attn {
 
@@ -27,7 +28,7 @@ CheckFigures CheckSubject::check_answer(const WorkerLink& link, const HostTensor
   const ReferenceResult& ref = reference(link);
   return {check_output(out, lse, ref, tolerance()),
           rows_.empty() ? problem_.num_rows() : int(rows_.size()), problem_.num_rows(),
-          lse != nullptr};
+          lse != nullptr, {}, {}};
 }
 
 CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& subject,
@@ -64,11 +65,15 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
       const Tolerance tol = subject.tolerance();
       CheckFigures fig{check_output(got.out, got.checked_lse(), ref, tol),
                        subject.rows().empty() ? pr.num_rows() : int(subject.rows().size()),
-                       pr.num_rows(), got.lse_written};
+                       pr.num_rows(), got.lse_written, {}, {}};
       const bool pass = fig.report.pass;
       r.check = std::move(fig);
       if (!pass) {
         r.status = RunStatus::failed;
+        const FailureMap map = map_failures(
+            pr, cfg, r.check->report, wrong_pairs(got.out, got.checked_lse(), ref, tol));
+        r.check->where = map.where;
+        r.check->spread = map.spread;
         if (req.diagnose) {
           r.causes = diagnose_failure(be, cfg, pr, got, ref, tol, subject.reference_threads());
         }

@@ -7,6 +7,7 @@
 
 #include "src/model/kv_layout.h"
 #include "src/model/rng.h"
+#include "src/validation/engine_bugs.h"
 
 namespace attn {
 
@@ -35,6 +36,12 @@ const std::vector<Alternative>& alternatives() {
       {"the sliding window is ignored",
        [](const AttnParams& p) { return p.window_left >= 0 || p.window_right >= 0; },
        [](AttnParams& p) { p.window_left = p.window_right = -1; }},
+      {"window_left is ignored (window_right is applied)",
+       [](const AttnParams& p) { return p.window_left >= 0 && p.window_right >= 0; },
+       [](AttnParams& p) { p.window_left = -1; }},
+      {"window_right is ignored (window_left is applied)",
+       [](const AttnParams& p) { return p.window_left >= 0 && p.window_right >= 0; },
+       [](AttnParams& p) { p.window_right = -1; }},
       {"the softcap is ignored", [](const AttnParams& p) { return p.softcap > 0; },
        [](AttnParams& p) { p.softcap = 0; }},
       {"every mask is ignored (full attention where a causal window was asked)",
@@ -144,9 +151,15 @@ std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg, 
   if (double(pr.visible_pairs()) * pr.params.head_dim > kMaxDiagnosedWork) {
     return found;
   }
+  const std::vector<WrongPair> wrong = wrong_pairs(got.out, got.checked_lse(), ref, tol);
+  const bool out_wrong =
+      std::any_of(wrong.begin(), wrong.end(), [](const WrongPair& w) { return w.out_wrong; });
   const ReferenceOptions ro{.threads = ref_threads, .rows = {}};
+  // The mask alternatives judge the output alone; with the output right (a wrong lse, or an
+  // error in the norm only) an alternative that changes nothing in this problem (causal off in
+  // decode) would "explain" it.
   for (const Alternative& alt : alternatives()) {
-    if (!alt.applies(pr.params)) {
+    if (!out_wrong || !alt.applies(pr.params)) {
       continue;
     }
     Problem changed = pr;
@@ -157,7 +170,10 @@ std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg, 
       return found; // the most specific explanation that fits
     }
   }
-  if (!any_visible(ref) || pr.num_blocks < 2) {
+  // The bugs engines' kernels have (split-KV boundaries and reductions, GQA mapping, the last
+  // block's length, lse base), judged on the wrong rows alone.
+  found = explain_engine_bug(pr, cfg, got, ref, tol, wrong);
+  if (!found.empty() || !any_visible(ref) || pr.num_blocks < 2) {
     return found;
   }
   // Does the kernel read the cache at all?

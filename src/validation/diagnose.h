@@ -6,6 +6,9 @@
 // - the output equals (within the dtype's tolerance) the reference of the same call with one
 //   option dropped or changed: causal off, the window or the softcap ignored, the default scale,
 //   a window one key too wide or too narrow;
+// - the wrong rows equal what a kernel with one of engines' usual bugs computes (engine_bugs.h:
+//   split-KV boundaries and reductions, the GQA head mapping, the last block's length, stale
+//   keys, an lse in base 2);
 // - the kernel, run again on a changed call, reacts as a correct one would not: its output stays
 //   the same when every cached key and value changes (it does not read the cache), or changes
 //   when the same keys are stored in other physical blocks (it does not follow the block table).

@@ -1,5 +1,7 @@
 #include "src/validation/plugin_check.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "src/backends/registry.h"
@@ -13,13 +15,27 @@ using nlohmann::json;
 namespace {
 
 // The tiny cases of a family: first causal only, then with a sliding window, then with a soft
-// cap, so that a failure says which part of the mask is wrong.
+// cap that bends the scores without making the softmax one-hot (default scale, cap 2), so that a
+// failure says which part of the mask is wrong. Decode lengths cross a block edge and, for
+// decode_v2, the boundary of every declared partition.
 struct TinyCase {
   std::string what;
   Problem problem;
 };
 
-std::vector<TinyCase> tiny_cases(Family f) {
+std::vector<TinyCase> tiny_cases(const FamilyDecl& f) {
+  std::vector<int> lens = {1, 17, 600};
+  for (const ParamSpace& p : f.params) {
+    if (p.name == "partition") {
+      for (int part : p.values) {
+        if (part > 0 && part <= 8192) {
+          lens.insert(lens.end(), {part, part + 1});
+        }
+      }
+    }
+  }
+  std::sort(lens.begin(), lens.end());
+  lens.erase(std::unique(lens.begin(), lens.end()), lens.end());
   std::vector<TinyCase> out;
   for (int variant = 0; variant < 3; ++variant) {
     AttnParams p;
@@ -33,91 +49,106 @@ std::vector<TinyCase> tiny_cases(Family f) {
       p.window_left = 25;
       what = "causal, window_left=25";
     } else if (variant == 2) {
-      p.softcap = 30.0;
-      p.scale = 1.0;
-      what = "causal, softcap=30, scale=1";
+      p.softcap = 2.0;
+      what = "causal, softcap=2";
     }
     GenOptions g;
     g.seed = 7 + uint64_t(variant);
-    out.push_back({what, f == Family::prefill ? make_prefill_problem(p, {3, 17}, {3, 40}, g)
-                                              : make_decode_problem(p, {1, 17, 600}, g)});
+    out.push_back({what, f.family == Family::prefill
+                             ? make_prefill_problem(p, {3, 17}, {3, 40}, g)
+                             : make_decode_problem(p, lens, g)});
   }
   return out;
 }
 
-// Runs every case of every family not finished: for each, the configurations in declaration
-// order until one is accepted, and reports that run's result (or, when every configuration
-// refuses, a `skipped` result with the refusals).
+// Runs every configuration of every family on each of its tiny cases, skipping what earlier
+// workers finished (a crash ends its family's check).
 int check_worker(Backend& be, const WorkerLink& link) {
+  RunRequest req;
+  req.diagnose = true;
   for (const FamilyDecl& f : be.declaration().families) {
     const std::string fam = family_name(f.family);
     if (link.finished(fam)) {
       continue;
     }
-    const std::vector<TinyCase> cases = tiny_cases(f.family);
+    const std::vector<TinyCase> cases = tiny_cases(f);
     for (std::size_t i = 0; i < cases.size(); ++i) {
       const TinyCase& c = cases[i];
       const std::string case_key = fam + " #" + std::to_string(i);
-      if (link.finished(case_key)) {
-        continue;
-      }
+      const std::vector<KernelConfig> configs = be.config_space(f.family, c.problem.params);
       CheckSubject subject(fam + " " + c.what, c.problem, {}, /*reference_threads=*/1);
-      const json ctx = {
-          {"family", fam}, {"what", c.what}, {"plain", i == 0}, {"problem", c.problem.describe()}};
-      std::string refusals;
-      bool ran = false;
-      for (const KernelConfig& k : be.config_space(f.family, c.problem.params)) {
-        RunIdentity run{case_key + " " + k.key(), k, ctx};
-        run.context["config"] = k.key();
-        const CheckedRunResult r = checked_run(link, be, subject, run, RunRequest{});
-        if (r.status == RunStatus::skipped) {
-          refusals += "\n      " + k.key() + ": " + r.reason;
+      for (const KernelConfig& k : configs) {
+        RunIdentity run{case_key + " " + k.key(), k,
+                        json{{"family", fam},
+                             {"case", case_key},
+                             {"what", c.what},
+                             {"plain", i == 0},
+                             {"problem", c.problem.describe()},
+                             {"configs", configs.size()},
+                             {"config", k.key()}}};
+        if (link.finished(run.key)) {
           continue;
         }
-        run.key = case_key;
-        link.result(run, r);
-        ran = true;
-        break;
-      }
-      if (!ran) {
-        CheckedRunResult none;
-        none.status = RunStatus::skipped;
-        none.reason = refusals;
-        link.result(RunIdentity{case_key, std::nullopt, ctx}, none);
+        link.result(run, checked_run(link, be, subject, run, req));
       }
     }
   }
   return 0;
 }
 
-// The line a case's result prints.
-std::string case_line(const json& ctx, const CheckedRunResult& r, bool& failed) {
+// The supervisor's view of one case: its configurations' results as they arrive.
+struct CaseTally {
+  int seen = 0;
+  int passed = 0;
+  int failed = 0;
+  std::string refusals;
+  std::string worst; // the passing run's summary with the largest error
+  double worst_err = -1.0;
+};
+
+// The line a failing, erroneous or crashing configuration prints.
+std::string failure_line(const json& ctx, const CheckedRunResult& r) {
   const std::string what = ctx.value("what", "");
   const std::string config = ctx.value("config", "");
-  switch (r.status) {
-  case RunStatus::skipped: {
+  if (r.status == RunStatus::fault) {
+    return "FAIL: the plugin crashed the process with " + config + " (" + what + "): " + r.reason;
+  }
+  if (r.status == RunStatus::error || !r.check) {
+    return "FAIL (" + what + ") with " + config + ": " + r.reason;
+  }
+  std::string line = "FAIL: wrong results (" + what + ") with " + config + ": " +
+                     r.check->report.summary();
+  if (!r.check->spread.empty()) {
+    line += "; " + r.check->spread;
+  }
+  for (std::size_t i = 0; i < r.causes.size(); ++i) {
+    line += (i == 0 ? "; looks like: " : "; ") + r.causes[i];
+  }
+  return line;
+}
+
+// The line a case prints once all its configurations are in.
+std::string case_line(const json& ctx, const CaseTally& t, bool& failed) {
+  const std::string what = ctx.value("what", "");
+  const int n = ctx.value("configs", 0);
+  if (t.failed > 0) {
+    failed = true;
+    return "FAIL (" + what + "): " + std::to_string(t.failed) + " of " + std::to_string(n) +
+           " configurations failed";
+  }
+  if (t.passed == 0) {
     // Plain causal attention is the least a family must run; the masks may be refused.
     const bool plain = ctx.value("plain", false);
     failed = plain;
     return std::string(plain ? "FAIL" : "skipped") + " (" + what + "): no configuration accepts " +
-           ctx.value("problem", "") + r.reason;
+           ctx.value("problem", "") + t.refusals;
   }
-  case RunStatus::passed:
-  case RunStatus::failed: {
-    failed = r.status == RunStatus::failed;
-    const bool lse = r.check && r.check->lse_checked;
-    return std::string(failed ? "FAIL: wrong results" : "ok") + " (" + what + ") with " + config +
-           ": " + (r.check ? r.check->report.summary() : std::string()) +
-           (lse ? "" : " (lse not checked: the family does not write it)");
+  std::string line = "ok (" + what + "): " + std::to_string(t.passed) + " of " +
+                     std::to_string(n) + " configurations passed";
+  if (n - t.passed > 0) {
+    line += ", " + std::to_string(n - t.passed) + " refused";
   }
-  case RunStatus::error:
-    failed = true;
-    return "FAIL (" + what + ") with " + config + ": " + r.reason;
-  case RunStatus::fault:
-    break;
-  }
-  failed = true;
-  return "FAIL: the plugin crashed the process: " + r.reason;
+  return line + "; the worst " + t.worst;
 }
 
 } // namespace
@@ -131,15 +162,45 @@ PluginCheckResult check_plugin(const PluginLibrary& lib, const std::string& spec
     auto be = make_backend(spec, bo);
     return check_worker(*be, link);
   };
+  std::map<std::string, CaseTally> tallies; // by case key
   session.on_result = [&](const RunIdentity& run, const CheckedRunResult& r) {
-    const std::string fam = run.context.value("family", "?");
-    bool failed = false;
-    print("  " + fam + ": " + case_line(run.context, r, failed));
+    const json& ctx = run.context;
+    const std::string fam = ctx.value("family", "?");
+    CaseTally& t = tallies[ctx.value("case", "")];
+    ++t.seen;
+    switch (r.status) {
+    case RunStatus::passed: {
+      ++t.passed;
+      const double err = r.check ? r.check->report.norm_rel_err : 0.0;
+      if (err > t.worst_err) {
+        t.worst_err = err;
+        t.worst = ctx.value("config", "") + ": " +
+                  (r.check ? r.check->report.summary() : std::string());
+        if (r.check && !r.check->lse_checked) {
+          t.worst += " (the family does not write lse)";
+        }
+      }
+      break;
+    }
+    case RunStatus::skipped:
+      t.refusals += "\n      " + ctx.value("config", "") + ": " + r.reason;
+      break;
+    default:
+      ++t.failed;
+      failed_families.insert(fam);
+      print("  " + fam + ": " + failure_line(ctx, r));
+      break;
+    }
     if (r.status == RunStatus::fault) {
       session.finished.insert(fam); // a crash ends the family's check
+      return;
     }
-    if (failed) {
-      failed_families.insert(fam);
+    if (t.seen == ctx.value("configs", 0)) {
+      bool failed = false;
+      print("  " + fam + ": " + case_line(ctx, t, failed));
+      if (failed) {
+        failed_families.insert(fam);
+      }
     }
   };
   const SupervisedRun run = session.run(in_process);

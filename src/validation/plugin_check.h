@@ -1,6 +1,7 @@
 // `attn-tune plugin check`'s judging: one tiny case per family and mask option (GQA, ragged
-// lengths across block and partition edges, fp16; prefill with a chunked sequence), each run
-// through the checked run on the first configuration the plugin accepts, judged in plain words.
+// lengths across block edges and every declared partition's boundary, fp16; prefill with a
+// chunked sequence), each run through the checked run on every configuration the plugin
+// declares, judged in plain words.
 #pragma once
 #include <functional>
 #include <string>

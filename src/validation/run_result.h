@@ -37,6 +37,11 @@ struct CheckFigures {
   int rows_checked = 0;    // rows compared with the reference
   int rows_total = 0;      // rows the problem has
   bool lse_checked = true; // false when the family does not write lse
+  // A failed check's clues (failure_map.h): where each listed mismatch's sequence ends against
+  // the blocks and the partition or tile, and how the wrong rows spread over heads and
+  // sequences.
+  std::vector<std::string> where;
+  std::string spread;
 };
 
 // Which run it is: what a fault must be charged to, and what the command needs back.

@@ -11,6 +11,7 @@
 
 #include "src/io/safetensors.h"
 #include "src/validation/checked_run.h"
+#include "src/validation/kernel_targets.h"
 #include "src/validation/replay.h"
 #include "src/validation/verify_cases.h"
 
@@ -46,20 +47,25 @@ std::string failure_line(const json& ctx, const CheckedRunResult& r, uint64_t ru
   const CheckReport& rep = r.check->report;
   std::ostringstream s;
   s << fail_prefix(ctx, run_seed) << " (" << ctx.value("problem", "") << "): " << rep.summary();
-  int listed = 0;
-  for (const auto& m : rep.first) {
-    if (listed++ == 3) {
-      break;
-    }
+  for (std::size_t k = 0; k < rep.first.size() && k < 3; ++k) {
+    const Mismatch& m = rep.first[k];
     char buf[160];
     if (m.dim >= 0) {
-      std::snprintf(buf, sizeof buf, "; out[%d,%d,%d] got %.6g want %.6g (%s)", m.row, m.head,
+      std::snprintf(buf, sizeof buf, "; out[%d,%d,%d] got %.6g want %.6g (%s", m.row, m.head,
                     m.dim, m.got, m.want, m.what.c_str());
     } else {
-      std::snprintf(buf, sizeof buf, "; lse[%d,%d] got %.6g want %.6g (%s)", m.row, m.head, m.got,
+      std::snprintf(buf, sizeof buf, "; lse[%d,%d] got %.6g want %.6g (%s", m.row, m.head, m.got,
                     m.want, m.what.c_str());
     }
     s << buf;
+    // Where the row's sequence ends, once per row.
+    if (k < r.check->where.size() && (k == 0 || rep.first[k - 1].row != m.row)) {
+      s << "; " << r.check->where[k];
+    }
+    s << ")";
+  }
+  if (!r.check->spread.empty()) {
+    s << "; " << r.check->spread;
   }
   for (std::size_t i = 0; i < r.causes.size(); ++i) {
     s << (i == 0 ? "; looks like: " : "; ") << r.causes[i];
@@ -114,7 +120,8 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
       if (fams.empty()) {
         continue;
       }
-      for (const VerifyCase& c : verify_cases(phase, dt, opt.intensity, opt.seed)) {
+      const KernelTargets aim = kernel_targets(be, phase, dt);
+      for (const VerifyCase& c : verify_cases(phase, dt, opt.intensity, opt.seed, aim)) {
         std::vector<std::pair<Family, KernelConfig>> todo;
         for (Family f : fams) {
           for (const KernelConfig& cfg : be.config_space(f, c.params)) {

@@ -2,10 +2,13 @@
 // intensity, each case seeded from the run's seed, its group and its index.
 #include "src/validation/verify_cases.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
+#include "src/model/rng.h"
 
 namespace attn {
 
@@ -105,10 +108,89 @@ AttnParams with_mask(AttnParams p, const MaskVariant& m) {
   return p;
 }
 
+// The preferred value that the kernel set accepts (all are, when nothing was probed), else its
+// smallest accepted one.
+int pick(const std::vector<int>& accepted, std::initializer_list<int> preferred) {
+  for (int v : preferred) {
+    if (accepted.empty() || std::find(accepted.begin(), accepted.end(), v) != accepted.end()) {
+      return v;
+    }
+  }
+  return *std::min_element(accepted.begin(), accepted.end());
+}
+
+bool power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// The intensity's values that the set accepts, plus every accepted value that is not a power of
+// two (a size the kernel asks for in particular); `fallback` when that leaves nothing.
+std::vector<int> aimed(const std::vector<int>& intensity, const std::vector<int>& accepted,
+                       int fallback) {
+  if (accepted.empty()) {
+    return intensity;
+  }
+  std::set<int> out;
+  for (int v : intensity) {
+    if (std::find(accepted.begin(), accepted.end(), v) != accepted.end()) {
+      out.insert(v);
+    }
+  }
+  for (int v : accepted) {
+    if (!power_of_two(v)) {
+      out.insert(v);
+    }
+  }
+  if (out.empty()) {
+    out.insert(fallback);
+  }
+  return {out.begin(), out.end()};
+}
+
+// The block size a case about partition `part` uses: `home` when it divides the partition, else
+// the largest accepted one that does (0: none).
+int block_for_partition(int part, int home, const std::vector<int>& accepted) {
+  if (part % home == 0) {
+    return home;
+  }
+  int best = 0;
+  for (int bs : accepted) {
+    if (part % bs == 0) {
+      best = std::max(best, bs);
+    }
+  }
+  return best;
+}
+
+// Lengths around a boundary unit: k*u-1, k*u, k*u+1 for k = 1, 2 (those >= 1).
+std::vector<int> around(int unit) {
+  std::vector<int> v;
+  for (int k = 1; k <= 2; ++k) {
+    for (int d = -1; d <= 1; ++d) {
+      if (k * unit + d >= 1) {
+        v.push_back(k * unit + d);
+      }
+    }
+  }
+  return v;
+}
+
+void shuffle(std::vector<int>& v, uint64_t seed) {
+  Rng rng(seed);
+  for (std::size_t i = v.size(); i > 1; --i) {
+    std::swap(v[i - 1], v[std::size_t(rng.range(0, int64_t(i) - 1))]);
+  }
+}
+
 } // namespace
 
-std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64_t seed) {
+std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64_t seed,
+                                     const KernelTargets& aim) {
   const Sizes sz = sizes_for(in);
+  // The set's own sizes: the block and head size most groups use, the ones the edge groups cross.
+  const int bs0 = pick(aim.block_sizes, {16, 32, 64, 8, 128});
+  const int d0 = pick(aim.head_dims, {128, 64, 256, 96});
+  const int d_mask = in == Intensity::quick ? pick(aim.head_dims, {64, 128, 256, 96}) : d0;
+  const std::vector<int> edge_blocks = aimed(sz.block_sizes, aim.block_sizes, bs0);
+  const std::vector<int> edge_dims = aimed(sz.head_dims, aim.head_dims, d0);
   const std::string ph = phase == Phase::decode ? "decode" : "prefill";
   const std::string suffix = std::string("/").append(dtype_name(dt));
   std::vector<VerifyCase> cases;
@@ -126,54 +208,91 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
     c.shared_prefix = shared;
     cases.push_back(std::move(c));
   };
-  const std::vector<int> partitions = {256, 512, 1024};
+  const std::vector<int> partitions =
+      aim.partitions.empty() ? std::vector<int>{256, 512, 1024} : aim.partitions;
 
   if (phase == Phase::decode) {
-    // Context lengths at every SPEC.md edge, plus an empty context, in one ragged batch.
-    for (int d : sz.head_dims) {
-      for (int bs : sz.block_sizes) {
-        std::vector<int> lens = edge_lengths(bs, partitions, sz.max_len);
+    // Context lengths at every SPEC.md edge (two partitions past the largest partition), on a
+    // block boundary and one past it, plus an empty context, in one ragged batch.
+    const int longest = std::max(sz.max_len, 2 * *std::max_element(partitions.begin(),
+                                                                   partitions.end()) + 1);
+    for (int d : edge_dims) {
+      for (int bs : edge_blocks) {
+        std::vector<int> lens = edge_lengths(bs, partitions, longest);
+        lens.insert(lens.end(), {2 * bs, 2 * bs + 1});
+        std::sort(lens.begin(), lens.end());
+        lens.erase(std::unique(lens.begin(), lens.end()), lens.end());
         lens.push_back(0);
         add("edges", base_params(dt, 4, 2, d, bs), {}, lens);
       }
     }
+    // Each partition's boundaries in a ragged batch of their own, in a seeded order.
+    for (int part : partitions) {
+      const int bs = block_for_partition(part, bs0, aim.block_sizes);
+      if (bs == 0) {
+        continue; // no accepted block size divides it: no configuration could run it
+      }
+      std::vector<int> lens = around(part);
+      lens.push_back(1);
+      shuffle(lens, mix_seed(seed, "decode-partition-lens", part));
+      add("partition", base_params(dt, 8, 2, d0, bs), {}, lens);
+    }
     // GQA ratios 1..16 and MQA.
     for (int ratio : {1, 2, 4, 8, 16}) {
       const uint64_t s = mix_seed(seed, "decode-gqa-lens", ratio);
-      add("gqa", base_params(dt, 2 * ratio, 2, 128, 16), {},
-          ragged_lengths(s, 5, 16, partitions, sz.max_len));
+      add("gqa", base_params(dt, 2 * ratio, 2, d0, bs0), {},
+          ragged_lengths(s, 5, bs0, partitions, sz.max_len));
     }
-    add("gqa", base_params(dt, 16, 1, 128, 16), {},
-        ragged_lengths(mix_seed(seed, "decode-mqa-lens", 0), 5, 16, partitions, sz.max_len));
+    add("gqa", base_params(dt, 16, 1, d0, bs0), {},
+        ragged_lengths(mix_seed(seed, "decode-mqa-lens", 0), 5, bs0, partitions, sz.max_len));
     for (const auto& m : kMaskVariants) {
-      const AttnParams p =
-          with_mask(base_params(dt, 4, 2, in == Intensity::quick ? 64 : 128, 16), m);
-      add("masks", p, {}, ragged_lengths(mix_seed(seed, m.name, 1), 6, 16, partitions, sz.max_len));
+      const AttnParams p = with_mask(base_params(dt, 4, 2, d_mask, bs0), m);
+      add("masks", p, {},
+          ragged_lengths(mix_seed(seed, m.name, 1), 6, bs0, partitions, sz.max_len));
     }
-    add("shared-prefix", base_params(dt, 8, 2, 128, 16), {}, {300, 97, 1025, 64, 513}, true);
-    add("long", base_params(dt, 8, 1, 128, 16), {}, sz.long_lens);
+    add("shared-prefix", base_params(dt, 8, 2, d0, bs0), {}, {300, 97, 1025, 64, 513}, true);
+    add("long", base_params(dt, 8, 1, d0, bs0), {}, sz.long_lens);
     return cases;
   }
 
   const int L = sz.prefill_len;
-  for (int d : sz.head_dims) {
-    for (int bs : sz.block_sizes) {
+  for (int d : edge_dims) {
+    for (int bs : edge_blocks) {
       // Equal query and key lengths at the block edges, plus an empty sequence.
       std::vector<int> lens = edge_lengths(bs, {}, L);
+      lens.insert(lens.end(), {2 * bs, 2 * bs + 1});
+      std::sort(lens.begin(), lens.end());
+      lens.erase(std::unique(lens.begin(), lens.end()), lens.end());
       lens.push_back(0);
       add("varlen", base_params(dt, 4, 2, d, bs), lens, lens);
     }
+  }
+  // The declared tiles' edges: query lengths around each query tile (q = k, causal), key lengths
+  // around each key tile under a few query rows (chunked).
+  for (int t : aim.q_tiles) {
+    const std::vector<int> q = around(t);
+    add("tiles", base_params(dt, 4, 2, d0, bs0), q, q);
+  }
+  for (int t : aim.k_tiles) {
+    const std::vector<int> k = around(t);
+    std::vector<int> q;
+    for (std::size_t i = 0; i < k.size(); ++i) {
+      q.push_back(std::min(k[i], int(1 + 3 * i)));
+    }
+    add("tiles", base_params(dt, 4, 2, d0, bs0), q, k);
   }
   {
     // Chunked prefill and prefix caching: q_len < k_len.
     std::vector<int> q = {1, 17, 64, 5, 33};
     std::vector<int> k = {1 + 15, 17 + 16, 64 + 100, 5 + 17, 33 + 3 * 16};
-    add("chunked", base_params(dt, 4, 2, 128, 16), q, k);
-    add("chunked", base_params(dt, 4, 4, 64, 32), {8, 40}, {200, 41});
+    add("chunked", base_params(dt, 4, 2, d0, bs0), q, k);
+    add("chunked", base_params(dt, 4, 4, pick(aim.head_dims, {64, 128, 256, 96}),
+                               pick(aim.block_sizes, {32, 64, 16, 128, 8})),
+        {8, 40}, {200, 41});
   }
   {
     // q_len > k_len: leading rows see no key under a causal mask.
-    AttnParams p = base_params(dt, 4, 2, 64, 16);
+    AttnParams p = base_params(dt, 4, 2, pick(aim.head_dims, {64, 128, 256, 96}), bs0);
     add("q-gt-k", p, {20, 10, 3, 17}, {5, 0, 1, 16});
     p.causal = false;
     add("q-gt-k", p, {20, 10, 3}, {5, 0, 1});
@@ -182,18 +301,19 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
     add("q-gt-k", p, {9, 4}, {3, 1});
   }
   for (int ratio : {1, 2, 4, 8, 16}) {
-    std::vector<int> q = ragged_lengths(mix_seed(seed, "prefill-gqa-q", ratio), 3, 16, {}, L / 2);
-    add("gqa", base_params(dt, 2 * ratio, 2, 128, 16), q, q);
+    std::vector<int> q =
+        ragged_lengths(mix_seed(seed, "prefill-gqa-q", ratio), 3, bs0, {}, L / 2);
+    add("gqa", base_params(dt, 2 * ratio, 2, d0, bs0), q, q);
   }
-  add("gqa", base_params(dt, 8, 1, 128, 16), {33, 70}, {33, 90});
+  add("gqa", base_params(dt, 8, 1, d0, bs0), {33, 70}, {33, 90});
   for (const auto& m : kMaskVariants) {
-    const AttnParams p = with_mask(base_params(dt, 4, 2, in == Intensity::quick ? 64 : 128, 16), m);
-    std::vector<int> q = ragged_lengths(mix_seed(seed, m.name, 2), 3, 16, {}, L / 2);
+    const AttnParams p = with_mask(base_params(dt, 4, 2, d_mask, bs0), m);
+    std::vector<int> q = ragged_lengths(mix_seed(seed, m.name, 2), 3, bs0, {}, L / 2);
     std::vector<int> k = q;
     k[0] += 37; // one chunked sequence per mask option
     add("masks", p, q, k);
   }
-  add("shared-prefix", base_params(dt, 4, 2, 128, 16), {40, 7, 64}, {160, 97, 200}, true);
+  add("shared-prefix", base_params(dt, 4, 2, d0, bs0), {40, 7, 64}, {160, 97, 200}, true);
   return cases;
 }
 

@@ -28,9 +28,25 @@ struct VerifyCase {
   [[nodiscard]] std::string name() const { return group + "#" + std::to_string(index); }
 };
 
-// The edge cases of SPEC.md for one phase and dtype. Case seeds depend only on (seed, group,
-// index), so that filtering families or dtypes never changes what a given seed reproduces.
+// What verify aims at in one kernel set (kernel_targets.h finds it): the values the set declares
+// and the block and head sizes its configurations accept.
+struct KernelTargets {
+  std::vector<int> partitions;  // decode_v2's declared "partition" values; empty: 256, 512, 1024
+  std::vector<int> q_tiles;     // prefill's declared "q_tile" values
+  std::vector<int> k_tiles;     // prefill's declared "k_tile" values
+  std::vector<int> block_sizes; // accepted by some configuration; empty: not known
+  std::vector<int> head_dims;   // likewise
+};
+
+// The edge cases of SPEC.md for one phase and dtype, aimed at a kernel set's targets: lengths at
+// k*P-1, k*P, k*P+1 (k = 1, 2) for every partition P, one ragged batch per partition mixing them,
+// query and key lengths around every declared tile, lengths ending on a block boundary and one
+// past it, for every accepted block size that is not a power of two and the intensity's share of
+// the others. Intensity scales the count of the other cases; it never drops a declared value.
+// Case seeds depend only on (seed, group, index), so that filtering families or dtypes never
+// changes what a given seed reproduces for the same kernel set.
 [[nodiscard]] std::vector<VerifyCase> verify_cases(Phase phase, DType dtype, Intensity intensity,
-                                                   uint64_t seed);
+                                                   uint64_t seed,
+                                                   const KernelTargets& aim = {});
 
 } // namespace attn

@@ -214,7 +214,9 @@ json check_json(const CheckFigures& c) {
           {"first", first},
           {"rows_checked", c.rows_checked},
           {"rows_total", c.rows_total},
-          {"lse_checked", c.lse_checked}};
+          {"lse_checked", c.lse_checked},
+          {"where", c.where},
+          {"spread", c.spread}};
 }
 
 CheckFigures read_check(const Fields& f) {
@@ -241,6 +243,9 @@ CheckFigures read_check(const Fields& f) {
   c.rows_checked = f.small("rows_checked");
   c.rows_total = f.small("rows_total");
   c.lse_checked = f.flag("lse_checked");
+  r.lse_checked = c.lse_checked;
+  c.where = f.strings("where");
+  c.spread = f.str("spread");
   return c;
 }
 

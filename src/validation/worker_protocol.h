@@ -17,7 +17,7 @@
 
 namespace attn {
 
-inline constexpr int kWorkerProtocolVersion = 1;
+inline constexpr int kWorkerProtocolVersion = 2;
 
 // A line for the command to print once, however many workers say it ("sweep: profile ...").
 struct SayMsg {

@@ -15,27 +15,28 @@ attn_cli_test(NAME plugin_check_split_second_config EXIT 1 REGEX "decode_v2: FAI
               ARGS plugin check ${ATTN_SPLIT_SECOND_CONFIG_PLUGIN} --threads 2)
 
 # verify --intensity quick --dtypes fp32 on each planted bug: exit 1 and output matching REGEX.
-#   attn_planted_bug_test(BUG REGEX re [FAMILIES list])
+#   attn_planted_bug_test(BUG REGEX re [ABSENT re] [FAMILIES list])
 function(attn_planted_bug_test bug)
-  cmake_parse_arguments(T "" "REGEX;FAMILIES" "" ${ARGN})
+  cmake_parse_arguments(T "" "REGEX;ABSENT;FAMILIES" "" ${ARGN})
   string(TOLOWER ${bug} lower)
   add_test(NAME cli.verify_planted_bug_${lower}
            COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
-                   -DPLUGIN=${ATTN_SPLIT_${bug}_PLUGIN} "-DREGEX=${T_REGEX}"
+                   -DPLUGIN=${ATTN_SPLIT_${bug}_PLUGIN} "-DREGEX=${T_REGEX}" "-DABSENT=${T_ABSENT}"
                    "-DFAMILIES=${T_FAMILIES}" -DWORK=${planted_work}/${lower}
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/plugins/verify_planted_bug.cmake)
   set_tests_properties(cli.verify_planted_bug_${lower} PROPERTIES LABELS "cli")
 endfunction()
 
-# One line per bug: the regex verify's output must match (the diagnosis names go here).
-attn_planted_bug_test(DROP_LAST_KEY    REGEX "FAIL")
-attn_planted_bug_test(OVERLAP          REGEX "FAIL")
-attn_planted_bug_test(LAST_PARTITION   REGEX "FAIL")
-attn_planted_bug_test(MAX_NOT_RESCALED REGEX "FAIL")
-attn_planted_bug_test(LSE_BASE2        REGEX "FAIL")
-attn_planted_bug_test(GQA_MOD          REGEX "FAIL")
-attn_planted_bug_test(FULL_LAST_BLOCK  REGEX "FAIL")
-attn_planted_bug_test(ONE_PAST         REGEX "FAIL")
-attn_planted_bug_test(STALE_BLOCK      REGEX "FAIL")
-attn_planted_bug_test(LSE_LOG2         REGEX "FAIL")
-attn_planted_bug_test(SECOND_CONFIG    REGEX "FAIL")
+# One line per bug: the diagnosis verify's summary must name for it.
+attn_planted_bug_test(DROP_LAST_KEY REGEX "the last key of each partition \\(k\\*384-1\\) is dropped")
+attn_planted_bug_test(OVERLAP REGEX "key k\\*768 is counted twice")
+attn_planted_bug_test(LAST_PARTITION REGEX "the last partition is dropped \\(partition 384\\)")
+attn_planted_bug_test(MAX_NOT_RESCALED REGEX "maxima are not rescaled")
+attn_planted_bug_test(LSE_BASE2 REGEX "lse are combined in the wrong log base")
+attn_planted_bug_test(GQA_MOD REGEX "GQA head mapping: query head h reads kv head h % num_kv_heads")
+attn_planted_bug_test(FULL_LAST_BLOCK REGEX "a full last block is read as empty")
+attn_planted_bug_test(ONE_PAST REGEX "the valid length is one too long")
+attn_planted_bug_test(STALE_BLOCK REGEX "the whole last block is read")
+attn_planted_bug_test(LSE_LOG2 REGEX "lse is written in base 2")
+attn_planted_bug_test(SECOND_CONFIG REGEX "partition=768\\]: [0-9]+ failed[^[]*\\(k\\*768-1\\) is dropped"
+                      ABSENT "partition=384")

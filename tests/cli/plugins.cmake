@@ -5,7 +5,7 @@
 set(plugins_work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/plugins)
 
 attn_cli_test(NAME plugin_check_cpu_example EXIT 0
-              REGEX "plugin cpu-example, version 1.0, plugin ABI 1, host memory.*decode_v2 +layout HND.*partition: 256, 512, 1024.*prefill: ok \\(causal, softcap=30, scale=1\\).*every family passed"
+              REGEX "plugin cpu-example, version 1.0, plugin ABI 1, host memory.*decode_v2 +layout HND.*partition: 256, 512, 1024.*prefill: ok \\(causal, softcap=2\\): 18 of 18 configurations passed.*every family passed"
               ARGS plugin check ${ATTN_CPU_EXAMPLE_PLUGIN} --threads 2)
 attn_cli_test(NAME plugin_check_old_abi EXIT 2
               REGEX "was built for plugin ABI 0; this attn-tune speaks ABI 1: rebuild it"

@@ -1,7 +1,9 @@
-# verify through a plugin with a planted bug (plugins/split_kv_plugin.c): it must exit 1, and
-# its output (the FAIL lines and the summary "what the failures look like") must match REGEX,
-# the diagnosis expected for that bug.
-# -DEXE=attn-tune -DPLUGIN=the buggy plugin -DREGEX=... [-DFAMILIES=decode_v2] [-DWORK=folder]
+# verify through a plugin with a planted bug (plugins/split_kv_plugin.c): it must exit 1, its
+# summary ("what the failures look like") must match REGEX, the diagnosis expected for that bug,
+# and explain every failure (no "none of the usual mistakes explains"); ABSENT, when given, must
+# not be in the summary (a configuration that must pass).
+# -DEXE=attn-tune -DPLUGIN=the buggy plugin -DREGEX=... [-DABSENT=...] [-DFAMILIES=decode_v2]
+# [-DWORK=folder]
 cmake_minimum_required(VERSION 3.20)
 if(NOT WORK)
   set(WORK ".")
@@ -19,6 +21,17 @@ message("exit ${rc}\n--- stdout\n${out}--- stderr\n${err}---")
 if(NOT rc EQUAL 1)
   message(FATAL_ERROR "expected exit 1 (the planted bug found), got ${rc}")
 endif()
-if(NOT "${out}${err}" MATCHES "${REGEX}")
-  message(FATAL_ERROR "the output does not match: ${REGEX}")
+string(FIND "${out}" "what the failures look like:" at)
+if(at LESS 0)
+  message(FATAL_ERROR "no summary of the failures")
+endif()
+string(SUBSTRING "${out}" ${at} -1 summary)
+if(NOT summary MATCHES "${REGEX}")
+  message(FATAL_ERROR "the summary does not name the diagnosis: ${REGEX}")
+endif()
+if(summary MATCHES "none of the usual mistakes explains")
+  message(FATAL_ERROR "some failures are left unexplained")
+endif()
+if(ABSENT AND summary MATCHES "${ABSENT}")
+  message(FATAL_ERROR "the summary names what must pass: ${ABSENT}")
 endif()

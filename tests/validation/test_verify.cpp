@@ -2,6 +2,7 @@
 // the group and the index.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -60,5 +61,106 @@ TEST(VerifyCases, SeedsDependOnlyOnRunSeedGroupAndIndex) {
     EXPECT_EQ(a[i].seed, b[i].seed);
     EXPECT_EQ(a[i].name(), b[i].name());
     EXPECT_NE(a[i].seed, c[i].seed);
+  }
+}
+
+namespace {
+
+// Every length of the decode cases of one group.
+std::set<int> decode_lengths(const std::vector<VerifyCase>& cases, const std::string& group) {
+  std::set<int> lens;
+  for (const auto& c : cases) {
+    if (c.group == group) {
+      lens.insert(c.k_lens.begin(), c.k_lens.end());
+    }
+  }
+  return lens;
+}
+
+} // namespace
+
+// A kernel set that declares partitions 384 and 768 and accepts block sizes 16 and 48 gets their
+// boundaries and its unusual block size at every intensity.
+TEST(VerifyCases, AimAtDeclaredPartitionsAndBlockSizesAtEveryIntensity) {
+  KernelTargets aim;
+  aim.partitions = {384, 768};
+  aim.block_sizes = {16, 48};
+  aim.head_dims = {64, 128};
+  for (Intensity in : {Intensity::quick, Intensity::standard, Intensity::full}) {
+    const auto cases = verify_cases(Phase::decode, DType::f32, in, 3, aim);
+    const std::set<int> edges = decode_lengths(cases, "decode/edges/fp32");
+    for (int p : aim.partitions) {
+      for (int k : {1, 2}) {
+        for (int d : {-1, 0, 1}) {
+          EXPECT_TRUE(edges.count(k * p + d)) << "edges miss " << k * p + d;
+        }
+      }
+    }
+    // One ragged batch per partition, shuffled, with a block size that divides the partition.
+    int partition_cases = 0;
+    for (const auto& c : cases) {
+      if (c.group == "decode/partition/fp32") {
+        ++partition_cases;
+        EXPECT_FALSE(std::is_sorted(c.k_lens.begin(), c.k_lens.end()));
+        const int p = (*std::max_element(c.k_lens.begin(), c.k_lens.end()) - 1) / 2; // 2P+1
+        EXPECT_TRUE(p == 384 || p == 768) << p;
+        EXPECT_EQ(p % c.params.block_size, 0);
+        for (int d : {-1, 0, 1}) {
+          EXPECT_NE(std::find(c.k_lens.begin(), c.k_lens.end(), 2 * p + d), c.k_lens.end());
+        }
+      }
+    }
+    EXPECT_EQ(partition_cases, 2);
+    // Block size 48 and its block boundary (96, 97) are in the edge cases; 8 and 32 are not.
+    std::set<int> blocks;
+    for (const auto& c : cases) {
+      blocks.insert(c.params.block_size);
+      if (c.group == "decode/edges/fp32" && c.params.block_size == 48) {
+        EXPECT_NE(std::find(c.k_lens.begin(), c.k_lens.end(), 96), c.k_lens.end());
+        EXPECT_NE(std::find(c.k_lens.begin(), c.k_lens.end(), 97), c.k_lens.end());
+      }
+    }
+    EXPECT_TRUE(blocks.count(48));
+    EXPECT_FALSE(blocks.count(8) || blocks.count(32));
+  }
+}
+
+// Where the set accepts no block size of the usual groups (vLLM CPU's vec path wants multiples
+// of 32), those groups use the smallest it accepts.
+TEST(VerifyCases, GroupsUseABlockSizeTheSetAccepts) {
+  KernelTargets aim;
+  aim.block_sizes = {32, 64, 128};
+  aim.head_dims = {128};
+  for (Phase ph : {Phase::decode, Phase::prefill}) {
+    for (const auto& c : verify_cases(ph, DType::bf16, Intensity::quick, 1, aim)) {
+      EXPECT_TRUE(c.params.block_size == 32 || c.params.block_size == 64 ||
+                  c.params.block_size == 128)
+          << c.name() << " bs=" << c.params.block_size;
+      EXPECT_EQ(c.params.head_dim, 128) << c.name();
+    }
+  }
+}
+
+// Declared prefill tiles put query and key lengths around them.
+TEST(VerifyCases, PrefillAimsAtDeclaredTiles) {
+  KernelTargets aim;
+  aim.q_tiles = {48};
+  aim.k_tiles = {80};
+  std::set<int> q;
+  std::set<int> k;
+  for (const auto& c : verify_cases(Phase::prefill, DType::f16, Intensity::quick, 1, aim)) {
+    if (c.group == "prefill/tiles/fp16") {
+      q.insert(c.q_lens.begin(), c.q_lens.end());
+      k.insert(c.k_lens.begin(), c.k_lens.end());
+      for (std::size_t b = 0; b < c.q_lens.size(); ++b) {
+        EXPECT_LE(c.q_lens[b], c.k_lens[b]);
+      }
+    }
+  }
+  for (int v : {47, 48, 49, 95, 96, 97}) {
+    EXPECT_TRUE(q.count(v)) << "query length " << v;
+  }
+  for (int v : {79, 80, 81, 159, 160, 161}) {
+    EXPECT_TRUE(k.count(v)) << "key length " << v;
   }
 }

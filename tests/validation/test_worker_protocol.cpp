@@ -50,6 +50,9 @@ CheckedRunResult full_result() {
   c.rows_checked = 7;
   c.rows_total = 9;
   c.lse_checked = false;
+  c.report.lse_checked = false;
+  c.where = {"seq 6, ctx 257: last block of 16 (17 in all) holds 1 key", "seq 6, \"quoted\""};
+  c.spread = "2 wrong (row, head) pairs: heads 1, 2 of 4 (0, 3 right); sequence #6 (ctx 257) of 9";
   r.check = c;
   TimingResult t;
   t.median_s = 1.2345678901234567e-5;
@@ -129,6 +132,9 @@ TEST(WorkerProtocol, EveryMessageTypeRoundTrips) {
   EXPECT_EQ(got.check->report.details(), want.check->report.details());
   EXPECT_EQ(got.check->rows_checked, 7);
   EXPECT_FALSE(got.check->lse_checked);
+  EXPECT_FALSE(got.check->report.lse_checked);
+  EXPECT_EQ(got.check->where, want.check->where);
+  EXPECT_EQ(got.check->spread, want.check->spread);
   ASSERT_TRUE(got.timing.has_value());
   EXPECT_EQ(got.timing->median_s, want.timing->median_s);
   EXPECT_EQ(got.timing->min_s, 1e-300);
@@ -171,21 +177,21 @@ TEST(WorkerProtocol, WhatIsNotAMessageIsRefusedWithItsReason) {
       {good.substr(0, good.size() / 2), "not JSON"},
       {"[1, 2]", "not an object"},
       {R"({"type": "end"})", "has no 'v'"},
-      {R"({"v": 2, "type": "end"})", "protocol version 2"},
+      {R"({"v": 1, "type": "end"})", "protocol version 1"},
       {R"({"v": "1", "type": "end"})", "protocol version"},
-      {R"({"v": 1})", "has no 'type'"},
-      {R"({"v": 1, "type": "shout"})", "unknown type 'shout'"},
-      {R"({"v": 1, "type": "say"})", "has no 'text'"},
-      {R"({"v": 1, "type": "say", "text": 5})", "'text' is not a string"},
-      {R"({"v": 1, "type": "plan", "total": 1.5, "resumed": 0})", "'total' is not an integer"},
-      {R"({"v": 1, "type": "plan", "total": 1e99, "resumed": 0})", "not an integer"},
-      {R"({"v": 1, "type": "plan", "total": 99999999999, "resumed": 0})", "out of range"},
-      {R"({"v": 1, "type": "begin", "key": "k", "deadline_s": 1, "fault_unit": true, "run": null})",
+      {R"({"v": 2})", "has no 'type'"},
+      {R"({"v": 2, "type": "shout"})", "unknown type 'shout'"},
+      {R"({"v": 2, "type": "say"})", "has no 'text'"},
+      {R"({"v": 2, "type": "say", "text": 5})", "'text' is not a string"},
+      {R"({"v": 2, "type": "plan", "total": 1.5, "resumed": 0})", "'total' is not an integer"},
+      {R"({"v": 2, "type": "plan", "total": 1e99, "resumed": 0})", "not an integer"},
+      {R"({"v": 2, "type": "plan", "total": 99999999999, "resumed": 0})", "out of range"},
+      {R"({"v": 2, "type": "begin", "key": "k", "deadline_s": 1, "fault_unit": true, "run": null})",
        "without saying which run"},
-      {R"({"v": 1, "type": "begin", "key": "k", "deadline_s": "soon", "fault_unit": false})",
+      {R"({"v": 2, "type": "begin", "key": "k", "deadline_s": "soon", "fault_unit": false})",
        "'deadline_s' is not a number"},
-      {R"({"v": 1, "type": "exception", "kind": "oops", "what": ""})", "unknown kind 'oops'"},
-      {R"({"v": 1, "type": "result", "run": {"key": "k", "context": {}}})", "has no 'result'"},
+      {R"({"v": 2, "type": "exception", "kind": "oops", "what": ""})", "unknown kind 'oops'"},
+      {R"({"v": 2, "type": "result", "run": {"key": "k", "context": {}}})", "has no 'result'"},
   };
   for (const auto& [line, says] : bad) {
     try {

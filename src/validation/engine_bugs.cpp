@@ -1,0 +1,327 @@
+// Models of engines' attention bugs and the test of whether one explains a failed output
+// (engine_bugs.h).
+#include "src/validation/engine_bugs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "src/validation/failure_map.h"
+
+namespace attn {
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+const double kLn2 = std::log(2.0);
+
+// One partition's running result: max score, sum of weights, weighted sum of values.
+struct Part {
+  double m = kNegInf;
+  double l = 0.0;
+  std::vector<double> acc;
+};
+
+// The key lengths a kernel may believe in.
+int one_short(int k, int, int, int) { return std::max(k - 1, 0); }
+int one_past(int k, int, int, int) { return k + 1; }
+int full_last_block_empty(int k, int bs, int, int) { return k >= bs && k % bs == 0 ? k - bs : k; }
+int whole_last_block(int k, int bs, int, int) { return (k + bs - 1) / bs * bs; }
+int every_table_entry(int, int, int table_keys, int) { return table_keys; }
+
+// How often a kernel counts key j of a sequence of k keys split into partitions of p keys.
+int drop_partition_last(int j, int, int p) { return j % p == p - 1 ? 0 : 1; }
+int drop_partition_first(int j, int, int p) { return j > 0 && j % p == 0 ? 0 : 1; }
+int twice_partition_first(int j, int, int p) { return j > 0 && j % p == 0 ? 2 : 1; }
+int twice_partition_last(int j, int k, int p) { return j % p == p - 1 && j + 1 < k ? 2 : 1; }
+int drop_last_partition(int j, int k, int p) { return k > p && j >= (k - 1) / p * p ? 0 : 1; }
+
+std::vector<BugModel> split_models(int p) {
+  const std::string P = std::to_string(p);
+  return {
+      {"split-KV boundary: the last key of each partition (k*" + P + "-1) is dropped", p,
+       Combine::exact, nullptr, drop_partition_last},
+      {"split-KV boundary: the first key of each later partition (k*" + P + ") is dropped", p,
+       Combine::exact, nullptr, drop_partition_first},
+      {"split-KV boundary: key k*" + P + " is counted twice (partitions overlap by one key)", p,
+       Combine::exact, nullptr, twice_partition_first},
+      {"split-KV boundary: key k*" + P + "-1 is counted twice (partitions overlap by one key)", p,
+       Combine::exact, nullptr, twice_partition_last},
+      {"split-KV: the last partition is dropped (partition " + P + ")", p, Combine::exact,
+       nullptr, drop_last_partition},
+      {"split-KV reduction: the partitions' maxima are not rescaled (partials weighted by their "
+       "sums alone)",
+       p, Combine::maxima_not_rescaled},
+      {"split-KV reduction: the partitions' lse are combined in the wrong log base (natural lse "
+       "weighted with exp2)",
+       p, Combine::lse_in_base_2},
+      {"split-KV reduction: the partitions' lse are combined in the wrong log base (base-2 lse "
+       "weighted with exp)",
+       p, Combine::lse_read_as_base_2},
+  };
+}
+
+} // namespace
+
+std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& cfg) {
+  std::vector<BugModel> all;
+  const AttnParams& a = pr.params;
+  if (a.num_kv_heads > 1 && a.group_size() > 1) {
+    BugModel m{"GQA head mapping: query head h reads kv head h % num_kv_heads instead of "
+               "h / (num_heads / num_kv_heads)"};
+    m.gqa_modulo = true;
+    all.push_back(m);
+  }
+  if (const int p = cfg.get("partition", 0); p > 0) {
+    for (BugModel& m : split_models(p)) {
+      all.push_back(std::move(m));
+    }
+  }
+  all.push_back({"last block: a full last block is read as empty (its valid length taken as "
+                 "k_len % block_size)",
+                 0, Combine::exact, full_last_block_empty});
+  all.push_back({"last block: the valid length is one short (the last key is not read)", 0,
+                 Combine::exact, one_short});
+  all.push_back({"last block: the valid length is one too long (the slot past the length is "
+                 "read)",
+                 0, Combine::exact, one_past});
+  all.push_back({"stale keys: the whole last block is read (its slots past the length count)", 0,
+                 Combine::exact, whole_last_block});
+  all.push_back({"stale block-table entries: every entry of the row is followed, past the "
+                 "length",
+                 0, Combine::exact, every_table_entry});
+  return all;
+}
+
+namespace {
+
+// Whether the model's output for every wrong pair equals the kernel's.
+bool model_explains(const Problem& pr, const BugModel& m, const RunOutput& got,
+                    const std::vector<WrongPair>& wrong, const Tolerance& tol) {
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  bool any = false;
+  for (const WrongPair& w : wrong) {
+    if (!w.out_wrong) {
+      continue;
+    }
+    const std::vector<double> o = model_output(pr, m, w.row, w.head);
+    if (o.empty()) {
+      return false;
+    }
+    for (int d = 0; d < D; ++d) {
+      const std::size_t i = (std::size_t(w.row) * H + w.head) * D + d;
+      if (judge_element(got.out, i, o[std::size_t(d)], tol) != ElementVerdict::ok) {
+        return false;
+      }
+    }
+    any = true;
+  }
+  return any;
+}
+
+// Rows that come out NaN or unwritten exactly where the context is a multiple of the partition.
+std::optional<std::string> empty_partition_pattern(const Problem& pr, const KernelConfig& cfg,
+                                                   const RunOutput& got,
+                                                   const std::vector<WrongPair>& wrong) {
+  const int p = cfg.get("partition", 0);
+  if (p <= 0) {
+    return std::nullopt;
+  }
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  bool any = false;
+  for (const WrongPair& w : wrong) {
+    if (!w.out_wrong) {
+      continue;
+    }
+    const int k = pr.k_len(sequence_of_row(pr, w.row));
+    if (k == 0 || k % p != 0) {
+      return std::nullopt;
+    }
+    for (int d = 0; d < D; ++d) {
+      const std::size_t i = (std::size_t(w.row) * H + w.head) * D + d;
+      if (!is_poison(got.out, i) && std::isfinite(got.out.get(i))) {
+        return std::nullopt;
+      }
+    }
+    any = true;
+  }
+  if (!any) {
+    return std::nullopt;
+  }
+  return "split-KV: rows whose context is a multiple of the partition (" + std::to_string(p) +
+         ") come out NaN or unwritten (an empty last partition)";
+}
+
+// What is wrong with an lse whose output is right.
+std::optional<std::string> lse_pattern(const Problem& pr, const RunOutput& got,
+                                       const ReferenceResult& ref,
+                                       const std::vector<WrongPair>& wrong, const Tolerance& tol) {
+  if (!got.lse_written || wrong.empty()) {
+    return std::nullopt;
+  }
+  const int H = pr.params.num_heads;
+  bool log2 = true;
+  bool times_ln2 = true;
+  bool neg_inf_seen_keys = true; // -inf where the row sees keys
+  bool finite_no_key = true;     // finite where the row sees none
+  for (const WrongPair& w : wrong) {
+    if (w.out_wrong) {
+      return std::nullopt; // the output's own mistake comes first
+    }
+    const std::size_t i = std::size_t(w.row) * H + w.head;
+    const double g = got.lse[i];
+    const double want = ref.lse[i];
+    log2 = log2 && std::isfinite(want) && std::abs(g - want / kLn2) <= 2 * tol.lse_atol;
+    times_ln2 = times_ln2 && std::isfinite(want) && std::abs(g - want * kLn2) <= 2 * tol.lse_atol;
+    neg_inf_seen_keys = neg_inf_seen_keys && std::isfinite(want) && g == kNegInf;
+    finite_no_key = finite_no_key && want == kNegInf && std::isfinite(g);
+  }
+  if (log2) {
+    return std::string("lse is written in base 2 (log2) instead of the natural log");
+  }
+  if (times_ln2) {
+    return std::string("lse is the natural log times ln 2 (a base-2 value converted the wrong "
+                       "way)");
+  }
+  if (neg_inf_seen_keys) {
+    return std::string("lse is -inf for rows that see keys");
+  }
+  if (finite_no_key) {
+    return std::string("lse is finite for rows that see no key (it should be -inf)");
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, int head) {
+  const AttnParams& a = pr.params;
+  const int D = a.head_dim;
+  const int H = a.num_heads;
+  const int bs = a.block_size;
+  const int b = sequence_of_row(pr, row);
+  const int ql = pr.q_len(b);
+  const int i = row - pr.q_start(b);
+  const int k = pr.k_len(b);
+  const int table_keys = pr.max_blocks_per_seq * bs;
+  const int n = m.length ? m.length(k, bs, table_keys, m.partition) : k;
+  if (n < 0 || n > table_keys) {
+    return {};
+  }
+  for (int blk = 0; blk < (n + bs - 1) / bs; ++blk) {
+    const int32_t e = pr.block_tables[std::size_t(b) * std::size_t(pr.max_blocks_per_seq) +
+                                      std::size_t(blk)];
+    if (e < 0 || e >= pr.num_blocks) {
+      return {};
+    }
+  }
+  const int kvh = m.gqa_modulo ? head % a.num_kv_heads : head / a.group_size();
+  const double scale = a.effective_scale();
+  std::vector<double> q(static_cast<std::size_t>(D));
+  for (int d = 0; d < D; ++d) {
+    q[std::size_t(d)] = pr.query.get((std::size_t(row) * H + head) * D + d);
+  }
+  const int p = m.partition > 0 ? m.partition : std::max(n, 1);
+  std::vector<Part> parts(static_cast<std::size_t>((std::max(n, 1) + p - 1) / p));
+  for (Part& part : parts) {
+    part.acc.assign(std::size_t(D), 0.0);
+  }
+  // Scores first (per partition maxima), then weights: two passes over the partition's keys.
+  std::vector<double> s(static_cast<std::size_t>(n), kNegInf);
+  for (int j = 0; j < n; ++j) {
+    if (!reference_visible(a, ql, n, i, j) || (m.count && m.count(j, k, m.partition) == 0)) {
+      continue;
+    }
+    double dot = 0.0;
+    for (int d = 0; d < D; ++d) {
+      dot += q[std::size_t(d)] * pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
+    }
+    double x = scale * dot;
+    if (a.softcap > 0) {
+      x = a.softcap * std::tanh(x / a.softcap);
+    }
+    s[std::size_t(j)] = x;
+    Part& part = parts[std::size_t(j / p)];
+    part.m = std::max(part.m, x);
+  }
+  for (int j = 0; j < n; ++j) {
+    if (s[std::size_t(j)] == kNegInf) {
+      continue;
+    }
+    Part& part = parts[std::size_t(j / p)];
+    const double w = (m.count ? m.count(j, k, m.partition) : 1) * std::exp(s[std::size_t(j)] - part.m);
+    part.l += w;
+    for (int d = 0; d < D; ++d) {
+      part.acc[std::size_t(d)] +=
+          w * pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
+    }
+  }
+  // The reduction: each partition's normalised output weighted as the model says.
+  double top = kNegInf; // the largest max (exact, rescaled) or lse (the lse models)
+  for (const Part& part : parts) {
+    if (part.l > 0) {
+      top = std::max(top, m.combine == Combine::exact || m.combine == Combine::maxima_not_rescaled
+                              ? part.m
+                              : part.m + std::log(part.l));
+    }
+  }
+  std::vector<double> out(static_cast<std::size_t>(D), 0.0);
+  double wsum = 0.0;
+  for (const Part& part : parts) {
+    if (part.l <= 0) {
+      continue;
+    }
+    double w = 0.0;
+    switch (m.combine) {
+    case Combine::exact:
+      w = part.l * std::exp(part.m - top);
+      break;
+    case Combine::maxima_not_rescaled:
+      w = part.l;
+      break;
+    case Combine::lse_in_base_2:
+      w = std::exp2(part.m + std::log(part.l) - top);
+      break;
+    case Combine::lse_read_as_base_2:
+      w = std::exp((part.m + std::log(part.l) - top) / kLn2);
+      break;
+    }
+    wsum += w;
+    for (int d = 0; d < D; ++d) {
+      out[std::size_t(d)] += w * part.acc[std::size_t(d)] / part.l;
+    }
+  }
+  if (wsum > 0) {
+    for (double& o : out) {
+      o /= wsum;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> explain_engine_bug(const Problem& pr, const KernelConfig& cfg,
+                                            const RunOutput& got, const ReferenceResult& ref,
+                                            const Tolerance& tol,
+                                            const std::vector<WrongPair>& wrong) {
+  std::vector<std::string> found;
+  if (wrong.empty()) {
+    return found;
+  }
+  for (const BugModel& m : engine_bug_models(pr, cfg)) {
+    if (model_explains(pr, m, got, wrong, tol)) {
+      found.push_back(m.what);
+      return found;
+    }
+  }
+  if (auto why = empty_partition_pattern(pr, cfg, got, wrong)) {
+    found.push_back(*why);
+  } else if (auto lse = lse_pattern(pr, got, ref, wrong, tol)) {
+    found.push_back(*lse);
+  }
+  return found;
+}
+
+} // namespace attn

@@ -1,0 +1,54 @@
+// The bugs engines' attention kernels really have, each as a model of what such a kernel computes
+// instead of attention: a split-KV partition boundary that drops or repeats a key, a last
+// partition left out, a reduction that forgets to rescale the partitions' maxima or combines
+// their lse in the wrong base, the GQA head mapping h % num_kv_heads, a last block whose valid
+// length is off by one, stale keys or block-table entries past the length, an lse in base 2.
+//
+// A model explains a failed output when every wrong (row, head) pair of it equals what the model
+// computes there (within the dtype's tolerance), each in double precision from the problem's own
+// cache. Rows the kernel got right need not follow the model: many such bugs show only at some
+// lengths (a context that is a multiple of the partition), and the failure map names those.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "reference/reference.h"
+#include "src/backends/backend.h"
+#include "src/model/kernel_config.h"
+#include "src/model/problem.h"
+#include "src/validation/check.h"
+
+namespace attn {
+
+// The phrases of the models that explain `got` (usually one), most specific first. The split-KV
+// models need the configuration's "partition".
+[[nodiscard]] std::vector<std::string> explain_engine_bug(const Problem& pr,
+                                                          const KernelConfig& cfg,
+                                                          const RunOutput& got,
+                                                          const ReferenceResult& ref,
+                                                          const Tolerance& tol,
+                                                          const std::vector<WrongPair>& wrong);
+
+// What one model of engine_bugs.h computes for one query row and head: the kernel believes the
+// sequence holds `length(k_len)` keys (its masks follow that length), counts key j `count(j)`
+// times, reads kv head `kv_head(h)`, and when `partition` > 0 combines per-partition partial
+// results with `combine`. Exposed for the tests, which check each model against the reference
+// where the model changes nothing.
+enum class Combine { exact, maxima_not_rescaled, lse_in_base_2, lse_read_as_base_2 };
+struct BugModel {
+  std::string what;
+  int partition = 0;
+  Combine combine = Combine::exact;
+  int (*length)(int k_len, int block_size, int table_keys, int partition) = nullptr; // null: k_len
+  int (*count)(int j, int k_len, int partition) = nullptr;                           // null: 1
+  bool gqa_modulo = false; // kv head h % num_kv_heads instead of h / group
+};
+// The models that apply to `pr` under `cfg`, in the order they are tried (the split-KV ones need
+// the configuration's "partition"; the GQA one a group of more than one head).
+[[nodiscard]] std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& cfg);
+// The output of (row, head) under `m`, or empty when the model would read a block-table entry
+// that is not there or not a block of the pool.
+[[nodiscard]] std::vector<double> model_output(const Problem& pr, const BugModel& m, int row,
+                                               int head);
+
+} // namespace attn

@@ -1,0 +1,120 @@
+// Finding what verify aims at in a kernel set (kernel_targets.h).
+#include "src/validation/kernel_targets.h"
+
+#include <algorithm>
+#include <set>
+
+#include "src/model/problem_gen.h"
+
+namespace attn {
+
+namespace {
+
+// Every value the phase's declared families give the parameter `name`, sorted, unique.
+std::vector<int> declared_values(const KernelSetDecl& decl, Phase phase, const char* name) {
+  std::set<int> out;
+  for (const FamilyDecl& f : decl.families) {
+    if (family_is_decode(f.family) != (phase == Phase::decode)) {
+      continue;
+    }
+    for (const ParamSpace& p : f.params) {
+      if (p.name == name) {
+        out.insert(p.values.begin(), p.values.end());
+      }
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+// Whether some configuration of the phase's families accepts a small problem of this shape.
+bool accepts(const Backend& be, Phase phase, DType dt, int block_size, int head_dim) {
+  AttnParams p;
+  p.dtype = dt;
+  p.num_heads = 4;
+  p.num_kv_heads = 2;
+  p.head_dim = head_dim;
+  p.block_size = block_size;
+  GenOptions g;
+  g.pool_factor = 1.0;
+  const Problem pr = phase == Phase::decode ? make_decode_problem(p, {1}, g)
+                                            : make_prefill_problem(p, {1}, {1}, g);
+  for (const FamilyDecl& f : be.declaration().families) {
+    if (family_is_decode(f.family) != (phase == Phase::decode)) {
+      continue;
+    }
+    for (const KernelConfig& cfg : be.config_space(f.family, p)) {
+      if (!be.can_run(cfg, pr)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+std::vector<int> candidate_block_sizes(const std::vector<int>& partitions) {
+  std::set<int> out = {8, 16, 32, 64, 128};
+  for (int part : partitions) {
+    for (int bs = 8; bs <= 256 && bs <= part; bs += 8) {
+      if (part % bs == 0) {
+        out.insert(bs);
+      }
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+std::vector<int> candidate_head_dims() { return {32, 64, 80, 96, 112, 128, 160, 192, 256}; }
+
+KernelTargets kernel_targets(const Backend& be, Phase phase, DType dt) {
+  KernelTargets t;
+  const KernelSetDecl& decl = be.declaration();
+  if (phase == Phase::decode) {
+    t.partitions = declared_values(decl, phase, "partition");
+  } else {
+    t.q_tiles = declared_values(decl, phase, "q_tile");
+    t.k_tiles = declared_values(decl, phase, "k_tile");
+  }
+  const std::vector<int> blocks = candidate_block_sizes(t.partitions);
+  const std::vector<int> dims = candidate_head_dims();
+  // One accepted shape to vary around: the usual sizes first.
+  int bs0 = 0;
+  int d0 = 0;
+  for (int d : {128, 64, 256, 96, 80, 112, 160, 192, 32}) {
+    for (int bs : {16, 32, 64, 8, 128}) {
+      if (bs0 == 0 && accepts(be, phase, dt, bs, d)) {
+        bs0 = bs;
+        d0 = d;
+      }
+    }
+  }
+  if (bs0 == 0) {
+    // Nothing usual runs: try every candidate pair before giving up (then every case is
+    // skipped with the kernel's own reasons, as before).
+    for (int d : dims) {
+      for (int bs : blocks) {
+        if (bs0 == 0 && accepts(be, phase, dt, bs, d)) {
+          bs0 = bs;
+          d0 = d;
+        }
+      }
+    }
+  }
+  if (bs0 == 0) {
+    return t;
+  }
+  for (int bs : blocks) {
+    if (accepts(be, phase, dt, bs, d0)) {
+      t.block_sizes.push_back(bs);
+    }
+  }
+  for (int d : dims) {
+    if (accepts(be, phase, dt, bs0, d)) {
+      t.head_dims.push_back(d);
+    }
+  }
+  return t;
+}
+
+} // namespace attn

@@ -1,0 +1,23 @@
+// What verify aims at in a kernel set (verify_cases.h KernelTargets): the values it declares
+// (decode_v2's "partition", prefill's "q_tile" and "k_tile") and the block and head sizes some
+// configuration of the phase accepts, found by asking can_run on small problems of each
+// candidate size. The plugin ABI declares no block or head sizes: can_run's answers are the
+// declaration.
+#pragma once
+#include <vector>
+
+#include "src/backends/backend.h"
+#include "src/validation/verify_cases.h"
+
+namespace attn {
+
+// The block sizes asked about: 8 to 128 in powers of two, and every multiple of 8 up to 256 that
+// divides a declared partition (a kernel with partition 384 may want block size 48 or 96).
+[[nodiscard]] std::vector<int> candidate_block_sizes(const std::vector<int>& partitions);
+// The head sizes asked about.
+[[nodiscard]] std::vector<int> candidate_head_dims();
+
+// The targets of `be` for one phase and dtype (the declared families of the phase only).
+[[nodiscard]] KernelTargets kernel_targets(const Backend& be, Phase phase, DType dtype);
+
+} // namespace attn

@@ -1,0 +1,162 @@
+// The models of engines' bugs (engine_bugs.h) and the failure map (failure_map.h): each model
+// computes attention where it changes nothing, an output made by a model is diagnosed as that
+// model and no earlier one, an lse in base 2 is named, and failure lines locate rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "reference/reference.h"
+#include "src/validation/engine_bugs.h"
+#include "src/validation/failure_map.h"
+#include "tests/support/problems.h"
+
+using namespace attn;
+
+namespace {
+
+// A decode batch around partition 256 and block 16, with GQA groups of 4.
+Problem around_partition() {
+  return make_decode_problem(test::params(8, 2, 32, 16, DType::f32),
+                             {255, 256, 257, 511, 512, 513, 17, 100}, test::gen(11));
+}
+
+// The output `m` computes for every row and head, as a kernel would hand it back.
+RunOutput output_of(const Problem& pr, const BugModel& m, const ReferenceResult& ref) {
+  RunOutput o;
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  o.out = HostTensor(pr.params.dtype, {pr.num_rows(), H, D});
+  o.lse.assign(std::size_t(pr.num_rows()) * H, 0.0f);
+  for (int r = 0; r < pr.num_rows(); ++r) {
+    for (int h = 0; h < H; ++h) {
+      const std::vector<double> v = model_output(pr, m, r, h);
+      EXPECT_EQ(v.size(), std::size_t(D));
+      for (int d = 0; d < D; ++d) {
+        o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
+      }
+      o.lse[std::size_t(r) * H + h] = float(ref.lse[std::size_t(r) * H + h]);
+    }
+  }
+  return o;
+}
+
+} // namespace
+
+TEST(EngineBugs, AModelWithoutItsMistakeIsAttention) {
+  const Problem pr = around_partition();
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const RunOutput exact = output_of(pr, BugModel{"exact", 256}, ref);
+  EXPECT_TRUE(check_output(exact.out, &exact.lse, ref, tolerance_for(DType::f32)).pass);
+  // With one partition, every reduction is exact.
+  for (Combine c : {Combine::maxima_not_rescaled, Combine::lse_in_base_2,
+                    Combine::lse_read_as_base_2}) {
+    BugModel m{"one partition", 1 << 20, c};
+    const RunOutput o = output_of(pr, m, ref);
+    EXPECT_TRUE(check_output(o.out, &o.lse, ref, tolerance_for(DType::f32)).pass);
+  }
+}
+
+// Each model applies to the batch around partition 256, changes the output, and an output it made
+// is diagnosed as itself: no model tried before it explains it too.
+TEST(EngineBugs, EachModelIsDiagnosedAsItself) {
+  const Problem pr = around_partition();
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  KernelConfig cfg;
+  cfg.family = Family::decode_v2;
+  cfg.params["partition"] = 256;
+  const std::vector<BugModel> models = engine_bug_models(pr, cfg);
+  ASSERT_GE(models.size(), 13u);
+  for (const BugModel& m : models) {
+    const RunOutput o = output_of(pr, m, ref);
+    const std::vector<WrongPair> wrong = wrong_pairs(o.out, &o.lse, ref, tol);
+    ASSERT_FALSE(wrong.empty()) << m.what << " changes nothing";
+    const std::vector<std::string> found = explain_engine_bug(pr, cfg, o, ref, tol, wrong);
+    ASSERT_EQ(found.size(), 1u) << m.what;
+    EXPECT_EQ(found[0], m.what);
+  }
+}
+
+// A correct output with a wrong lse: base 2, or -inf where keys are seen.
+TEST(EngineBugs, LseMistakesAreNamed) {
+  const Problem pr = around_partition();
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  const KernelConfig cfg;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  for (std::size_t i = 0; i < o.lse.size(); ++i) {
+    o.lse[i] = float(ref.lse[i] / std::log(2.0));
+  }
+  auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], "lse is written in base 2 (log2) instead of the natural log");
+  for (std::size_t i = 0; i < o.lse.size(); ++i) {
+    o.lse[i] = i == 3 ? -INFINITY : float(ref.lse[i]);
+  }
+  found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], "lse is -inf for rows that see keys");
+  // The check says the error is infinite, not zero.
+  EXPECT_TRUE(std::isinf(check_output(o.out, &o.lse, ref, tol).max_lse_err));
+}
+
+// NaN exactly in the rows whose context is a multiple of the partition.
+TEST(EngineBugs, NanOnPartitionMultiplesIsAnEmptyLastPartition) {
+  const Problem pr = around_partition();
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  KernelConfig cfg;
+  cfg.family = Family::decode_v2;
+  cfg.params["partition"] = 256;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  for (int r : {1, 4}) { // contexts 256 and 512
+    for (int i = 0; i < H * D; ++i) {
+      o.out.set(std::size_t(r) * H * D + i, NAN);
+    }
+  }
+  const auto found =
+      explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].find("multiple of the partition (256) come out NaN"), std::string::npos);
+}
+
+// A GQA mapping bug in a failure line: heads 1 and 2 of 4 wrong, 0 and 3 right; the sequence of
+// ctx 257 under partition 256 has one key in its last partition and block.
+TEST(FailureMap, LocatesRowsAndSpreadsOverHeadsAndSequences) {
+  const Problem pr = make_decode_problem(test::params(4, 2, 16, 16, DType::f32), {5, 257},
+                                         test::gen(2));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  BugModel gqa{"gqa"};
+  gqa.gqa_modulo = true;
+  const RunOutput o = output_of(pr, gqa, ref);
+  const CheckReport rep = check_output(o.out, &o.lse, ref, tol);
+  KernelConfig cfg;
+  cfg.family = Family::decode_v2;
+  cfg.params["partition"] = 256;
+  const FailureMap map = map_failures(pr, cfg, rep, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(map.where.size(), rep.first.size());
+  EXPECT_NE(map.spread.find("heads 1, 2 of 4 (0, 3 right)"), std::string::npos) << map.spread;
+  EXPECT_NE(map.spread.find("sequences #0 (ctx 5), #1 (ctx 257) of 2"), std::string::npos)
+      << map.spread;
+  bool seen257 = false;
+  for (const std::string& w : map.where) {
+    if (w.rfind("seq 1,", 0) == 0) {
+      seen257 = true;
+      EXPECT_EQ(w, "seq 1, ctx 257: 17 blocks of 16, the last holding 1; 2 partitions of 256, "
+                   "the last holding 1");
+    }
+  }
+  EXPECT_TRUE(seen257 || rep.first.size() == std::size_t(kMaxListedMismatches));
+}
+
+TEST(FailureMap, PrefillRowsBelongToTheirSequence) {
+  const Problem pr = make_prefill_problem(test::params(4, 2, 16, 16, DType::f32), {3, 0, 5},
+                                          {3, 4, 40}, test::gen(3));
+  EXPECT_EQ(sequence_of_row(pr, 0), 0);
+  EXPECT_EQ(sequence_of_row(pr, 2), 0);
+  EXPECT_EQ(sequence_of_row(pr, 3), 2); // sequence 1 has no query row
+  EXPECT_EQ(sequence_of_row(pr, 7), 2);
+}
