@@ -11,6 +11,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/kernels_option.h"
 #include "src/cli/report_command.h"
+#include "src/cli/table_text.h"
 #include "src/model/errors.h"
 #include "src/tuning/sweep.h"
 
@@ -27,6 +28,7 @@ struct SweepOptions {
   bool publish = false;
   bool quiet = false;
   bool retry_faults = false;
+  bool remeasure_noisy = false;
   bool no_wait = false;
   bool in_process = false;
   bool no_report = false;
@@ -34,6 +36,28 @@ struct SweepOptions {
   std::string kernels; // a kernel plugin library; empty: the built-in kernels
   std::string shard;   // "I/N": measure shard I of N (src/tuning/shard.h); empty: all
 };
+
+// The end of a sweep whose table has decisions resting on timings within noise says so on stderr,
+// with the points (those that could move a switch first) and the remedy.
+void warn_noisy_decisions(const nlohmann::json& table, const std::string& profile,
+                          const std::string& out_dir, const std::string& table_path) {
+  const NoisyDecisions n = noisy_decisions_of(table);
+  if (n.count == 0) {
+    return;
+  }
+  constexpr std::size_t kShown = 10;
+  std::fprintf(stderr, "sweep: %s:\n", noisy_headline(n).c_str());
+  for (std::size_t i = 0; i < n.lines.size() && i < kShown; ++i) {
+    std::fprintf(stderr, "sweep:   %s\n", n.lines[i].c_str());
+  }
+  if (n.lines.size() > kShown) {
+    std::fprintf(stderr, "sweep:   ... and %zu more (attn-tune table show %s lists them all)\n",
+                 n.lines.size() - kShown, table_path.c_str());
+  }
+  const std::string command = "attn-tune sweep --profile " + profile + " --out " + out_dir +
+                              " --resume --remeasure-noisy (with this sweep's other options)";
+  std::fprintf(stderr, "sweep: %s\n", noisy_remedy(n, command).c_str());
+}
 
 int run_sweep(const SweepOptions& o) {
   // Load the profile first: a typo should not wait for a GPU to initialise.
@@ -43,6 +67,10 @@ int run_sweep(const SweepOptions& o) {
   }
   if (o.retry_faults && !o.resume) {
     throw InputError("--retry-faults continues an earlier sweep: it needs --resume");
+  }
+  if (o.remeasure_noisy && !o.resume) {
+    throw InputError("--remeasure-noisy re-times the noisy decisions of an earlier sweep: it needs "
+                     "--resume");
   }
   const std::shared_ptr<const PluginLibrary> plugin = open_kernels(o.kernels);
   const BackendOptions bo{.threads = o.threads, .kernels = o.kernels};
@@ -56,6 +84,7 @@ int run_sweep(const SweepOptions& o) {
   }
   so.resume = o.resume;
   so.retry_faults = o.retry_faults;
+  so.remeasure_noisy = o.remeasure_noisy;
   so.wait_for_device = !o.no_wait;
   so.in_process = o.in_process;
   so.seed = o.seed;
@@ -95,6 +124,23 @@ int run_sweep(const SweepOptions& o) {
               "%d skipped, %d errors, %d faults\n",
               s.total, s.resumed, c.value("ok", 0), c.value("failed", 0), c.value("skipped", 0),
               c.value("error", 0), c.value("fault", 0));
+  if (o.remeasure_noisy) {
+    if (s.noisy_before == 0) {
+      std::printf("sweep: --remeasure-noisy: no decision rested on timings within noise; nothing "
+                  "re-timed\n");
+    } else {
+      std::printf("sweep: re-timed %d of %d configurations at %d noisy decisions with %dx the "
+                  "profile's repetitions",
+                  s.remeasured, s.remeasure_planned, s.noisy_before, kRemeasureFactor);
+      if (s.remeasure_other > 0) {
+        // Failed and faulted re-timings replaced their lines; errors left the earlier ones.
+        std::printf(" (%d did not pass: a failure or fault replaces the earlier line, an error "
+                    "leaves it)",
+                    s.remeasure_other);
+      }
+      std::printf("\n");
+    }
+  }
   std::printf("sweep: results %s\nsweep: table %s\n", s.results_path.c_str(), s.table_path.c_str());
   if (!s.published_path.empty()) {
     std::printf("sweep: published %s\n", s.published_path.c_str());
@@ -108,6 +154,8 @@ int run_sweep(const SweepOptions& o) {
       std::fprintf(stderr, "sweep: warning: no report: %s\n", e.what());
     }
   }
+  std::fflush(stdout);
+  warn_noisy_decisions(s.table, o.profile, so.out_dir, s.table_path);
   // Wrong results and faults (a configuration that crashed or hung) are the findings a sweep
   // must not bury: they set the exit code. Errors (a configuration that could not be measured)
   // leave the table incomplete: exit 4, so that a sweep in which nothing could be measured
@@ -151,6 +199,10 @@ Command setup_sweep(CLI::App& root) {
   sub->add_flag("--quiet", opt->quiet, "No progress lines");
   sub->add_flag("--retry-faults", opt->retry_faults,
                 "With --resume: measure again the configurations recorded as faults");
+  sub->add_flag("--remeasure-noisy", opt->remeasure_noisy,
+                "With --resume: time again, with " + std::to_string(kRemeasureFactor) +
+                    "x the repetitions, every v1 and v2 configuration at each context length "
+                    "whose decision rests on timings within noise, then rewrite the table");
   sub->add_flag("--no-wait", opt->no_wait,
                 "Exit 3 instead of waiting when another attn-tune process is timing on the device");
   sub->add_flag("--in-process", opt->in_process,

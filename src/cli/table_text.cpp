@@ -2,12 +2,14 @@
 // the table itself stays the machine-readable record.
 #include "src/cli/table_text.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include "src/tuning/regret.h"
+#include "src/tuning/sweep.h" // kRemeasureFactor
 
 namespace attn::cli {
 
@@ -179,6 +181,63 @@ std::string describe_noise(const json& m) {
   return std::string("; ") + (v2 ? "v2" : "v1") + " faster by " + margin + " (noise " + noise + ")";
 }
 
+// "fp16 d=128 bs=16 kvh=8 gqa=4 batch=4", with the mask where it is not plain causal.
+std::string point_words(const json& p) {
+  std::ostringstream s;
+  s << p.at("dtype").get<std::string>() << " d=" << p.at("head_dim").get<int>()
+    << " bs=" << p.at("block_size").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
+    << " gqa=" << p.at("gqa_ratio").get<int>() << " batch=" << p.at("batch").get<int>();
+  if (p.at("window_left").get<int>() >= 0 || p.at("window_right").get<int>() >= 0) {
+    s << " window=" << p.at("window_left").get<int>() << "," << p.at("window_right").get<int>();
+  }
+  if (p.at("softcap").get<double>() > 0) {
+    s << " softcap=" << p.at("softcap").get<double>();
+  }
+  if (!p.at("causal").get<bool>()) {
+    s << " non-causal";
+  }
+  return s.str();
+}
+
+// One noisy decision: what the table chose and from where, the medians against the noise, and
+// the switch it could move.
+std::string noisy_words(const json& p, const json& n) {
+  const std::string decision = n.at("decision").get<std::string>();
+  const std::string faster = n.at("faster").get<std::string>();
+  std::string w =
+      point_words(p) + " ctx " + std::to_string(n.at("context_len").get<int>()) + ": " + decision;
+  w += n.at("carried_from").is_null()
+           ? " by default (no length beyond noise)"
+           : " carried from ctx " + std::to_string(n.at("carried_from").get<int>());
+  w += (decision == faster ? "; " : ", though ") + faster + "'s median is " +
+       pct(n.at("margin").get<double>()) + " faster (within the noise of " +
+       pct(n.at("noise").get<double>()) + ")";
+  if (!n.at("switch_at").is_null()) {
+    w += "; the switch to " + std::string(decision == "v1" ? "v2" : "v1") + " at ctx " +
+         std::to_string(n.at("switch_at").get<int>()) + " could lie this early";
+  }
+  if (n.value("remeasured", false)) {
+    w += "; still within noise after --remeasure-noisy";
+  }
+  return w;
+}
+
+void describe_noisy_decisions(std::ostringstream& s, const json& t) {
+  const NoisyDecisions n = noisy_decisions_of(t);
+  if (!n.listed) {
+    return; // made before tables listed them
+  }
+  s << "\nnoisy decisions: " << noisy_headline(n) << "\n";
+  for (const auto& line : n.lines) {
+    s << "  " << line << "\n";
+  }
+  if (n.count > 0) {
+    s << noisy_remedy(n, "attn-tune sweep --resume --remeasure-noisy (with the sweep's --profile, "
+                         "--out and device)")
+      << "\n";
+  }
+}
+
 void describe_decode_points(std::ostringstream& s, const json& decode, int version) {
   if (version >= 2) {
     s << "\ndecode points: where v2 (best partition) is chosen over v1; a length where the two\n"
@@ -187,19 +246,7 @@ void describe_decode_points(std::ostringstream& s, const json& decode, int versi
     s << "\ndecode points: where v2 (best partition) becomes faster than v1 and stays faster\n";
   }
   for (const auto& p : decode) {
-    s << "  " << p.at("dtype").get<std::string>() << " d=" << p.at("head_dim").get<int>()
-      << " bs=" << p.at("block_size").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
-      << " gqa=" << p.at("gqa_ratio").get<int>() << " batch=" << p.at("batch").get<int>();
-    if (p.at("window_left").get<int>() >= 0 || p.at("window_right").get<int>() >= 0) {
-      s << " window=" << p.at("window_left").get<int>() << "," << p.at("window_right").get<int>();
-    }
-    if (p.at("softcap").get<double>() > 0) {
-      s << " softcap=" << p.at("softcap").get<double>();
-    }
-    if (!p.at("causal").get<bool>()) {
-      s << " non-causal";
-    }
-    s << ": " << describe_decision(p) << "\n";
+    s << "  " << point_words(p) << ": " << describe_decision(p) << "\n";
     for (const auto& m : p.at("measured")) {
       s << "      ctx " << m.at("context_len").get<int>() << ": v1 " << fmt_us(m.at("v1"))
         << " us, v2 " << fmt_us(m.at("v2")) << " us, best "
@@ -224,12 +271,74 @@ void describe_prefill_points(std::ostringstream& s, const json& prefill) {
 
 } // namespace
 
+NoisyDecisions noisy_decisions_of(const json& t) {
+  NoisyDecisions out;
+  // (rank, line): next to a switch first, then against the median, then the rest; stable.
+  std::vector<std::pair<int, std::string>> ranked;
+  for (const auto& p : t.at("decode")) {
+    if (!p.contains("noisy_decisions")) {
+      continue;
+    }
+    out.listed = true;
+    for (const auto& n : p.at("noisy_decisions")) {
+      const bool at_switch = !n.at("switch_at").is_null();
+      const bool against = n.at("decision") != n.at("faster");
+      ++out.count;
+      out.at_switch += at_switch ? 1 : 0;
+      out.against_median += against ? 1 : 0;
+      out.remeasured += n.value("remeasured", false) ? 1 : 0;
+      ranked.emplace_back(at_switch ? 0 : against ? 1 : 2, noisy_words(p, n));
+    }
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [rank, line] : ranked) {
+    out.lines.push_back(std::move(line));
+  }
+  return out;
+}
+
+std::string noisy_headline(const NoisyDecisions& n) {
+  if (n.count == 0) {
+    return "none: every decision rests on a difference beyond the measured noise";
+  }
+  std::string h = std::to_string(n.count) + (n.count == 1 ? " decision rests" : " decisions rest") +
+                  " on timings within noise (v1 and v2 medians no further apart than their "
+                  "interquartile range, the decision carried from another length), so "
+                  "re-measuring could flip " +
+                  (n.count == 1 ? "it" : "them");
+  if (n.at_switch > 0) {
+    h += "; " + std::to_string(n.at_switch) +
+         " next to a switch between v1 and v2, which could move";
+  }
+  if (n.against_median > 0) {
+    h += "; " + std::to_string(n.against_median) + " keep" + (n.against_median == 1 ? "s" : "") +
+         " the family with the slower median";
+  }
+  return h;
+}
+
+std::string noisy_remedy(const NoisyDecisions& n, const std::string& command) {
+  if (n.count > 0 && n.remeasured == n.count) {
+    return "all were re-timed with " + std::to_string(kRemeasureFactor) +
+           "x the repetitions already: v1 and v2 are that close on this machine; a quieter "
+           "machine may still tell them apart";
+  }
+  std::string r = "re-time them with " + std::to_string(kRemeasureFactor) +
+                  "x the repetitions: " + command + ", or sweep on a quieter machine";
+  if (n.remeasured > 0) {
+    r += " (" + std::to_string(n.remeasured) + " stayed within noise after re-timing already)";
+  }
+  return r;
+}
+
 std::string describe_table(const nlohmann::json& t) {
   std::ostringstream s;
   describe_provenance(s, t);
   describe_rule(s, t.at("rule"));
   describe_regret(s, t.at("regret"));
   describe_decode_points(s, t.at("decode"), t.at("version").get<int>());
+  describe_noisy_decisions(s, t);
   describe_prefill_points(s, t.at("prefill"));
   return s.str();
 }

@@ -1,5 +1,6 @@
 // The decision maps' numbers: per shape, the measured winner at each (batch, context length)
-// with its margin, and where each rule that picks v1 or v2 (engine_rules()) switches.
+// with its margin, the table's decisions that rest on timings within noise, and where each rule
+// that picks v1 or v2 (engine_rules()) switches.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -48,6 +49,32 @@ std::vector<RuleSwitch> switches_of(const Rule& rule, DecodePoint p, int lo, int
   return out;
 }
 
+// The point's decisions that rest on timings within noise, marked on its cells and listed.
+void add_noisy(ReportModel& m, DecisionMap& dm, const json& p, const Shape& s) {
+  if (!p.contains("noisy_decisions")) {
+    return;
+  }
+  m.noisy_listed = true;
+  for (const auto& n : p.at("noisy_decisions")) {
+    NoisyMark k;
+    k.shape_key = dm.shape_key;
+    k.batch = s.batch;
+    k.context_len = n.at("context_len").get<int>();
+    k.where = point_words(s, k.context_len);
+    k.decision = n.at("decision").get<std::string>();
+    k.faster = n.at("faster").get<std::string>();
+    k.margin = n.at("margin").get<double>();
+    k.noise = n.at("noise").get<double>();
+    k.carried_from = n.at("carried_from").is_null() ? 0 : n["carried_from"].get<int>();
+    k.switch_at = n.at("switch_at").is_null() ? 0 : n["switch_at"].get<int>();
+    k.remeasured = n.value("remeasured", false);
+    if (auto cell = dm.cells.find({s.batch, k.context_len}); cell != dm.cells.end()) {
+      cell->second.noisy_decision = true;
+    }
+    m.noisy.push_back(std::move(k));
+  }
+}
+
 } // namespace
 
 void add_maps(ReportModel& m, const ReportSource& src) {
@@ -85,6 +112,7 @@ void add_maps(ReportModel& m, const ReportSource& src) {
       }
       dm.cells[{s.batch, ctx}] = c;
     }
+    add_noisy(m, dm, p, s);
   }
   const Rule fitted = fitted_rule_of(src.table);
   for (auto& dm : m.maps) {

@@ -53,8 +53,14 @@ std::string decision_svg(const DecisionMap& dm, const Palette& pal) {
         tip += c.within_noise ? ", within noise of the other family"
                               : ", " + format_percent(c.margin) + " faster than the other family";
       }
+      if (c.noisy_decision) {
+        tip += "; the table's decision here rests on timings within noise";
+      }
       svg.begin_group(tip);
       svg.rect(x0, y0, cw, ch, "cellbox c-" + fam, "fill-opacity:" + coord(strength));
+      if (c.noisy_decision) {
+        svg.rect(x0 + 4, y0 + 4, cw - 8, ch - 8, "noisy-cell");
+      }
       const std::string what = c.v2 ? "v2·" + format_count(c.partition) : "v1";
       svg.text(x0 + cw / 2, y0 + 17, what, "cell-b", "middle");
       const std::string by = !c.both          ? "only family"
@@ -131,14 +137,55 @@ std::string switch_words(const DecisionMap& dm, const std::string& rule) {
   return h;
 }
 
+// The map's decisions that rest on timings within noise, in words, as one list item.
+std::string noisy_item(const ReportModel& m, const std::string& shape_key) {
+  std::string list;
+  int n = 0;
+  for (const NoisyMark& k : m.noisy) {
+    if (k.shape_key != shape_key) {
+      continue;
+    }
+    ++n;
+    list += "<li>batch " + std::to_string(k.batch) + " ctx " + std::to_string(k.context_len) +
+            ": " + esc(noisy_words(k)) + "</li>";
+  }
+  if (n == 0) {
+    return "";
+  }
+  return "<li class=\"noisy\">" + std::to_string(n) + " decision" + (n == 1 ? " rests" : "s rest") +
+         " on timings within noise (dashed frames):<ul>" + list + "</ul></li>";
+}
+
 } // namespace
 
-std::string decision_legend(const Palette& pal) {
+std::string noisy_words(const NoisyMark& k) {
+  std::string w = k.decision;
+  w += k.carried_from ? " carried from " + std::to_string(k.carried_from)
+                      : std::string(" by default");
+  w += (k.decision == k.faster ? "; " : ", though ") + k.faster + "'s median is " +
+       format_sig(k.margin * 100, 2) + "% faster (within the noise of " +
+       format_sig(k.noise * 100, 2) + "%)";
+  if (k.switch_at) {
+    w += "; the switch to " + std::string(k.decision == "v1" ? "v2" : "v1") + " at " +
+         std::to_string(k.switch_at) + " could lie this early";
+  }
+  if (k.remeasured) {
+    w += "; still within noise after re-timing";
+  }
+  return w;
+}
+
+std::string decision_legend(const Palette& pal, bool noisy) {
   std::string h = "<ul class=\"legend\">" + legend_item(swatch_box("c-v1"), "v1 wins");
   for (int p : pal.partitions) {
     h += legend_item(swatch_box("c-" + pal.cls(p)), "v2 wins, partition " + std::to_string(p));
   }
   h += legend_item(swatch_box("c-v1", 0.15), "pale: within noise");
+  if (noisy) {
+    h += legend_item(swatch_svg("<rect x=\"4\" y=\"1\" width=\"20\" height=\"10\" "
+                                "class=\"noisy-cell\"/>"),
+                     "dashed frame: the table's decision rests on timings within noise");
+  }
   for (const EngineRule& r : engine_rules()) {
     if (r.picks_family()) {
       h += legend_item(swatch_line("r-" + r.id), r.name + " switches");
@@ -157,6 +204,7 @@ std::vector<Part> map_parts(const ReportModel& m, const Palette& pal) {
         h += "<li>" + esc(r.name) + ": " + esc(switch_words(dm, r.id)) + "</li>";
       }
     }
+    h += noisy_item(m, dm.shape_key);
     out.push_back({dm.shape_key, h + "</ul></figure>"});
   }
   return out;

@@ -1,11 +1,48 @@
-// The page's first section: where the table switches to v2 per shape and batch, and what each
-// rule costs on average and at worst.
+// The page's first section: where the table switches to v2 per shape and batch, how many of its
+// decisions rest on timings within noise, and what each rule costs on average and at worst.
 #include <map>
 
 #include "src/report/page_views.h"
 #include "src/report/svg_plot.h"
+#include "src/tuning/sweep.h" // kRemeasureFactor
 
 namespace attn::report {
+
+namespace {
+
+// How many of the table's decisions rest on timings within noise, the ones that could move a
+// switch named, and the remedy; nothing for tables made before they were listed.
+std::string noisy_glance(const ReportModel& m) {
+  if (!m.noisy_listed) {
+    return "";
+  }
+  std::string h = "<h3>Decisions resting on timings within noise</h3><p class=\"noisy\">";
+  if (m.noisy.empty()) {
+    return h + "None: every decision of the table rests on a difference beyond the measured "
+               "noise.</p>";
+  }
+  std::string switches;
+  for (const NoisyMark& k : m.noisy) {
+    if (k.switch_at) {
+      switches += "<li>" + esc(k.where + ": " + noisy_words(k)) + "</li>";
+    }
+  }
+  const std::size_t n = m.noisy.size();
+  h += "<strong>" + std::to_string(n) + (n == 1 ? " decision rests" : " decisions rest") +
+       "</strong> on timings within noise (dashed frames on the decision maps, listed under "
+       "each): re-measuring could flip " +
+       (n == 1 ? "it" : "them") + ". <code>attn-tune sweep --resume --remeasure-noisy</code> " +
+       "re-times them with " + std::to_string(kRemeasureFactor) +
+       "x the repetitions; a quieter machine is the other remedy.</p>";
+  if (!switches.empty()) {
+    h += "<p>Those next to a switch between v1 and v2, which could move:</p><ul class=\"plain "
+         "noisy\">" +
+         switches + "</ul>";
+  }
+  return h;
+}
+
+} // namespace
 
 std::string glance_html(const ReportModel& m) {
   std::string h = "<h3>Where v2 starts to win (the table's decision)</h3><ul class=\"plain\">";
@@ -38,7 +75,8 @@ std::string glance_html(const ReportModel& m) {
   for (const auto& t : order) {
     h += "<li><strong>" + esc(t) + "</strong> — " + esc(per_map[t]) + "</li>";
   }
-  h += "</ul><h3>What each rule costs</h3><table class=\"data\"><thead><tr><th>rule</th>"
+  h += "</ul>" + noisy_glance(m) +
+       "<h3>What each rule costs</h3><table class=\"data\"><thead><tr><th>rule</th>"
        "<th>sweep: mean</th><th>worst</th><th>beyond noise</th><th>held-out: mean</th>"
        "<th>worst</th></tr></thead><tbody>";
   for (const EngineRule& rule : engine_rules()) {

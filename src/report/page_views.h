@@ -43,8 +43,12 @@ struct Part {
 [[nodiscard]] std::string glance_html(const ReportModel& m);
 
 // Decision maps, one per shape, with the rules' switch lines (page_decision_map.cpp).
-[[nodiscard]] std::string decision_legend(const Palette& pal);
+// `noisy`: a table on the page lists its noisy decisions, which the maps then frame.
+[[nodiscard]] std::string decision_legend(const Palette& pal, bool noisy);
 [[nodiscard]] std::vector<Part> map_parts(const ReportModel& m, const Palette& pal);
+// "v1 carried from 512, v2 faster by 1.2% within noise 2.0%, the switch at 8192 could lie
+// this early": one noisy decision of the table.
+[[nodiscard]] std::string noisy_words(const NoisyMark& k);
 
 // Decode latency over context length, one chart per decode point (page_latency.cpp).
 [[nodiscard]] std::string latency_legend(const Palette& pal, const ReportModel& a,

@@ -116,8 +116,9 @@ std::string render_report_html(const ReportModel& a, const ReportModel* b,
       "Each cell is a measured (batch, context length) of one shape: its colour is the winning "
       "family (blue v1, warm colours v2 by partition), its strength and label how much faster "
       "than the other family it is; the lines mark where each rule switches between v1 and v2, "
-      "so a cell on the wrong side of a rule's line is a call that rule gets wrong.",
-      decision_legend(pal) +
+      "so a cell on the wrong side of a rule's line is a call that rule gets wrong. A dashed "
+      "frame marks a cell where the table's own decision rests on timings within noise.",
+      decision_legend(pal, a.noisy_listed || (two && b->noisy_listed)) +
           (two ? heads(a, *b) + paired(map_parts(a, pal), map_parts(*b, pal))
                : joined(map_parts(a, pal))) +
           (two ? side_by_side(tables_html(a, {"decision_map", "rule_switches"}),

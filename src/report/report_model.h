@@ -67,7 +67,23 @@ struct DecisionCell {
   std::string config;  // the winning configuration's key
   double margin = 0.0; // slower family / faster family - 1
   bool within_noise = false;
-  bool both = false; // both families were measured
+  bool both = false;           // both families were measured
+  bool noisy_decision = false; // the table's decision here rests on timings within noise
+};
+
+// A decision of the table that rests on timings within noise (its decode[].noisy_decisions).
+struct NoisyMark {
+  std::string shape_key; // the decision map it belongs to
+  int batch = 1;
+  int context_len = 0;
+  std::string where;    // point_words: "b=4 ctx=2048 kvh=8 gqa=4 d=128 bs=16 fp16"
+  std::string decision; // "v1" or "v2", what the table chose
+  std::string faster;   // whose median was lower
+  double margin = 0.0;
+  double noise = 0.0;
+  int carried_from = 0; // 0: none (no length beyond noise)
+  int switch_at = 0;    // 0: borders no switch
+  bool remeasured = false;
 };
 
 // Where a rule switches between v1 and v2 along context length in one batch row.
@@ -142,6 +158,8 @@ struct ReportModel {
   bool has_results = false;
   std::vector<LatencyChart> latency;
   std::vector<DecisionMap> maps;
+  bool noisy_listed = false;    // the table lists its noisy decisions (newer tables do)
+  std::vector<NoisyMark> noisy; // in the table's order
   RegretView regret;
   std::vector<PrefillShape> prefill;
 };

@@ -87,7 +87,7 @@ std::vector<DataTable> model_tables(const ReportModel& m) {
   DataTable map{"decision_map",
                 "Decision map cells: the measured winner per batch and context length",
                 {"shape", "batch", "context_len", "winner", "family", "partition", "margin_pct",
-                 "within_noise"},
+                 "within_noise", "noisy_decision"},
                 {}};
   for (const EngineRule& r : engine_rules()) {
     if (r.picks_family()) {
@@ -104,7 +104,8 @@ std::vector<DataTable> model_tables(const ReportModel& m) {
       map.rows.push_back({dm.shape_key, std::to_string(bc.first), std::to_string(bc.second),
                           c.config, c.v2 ? "decode_v2" : "decode_v1",
                           c.v2 ? std::to_string(c.partition) : "",
-                          c.both ? num(c.margin * 100) : "", yes_no(c.within_noise)});
+                          c.both ? num(c.margin * 100) : "", yes_no(c.within_noise),
+                          m.noisy_listed ? yes_no(c.noisy_decision) : ""});
       for (const EngineRule& rule : engine_rules()) {
         if (rule.picks_family()) {
           const auto r = dm.rule_v2.find(rule.id);

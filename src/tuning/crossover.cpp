@@ -1,5 +1,6 @@
 // The noise-aware v1/v2 crossover of one shape point: per-length comparisons against the larger
-// interquartile range, decisions that do not flip on noise, and the intervals they make.
+// interquartile range, decisions that do not flip on noise, the intervals they make, and the
+// decisions that rest on timings within noise.
 #include "src/tuning/crossover.h"
 
 #include <algorithm>
@@ -27,6 +28,52 @@ Comparison compare(const ContextTiming& t) {
   c.noise = fast > 0 ? iqr / fast : 0.0;
   return c;
 }
+
+namespace {
+
+// The decisions of find_crossover that no measurement of their own supports: every measured
+// length within noise, with the length it carries its decision from and the switch its run of
+// within-noise lengths borders. `measured` indexes `sorted`; `decision` is per measured length.
+std::vector<NoisyDecision> noisy_decisions(const std::vector<ContextTiming>& sorted,
+                                           const std::vector<Comparison>& cmp,
+                                           const std::vector<std::size_t>& measured,
+                                           const std::vector<bool>& decision) {
+  std::vector<NoisyDecision> out;
+  const auto beyond = [&](std::size_t k) { return !cmp[measured[k]].within_noise; };
+  const auto ctx = [&](std::size_t k) { return sorted[measured[k]].context_len; };
+  std::optional<std::size_t> last_beyond; // the latest beyond-noise length before k
+  for (std::size_t k = 0; k < measured.size(); ++k) {
+    if (beyond(k)) {
+      last_beyond = k;
+      continue;
+    }
+    std::optional<std::size_t> next_beyond;
+    for (std::size_t j = k + 1; j < measured.size() && !next_beyond; ++j) {
+      if (beyond(j)) {
+        next_beyond = j;
+      }
+    }
+    const Comparison& c = cmp[measured[k]];
+    NoisyDecision n;
+    n.context_len = ctx(k);
+    n.v2 = decision[k];
+    n.v2_faster = c.v2_faster;
+    n.margin = c.margin;
+    n.noise = c.noise;
+    if (const auto from = last_beyond ? last_beyond : next_beyond) {
+      n.carried_from = ctx(*from);
+    }
+    // Within-noise lengths keep their decision up to the next beyond-noise one: a different
+    // decision there is a switch this run borders.
+    if (next_beyond && decision[*next_beyond] != decision[k]) {
+      n.switch_at = ctx(*next_beyond);
+    }
+    out.push_back(n);
+  }
+  return out;
+}
+
+} // namespace
 
 bool Crossover::uses_v2(int context_len) const {
   return std::any_of(v2.begin(), v2.end(), [context_len](const V2Interval& iv) {
@@ -69,22 +116,25 @@ Crossover find_crossover(const std::vector<ContextTiming>& sorted) {
       break;
     }
   }
-  std::optional<int> open_from; // start of the v2 run being built
+  int open_from = 0;          // start of the v2 run being built; 0: none (lengths start at 1)
+  std::vector<bool> decision; // per measured length
   for (std::size_t k = 0; k < measured.size(); ++k) {
     const Comparison& cmp = c.comparisons[measured[k]];
     const bool v2 = cmp.within_noise ? previous : cmp.v2_faster;
     const int ctx = sorted[measured[k]].context_len;
-    if (v2 && !open_from) {
+    if (v2 && open_from == 0) {
       open_from = k == 0 ? 1 : ctx;
-    } else if (!v2 && open_from) {
-      c.v2.push_back({*open_from, ctx});
-      open_from.reset();
+    } else if (!v2 && open_from != 0) {
+      c.v2.push_back({open_from, ctx});
+      open_from = 0;
     }
     previous = v2;
+    decision.push_back(v2);
   }
-  if (open_from) {
-    c.v2.push_back({*open_from, std::nullopt});
+  if (open_from != 0) {
+    c.v2.push_back({open_from, std::nullopt});
   }
+  c.noisy = noisy_decisions(sorted, c.comparisons, measured, decision);
   return c;
 }
 

@@ -1,5 +1,6 @@
 // Where decode_v2 beats decode_v1 along the measured context lengths of one shape point, telling
-// real wins from differences within the measured noise: the `v2_intervals` of the table.
+// real wins from differences within the measured noise: the `v2_intervals` of the table, and its
+// `noisy_decisions`, the lengths whose decision no measurement of their own supports.
 #pragma once
 #include <optional>
 #include <vector>
@@ -39,6 +40,26 @@ struct V2Interval {
   auto operator<=>(const V2Interval&) const = default;
 };
 
+// A decision of the table that rests on timings within noise: a measured length whose own v1/v2
+// comparison is within noise, so that its decision was carried over from another length instead
+// of being measured there. Re-measuring it could flip the table's answer at this length (and at
+// the within-noise lengths next to it that carry the same decision). docs/threshold-table.md.
+struct NoisyDecision {
+  int context_len = 0;
+  bool v2 = false;        // the table's decision here
+  bool v2_faster = false; // whose median was lower here (by no more than the noise)
+  double margin = 0.0;    // as in Comparison
+  double noise = 0.0;
+  // The beyond-noise length whose decision this one carries: the nearest shorter one, else (for
+  // leading lengths) the first longer one; empty when no length is beyond noise (v1 stands).
+  std::optional<int> carried_from;
+  // The length where the table switches family right after this length's run of within-noise
+  // lengths: the switch could lie anywhere in that run, so re-measuring it can move the switch.
+  std::optional<int> switch_at;
+  // The table keeps the family whose median was slower here.
+  [[nodiscard]] bool against_median() const { return v2 != v2_faster; }
+};
+
 // The v1/v2 decision over context length. Each measured length decides for its winner when the
 // win is beyond noise and keeps the previous length's decision when it is within noise; leading
 // lengths within noise take the first decision beyond noise, and v1 stands where none is. Runs of
@@ -47,6 +68,8 @@ struct V2Interval {
 struct Crossover {
   std::vector<V2Interval> v2;          // ascending, disjoint, none empty
   std::vector<Comparison> comparisons; // index for index with the timings given
+  std::vector<NoisyDecision> noisy;    // ascending context length; empty when every decision
+                                       // rests on a difference beyond the noise
   [[nodiscard]] bool uses_v2(int context_len) const;
   [[nodiscard]] nlohmann::json intervals_json() const; // [[from, to or null], ...]
   // The single-threshold form when the decision has one: a context length (v2 from there on),

@@ -169,6 +169,7 @@ std::vector<MeasurementRecord> to_records(const std::vector<json>& lines) {
       r.p75_s = j["timing"].value("p75_s", r.median_s);
       r.method = j["timing"].value("method", "");
     }
+    r.remeasured = j.contains("remeasure_factor");
     out.push_back(std::move(r));
   }
   return out;

@@ -25,6 +25,8 @@ struct MeasurementRecord {
   double p25_s = 0.0; // the interquartile range, which tells a win from noise; equal to
   double p75_s = 0.0; // median_s for lines that did not record it
   std::string method; // timing method, for provenance
+  // Timed again by `sweep --remeasure-noisy`: its line has `remeasure_factor`.
+  bool remeasured = false;
 };
 
 // Reads results.jsonl: the header and every complete measurement line. A last line without its

@@ -2,13 +2,15 @@
 // before timing it, append every outcome to results.jsonl (fsynced), resume, build the table.
 // Each measurement is a checked run (src/validation/checked_run.h) in a supervised worker:
 // sweep_worker plans, runs and appends, SweepSession (the supervisor's side) keeps the tally,
-// records faults and builds the table. Each step is a function below or a unit of its own
-// (results_file, sweep_progress, workloads, provenance, threshold_table).
+// records faults and builds the table; `--remeasure-noisy` then runs the same workers over the
+// configurations behind the table's noisy decisions. Each step is a function below or a unit of
+// its own (results_file, sweep_progress, workloads, provenance, threshold_table).
 #include "src/tuning/sweep.h"
 
 #include <cctype>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <unistd.h>
@@ -189,11 +191,49 @@ std::string device_lock_key(const DeviceInfo& dev) {
   return dev.backend + "-" + host;
 }
 
+// The run key of a re-timing: apart from the measurement's own, so that a worker started after
+// a crash skips what this command has re-timed already, not what earlier runs measured.
+std::string remeasure_key(const std::string& workload_key, const std::string& config_key) {
+  return record_key(workload_key, config_key) + " | remeasure";
+}
+
+// The plan of `sweep --remeasure-noisy`: the timed configurations of each noisy decision's
+// workload in this folder's plan, those this command has not re-timed yet pending.
+std::vector<PlannedWorkload> remeasure_plan(const std::vector<NoisyPoint>& noisy,
+                                            const std::map<std::string, const Workload*>& mine,
+                                            const WorkerLink& link, int& total, int& resumed) {
+  std::vector<PlannedWorkload> plan;
+  std::map<std::string, std::size_t> at;
+  for (const NoisyPoint& np : noisy) {
+    const std::string key = np.workload.key();
+    const auto w = mine.find(key);
+    if (w == mine.end()) {
+      continue; // not this plan's: a results file always matches its profile and shard
+    }
+    auto [it, fresh] = at.try_emplace(key, plan.size());
+    if (fresh) {
+      plan.push_back({w->second, key, {}});
+    }
+    for (const KernelConfig& cfg : np.configs) {
+      ++total;
+      if (link.finished(remeasure_key(key, cfg.key()))) {
+        ++resumed;
+      } else {
+        plan[it->second].pending.push_back(cfg);
+      }
+    }
+  }
+  return plan;
+}
+
 // One worker's part of a sweep: open results.jsonl, take the device, measure what is neither in
 // it nor finished by earlier workers of this command, each a checked run, appending each line
-// before reporting it to the supervisor, which keeps the tally and builds the table.
+// before reporting it to the supervisor, which keeps the tally and builds the table. With
+// `remeasure` it times those configurations again instead, with remeasure_timing(); each new line
+// replaces the earlier one (to_records keeps the last), except after an error, which is reported
+// but not written, so a transient failure does not cost a measurement the table had.
 int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool resume,
-                 const WorkerLink& link) {
+                 const std::vector<NoisyPoint>* remeasure, const WorkerLink& link) {
   const DeviceInfo& dev = be.info();
   // The plan: the profile's workloads (this shard's only) and the configurations of each.
   const std::vector<Workload> all_workloads = expand_workloads(prof);
@@ -228,19 +268,27 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
   std::vector<PlannedWorkload> plan;
   int total = 0;
   int resumed = 0;
-  for (const std::size_t i : mine) {
-    const Workload& w = all_workloads[i];
-    PlannedWorkload pw{&w, w.key(), {}};
-    for (const auto& c : all_configs[i]) {
-      ++total;
-      const std::string key = record_key(pw.key, c.key());
-      if (log.done.count(key) || link.finished(key)) {
-        ++resumed;
-      } else {
-        pw.pending.push_back(c);
-      }
+  if (remeasure != nullptr) {
+    std::map<std::string, const Workload*> by_key;
+    for (const std::size_t i : mine) {
+      by_key[all_workloads[i].key()] = &all_workloads[i];
     }
-    plan.push_back(std::move(pw));
+    plan = remeasure_plan(*remeasure, by_key, link, total, resumed);
+  } else {
+    for (const std::size_t i : mine) {
+      const Workload& w = all_workloads[i];
+      PlannedWorkload pw{&w, w.key(), {}};
+      for (const auto& c : all_configs[i]) {
+        ++total;
+        const std::string key = record_key(pw.key, c.key());
+        if (log.done.count(key) || link.finished(key)) {
+          ++resumed;
+        } else {
+          pw.pending.push_back(c);
+        }
+      }
+      plan.push_back(std::move(pw));
+    }
   }
   link.opened(be);
   link.plan(total, resumed);
@@ -251,7 +299,21 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
   link.end();
 
   RunRequest req;
-  req.timing = prof.timing;
+  req.timing = remeasure != nullptr ? remeasure_timing(prof.timing) : prof.timing;
+  const auto identity = [&](const PlannedWorkload& pw, const KernelConfig& cfg, uint64_t seed) {
+    if (remeasure == nullptr) {
+      return RunIdentity{record_key(pw.key, cfg.key()), cfg, record_base(pw, cfg, seed)};
+    }
+    json base = record_base(pw, cfg, seed);
+    base["remeasure_factor"] = kRemeasureFactor;
+    return RunIdentity{remeasure_key(pw.key, cfg.key()), cfg, base};
+  };
+  const auto record = [&](const RunIdentity& run, const CheckedRunResult& r, const Problem& pr) {
+    if (remeasure == nullptr || r.status != RunStatus::error) {
+      log.out->append(measurement_record(run.context, r, pr));
+    }
+    link.result(run, r);
+  };
   for (const PlannedWorkload& pw : plan) {
     if (pw.pending.empty()) {
       continue;
@@ -266,20 +328,17 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
       // A workload too large for host memory is a finding about the profile, not a reason to
       // lose the rest of the sweep: record it against each of its configurations.
       for (const KernelConfig& cfg : pw.pending) {
-        const RunIdentity run{record_key(pw.key, cfg.key()), cfg, record_base(pw, cfg, seed)};
         CheckedRunResult r;
         r.status = RunStatus::error;
         r.reason = std::string("cannot build the problem: ") + e.what();
-        log.out->append(measurement_record(run.context, r, Problem{}));
-        link.result(run, r);
+        record(identity(pw, cfg, seed), r, Problem{});
       }
       continue;
     }
     for (const KernelConfig& cfg : pw.pending) {
-      const RunIdentity run{record_key(pw.key, cfg.key()), cfg, record_base(pw, cfg, seed)};
+      const RunIdentity run = identity(pw, cfg, seed);
       const CheckedRunResult r = checked_run(link, be, *subject, run, req);
-      log.out->append(measurement_record(run.context, r, subject->problem()));
-      link.result(run, r);
+      record(run, r, subject->problem());
     }
   }
   return 0;
@@ -318,11 +377,16 @@ public:
       return;
     }
     started_ = true;
-    sum_.total = m.total;
-    sum_.resumed = m.resumed;
     if (progress_) {
       progress_->finish();
     }
+    if (remeasuring_) {
+      sum_.remeasure_planned = m.total;
+      progress_.emplace(opt_.progress, opt_.progress_tty, m.total, m.resumed);
+      return;
+    }
+    sum_.total = m.total;
+    sum_.resumed = m.resumed;
     progress_.emplace(opt_.progress, opt_.progress_tty, sum_.total, sum_.resumed);
     if (sum_.resumed > 0) {
       progress_->note("resuming: " + std::to_string(sum_.resumed) + " of " +
@@ -332,6 +396,15 @@ public:
 
   void result(const RunIdentity& run, const CheckedRunResult& r) {
     const json& base = run.context;
+    if (remeasuring_) {
+      (r.status == RunStatus::passed ? sum_.remeasured : sum_.remeasure_other) += 1;
+      if (r.status == RunStatus::fault) {
+        append_after_valid(sum_.results_path, measurement_record(base, r, Problem{}));
+      }
+      progress().step(shown(r), "re-timed " + base.value("workload_key", "") + " " +
+                                    base.value("config_key", ""));
+      return;
+    }
     switch (r.status) {
     case RunStatus::passed:
       ++sum_.ok;
@@ -356,6 +429,22 @@ public:
   }
 
   void note(const std::string& text) { progress().note(text); }
+
+  // The decisions of the table as results.jsonl stands now that rest on timings within noise.
+  [[nodiscard]] std::vector<NoisyPoint> noisy_now() const {
+    return noisy_decision_points(to_records(read_results(sum_.results_path).lines));
+  }
+
+  // What follows is the re-timing of `noisy` (SweepOptions::remeasure_noisy): its own plan and
+  // progress line, tallied apart from the sweep's measurements.
+  void begin_remeasure(const std::vector<NoisyPoint>& noisy) {
+    remeasuring_ = true;
+    started_ = false;
+    sum_.noisy_before = int(noisy.size());
+    progress().note("re-timing the v1 and v2 configurations at " + std::to_string(noisy.size()) +
+                    " decision" + (noisy.size() == 1 ? "" : "s") + " within noise with " +
+                    std::to_string(kRemeasureFactor) + "x the profile's repetitions");
+  }
 
   void say(const std::string& text) {
     if (opt_.info != nullptr && said_.insert(text).second) {
@@ -418,7 +507,8 @@ private:
   const SweepOptions& opt_;
   std::optional<FolderLock> lock_;
   std::optional<SweepProgress> progress_;
-  bool started_ = false; // the first worker's plan has been seen
+  bool started_ = false;     // the first worker's plan has been seen
+  bool remeasuring_ = false; // the re-timing of noisy decisions is under way
   SweepSummary sum_;
   json device_;
   json kernels_;
@@ -430,23 +520,44 @@ private:
 SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& backend,
                               const Profile& prof, const SweepOptions& opt, bool in_process) {
   SweepSession tally(prof, opt);
-  CheckedSession session;
-  session.work = [&](const WorkerLink& link, int worker) {
-    // A later worker continues the file the first one started, whatever --resume said.
-    return sweep_worker(backend(link), prof, opt, opt.resume || worker > 0, link);
+  // One supervised session for the sweep's own measurements, then (remeasure_noisy) one that
+  // re-times the noisy decisions they and the earlier runs' make.
+  const auto supervise = [&](const std::vector<NoisyPoint>* remeasure) {
+    CheckedSession session;
+    session.work = [&](const WorkerLink& link, int worker) {
+      // A later worker continues the file the first one started, whatever --resume said.
+      const bool resume = opt.resume || worker > 0 || remeasure != nullptr;
+      return sweep_worker(backend(link), prof, opt, resume, remeasure, link);
+    };
+    session.on_opened = [&](const OpenedMsg& m) { tally.opened(m); };
+    session.on_plan = [&](const PlanMsg& m) { tally.planned(m); };
+    session.on_result = [&](const RunIdentity& run, const CheckedRunResult& r) {
+      tally.result(run, r);
+    };
+    session.on_log = [&](const std::string& text) { tally.note(text); };
+    session.on_say = [&](const std::string& text) { tally.say(text); };
+    (void)session.run(in_process);
   };
-  session.on_opened = [&](const OpenedMsg& m) { tally.opened(m); };
-  session.on_plan = [&](const PlanMsg& m) { tally.planned(m); };
-  session.on_result = [&](const RunIdentity& run, const CheckedRunResult& r) {
-    tally.result(run, r);
-  };
-  session.on_log = [&](const std::string& text) { tally.note(text); };
-  session.on_say = [&](const std::string& text) { tally.say(text); };
-  (void)session.run(in_process);
+  supervise(nullptr);
+  if (opt.remeasure_noisy) {
+    const std::vector<NoisyPoint> noisy = tally.noisy_now();
+    if (!noisy.empty()) {
+      tally.begin_remeasure(noisy);
+      supervise(&noisy);
+    }
+  }
   return tally.finish();
 }
 
 } // namespace
+
+TimingOptions remeasure_timing(TimingOptions t) {
+  t.min_reps *= kRemeasureFactor;
+  t.max_reps *= kRemeasureFactor;
+  t.max_seconds *= kRemeasureFactor;
+  t.target_noise /= kRemeasureFactor;
+  return t;
+}
 
 uint64_t workload_seed(uint64_t sweep_seed, const Workload& w) {
   Rng r(sweep_seed ^ fnv1a(w.key()));

@@ -23,6 +23,8 @@ struct SweepOptions {
   std::string out_dir = "attn-tune-out"; // results.jsonl and threshold_table.json go here
   bool resume = false;                   // continue the results.jsonl already in out_dir
   bool retry_faults = false;             // with resume: measure `fault` records again
+  bool remeasure_noisy = false;          // with resume: time the noisy decisions' configurations
+                                         // again, with remeasure_timing()
   bool wait_for_device = true;           // wait for another process timing on the device
   bool in_process = false;               // measure in this process (no worker, no isolation)
   uint64_t seed = 1;                     // test data seeds derive from it and the workload
@@ -42,11 +44,25 @@ struct SweepSummary {
   int skipped = 0;
   int errors = 0;
   int faults = 0; // configurations that crashed or hung a worker
+  // With remeasure_noisy: the decisions resting on timings within noise before re-timing, the
+  // configurations re-timed for them, and how many of those passed (their lines now stand) or
+  // ended otherwise (failed and fault lines stand too; after an error the earlier line stands).
+  int noisy_before = 0;
+  int remeasure_planned = 0;
+  int remeasured = 0;
+  int remeasure_other = 0;
   std::string results_path;
   std::string table_path;
   std::string published_path;
   nlohmann::json table;
 };
+
+// `sweep --remeasure-noisy` times every configuration timed at a noisy decision's length again
+// (NoisyPoint) with this many times the profile's repetitions (min and max) and time budget, and
+// its noise target divided by it, so that the timing does not stop at the spread that left the
+// call within noise.
+inline constexpr int kRemeasureFactor = 4;
+[[nodiscard]] TimingOptions remeasure_timing(TimingOptions t);
 
 // Measures in this process on `be`: a crash ends the sweep (for tests and debuggers).
 [[nodiscard]] SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt);

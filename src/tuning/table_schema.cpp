@@ -2,6 +2,7 @@
 // path in the error so a broken table says where it breaks.
 #include "src/tuning/table_schema.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -131,6 +132,48 @@ struct SchemaCheck {
     }
     return out;
   }
+  static void family(const json& obj, const std::string& path, const char* key) {
+    const json& v = field(obj, path, key);
+    if (v != "v1" && v != "v2") {
+      fail(sub(path, key), "expected \"v1\" or \"v2\"");
+    }
+  }
+  static void int_or_null(const json& obj, const std::string& path, const char* key) {
+    const json& v = field(obj, path, key);
+    if (!v.is_number_integer() && !v.is_null()) {
+      fail(sub(path, key), "expected a context length or null");
+    }
+  }
+  // Optional since tables made before it lack it: each entry names a measured length whose
+  // comparison was within noise.
+  static void noisy_decisions(const json& p, const std::string& path) {
+    if (!p.contains("noisy_decisions")) {
+      return;
+    }
+    const json& list = array(p, path, "noisy_decisions");
+    const json& measured = array(p, path, "measured");
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const std::string np = path + ".noisy_decisions[" + std::to_string(k) + "]";
+      const json& n = list[k];
+      integer(n, np, "context_len");
+      family(n, np, "decision");
+      family(n, np, "faster");
+      number(n, np, "margin");
+      number(n, np, "noise");
+      int_or_null(n, np, "carried_from");
+      int_or_null(n, np, "switch_at");
+      if (n.contains("remeasured")) {
+        boolean(n, np, "remeasured");
+      }
+      const bool listed = std::any_of(measured.begin(), measured.end(), [&](const json& m) {
+        return m.is_object() && m.value("context_len", -1) == n["context_len"] &&
+               m.value("within_noise", false);
+      });
+      if (!listed) {
+        fail(np + ".context_len", "not a measured length within noise");
+      }
+    }
+  }
   // Version 2: `v2_intervals`, and `v2_from` where present must say the same.
   static void decision(const json& p, const std::string& path) {
     const auto ivs = intervals(p, path);
@@ -211,6 +254,9 @@ void validate_table(const nlohmann::json& t) {
     }
     for (std::size_t k = 0; k < measured.size(); ++k) {
       S::entry(measured[k], path + ".measured[" + std::to_string(k) + "]", version);
+    }
+    if (version >= 2) {
+      S::noisy_decisions(p, path);
     }
   }
   const json& prefill = S::array(t, "", "prefill");

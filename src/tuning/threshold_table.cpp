@@ -21,20 +21,22 @@ struct TimedConfig {
   double median_s = kInf;
   double p25_s = 0.0;
   double p75_s = 0.0;
+  bool remeasured = false; // timed by `sweep --remeasure-noisy`
   [[nodiscard]] double iqr_s() const { return std::max(0.0, p75_s - p25_s); }
 };
 
 TimedConfig timed_config(const MeasurementRecord& r) {
-  return {r.config, r.median_s, r.p25_s, r.p75_s};
+  return {r.config, r.median_s, r.p25_s, r.p75_s, r.remeasured};
 }
 
 // Everything measured on one decode workload.
 struct WorkloadBest {
   Workload w;
-  DecodePoint pt;   // what the crossover, the rule fit and the regret see
-  TimedConfig best; // the fastest configuration; its time is pt.best_s
-  TimedConfig v1;   // the fastest decode_v1 configuration
-  TimedConfig v2;   // the fastest decode_v2 configuration, any partition
+  DecodePoint pt;                  // what the crossover, the rule fit and the regret see
+  TimedConfig best;                // the fastest configuration; its time is pt.best_s
+  TimedConfig v1;                  // the fastest decode_v1 configuration
+  TimedConfig v2;                  // the fastest decode_v2 configuration, any partition
+  std::vector<KernelConfig> timed; // every configuration with a time, in record order
 };
 
 // The fastest configuration measured on one prefill workload.
@@ -143,6 +145,7 @@ void add_decode(BestTimings& t, const std::string& key, const MeasurementRecord&
     b.pt = point_of(r.workload);
   }
   b.pt.by_config[r.config.key()] = r.median_s;
+  b.timed.push_back(r.config);
   if (r.median_s < b.pt.best_s) {
     b.pt.best_s = r.median_s;
     b.best = timed_config(r);
@@ -238,30 +241,76 @@ json measured_entry(const WorkloadBest& b) {
   return j;
 }
 
-// One entry per shape point: its measured context lengths in order, and where v2 is chosen.
-json decode_points_json(const std::vector<const WorkloadBest*>& sweep) {
+// One shape point: its workloads by ascending context length and the crossover they make.
+struct ShapePoint {
+  std::vector<const WorkloadBest*> by_context;
+  Crossover cross;
+  [[nodiscard]] const WorkloadBest& at(int context_len) const {
+    return **std::find_if(by_context.begin(), by_context.end(),
+                          [&](const WorkloadBest* b) { return b->w.context_len == context_len; });
+  }
+};
+
+// The sweep's decode workloads grouped into shape points, in ShapeKey order.
+std::vector<ShapePoint> shape_points(const std::vector<const WorkloadBest*>& sweep) {
   std::map<ShapeKey, std::vector<const WorkloadBest*>> shapes;
   for (const auto* b : sweep) {
     shapes[shape_key_of(b->w)].push_back(b);
   }
-  json points = json::array();
+  std::vector<ShapePoint> out;
   for (auto& [shape, list] : shapes) {
     std::sort(list.begin(), list.end(), [](const WorkloadBest* x, const WorkloadBest* y) {
       return x->w.context_len < y->w.context_len;
     });
     std::vector<ContextTiming> ct;
-    json measured = json::array();
     for (const auto* b : list) {
       ct.push_back(context_timing(*b));
+    }
+    out.push_back({list, find_crossover(ct)});
+  }
+  return out;
+}
+
+const char* family_word(bool v2) { return v2 ? "v2" : "v1"; }
+
+json optional_int(const std::optional<int>& v) { return v ? json(*v) : json(nullptr); }
+
+// The point's decisions that rest on timings within noise (docs/threshold-table.md).
+json noisy_json(const ShapePoint& sp) {
+  json out = json::array();
+  for (const NoisyDecision& n : sp.cross.noisy) {
+    const WorkloadBest& b = sp.at(n.context_len);
+    json j = {{"context_len", n.context_len},
+              {"decision", family_word(n.v2)},
+              {"faster", family_word(n.v2_faster)},
+              {"margin", n.margin},
+              {"noise", n.noise},
+              {"carried_from", optional_int(n.carried_from)},
+              {"switch_at", optional_int(n.switch_at)}};
+    // Both compared timings already come from `--remeasure-noisy`: more repetitions did not
+    // settle it.
+    j["remeasured"] = b.v1.remeasured && b.v2.remeasured;
+    out.push_back(j);
+  }
+  return out;
+}
+
+// One entry per shape point: its measured context lengths in order, where v2 is chosen, and
+// which of those decisions rest on timings within noise.
+json decode_points_json(const std::vector<ShapePoint>& shapes) {
+  json points = json::array();
+  for (const ShapePoint& sp : shapes) {
+    json measured = json::array();
+    for (const auto* b : sp.by_context) {
       measured.push_back(measured_entry(*b));
     }
-    const Crossover cross = find_crossover(ct);
-    json pj = shape_json(list.front()->w);
-    pj["v2_intervals"] = cross.intervals_json();
-    if (const auto from = cross.v2_from_json()) {
+    json pj = shape_json(sp.by_context.front()->w);
+    pj["v2_intervals"] = sp.cross.intervals_json();
+    if (const auto from = sp.cross.v2_from_json()) {
       pj["v2_from"] = *from;
     }
     pj["measured"] = measured;
+    pj["noisy_decisions"] = noisy_json(sp);
     points.push_back(pj);
   }
   return points;
@@ -345,6 +394,18 @@ std::vector<WorkloadPoint> decode_workload_points(const std::vector<MeasurementR
   return out;
 }
 
+std::vector<NoisyPoint> noisy_decision_points(const std::vector<MeasurementRecord>& records) {
+  const BestTimings best = best_timings(records);
+  std::vector<NoisyPoint> out;
+  for (const ShapePoint& sp : shape_points(split_held_out(best).sweep.workloads)) {
+    for (const NoisyDecision& n : sp.cross.noisy) {
+      const WorkloadBest& b = sp.at(n.context_len);
+      out.push_back({b.w, n, b.timed});
+    }
+  }
+  return out;
+}
+
 nlohmann::json build_threshold_table(const std::vector<MeasurementRecord>& records,
                                      const nlohmann::json& provenance, int sm_count) {
   const BestTimings best = best_timings(records);
@@ -355,7 +416,7 @@ nlohmann::json build_threshold_table(const std::vector<MeasurementRecord>& recor
                 {"version", attn_tune::kTableSchemaVersion},
                 {"provenance", provenance},
                 {"measurement_counts", best.counts},
-                {"decode", decode_points_json(sets.sweep.workloads)},
+                {"decode", decode_points_json(shape_points(sets.sweep.workloads))},
                 {"prefill", prefill_points_json(best)},
                 {"held_out", held_out_points_json(sets.held_out)}};
   table["rule"] = rule_json(fit, candidates);

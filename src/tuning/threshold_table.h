@@ -30,4 +30,17 @@ struct WorkloadPoint {
 [[nodiscard]] std::vector<WorkloadPoint>
 decode_workload_points(const std::vector<MeasurementRecord>& records);
 
+// A decision of the table that rests on timings within noise (crossover.h), with the workload
+// measured there and every decode_v1 and decode_v2 configuration timed on it: what
+// `sweep --remeasure-noisy` times again. All of them, not only the two fastest: a fastest one
+// timed again with more repetitions would otherwise lose its place to a sibling whose few noisy
+// repetitions happened to come out low. Sweep points only, in the table's order.
+struct NoisyPoint {
+  Workload workload;
+  NoisyDecision decision;
+  std::vector<KernelConfig> configs; // in the order the results hold them
+};
+[[nodiscard]] std::vector<NoisyPoint>
+noisy_decision_points(const std::vector<MeasurementRecord>& records);
+
 } // namespace attn

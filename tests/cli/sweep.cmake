@@ -70,3 +70,76 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                          FIXTURES_REQUIRED quick_table DEPENDS cli.sweep_quick_resume)
   endif()
 endif()
+
+# Decisions that rest on timings within noise (docs/threshold-table.md). The noise is planted,
+# not waited for: after a tiny real sweep, every line of its results.jsonl gets an interquartile
+# range of a whole second, so every length is within noise whatever the machine did; the resumed
+# sweep then lists them on stderr and in the table, and --remeasure-noisy times them again.
+attn_cli_test(NAME sweep_remeasure_noisy_needs_resume EXIT 2
+              REGEX "--remeasure-noisy .* needs --resume"
+              ARGS sweep --device cpu --profile quick --remeasure-noisy)
+if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
+  file(WRITE ${ATTN_CLI_DATA}/noisy_profile.json
+       "{\"name\": \"noisy\", \"decode\": {\"batch\": [1], \"context_len\": [64, 300],\n"
+       " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
+       " \"dtype\": [\"fp32\"]},\n"
+       " \"timing\": {\"warmup\": 1, \"min_reps\": 3, \"max_reps\": 10, \"max_seconds\": 0.05}}\n")
+  file(WRITE ${ATTN_CLI_DATA}/plant_noise.cmake [=[
+# Gives every measurement of results.jsonl (-DFILE=) an interquartile range of a whole second.
+file(READ "${FILE}" text)
+string(REGEX REPLACE "\"p25_s\":[-+.eE0-9]+" "\"p25_s\":0.0" text "${text}")
+string(REGEX REPLACE "\"p75_s\":[-+.eE0-9]+" "\"p75_s\":1.0" text "${text}")
+file(WRITE "${FILE}" "${text}")
+]=])
+  file(WRITE ${ATTN_CLI_DATA}/check_remeasured.cmake [=[
+# results.jsonl (-DFILE=) holds WANT re-timed lines, and the table (-DTABLE=) was written again.
+file(READ "${FILE}" text)
+string(REGEX MATCHALL "\"remeasure_factor\":4" found "${text}")
+list(LENGTH found n)
+if(NOT n EQUAL "${WANT}")
+  message(FATAL_ERROR "expected ${WANT} re-timed lines in ${FILE}, found ${n}")
+endif()
+if(NOT EXISTS "${TABLE}")
+  message(FATAL_ERROR "--remeasure-noisy did not write ${TABLE}")
+endif()
+]=])
+  set(noisy_out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_noisy_out)
+  set(noisy_args --device cpu --profile ${ATTN_CLI_DATA}/noisy_profile.json --threads 2 --quiet
+                 --no-report --out ${noisy_out})
+  add_test(NAME cli.sweep_noisy_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${noisy_out})
+  attn_cli_test(NAME sweep_noisy_cpu EXIT 0 REGEX "sweep: 16 measurements" ARGS sweep ${noisy_args})
+  add_test(NAME cli.sweep_noisy_plant
+           COMMAND ${CMAKE_COMMAND} -DFILE=${noisy_out}/results.jsonl
+                   -P ${ATTN_CLI_DATA}/plant_noise.cmake)
+  # Both lengths within noise and none beyond it: v1 stands by default at both, and says so.
+  attn_cli_test(NAME sweep_noisy_warns EXIT 0
+                REGEX "sweep: 2 decisions rest on timings within noise.*sweep:   fp32 d=32 bs=16 kvh=1 gqa=2 batch=1 ctx 64: v1 by default \\(no length beyond noise\\).*sweep: re-time them with 4x the repetitions: attn-tune sweep --profile [^\n]*noisy_profile\\.json --out [^\n]*sweep_noisy_out --resume --remeasure-noisy"
+                ARGS sweep --resume ${noisy_args})
+  attn_cli_test(NAME sweep_noisy_show EXIT 0
+                REGEX "noisy decisions: 2 decisions rest on timings within noise.*batch=1 ctx 300: v1 by default"
+                ARGS table show ${noisy_out}/threshold_table.json)
+  add_test(NAME cli.sweep_noisy_drop_table
+           COMMAND ${CMAKE_COMMAND} -E rm -f ${noisy_out}/threshold_table.json)
+  # Every configuration of both lengths is timed again (2 x 8 runs); how the new timings come
+  # out is the machine's business, so only the re-timing and the new table are checked.
+  attn_cli_test(NAME sweep_remeasure_noisy EXIT 0
+                REGEX "re-timed 16 of 16 configurations at 2 noisy decisions with 4x.*sweep: table [^\n]*threshold_table\\.json"
+                ARGS sweep --resume --remeasure-noisy ${noisy_args})
+  add_test(NAME cli.sweep_remeasure_noisy_wrote
+           COMMAND ${CMAKE_COMMAND} -DFILE=${noisy_out}/results.jsonl -DWANT=16
+                   -DTABLE=${noisy_out}/threshold_table.json
+                   -P ${ATTN_CLI_DATA}/check_remeasured.cmake)
+  set(noisy_chain sweep_noisy_clean sweep_noisy_cpu sweep_noisy_plant sweep_noisy_warns
+                  sweep_noisy_show sweep_noisy_drop_table sweep_remeasure_noisy
+                  sweep_remeasure_noisy_wrote)
+  set(previous "")
+  foreach(step ${noisy_chain})
+    set_tests_properties(cli.${step} PROPERTIES LABELS "cli" FIXTURES_SETUP noisy_${step})
+    if(previous)
+      set_tests_properties(cli.${step} PROPERTIES FIXTURES_REQUIRED noisy_${previous})
+    endif()
+    set(previous ${step})
+  endforeach()
+  set_tests_properties(cli.sweep_noisy_cpu cli.sweep_noisy_warns cli.sweep_remeasure_noisy
+                       PROPERTIES RESOURCE_LOCK cpu_timing)
+endif()

@@ -103,6 +103,58 @@ TEST(ThresholdTable, ShowSpellsOutIntervalsAndNoiseCalls) {
       << text;
 }
 
+TEST(ThresholdTable, ShowListsNoisyDecisionsWithTheRemedy) {
+  const KernelConfig v1{Family::decode_v1, {}};
+  const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};
+  // v1 beyond noise at 512, v2's median 1% lower within 5% noise at 2048, v2 beyond at 8192.
+  std::vector<MeasurementRecord> rs = {
+      spread_rec(2, 512, 8, v1, 1e-6, 0.01e-6),    spread_rec(2, 512, 8, v2, 2e-6, 0.01e-6),
+      spread_rec(2, 2048, 8, v1, 4.04e-6, 0.2e-6), spread_rec(2, 2048, 8, v2, 4e-6, 0.1e-6),
+      spread_rec(2, 8192, 8, v1, 20e-6, 0.1e-6),   spread_rec(2, 8192, 8, v2, 10e-6, 0.1e-6)};
+  json t = build_threshold_table(rs, provenance(), 16);
+  std::string text = cli::describe_table(t);
+  EXPECT_NE(text.find("noisy decisions: 1 decision rests on timings within noise"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("1 next to a switch between v1 and v2, which could move; 1 keeps the family "
+                      "with the slower median"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  fp16 d=128 bs=16 kvh=8 gqa=4 batch=2 ctx 2048: v1 carried from ctx 512, "
+                      "though v2's median is 1.0% faster (within the noise of 5.0%); the switch "
+                      "to v2 at ctx 8192 could lie this early\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("re-time them with 4x the repetitions: attn-tune sweep --resume "
+                      "--remeasure-noisy"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("or sweep on a quieter machine"), std::string::npos) << text;
+
+  // Already re-timed and still within noise: the remedy says more repetitions did not help.
+  t["decode"][0]["noisy_decisions"][0]["remeasured"] = true;
+  text = cli::describe_table(t);
+  EXPECT_NE(text.find("; still within noise after --remeasure-noisy\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("all were re-timed with 4x the repetitions already"), std::string::npos)
+      << text;
+
+  // Clear margins: the table says none; a table made before the list says nothing of it.
+  rs[2] = spread_rec(2, 2048, 8, v1, 8e-6, 0.1e-6);
+  t = build_threshold_table(rs, provenance(), 16);
+  text = cli::describe_table(t);
+  EXPECT_NE(text.find("noisy decisions: none: every decision rests on a difference beyond the "
+                      "measured noise\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("--remeasure-noisy"), std::string::npos) << text;
+  for (auto& p : t["decode"]) {
+    p.erase("noisy_decisions");
+  }
+  text = cli::describe_table(t);
+  EXPECT_EQ(text.find("noisy decisions"), std::string::npos) << text;
+  EXPECT_FALSE(cli::noisy_decisions_of(t).listed);
+}
+
 TEST(ThresholdTable, ShowReadsVersion1Tables) {
   json t = json::parse(
       std::ifstream(std::string(ATTN_SOURCE_DIR) + "/python/testdata/synthetic_table_v1.json"));

@@ -2,8 +2,10 @@
 // shape, every rule's regret), the page loads nothing and runs nothing, and CSV quoting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "src/report/report_html.h"
 #include "src/tuning/threshold_table.h"
@@ -63,6 +65,82 @@ TEST(ReportHtml, HoldsEveryView) {
   for (const auto& t : model_tables(m)) {
     EXPECT_NE(h.find("data-table=\"" + t.id + "\""), std::string::npos) << t.id;
   }
+}
+
+// One decode point whose decision at 2048 rests on timings within noise (v1 carried from 512,
+// v2's median 1% lower within a 5% spread, the switch to v2 at 8192 next), from `table`.
+ReportModel noisy_model(const std::function<void(nlohmann::json&)>& edit = {}) {
+  const KernelConfig v1{Family::decode_v1, {}};
+  const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};
+  ReportSource src;
+  src.given = "noisy";
+  src.table_path = "noisy/threshold_table.json";
+  src.table = build_threshold_table(
+      {fixtures::spread_rec(2, 512, 8, v1, 1e-6, 0.01e-6),
+       fixtures::spread_rec(2, 512, 8, v2, 2e-6, 0.01e-6),
+       fixtures::spread_rec(2, 2048, 8, v1, 4.04e-6, 0.2e-6),
+       fixtures::spread_rec(2, 2048, 8, v2, 4e-6, 0.1e-6),
+       fixtures::spread_rec(2, 8192, 8, v1, 20e-6, 0.1e-6),
+       fixtures::spread_rec(2, 8192, 8, v2, 10e-6, 0.1e-6)},
+      {{"device", {{"backend", "cpu"}, {"id", "cpu"}, {"name", "Test CPU"}}}}, 2);
+  if (edit) {
+    edit(src.table);
+  }
+  return build_report_model(src);
+}
+
+TEST(ReportHtml, MarksTheDecisionsThatRestOnNoise) {
+  const ReportModel m = noisy_model();
+  ASSERT_TRUE(m.noisy_listed);
+  ASSERT_EQ(m.noisy.size(), 1u);
+  EXPECT_EQ(m.noisy[0].context_len, 2048);
+  EXPECT_EQ(m.noisy[0].switch_at, 8192);
+  ASSERT_EQ(m.maps.size(), 1u);
+  EXPECT_TRUE(m.maps[0].cells.at({2, 2048}).noisy_decision);
+  EXPECT_FALSE(m.maps[0].cells.at({2, 512}).noisy_decision);
+  const std::string h = render_report_html(m, nullptr, nullptr, "attn-tune test");
+  // The cell's dashed frame (and the legend's), its words under the map and the count at a glance.
+  EXPECT_EQ(count(h, "class=\"noisy-cell\""), 2);
+  EXPECT_NE(h.find("the table&#39;s decision here rests on timings within noise"),
+            std::string::npos);
+  EXPECT_NE(h.find("1 decision rests on timings within noise (dashed frames):<ul><li>batch 2 ctx "
+                   "2048: v1 carried from 512, though v2&#39;s median is 1% faster (within the "
+                   "noise of 5%); the switch to v2 at 8192 could lie this early</li></ul>"),
+            std::string::npos)
+      << h;
+  EXPECT_NE(h.find("<strong>1 decision rests</strong> on timings within noise"), std::string::npos);
+  EXPECT_NE(h.find("attn-tune sweep --resume --remeasure-noisy"), std::string::npos);
+  EXPECT_NE(h.find("Those next to a switch between v1 and v2, which could move"),
+            std::string::npos);
+  // The decision map's numbers say which cells they are.
+  for (const auto& t : model_tables(m)) {
+    if (t.id != "decision_map") {
+      continue;
+    }
+    const auto col = std::find(t.columns.begin(), t.columns.end(), "noisy_decision");
+    ASSERT_NE(col, t.columns.end());
+    int yes = 0;
+    for (const auto& row : t.rows) {
+      yes += row[std::size_t(col - t.columns.begin())] == "yes" ? 1 : 0;
+    }
+    EXPECT_EQ(yes, 1);
+  }
+
+  // A table made before the list: nothing said either way.
+  const ReportModel older = noisy_model([](nlohmann::json& t) {
+    for (auto& p : t["decode"]) {
+      p.erase("noisy_decisions");
+    }
+  });
+  EXPECT_FALSE(older.noisy_listed);
+  const std::string ho = render_report_html(older, nullptr, nullptr, "attn-tune test");
+  EXPECT_EQ(ho.find("Decisions resting on timings within noise"), std::string::npos);
+  EXPECT_EQ(count(ho, "class=\"noisy-cell\""), 0) << "no frame, and no legend for one";
+  // Clear margins: none, said so.
+  const std::string hc = render_report_html(fixture_model(), nullptr, nullptr, "attn-tune test");
+  EXPECT_NE(hc.find("None: every decision of the table rests on a difference beyond the measured "
+                    "noise."),
+            std::string::npos);
 }
 
 TEST(ReportHtml, AgainstShowsBothAndTheDifferingCalls) {

@@ -115,5 +115,80 @@ TEST(Crossover, MissingTimingsLoseAndEmptyLengthsAreSkipped) {
   EXPECT_FALSE(c.comparisons[2].measured);
 }
 
+TEST(NoisyDecisions, AClearCrossoverFlagsNothing) {
+  // v1 beyond noise at the short lengths, v2 beyond noise at the long ones: every decision is
+  // measured where it is made, as on a quiet machine with clear margins.
+  Crossover c = find_crossover(timings(kCtx, {1, 2, 4, 8}, {2, 3, 3, 4}, 0.1));
+  EXPECT_EQ(c.v2_from_json(), json(2048));
+  EXPECT_TRUE(c.noisy.empty());
+  // Missing families lose beyond noise: nothing to flag either.
+  c = find_crossover(timings(kCtx, {1, 2, kInf, 8}, {2, kInf, kInf, 4}));
+  EXPECT_TRUE(c.noisy.empty());
+  EXPECT_TRUE(find_crossover({}).noisy.empty());
+}
+
+TEST(NoisyDecisions, AWithinNoiseLengthCarriesItsDecisionAndIsFlagged) {
+  // The case: the crossover lies near 6400 keys; at 8192 v2's median is 1% faster but
+  // the noise is 5%, so the table keeps v1 there and switches at 12288 instead.
+  const std::vector<int> ctx = {2048, 4096, 8192, 12288, 16384};
+  Crossover c = find_crossover(timings(ctx, {10, 20, 40.0, 60, 80}, {14, 24, 39.6, 50, 60}, 2.0));
+  EXPECT_EQ(c.v2_from_json(), json(12288));
+  ASSERT_EQ(c.noisy.size(), 1u);
+  const NoisyDecision& n = c.noisy[0];
+  EXPECT_EQ(n.context_len, 8192);
+  EXPECT_FALSE(n.v2);
+  EXPECT_TRUE(n.v2_faster);
+  EXPECT_TRUE(n.against_median());
+  EXPECT_NEAR(n.margin, 40.0 / 39.6 - 1, 1e-12);
+  EXPECT_NEAR(n.noise, 2.0 / 39.6, 1e-12);
+  EXPECT_EQ(n.carried_from, 4096);
+  EXPECT_EQ(n.switch_at, 12288) << "the switch could lie as early as 8192";
+  // Two within-noise lengths before the switch: both could move it, both carry from 2048.
+  c = find_crossover(timings(ctx, {10, 20.0, 40.0, 60, 80}, {14, 19.8, 40.2, 50, 60}, 2.0));
+  ASSERT_EQ(c.noisy.size(), 2u);
+  EXPECT_EQ(c.noisy[0].context_len, 4096);
+  EXPECT_EQ(c.noisy[0].carried_from, 2048);
+  EXPECT_EQ(c.noisy[0].switch_at, 12288);
+  EXPECT_TRUE(c.noisy[0].against_median());
+  EXPECT_EQ(c.noisy[1].context_len, 8192);
+  EXPECT_EQ(c.noisy[1].switch_at, 12288);
+  EXPECT_FALSE(c.noisy[1].against_median()) << "v1 kept where v1's median is faster";
+}
+
+TEST(NoisyDecisions, LeadingTrailingAndUndecidedLengths) {
+  // Leading lengths within noise take the first decision beyond noise: carried from a longer
+  // length, and no switch to move.
+  Crossover c = find_crossover(timings(kCtx, {1.0, 2.0, 4, 8}, {1.1, 1.9, 2, 4}, 0.2));
+  EXPECT_EQ(c.v2_from_json(), json("always"));
+  ASSERT_EQ(c.noisy.size(), 2u);
+  EXPECT_EQ(c.noisy[0].context_len, 128);
+  EXPECT_TRUE(c.noisy[0].v2);
+  EXPECT_FALSE(c.noisy[0].v2_faster);
+  EXPECT_EQ(c.noisy[0].carried_from, 2048);
+  EXPECT_FALSE(c.noisy[0].switch_at.has_value());
+  EXPECT_EQ(c.noisy[1].carried_from, 2048);
+  // A trailing length within noise keeps the last decision to the open end: no switch after it.
+  c = find_crossover(timings(kCtx, {1, 2, 4, 8.0}, {2, 3, 3, 7.9}, 0.5));
+  ASSERT_EQ(c.noisy.size(), 1u);
+  EXPECT_EQ(c.noisy[0].context_len, 8192);
+  EXPECT_TRUE(c.noisy[0].v2);
+  EXPECT_EQ(c.noisy[0].carried_from, 2048);
+  EXPECT_FALSE(c.noisy[0].switch_at.has_value());
+  // A v2 run between two switches: the within-noise length inside it borders the switch back.
+  c = find_crossover(timings({128, 512, 2048, 8192}, {1, 5, 5.0, 1}, {2, 1, 5.1, 2}, 0.2));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[512, 8192]]"));
+  ASSERT_EQ(c.noisy.size(), 1u);
+  EXPECT_EQ(c.noisy[0].carried_from, 512);
+  EXPECT_EQ(c.noisy[0].switch_at, 8192);
+  // Nothing beyond noise: v1 stands by default, carried from nowhere, at every length.
+  c = find_crossover(timings(kCtx, {1.0, 2.0, 4.0, 8.0}, {1.1, 1.9, 4.1, 7.9}, 0.2));
+  ASSERT_EQ(c.noisy.size(), 4u);
+  for (const NoisyDecision& n : c.noisy) {
+    EXPECT_FALSE(n.v2);
+    EXPECT_FALSE(n.carried_from.has_value());
+    EXPECT_FALSE(n.switch_at.has_value());
+  }
+}
+
 } // namespace
 } // namespace attn

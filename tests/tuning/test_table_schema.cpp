@@ -103,6 +103,47 @@ TEST(TableSchema, ChecksTheVersion2DecisionAndNoiseFields) {
   EXPECT_EQ(schema_error_of(broken), "threshold table: version: expected 1 to 2, got 3");
 }
 
+TEST(TableSchema, NoisyDecisionsAreOptionalAndChecked) {
+  // batch 1: v1 beyond noise at 512, within noise at 2048, v2 beyond noise at 8192.
+  const KernelConfig v1{Family::decode_v1, {}};
+  const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};
+  json t = full_table();
+  const json prov = t["provenance"];
+  t = build_threshold_table({fixtures::spread_rec(1, 512, 8, v1, 1e-5, 1e-7),
+                             fixtures::spread_rec(1, 512, 8, v2, 2e-5, 1e-7),
+                             fixtures::spread_rec(1, 2048, 8, v1, 4e-5, 2e-6),
+                             fixtures::spread_rec(1, 2048, 8, v2, 3.95e-5, 1e-6),
+                             fixtures::spread_rec(1, 8192, 8, v1, 16e-5, 2e-6),
+                             fixtures::spread_rec(1, 8192, 8, v2, 9e-5, 2e-6)},
+                            prov, 16);
+  t["provenance"] = prov;
+  ASSERT_EQ(t["decode"][0]["noisy_decisions"].size(), 1u);
+  EXPECT_NO_THROW(validate_table(t));
+  // Tables made before the list existed have none: still a version-2 table.
+  json older = t;
+  older["decode"][0].erase("noisy_decisions");
+  EXPECT_NO_THROW(validate_table(older));
+  json broken = t;
+  broken["decode"][0]["noisy_decisions"] = "none";
+  EXPECT_EQ(schema_error_of(broken), "threshold table: decode[0].noisy_decisions: expected a list");
+  broken = t;
+  broken["decode"][0]["noisy_decisions"][0]["decision"] = "v3";
+  EXPECT_EQ(schema_error_of(broken),
+            "threshold table: decode[0].noisy_decisions[0].decision: expected \"v1\" or \"v2\"");
+  broken = t;
+  broken["decode"][0]["noisy_decisions"][0].erase("margin");
+  EXPECT_EQ(schema_error_of(broken),
+            "threshold table: decode[0].noisy_decisions[0].margin: missing");
+  broken = t;
+  broken["decode"][0]["noisy_decisions"][0]["switch_at"] = "soon";
+  EXPECT_EQ(schema_error_of(broken), "threshold table: decode[0].noisy_decisions[0].switch_at: "
+                                     "expected a context length or null");
+  broken = t;
+  broken["decode"][0]["noisy_decisions"][0]["context_len"] = 8192;
+  EXPECT_EQ(schema_error_of(broken), "threshold table: decode[0].noisy_decisions[0].context_len: "
+                                     "not a measured length within noise");
+}
+
 TEST(TableSchema, StillAcceptsVersion1Tables) {
   // The reader fixture kept at version 1 and every table the project ships (made before
   // version 2) must keep passing.

@@ -149,6 +149,78 @@ TEST(ThresholdTable, AWinWithinNoiseDoesNotFlipTheDecision) {
   // 33% there, beyond the noise; its v2 at 4096 is within it.
   EXPECT_EQ(t["regret"]["sweep"]["seed_engine"]["beyond_noise"], 1);
   expect_lookup_within_noise(t, "within-noise case");
+  // The decision at 4096 is v2 carried from 2048, not measured there: the table lists it.
+  ASSERT_EQ(p["noisy_decisions"].size(), 1u);
+  json n = p["noisy_decisions"][0];
+  EXPECT_NEAR(n["margin"].get<double>(), 1.0 / 60.0, 1e-12);
+  EXPECT_NEAR(n["noise"].get<double>(), 2.0 / 60.0, 1e-12);
+  n.erase("margin");
+  n.erase("noise");
+  EXPECT_EQ(n, json::parse(R"({"context_len": 4096, "decision": "v2", "faster": "v1",
+                               "carried_from": 2048, "switch_at": null, "remeasured": false})"));
+}
+
+// Every within-noise length of a sweep point is a noisy decision, held-out points are not, the
+// list survives the file round trip and the schema check, and noisy_decision_points names the
+// workload and every configuration to time again.
+TEST(ThresholdTable, ListsTheDecisionsThatRestOnNoise) {
+  const KernelConfig v2b{Family::decode_v2, {{"partition", 256}}};
+  std::vector<MeasurementRecord> rs = {
+      // batch 1: v1, then within noise at 2048 (v2's median lower), v2 beyond noise at 8192.
+      spread_rec(1, 512, 8, kV1, 10e-6, 0.1e-6), spread_rec(1, 512, 8, kV2, 20e-6, 0.1e-6),
+      spread_rec(1, 2048, 8, kV1, 40e-6, 2e-6), spread_rec(1, 2048, 8, kV2, 39.5e-6, 1e-6),
+      spread_rec(1, 2048, 8, v2b, 45e-6, 1e-6), spread_rec(1, 8192, 8, kV1, 160e-6, 2e-6),
+      spread_rec(1, 8192, 8, kV2, 90e-6, 2e-6),
+      // batch 4: clear margins everywhere.
+      spread_rec(4, 512, 8, kV1, 10e-6, 0.1e-6), spread_rec(4, 512, 8, kV2, 20e-6, 0.1e-6),
+      spread_rec(4, 8192, 8, kV1, 160e-6, 2e-6), spread_rec(4, 8192, 8, kV2, 90e-6, 2e-6)};
+  MeasurementRecord held1 = spread_rec(2, 4096, 8, kV1, 50e-6, 5e-6);
+  MeasurementRecord held2 = spread_rec(2, 4096, 8, kV2, 50.5e-6, 5e-6);
+  held1.workload.held_out = held2.workload.held_out = true;
+  rs.push_back(held1);
+  rs.push_back(held2);
+  const json t = build_threshold_table(rs, {{"device", {{"name", "synthetic"}}}}, 16);
+  ASSERT_EQ(t["decode"].size(), 2u);
+  const json& noisy = t["decode"][0]["noisy_decisions"];
+  ASSERT_EQ(noisy.size(), 1u);
+  EXPECT_EQ(noisy[0]["context_len"], 2048);
+  EXPECT_EQ(noisy[0]["decision"], "v1");
+  EXPECT_EQ(noisy[0]["faster"], "v2");
+  EXPECT_EQ(noisy[0]["carried_from"], 512);
+  EXPECT_EQ(noisy[0]["switch_at"], 8192);
+  EXPECT_EQ(t["decode"][1]["noisy_decisions"], json::array()) << "clear margins: none listed";
+  EXPECT_TRUE(t["held_out"][0]["within_noise"].get<bool>());
+
+  const json back = json::parse(t.dump(1));
+  EXPECT_EQ(back["decode"][0]["noisy_decisions"], noisy);
+
+  const std::vector<NoisyPoint> pts = noisy_decision_points(rs);
+  ASSERT_EQ(pts.size(), 1u) << "held-out points make no decision";
+  EXPECT_EQ(pts[0].workload.batch, 1);
+  EXPECT_EQ(pts[0].workload.context_len, 2048);
+  ASSERT_EQ(pts[0].configs.size(), 3u) << "every configuration timed there";
+  EXPECT_EQ(pts[0].configs[0].key(), kV1.key());
+  EXPECT_EQ(pts[0].configs[1].key(), kV2.key());
+  EXPECT_EQ(pts[0].configs[2].key(), v2b.key());
+  EXPECT_EQ(pts[0].decision.switch_at, 8192);
+
+  // Timed again (remeasured) and now apart: the decision is measured and the list empties.
+  MeasurementRecord again1 = spread_rec(1, 2048, 8, kV1, 40e-6, 0.1e-6);
+  MeasurementRecord again2 = spread_rec(1, 2048, 8, kV2, 39.5e-6, 0.1e-6);
+  again1.remeasured = again2.remeasured = true;
+  std::vector<MeasurementRecord> settled = rs;
+  settled[2] = again1;
+  settled[3] = again2;
+  const json t2 = build_threshold_table(settled, {{"device", {{"name", "synthetic"}}}}, 16);
+  EXPECT_EQ(t2["decode"][0]["noisy_decisions"], json::array());
+  EXPECT_EQ(t2["decode"][0]["v2_from"], 2048);
+  // Timed again and still within noise: the entry says that more repetitions did not settle it.
+  again1.p25_s = 39e-6;
+  again1.p75_s = 41e-6;
+  settled[2] = again1;
+  const json t3 = build_threshold_table(settled, {{"device", {{"name", "synthetic"}}}}, 16);
+  ASSERT_EQ(t3["decode"][0]["noisy_decisions"].size(), 1u);
+  EXPECT_TRUE(t3["decode"][0]["noisy_decisions"][0]["remeasured"].get<bool>());
 }
 
 // Random medians and spreads over several shapes: wherever the winner changes, and however often,
@@ -178,6 +250,18 @@ TEST(ThresholdTable, LookupRegretStaysWithinTheMeasuredNoise) {
       break;
     }
     for (const auto& p : t["decode"]) {
+      // The noisy decisions are exactly the within-noise lengths.
+      std::vector<int> within;
+      for (const auto& m : p["measured"]) {
+        if (m["within_noise"].get<bool>()) {
+          within.push_back(m["context_len"]);
+        }
+      }
+      std::vector<int> listed;
+      for (const auto& n : p["noisy_decisions"]) {
+        listed.push_back(n["context_len"]);
+      }
+      EXPECT_EQ(listed, within) << "seed " << seed;
       several_intervals += p["v2_intervals"].size() > 1 ? 1 : 0;
       closed_only += !p.contains("v2_from") && p["v2_intervals"].size() == 1 ? 1 : 0;
     }
