@@ -216,6 +216,10 @@ std::string noisy_words(const json& p, const json& n) {
     w += "; the switch to " + std::string(decision == "v1" ? "v2" : "v1") + " at ctx " +
          std::to_string(n.at("switch_at").get<int>()) + " could lie this early";
   }
+  if (n.value("hides_switch", false)) {
+    w += "; " + faster + "'s median is faster at every length of this run: a switch to " + faster +
+         " the noise may hide";
+  }
   if (n.value("remeasured", false)) {
     w += "; still within noise after --remeasure-noisy";
   }
@@ -304,9 +308,9 @@ std::string noisy_headline(const NoisyDecisions& n) {
   }
   std::string h = std::to_string(n.count) + (n.count == 1 ? " decision rests" : " decisions rest") +
                   " on timings within noise (v1 and v2 medians no further apart than their "
-                  "interquartile range, the decision carried from another length), so "
-                  "re-measuring could flip " +
-                  (n.count == 1 ? "it" : "them");
+                  "interquartile range, the decision carried from another length) next to a "
+                  "switch or against the medians of a run of such lengths, so re-measuring "
+                  "could change the table's answer there";
   if (n.at_switch > 0) {
     h += "; " + std::to_string(n.at_switch) +
          " next to a switch between v1 and v2, which could move";

@@ -31,9 +31,13 @@ Comparison compare(const ContextTiming& t) {
 
 namespace {
 
-// The decisions of find_crossover that no measurement of their own supports: every measured
-// length within noise, with the length it carries its decision from and the switch its run of
-// within-noise lengths borders. `measured` indexes `sorted`; `decision` is per measured length.
+// The decisions of find_crossover that rest on timings within noise in a way that can change
+// the table's answer: a within-noise length (its decision carried from another length) whose run
+// of within-noise lengths borders a switch (the switch could lie anywhere in the run), or whose
+// run holds two or more lengths and at every one of them the faster median is the other family
+// (a switch the noise may hide). Within-noise lengths where neither holds are ties the table
+// settles one way or the other at a cost below the noise; they are not listed. `measured`
+// indexes `sorted`; `decision` is per measured length.
 std::vector<NoisyDecision> noisy_decisions(const std::vector<ContextTiming>& sorted,
                                            const std::vector<Comparison>& cmp,
                                            const std::vector<std::size_t>& measured,
@@ -42,33 +46,46 @@ std::vector<NoisyDecision> noisy_decisions(const std::vector<ContextTiming>& sor
   const auto beyond = [&](std::size_t k) { return !cmp[measured[k]].within_noise; };
   const auto ctx = [&](std::size_t k) { return sorted[measured[k]].context_len; };
   std::optional<std::size_t> last_beyond; // the latest beyond-noise length before k
-  for (std::size_t k = 0; k < measured.size(); ++k) {
+  std::size_t k = 0;
+  while (k < measured.size()) {
     if (beyond(k)) {
       last_beyond = k;
+      ++k;
       continue;
     }
-    std::optional<std::size_t> next_beyond;
-    for (std::size_t j = k + 1; j < measured.size() && !next_beyond; ++j) {
-      if (beyond(j)) {
-        next_beyond = j;
+    // The run of within-noise lengths [k, end) and the beyond-noise length after it.
+    std::size_t end = k;
+    while (end < measured.size() && !beyond(end)) {
+      ++end;
+    }
+    const std::optional<std::size_t> next_beyond =
+        end < measured.size() ? std::optional<std::size_t>(end) : std::nullopt;
+    bool all_against = end - k >= 2;
+    for (std::size_t j = k; j < end; ++j) {
+      all_against = all_against && cmp[measured[j]].v2_faster != decision[j];
+    }
+    for (std::size_t j = k; j < end; ++j) {
+      const Comparison& c = cmp[measured[j]];
+      NoisyDecision n;
+      n.context_len = ctx(j);
+      n.v2 = decision[j];
+      n.v2_faster = c.v2_faster;
+      n.margin = c.margin;
+      n.noise = c.noise;
+      if (const auto from = last_beyond ? last_beyond : next_beyond) {
+        n.carried_from = ctx(*from);
+      }
+      // Within-noise lengths keep their decision up to the next beyond-noise one: a different
+      // decision there is a switch this run borders.
+      if (next_beyond && decision[*next_beyond] != decision[j]) {
+        n.switch_at = ctx(*next_beyond);
+      }
+      n.hides_switch = all_against;
+      if (n.switch_at || n.hides_switch) {
+        out.push_back(n);
       }
     }
-    const Comparison& c = cmp[measured[k]];
-    NoisyDecision n;
-    n.context_len = ctx(k);
-    n.v2 = decision[k];
-    n.v2_faster = c.v2_faster;
-    n.margin = c.margin;
-    n.noise = c.noise;
-    if (const auto from = last_beyond ? last_beyond : next_beyond) {
-      n.carried_from = ctx(*from);
-    }
-    // Within-noise lengths keep their decision up to the next beyond-noise one: a different
-    // decision there is a switch this run borders.
-    if (next_beyond && decision[*next_beyond] != decision[k]) {
-      n.switch_at = ctx(*next_beyond);
-    }
-    out.push_back(n);
+    k = end;
   }
   return out;
 }

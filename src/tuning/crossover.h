@@ -40,10 +40,12 @@ struct V2Interval {
   auto operator<=>(const V2Interval&) const = default;
 };
 
-// A decision of the table that rests on timings within noise: a measured length whose own v1/v2
-// comparison is within noise, so that its decision was carried over from another length instead
-// of being measured there. Re-measuring it could flip the table's answer at this length (and at
-// the within-noise lengths next to it that carry the same decision). docs/threshold-table.md.
+// A decision of the table that rests on timings within noise where it matters: a measured length
+// whose own v1/v2 comparison is within noise, so that its decision was carried over from another
+// length, and either its run of within-noise lengths borders a switch (re-measuring can move the
+// switch) or the run holds two or more lengths whose faster medians all favour the other family
+// (re-measuring can reveal a switch the noise hides). A lone tie the table settles one way or the
+// other costs less than the noise and is not one. docs/threshold-table.md.
 struct NoisyDecision {
   int context_len = 0;
   bool v2 = false;        // the table's decision here
@@ -56,6 +58,8 @@ struct NoisyDecision {
   // The length where the table switches family right after this length's run of within-noise
   // lengths: the switch could lie anywhere in that run, so re-measuring it can move the switch.
   std::optional<int> switch_at;
+  // Every length of this run has the other family's median faster (and there are two or more).
+  bool hides_switch = false;
   // The table keeps the family whose median was slower here.
   [[nodiscard]] bool against_median() const { return v2 != v2_faster; }
 };

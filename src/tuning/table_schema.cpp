@@ -165,6 +165,9 @@ struct SchemaCheck {
       if (n.contains("remeasured")) {
         boolean(n, np, "remeasured");
       }
+      if (n.contains("hides_switch")) {
+        boolean(n, np, "hides_switch");
+      }
       const bool listed = std::any_of(measured.begin(), measured.end(), [&](const json& m) {
         return m.is_object() && m.value("context_len", -1) == n["context_len"] &&
                m.value("within_noise", false);

@@ -286,7 +286,8 @@ json noisy_json(const ShapePoint& sp) {
               {"margin", n.margin},
               {"noise", n.noise},
               {"carried_from", optional_int(n.carried_from)},
-              {"switch_at", optional_int(n.switch_at)}};
+              {"switch_at", optional_int(n.switch_at)},
+              {"hides_switch", n.hides_switch}};
     // Both compared timings already come from `--remeasure-noisy`: more repetitions did not
     // settle it.
     j["remeasured"] = b.v1.remeasured && b.v2.remeasured;

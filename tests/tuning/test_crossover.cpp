@@ -155,39 +155,53 @@ TEST(NoisyDecisions, AWithinNoiseLengthCarriesItsDecisionAndIsFlagged) {
   EXPECT_FALSE(c.noisy[1].against_median()) << "v1 kept where v1's median is faster";
 }
 
-TEST(NoisyDecisions, LeadingTrailingAndUndecidedLengths) {
-  // Leading lengths within noise take the first decision beyond noise: carried from a longer
-  // length, and no switch to move.
+TEST(NoisyDecisions, TiesThatNeitherBorderNorHideASwitchAreNotListed) {
+  // Leading lengths within noise take the first decision beyond noise; their medians disagree
+  // with each other (v1 at 128, v2 at 512): ties, no switch to move or hide.
   Crossover c = find_crossover(timings(kCtx, {1.0, 2.0, 4, 8}, {1.1, 1.9, 2, 4}, 0.2));
   EXPECT_EQ(c.v2_from_json(), json("always"));
-  ASSERT_EQ(c.noisy.size(), 2u);
-  EXPECT_EQ(c.noisy[0].context_len, 128);
-  EXPECT_TRUE(c.noisy[0].v2);
-  EXPECT_FALSE(c.noisy[0].v2_faster);
-  EXPECT_EQ(c.noisy[0].carried_from, 2048);
-  EXPECT_FALSE(c.noisy[0].switch_at.has_value());
-  EXPECT_EQ(c.noisy[1].carried_from, 2048);
-  // A trailing length within noise keeps the last decision to the open end: no switch after it.
+  EXPECT_TRUE(c.noisy.empty());
+  // A trailing tie keeps the last decision to the open end: nothing after it to move.
   c = find_crossover(timings(kCtx, {1, 2, 4, 8.0}, {2, 3, 3, 7.9}, 0.5));
-  ASSERT_EQ(c.noisy.size(), 1u);
-  EXPECT_EQ(c.noisy[0].context_len, 8192);
-  EXPECT_TRUE(c.noisy[0].v2);
-  EXPECT_EQ(c.noisy[0].carried_from, 2048);
-  EXPECT_FALSE(c.noisy[0].switch_at.has_value());
-  // A v2 run between two switches: the within-noise length inside it borders the switch back.
-  c = find_crossover(timings({128, 512, 2048, 8192}, {1, 5, 5.0, 1}, {2, 1, 5.1, 2}, 0.2));
-  EXPECT_EQ(c.intervals_json(), json::parse("[[512, 8192]]"));
-  ASSERT_EQ(c.noisy.size(), 1u);
-  EXPECT_EQ(c.noisy[0].carried_from, 512);
-  EXPECT_EQ(c.noisy[0].switch_at, 8192);
-  // Nothing beyond noise: v1 stands by default, carried from nowhere, at every length.
+  EXPECT_TRUE(c.noisy.empty());
+  // One length whose median favours the other family, alone in its run, is a tie too.
+  c = find_crossover(timings(kCtx, {1, 2.0, 4, 8}, {2, 1.9, 5, 9}, 0.2));
+  EXPECT_EQ(c.v2_from_json(), json("never"));
+  EXPECT_TRUE(c.noisy.empty());
+  // Nothing beyond noise and the medians disagree: v1 by default, a tie everywhere.
   c = find_crossover(timings(kCtx, {1.0, 2.0, 4.0, 8.0}, {1.1, 1.9, 4.1, 7.9}, 0.2));
-  ASSERT_EQ(c.noisy.size(), 4u);
+  EXPECT_TRUE(c.noisy.empty());
+}
+
+TEST(NoisyDecisions, ARunWhoseMediansAllFavourTheOtherFamilyHidesASwitch) {
+  // v1 beyond noise at 128; at 512, 2048 and 8192 v2's median is lower each time, within noise:
+  // the table keeps v1 throughout, and a switch to v2 may hide in the noise.
+  Crossover c = find_crossover(timings(kCtx, {1, 2.0, 4.0, 8.0}, {2, 1.9, 3.9, 7.8}, 0.5));
+  EXPECT_EQ(c.v2_from_json(), json("never"));
+  ASSERT_EQ(c.noisy.size(), 3u);
   for (const NoisyDecision& n : c.noisy) {
-    EXPECT_FALSE(n.v2);
-    EXPECT_FALSE(n.carried_from.has_value());
+    EXPECT_TRUE(n.hides_switch);
+    EXPECT_TRUE(n.against_median());
+    EXPECT_EQ(n.carried_from, 128);
     EXPECT_FALSE(n.switch_at.has_value());
   }
+  // Nothing beyond noise, v2's median lower at every length: v1 by default hides a switch.
+  c = find_crossover(timings(kCtx, {1.1, 2.1, 4.1, 8.1}, {1.0, 2.0, 4.0, 8.0}, 0.2));
+  ASSERT_EQ(c.noisy.size(), 4u);
+  EXPECT_FALSE(c.noisy[0].v2);
+  EXPECT_FALSE(c.noisy[0].carried_from.has_value());
+  EXPECT_TRUE(c.noisy[3].hides_switch);
+}
+
+TEST(NoisyDecisions, AWithinNoiseRunInsideAV2RunBordersTheSwitchBack) {
+  const Crossover c =
+      find_crossover(timings({128, 512, 2048, 8192}, {1, 5, 5.0, 1}, {2, 1, 5.1, 2}, 0.2));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[512, 8192]]"));
+  ASSERT_EQ(c.noisy.size(), 1u);
+  EXPECT_EQ(c.noisy[0].context_len, 2048);
+  EXPECT_EQ(c.noisy[0].carried_from, 512);
+  EXPECT_EQ(c.noisy[0].switch_at, 8192);
+  EXPECT_FALSE(c.noisy[0].hides_switch);
 }
 
 } // namespace

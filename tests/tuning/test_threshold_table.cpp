@@ -149,18 +149,13 @@ TEST(ThresholdTable, AWinWithinNoiseDoesNotFlipTheDecision) {
   // 33% there, beyond the noise; its v2 at 4096 is within it.
   EXPECT_EQ(t["regret"]["sweep"]["seed_engine"]["beyond_noise"], 1);
   expect_lookup_within_noise(t, "within-noise case");
-  // The decision at 4096 is v2 carried from 2048, not measured there: the table lists it.
-  ASSERT_EQ(p["noisy_decisions"].size(), 1u);
-  json n = p["noisy_decisions"][0];
-  EXPECT_NEAR(n["margin"].get<double>(), 1.0 / 60.0, 1e-12);
-  EXPECT_NEAR(n["noise"].get<double>(), 2.0 / 60.0, 1e-12);
-  n.erase("margin");
-  n.erase("noise");
-  EXPECT_EQ(n, json::parse(R"({"context_len": 4096, "decision": "v2", "faster": "v1",
-                               "carried_from": 2048, "switch_at": null, "remeasured": false})"));
+  // The decision at 4096 is v2 carried from 2048, not measured there, against a median 1.7%
+  // lower within a noise of 3.3%: a lone tie next to no switch, which costs less than the noise
+  // either way. The table does not list it.
+  EXPECT_TRUE(p["noisy_decisions"].empty());
 }
 
-// Every within-noise length of a sweep point is a noisy decision, held-out points are not, the
+// A within-noise length next to a switch is a noisy decision, held-out points are not, the
 // list survives the file round trip and the schema check, and noisy_decision_points names the
 // workload and every configuration to time again.
 TEST(ThresholdTable, ListsTheDecisionsThatRestOnNoise) {
@@ -229,6 +224,8 @@ TEST(ThresholdTable, LookupRegretStaysWithinTheMeasuredNoise) {
   int several_intervals = 0;
   int closed_only = 0;
   int paid_noise = 0;
+  int listed_noisy = 0;
+  int unlisted_ties = 0;
   for (unsigned seed = 1; seed <= 40; ++seed) {
     std::mt19937 gen(seed);
     std::uniform_real_distribution<double> ratio(0.7, 1.4);
@@ -250,18 +247,42 @@ TEST(ThresholdTable, LookupRegretStaysWithinTheMeasuredNoise) {
       break;
     }
     for (const auto& p : t["decode"]) {
-      // The noisy decisions are exactly the within-noise lengths.
+      // The noisy decisions are within-noise lengths, and every within-noise length right
+      // before a switch (the next measured length decides the other way) is one of them.
       std::vector<int> within;
-      for (const auto& m : p["measured"]) {
-        if (m["within_noise"].get<bool>()) {
-          within.push_back(m["context_len"]);
+      std::vector<int> before_switch;
+      const json& ms = p["measured"];
+      const auto v2_at = [&](int ctx) {
+        for (const auto& iv : p["v2_intervals"]) {
+          if (ctx >= iv[0].get<int>() && (iv[1].is_null() || ctx < iv[1].get<int>())) {
+            return true;
+          }
+        }
+        return false;
+      };
+      for (std::size_t k = 0; k < ms.size(); ++k) {
+        const int ctx = ms[k]["context_len"];
+        if (!ms[k]["within_noise"].get<bool>()) {
+          continue;
+        }
+        within.push_back(ctx);
+        if (k + 1 < ms.size() && !ms[k + 1]["within_noise"].get<bool>() &&
+            v2_at(ms[k + 1]["context_len"].get<int>()) != v2_at(ctx)) {
+          before_switch.push_back(ctx);
         }
       }
       std::vector<int> listed;
       for (const auto& n : p["noisy_decisions"]) {
         listed.push_back(n["context_len"]);
+        EXPECT_TRUE(!n["switch_at"].is_null() || n["hides_switch"].get<bool>()) << n.dump();
       }
-      EXPECT_EQ(listed, within) << "seed " << seed;
+      EXPECT_TRUE(std::includes(within.begin(), within.end(), listed.begin(), listed.end()))
+          << "seed " << seed;
+      EXPECT_TRUE(std::includes(listed.begin(), listed.end(), before_switch.begin(),
+                                before_switch.end()))
+          << "seed " << seed;
+      listed_noisy += int(listed.size());
+      unlisted_ties += int(within.size() - listed.size());
       several_intervals += p["v2_intervals"].size() > 1 ? 1 : 0;
       closed_only += !p.contains("v2_from") && p["v2_intervals"].size() == 1 ? 1 : 0;
     }
@@ -272,6 +293,8 @@ TEST(ThresholdTable, LookupRegretStaysWithinTheMeasuredNoise) {
   EXPECT_GT(several_intervals, 0);
   EXPECT_GT(closed_only, 0);
   EXPECT_GT(paid_noise, 0);
+  EXPECT_GT(listed_noisy, 0);
+  EXPECT_GT(unlisted_ties, 0);
 }
 
 } // namespace
