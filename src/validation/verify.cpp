@@ -120,7 +120,12 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
       if (fams.empty()) {
         continue;
       }
+      // can_run on small problems of each candidate size: a crash there is the set's, named by
+      // this phase, not a case's.
+      link.begin_phase(std::string("asking ") + device + " which block and head sizes its " +
+                       phase_name(phase) + " kernels accept");
       const KernelTargets aim = kernel_targets(be, phase, dt);
+      link.end();
       for (const VerifyCase& c : verify_cases(phase, dt, opt.intensity, opt.seed, aim)) {
         std::vector<std::pair<Family, KernelConfig>> todo;
         for (Family f : fams) {

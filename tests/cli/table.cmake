@@ -12,7 +12,7 @@ attn_cli_test(NAME table_show_intervals EXIT 0
 # The within-noise length 512 carries v2 from 64 and could move the switch to v1 at 4096; table
 # show lists it (next to a switch: first) with the remedy.
 attn_cli_test(NAME table_show_noisy_decisions EXIT 0
-              REGEX "noisy decisions: 6 decisions rest on timings within noise[^\n]*; 1 next to a switch between v1 and v2, which could move\n  fp16 d=128 bs=16 kvh=8 gqa=4 batch=4 ctx 512: v2 carried from ctx 64; v2's median is 1\\.1% faster \\(within the noise of 2\\.0%\\); the switch to v1 at ctx 4096 could lie this early\n.*re-time them with 4x the repetitions: attn-tune sweep --resume --remeasure-noisy"
+              REGEX "noisy decisions: 1 decision rests on timings within noise[^\n]*; 1 next to a switch between v1 and v2, which could move\n  fp16 d=128 bs=16 kvh=8 gqa=4 batch=4 ctx 512: v2 carried from ctx 64; v2's median is 1\\.1% faster \\(within the noise of 2\\.0%\\); the switch to v1 at ctx 4096 could lie this early\n.*re-time them with 4x the repetitions: attn-tune sweep --resume --remeasure-noisy"
               ARGS table show ${ATTN_TABLE_FIXTURE})
 attn_cli_test(NAME table_lookup_interval_short EXIT 0 REGEX "^decode_v2 decode_v2\\[partition=256\\]"
               ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 4 --context-len 64 --num-heads 32
