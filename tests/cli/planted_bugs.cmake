@@ -9,6 +9,9 @@ attn_cli_test(NAME verify_split_ok_quick EXIT 0 REGEX " 0 failed"
 attn_cli_test(NAME verify_split_ok_default_fp32 EXIT 0 REGEX " 0 failed"
               ARGS verify --kernels ${ATTN_SPLIT_OK_PLUGIN} --device cpu --threads 2
                    --intensity default --dtypes fp32)
+attn_cli_test(NAME verify_split_ok_full_fp32 EXIT 0 REGEX " 0 failed"
+              ARGS verify --kernels ${ATTN_SPLIT_OK_PLUGIN} --device cpu --threads 2
+                   --intensity full --dtypes fp32)
 attn_cli_test(NAME plugin_check_split_ok EXIT 0 REGEX "every family passed"
               ARGS plugin check ${ATTN_SPLIT_OK_PLUGIN} --threads 2)
 attn_cli_test(NAME plugin_check_split_second_config EXIT 1 REGEX "decode_v2: FAIL"
