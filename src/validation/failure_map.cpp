@@ -49,39 +49,55 @@ std::string join(const std::vector<int>& v) {
   return s.str();
 }
 
+// "heads 1 (24 rows), 2 (24 rows) of 4 (0, 3 right)": wrong rows per head.
 std::string head_spread(const Problem& pr, const std::vector<WrongPair>& wrong) {
   const int H = pr.params.num_heads;
-  std::set<int> bad;
+  std::map<int, int> rows_by_head;
   for (const WrongPair& w : wrong) {
-    bad.insert(w.head);
-  }
-  if (int(bad.size()) == H) {
-    return "every head of " + std::to_string(H);
-  }
-  std::vector<int> b(bad.begin(), bad.end());
-  std::vector<int> good;
-  for (int h = 0; h < H; ++h) {
-    if (!bad.count(h)) {
-      good.push_back(h);
-    }
+    ++rows_by_head[w.head];
   }
   std::ostringstream s;
-  s << (b.size() == 1 ? "head " : "heads ") << join(b) << " of " << H;
-  if (good.size() <= 8) {
-    s << " (" << join(good) << " right)";
+  if (int(rows_by_head.size()) == H) {
+    s << "every head of " << H;
+  } else {
+    s << (rows_by_head.size() == 1 ? "head " : "heads ");
+  }
+  if (int(rows_by_head.size()) < H || rows_by_head.size() <= 8) {
+    s << (int(rows_by_head.size()) == H ? ": " : "");
+    int listed = 0;
+    for (const auto& [h, n] : rows_by_head) {
+      if (listed == 8) {
+        s << ", ...";
+        break;
+      }
+      s << (listed++ ? ", " : "") << h << " (" << n << (n == 1 ? " row)" : " rows)");
+    }
+  }
+  if (int(rows_by_head.size()) < H) {
+    std::vector<int> good;
+    for (int h = 0; h < H; ++h) {
+      if (!rows_by_head.count(h)) {
+        good.push_back(h);
+      }
+    }
+    s << " of " << H;
+    if (good.size() <= 8) {
+      s << " (" << join(good) << " right)";
+    }
   }
   return s.str();
 }
 
+// "sequences #6 (ctx 257, 4 heads), ... of 24": wrong (row, head) pairs per sequence.
 std::string sequence_spread(const Problem& pr, const std::vector<WrongPair>& wrong) {
-  std::map<int, int> rows_by_seq; // wrong (row, head) pairs per sequence
+  std::map<int, int> pairs_by_seq;
   for (const WrongPair& w : wrong) {
-    ++rows_by_seq[sequence_of_row(pr, w.row)];
+    ++pairs_by_seq[sequence_of_row(pr, w.row)];
   }
   std::ostringstream s;
-  s << (rows_by_seq.size() == 1 ? "sequence " : "sequences ");
+  s << (pairs_by_seq.size() == 1 ? "sequence " : "sequences ");
   int listed = 0;
-  for (const auto& [b, n] : rows_by_seq) {
+  for (const auto& [b, n] : pairs_by_seq) {
     if (listed == kListedSequences) {
       s << ", ...";
       break;
@@ -90,7 +106,10 @@ std::string sequence_spread(const Problem& pr, const std::vector<WrongPair>& wro
     if (pr.phase == Phase::prefill) {
       s << "q " << pr.q_len(b) << ", ";
     }
-    s << "ctx " << pr.k_len(b) << ")";
+    s << "ctx " << pr.k_len(b) << ", " << n
+      << (pr.phase == Phase::decode ? (n == 1 ? " head" : " heads")
+                                    : (n == 1 ? " row x head" : " rows x heads"))
+      << ")";
   }
   s << " of " << pr.batch;
   return s.str();

@@ -138,8 +138,10 @@ TEST(FailureMap, LocatesRowsAndSpreadsOverHeadsAndSequences) {
   cfg.params["partition"] = 256;
   const FailureMap map = map_failures(pr, cfg, rep, wrong_pairs(o.out, &o.lse, ref, tol));
   ASSERT_EQ(map.where.size(), rep.first.size());
-  EXPECT_NE(map.spread.find("heads 1, 2 of 4 (0, 3 right)"), std::string::npos) << map.spread;
-  EXPECT_NE(map.spread.find("sequences #0 (ctx 5), #1 (ctx 257) of 2"), std::string::npos)
+  EXPECT_NE(map.spread.find("heads 1 (2 rows), 2 (2 rows) of 4 (0, 3 right)"), std::string::npos)
+      << map.spread;
+  EXPECT_NE(map.spread.find("sequences #0 (ctx 5, 2 heads), #1 (ctx 257, 2 heads) of 2"),
+            std::string::npos)
       << map.spread;
   bool seen257 = false;
   for (const std::string& w : map.where) {
