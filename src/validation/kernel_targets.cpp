@@ -76,6 +76,13 @@ KernelTargets kernel_targets(const Backend& be, Phase phase, DType dt) {
     t.q_tiles = declared_values(decl, phase, "q_tile");
     t.k_tiles = declared_values(decl, phase, "k_tile");
   }
+  const bool declares_phase =
+      std::any_of(decl.families.begin(), decl.families.end(), [&](const FamilyDecl& f) {
+        return family_is_decode(f.family) == (phase == Phase::decode);
+      });
+  if (!declares_phase) {
+    return t; // nothing of this phase runs: its cases are skipped with the set's reasons
+  }
   const std::vector<int> blocks = candidate_block_sizes(t.partitions);
   const std::vector<int> dims = candidate_head_dims();
   // One accepted shape to vary around: the usual sizes first.

@@ -121,10 +121,11 @@ int pick(const std::vector<int>& accepted, std::initializer_list<int> preferred)
 
 bool power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
-// The intensity's values that the set accepts, plus every accepted value that is not a power of
-// two (a size the kernel asks for in particular); `fallback` when that leaves nothing.
+// The intensity's values that the set accepts, plus (with `unusual`) every accepted value that
+// is not a power of two: a block size a kernel accepts in particular (48 for partition 384) is
+// checked at every intensity. `fallback` when that leaves nothing.
 std::vector<int> aimed(const std::vector<int>& intensity, const std::vector<int>& accepted,
-                       int fallback) {
+                       int fallback, bool unusual) {
   if (accepted.empty()) {
     return intensity;
   }
@@ -135,7 +136,7 @@ std::vector<int> aimed(const std::vector<int>& intensity, const std::vector<int>
     }
   }
   for (int v : accepted) {
-    if (!power_of_two(v)) {
+    if (unusual && !power_of_two(v)) {
       out.insert(v);
     }
   }
@@ -189,8 +190,11 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
   const int bs0 = pick(aim.block_sizes, {16, 32, 64, 8, 128});
   const int d0 = pick(aim.head_dims, {128, 64, 256, 96});
   const int d_mask = in == Intensity::quick ? pick(aim.head_dims, {64, 128, 256, 96}) : d0;
-  const std::vector<int> edge_blocks = aimed(sz.block_sizes, aim.block_sizes, bs0);
-  const std::vector<int> edge_dims = aimed(sz.head_dims, aim.head_dims, d0);
+  // The partition batches are long (two partitions past each one): a small head size keeps
+  // their data cheap to draw.
+  const int d_part = pick(aim.head_dims, {64, 128, 256, 96});
+  const std::vector<int> edge_blocks = aimed(sz.block_sizes, aim.block_sizes, bs0, true);
+  const std::vector<int> edge_dims = aimed(sz.head_dims, aim.head_dims, d0, false);
   const std::string ph = phase == Phase::decode ? "decode" : "prefill";
   const std::string suffix = std::string("/").append(dtype_name(dt));
   std::vector<VerifyCase> cases;
@@ -212,13 +216,12 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
       aim.partitions.empty() ? std::vector<int>{256, 512, 1024} : aim.partitions;
 
   if (phase == Phase::decode) {
-    // Context lengths at every SPEC.md edge (two partitions past the largest partition), on a
-    // block boundary and one past it, plus an empty context, in one ragged batch.
-    const int longest = std::max(sz.max_len, 2 * *std::max_element(partitions.begin(),
-                                                                   partitions.end()) + 1);
+    // Context lengths at every SPEC.md edge up to the intensity's length, on a block boundary
+    // and one past it, plus an empty context, in one ragged batch. (The partition group below
+    // reaches two partitions past every declared one.)
     for (int d : edge_dims) {
       for (int bs : edge_blocks) {
-        std::vector<int> lens = edge_lengths(bs, partitions, longest);
+        std::vector<int> lens = edge_lengths(bs, partitions, sz.max_len);
         lens.insert(lens.end(), {2 * bs, 2 * bs + 1});
         std::sort(lens.begin(), lens.end());
         lens.erase(std::unique(lens.begin(), lens.end()), lens.end());
@@ -235,7 +238,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
       std::vector<int> lens = around(part);
       lens.push_back(1);
       shuffle(lens, mix_seed(seed, "decode-partition-lens", part));
-      add("partition", base_params(dt, 8, 2, d0, bs), {}, lens);
+      add("partition", base_params(dt, 8, 2, d_part, bs), {}, lens);
     }
     // GQA ratios 1..16 and MQA.
     for (int ratio : {1, 2, 4, 8, 16}) {

@@ -88,11 +88,16 @@ TEST(VerifyCases, AimAtDeclaredPartitionsAndBlockSizesAtEveryIntensity) {
   aim.head_dims = {64, 128};
   for (Intensity in : {Intensity::quick, Intensity::standard, Intensity::full}) {
     const auto cases = verify_cases(Phase::decode, DType::f32, in, 3, aim);
+    // The edge batches reach the first boundary of each partition; with the partition batches,
+    // every k*P-1, k*P, k*P+1 for k = 1, 2 is checked.
     const std::set<int> edges = decode_lengths(cases, "decode/edges/fp32");
+    std::set<int> covered = decode_lengths(cases, "decode/partition/fp32");
+    covered.insert(edges.begin(), edges.end());
     for (int p : aim.partitions) {
-      for (int k : {1, 2}) {
-        for (int d : {-1, 0, 1}) {
-          EXPECT_TRUE(edges.count(k * p + d)) << "edges miss " << k * p + d;
+      for (int d : {-1, 0, 1}) {
+        EXPECT_TRUE(edges.count(p + d)) << "edges miss " << p + d;
+        for (int k : {1, 2}) {
+          EXPECT_TRUE(covered.count(k * p + d)) << "nothing checks " << k * p + d;
         }
       }
     }
