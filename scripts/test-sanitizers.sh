@@ -40,6 +40,9 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # whole verify passes; the plugin path stays covered by test_plugin_backend and the mask-bug,
 # crash and layout plugin tests); the Ray test (label ray: two quick-profile shards, 75 s
 # instrumented, run last and alone; the merge and shard code it drives is under test_merge and
-# test_shard here). The normal build runs all of them.
+# test_shard here); the planted-bug verify runs but two (cli.verify_planted_bug_*: the same
+# verify and diagnosis code over eleven plugins; gqa_mod and second_config stay, with the
+# correct plugin at quick and both plugin checks) and the correct plugin's default and full
+# passes. The normal build runs all of them.
 ctest --test-dir "$BUILD" --output-on-failure -j2 -LE 'nvrtc_sweep|gpu|ray' \
-  -E '^(cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin)$'
+  -E '^(cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin|cli\.verify_planted_bug_(drop_last_key|overlap|last_partition|max_not_rescaled|lse_base2|full_last_block|one_past|stale_block|lse_log2)|cli\.verify_split_ok_(default|full)_fp32)$'
