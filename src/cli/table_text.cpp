@@ -304,7 +304,8 @@ NoisyDecisions noisy_decisions_of(const json& t) {
 
 std::string noisy_headline(const NoisyDecisions& n) {
   if (n.count == 0) {
-    return "none: every decision rests on a difference beyond the measured noise";
+    return "none: no switch between v1 and v2 borders or hides in timings within noise (ties "
+           "elsewhere cost less than the noise either way)";
   }
   std::string h = std::to_string(n.count) + (n.count == 1 ? " decision rests" : " decisions rest") +
                   " on timings within noise (v1 and v2 medians no further apart than their "

@@ -18,8 +18,8 @@ std::string noisy_glance(const ReportModel& m) {
   }
   std::string h = "<h3>Decisions resting on timings within noise</h3><p class=\"noisy\">";
   if (m.noisy.empty()) {
-    return h + "None: every decision of the table rests on a difference beyond the measured "
-               "noise.</p>";
+    return h + "None: no switch between v1 and v2 borders or hides in timings within noise "
+               "(ties elsewhere cost less than the noise either way).</p>";
   }
   std::string switches;
   for (const NoisyMark& k : m.noisy) {

@@ -138,8 +138,8 @@ TEST(ReportHtml, MarksTheDecisionsThatRestOnNoise) {
   EXPECT_EQ(count(ho, "class=\"noisy-cell\""), 0) << "no frame, and no legend for one";
   // Clear margins: none, said so.
   const std::string hc = render_report_html(fixture_model(), nullptr, nullptr, "attn-tune test");
-  EXPECT_NE(hc.find("None: every decision of the table rests on a difference beyond the measured "
-                    "noise."),
+  EXPECT_NE(hc.find("None: no switch between v1 and v2 borders or hides in timings within "
+                    "noise"),
             std::string::npos);
 }
 
