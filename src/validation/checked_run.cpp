@@ -70,12 +70,13 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
       r.check = std::move(fig);
       if (!pass) {
         r.status = RunStatus::failed;
-        const FailureMap map = map_failures(
-            pr, cfg, r.check->report, wrong_pairs(got.out, got.checked_lse(), ref, tol));
+        const std::vector<WrongPair> wrong = wrong_pairs(got.out, got.checked_lse(), ref, tol);
+        const FailureMap map = map_failures(pr, cfg, r.check->report, wrong);
         r.check->where = map.where;
         r.check->spread = map.spread;
         if (req.diagnose) {
-          r.causes = diagnose_failure(be, cfg, pr, got, ref, tol, subject.reference_threads());
+          r.causes =
+              diagnose_failure(be, cfg, pr, got, ref, tol, wrong, subject.reference_threads());
         }
       } else {
         if (req.timing) {

@@ -146,12 +146,12 @@ Problem with_blocks_moved(const Problem& pr) {
 
 std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg, const Problem& pr,
                                           const RunOutput& got, const ReferenceResult& ref,
-                                          const Tolerance& tol, int ref_threads) {
+                                          const Tolerance& tol,
+                                          const std::vector<WrongPair>& wrong, int ref_threads) {
   std::vector<std::string> found;
   if (double(pr.visible_pairs()) * pr.params.head_dim > kMaxDiagnosedWork) {
     return found;
   }
-  const std::vector<WrongPair> wrong = wrong_pairs(got.out, got.checked_lse(), ref, tol);
   const bool out_wrong =
       std::any_of(wrong.begin(), wrong.end(), [](const WrongPair& w) { return w.out_wrong; });
   const ReferenceOptions ro{.threads = ref_threads, .rows = {}};

@@ -25,10 +25,11 @@
 namespace attn {
 
 // Short phrases ("the sliding window is ignored"), most specific first; empty when nothing
-// explains the output. Runs the kernel up to twice more; throws what run_once throws.
-[[nodiscard]] std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg,
-                                                        const Problem& pr, const RunOutput& got,
-                                                        const ReferenceResult& ref,
-                                                        const Tolerance& tol, int ref_threads);
+// explains the output. `wrong` is wrong_pairs() of `got`. Runs the kernel up to twice more;
+// throws what run_once throws.
+[[nodiscard]] std::vector<std::string>
+diagnose_failure(Backend& be, const KernelConfig& cfg, const Problem& pr, const RunOutput& got,
+                 const ReferenceResult& ref, const Tolerance& tol,
+                 const std::vector<WrongPair>& wrong, int ref_threads);
 
 } // namespace attn

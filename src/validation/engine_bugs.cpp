@@ -96,11 +96,14 @@ std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& c
 
 namespace {
 
+// Where element d of a pair's output lies in `out`.
+std::size_t out_index(const Problem& pr, const WrongPair& w, int d) {
+  return (std::size_t(w.row) * pr.params.num_heads + w.head) * pr.params.head_dim + d;
+}
+
 // Whether the model's output for every wrong pair equals the kernel's.
 bool model_explains(const Problem& pr, const BugModel& m, const RunOutput& got,
                     const std::vector<WrongPair>& wrong, const Tolerance& tol) {
-  const int H = pr.params.num_heads;
-  const int D = pr.params.head_dim;
   bool any = false;
   for (const WrongPair& w : wrong) {
     if (!w.out_wrong) {
@@ -110,9 +113,9 @@ bool model_explains(const Problem& pr, const BugModel& m, const RunOutput& got,
     if (o.empty()) {
       return false;
     }
-    for (int d = 0; d < D; ++d) {
-      const std::size_t i = (std::size_t(w.row) * H + w.head) * D + d;
-      if (judge_element(got.out, i, o[std::size_t(d)], tol) != ElementVerdict::ok) {
+    for (int d = 0; d < pr.params.head_dim; ++d) {
+      if (judge_element(got.out, out_index(pr, w, d), o[std::size_t(d)], tol) !=
+          ElementVerdict::ok) {
         return false;
       }
     }
@@ -129,8 +132,6 @@ std::optional<std::string> empty_partition_pattern(const Problem& pr, const Kern
   if (p <= 0) {
     return std::nullopt;
   }
-  const int H = pr.params.num_heads;
-  const int D = pr.params.head_dim;
   bool any = false;
   for (const WrongPair& w : wrong) {
     if (!w.out_wrong) {
@@ -140,8 +141,8 @@ std::optional<std::string> empty_partition_pattern(const Problem& pr, const Kern
     if (k == 0 || k % p != 0) {
       return std::nullopt;
     }
-    for (int d = 0; d < D; ++d) {
-      const std::size_t i = (std::size_t(w.row) * H + w.head) * D + d;
+    for (int d = 0; d < pr.params.head_dim; ++d) {
+      const std::size_t i = out_index(pr, w, d);
       if (!is_poison(got.out, i) && std::isfinite(got.out.get(i))) {
         return std::nullopt;
       }

@@ -161,6 +161,15 @@ int block_for_partition(int part, int home, const std::vector<int>& accepted) {
   return best;
 }
 
+// SPEC.md's edge lengths plus the second block boundary and one past it: sorted, unique.
+std::vector<int> block_edges(int bs, const std::vector<int>& partitions, int max_len) {
+  std::vector<int> lens = edge_lengths(bs, partitions, max_len);
+  lens.insert(lens.end(), {2 * bs, 2 * bs + 1});
+  std::sort(lens.begin(), lens.end());
+  lens.erase(std::unique(lens.begin(), lens.end()), lens.end());
+  return lens;
+}
+
 // Lengths around a boundary unit: k*u-1, k*u, k*u+1 for k = 1, 2 (those >= 1).
 std::vector<int> around(int unit) {
   std::vector<int> v;
@@ -221,10 +230,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
     // reaches two partitions past every declared one.)
     for (int d : edge_dims) {
       for (int bs : edge_blocks) {
-        std::vector<int> lens = edge_lengths(bs, partitions, sz.max_len);
-        lens.insert(lens.end(), {2 * bs, 2 * bs + 1});
-        std::sort(lens.begin(), lens.end());
-        lens.erase(std::unique(lens.begin(), lens.end()), lens.end());
+        std::vector<int> lens = block_edges(bs, partitions, sz.max_len);
         lens.push_back(0);
         add("edges", base_params(dt, 4, 2, d, bs), {}, lens);
       }
@@ -262,10 +268,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
   for (int d : edge_dims) {
     for (int bs : edge_blocks) {
       // Equal query and key lengths at the block edges, plus an empty sequence.
-      std::vector<int> lens = edge_lengths(bs, {}, L);
-      lens.insert(lens.end(), {2 * bs, 2 * bs + 1});
-      std::sort(lens.begin(), lens.end());
-      lens.erase(std::unique(lens.begin(), lens.end()), lens.end());
+      std::vector<int> lens = block_edges(bs, {}, L);
       lens.push_back(0);
       add("varlen", base_params(dt, 4, 2, d, bs), lens, lens);
     }
