@@ -1,87 +1,185 @@
 #!/usr/bin/env bash
-# Device check for a lent GPU machine: makes sure a usable GPU is there before anything else,
-# builds attn-tune there from staged dependencies, runs the gpu tests (and compute-sanitizer on
-# small filters of them), the decode bandwidth comparison, the prefill comparison with PyTorch's
-# SDPA and the quick sweep, packs every log into one archive and prints a short table last. It
-# cannot report success without a GPU: no device, a build without CUDA, a skipped gpu test or an
-# empty `devices` list each fail it.
+# The device check: what runs in the first minutes attn-tune gets on a lent GPU machine (no
+# package registry, a lease of about ten minutes). It checks that a usable GPU is there, then
+# runs the most important evidence first: the environment, the device listing, the decode and
+# prefill correctness tests, a short sweep that must end with zero faults, the CUDA example
+# plugin, compute-sanitizer on the configuration-space tests, and last the bandwidth and SDPA
+# speed comparisons. Every step runs under its own `timeout`; everything it prints is appended to
+# $OUT/run.log as it happens, so a kill loses nothing already printed.
 #
-# The GPU machine has CUDA 13, CMake and g++ but no package registry, so the header-only
-# dependencies and the GoogleTest sources travel with the working tree in the ignored folder
-# .deps/ (about 15 MiB). Stage them on a machine that has the Debian packages (libcli11-dev,
-# libeigen3-dev, nlohmann-json3-dev, libgtest-dev; scripts/install-deps.sh installs them):
+#   scripts/device-check.sh prebuild [BUILD_DIR]   # here: build what the check runs into
+#                                                  # .device-prebuilt/ (no GPU time on compiles)
+#   scripts/device-check.sh                        # there: the check (carry .device-prebuilt)
+#   scripts/device-check.sh --rehearse             # here: rehearse the check without a GPU
+#   scripts/device-check.sh probe                  # the GPU probe alone (seconds)
+#   scripts/device-check.sh stage                  # here: copy build dependencies into .deps/
+#   scripts/device-check.sh build                  # there: the fallback build from .deps/
 #
-#   scripts/device-check.sh stage     # copies into .deps/:
-#       prefix/include/{CLI,eigen3,nlohmann}       from /usr/include
-#       prefix/share/cmake/{CLI11,nlohmann_json}   from /usr/share/cmake (relocatable configs)
-#       prefix/share/eigen3/cmake                  from /usr/share/eigen3/cmake
-#       googletest/                                from /usr/src/googletest (built on the target)
+# Binaries. `prebuild` builds the targets below in BUILD_DIR (default build/, the README's) and
+# copies them, stripped, into .device-prebuilt/ (ignored by git, about 25 MiB; carry it) with a
+# MANIFEST naming the hash of the sources it was built from. The check uses them when that hash
+# matches the tree it runs in and they start there; otherwise it builds on the device from .deps/
+# (staged by `stage` from the Debian packages: CLI11, Eigen, nlohmann-json headers and CMake
+# files, and GoogleTest's sources, which it builds first), which costs minutes of the lease.
 #
-# then carry .deps with the tree (the device `run` tool: carry [".deps"]) and run there
+# $OUT. At most six files are ever there: run.log, summary.txt, devices.json, sweep-table.json,
+# bandwidth.json and prefill-vs-sdpa.json (tools write into the work folder and the check copies
+# their results over). summary.txt is rewritten after every step, so even a killed check leaves
+# one. Without $OUT, the work folder's out/ takes its place.
 #
-#   scripts/device-check.sh           # probe + build + gpu tests + sanitizers + bandwidth +
-#                                     # prefill vs SDPA + quick sweep + table
-#   scripts/device-check.sh probe     # only the GPU probe (seconds)
-#   scripts/device-check.sh build     # only the build, with nothing but .deps/ on CMake's paths
+# The summary tells the outcomes apart: ok; failed (exit N); timed out (the step's own limit);
+# not reached in time (the check's budget, ATTN_DEVICE_BUDGET_S, 480 s by default, did not leave
+# enough for the step); not run (an earlier step it needs failed). The check passes only when
+# every step is ok. Exit status: 0 passed, 1 a step did not pass, 3 no usable GPU, 2 usage.
 #
-# The build searches packages only under .deps/ (system package paths are switched off), so a
-# build that passes here proves the staged folder is complete. CUDA comes from $CUDA_HOME,
-# $CUDA_PATH or /usr/local/cuda. Logs go to $OUT (when set) or build-device/logs, packed at the
-# end into one archive device-check.tar.gz beside the summary (at most 8 files come back from a
-# lent machine). Budget: the whole check stops itself after 230 s, so that a rerun fits in a
-# 15-minute lease; each step has its own timeout.
-set -euo pipefail
+# Rehearsal. `--rehearse` runs the check here three times in a row with no GPU: as it is (it must
+# stop within seconds with the no-GPU reason and leave run.log); with every GPU step's command
+# line run for real and answering "no GPU" (exit 77, or 3 and the tools' "device unavailable");
+# and once more with one step made to time out, one to fail and the budget spent part way, to
+# check the summary's wording. It checks the step order, each step's limit, the count of files
+# in $OUT after every step and the summary lines; last it stages .deps/ into its own folder and
+# runs the fallback build's GoogleTest build and configure step on nothing else (the compile
+# itself is the ordinary one). It runs in CI (ctest: scripts.device_check_rehearsal, about a
+# minute).
+set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DEPS=$ROOT/.deps
-BUILD=${ATTN_DEVICE_BUILD:-$ROOT/build-device}
-LOGS=${OUT:-$BUILD/logs}
+SELF=$ROOT/scripts/device-check.sh
+DEPS=${ATTN_DEVICE_DEPS:-$ROOT/.deps}
+PREBUILT=${ATTN_DEVICE_PREBUILT:-$ROOT/.device-prebuilt}
+WORK=${ATTN_DEVICE_WORK:-$ROOT/build-device}
 CUDA_DIR=${CUDA_HOME:-${CUDA_PATH:-/usr/local/cuda}}
+PYTHON=${PYTHON:-python3}
 JOBS=${JOBS:-$(nproc)}
-MODE=${1:-check}
-export ROOT DEPS BUILD LOGS CUDA_DIR JOBS
+BUDGET=${ATTN_DEVICE_BUDGET_S:-480}
+MAX_OUT_FILES=6
+REHEARSE=${ATTN_DEVICE_REHEARSE:-0}
+
+# What the check runs, as built targets (file name, target): the prebuilt folder holds exactly
+# these, flat.
+PREBUILT_FILES=(
+  "attn-tune attn-tune"
+  "attn-cuda-bandwidth attn-cuda-bandwidth"
+  "attn-cuda-prefill-speed attn-cuda-prefill-speed"
+  "gpu_decode gpu_decode"
+  "gpu_prefill gpu_prefill"
+  "test_conformance test_conformance"
+  "libattn_plugin_cuda_example.so attn_plugin_cuda_example"
+  "libattn_plugin_cpu_example.so attn_plugin_cpu_example"
+)
+# The sources the binaries are built from: their hash ties a prebuilt folder to a tree.
+SOURCE_PATHS=(CMakeLists.txt src include kernels plugins reference profiles tests tools)
+
+# The plan: name, limit (s), expected time (s), kind (host: runs anywhere; gpu: answers "no GPU"
+# without one). Limits sum to 460 s, inside the default budget of 480 s.
+PLAN=(
+  "env 20 5 host"
+  "probe 10 1 gpu"
+  "binaries 15 2 host"
+  "devices 10 2 gpu"
+  "gpu-decode 75 45 gpu"
+  "gpu-prefill 60 35 gpu"
+  "sweep-quick 90 50 gpu"
+  "gpu-plugin 60 30 gpu"
+  "sanitizers 50 30 gpu"
+  "bandwidth 30 15 gpu"
+  "prefill-vs-sdpa 40 25 gpu"
+)
+# When the binaries must be built on the device, that step gets this much instead.
+BUILD_LIMIT=300
+
+usage() {
+  echo "usage: scripts/device-check.sh [check|probe|prebuild [BUILD_DIR]|stage|build|--rehearse]"
+}
+
+# ---- the clock: real seconds, plus what a rehearsal pretends a step spent
+
+SKEW=0
 START=$(date +%s)
-DEADLINE=$((START + ${ATTN_DEVICE_BUDGET_S:-230}))
+elapsed() { echo $(($(date +%s) - START + SKEW)); }
+left() { echo $((BUDGET - $(elapsed))); }
 
-mkdir -p "$LOGS"
-STAGING=$(mktemp -d)
-trap 'rm -rf "$STAGING"' EXIT
-declare -a SUMMARY=()
+# ---- the log: every line to run.log as it happens, step lines to stdout too
 
-log() { printf '[device-check %3ds] %s\n' "$(($(date +%s) - START))" "$*"; }
-left() { echo $((DEADLINE - $(date +%s))); }
+OUTDIR=${OUT:-$WORK/out}
+LOG=$OUTDIR/run.log
+note() {
+  local line
+  line=$(printf '[device-check %3ds] %s' "$(elapsed)" "$*")
+  printf '%s\n' "$line"
+  printf '%s\n' "$line" >>"$LOG"
+}
+out_files() { find "$OUTDIR" -type f | wc -l; }
 
-# step NAME LIMIT_S CMD...: runs CMD with its output in $LOGS/NAME.log, records the outcome.
-step() {
-  local name=$1 limit=$2
-  shift 2
-  local budget
-  budget=$(left)
-  ((limit > budget)) && limit=$budget
-  if ((limit <= 5)); then
-    SUMMARY+=("$(printf '%-22s %-8s %s' "$name" "skipped" "out of time")")
-    log "$name: skipped, out of time"
-    return 1 # a step that did not run is not a pass
-  fi
-  log "$name (limit ${limit}s)"
-  local t0 rc=0
-  t0=$(date +%s)
-  if declare -F "$1" >/dev/null; then
-    # A function of this script: run it in a child bash that gets its definition.
-    timeout "$limit" bash -c "set -euo pipefail; $(declare -f "$1"); $*" >"$LOGS/$name.log" 2>&1 ||
-      rc=$?
+# ---- the source hash
+
+source_hash() {
+  (
+    cd "$ROOT" || exit 1
+    find "${SOURCE_PATHS[@]}" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 |
+      LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1
+  )
+}
+
+# ---- prebuild (here) and the fallback build (there)
+
+# prebuild [BUILD_DIR]: builds the check's targets in BUILD_DIR (configuring it with the CUDA
+# backend required when it is not configured yet) and copies them into $PREBUILT atomically.
+prebuild() {
+  local build=${1:-$ROOT/build}
+  if [[ -f $build/CMakeCache.txt ]]; then
+    if grep -q '^ATTN_SANITIZE:BOOL=ON' "$build/CMakeCache.txt"; then
+      echo "prebuild: $build is a sanitized build; name a Release build folder" >&2
+      return 2
+    fi
   else
-    timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1 || rc=$?
+    cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTN_REQUIRE_CUDA=ON ||
+      return 1
   fi
-  local dt=$(($(date +%s) - t0)) status=ok
-  case $rc in
-  0) status=ok ;;
-  124) status=timeout ;;
-  *) status="rc=$rc" ;;
-  esac
-  SUMMARY+=("$(printf '%-22s %-8s %4ds  %s' "$name" "$status" "$dt" "$LOGS/$name.log")")
-  log "$name: $status in ${dt}s"
-  return $rc
+  local targets=() entry
+  for entry in "${PREBUILT_FILES[@]}"; do
+    targets+=("${entry#* }")
+  done
+  cmake --build "$build" -j "$JOBS" --target "${targets[@]}" || return 1
+  local tmp=$PREBUILT.tmp.$$
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  for entry in "${PREBUILT_FILES[@]}"; do
+    local file=${entry%% *} found
+    found=$(find "$build" -name "$file" -type f -perm -u+x -not -path '*/CMakeFiles/*' | head -n 1)
+    if [[ -z $found ]]; then
+      echo "prebuild: $file was not built in $build (is the CUDA backend on?)" >&2
+      rm -rf "$tmp"
+      return 1
+    fi
+    strip --strip-unneeded -o "$tmp/$file" "$found" || {
+      rm -rf "$tmp"
+      return 1
+    }
+  done
+  {
+    echo "source_sha256 $(source_hash)"
+    echo "built $(date -u +%FT%TZ) on $(hostname) from $build"
+    echo "commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)$(
+      [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] && echo ' (with uncommitted changes)')"
+    echo "compiler $(c++ --version | head -n 1)"
+    echo "cuda $("$CUDA_DIR/bin/nvcc" --version 2>/dev/null | tail -n 1)"
+    # The newest glibc and libstdc++ symbol versions the binaries need: the device image must
+    # have at least these (its own check runs them before trusting them).
+    echo "needs $(objdump -T "$tmp"/* 2>/dev/null | grep -oE 'GLIBC(XX)?_[0-9.]+' | sort -uV |
+      awk -F_ '{v[$1]=$0} END {print v["GLIBC"], v["GLIBCXX"]}')"
+  } >"$tmp/MANIFEST"
+  local bytes
+  bytes=$(du -sb "$tmp" | cut -f1)
+  if ((bytes > 48 * 1024 * 1024)); then
+    echo "prebuild: $((bytes >> 20)) MiB is more than the 48 MiB left beside the tree in a 64 MiB carry" >&2
+    rm -rf "$tmp"
+    return 1
+  fi
+  rm -rf "$PREBUILT"
+  mv "$tmp" "$PREBUILT"
+  echo "prebuild: $PREBUILT holds $(find "$PREBUILT" -type f | wc -l) files, $((bytes >> 20)) MiB"
+  sed 's/^/  /' "$PREBUILT/MANIFEST"
 }
 
 stage() {
@@ -94,37 +192,66 @@ stage() {
   du -sh "$DEPS"
 }
 
-build_gtest() {
-  cmake -S "$DEPS/googletest" -B "$BUILD/gtest" -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
-    -DINSTALL_GTEST=ON -DCMAKE_INSTALL_PREFIX="$BUILD/gtest-prefix"
-  cmake --build "$BUILD/gtest" -j "$JOBS"
-  cmake --install "$BUILD/gtest"
+# The fallback: GoogleTest from the staged sources (or the system's, when the device has it),
+# then the project with nothing but .deps/ on CMake's package paths, then the targets copied into
+# the same flat folder a prebuilt one is.
+build_on_device() {
+  local bin=$1 gen=() prefix="$DEPS/prefix"
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  if [[ ! -d $DEPS/prefix ]]; then
+    echo "no .deps/ to build from: run scripts/device-check.sh stage (or prebuild) here and carry it"
+    return 1
+  fi
+  if [[ -d $DEPS/googletest ]]; then
+    cmake -S "$DEPS/googletest" -B "$WORK/gtest" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON -DCMAKE_INSTALL_PREFIX="$WORK/gtest-prefix" &&
+      cmake --build "$WORK/gtest" -j "$JOBS" && cmake --install "$WORK/gtest" || return 1
+    prefix="$prefix;$WORK/gtest-prefix"
+  fi
+  # ATTN_DEVICE_ISOLATED=1 keeps CMake from the system's packages, so that a build here proves
+  # .deps/ complete; the device uses what it has, .deps/ first.
+  local isolate=()
+  if [[ ${ATTN_DEVICE_ISOLATED:-0} == 1 ]]; then
+    isolate=(-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF -DCMAKE_IGNORE_PREFIX_PATH="/usr;/usr/local;/")
+  fi
+  cmake -S "$ROOT" -B "$WORK/build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DATTN_REQUIRE_CUDA=ON \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF \
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCUDAToolkit_ROOT="$CUDA_DIR" "${isolate[@]}" || return 1
+  [[ ${ATTN_DEVICE_CONFIGURE_ONLY:-0} == 1 ]] && return 0
+  PREBUILT=$bin prebuild "$WORK/build"
 }
 
-# The GPU probe: the driver library loads and reports at least one device. Seconds, before any
-# build, so a machine without a usable GPU fails at once with the reason.
+# ---- the GPU probe
+
 probe() {
-  if ! command -v python3 >/dev/null; then
-    nvidia-smi -L | grep -q '^GPU 0' || {
-      echo "no usable GPU: nvidia-smi lists none (and there is no python3 for the driver probe)"
-      return 1
-    }
-    nvidia-smi -L | head -n 1
+  if [[ $REHEARSE == 1 && -n ${ATTN_DEVICE_REHEARSE_PROBE:-} ]]; then
+    echo "$ATTN_DEVICE_REHEARSE_PROBE"
     return 0
   fi
-  python3 - <<'PY'
+  if ! command -v "$PYTHON" >/dev/null; then
+    if nvidia-smi -L 2>/dev/null | grep -q '^GPU 0'; then
+      nvidia-smi -L | head -n 1
+      return 0
+    fi
+    echo "no usable GPU: nvidia-smi lists none (and there is no $PYTHON for the driver probe)"
+    return 77
+  fi
+  "$PYTHON" - <<'PY'
 import ctypes, sys
 try:
     cuda = ctypes.CDLL("libcuda.so.1")
 except OSError as e:
-    sys.exit(f"no usable GPU: the NVIDIA driver library libcuda.so.1 does not load ({e})")
+    print(f"no usable GPU: the NVIDIA driver library libcuda.so.1 does not load ({e})")
+    sys.exit(77)
 rc = cuda.cuInit(0)
 if rc != 0:
-    sys.exit(f"no usable GPU: cuInit failed with CUresult {rc}")
+    print(f"no usable GPU: cuInit failed with CUresult {rc}")
+    sys.exit(77)
 n = ctypes.c_int(0)
 rc = cuda.cuDeviceGetCount(ctypes.byref(n))
 if rc != 0 or n.value < 1:
-    sys.exit(f"no usable GPU: cuDeviceGetCount returned {rc} with {n.value} devices")
+    print(f"no usable GPU: cuDeviceGetCount returned {rc} with {n.value} devices")
+    sys.exit(77)
 ver = ctypes.c_int(0)
 cuda.cuDriverGetVersion(ctypes.byref(ver))
 name = ctypes.create_string_buffer(256)
@@ -136,144 +263,492 @@ print(f"GPU probe: {n.value} device(s), GPU 0 {name.value.decode()}, driver CUDA
 PY
 }
 
-# The targets the check runs, and no others (the NVRTC compile sweeps stay on CPU machines).
-TARGETS=(attn-tune gpu_decode gpu_prefill attn-cuda-bandwidth attn-cuda-prefill-speed)
+# ---- the steps: each prints to run.log and returns 0 (ok), 77 (no GPU here) or a failure code
 
-build_project() {
-  local gen=()
-  command -v ninja >/dev/null && gen=(-G Ninja) # the device image may lack make
-  cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DATTN_REQUIRE_CUDA=ON \
-    -DCMAKE_PREFIX_PATH="$DEPS/prefix;$BUILD/gtest-prefix" \
-    -DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF \
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_IGNORE_PREFIX_PATH="/usr;/usr/local;/" \
-    -DCUDAToolkit_ROOT="$CUDA_DIR"
-  cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
+step_env() {
+  echo "host: $(hostname), $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {print int($2 / 1048576) " GiB"}' /proc/meminfo 2>/dev/null || true)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  echo "date: $(date -u +%FT%TZ)"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu \
+      --format=csv || true
+  else
+    echo "nvidia-smi: not installed"
+  fi
+  echo "nvcc: $("$CUDA_DIR/bin/nvcc" --version 2>/dev/null | tail -n 1 || echo none)"
+  echo "compute-sanitizer: $("$CUDA_DIR/bin/compute-sanitizer" --version 2>/dev/null | tail -n 1 || echo none)"
+  echo "cmake: $(cmake --version 2>/dev/null | head -n 1 || echo none)"
+  echo "$PYTHON: $("$PYTHON" -c 'import sys; print(sys.version.split()[0], sys.executable)' 2>&1)"
+  timeout 12 "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 |
+    tail -n 1 || true
+  if [[ -f $PREBUILT/MANIFEST ]]; then
+    echo "prebuilt ($PREBUILT):"
+    sed 's/^/  /' "$PREBUILT/MANIFEST"
+  else
+    echo "prebuilt: none at $PREBUILT"
+  fi
+  return 0
 }
 
-# The quick sweep, when this build has the command (it comes with the sweep task).
-sweep() {
-  # `attn-tune sweep --help` exits 0 even without the subcommand (root help), so read the list.
-  if "$BUILD/attn-tune" --help 2>/dev/null | grep -qE '^[[:space:]]+sweep([[:space:]]|$)'; then
-    rm -rf "$BUILD/sweep-quick"
-    "$BUILD/attn-tune" sweep --device 0 --profile quick --out "$BUILD/sweep-quick" &&
-      cp "$BUILD/sweep-quick/threshold_table.json" "$BUILD/sweep-quick/results.jsonl" "$LOGS/"
+step_probe() { probe; }
+
+# Uses the prebuilt folder when its source hash is this tree's and its binaries start here; else
+# builds on the device. Writes the folder it settled on to $WORK/bin-path.
+step_binaries() {
+  local want have
+  want=$(source_hash)
+  if [[ -f $PREBUILT/MANIFEST ]]; then
+    have=$(awk '/^source_sha256/ {print $2}' "$PREBUILT/MANIFEST")
+    if [[ $have != "$want" ]]; then
+      echo "prebuilt binaries were built from other sources ($have, this tree is $want)"
+    elif ! "$PREBUILT/attn-tune" --version; then
+      echo "prebuilt attn-tune does not start here (ldd follows)"
+      ldd "$PREBUILT/attn-tune" || true
+    else
+      echo "prebuilt binaries match this tree ($want)"
+      echo "$PREBUILT" >"$WORK/bin-path"
+      return 0
+    fi
   else
-    echo "attn-tune has no sweep subcommand in this build"
-    return 3
+    echo "no prebuilt binaries at $PREBUILT"
   fi
+  if [[ $REHEARSE == 1 ]]; then
+    echo "rehearsal: no fallback build here; run scripts/device-check.sh prebuild first"
+    return 1
+  fi
+  echo "building on the device (scripts/device-check.sh prebuild here saves this time)"
+  build_on_device "$WORK/bin" || return 1
+  echo "$WORK/bin" >"$WORK/bin-path"
 }
 
 # `devices --json` must list a CUDA device: a GPU the probe saw but attn-tune cannot use fails.
-devices_has_gpu() {
-  "$BUILD/attn-tune" devices --json | tee "$LOGS/devices.json" | grep -q '"backend": "cuda"'
+step_devices() {
+  "$BIN/attn-tune" devices --json >"$WORK/devices.json" || return 1
+  cat "$WORK/devices.json"
+  cp "$WORK/devices.json" "$OUTDIR/devices.json"
+  grep -q '"backend": "cuda"' "$WORK/devices.json" && return 0
+  echo "attn-tune lists no CUDA device"
+  return 77
 }
 
-# Every gpu test must run: a skipped one (exit 77: the test saw no GPU) fails the check.
-gpu_tests() {
-  local out rc=0
-  out=$(ctest --test-dir "$BUILD" -L gpu --output-on-failure 2>&1) || rc=$?
-  printf '%s\n' "$out"
-  if grep -qE '\(Skipped\)|Not Run|No tests were found' <<<"$out"; then
-    echo "device-check: a gpu test was skipped or not run: that is a failure on a GPU machine"
-    return 1
+# A GoogleTest binary split over `shards` processes in parallel (NVRTC compiles dominate and run
+# one at a time within a process), each shard's output prefixed and appended as it comes. 77
+# when every test skipped (no GPU), 1 on any failure.
+gtest_sharded() {
+  local bin=$1 filter=$2 shards=$3 i rc=0 pids=() tag
+  tag=$(basename "$bin")
+  for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$bin" --gtest_filter="$filter" \
+      >"$WORK/$tag.$i.txt" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || {
+      local r=$?
+      ((r != 77)) && rc=1
+      ((rc == 0 && r == 77)) && rc=77
+    }
+    sed "s/^/[$tag $i] /" "$WORK/$tag.$i.txt"
+  done
+  # A skipped test (GTEST_SKIP: no GPU) is not a pass on a GPU machine.
+  if ((rc == 0)) && grep -q '\[  SKIPPED \]' "$WORK/$tag".*.txt; then
+    rc=77
   fi
+  rm -f "$WORK/$tag".*.txt
   return $rc
 }
 
-# compute-sanitizer (memcheck, racecheck, synccheck) on one small test of each gpu suite.
-sanitize() {
-  local san=$CUDA_DIR/bin/compute-sanitizer tool t rc=0
-  if [[ ! -x $san ]]; then
+step_gpu_decode() { gtest_sharded "$BIN/gpu_decode" '*' 5; }
+step_gpu_prefill() { gtest_sharded "$BIN/gpu_prefill" '*' 4; }
+
+# The quick profile on the GPU: it must finish with no fault, no error and no failed validation.
+step_sweep_quick() {
+  local dir=$WORK/sweep-quick line
+  rm -rf "$dir"
+  "$BIN/attn-tune" sweep --device 0 --profile quick --out "$dir" 2>&1 | tee "$WORK/sweep.txt"
+  local rc=${PIPESTATUS[0]}
+  [[ -f $dir/threshold_table.json ]] && cp "$dir/threshold_table.json" "$OUTDIR/sweep-table.json"
+  ((rc == 3)) && grep -q 'device unavailable' "$WORK/sweep.txt" && return 77
+  ((rc != 0)) && return "$rc"
+  line=$(grep -E '^sweep: [0-9]+ measurements' "$WORK/sweep.txt")
+  if ! grep -qE ' 0 failed validation, [0-9]+ skipped, 0 errors, 0 faults' <<<"$line"; then
+    echo "device-check: the sweep must end with no failed validation, no error and no fault"
+    return 1
+  fi
+}
+
+# The CUDA example plugin through attn-tune (plugin check, verify) and the conformance suite's
+# GPU kernel sets (the built-in CUDA kernels and the plugin).
+step_gpu_plugin() {
+  local plugin=$BIN/libattn_plugin_cuda_example.so rc=0 r
+  "$BIN/attn-tune" plugin check "$plugin" --device cuda:0 || rc=$?
+  if ((rc == 0)); then
+    "$BIN/attn-tune" verify --kernels "$plugin" --device cuda:0 --intensity quick || rc=$?
+  fi
+  ATTN_TEST_CPU_EXAMPLE_PLUGIN=$BIN/libattn_plugin_cpu_example.so \
+    ATTN_TEST_CUDA_EXAMPLE_PLUGIN=$plugin gtest_sharded "$BIN/test_conformance" 'Gpu/*' 2 || {
+    r=$?
+    ((rc == 0 || rc == 3)) && rc=$r
+  }
+  # attn-tune's "device unavailable" is exit 3; with the conformance tests skipped, no GPU.
+  ((rc == 3)) && rc=77
+  return $rc
+}
+
+# compute-sanitizer's memcheck, racecheck and synccheck on the configuration-space tests (every
+# configuration once, small problems; never a timing test: under the sanitizer the host blocks at
+# each launch, which the stream-holding kernel would wait out).
+step_sanitizers() {
+  local san=$CUDA_DIR/bin/compute-sanitizer tool t rc=0 r wrap=()
+  if [[ -x $san ]]; then
+    wrap=("$san" --error-exitcode 9 --tool)
+  elif [[ $REHEARSE == 1 ]]; then
+    echo "rehearsal: no compute-sanitizer here; each test runs bare"
+  else
     echo "compute-sanitizer is not in $CUDA_DIR/bin"
     return 1
   fi
   for tool in memcheck racecheck synccheck; do
-    for t in "gpu_decode GpuDecode.LongContextAndV1EqualsV2" \
-      "gpu_prefill GpuPrefill.CausalSkipsMaskedTiles"; do
-      set -- $t
-      echo "== $tool $2"
-      "$san" --tool "$tool" --error-exitcode 9 "$BUILD/tests/$1" --gtest_filter="$2" || rc=1
+    for t in gpu_decode:GpuDecode.EveryConfigurationOfTheSpace \
+      gpu_prefill:GpuPrefill.EveryConfigurationOfTheSpace; do
+      echo "== $tool ${t#*:}"
+      if ((${#wrap[@]})); then
+        "${wrap[@]}" "$tool" "$BIN/${t%%:*}" --gtest_filter="${t#*:}"
+      else
+        "$BIN/${t%%:*}" --gtest_filter="${t#*:}"
+      fi
+      r=$?
+      if ((r == 77)); then
+        ((rc == 0)) && rc=77
+      elif ((r != 0)); then
+        rc=1
+      fi
     done
   done
   return $rc
 }
 
-case $MODE in
-stage)
-  stage
-  exit 0
-  ;;
-probe)
-  probe || exit 3
-  ;;
-build)
-  rc=0
-  build || rc=$?
-  printf '%s\n' "${SUMMARY[@]}"
-  exit $rc
-  ;;
-check) ;;
-*)
-  echo "usage: scripts/device-check.sh [check|probe|build|stage]" >&2
-  exit 2
-  ;;
-esac
+step_bandwidth() {
+  "$BIN/attn-cuda-bandwidth" --device 0 --quick --json "$WORK/bandwidth.json"
+  local rc=$?
+  [[ -f $WORK/bandwidth.json ]] && cp "$WORK/bandwidth.json" "$OUTDIR/bandwidth.json"
+  ((rc == 3)) && return 77
+  return $rc
+}
 
-# No GPU, no check: say why within seconds instead of building for minutes first.
-if ! probe >"$LOGS/probe.log" 2>&1; then
-  cat "$LOGS/probe.log" >&2
-  echo "device-check: FAILED: $(tail -n 1 "$LOGS/probe.log")" >&2
-  exit 3
-fi
-cat "$LOGS/probe.log"
+step_prefill_vs_sdpa() {
+  "$PYTHON" "$ROOT/scripts/prefill_vs_sdpa.py" --tool "$BIN/attn-cuda-prefill-speed" \
+    --seconds 0.05 --json "$WORK/prefill-vs-sdpa.json"
+  local rc=$?
+  [[ -f $WORK/prefill-vs-sdpa.json ]] && cp "$WORK/prefill-vs-sdpa.json" "$OUTDIR/prefill-vs-sdpa.json"
+  ((rc == 3)) && return 77
+  return $rc
+}
 
-FAILED=0
-build || FAILED=1
-if ((FAILED == 0)); then
-  step devices 20 devices_has_gpu || FAILED=1
-  step gpu-tests 70 gpu_tests || FAILED=1
-  step sanitizers 60 sanitize || FAILED=1
-  step bandwidth 30 "$BUILD/attn-cuda-bandwidth" --device 0 --quick --json "$LOGS/bandwidth.json" ||
-    FAILED=1
-  step prefill-vs-sdpa 30 python3 "$ROOT/scripts/prefill_vs_sdpa.py" \
-    --tool "$BUILD/attn-cuda-prefill-speed" --seconds 0.05 --json "$LOGS/prefill_vs_sdpa.json" ||
-    FAILED=1
-  step sweep-quick 45 sweep || FAILED=1
-fi
+# ---- running the plan
 
-summary() {
-  echo "== device check: $(hostname), $(date -u +%FT%TZ), $(($(date +%s) - START)) s =="
-  head -n 1 "$LOGS/probe.log"
-  if [[ -s $LOGS/gpu-tests.log ]]; then
-    grep -E "tests passed|tests failed|Skipped|\*\*\*" "$LOGS/gpu-tests.log" | tail -n 4 || true
+declare -A STATUS=() TOOK=()
+
+# The step table and the verdict, rewritten after every step.
+write_summary() {
+  local entry name limit expected kind failed=() late=() notrun=() nogpu=()
+  {
+    echo "== attn-tune device check: $(hostname), $(date -u +%FT%TZ), $(elapsed) s of a $BUDGET s budget =="
+    [[ -n ${PROBE_LINE:-} ]] && echo "$PROBE_LINE"
+    [[ -n ${BIN:-} ]] && echo "binaries: $BIN"
+    printf '%-16s %6s %9s %6s  %s\n' step limit expected time status
+    for entry in "${PLAN[@]}"; do
+      read -r name limit expected kind <<<"$entry"
+      [[ $name == binaries && ${BUILT_ON_DEVICE:-0} == 1 ]] && limit=$BUILD_LIMIT
+      printf '%-16s %5ss %8ss %6s  %s\n' "$name" "$limit" "$expected" "${TOOK[$name]:-}" \
+        "${STATUS[$name]:-pending}"
+      case ${STATUS[$name]:-pending} in
+      ok) ;;
+      "no GPU"*) nogpu+=("$name") ;;
+      "not reached in time"*) late+=("$name") ;;
+      "not run"* | pending) notrun+=("$name") ;;
+      *) failed+=("$name") ;;
+      esac
+    done
+    if [[ $REHEARSE == 1 ]]; then
+      if ((${#failed[@]} + ${#late[@]} + ${#notrun[@]} == 0)); then
+        echo "result: REHEARSED (no GPU here: ${#nogpu[@]} GPU steps gave their no-GPU answer)"
+        return
+      fi
+    elif ((${#failed[@]} + ${#late[@]} + ${#notrun[@]} + ${#nogpu[@]} == 0)); then
+      echo "result: PASSED"
+      return
+    fi
+    local why=()
+    ((${#failed[@]})) && why+=("${#failed[@]} failed (${failed[*]})")
+    ((${#late[@]})) && why+=("${#late[@]} not reached in time (${late[*]})")
+    ((${#notrun[@]})) && why+=("${#notrun[@]} not run (${notrun[*]})")
+    [[ $REHEARSE != 1 ]] && ((${#nogpu[@]})) && why+=("${#nogpu[@]} saw no GPU (${nogpu[*]})")
+    local IFS=';'
+    echo "result: FAILED: ${why[*]}" | sed 's/;/; /g'
+  } >"$OUTDIR/summary.txt"
+}
+
+# run_step NAME LIMIT KIND: the step's function under `timeout`, its output appended to run.log.
+run_step() {
+  local name=$1 limit=$2 kind=$3 budget rc=0 t0
+  budget=$(left)
+  if [[ $REHEARSE == 1 && ${ATTN_DEVICE_REHEARSE_HANG:-} == "$name" ]]; then
+    limit=2
   fi
-  if [[ -s $LOGS/bandwidth.log ]]; then
-    sed -n '/^device-to-device/p; /^case /,$p' "$LOGS/bandwidth.log"
+  if ((budget < limit)); then
+    # Less left than the step's limit: start it only when most of the limit is left.
+    if ((budget * 3 < limit * 2 || budget < 5)); then
+      STATUS[$name]="not reached in time (${budget} s left of the budget, limit ${limit} s)"
+      note "$name: not reached in time (${budget} s left, limit ${limit} s)"
+      return 0
+    fi
+    limit=$budget
   fi
-  # How the quick sweep was timed: mode, and the clocks NVML saw (throttled measurements).
-  if [[ -s $LOGS/threshold_table.json ]] && command -v python3 >/dev/null; then
-    python3 - "$LOGS/threshold_table.json" <<'PY' || true
+  note "==== $name (limit ${limit} s) ===="
+  t0=$(date +%s)
+  if [[ $REHEARSE == 1 && ${ATTN_DEVICE_REHEARSE_HANG:-} == "$name" ]]; then
+    timeout -k 2 "$limit" sleep 600 >>"$LOG" 2>&1 || rc=$?
+  elif [[ $REHEARSE == 1 && ${ATTN_DEVICE_REHEARSE_FAIL:-} == "$name" ]]; then
+    echo "rehearsal: $name made to fail" >>"$LOG"
+    rc=1
+  else
+    # The step runs in a fresh copy of this script (`__step`), which timeout ends with every
+    # process it started.
+    timeout -k 5 "$limit" "$SELF" __step "$name" >>"$LOG" 2>&1 || rc=$?
+  fi
+  TOOK[$name]="$(($(date +%s) - t0))s"
+  case $rc in
+  0) STATUS[$name]=ok ;;
+  77) if [[ $kind == gpu ]]; then STATUS[$name]="no GPU"; else STATUS[$name]="failed (exit 77)"; fi ;;
+  124 | 137) STATUS[$name]="timed out after ${limit} s" ;;
+  *) STATUS[$name]="failed (exit $rc)" ;;
+  esac
+  if [[ $REHEARSE == 1 && -n ${ATTN_DEVICE_REHEARSE_SPEND:-} && ${ATTN_DEVICE_REHEARSE_SPEND%%:*} == "$name" ]]; then
+    SKEW=$((SKEW + ${ATTN_DEVICE_REHEARSE_SPEND#*:}))
+  fi
+  note "$name: ${STATUS[$name]} in ${TOOK[$name]} (files in \$OUT: $(out_files))"
+  return $rc
+}
+
+check() {
+  rm -rf "$OUTDIR"
+  mkdir -p "$OUTDIR" "$WORK"
+  : >"$LOG"
+  rm -f "$WORK/bin-path"
+  # What the steps (each a fresh copy of this script) need beyond their environment.
+  export ATTN_DEVICE_PREBUILT=$PREBUILT ATTN_DEVICE_WORK=$WORK OUT=$OUTDIR PYTHON JOBS
+  local entry name limit expected kind stop=""
+  for entry in "${PLAN[@]}"; do
+    read -r name limit expected kind <<<"$entry"
+    if [[ -n $stop ]]; then
+      STATUS[$name]="not run: $stop"
+      continue
+    fi
+    if [[ $name == binaries && ! -f $PREBUILT/MANIFEST && $REHEARSE != 1 ]]; then
+      limit=$BUILD_LIMIT
+      BUILT_ON_DEVICE=1
+    fi
+    local rc=0
+    run_step "$name" "$limit" "$kind" || rc=$?
+    case $name in
+    probe)
+      PROBE_LINE=$(grep -E '^(GPU probe|no usable GPU)' "$LOG" | tail -n 1)
+      if ((rc != 0)) && [[ $REHEARSE != 1 ]]; then
+        stop="no usable GPU"
+      fi
+      ;;
+    binaries)
+      if [[ -f $WORK/bin-path ]]; then
+        BIN=$(cat "$WORK/bin-path")
+        export BIN
+      else
+        stop="no binaries"
+      fi
+      ;;
+    esac
+    write_summary
+  done
+  write_summary
+  figures >>"$OUTDIR/summary.txt"
+  cat "$OUTDIR/summary.txt"
+  cat "$OUTDIR/summary.txt" >>"$LOG"
+  if [[ $PROBE_LINE == "no usable GPU"* && $REHEARSE != 1 ]]; then
+    echo "device-check: FAILED: $PROBE_LINE" >&2
+    return 3
+  fi
+  grep -qE '^result: (PASSED|REHEARSED)' "$OUTDIR/summary.txt"
+}
+
+# The figures worth reading first, from run.log: the gpu tests' verdicts, the sweep's count line
+# and timing method, the bandwidth table and the SDPA comparison.
+figures() {
+  echo
+  grep -E '^\[gpu_(decode|prefill) [0-9]+\] \[  (PASSED|FAILED) \]' "$LOG" || true
+  grep -E '^sweep: [0-9]+ measurements' "$LOG" || true
+  if [[ -s $OUTDIR/sweep-table.json ]] && command -v "$PYTHON" >/dev/null; then
+    "$PYTHON" - "$OUTDIR/sweep-table.json" <<'PY' || true
 import json, sys
-p = json.load(open(sys.argv[1]))["provenance"]
+p = json.load(open(sys.argv[1])).get("provenance", {})
 print(f"quick sweep timing: {p.get('timing_mode')}, {p.get('timing_method')}; clocks: "
       f"{json.dumps(p.get('clocks'))}")
 PY
   fi
-  if [[ -s $LOGS/prefill-vs-sdpa.log ]]; then
-    sed -n '/^   seq  batch    bs causal      ours/,$p' "$LOGS/prefill-vs-sdpa.log"
-  fi
-  echo
-  printf '%-22s %-8s %5s  %s\n' step status time log
-  printf '%s\n' "${SUMMARY[@]}"
-  echo "result: $([[ $FAILED == 0 ]] && echo PASSED || echo FAILED)"
+  section bandwidth | sed -n '/^device-to-device/p; /^case /,$p'
+  section prefill-vs-sdpa | sed -n '/^   seq  batch    bs causal      ours/,$p'
 }
-summary | tee "$LOGS/summary.txt"
-# One archive of every log, JSON and the table, plus the summary beside it: at most 8 files come
-# back from a lent machine.
-if [[ -n ${OUT:-} ]]; then
-  tar -czf "$STAGING/device-check.tar.gz" -C "$LOGS" --exclude=device-check.tar.gz .
-  find "$LOGS" -mindepth 1 -maxdepth 1 ! -name summary.txt -exec rm -rf {} +
-  mv "$STAGING/device-check.tar.gz" "$LOGS/"
-fi
-exit $FAILED
+
+# What step NAME printed: run.log's lines between its start marker and its end line.
+section() {
+  awk -v start="==== $1 (limit" '
+    index($0, start) { on = 1; next }
+    on && /^\[device-check/ { exit }
+    on { print }' "$LOG"
+}
+
+# ---- the rehearsal
+
+# The rehearsal's vocabulary: one check (its description, then the command that must succeed),
+# a pattern a file must hold, the most files a run's log saw in $OUT, the plan's step names.
+expect() {
+  CHECKS=$((CHECKS + 1))
+  if "${@:2}"; then
+    echo "  ok: $1"
+  else
+    echo "  NOT OK: $1"
+    PROBLEMS+=("$1")
+  fi
+}
+has() { grep -qE -- "$2" "$1"; }
+max_files() {
+  grep -oE "files in [$]OUT: [0-9]+" "$1" | awk '{ if ($4 > m) m = $4 } END { print m + 0 }'
+}
+plan_names() {
+  local e
+  for e in "${PLAN[@]}"; do echo "${e%% *}"; done
+}
+
+rehearse() {
+  local base=${ATTN_DEVICE_REHEARSAL_DIR:-$WORK/rehearsal}
+  if probe >/dev/null 2>&1; then
+    echo "rehearsal: skipped: this machine has a GPU (run the check itself)"
+    return 77
+  fi
+  CHECKS=0
+  PROBLEMS=()
+  rm -rf "$base"
+  mkdir -p "$base"
+
+  echo "rehearsal 1: the check as a GPU machine would run it, here without a GPU"
+  local t0 rc=0 dt
+  t0=$(date +%s)
+  env -u ATTN_DEVICE_REHEARSE OUT="$base/plain" ATTN_DEVICE_WORK="$base/plain-work" \
+    "$SELF" >"$base/plain.stdout" 2>&1 || rc=$?
+  dt=$(($(date +%s) - t0))
+  expect "it exits 3 (no usable GPU), exit was $rc" test "$rc" -eq 3
+  expect "it stops within 30 s (took $dt s)" test "$dt" -le 30
+  expect "run.log is under \$OUT and names the reason" has "$base/plain/run.log" 'no usable GPU'
+  expect "the summary says the GPU steps were not run" has "$base/plain/summary.txt" \
+    '^gpu-decode .* not run: no usable GPU'
+  expect "the summary's verdict is FAILED" has "$base/plain/summary.txt" '^result: FAILED'
+
+  echo "rehearsal 2: every step's command line, GPU steps answering 'no GPU'"
+  rc=0
+  OUT="$base/full" ATTN_DEVICE_WORK="$base/full-work" ATTN_DEVICE_REHEARSE=1 \
+    "$SELF" >"$base/full.stdout" 2>&1 || rc=$?
+  local log=$base/full/run.log sum=$base/full/summary.txt
+  expect "it exits 0, exit was $rc" test "$rc" -eq 0
+  expect "the steps ran in the planned order" \
+    test "$(grep -oE '^\[device-check +[0-9]+s\] ==== [a-z-]+' "$log" | awk '{print $NF}')" = "$(plan_names)"
+  local entry name limit expected kind
+  for entry in "${PLAN[@]}"; do
+    read -r name limit expected kind <<<"$entry"
+    expect "$name ran under its limit of $limit s" has "$log" "==== $name \\(limit $limit s\\) ===="
+    if [[ $kind == gpu ]]; then
+      expect "$name gave its no-GPU answer" has "$sum" "^$name .* no GPU\$"
+    else
+      expect "$name passed" has "$sum" "^$name .* ok\$"
+    fi
+  done
+  expect "the binaries came from the prebuilt folder" has "$log" 'prebuilt binaries match this tree'
+  expect "at most $MAX_OUT_FILES files were ever in \$OUT" test "$(max_files "$log")" -le "$MAX_OUT_FILES"
+  expect "at most $MAX_OUT_FILES files are in \$OUT at the end" \
+    test "$(find "$base/full" -type f | wc -l)" -le "$MAX_OUT_FILES"
+  expect "the verdict is REHEARSED" has "$sum" '^result: REHEARSED'
+
+  echo "rehearsal 3: a step that hangs, one that fails, and the budget spent part way"
+  rc=0
+  OUT="$base/late" ATTN_DEVICE_WORK="$base/late-work" ATTN_DEVICE_REHEARSE=1 \
+    ATTN_DEVICE_REHEARSE_HANG=devices ATTN_DEVICE_REHEARSE_FAIL=gpu-decode \
+    ATTN_DEVICE_REHEARSE_SPEND=sweep-quick:600 "$SELF" >"$base/late.stdout" 2>&1 || rc=$?
+  sum=$base/late/summary.txt
+  expect "it exits 1, exit was $rc" test "$rc" -eq 1
+  expect "the hung step timed out" has "$sum" '^devices .* timed out after 2 s$'
+  expect "the failed step failed" has "$sum" '^gpu-decode .* failed \(exit 1\)$'
+  expect "the steps after a failure still ran" has "$sum" '^gpu-prefill .* no GPU$'
+  expect "the steps past the budget were not reached in time" has "$sum" \
+    '^prefill-vs-sdpa .* not reached in time'
+  expect "the verdict counts each kind apart" has "$sum" \
+    '^result: FAILED: 2 failed \(devices gpu-decode\); 4 not reached in time \(gpu-plugin sanitizers bandwidth prefill-vs-sdpa\)$'
+  expect "at most $MAX_OUT_FILES files were ever in \$OUT" \
+    test "$(max_files "$base/late/run.log")" -le "$MAX_OUT_FILES"
+
+  echo "rehearsal 4: the fallback build, GoogleTest and the configure step from a staged .deps alone"
+  rc=0
+  ATTN_DEVICE_DEPS="$base/deps" "$SELF" stage >"$base/stage.log" 2>&1 || rc=$?
+  expect "stage copies the build dependencies, exit was $rc" test "$rc" -eq 0
+  rc=0
+  ATTN_DEVICE_DEPS="$base/deps" ATTN_DEVICE_WORK="$base/build-work" ATTN_DEVICE_ISOLATED=1 \
+    ATTN_DEVICE_CONFIGURE_ONLY=1 "$SELF" build >"$base/build.log" 2>&1 || rc=$?
+  expect "GoogleTest builds and the project configures with the CUDA backend, exit was $rc" \
+    test "$rc" -eq 0
+  expect "the configure step found the staged GoogleTest" \
+    grep -q "GTest_DIR:PATH=$base/build-work/gtest-prefix" "$base/build-work/build/CMakeCache.txt"
+
+  if ((${#PROBLEMS[@]})); then
+    echo "rehearsal: FAILED: ${#PROBLEMS[@]} of $CHECKS checks (logs under $base)"
+    return 1
+  fi
+  echo "rehearsal: PASSED: $CHECKS checks (logs under $base)"
+}
+
+case ${1:-check} in
+__step)
+  # One step of the plan, run by run_step under its timeout.
+  "step_${2//-/_}"
+  exit $?
+  ;;
+check)
+  check
+  exit $?
+  ;;
+probe)
+  probe
+  rc=$?
+  ((rc == 77)) && exit 3
+  exit $rc
+  ;;
+prebuild)
+  prebuild "${2:-}"
+  exit $?
+  ;;
+stage)
+  stage
+  ;;
+build)
+  mkdir -p "$WORK"
+  build_on_device "$WORK/bin"
+  exit $?
+  ;;
+--rehearse | rehearse)
+  rehearse
+  exit $?
+  ;;
+-h | --help)
+  usage
+  ;;
+*)
+  usage >&2
+  exit 2
+  ;;
+esac

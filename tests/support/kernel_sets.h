@@ -2,6 +2,7 @@
 // module the project ships, on the device each runs on, and how to open one (or why it cannot
 // run here). Adding a kernel set to the conformance suite is one line in kernel_sets().
 #pragma once
+#include <cstdlib>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -20,10 +21,21 @@ struct KernelsSource {
 
 [[nodiscard]] inline KernelsSource builtin_kernels() { return {}; }
 
+// A plugin's path from the environment variable `var`, when set: a test binary copied away from
+// its build folder (scripts/device-check.sh runs prebuilt ones) is told where its plugins are.
+[[nodiscard]] inline const char* plugin_path_override(const char* var) {
+  const char* v = std::getenv(var);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
 // The plugin libraries come from CMake as compile definitions (tests/CMakeLists.txt), only to the
-// test executables that ask for them.
+// test executables that ask for them; ATTN_TEST_CPU_EXAMPLE_PLUGIN and
+// ATTN_TEST_CUDA_EXAMPLE_PLUGIN override them.
 [[nodiscard]] inline KernelsSource cpu_example_plugin() {
 #ifdef ATTN_CPU_EXAMPLE_PLUGIN
+  if (const char* p = plugin_path_override("ATTN_TEST_CPU_EXAMPLE_PLUGIN")) {
+    return {p, ""};
+  }
   return {ATTN_CPU_EXAMPLE_PLUGIN, ""};
 #else
   return {"", "this test executable is not given plugins/cpu_example (tests/CMakeLists.txt)"};
@@ -32,6 +44,9 @@ struct KernelsSource {
 
 [[nodiscard]] inline KernelsSource cuda_example_plugin() {
 #ifdef ATTN_CUDA_EXAMPLE_PLUGIN
+  if (const char* p = plugin_path_override("ATTN_TEST_CUDA_EXAMPLE_PLUGIN")) {
+    return {p, ""};
+  }
   return {ATTN_CUDA_EXAMPLE_PLUGIN, ""};
 #else
   return {"", "plugins/cuda_example is not built here (it needs the CUDA backend and a working "
