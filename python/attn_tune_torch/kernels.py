@@ -127,3 +127,11 @@ def attn_tune_kernels_nhd():
 def attn_tune_kernels_vllm():
     """The same kernels, reading vLLM's caches (`python:attn_tune_torch:attn_tune_kernels_vllm`)."""
     return attn_tune_kernels("vllm")
+
+
+def attn_tune_kernels_cuda():
+    """The same kernels on the GPU (`python:attn_tune_torch:attn_tune_kernels_cuda`): HND caches
+    in device memory, run on the stream attn-tune times (no host synchronisation inside a call)."""
+    decl = attn_tune_kernels("HND")
+    decl["device"] = "cuda"
+    return decl
