@@ -357,6 +357,27 @@ def can_run(index, config, call):
 
 _streams = {}
 _threads = [0]
+# Private memory pools for calls captured into a CUDA graph (`--timing graph`), one per output
+# buffer, i.e. per prepared run: what torch allocates while attn-tune captures must stay the
+# graph's, or a replay would write into memory torch has since handed to someone else.
+_graph_pools = {}
+
+
+def _capture_pool(torch, call):
+    """A context manager that routes this thread's torch allocations to the run's private pool
+    while the stream is being captured."""
+    device = call.out.device
+    key = (device.index, call.out.data_ptr())
+    use_mem_pool = getattr(torch.cuda, "use_mem_pool", None)
+    mem_pool = getattr(torch.cuda, "MemPool", None)
+    if use_mem_pool is None or mem_pool is None:
+        raise RuntimeError("timing Python kernels as a CUDA graph needs torch.cuda.MemPool and "
+                           "torch.cuda.use_mem_pool (torch %s has neither): time with "
+                           "--timing events" % torch.__version__)
+    pool = _graph_pools.get(key)
+    if pool is None:
+        pool = _graph_pools[key] = mem_pool()
+    return use_mem_pool(pool, device=device)
 
 
 def run(index, config, call, stream):
@@ -368,7 +389,11 @@ def run(index, config, call, stream):
         if s is None:
             s = _streams[key] = torch.cuda.ExternalStream(stream, device=call.out.device)
         with torch.cuda.stream(s):
-            fam.run(call, config)
+            if torch.cuda.is_current_stream_capturing():
+                with _capture_pool(torch, call):
+                    fam.run(call, config)
+            else:
+                fam.run(call, config)
         return
     if call.threads != _threads[0] and "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(max(1, call.threads))
