@@ -66,8 +66,11 @@ std::string python_error() {
   return text;
 }
 
-// attn-tune forks its workers after loading the plugin, so the interpreter is made fork-aware as
-// os.fork would (PyOS_*Fork around every fork).
+// Python starts in whichever process first calls into the bridge: the declaration probe or a
+// worker (children that end without forking), or attn-tune itself under --in-process and in
+// tests, which may fork afterwards (a test process that ran Python kernels goes on to probe
+// modules and supervise workers). So the interpreter is made fork-aware as os.fork would
+// (PyOS_*Fork around every fork); a process that never forks never runs the hooks.
 bool start_python(std::string& err) {
   if (Py_IsInitialized()) {
     return true;

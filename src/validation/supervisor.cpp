@@ -9,15 +9,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
-#include <fcntl.h>
 #include <optional>
 #include <poll.h>
 #include <stdexcept>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "src/io/child_process.h"
 #include "src/model/errors.h"
 
 namespace attn {
@@ -29,29 +27,13 @@ using Clock = std::chrono::steady_clock;
 // Exit status of a worker that ended itself after a DeviceFault or an exception it reported.
 constexpr int kWorkerReportedExit = 70;
 
-void write_all(int fd, const std::string& s) {
-  std::size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      // The supervisor is gone: nobody is left to report to.
-      ::_exit(kWorkerReportedExit);
-    }
-    done += std::size_t(n);
-  }
-}
-
 // The worker's side: runs the work and turns how it ended into a last message and an exit.
-[[noreturn]] void worker_main(const SupervisorHooks& hooks, int index, int fd, pid_t parent) {
-  // Die with the supervisor: a worker left behind would keep the device and the folder.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) {
-    ::_exit(kWorkerReportedExit);
-  }
-  const Emit emit = [fd](const WorkerMessage& m) { write_all(fd, encode_message(m) + "\n"); };
+[[noreturn]] void worker_main(const SupervisorHooks& hooks, int index, int fd) {
+  const Emit emit = [fd](const WorkerMessage& m) {
+    if (!write_all(fd, encode_message(m) + "\n")) {
+      ::_exit(kWorkerReportedExit); // the supervisor is gone: nobody is left to report to
+    }
+  };
   int code = kWorkerReportedExit;
   try {
     code = hooks.work(emit, index);
@@ -87,29 +69,15 @@ struct WorkerEnd {
 };
 
 WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("cannot create the worker pipe: ") + std::strerror(errno));
-  }
-  std::fflush(nullptr); // or the worker would print the supervisor's buffered output again
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw std::runtime_error(std::string("cannot start a worker process: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    worker_main(hooks, index, fds[1], parent);
-  }
-  ::close(fds[1]);
+  const ForkedChild worker =
+      fork_child([&](int fd) { worker_main(hooks, index, fd); }, "worker process");
+  const pid_t pid = worker.pid;
+  const int fd = worker.read_fd;
 
   WorkerEnd end;
   bool has_deadline = false; // plain flag and time: GCC warns on an optional time_point
   Clock::time_point deadline{};
   std::string buf;
-  char chunk[65536];
   bool open = true;
   while (open) {
     int wait_ms = -1;
@@ -118,7 +86,7 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       wait_ms = int(std::max<long long>(0, std::min<long long>(left, 1 << 30)));
     }
-    pollfd p{fds[0], POLLIN, 0};
+    pollfd p{fd, POLLIN, 0};
     const int r = ::poll(&p, 1, wait_ms);
     if (r < 0 && errno == EINTR) {
       continue;
@@ -129,15 +97,10 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
       end.timed_out = true;
       break;
     }
-    const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
+    if (!read_some(fd, buf)) {
       open = false;
       continue;
     }
-    buf.append(chunk, std::size_t(n));
     for (std::size_t nl; open && (nl = buf.find('\n')) != std::string::npos;) {
       WorkerMessage m;
       try {
@@ -172,53 +135,12 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
   if (end.unreadable.empty()) {
     end.cut_off = buf.size();
   }
-  ::close(fds[0]);
-  while (::waitpid(pid, &end.status, 0) < 0) {
-    if (errno != EINTR) {
-      throw std::runtime_error(std::string("cannot wait for the worker process: ") +
-                               std::strerror(errno));
-    }
-  }
+  ::close(fd);
+  end.status = wait_for(pid, "the worker process");
   return end;
 }
 
-std::string signal_name(int sig) {
-  switch (sig) {
-  case SIGSEGV:
-    return "SIGSEGV";
-  case SIGABRT:
-    return "SIGABRT";
-  case SIGBUS:
-    return "SIGBUS";
-  case SIGFPE:
-    return "SIGFPE";
-  case SIGILL:
-    return "SIGILL";
-  case SIGKILL:
-    return "SIGKILL";
-  case SIGTERM:
-    return "SIGTERM";
-  case SIGINT:
-    return "SIGINT";
-  case SIGTRAP:
-    return "SIGTRAP";
-  default:
-    return "signal " + std::to_string(sig);
-  }
-}
-
 } // namespace
-
-std::string describe_wait_status(int status) {
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return "killed by " + signal_name(sig) + " (" + strsignal(sig) + ")";
-  }
-  if (WIFEXITED(status)) {
-    return "exited with status " + std::to_string(WEXITSTATUS(status));
-  }
-  return "ended with wait status " + std::to_string(status);
-}
 
 SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
   SupervisedRun run;

@@ -35,7 +35,4 @@ struct SupervisedRun {
 // a fault ends the command.
 [[nodiscard]] SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process = false);
 
-// "killed by SIGSEGV (segmentation fault)", "exited with status 3": what a wait status means.
-[[nodiscard]] std::string describe_wait_status(int status);
-
 } // namespace attn

@@ -1,15 +1,22 @@
 // The plugin ABI end to end: loading and refusing libraries, what the CPU example declares, and
 // proof that the ABI carries every field: the example plugin computes bit for bit what the
-// built-in CPU backend computes, in every family, mask and layout the problem arrives in.
+// built-in CPU backend computes, in every family, mask and layout the problem arrives in. Opening
+// runs none of the plugin's code here (a child reads the declaration): an init that crashes,
+// exits or hangs is one line, and the first call loads the library, checking it declares the same.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "src/backends/cpu/cpu_backend.h"
 #include "src/backends/plugin/plugin_backend.h"
 #include "src/backends/registry.h"
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
+#include "tests/support/files.h"
 
 namespace attn {
 namespace {
@@ -58,6 +65,81 @@ TEST(PluginLibrary, ReadsTheCpuExampleDeclarations) {
   EXPECT_EQ(j["source"], "plugin");
   EXPECT_EQ(j["name"], "cpu-example");
   EXPECT_EQ(j["library_sha256"], id.library_sha256);
+}
+
+TEST(PluginLibrary, OpeningRunsNothingOfThePluginHereTheFirstCallLoadsIt) {
+  // The NHD test plugin, which no other test here opens: mapped into this process only by load.
+  const auto mapped = [] {
+    void* h = ::dlopen(ATTN_NHD_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
+    if (h != nullptr) {
+      ::dlclose(h);
+    }
+    return h != nullptr;
+  };
+  const auto lib = PluginLibrary::open(ATTN_NHD_PLUGIN);
+  EXPECT_EQ(lib->identity().name, "cpu-example-nhd");
+  EXPECT_EQ(lib->families().size(), 3u);
+  EXPECT_FALSE(mapped());
+  lib->load();
+  EXPECT_TRUE(mapped());
+}
+
+// A copy of the init test plugin under a path of its own: the declaration is kept per path.
+std::string init_plugin_copy(const std::string& name) {
+  const std::filesystem::path dir = test::fresh_dir(name);
+  std::filesystem::copy_file(ATTN_INIT_PLUGIN, dir / "libinit.so");
+  return (dir / "libinit.so").string();
+}
+
+TEST(PluginLibrary, AnInitThatCrashesExitsOrHangsIsOneLineAndThisProcessGoesOn) {
+  const std::string path = init_plugin_copy("init_fault");
+  ::setenv("ATTN_TEST_INIT", "abort", 1);
+  std::string e = error_of(path);
+  EXPECT_NE(e.find("plugin " + path +
+                   ": the process that loads it to read its declaration was killed by SIGABRT"),
+            std::string::npos)
+      << e;
+  ::setenv("ATTN_TEST_INIT", "exit", 1);
+  e = error_of(path);
+  EXPECT_NE(e.find("exited with status 0 before it declared anything"), std::string::npos) << e;
+  ::setenv("ATTN_TEST_INIT", "hang", 1);
+  ::setenv("ATTN_TUNE_PLUGIN_PROBE_TIMEOUT", "0.3", 1);
+  e = error_of(path);
+  EXPECT_NE(e.find("had not answered after 0.3 s"), std::string::npos) << e;
+  ::setenv("ATTN_TUNE_PLUGIN_PROBE_TIMEOUT", "soon", 1);
+  e = error_of(path);
+  EXPECT_NE(e.find("ATTN_TUNE_PLUGIN_PROBE_TIMEOUT='soon' is not a number"), std::string::npos)
+      << e;
+  ::unsetenv("ATTN_TUNE_PLUGIN_PROBE_TIMEOUT");
+  ::setenv("ATTN_TEST_INIT", "1.0", 1);
+  EXPECT_EQ(PluginLibrary::open(path)->identity().version, "1.0");
+  ::unsetenv("ATTN_TEST_INIT");
+}
+
+TEST(PluginLibrary, ALoadThatFindsAnotherDeclarationThanTheProbeSaysWhatChanged) {
+  const std::string path = init_plugin_copy("init_changed");
+  ::setenv("ATTN_TEST_INIT", "1.0", 1);
+  const auto lib = PluginLibrary::open(path);
+  EXPECT_EQ(lib->identity().version, "1.0");
+  ::setenv("ATTN_TEST_INIT", "2.0", 1);
+  std::string e;
+  try {
+    lib->load();
+  } catch (const InputError& x) {
+    e = x.what();
+  }
+  EXPECT_NE(e.find("plugin init-test (" + path +
+                   ") declares something else in this process than "
+                   "when attn-tune opened it (changed: its version)"),
+            std::string::npos)
+      << e;
+  // The failure stands: the init does not run again on every call.
+  ::setenv("ATTN_TEST_INIT", "1.0", 1);
+  EXPECT_THROW(lib->load(), InputError);
+  // A second opening of the same path takes the first one's declaration, and loads.
+  const auto again = PluginLibrary::open(path);
+  EXPECT_NO_THROW(again->load());
+  ::unsetenv("ATTN_TEST_INIT");
 }
 
 TEST(PluginBackend, CanRunSaysWhyInTheHostsWordsAndThePlugins) {

@@ -1,7 +1,7 @@
 # CLI tests of kernel plugins (--kernels, `plugin check`): the CPU example passes what the
 # built-in CPU backend passes, a planted mask bug fails exactly its cases and its dumps replay the
-# mismatch, a crashing plugin is a fault, an old-ABI plugin is one line and exit 2, and a sweep
-# through a plugin writes a table whose provenance names it.
+# mismatch, a crashing plugin is a fault, an old-ABI plugin or one whose init crashes is one line
+# and exit 2, and a sweep through a plugin writes a table whose provenance names it.
 set(plugins_work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/plugins)
 
 attn_cli_test(NAME plugin_check_cpu_example EXIT 0
@@ -14,6 +14,21 @@ attn_cli_test(NAME verify_kernels_old_abi EXIT 2 REGEX "was built for plugin ABI
               ARGS verify --kernels ${ATTN_OLD_ABI_PLUGIN} --intensity quick)
 attn_cli_test(NAME sweep_kernels_old_abi EXIT 2 REGEX "was built for plugin ABI 0"
               ARGS sweep --kernels ${ATTN_OLD_ABI_PLUGIN} --profile quick --out ${plugins_work}/old)
+# A plugin whose init aborts, exits or hangs: its declaration probe (a child process) says so in one
+# line and attn-tune exits 2 itself.
+attn_cli_test(NAME plugin_check_init_abort EXIT 2
+              REGEX "plugin [^\n]*: the process that loads it to read its declaration was killed by SIGABRT"
+              ARGS plugin check ${ATTN_INIT_PLUGIN})
+attn_cli_test(NAME verify_kernels_init_exit EXIT 2
+              REGEX "exited with status 0 before it declared anything \\(does its init"
+              ARGS verify --kernels ${ATTN_INIT_PLUGIN} --intensity quick)
+attn_cli_test(NAME sweep_kernels_init_hang EXIT 2
+              REGEX "had not answered after 0.5 s and was stopped"
+              ARGS sweep --kernels ${ATTN_INIT_PLUGIN} --profile quick --out ${plugins_work}/hang)
+set_tests_properties(cli.plugin_check_init_abort PROPERTIES ENVIRONMENT ATTN_TEST_INIT=abort)
+set_tests_properties(cli.verify_kernels_init_exit PROPERTIES ENVIRONMENT ATTN_TEST_INIT=exit)
+set_tests_properties(cli.sweep_kernels_init_hang PROPERTIES
+                     ENVIRONMENT "ATTN_TEST_INIT=hang;ATTN_TUNE_PLUGIN_PROBE_TIMEOUT=0.5")
 attn_cli_test(NAME plugin_check_not_a_plugin EXIT 2 REGEX "cannot load it"
               ARGS plugin check ${PROJECT_SOURCE_DIR}/README.md)
 attn_cli_test(NAME plugin_check_missing EXIT 2 REGEX "plugin /nonexistent/x.so: no such file"

@@ -51,6 +51,14 @@ add_test(NAME cli.python_virtual_env
                  -P ${ATTN_PY_FIXTURES}/venv_module.cmake)
 set_tests_properties(cli.python_virtual_env PROPERTIES LABELS "cli;python")
 
+# A module is imported in processes attn-tune starts (the declaration probe, the worker), never in
+# attn-tune's own, even one that touches torch.cuda at import.
+add_test(NAME cli.python_import_process
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DPYTHONPATH=${ATTN_PY_FIXTURES}
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/python_import_process
+                 -P ${ATTN_PY_FIXTURES}/import_process.cmake)
+set_tests_properties(cli.python_import_process PROPERTIES LABELS "cli;python")
+
 # An exception in the module: a failure line with the exception and its frames; a can_run
 # refusal: skipped with the module's reason.
 attn_python_test(python_exception_reason 1

@@ -274,11 +274,5 @@ TEST(Supervisor, AMessageCutOffByTheWorkersDeathIsAFault) {
       << faults[0];
 }
 
-TEST(Supervisor, WaitStatusIsNamed) {
-  EXPECT_EQ(describe_wait_status(0), "exited with status 0");
-  EXPECT_EQ(describe_wait_status(3 << 8), "exited with status 3");
-  EXPECT_NE(describe_wait_status(SIGSEGV).find("SIGSEGV"), std::string::npos);
-}
-
 } // namespace
 } // namespace attn

@@ -11,7 +11,11 @@
 namespace attn {
 
 PluginBackend::PluginBackend(std::shared_ptr<const PluginLibrary> lib, DeviceInfo info)
-    : lib_(std::move(lib)), info_(std::move(info)) {}
+    : lib_(std::move(lib)), info_(std::move(info)) {
+  // The plugin's init (a Python module's import) runs here, in the process that runs the kernels,
+  // outside any run: an init that fails here ends the command instead of failing every run.
+  lib_->load();
+}
 
 std::optional<std::string> PluginBackend::refuse(const KernelConfig& cfg, const Problem& pr) const {
   const FamilyDecl& fam = *lib_->family(cfg.family);

@@ -1,12 +1,17 @@
 #include "src/backends/plugin/plugin_library.h"
 
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <set>
+#include <map>
 
+#include "src/io/child_process.h"
 #include "src/io/sha256.h"
 #include "src/model/errors.h"
 
@@ -15,32 +20,6 @@ namespace attn {
 namespace {
 
 constexpr std::size_t kMessageBytes = 1024;
-
-bool valid_param_name(const char* s) {
-  if (s == nullptr || *s == '\0') {
-    return false;
-  }
-  for (; *s != '\0'; ++s) {
-    const char c = *s;
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
-      return false;
-    }
-  }
-  return true;
-}
-
-std::optional<Family> family_of(int f) {
-  switch (f) {
-  case ATTN_FAMILY_DECODE_V1:
-    return Family::decode_v1;
-  case ATTN_FAMILY_DECODE_V2:
-    return Family::decode_v2;
-  case ATTN_FAMILY_PREFILL:
-    return Family::prefill;
-  default:
-    return std::nullopt;
-  }
-}
 
 attn_family abi_family(Family f) {
   return f == Family::decode_v1   ? ATTN_FAMILY_DECODE_V1
@@ -53,23 +32,6 @@ std::string message_or(const char* buf, const char* fallback) {
 }
 
 } // namespace
-
-nlohmann::json PluginIdentity::to_json() const {
-  const bool py = !python_module.empty();
-  nlohmann::json j = {
-      {"source", "plugin"},
-      {"name", name},
-      {"version", version},
-      {"abi_version", abi_version},
-      {"library_sha256", library_sha256},
-      {"library", std::filesystem::path(py ? python_file : path).filename().string()},
-      {"device_kind", device_kind == ATTN_DEVICE_CUDA ? "cuda" : "host"}};
-  if (py) {
-    j["bridge"] = "python";
-    j["module"] = python_module;
-  }
-  return j;
-}
 
 bool is_python_kernels(const std::string& spec) { return spec.rfind("python:", 0) == 0; }
 
@@ -107,172 +69,247 @@ std::string attn_python_dir() {
 
 } // namespace
 
-std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
-  std::shared_ptr<PluginLibrary> lib(new PluginLibrary());
-  lib->id_.path = path;
+double plugin_probe_timeout_s() {
+  constexpr const char* kVar = "ATTN_TUNE_PLUGIN_PROBE_TIMEOUT";
+  const char* env = std::getenv(kVar);
+  if (env == nullptr || *env == '\0') {
+    return 300.0; // a Python module importing torch and a CUDA stack takes seconds, not minutes
+  }
+  char* end = nullptr;
+  const double s = std::strtod(env, &end);
+  if (end == env || *end != '\0' || !std::isfinite(s) || s <= 0.0) {
+    throw InputError(std::string(kVar) + "='" + env + "' is not a number of seconds above 0");
+  }
+  return s;
+}
+
+namespace {
+
+// The Python bridge library, or InputError saying that this build has none.
+std::string bridge_or_refuse(const std::string& who) {
+  std::string bridge = python_bridge_path();
+  if (bridge.empty()) {
+    throw InputError(who + ": this attn-tune was built without its Python bridge (CMake found "
+                           "no Python 3 development files: install python3-dev and rebuild, "
+                           "or point ATTN_TUNE_PYTHON_BRIDGE at libattn_tune_python.so)");
+  }
+  return bridge;
+}
+
+// What the plugin's init gives the process that calls it: the function table, and the table
+// copied out for the checks.
+struct InitResult {
+  attn_plugin_api api{};
+  PluginTable table;
+};
+
+// dlopens the library `path` names (a plugin file, or the Python bridge with the module chosen)
+// and calls its entry point: the plugin's own code runs in this process from here on. Throws
+// InputError for what stops before there is a table (the library cannot be loaded, exports no
+// entry point, or the bridge refuses the module spec). The library stays mapped: a plugin
+// linked with the CUDA runtime registers its kernels at load time and unregisters them from exit
+// handlers, which must still find its code.
+InitResult load_and_init(const std::string& path, const std::string& who) {
+  void* handle = nullptr;
+  using Identity = const char* (*)();
+  Identity identity = nullptr;
   if (is_python_kernels(path)) {
-    const std::string spec = path.substr(7);
-    const std::string who = path;
-    const std::string bridge = python_bridge_path();
-    if (bridge.empty()) {
-      throw InputError(who + ": this attn-tune was built without its Python bridge (CMake found "
-                             "no Python 3 development files: install python3-dev and rebuild, "
-                             "or point ATTN_TUNE_PYTHON_BRIDGE at libattn_tune_python.so)");
-    }
+    const std::string bridge = bridge_or_refuse(who);
     // Never unloaded: the interpreter it starts lives as long as the process.
-    lib->handle_ = ::dlopen(bridge.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (lib->handle_ == nullptr) {
+    handle = ::dlopen(bridge.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (handle == nullptr) {
       const char* why = ::dlerror();
       throw InputError(who + ": cannot load the Python bridge " + bridge + ": " +
                        (why ? why : "unknown dlopen error"));
     }
     using Select = int (*)(const char*, const char*, char*, size_t);
-    using Identity = const char* (*)();
-    auto select = reinterpret_cast<Select>(::dlsym(lib->handle_, "attn_tune_python_bridge_select"));
-    auto identity =
-        reinterpret_cast<Identity>(::dlsym(lib->handle_, "attn_tune_python_bridge_identity"));
+    auto select = reinterpret_cast<Select>(::dlsym(handle, "attn_tune_python_bridge_select"));
+    identity = reinterpret_cast<Identity>(::dlsym(handle, "attn_tune_python_bridge_identity"));
     if (select == nullptr || identity == nullptr) {
       throw InputError(who + ": " + bridge + " is not attn-tune's Python bridge");
     }
     char err[kMessageBytes] = {};
-    if (select(spec.c_str(), attn_python_dir().c_str(), err, sizeof err) != 0) {
+    if (select(path.substr(7).c_str(), attn_python_dir().c_str(), err, sizeof err) != 0) {
+      err[sizeof err - 1] = '\0';
       throw InputError(who + ": " + message_or(err, "refused"));
     }
-    lib->initialise(who);
-    const nlohmann::json id =
-        nlohmann::json::parse(identity(), nullptr, /*allow_exceptions=*/false);
-    lib->id_.python_module = spec;
-    lib->id_.python_file = id.is_object() ? id.value("file", "") : "";
-    lib->id_.library_sha256 = id.is_object() ? id.value("sources_sha256", "") : "";
-    return lib;
+  } else {
+    // dlopen searches the library path for a bare name; a path with a slash is taken as it is.
+    const std::string load_path = path.find('/') == std::string::npos ? "./" + path : path;
+    handle = ::dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* why = ::dlerror();
+      throw InputError(who + ": cannot load it: " + (why ? why : "unknown dlopen error"));
+    }
   }
-  const std::string who = "plugin " + path;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    throw InputError(who + ": no such file");
-  }
-  lib->id_.library_sha256 = sha256_file(path);
-  // dlopen searches the library path for a bare name; a path with a slash is taken as it is.
-  const std::string load_path = path.find('/') == std::string::npos ? "./" + path : path;
-  lib->handle_ = ::dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib->handle_ == nullptr) {
-    const char* why = ::dlerror();
-    throw InputError(who + ": cannot load it: " + (why ? why : "unknown dlopen error"));
-  }
-  lib->initialise(who);
-  return lib;
-}
-
-void PluginLibrary::initialise(const std::string& who) {
-  const std::string& path = id_.path;
-  void* sym = ::dlsym(handle_, ATTN_PLUGIN_ENTRY_NAME);
+  void* sym = ::dlsym(handle, ATTN_PLUGIN_ENTRY_NAME);
   if (sym == nullptr) {
     throw InputError(who + " exports no " + ATTN_PLUGIN_ENTRY_NAME +
                      "(): it is not an attn-tune kernel plugin (docs/plugins.md)");
   }
   auto init = reinterpret_cast<attn_plugin_init_fn>(sym);
+  InitResult out;
   char err[kMessageBytes] = {};
-  attn_plugin_api& api = api_;
-  const int rc = init(ATTN_PLUGIN_ABI_VERSION, &api, sizeof api, err, sizeof err);
+  const int rc = init(ATTN_PLUGIN_ABI_VERSION, &out.api, sizeof out.api, err, sizeof err);
   err[sizeof err - 1] = '\0';
-  // The version first: nothing else in the table means anything under another version.
-  if (api.abi_version != ATTN_PLUGIN_ABI_VERSION) {
-    throw InputError(who + " was built for plugin ABI " + std::to_string(api.abi_version) +
-                     "; this attn-tune speaks ABI " + std::to_string(ATTN_PLUGIN_ABI_VERSION) +
-                     ": rebuild it against this attn-tune's include/attn_tune/plugin.h");
-  }
-  if (rc != 0) {
-    throw InputError(who + " refused to start: " + message_or(err, "no reason given"));
-  }
-  if (api.api_size != sizeof api) {
-    throw InputError(who + " declares a function table of " + std::to_string(api.api_size) +
-                     " bytes; ABI " + std::to_string(ATTN_PLUGIN_ABI_VERSION) + " has " +
-                     std::to_string(sizeof api));
-  }
-  if (api.name == nullptr || *api.name == '\0') {
-    throw InputError(who + " declares no name");
-  }
-  id_.name = api.name;
-  id_.version = api.version != nullptr ? api.version : "";
-  id_.abi_version = api.abi_version;
-  const std::string me = "plugin " + id_.name + " (" + path + ")";
-  if (api.device_kind != ATTN_DEVICE_HOST && api.device_kind != ATTN_DEVICE_CUDA) {
-    throw InputError(me + " declares device kind " + std::to_string(int(api.device_kind)) +
-                     ", neither ATTN_DEVICE_HOST nor ATTN_DEVICE_CUDA");
-  }
-  id_.device_kind = api.device_kind;
-  decl_.name = id_.name;
-  decl_.memory = api.device_kind == ATTN_DEVICE_CUDA ? MemoryKind::cuda : MemoryKind::host;
-  if (api.can_run == nullptr || api.workspace_size == nullptr || api.run == nullptr) {
-    throw InputError(me + " leaves can_run, workspace_size or run unset");
-  }
-  if (api.families == nullptr || api.num_families <= 0 || api.num_families > 3) {
-    throw InputError(me + " declares " + std::to_string(api.num_families) +
-                     " families; it must implement 1 to 3 of decode_v1, decode_v2, prefill");
-  }
-  std::set<Family> seen;
-  for (int i = 0; i < api.num_families; ++i) {
-    const attn_family_decl& d = api.families[i];
-    const auto fam = family_of(int(d.family));
-    if (!fam) {
-      throw InputError(me + " declares family " + std::to_string(int(d.family)) +
-                       ", which is none of decode_v1, decode_v2, prefill");
+  out.table = read_plugin_table(rc, err, out.api);
+  if (identity != nullptr && rc == 0) {
+    const nlohmann::json id =
+        nlohmann::json::parse(identity(), nullptr, /*allow_exceptions=*/false);
+    if (id.is_object()) {
+      out.table.python_file = id.value("file", "");
+      out.table.python_sources_sha256 = id.value("sources_sha256", "");
     }
-    const std::string fname = family_name(*fam);
-    if (!seen.insert(*fam).second) {
-      throw InputError(me + " declares " + fname + " twice");
-    }
-    if (int(d.kv_layout) < 0 || int(d.kv_layout) > 2) {
-      throw InputError(me + " declares KV layout " + std::to_string(int(d.kv_layout)) + " for " +
-                       fname + ", none of HND, NHD, vllm");
-    }
-    FamilyDecl pf;
-    pf.family = *fam;
-    pf.layout = KvLayout(int(d.kv_layout));
-    pf.writes_lse = d.writes_lse != 0;
-    if (d.num_params < 0 || (d.num_params > 0 && d.params == nullptr)) {
-      throw InputError(me + " declares " + std::to_string(d.num_params) + " parameters for " +
-                       fname + " without an array of them");
-    }
-    std::set<std::string> names;
-    for (int k = 0; k < d.num_params; ++k) {
-      const attn_param_space& ps = d.params[k];
-      if (!valid_param_name(ps.name)) {
-        throw InputError(me + " declares a " + fname +
-                         " parameter whose name is empty or not made of a-z, 0-9 and _");
-      }
-      if (!names.insert(ps.name).second) {
-        throw InputError(me + " declares " + fname + " parameter '" + ps.name + "' twice");
-      }
-      if (ps.num_values <= 0 || ps.values == nullptr) {
-        throw InputError(me + " declares no values for " + fname + " parameter '" + ps.name + "'");
-      }
-      pf.params.push_back({ps.name, std::vector<int>(ps.values, ps.values + ps.num_values)});
-    }
-    if (*fam == Family::decode_v2) {
-      const auto it = std::find_if(pf.params.begin(), pf.params.end(),
-                                   [](const ParamSpace& p) { return p.name == "partition"; });
-      if (it == pf.params.end()) {
-        throw InputError(me + " declares decode_v2 without a 'partition' parameter (keys per "
-                              "split-KV partition), which the validator and the table need");
-      }
-      for (int v : it->values) {
-        if (v <= 0) {
-          throw InputError(me + " declares decode_v2 partition " + std::to_string(v) +
-                           "; partitions are positive multiples of block_size");
+  }
+  return out;
+}
+
+// The declaration probe: a child process loads the library, calls its init and sends back the
+// table ({"table": ...}) or the one-line reason it could not ({"error": ...}); this process runs
+// none of the plugin's code, so an init that crashes, exits, hangs or initialises a CUDA context
+// (which a fork does not inherit in working order) leaves it as it was.
+nlohmann::json probe_table(const std::string& path, const std::string& who) {
+  const double limit = plugin_probe_timeout_s();
+  const ChildOutcome out = run_in_child(
+      [&] {
+        nlohmann::json reply;
+        try {
+          reply["table"] = load_and_init(path, who).table.to_json();
+        } catch (const std::exception& e) {
+          reply["error"] = e.what();
         }
-      }
+        return reply.dump();
+      },
+      limit);
+  const std::string probe = who + ": the process that loads it to read its declaration";
+  if (out.timed_out) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%g", limit);
+    throw InputError(probe + " had not answered after " + s +
+                     " s and was stopped (does its init or import hang? "
+                     "ATTN_TUNE_PLUGIN_PROBE_TIMEOUT sets the limit in seconds)");
+  }
+  if (out.text.empty()) {
+    throw InputError(
+        probe + " " + (WIFSIGNALED(out.status) ? "was " : "") + describe_wait_status(out.status) +
+        " before it declared anything" +
+        (WIFEXITED(out.status) ? " (does its init, or code it loads, call exit?)" : ""));
+  }
+  const nlohmann::json reply = nlohmann::json::parse(out.text, nullptr, /*allow_exceptions=*/false);
+  if (reply.is_object() && reply.contains("error") && reply["error"].is_string()) {
+    throw InputError(reply["error"].get<std::string>());
+  }
+  try {
+    (void)PluginTable::from_json(reply.at("table"));
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(probe + " sent what cannot be read (" + e.what() + "); it " +
+                     describe_wait_status(out.status));
+  }
+  return reply["table"];
+}
+
+// The probes' tables by path, kept for this process and the forks it makes: a worker that opens
+// the library again (make_backend) takes its parent's answer instead of probing once more. The
+// one process-wide state of this file, for that reason.
+nlohmann::json probed_table(const std::string& path, const std::string& who) {
+  static std::mutex mutex;
+  static std::map<std::string, nlohmann::json> tables;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = tables.find(path); it != tables.end()) {
+      return it->second;
     }
-    decl_.families.push_back(std::move(pf));
+  }
+  nlohmann::json table = probe_table(path, who); // not under the lock: a probe takes seconds
+  const std::lock_guard<std::mutex> lock(mutex);
+  return tables.emplace(path, std::move(table)).first->second;
+}
+
+// What differs between two tables that both pass the checks, in words ("its version, its
+// families"); "" when they declare the same (the init's message may differ).
+std::string what_changed(const nlohmann::json& before, const nlohmann::json& now) {
+  static const std::pair<const char*, const char*> kParts[] = {
+      {"name", "its name"},
+      {"version", "its version"},
+      {"device_kind", "its device kind"},
+      {"families", "its families"},
+      {"python_file", "the module's file"},
+      {"python_sources_sha256", "the module's sources"}};
+  std::string out;
+  for (const auto& [key, words] : kParts) {
+    if (before.value(key, nlohmann::json()) != now.value(key, nlohmann::json())) {
+      out += (out.empty() ? "" : ", ") + std::string(words);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+std::string PluginLibrary::who() const {
+  return is_python_kernels(id_.path) ? id_.path : "plugin " + id_.path;
+}
+
+std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
+  std::shared_ptr<PluginLibrary> lib(new PluginLibrary());
+  lib->id_.path = path;
+  const std::string who = lib->who();
+  if (is_python_kernels(path)) {
+    (void)bridge_or_refuse(who);
+    lib->id_.python_module = path.substr(7);
+  } else {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      throw InputError(who + ": no such file");
+    }
+    lib->id_.library_sha256 = sha256_file(path);
+  }
+  lib->probed_ = probed_table(path, who);
+  const PluginTable t = PluginTable::from_json(lib->probed_);
+  lib->decl_ = check_plugin_table(t, who, lib->id_);
+  if (!lib->id_.python_module.empty()) {
+    lib->id_.python_file = t.python_file;
+    lib->id_.library_sha256 = t.python_sources_sha256;
+  }
+  return lib;
+}
+
+void PluginLibrary::load() const {
+  if (loaded_.load(std::memory_order_acquire)) {
+    return;
+  }
+  const std::lock_guard<std::mutex> lock(load_mutex_);
+  if (loaded_.load(std::memory_order_relaxed)) {
+    return;
+  }
+  if (!load_error_.empty()) {
+    throw InputError(load_error_);
+  }
+  try {
+    const InitResult now = load_and_init(id_.path, who());
+    PluginIdentity again = id_;
+    (void)check_plugin_table(now.table, who(), again);
+    const std::string changed = what_changed(probed_, now.table.to_json());
+    if (!changed.empty()) {
+      throw InputError("plugin " + id_.name + " (" + id_.path +
+                       ") declares something else in this process than when attn-tune opened "
+                       "it (changed: " +
+                       changed + "): did the library or module change while attn-tune ran?");
+    }
+    api_ = now.api;
+    loaded_by_ = ::getpid();
+    loaded_.store(true, std::memory_order_release);
+  } catch (const InputError& e) {
+    load_error_ = e.what();
+    throw;
   }
 }
 
 PluginLibrary::~PluginLibrary() {
-  if (api_.destroy != nullptr && api_.abi_version == ATTN_PLUGIN_ABI_VERSION) {
+  // The plugin's state belongs to the process that ran its init; a fork's copy is not its to free.
+  if (loaded_.load() && loaded_by_ == ::getpid() && api_.destroy != nullptr) {
     api_.destroy(api_.state);
   }
-  // The library stays mapped: a plugin linked with the CUDA runtime registers its kernels at
-  // load time and unregisters them from exit handlers, which must still find its code.
 }
 
 std::vector<KernelConfig> PluginLibrary::config_space(Family f) const {
@@ -316,6 +353,7 @@ std::optional<std::string> PluginLibrary::can_run(const KernelConfig& cfg,
   if (auto why = view(cfg, v)) {
     return why;
   }
+  load();
   char reason[kMessageBytes] = {};
   if (api_.can_run(api_.state, &v.c, &shape, reason, sizeof reason) != 0) {
     reason[sizeof reason - 1] = '\0';
@@ -329,6 +367,7 @@ uint64_t PluginLibrary::workspace_size(const KernelConfig& cfg, const attn_call&
   if (auto why = view(cfg, v)) {
     throw InputError(*why);
   }
+  load();
   char err[kMessageBytes] = {};
   uint64_t bytes = 0;
   if (const int rc = api_.workspace_size(api_.state, &v.c, &shape, &bytes, err, sizeof err);
@@ -346,6 +385,7 @@ void PluginLibrary::run(const KernelConfig& cfg, const attn_call& call, void* wo
   if (auto why = view(cfg, v)) {
     throw InputError(*why);
   }
+  load();
   char err[kMessageBytes] = {};
   if (const int rc = api_.run(api_.state, &v.c, &call, workspace, bytes, stream, err, sizeof err);
       rc != 0) {

@@ -1,9 +1,16 @@
 // A kernel plugin (include/attn_tune/plugin.h) opened and checked: its identity for provenance,
 // its families with their configuration spaces and layouts, and C++ calls into it that turn the
-// ABI's return codes and message buffers into reasons and exceptions.
+// ABI's return codes and message buffers into reasons and exceptions. The plugin's own code (its
+// init, a Python module's import) never runs in the process that opens it: a short-lived child
+// reads the declaration, and the library is loaded for real by the first call into it, in the
+// process that makes that call (a worker, or this one under --in-process).
 #pragma once
+#include <sys/types.h>
+
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,29 +20,12 @@
 
 #include "include/attn_tune/plugin.h"
 #include "src/backends/kernel_decl.h"
+#include "src/backends/plugin/plugin_declaration.h"
 #include "src/model/kernel_config.h"
 #include "src/model/kv_layout.h"
 #include "src/model/problem.h"
 
 namespace attn {
-
-// What a table and a results file record about the kernels a plugin holds.
-struct PluginIdentity {
-  std::string path;    // as given on the command line
-  std::string name;    // the plugin's own name
-  std::string version; // the plugin's own version string
-  uint32_t abi_version = 0;
-  std::string library_sha256;
-  attn_device_kind device_kind = ATTN_DEVICE_HOST;
-  // Kernels loaded through the Python bridge (path "python:MODULE[:FACTORY]"): the module spec
-  // and its source file or package folder; library_sha256 is then the SHA-256 of its sources.
-  std::string python_module;
-  std::string python_file;
-  // {"source": "plugin", "name", "version", "abi_version", "library_sha256", "library",
-  //  "device_kind"}, plus {"bridge": "python", "module"} for Python kernels
-  [[nodiscard]] nlohmann::json to_json() const;
-};
-
 
 // A plugin's failure inside run or workspace_size (its return code and message): the
 // configuration's error, not the command's.
@@ -46,10 +36,13 @@ public:
 
 class PluginLibrary {
 public:
-  // dlopens `path`, calls its entry point and checks every declaration; throws InputError with
-  // one line saying what is wrong (not a file, no entry point, another ABI version, a decode_v2
-  // without "partition", an empty or duplicate family, a parameter without values ...).
-  // "python:MODULE[:FACTORY]" loads the Python bridge (python_bridge_path) with that module.
+  // Reads what `path` declares and checks it; throws InputError with one line saying what is
+  // wrong (not a file, no entry point, another ABI version, a decode_v2 without "partition", an
+  // empty or duplicate family, a parameter without values ...; an init that crashes, exits or
+  // does not answer within plugin_probe_timeout_s()). "python:MODULE[:FACTORY]" loads the Python
+  // bridge (python_bridge_path) with that module. The declaration comes from a child process
+  // (the declaration probe), once per path and process: a fork of this process that opens the
+  // same path again (a worker making its backend) reuses it.
   [[nodiscard]] static std::shared_ptr<PluginLibrary> open(const std::string& path);
   ~PluginLibrary();
   PluginLibrary(const PluginLibrary&) = delete;
@@ -64,6 +57,14 @@ public:
 
   // Every combination of the family's parameter values; empty when the plugin does not declare `f`.
   [[nodiscard]] std::vector<KernelConfig> config_space(Family f) const;
+
+  // Loads the library into this process unless it (or the process this one was forked from)
+  // already has: dlopen and the plugin's init (for Python kernels: start Python and import the
+  // module), thread-safe. Throws InputError when that fails or when the plugin now declares
+  // something else than the probe read; a failure is thrown again on every later call. The calls
+  // below load on their own; a backend loads when it is made, so that a failure ends the command
+  // instead of failing each run.
+  void load() const;
   // Why `cfg` cannot be run on a call of this shape: the family or a parameter is not declared,
   // a value is missing, or the plugin's own can_run refuses (its reason, prefixed by nothing).
   [[nodiscard]] std::optional<std::string> can_run(const KernelConfig& cfg,
@@ -75,8 +76,6 @@ public:
 
 private:
   PluginLibrary() = default;
-  // Calls the entry point of the loaded library and checks what it declares.
-  void initialise(const std::string& who);
   // The family's parameter values for `cfg` in declaration order, or why they cannot be made.
   struct ConfigView {
     std::vector<const char*> names;
@@ -84,11 +83,19 @@ private:
     attn_config c{};
   };
   [[nodiscard]] std::optional<std::string> view(const KernelConfig& cfg, ConfigView& out) const;
+  // "plugin PATH", or the "python:..." spec: names the library before its own name is known.
+  [[nodiscard]] std::string who() const;
 
-  void* handle_ = nullptr;
-  attn_plugin_api api_{};
   PluginIdentity id_;
   KernelSetDecl decl_;
+  nlohmann::json probed_; // the table the probe read (PluginTable::to_json), for load to compare
+
+  // Set once by load(), under load_mutex_.
+  mutable std::mutex load_mutex_;
+  mutable std::atomic<bool> loaded_{false};
+  mutable std::string load_error_;
+  mutable attn_plugin_api api_{};
+  mutable pid_t loaded_by_ = 0; // the process that ran the init: the one that may call destroy
 };
 
 // Whether `spec` names Python kernels ("python:...").
@@ -97,6 +104,9 @@ private:
 // running executable, else where this build put it; "" when there is none (built without
 // Python's development files).
 [[nodiscard]] std::string python_bridge_path();
+// How long the declaration probe may take: $ATTN_TUNE_PLUGIN_PROBE_TIMEOUT seconds, else 300;
+// throws InputError when the variable is not a positive number.
+[[nodiscard]] double plugin_probe_timeout_s();
 
 // The shape fields of a call (every pointer null) for `pr` in `layout`, as can_run and
 // workspace_size see it; `threads` is the host plugins' thread count.

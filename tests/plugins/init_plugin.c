@@ -1,0 +1,84 @@
+/* A test-only plugin whose init does what $ATTN_TEST_INIT says, to prove that a plugin's init
+ * runs outside attn-tune's own process (docs/plugins.md, "Where your code runs"):
+ *   abort   aborts (a crash AddressSanitizer leaves alone, so that the sanitized build prints the
+ *           same one line as the normal one)
+ *   exit    calls exit(0)
+ *   hang    never returns
+ *   other   (or unset) declares decode_v1 without parameters, refusing every call, with that
+ *           text as its version: a process that sees another value than the declaration probe
+ *           saw sees another declaration.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "include/attn_tune/plugin.h"
+
+static const attn_family_decl families[1] = {{ATTN_FAMILY_DECODE_V1, ATTN_KV_HND, 1, NULL, 0}};
+static char version[64];
+
+static int refuse(void* state, const attn_config* c, const attn_call* a, char* reason,
+                  size_t size) {
+  (void)state;
+  (void)c;
+  (void)a;
+  attn_plugin_write_message(reason, size, "this test plugin runs nothing");
+  return 1;
+}
+
+static int no_workspace(void* state, const attn_config* c, const attn_call* a, uint64_t* bytes,
+                        char* err, size_t size) {
+  (void)state;
+  (void)c;
+  (void)a;
+  (void)err;
+  (void)size;
+  *bytes = 0;
+  return 0;
+}
+
+static int fail(void* state, const attn_config* c, const attn_call* a, void* ws, uint64_t n,
+                void* stream, char* err, size_t size) {
+  (void)state;
+  (void)c;
+  (void)a;
+  (void)ws;
+  (void)n;
+  (void)stream;
+  attn_plugin_write_message(err, size, "this test plugin runs nothing");
+  return 1;
+}
+
+__attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_abi_version,
+                                                                 attn_plugin_api* api,
+                                                                 size_t api_size, char* err,
+                                                                 size_t err_size) {
+  ATTN_PLUGIN_CHECK_HOST(host_abi_version, api, api_size, err, err_size);
+  const char* what = getenv("ATTN_TEST_INIT");
+  if (what == NULL) {
+    what = "";
+  }
+  if (strcmp(what, "abort") == 0) {
+    abort();
+  }
+  if (strcmp(what, "exit") == 0) {
+    exit(0);
+  }
+  if (strcmp(what, "hang") == 0) {
+    for (;;) {
+      pause();
+    }
+  }
+  attn_plugin_write_message(version, sizeof version, what);
+  api->name = "init-test";
+  api->version = version;
+  api->device_kind = ATTN_DEVICE_HOST;
+  api->families = families;
+  api->num_families = 1;
+  api->state = NULL;
+  api->can_run = refuse;
+  api->workspace_size = no_workspace;
+  api->run = fail;
+  api->destroy = NULL;
+  return 0;
+}
