@@ -12,7 +12,14 @@
  * The plugin sets api->abi_version to ATTN_PLUGIN_ABI_VERSION as it was compiled, and fills the
  * rest when it speaks the host's version; otherwise it returns nonzero with a message (the
  * ATTN_PLUGIN_CHECK_HOST helper below does this). The host reads abi_version before anything
- * else and refuses a plugin built for another version, so an old plugin gets a clear refusal.
+ * else. A plugin that answers an older version the host still speaks (ATTN_PLUGIN_ABI_OLDEST and
+ * later) is called once more, with that version and that version's table size, and runs as that
+ * version (ABI 1 plugins: no prepare step, no engine rule); any other version is refused with one
+ * line.
+ *
+ * ABI 2 (this header) adds, after ABI 1's fields: the engine rule the kernels replace, the
+ * untimed prepare step and its release (attn_plugin_api), and the prepared handle in attn_call.
+ * A decode_v2 family may now declare no "partition" (the kernel chooses its own splits).
  *
  * Every string the plugin declares and every array it points to must stay valid until
  * api->destroy returns. Errors come back as a nonzero return plus a message written into the
@@ -28,7 +35,9 @@
 extern "C" {
 #endif
 
-#define ATTN_PLUGIN_ABI_VERSION 1u
+#define ATTN_PLUGIN_ABI_VERSION 2u
+/* The oldest ABI version a host speaking this header still loads. */
+#define ATTN_PLUGIN_ABI_OLDEST 1u
 #define ATTN_PLUGIN_ENTRY_NAME "attn_tune_plugin_init"
 
 /* Where the plugin's kernels read and write: host memory (attn-tune passes host pointers and
@@ -62,9 +71,11 @@ typedef struct attn_param_space {
   int num_values;
 } attn_param_space;
 
-/* One family the plugin implements. decode_v2 must declare a parameter named "partition" (keys
- * per split-KV partition, a multiple of block_size for every value can_run accepts): the
- * validator aims its edge lengths at partition boundaries and the threshold table records it. */
+/* One family the plugin implements. A decode_v2 family that splits the context into fixed
+ * partitions declares a parameter named "partition" (keys per split-KV partition, a multiple of
+ * block_size for every value can_run accepts): the validator aims its edge lengths at partition
+ * boundaries and the threshold table records it. One that chooses its splits itself (a scheduler
+ * per batch) declares none; tables then say "the kernel chooses its splits". */
 typedef struct attn_family_decl {
   attn_family family;
   attn_kv_layout kv_layout; /* the layout its key_cache and value_cache arrive in */
@@ -112,7 +123,27 @@ typedef struct attn_call {
   void* out;                   /* [num_rows, num_heads, head_dim], dtype */
   float* lse;                  /* [num_rows, num_heads], natural log; always a valid buffer */
   int host_threads;            /* host plugins: threads attn-tune was asked to use (>= 1) */
+  /* ABI 2: in run, the handle prepare returned for this prepared run (NULL without prepare, in
+   * can_run, workspace_size and prepare itself). ABI 1 plugins never see this field. */
+  void* prepared;
 } attn_call;
+
+/* A range of the plugin's own memory (host memory for host plugins, device memory for CUDA
+ * ones). */
+typedef struct attn_memory_range {
+  const void* ptr;
+  uint64_t bytes;
+} attn_memory_range;
+
+/* What prepare hands back: its handle and the memory it laid out, which attn-tune evicts from the
+ * caches before every timed repetition as it does its own buffers (a host plugin's ranges are
+ * flushed line by line; a CUDA plugin's fall under the L2 flush) and counts in the timing
+ * method's line. The ranges array stays valid until release. */
+typedef struct attn_prepared {
+  void* handle;
+  const attn_memory_range* ranges;
+  int num_ranges;
+} attn_prepared;
 
 typedef struct attn_plugin_api {
   /* Set by every version of this ABI, first: */
@@ -141,7 +172,27 @@ typedef struct attn_plugin_api {
              uint64_t workspace_bytes, void* stream, char* err, size_t err_size);
   /* Frees the plugin's state; may be NULL. */
   void (*destroy)(void* state);
+
+  /* ---- ABI 2 ---- */
+  /* The engine dispatch rule these kernels replace, which regret, `table show` and the report
+   * compare the tuned table against: "vllm-cuda" (use v1 when num_seqs * num_heads > 512 ...),
+   * "vllm-cpu", "seed", or NULL for none. */
+  const char* engine_rule;
+  /* The untimed prepare step; may be NULL. Called once per prepared run, after the problem's
+   * buffers are in place and before anything is timed, with the call as run will see it (every
+   * pointer set, `prepared` NULL) and the run's workspace: the plugin may lay out its own copy
+   * of the cache, tables and scratch here (CUDA plugins on `stream`, synchronised before
+   * returning). It fills *prepared; attn-tune passes prepared->handle to every run as
+   * call->prepared. Nonzero with a message: the configuration's error. */
+  int (*prepare)(void* state, const attn_config* config, const attn_call* call, void* workspace,
+                 uint64_t workspace_bytes, void* stream, attn_prepared* prepared, char* err,
+                 size_t err_size);
+  /* Frees what prepare made, once, when the run is over; may be NULL. */
+  void (*release)(void* state, const attn_config* config, attn_prepared* prepared);
 } attn_plugin_api;
+
+/* The size of an ABI 1 function table: the host offers it to plugins that answer version 1. */
+#define ATTN_PLUGIN_API_V1_SIZE offsetof(attn_plugin_api, engine_rule)
 
 typedef int (*attn_plugin_init_fn)(uint32_t host_abi_version, attn_plugin_api* api, size_t api_size,
                                    char* err, size_t err_size);

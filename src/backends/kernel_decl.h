@@ -31,6 +31,9 @@ struct KernelSetDecl {
   std::string name; // "attn-tune" for the built-in kernels, else the plugin's own name
   MemoryKind memory = MemoryKind::host;
   std::vector<FamilyDecl> families;
+  // The engine dispatch rule these kernels replace ("vllm-cuda", "vllm-cpu", "seed"; "" for
+  // none): what regret, `table show` and the report compare the tuned table against.
+  std::string engine_rule;
 
   // The family as declared; nullptr when the set does not implement `f`.
   [[nodiscard]] const FamilyDecl* family(Family f) const;

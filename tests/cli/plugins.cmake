@@ -5,7 +5,7 @@
 set(plugins_work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/plugins)
 
 attn_cli_test(NAME plugin_check_cpu_example EXIT 0
-              REGEX "plugin cpu-example, version 1.0, plugin ABI 1, host memory.*decode_v2 +layout HND.*partition: 256, 512, 1024.*prefill: ok \\(causal, softcap=2\\): 18 of 18 configurations passed.*every family passed"
+              REGEX "plugin cpu-example, version 1.0, plugin ABI 2, host memory.*decode_v2 +layout HND.*partition: 256, 512, 1024.*prefill: ok \\(causal, softcap=2\\): 18 of 18 configurations passed.*every family passed"
               ARGS plugin check ${ATTN_CPU_EXAMPLE_PLUGIN} --threads 2)
 attn_cli_test(NAME plugin_check_old_abi EXIT 2
               REGEX "was built for plugin ABI 0; this attn-tune speaks ABI 1: rebuild it"
@@ -92,7 +92,7 @@ attn_cli_test(NAME sweep_kernels_cpu_example EXIT 0
 set_tests_properties(cli.sweep_kernels_cpu_example PROPERTIES RESOURCE_LOCK cpu_timing
                      FIXTURES_REQUIRED plugin_clean FIXTURES_SETUP plugin_table)
 attn_cli_test(NAME table_show_plugin_provenance EXIT 0
-              REGEX "kernels:  plugin cpu-example 1.0 \\(libattn_plugin_cpu_example.so, plugin ABI 1, sha256 [0-9a-f]+\\)"
+              REGEX "kernels:  plugin cpu-example 1.0 \\(libattn_plugin_cpu_example.so, plugin ABI 2, sha256 [0-9a-f]+\\)"
               ARGS table show ${sweep_out}/threshold_table.json)
 attn_cli_test(NAME table_lookup_other_kernels_warns EXIT 0
               REGEX "warning: this table timed plugin cpu-example 1.0 .*not the built-in attn-tune kernels"

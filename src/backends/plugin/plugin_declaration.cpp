@@ -229,13 +229,11 @@ KernelSetDecl check_plugin_table(const PluginTable& t, const std::string& who, P
       pf.params.push_back({*ps.name, ps.values});
     }
     if (*fam == Family::decode_v2) {
+      // A partition space is optional (the kernel may choose its own splits); where there is
+      // one, its values are key counts.
       const auto it = std::find_if(pf.params.begin(), pf.params.end(),
                                    [](const ParamSpace& p) { return p.name == "partition"; });
-      if (it == pf.params.end()) {
-        throw InputError(me + " declares decode_v2 without a 'partition' parameter (keys per "
-                              "split-KV partition), which the validator and the table need");
-      }
-      for (int v : it->values) {
+      for (int v : it != pf.params.end() ? it->values : std::vector<int>{}) {
         if (v <= 0) {
           throw InputError(me + " declares decode_v2 partition " + std::to_string(v) +
                            "; partitions are positive multiples of block_size");

@@ -71,7 +71,7 @@ struct PluginTable {
 
 // Every check of a declaration: throws InputError with one line saying what is wrong (another ABI
 // version, a refusal, a table of another size, no name, an unknown device kind or family, a
-// decode_v2 without "partition", an empty or duplicate family or parameter ...). `who` names the
+// a decode_v2 partition that is not positive, an empty or duplicate family or parameter ...). `who` names the
 // library in the messages until its name is known. Sets id's name, version, ABI version and
 // device kind, and returns the declaration in the kernel contract's terms.
 [[nodiscard]] KernelSetDecl check_plugin_table(const PluginTable& t, const std::string& who,

@@ -37,7 +37,7 @@ public:
 class PluginLibrary {
 public:
   // Reads what `path` declares and checks it; throws InputError with one line saying what is
-  // wrong (not a file, no entry point, another ABI version, a decode_v2 without "partition", an
+  // wrong (not a file, no entry point, another ABI version, a decode_v2 partition <= 0, an
   // empty or duplicate family, a parameter without values ...; an init that crashes, exits or
   // does not answer within plugin_probe_timeout_s()). "python:MODULE[:FACTORY]" loads the Python
   // bridge (python_bridge_path) with that module. The declaration comes from a child process
