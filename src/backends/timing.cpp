@@ -1,6 +1,8 @@
 #include "src/backends/timing.h"
 
+
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <set>
 #include <vector>
@@ -34,6 +36,20 @@ std::optional<TimingMode> parse_timing_mode(std::string_view s) {
     return TimingMode::graph;
   }
   return std::nullopt;
+}
+
+std::string mib_text(uint64_t bytes) {
+  char buf[48];
+  if (bytes >= (uint64_t(10) << 20)) {
+    std::snprintf(buf, sizeof buf, "%llu MiB", static_cast<unsigned long long>(bytes >> 20));
+  } else if (bytes >= (uint64_t(1) << 20)) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1 << 20));
+  } else if (bytes >= 1024) {
+    std::snprintf(buf, sizeof buf, "%llu KiB", static_cast<unsigned long long>(bytes >> 10));
+  } else {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  }
+  return buf;
 }
 
 TimingResult measure(const std::function<double()>& one_rep, const std::function<void()>& warm_one,

@@ -1,6 +1,7 @@
 // How every backend times a kernel: warm-up for a duration, repeat until the relative noise is
 // small or the time budget is spent, keep the median and the spread (nvbench's measure_cold).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -53,6 +54,10 @@ struct TimingResult {
   std::string method;     // "cuda-events, L2 flushed", "steady_clock, inputs rotated", ...
   std::optional<ClockReading> clocks; // absent where the backend reads no clocks (CPU)
 };
+
+// A byte count as a timing method states it: "3.2 MiB", "48 KiB", "512 B" (one decimal from
+// 10 MiB down, so a small flush is not rounded up to a whole MiB).
+[[nodiscard]] std::string mib_text(uint64_t bytes);
 
 // Runs `warm_one` until both `opt.warmup` calls and `opt.warmup_seconds` have passed, then
 // `one_rep` (which returns the seconds of one measured launch, excluding any flush it does

@@ -69,23 +69,32 @@ def _quiet_repeated_logging():
 
 
 class Family:
-    def __init__(self, name, kv_layout, writes_lse, params, run, can_run):
+    def __init__(self, name, kv_layout, writes_lse, params, run, can_run, prepare=None,
+                 workspace=None):
         self.name = name
         self.kv_layout = kv_layout
         self.writes_lse = writes_lse
         self.params = params  # [(name, [ints])] in declaration order
         self.run = run
         self.can_run = can_run
+        self.prepare = prepare  # prepare(call, config) -> dict, untimed, once per run
+        self.workspace = workspace  # workspace(call, config) -> bytes attn-tune allocates
+
+
+# The engine rules a declaration may name (the kernel set's own dispatch rule, which regret
+# compares the tuned table against).
+ENGINE_RULES = ("vllm-cuda", "vllm-cpu", "seed")
 
 
 class Kernels:
-    def __init__(self, name, version, device, families, module, spec):
+    def __init__(self, name, version, device, families, module, spec, engine_rule=""):
         self.name = name
         self.version = version
         self.device = device
         self.families = families  # [Family]
         self.module = module
         self.spec = spec
+        self.engine_rule = engine_rule
 
 
 def _parse_spec(spec):
@@ -117,6 +126,10 @@ def _family(name, decl, who):
     can_run = _get(decl, "can_run")
     if can_run is not None and not callable(can_run):
         raise DeclarationError("%s: family %s has a 'can_run' that is not callable" % (who, name))
+    for hook in ("prepare", "workspace"):
+        if _get(decl, hook) is not None and not callable(_get(decl, hook)):
+            raise DeclarationError("%s: family %s has a '%s' that is not callable"
+                                   % (who, name, hook))
     layout = _get(decl, "kv_layout", "HND")
     if layout not in LAYOUTS:
         raise DeclarationError("%s: family %s declares kv_layout %r; layouts are %s"
@@ -134,7 +147,8 @@ def _family(name, decl, who):
             raise DeclarationError("%s: parameter %s of %s must list integers, not %r"
                                    % (who, pname, name, values))
         params.append((str(pname), ints))
-    return Family(name, layout, bool(_get(decl, "writes_lse", False)), params, run, can_run)
+    return Family(name, layout, bool(_get(decl, "writes_lse", False)), params, run, can_run,
+                  _get(decl, "prepare"), _get(decl, "workspace"))
 
 
 def _declared_kernels(module, decl, spec):
@@ -153,7 +167,11 @@ def _declared_kernels(module, decl, spec):
         raise DeclarationError("%s declares device %r; it must be 'cpu' or 'cuda'" % (who, device))
     name = _get(decl, "name") or module.__name__
     version = _get(decl, "version") or _module_version(module)
-    return Kernels(str(name), str(version), device, families, module, spec)
+    engine_rule = _get(decl, "engine_rule") or ""
+    if engine_rule and engine_rule not in ENGINE_RULES:
+        raise DeclarationError("%s names engine rule %r; the rules are %s (or none)"
+                               % (who, engine_rule, ", ".join(ENGINE_RULES)))
+    return Kernels(str(name), str(version), device, families, module, spec, str(engine_rule))
 
 
 class _SeedConfig(types.SimpleNamespace):
@@ -212,7 +230,7 @@ def _seed_kernels(module, spec):
 
     families = [Family("decode_v1", "HND", False, [], decode, None),
                 Family("prefill", "HND", False, [], prefill, None)]
-    return Kernels(module.__name__, _module_version(module), "cpu", families, module, spec)
+    return Kernels(module.__name__, _module_version(module), "cpu", families, module, spec, "seed")
 
 
 def _kernels(spec, attn_python_dir):
@@ -277,9 +295,10 @@ _KERNELS = None
 
 def load(spec, attn_python_dir):
     """Imports the module and returns its declaration for the C side:
-    (name, version, device, [(family, layout, writes_lse, [(param, [values])])], sha256, path),
-    family and layout as their numbers in the plugin ABI (their places in FAMILIES and LAYOUTS).
-    Raises DeclarationError (its message is the reason) or any import error."""
+    (name, version, device, [(family, layout, writes_lse, [(param, [values])])], sha256, path,
+    engine_rule, has_prepare), family and layout as their numbers in the plugin ABI (their places
+    in FAMILIES and LAYOUTS). Raises DeclarationError (its message is the reason) or any import
+    error."""
     global _KERNELS
     _quiet_repeated_logging()
     k = _kernels(spec, attn_python_dir)
@@ -287,7 +306,8 @@ def load(spec, attn_python_dir):
     sha, path = _sources_sha256(k.module)
     fams = [(FAMILIES.index(f.name), LAYOUTS.index(f.kv_layout), f.writes_lse, f.params)
             for f in k.families]
-    return (k.name, k.version, k.device, fams, sha, path)
+    has_prepare = any(f.prepare is not None for f in k.families)
+    return (k.name, k.version, k.device, fams, sha, path, k.engine_rule, has_prepare)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +323,7 @@ class Call:
                  "batch", "num_rows", "max_q_len", "max_k_len", "num_blocks",
                  "max_blocks_per_seq", "threads", "query", "key_cache", "value_cache",
                  "block_tables", "context_lens", "cu_seqlens_q", "cu_seqlens_k", "out", "lse",
-                 "device")
+                 "device", "workspace", "prepared")
 
     def __repr__(self):
         return "Call(%s)" % ", ".join("%s=%r" % (s, getattr(self, s)) for s in self.__slots__
@@ -328,6 +348,8 @@ def make_call(scalars, capsules):
     c.kv_layout = LAYOUTS[c.kv_layout]
     c.causal = bool(c.causal)
     c.device = _KERNELS.device if _KERNELS else "cpu"
+    c.workspace = None
+    c.prepared = None
     if capsules is None:
         for name in _TENSORS:
             setattr(c, name, None)
@@ -355,8 +377,79 @@ def can_run(index, config, call):
     return str(why)
 
 
+def workspace_bytes(index, config, call):
+    """The bytes of scratch the family's `workspace` asks for (0 without one)."""
+    fam = _family_at(index)
+    if fam.workspace is None:
+        return 0
+    n = fam.workspace(call, config)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError("workspace() returned %r, not a byte count >= 0" % (n,))
+    return n
+
+
+def set_workspace(call, capsule):
+    """Hands the run's workspace (a DLPack capsule of uint8, or None) to the call."""
+    if capsule is None:
+        call.workspace = None
+    else:
+        from torch.utils.dlpack import from_dlpack
+        call.workspace = from_dlpack(capsule)
+
+
+def _tensor_ranges(value, out):
+    """(data_ptr, bytes) of every torch tensor in `value` or in a list/tuple of them."""
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            _tensor_ranges(v, out)
+        return
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.is_tensor(value) or value.numel() == 0:
+        return
+    if value.is_contiguous():
+        out.append((value.data_ptr(), value.numel() * value.element_size()))
+    else:
+        storage = value.untyped_storage() if hasattr(value, "untyped_storage") else \
+            value.storage()
+        nbytes = storage.nbytes() if hasattr(storage, "nbytes") else \
+            storage.size() * value.element_size()
+        out.append((storage.data_ptr(), nbytes))
+
+
+def prepare(index, config, call, stream):
+    """Runs the family's prepare (untimed, once per prepared run) and returns (state, ranges):
+    the dict it made, kept for every run as call.prepared, and the (address, bytes) of the tensors
+    among its values, which attn-tune evicts from the caches before each timed repetition."""
+    fam = _family_at(index)
+    if fam.prepare is None:
+        return (None, [])
+    if _KERNELS.device == "cuda":
+        import torch
+        with torch.cuda.stream(_stream(torch, stream, call)):
+            state = fam.prepare(call, config)
+            torch.cuda.current_stream().synchronize()
+    else:
+        state = fam.prepare(call, config)
+    if state is None:
+        return (None, [])
+    if not isinstance(state, dict):
+        raise TypeError("prepare() returned %s, not a dict" % type(state).__name__)
+    ranges = []
+    for value in state.values():
+        _tensor_ranges(value, ranges)
+    return (state, ranges)
+
+
 _streams = {}
 _threads = [0]
+
+
+def _stream(torch, stream, call):
+    key = (stream, call.out.device.index)
+    s = _streams.get(key)
+    if s is None:
+        s = _streams[key] = torch.cuda.ExternalStream(stream, device=call.out.device)
+    return s
 # Private memory pools for calls captured into a CUDA graph (`--timing graph`), one per output
 # buffer, i.e. per prepared run: what torch allocates while attn-tune captures must stay the
 # graph's, or a replay would write into memory torch has since handed to someone else.
@@ -384,11 +477,7 @@ def run(index, config, call, stream):
     fam = _family_at(index)
     if _KERNELS.device == "cuda":
         import torch
-        key = (stream, call.out.device.index)
-        s = _streams.get(key)
-        if s is None:
-            s = _streams[key] = torch.cuda.ExternalStream(stream, device=call.out.device)
-        with torch.cuda.stream(s):
+        with torch.cuda.stream(_stream(torch, stream, call)):
             if torch.cuda.is_current_stream_capturing():
                 with _capture_pool(torch, call):
                     fam.run(call, config)

@@ -43,6 +43,9 @@ extern PyObject* g_make_call;
 extern PyObject* g_can_run;
 extern PyObject* g_run;
 extern PyObject* g_describe;
+extern PyObject* g_workspace_bytes;
+extern PyObject* g_set_workspace;
+extern PyObject* g_prepare;
 
 // ---- The module's declaration (declaration.cpp) ---------------------------------------------
 
@@ -50,6 +53,8 @@ extern PyObject* g_describe;
 struct Decl {
   std::string name;
   std::string version;
+  std::string engine_rule; // "" when the module names none
+  bool has_prepare = false; // some family declares prepare
   std::vector<std::string> param_names; // stable storage for the names
   std::vector<std::vector<int>> param_values;
   std::vector<std::vector<attn_param_space>> spaces; // per family
@@ -71,6 +76,9 @@ const char* str_of(PyObject* o);
 // The buffers of `c` as DLPack capsules, in bridge._TENSORS order, on the CUDA device that holds
 // them when `cuda`, else on the CPU. A new reference, or null with a Python error set.
 PyObject* capsules_of(const attn_call* c, bool cuda);
+// The run's workspace as a DLPack capsule of `bytes` uint8 on the call's device, or a new None
+// when there is none.
+PyObject* workspace_capsule(const attn_call* c, void* workspace, uint64_t bytes, bool cuda);
 
 // ---- Per-call objects (call.cpp) ------------------------------------------------------------
 
@@ -83,5 +91,9 @@ PyObject* scalars_tuple(const attn_call* c);
 PyObject* call_object(const attn_call* c);
 // Drops the cached call (GIL held).
 void drop_cached_call();
+// Hands `call` the run's workspace (wrapped again only when it moved) and the prepare step's
+// state (`prepared`, borrowed; null: None). False with a Python error set.
+bool attach_run_state(PyObject* call, const attn_call* c, void* workspace, uint64_t bytes,
+                      PyObject* prepared);
 
 } // namespace attn::python_bridge

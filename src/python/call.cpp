@@ -16,6 +16,9 @@ namespace {
 struct CachedCall {
   std::vector<int64_t> key;
   PyObject* call = nullptr;
+  void* workspace = nullptr; // what call.workspace wraps
+  uint64_t workspace_bytes = 0;
+  PyObject* prepared = nullptr; // what call.prepared holds (borrowed: the prepare step owns it)
 };
 CachedCall g_cached;
 
@@ -99,6 +102,38 @@ PyObject* call_object(const attn_call* c) {
 void drop_cached_call() {
   Py_CLEAR(g_cached.call);
   g_cached.key.clear();
+  g_cached.workspace = nullptr;
+  g_cached.workspace_bytes = 0;
+  g_cached.prepared = nullptr;
+}
+
+bool attach_run_state(PyObject* call, const attn_call* c, void* workspace, uint64_t bytes,
+                      PyObject* prepared) {
+  const bool cached = call == g_cached.call;
+  if (!cached || workspace != g_cached.workspace || bytes != g_cached.workspace_bytes) {
+    PyObject* cap = workspace_capsule(c, workspace, bytes, g_cuda);
+    PyObject* r = cap != nullptr
+                      ? PyObject_CallFunctionObjArgs(g_set_workspace, call, cap, nullptr)
+                      : nullptr;
+    Py_XDECREF(cap);
+    if (r == nullptr) {
+      return false;
+    }
+    Py_DECREF(r);
+    if (cached) {
+      g_cached.workspace = workspace;
+      g_cached.workspace_bytes = bytes;
+    }
+  }
+  if (!cached || prepared != g_cached.prepared) {
+    if (PyObject_SetAttrString(call, "prepared", prepared != nullptr ? prepared : Py_None) != 0) {
+      return false;
+    }
+    if (cached) {
+      g_cached.prepared = prepared;
+    }
+  }
+  return true;
 }
 
 } // namespace attn::python_bridge

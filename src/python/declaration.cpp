@@ -45,6 +45,8 @@ bool take_declaration(PyObject* decl, const std::string& spec, std::string& err)
   g_decl.name = str_of(PyTuple_GetItem(decl, 0));
   g_decl.version = str_of(PyTuple_GetItem(decl, 1));
   g_cuda = std::strcmp(str_of(PyTuple_GetItem(decl, 2)), "cuda") == 0;
+  g_decl.engine_rule = str_of(PyTuple_GetItem(decl, 6));
+  g_decl.has_prepare = PyObject_IsTrue(PyTuple_GetItem(decl, 7)) == 1;
   g_identity = "{\"module\": \"" + json_escape(spec) + "\", \"sources_sha256\": \"" +
                json_escape(str_of(PyTuple_GetItem(decl, 4))) + "\", \"file\": \"" +
                json_escape(str_of(PyTuple_GetItem(decl, 5))) + "\"}";

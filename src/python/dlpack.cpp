@@ -110,6 +110,14 @@ int device_of(const void* p) {
 
 } // namespace
 
+PyObject* workspace_capsule(const attn_call* c, void* workspace, uint64_t bytes, bool cuda) {
+  if (workspace == nullptr || bytes == 0) {
+    Py_RETURN_NONE;
+  }
+  const DLDevice dev = cuda ? DLDevice{kDLCUDA, device_of(c->query)} : DLDevice{kDLCPU, 0};
+  return capsule(workspace, DLDataType{1, 8, 1}, {int64_t(bytes)}, dev);
+}
+
 PyObject* capsules_of(const attn_call* c, bool cuda) {
   const DLDevice dev = cuda ? DLDevice{kDLCUDA, device_of(c->query)} : DLDevice{kDLCPU, 0};
   const DLDataType dt = c->dtype == ATTN_DTYPE_F32   ? DLDataType{2, 32, 1}

@@ -16,6 +16,9 @@ PyObject* g_make_call = nullptr;
 PyObject* g_can_run = nullptr;
 PyObject* g_run = nullptr;
 PyObject* g_describe = nullptr;
+PyObject* g_workspace_bytes = nullptr;
+PyObject* g_set_workspace = nullptr;
+PyObject* g_prepare = nullptr;
 
 namespace {
 
@@ -139,7 +142,11 @@ bool load_glue(std::string& err) {
   g_can_run = PyObject_GetAttrString(mod, "can_run");
   g_run = PyObject_GetAttrString(mod, "run");
   g_describe = PyObject_GetAttrString(mod, "describe");
-  if (!g_load || !g_make_call || !g_can_run || !g_run || !g_describe) {
+  g_workspace_bytes = PyObject_GetAttrString(mod, "workspace_bytes");
+  g_set_workspace = PyObject_GetAttrString(mod, "set_workspace");
+  g_prepare = PyObject_GetAttrString(mod, "prepare");
+  if (!g_load || !g_make_call || !g_can_run || !g_run || !g_describe || !g_workspace_bytes ||
+      !g_set_workspace || !g_prepare) {
     err = "the bridge's own Python lacks a function: " + python_error();
     return false;
   }

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "include/attn_tune/plugin.h"
 
@@ -59,14 +60,111 @@ int bridge_can_run(void*, const attn_config* config, const attn_call* call, char
   return rc;
 }
 
-int bridge_workspace_size(void*, const attn_config*, const attn_call*, uint64_t* bytes, char*,
-                          size_t) {
-  *bytes = 0; // Python kernels allocate their own scratch (torch's caching allocator)
+// The scratch a family's `workspace` asks for, from the call's shapes (no tensors).
+int bridge_workspace_size(void*, const attn_config* config, const attn_call* call, uint64_t* bytes,
+                          char* err, size_t err_size) {
+  Gil gil;
+  *bytes = 0;
+  const int idx = declared_index(call->family);
+  if (idx < 0) {
+    attn_plugin_write_message(err, err_size, "family not declared by the module");
+    return 1;
+  }
+  PyObject* scalars = scalars_tuple(call);
+  PyObject* pycall =
+      scalars ? PyObject_CallFunctionObjArgs(g_make_call, scalars, Py_None, nullptr) : nullptr;
+  Py_XDECREF(scalars);
+  PyObject* cfg = config_dict(config);
+  PyObject* n = pycall != nullptr ? PyObject_CallFunction(g_workspace_bytes, "iOO", idx, cfg, pycall)
+                                  : nullptr;
+  Py_XDECREF(pycall);
+  Py_DECREF(cfg);
+  if (n == nullptr) {
+    const std::string msg = "workspace raised " + python_error();
+    attn_plugin_write_message(err, err_size, msg.c_str());
+    return 1;
+  }
+  *bytes = PyLong_AsUnsignedLongLong(n);
+  Py_DECREF(n);
   return 0;
 }
 
-int bridge_run(void*, const attn_config* config, const attn_call* call, void*, uint64_t,
-               void* stream, char* err, size_t err_size) {
+// What one prepare step made: the module's dict, and the memory of the tensors in it.
+struct Prepared {
+  PyObject* state = nullptr; // owned
+  std::vector<attn_memory_range> ranges;
+};
+
+// The family's prepare, untimed: the dict it returns is kept for every run as call.prepared.
+int bridge_prepare(void*, const attn_config* config, const attn_call* call, void* workspace,
+                   uint64_t workspace_bytes, void* stream, attn_prepared* out, char* err,
+                   size_t err_size) {
+  Gil gil;
+  *out = attn_prepared{};
+  const int idx = declared_index(call->family);
+  if (idx < 0) {
+    attn_plugin_write_message(err, err_size, "family not declared by the module");
+    return 1;
+  }
+  PyObject* pycall = call_object(call);
+  if (pycall == nullptr || !attach_run_state(pycall, call, workspace, workspace_bytes, nullptr)) {
+    const std::string msg = "wrapping the buffers as tensors failed: " + python_error();
+    attn_plugin_write_message(err, err_size, msg.c_str());
+    return 1;
+  }
+  PyObject* cfg = config_dict(config);
+  PyObject* st = PyLong_FromVoidPtr(stream);
+  PyObject* r = PyObject_CallFunction(g_prepare, "iOOO", idx, cfg, pycall, st);
+  Py_DECREF(cfg);
+  Py_DECREF(st);
+  if (r == nullptr) {
+    const std::string msg = "prepare raised " + python_error();
+    attn_plugin_write_message(err, err_size, msg.c_str());
+    return 1;
+  }
+  auto* p = new Prepared();
+  PyObject* state = PyTuple_GetItem(r, 0);
+  if (state != Py_None) {
+    p->state = state;
+    Py_INCREF(state);
+  }
+  PyObject* ranges = PyTuple_GetItem(r, 1);
+  for (Py_ssize_t i = 0; i < PyList_Size(ranges); ++i) {
+    PyObject* pair = PyList_GetItem(ranges, i);
+    attn_memory_range m{};
+    m.ptr = PyLong_AsVoidPtr(PyTuple_GetItem(pair, 0));
+    m.bytes = PyLong_AsUnsignedLongLong(PyTuple_GetItem(pair, 1));
+    p->ranges.push_back(m);
+  }
+  Py_DECREF(r);
+  if (PyErr_Occurred()) {
+    Py_XDECREF(p->state);
+    delete p;
+    const std::string msg = "prepare's result could not be read: " + python_error();
+    attn_plugin_write_message(err, err_size, msg.c_str());
+    return 1;
+  }
+  out->handle = p;
+  out->ranges = p->ranges.empty() ? nullptr : p->ranges.data();
+  out->num_ranges = int(p->ranges.size());
+  return 0;
+}
+
+void bridge_release(void*, const attn_config*, attn_prepared* prepared) {
+  auto* p = static_cast<Prepared*>(prepared->handle);
+  if (p == nullptr) {
+    return;
+  }
+  Gil gil;
+  // The cached call holds the state as call.prepared: let go of it there too.
+  drop_cached_call();
+  Py_XDECREF(p->state);
+  delete p;
+  prepared->handle = nullptr;
+}
+
+int bridge_run(void*, const attn_config* config, const attn_call* call, void* workspace,
+               uint64_t workspace_bytes, void* stream, char* err, size_t err_size) {
   Gil gil;
   const int idx = declared_index(call->family);
   if (idx < 0) {
@@ -74,7 +172,9 @@ int bridge_run(void*, const attn_config* config, const attn_call* call, void*, u
     return 1;
   }
   PyObject* pycall = call_object(call);
-  if (pycall == nullptr) {
+  const auto* p = static_cast<const Prepared*>(call->prepared);
+  if (pycall == nullptr ||
+      !attach_run_state(pycall, call, workspace, workspace_bytes, p != nullptr ? p->state : nullptr)) {
     const std::string msg = "wrapping the buffers as tensors failed: " + python_error();
     attn_plugin_write_message(err, err_size, msg.c_str());
     return 1;
@@ -171,6 +271,9 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   api->workspace_size = bridge_workspace_size;
   api->run = bridge_run;
   api->destroy = bridge_destroy;
+  api->engine_rule = g_decl.engine_rule.empty() ? nullptr : g_decl.engine_rule.c_str();
+  api->prepare = g_decl.has_prepare ? bridge_prepare : nullptr;
+  api->release = g_decl.has_prepare ? bridge_release : nullptr;
   return 0;
 }
 

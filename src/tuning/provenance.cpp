@@ -1,11 +1,87 @@
 #include "src/tuning/provenance.h"
 
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
 #include "build_info.h"
+#include "src/backends/timing.h"
 #include "src/io/embedded.h"
 
 namespace attn {
 
 using nlohmann::json;
+
+namespace {
+
+// A byte count as timing methods write it (mib_text): "192 KiB", "1.5 MiB", "512 B".
+const std::regex& byte_count() {
+  static const std::regex re(R"(([0-9]+(?:\.[0-9]+)?) (B|KiB|MiB)\b)");
+  return re;
+}
+
+uint64_t bytes_of(const std::smatch& m) {
+  const double v = std::stod(m[1].str());
+  const double unit = m[2] == "MiB" ? double(1 << 20) : m[2] == "KiB" ? 1024.0 : 1.0;
+  return uint64_t(v * unit + 0.5);
+}
+
+} // namespace
+
+std::string summarise_timing_methods(const std::vector<std::string>& methods) {
+  // Methods that differ only in their byte counts (how much each measurement flushed or
+  // prepared) are one method with a range per count; different methods are listed apart, each
+  // with how many measurements it took.
+  struct Shape {
+    std::vector<uint64_t> lo, hi;
+    int count = 0;
+    std::string first;
+  };
+  std::map<std::string, Shape> shapes;
+  std::vector<std::string> order;
+  for (const std::string& m : methods) {
+    const std::string skeleton = std::regex_replace(m, byte_count(), "#");
+    std::vector<uint64_t> counts;
+    for (auto it = std::sregex_iterator(m.begin(), m.end(), byte_count());
+         it != std::sregex_iterator(); ++it) {
+      counts.push_back(bytes_of(*it));
+    }
+    auto [at, fresh] = shapes.try_emplace(skeleton);
+    Shape& sh = at->second;
+    if (fresh) {
+      order.push_back(skeleton);
+      sh.lo = sh.hi = counts;
+      sh.first = m;
+    }
+    for (std::size_t i = 0; i < counts.size() && i < sh.lo.size(); ++i) {
+      sh.lo[i] = std::min(sh.lo[i], counts[i]);
+      sh.hi[i] = std::max(sh.hi[i], counts[i]);
+    }
+    ++sh.count;
+  }
+  std::string out;
+  for (const std::string& skeleton : order) {
+    const Shape& sh = shapes.at(skeleton);
+    std::string text;
+    std::size_t k = 0;
+    for (char c : skeleton) {
+      if (c != '#' || k >= sh.lo.size()) {
+        text += c;
+        continue;
+      }
+      text += sh.lo[k] == sh.hi[k] ? mib_text(sh.lo[k])
+                                   : mib_text(sh.lo[k]) + " to " + mib_text(sh.hi[k]);
+      ++k;
+    }
+    if (order.size() > 1) {
+      text += " (" + std::to_string(sh.count) + " measurements)";
+    }
+    out += (out.empty() ? "" : "; ") + text;
+  }
+  return out;
+}
 
 json timing_options_json(const TimingOptions& t) {
   return {{"warmup", t.warmup},           {"warmup_seconds", t.warmup_seconds},
@@ -22,13 +98,13 @@ json table_provenance(const json& header, const std::vector<MeasurementRecord>& 
       timings.push_back(l["timing"]);
     }
   }
-  std::string method;
+  std::vector<std::string> methods;
   for (const auto& r : records) {
     if (r.status == "ok" && !r.method.empty()) {
-      method = r.method;
-      break;
+      methods.push_back(r.method);
     }
   }
+  const std::string method = summarise_timing_methods(methods);
   // The kernels' sources: the embedded kernel files, or the plugin library that was timed.
   const json kernels = header.value("kernels", json::object());
   const bool plugin = kernels.value("source", "") == "plugin";

@@ -8,7 +8,7 @@ attn_cli_test(NAME plugin_check_cpu_example EXIT 0
               REGEX "plugin cpu-example, version 1.0, plugin ABI 2, host memory.*decode_v2 +layout HND.*partition: 256, 512, 1024.*prefill: ok \\(causal, softcap=2\\): 18 of 18 configurations passed.*every family passed"
               ARGS plugin check ${ATTN_CPU_EXAMPLE_PLUGIN} --threads 2)
 attn_cli_test(NAME plugin_check_old_abi EXIT 2
-              REGEX "was built for plugin ABI 0; this attn-tune speaks ABI 1: rebuild it"
+              REGEX "was built for plugin ABI 0; this attn-tune speaks ABI 1 to 2: rebuild it"
               ARGS plugin check ${ATTN_OLD_ABI_PLUGIN})
 attn_cli_test(NAME verify_kernels_old_abi EXIT 2 REGEX "was built for plugin ABI 0"
               ARGS verify --kernels ${ATTN_OLD_ABI_PLUGIN} --intensity quick)
@@ -119,3 +119,30 @@ foreach(layout nhd vllm)
                 ARGS verify --kernels ${ATTN_${upper}_PLUGIN} --device cpu --intensity quick
                      --threads 2 --dtypes fp16)
 endforeach()
+
+# ABI 2. A plugin built against ABI 1's header loads and runs unchanged (the host offers it
+# version 1); a plugin with a prepare step gets its handle in every run (its run fails without
+# one), its copy of the caches is flushed with the rest, and the timing method says so.
+attn_cli_test(NAME plugin_check_abi1 EXIT 0
+              REGEX "plugin split-kv-abi1, version 1.0, plugin ABI 1, host memory.*every family passed"
+              ARGS plugin check ${ATTN_SPLIT_ABI1_PLUGIN} --threads 2)
+attn_cli_test(NAME verify_kernels_abi1 EXIT 0 REGEX " 0 failed, "
+              ARGS verify --kernels ${ATTN_SPLIT_ABI1_PLUGIN} --intensity quick --dtypes fp32
+                   --threads 2)
+attn_cli_test(NAME verify_kernels_prepare EXIT 0 REGEX " 0 failed, "
+              ARGS verify --kernels ${ATTN_SPLIT_PREPARE_PLUGIN} --intensity quick --dtypes fp32
+                   --threads 2)
+set(prepare_out ${plugins_work}/prepare)
+add_test(NAME cli.sweep_prepare_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${prepare_out})
+set_tests_properties(cli.sweep_prepare_clean PROPERTIES LABELS "cli" FIXTURES_SETUP prepare_clean)
+attn_cli_test(NAME sweep_kernels_prepare EXIT 0
+              REGEX "with plugin split-kv-prepare 1.0 .*0 failed validation.*0 faults"
+              ARGS sweep --kernels ${ATTN_SPLIT_PREPARE_PLUGIN}
+                   --profile ${ATTN_CLI_DATA}/plugin_profile.json --threads 2 --out ${prepare_out}
+                   --no-report)
+set_tests_properties(cli.sweep_kernels_prepare PROPERTIES RESOURCE_LOCK cpu_timing
+                     FIXTURES_REQUIRED prepare_clean FIXTURES_SETUP prepare_table)
+attn_cli_test(NAME table_show_prepared_method EXIT 0
+              REGEX "timing: steady_clock, plugin split-kv-prepare on 2 threads, prepared untimed \\([0-9.]+ (KiB|MiB) to [0-9.]+ (KiB|MiB) of its own memory\\), the [0-9.]+ (KiB|MiB) to [0-9.]+ (KiB|MiB) it touches flushed"
+              ARGS table show ${prepare_out}/threshold_table.json)
+set_tests_properties(cli.table_show_prepared_method PROPERTIES FIXTURES_REQUIRED prepare_table)

@@ -86,3 +86,10 @@ add_test(NAME cli.python_sweep_table
                  -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/python_sweep
                  -P ${ATTN_PY_FIXTURES}/sweep_table.cmake)
 set_tests_properties(cli.python_sweep_table PROPERTIES LABELS "cli;python" RESOURCE_LOCK cpu_timing)
+
+# The prepare step and a declared workspace (plugin ABI 2) through the bridge: the module's run
+# refuses to compute without its prepared copy and workspace, so a pass shows both arrive; the
+# sweep's timing method counts the copy as the kernel set's own memory, flushed with the rest.
+attn_python_test(python_verify_prepared 0 " 0 failed, "
+                 verify --kernels python:prepared_kernels --intensity quick --threads 1
+                 --dtypes fp32 --families decode_v1,decode_v2)

@@ -34,6 +34,13 @@
  *                              slots of the last block are read).
  *   SPLIT_BUG_LSE_LOG2         both: out is right, lse is written in base 2 (natural / ln 2).
  *   SPLIT_BUG_SECOND_CONFIG    v2 with partition 768 only: SPLIT_BUG_DROP_LAST_KEY's bug.
+ *
+ * Builds of the correct kernels that exercise the ABI rather than plant a bug:
+ *   SPLIT_ABI1     built against plugin ABI 1's header (tests/plugins/abi1): an old plugin,
+ *                  which the host must still load and run unchanged.
+ *   SPLIT_PREPARE  ABI 2's prepare step: prepare copies both caches into the plugin's own
+ *                  memory (declared as its ranges), run reads only that copy and fails when the
+ *                  host hands it no prepared handle, release frees it; names engine rule "seed".
  */
 #include <math.h>
 #include <stddef.h>
@@ -41,7 +48,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifdef SPLIT_ABI1
+#include "tests/plugins/abi1/attn_tune/plugin.h"
+#else
 #include "include/attn_tune/plugin.h"
+#endif
+#include <stdlib.h>
 
 #if (defined(SPLIT_BUG_DROP_LAST_KEY) + defined(SPLIT_BUG_OVERLAP) +                               \
      defined(SPLIT_BUG_LAST_PARTITION) + defined(SPLIT_BUG_MAX_NOT_RESCALED) +                     \
@@ -74,6 +86,10 @@
 #define SPLIT_NAME "split-kv-lse-log2"
 #elif defined(SPLIT_BUG_SECOND_CONFIG)
 #define SPLIT_NAME "split-kv-second-config"
+#elif defined(SPLIT_ABI1)
+#define SPLIT_NAME "split-kv-abi1"
+#elif defined(SPLIT_PREPARE)
+#define SPLIT_NAME "split-kv-prepare"
 #else
 #define SPLIT_NAME "split-kv-ok"
 #endif
@@ -540,11 +556,78 @@ static int workspace_size(void* state, const attn_config* config, const attn_cal
   return 0;
 }
 
+#ifdef SPLIT_PREPARE
+/* The prepared copy of both caches, and the ranges that declare it to the host. */
+struct prepared_copy {
+  void* k;
+  void* v;
+  attn_memory_range ranges[2];
+};
+
+static size_t cache_bytes(const attn_call* a) {
+  const size_t elem = a->dtype == ATTN_DTYPE_F32 ? 4 : 2;
+  return (size_t)a->num_blocks * (size_t)a->num_kv_heads * (size_t)a->block_size *
+         (size_t)a->head_dim * elem;
+}
+
+static int prepare(void* state, const attn_config* config, const attn_call* a, void* workspace,
+                   uint64_t workspace_bytes, void* stream, attn_prepared* out, char* err,
+                   size_t err_size) {
+  const size_t bytes = cache_bytes(a);
+  struct prepared_copy* p = (struct prepared_copy*)calloc(1, sizeof *p);
+  (void)state;
+  (void)config;
+  (void)workspace;
+  (void)workspace_bytes;
+  (void)stream;
+  if (p == NULL || (p->k = malloc(bytes + 1)) == NULL || (p->v = malloc(bytes + 1)) == NULL) {
+    if (p != NULL) {
+      free(p->k);
+      free(p);
+    }
+    attn_plugin_write_message(err, err_size, "out of memory for the prepared copy");
+    return 1;
+  }
+  memcpy(p->k, a->key_cache, bytes);
+  memcpy(p->v, a->value_cache, bytes);
+  p->ranges[0].ptr = p->k;
+  p->ranges[0].bytes = bytes;
+  p->ranges[1].ptr = p->v;
+  p->ranges[1].bytes = bytes;
+  out->handle = p;
+  out->ranges = p->ranges;
+  out->num_ranges = 2;
+  return 0;
+}
+
+static void release(void* state, const attn_config* config, attn_prepared* prepared) {
+  struct prepared_copy* p = (struct prepared_copy*)prepared->handle;
+  (void)state;
+  (void)config;
+  if (p != NULL) {
+    free(p->k);
+    free(p->v);
+    free(p);
+  }
+}
+#endif
+
 static int run(void* state, const attn_config* config, const attn_call* a, void* workspace,
                uint64_t workspace_bytes, void* stream, char* err, size_t err_size) {
   char reason[160];
   (void)state;
   (void)stream;
+#ifdef SPLIT_PREPARE
+  attn_call own;
+  if (a->prepared == NULL) {
+    attn_plugin_write_message(err, err_size, "run without its prepared copy of the caches");
+    return 1;
+  }
+  own = *a;
+  own.key_cache = ((const struct prepared_copy*)a->prepared)->k;
+  own.value_cache = ((const struct prepared_copy*)a->prepared)->v;
+  a = &own;
+#endif
   if (can_run(state, config, a, reason, sizeof reason) != 0) {
     attn_plugin_write_message(err, err_size, reason);
     return 1;
@@ -572,5 +655,10 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   api->workspace_size = workspace_size;
   api->run = run;
   api->destroy = NULL;
+#ifdef SPLIT_PREPARE
+  api->engine_rule = "seed";
+  api->prepare = prepare;
+  api->release = release;
+#endif
   return 0;
 }

@@ -101,8 +101,8 @@ TimingResult time_host_call(const std::function<void()>& call, const TimingOptio
     for (const HostRange& r : touched) {
       total += r.bytes;
     }
-    method += ", the " + std::to_string((total + (1 << 20) - 1) >> 20) +
-              " MiB it touches flushed from every cache level (CLFLUSHOPT) before each rep";
+    method += ", the " + mib_text(total) +
+              " it touches flushed from every cache level (CLFLUSHOPT) before each rep";
   } else if (opt.flush_cache) {
     if (flush_buffer.size() < bytes) {
       flush_buffer.assign(bytes, 0);

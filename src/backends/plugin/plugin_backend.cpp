@@ -45,6 +45,9 @@ public:
     }
     call_.out = out_.raw();
     call_.lse = lse_.data();
+    // The plugin's untimed prepare step (ABI 2), once, with every buffer in place.
+    prepared_ = std::make_unique<PluginPrepared>(lib_, cfg_, call_, ws_->get(), ws_bytes_, nullptr);
+    call_.prepared = prepared_->handle();
   }
 
   void run() override { lib_->run(cfg_, call_, ws_->get(), ws_bytes_, nullptr); }
@@ -52,10 +55,22 @@ public:
 private:
   // The workspace too: a kernel that reads partials nobody wrote gets NaN.
   void poison_scratch() override { std::memset(ws_->get(), 0xff, std::size_t(ws_bytes_)); }
-  std::vector<HostRange> scratch() const override { return {{ws_->get(), std::size_t(ws_bytes_)}}; }
+  // The workspace and what the prepare step laid out: the plugin's own copy of the cache is
+  // evicted before each rep like attn-tune's.
+  std::vector<HostRange> scratch() const override {
+    std::vector<HostRange> r = {{ws_->get(), std::size_t(ws_bytes_)}};
+    for (const attn_memory_range& m : prepared_->ranges()) {
+      r.push_back({m.ptr, std::size_t(m.bytes)});
+    }
+    return r;
+  }
   std::string method() const override {
-    return "steady_clock, plugin " + lib_->identity().name + " on " + std::to_string(threads_) +
-           " threads";
+    std::string m = "steady_clock, plugin " + lib_->identity().name + " on " +
+                    std::to_string(threads_) + " threads";
+    if (lib_->has_prepare()) {
+      m += ", prepared untimed (" + mib_text(prepared_->bytes()) + " of its own memory)";
+    }
+    return m;
   }
 
   std::shared_ptr<const PluginLibrary> lib_;
@@ -64,6 +79,7 @@ private:
   attn_call call_{};
   uint64_t ws_bytes_ = 0;
   std::unique_ptr<HostBuffer> ws_;
+  std::unique_ptr<PluginPrepared> prepared_;
 };
 
 class HostPluginBackend final : public PluginBackend {

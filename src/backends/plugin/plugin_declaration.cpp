@@ -46,6 +46,22 @@ std::optional<std::string> text_from(const nlohmann::json& j) {
 
 } // namespace
 
+std::size_t plugin_api_size(uint32_t version) {
+  switch (version) {
+  case 1:
+    return ATTN_PLUGIN_API_V1_SIZE;
+  case ATTN_PLUGIN_ABI_VERSION:
+    return sizeof(attn_plugin_api);
+  default:
+    return 0;
+  }
+}
+
+const std::vector<std::string>& known_engine_rules() {
+  static const std::vector<std::string> rules = {"vllm-cuda", "vllm-cpu", "seed"};
+  return rules;
+}
+
 nlohmann::json PluginIdentity::to_json() const {
   const bool py = !python_module.empty();
   nlohmann::json j = {
@@ -69,10 +85,15 @@ PluginTable read_plugin_table(int rc, const char* err, const attn_plugin_api& ap
   t.init_message = err != nullptr ? err : "";
   t.abi_version = api.abi_version;
   t.api_size = api.api_size;
-  // Under another version, after a refusal or with a table of another size, nothing else in it
-  // means anything: the checks stop at these.
-  if (api.abi_version != ATTN_PLUGIN_ABI_VERSION || rc != 0 || api.api_size != sizeof api) {
+  // Under a version this host does not speak, after a refusal or with a table of another size
+  // than the version's, nothing else in it means anything: the checks stop at these.
+  const std::size_t size = plugin_api_size(api.abi_version);
+  if (size == 0 || rc != 0 || api.api_size != size) {
     return t;
+  }
+  if (api.abi_version >= 2) {
+    t.engine_rule = text_of(api.engine_rule);
+    t.has_prepare = api.prepare != nullptr;
   }
   t.name = text_of(api.name);
   t.version = text_of(api.version);
@@ -122,6 +143,7 @@ nlohmann::json PluginTable::to_json() const {
           {"abi_version", abi_version},   {"api_size", api_size},
           {"name", text_json(name)},      {"version", text_json(version)},
           {"device_kind", device_kind},   {"has_functions", has_functions},
+          {"engine_rule", text_json(engine_rule)}, {"has_prepare", has_prepare},
           {"num_families", num_families}, {"families", fams},
           {"python_file", python_file},   {"python_sources_sha256", python_sources_sha256}};
 }
@@ -136,6 +158,8 @@ PluginTable PluginTable::from_json(const nlohmann::json& j) {
   t.version = text_from(j.at("version"));
   t.device_kind = j.at("device_kind").get<int>();
   t.has_functions = j.at("has_functions").get<bool>();
+  t.engine_rule = text_from(j.at("engine_rule"));
+  t.has_prepare = j.at("has_prepare").get<bool>();
   t.num_families = j.at("num_families").get<int>();
   for (const nlohmann::json& jf : j.at("families")) {
     Family f;
@@ -155,19 +179,21 @@ PluginTable PluginTable::from_json(const nlohmann::json& j) {
 
 KernelSetDecl check_plugin_table(const PluginTable& t, const std::string& who, PluginIdentity& id) {
   // The version first: nothing else in the table means anything under another version.
-  if (t.abi_version != ATTN_PLUGIN_ABI_VERSION) {
+  const std::size_t size = plugin_api_size(t.abi_version);
+  if (size == 0) {
     throw InputError(who + " was built for plugin ABI " + std::to_string(t.abi_version) +
-                     "; this attn-tune speaks ABI " + std::to_string(ATTN_PLUGIN_ABI_VERSION) +
+                     "; this attn-tune speaks ABI " + std::to_string(ATTN_PLUGIN_ABI_OLDEST) +
+                     " to " + std::to_string(ATTN_PLUGIN_ABI_VERSION) +
                      ": rebuild it against this attn-tune's include/attn_tune/plugin.h");
   }
   if (t.init_rc != 0) {
     throw InputError(who + " refused to start: " +
                      (t.init_message.empty() ? std::string("no reason given") : t.init_message));
   }
-  if (t.api_size != sizeof(attn_plugin_api)) {
+  if (t.api_size != size) {
     throw InputError(who + " declares a function table of " + std::to_string(t.api_size) +
-                     " bytes; ABI " + std::to_string(ATTN_PLUGIN_ABI_VERSION) + " has " +
-                     std::to_string(sizeof(attn_plugin_api)));
+                     " bytes; ABI " + std::to_string(t.abi_version) + " has " +
+                     std::to_string(size));
   }
   if (!t.name || t.name->empty()) {
     throw InputError(who + " declares no name");
@@ -184,6 +210,18 @@ KernelSetDecl check_plugin_table(const PluginTable& t, const std::string& who, P
   KernelSetDecl decl;
   decl.name = id.name;
   decl.memory = t.device_kind == ATTN_DEVICE_CUDA ? MemoryKind::cuda : MemoryKind::host;
+  if (t.engine_rule && !t.engine_rule->empty()) {
+    const auto& rules = known_engine_rules();
+    if (std::find(rules.begin(), rules.end(), *t.engine_rule) == rules.end()) {
+      std::string list;
+      for (const auto& r : rules) {
+        list += (list.empty() ? "" : ", ") + r;
+      }
+      throw InputError(me + " names engine rule '" + *t.engine_rule + "'; the rules are " + list +
+                       " (or none)");
+    }
+    decl.engine_rule = *t.engine_rule;
+  }
   if (!t.has_functions) {
     throw InputError(me + " leaves can_run, workspace_size or run unset");
   }

@@ -44,6 +44,9 @@ struct PluginTable {
   std::optional<std::string> version;
   int device_kind = 0;
   bool has_functions = false; // can_run, workspace_size and run are all set
+  // ABI 2: the engine rule the plugin names (nullopt: none) and whether it has a prepare step.
+  std::optional<std::string> engine_rule;
+  bool has_prepare = false;
   int num_families = 0;
   struct Param {
     std::optional<std::string> name;
@@ -65,6 +68,13 @@ struct PluginTable {
   // Throws nlohmann::json::exception on a document that is not one of to_json's.
   [[nodiscard]] static PluginTable from_json(const nlohmann::json& j);
 };
+
+// The size of the function table of ABI `version` (ATTN_PLUGIN_ABI_OLDEST to
+// ATTN_PLUGIN_ABI_VERSION), 0 for any other.
+[[nodiscard]] std::size_t plugin_api_size(uint32_t version);
+// The engine rules a kernel set may name (KernelSetDecl::engine_rule): "vllm-cuda", "vllm-cpu",
+// "seed".
+[[nodiscard]] const std::vector<std::string>& known_engine_rules();
 
 // Copies the table the entry point filled (`rc` its return value, `err` its message buffer).
 [[nodiscard]] PluginTable read_plugin_table(int rc, const char* err, const attn_plugin_api& api);

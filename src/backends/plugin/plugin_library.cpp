@@ -150,8 +150,18 @@ InitResult load_and_init(const std::string& path, const std::string& who) {
   auto init = reinterpret_cast<attn_plugin_init_fn>(sym);
   InitResult out;
   char err[kMessageBytes] = {};
-  const int rc = init(ATTN_PLUGIN_ABI_VERSION, &out.api, sizeof out.api, err, sizeof err);
+  int rc = init(ATTN_PLUGIN_ABI_VERSION, &out.api, sizeof out.api, err, sizeof err);
   err[sizeof err - 1] = '\0';
+  // A plugin built for an older ABI this host still speaks refuses the current one: offer it its
+  // own, with a zeroed table of that version's size (the fields after it stay zero: no prepare
+  // step, no engine rule).
+  const uint32_t answered = out.api.abi_version;
+  if (rc != 0 && answered != ATTN_PLUGIN_ABI_VERSION && plugin_api_size(answered) != 0) {
+    out.api = attn_plugin_api{};
+    std::fill(std::begin(err), std::end(err), '\0');
+    rc = init(answered, &out.api, plugin_api_size(answered), err, sizeof err);
+    err[sizeof err - 1] = '\0';
+  }
   out.table = read_plugin_table(rc, err, out.api);
   if (identity != nullptr && rc == 0) {
     const nlohmann::json id =
@@ -232,6 +242,8 @@ std::string what_changed(const nlohmann::json& before, const nlohmann::json& now
       {"name", "its name"},
       {"version", "its version"},
       {"device_kind", "its device kind"},
+      {"engine_rule", "its engine rule"},
+      {"has_prepare", "whether it has a prepare step"},
       {"families", "its families"},
       {"python_file", "the module's file"},
       {"python_sources_sha256", "the module's sources"}};
@@ -267,6 +279,7 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
   lib->probed_ = probed_table(path, who);
   const PluginTable t = PluginTable::from_json(lib->probed_);
   lib->decl_ = check_plugin_table(t, who, lib->id_);
+  lib->has_prepare_ = t.has_prepare;
   if (!lib->id_.python_module.empty()) {
     lib->id_.python_file = t.python_file;
     lib->id_.library_sha256 = t.python_sources_sha256;
@@ -377,6 +390,69 @@ uint64_t PluginLibrary::workspace_size(const KernelConfig& cfg, const attn_call&
                       "): " + message_or(err, "no message"));
   }
   return bytes;
+}
+
+PluginPrepared::PluginPrepared(std::shared_ptr<const PluginLibrary> lib, KernelConfig cfg,
+                               const attn_call& call, void* workspace, uint64_t bytes,
+                               void* stream)
+    : lib_(std::move(lib)), cfg_(std::move(cfg)) {
+  if (!lib_->has_prepare()) {
+    return;
+  }
+  lib_->load();
+  PluginLibrary::ConfigView v;
+  if (auto why = lib_->view(cfg_, v)) {
+    throw InputError(*why);
+  }
+  char err[kMessageBytes] = {};
+  attn_call c = call;
+  c.prepared = nullptr;
+  if (const int rc = lib_->api_.prepare(lib_->api_.state, &v.c, &c, workspace, bytes, stream, &raw_,
+                                        err, sizeof err);
+      rc != 0) {
+    err[sizeof err - 1] = '\0';
+    raw_ = attn_prepared{};
+    throw PluginError("plugin " + lib_->id_.name + " prepare failed (code " + std::to_string(rc) +
+                      "): " + message_or(err, "no message"));
+  }
+  made_ = true;
+  if (raw_.num_ranges < 0 || (raw_.num_ranges > 0 && raw_.ranges == nullptr)) {
+    const int n = raw_.num_ranges;
+    release();
+    throw PluginError("plugin " + lib_->id_.name + " prepare declared " + std::to_string(n) +
+                      " memory ranges without an array of them");
+  }
+}
+
+PluginPrepared::~PluginPrepared() { release(); }
+
+void PluginPrepared::release() noexcept {
+  if (!made_) {
+    return;
+  }
+  made_ = false;
+  if (lib_->api_.release == nullptr) {
+    return;
+  }
+  PluginLibrary::ConfigView v;
+  if (!lib_->view(cfg_, v)) {
+    lib_->api_.release(lib_->api_.state, &v.c, &raw_);
+  }
+}
+
+std::vector<attn_memory_range> PluginPrepared::ranges() const {
+  if (!made_ || raw_.num_ranges <= 0) {
+    return {};
+  }
+  return {raw_.ranges, raw_.ranges + raw_.num_ranges};
+}
+
+uint64_t PluginPrepared::bytes() const {
+  uint64_t total = 0;
+  for (const attn_memory_range& r : ranges()) {
+    total += r.bytes;
+  }
+  return total;
 }
 
 void PluginLibrary::run(const KernelConfig& cfg, const attn_call& call, void* workspace,

@@ -73,8 +73,11 @@ public:
   [[nodiscard]] uint64_t workspace_size(const KernelConfig& cfg, const attn_call& shape) const;
   void run(const KernelConfig& cfg, const attn_call& call, void* workspace, uint64_t bytes,
            void* stream) const;
+  // Whether the plugin has the untimed prepare step (ABI 2; PluginPrepared calls it).
+  [[nodiscard]] bool has_prepare() const { return has_prepare_; }
 
 private:
+  friend class PluginPrepared;
   PluginLibrary() = default;
   // The family's parameter values for `cfg` in declaration order, or why they cannot be made.
   struct ConfigView {
@@ -89,6 +92,7 @@ private:
   PluginIdentity id_;
   KernelSetDecl decl_;
   nlohmann::json probed_; // the table the probe read (PluginTable::to_json), for load to compare
+  bool has_prepare_ = false;
 
   // Set once by load(), under load_mutex_.
   mutable std::mutex load_mutex_;
@@ -96,6 +100,33 @@ private:
   mutable std::string load_error_;
   mutable attn_plugin_api api_{};
   mutable pid_t loaded_by_ = 0; // the process that ran the init: the one that may call destroy
+};
+
+// What a plugin's prepare step made for one prepared run (ABI 2), released when this goes: its
+// handle (passed to every run as attn_call::prepared) and the memory it laid out, which the run's
+// timing evicts from the caches before each rep like the run's own buffers. Without a prepare step
+// it holds nothing.
+class PluginPrepared {
+public:
+  // Calls the plugin's prepare on `call` (every pointer set) with the run's workspace; throws
+  // PluginError with the plugin's message.
+  PluginPrepared(std::shared_ptr<const PluginLibrary> lib, KernelConfig cfg, const attn_call& call,
+                 void* workspace, uint64_t bytes, void* stream);
+  PluginPrepared(const PluginPrepared&) = delete;
+  PluginPrepared& operator=(const PluginPrepared&) = delete;
+  ~PluginPrepared();
+
+  [[nodiscard]] void* handle() const { return made_ ? raw_.handle : nullptr; }
+  [[nodiscard]] std::vector<attn_memory_range> ranges() const;
+  [[nodiscard]] uint64_t bytes() const; // of every range together
+
+private:
+  void release() noexcept;
+
+  std::shared_ptr<const PluginLibrary> lib_;
+  KernelConfig cfg_;
+  attn_prepared raw_{};
+  bool made_ = false;
 };
 
 // Whether `spec` names Python kernels ("python:...").
