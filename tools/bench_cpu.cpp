@@ -25,10 +25,10 @@
 #include "src/backends/cpu/isa.h"
 #include "src/backends/cpu/thread_pool.h"
 #include "src/backends/registry.h"
+#include "src/cli/exit_codes.h"
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
 #include "src/validation/checked_run.h"
-#include "tools/tool_exit.h"
 
 using namespace attn;
 
@@ -335,5 +335,5 @@ int bench(int argc, char** argv) {
 } // namespace
 
 int main(int argc, char** argv) {
-  return tools::run_reporting_errors("bench_cpu", [&] { return bench(argc, argv); });
+  return cli::run_reporting_errors("bench_cpu", [&] { return bench(argc, argv); });
 }

@@ -155,9 +155,9 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "Shorter contexts and timing budgets");
   app.add_option("--json", json_path, "Also write every measurement to this JSON file");
   app.footer(tools::kSpeedToolExitCodes);
-  if (const auto done = tools::parse_flags(app, argc, argv, "attn-cuda-bandwidth")) {
+  if (const auto done = cli::parse_or_exit(app, argc, argv, "attn-cuda-bandwidth")) {
     return *done;
   }
-  return tools::run_reporting_errors("attn-cuda-bandwidth",
-                                     [&] { return run(device, quick, json_path); });
+  return cli::run_reporting_errors("attn-cuda-bandwidth",
+                                   [&] { return run(device, quick, json_path); });
 }

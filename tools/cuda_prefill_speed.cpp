@@ -185,8 +185,8 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", o.seconds, "Measured time per configuration and shape");
   app.add_option("--json", o.json_path, "Also write every measurement to this JSON file");
   app.footer(tools::kSpeedToolExitCodes);
-  if (const auto done = tools::parse_flags(app, argc, argv, "attn-cuda-prefill-speed")) {
+  if (const auto done = cli::parse_or_exit(app, argc, argv, "attn-cuda-prefill-speed")) {
     return *done;
   }
-  return tools::run_reporting_errors("attn-cuda-prefill-speed", [&] { return run(o); });
+  return cli::run_reporting_errors("attn-cuda-prefill-speed", [&] { return run(o); });
 }
