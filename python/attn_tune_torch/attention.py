@@ -41,10 +41,10 @@ import torch
 KV_LAYOUTS = ("HND", "NHD", "vllm")
 
 # Most float32 elements one chunk of sequences may hold in its dense keys (or values) and padded
-# query rows (small enough to stay in a CPU's cache while they are used), and one chunk of query
-# rows in its scores: bound the memory of long sequences and large batches without affecting the
-# result.
-_MAX_KV_ELEMENTS = 1 << 21
+# query rows, and one chunk of query rows in its scores: bound the memory of long sequences and
+# large batches without affecting the result. On a CPU a chunk's keys are kept small enough to
+# remain in its caches while they are used (larger chunks measured slower); a GPU takes larger ones.
+_MAX_KV_ELEMENTS = {"cpu": 1 << 21}
 _MAX_SCORE_ELEMENTS = 1 << 24
 
 _NEG_INF = float("-inf")
@@ -271,7 +271,7 @@ def _run_batch(query, key_cache, value_cache, block_tables, kv_layout, out, lse,
     j_keys = torch.arange(keys, device=dev)
     j_blocks = torch.arange(gathered, device=dev)
     per_seq = max(kvh * keys * d, max_q_len * num_heads * d, 1)
-    seqs_per_chunk = max(1, _MAX_KV_ELEMENTS // per_seq)
+    seqs_per_chunk = max(1, _MAX_KV_ELEMENTS.get(dev.type, _MAX_SCORE_ELEMENTS) // per_seq)
     for b0 in range(0, batch if rows > 0 and max_q_len > 0 else 0, seqs_per_chunk):
         b1 = min(batch, b0 + seqs_per_chunk)
         nseq = b1 - b0
