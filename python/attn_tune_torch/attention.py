@@ -235,10 +235,11 @@ def _run_batch(query, key_cache, value_cache, block_tables, kv_layout, out, lse,
     """Attention of every sequence of the batch, with no host read of any tensor.
 
     seqs: (q_start, q_len, k_len, ok, max_q_len, max_k_len): int64 [batch] tensors of each
-    sequence's first query row and lengths, bool [batch] ok where the caller found them valid,
-    and the longest lengths as Python ints (the padding). Every row of out and lse is written:
-    NaN for the rows of a sequence that is not ok, whose lengths exceed the padding or whose used
-    block-table entries fall outside the cache, and for rows of no sequence.
+    sequence's first query row (None for decode: row b is sequence b's one row) and lengths,
+    bool [batch] ok where the caller found them valid, and the longest lengths as Python ints
+    (the padding). Every row of out and lse is written: NaN for the rows of a sequence that is
+    not ok, whose lengths exceed the padding or whose used block-table entries fall outside the
+    cache, and for rows of no sequence.
     """
     q_start, q_len, k_len, ok, max_q_len, max_k_len = seqs
     scale, softcap, partition = opts["scale"], opts["softcap"], opts["partition"]
@@ -256,20 +257,18 @@ def _run_batch(query, key_cache, value_cache, block_tables, kv_layout, out, lse,
         raise ValueError("max_k_len is %d but the cache has no blocks" % max_k_len)
     ok = ok & (q_len <= max_q_len) & (k_len <= max_k_len)
     # Key slots per sequence: whole blocks up to max_k_len (v1, one partition), or whole
-    # partitions of P (v2); blocks past a sequence's own are read from block 0 and masked.
+    # partitions of P (v2); slots past a sequence's keys are masked.
     part = n_blocks * bs if partition is None else partition
     num_parts = 1 if partition is None else -(-max_k_len // partition)
     keys = num_parts * part
-    gathered = -(-keys // bs)
 
-    # Results go to packed rows through index_copy_; padding rows land in a spare last row.
-    out_f = torch.zeros(rows + 1, num_heads, d, dtype=torch.float32, device=dev)
-    lse_f = torch.full((rows + 1, num_heads), _NEG_INF, dtype=torch.float32, device=dev)
-    written = torch.zeros(rows + 1, dtype=torch.bool, device=dev)  # by a sequence that is ok
-    spare = torch.full((1,), rows, dtype=torch.long, device=dev)
+    # Results in float32, NaN until a sequence that is ok writes its rows; prefill writes through
+    # index_copy_, its padding rows landing in a spare last row.
+    out_f = torch.full((rows + 1, num_heads, d), _NAN, dtype=torch.float32, device=dev)
+    lse_f = torch.full((rows + 1, num_heads), _NAN, dtype=torch.float32, device=dev)
     i_all = torch.arange(max_q_len, device=dev)
     j_keys = torch.arange(keys, device=dev)
-    j_blocks = torch.arange(gathered, device=dev)
+    j_blocks = torch.arange(n_blocks, device=dev)
     per_seq = max(kvh * keys * d, max_q_len * num_heads * d, 1)
     seqs_per_chunk = max(1, _MAX_KV_ELEMENTS.get(dev.type, _MAX_SCORE_ELEMENTS) // per_seq)
     for b0 in range(0, batch if rows > 0 and max_q_len > 0 else 0, seqs_per_chunk):
@@ -277,24 +276,28 @@ def _run_batch(query, key_cache, value_cache, block_tables, kv_layout, out, lse,
         nseq = b1 - b0
         ql, kl = q_len[b0:b1, None], k_len[b0:b1, None]
         # The query rows, padded to max_q_len (rows past a sequence's own are read but not kept).
-        first = q_start[b0:b1, None] + i_all  # [nseq, max_q_len]
-        in_seq = i_all < ql
-        q = query.index_select(0, first.clamp(0, rows - 1).reshape(-1))
-        q = q.reshape(nseq, max_q_len, num_heads, d).float()
-        dest = torch.where(in_seq, first.clamp(0, rows), spare)
+        if q_start is None:
+            q = query[b0:b1, None].float()
+        else:
+            first = q_start[b0:b1, None] + i_all  # [nseq, max_q_len]
+            q = query.index_select(0, first.clamp(0, rows - 1).reshape(-1))
+            q = q.reshape(nseq, max_q_len, num_heads, d).float()
+            dest = torch.where(i_all < ql, first.clamp(0, rows), rows)
         # Keys and values through the block table; entries past a sequence's blocks are never
         # used (they may be garbage), so block 0 stands in for them and its keys are masked.
         ids = block_tables[b0:b1, :n_blocks].long()
-        ids = torch.nn.functional.pad(ids, (0, gathered - n_blocks))
         used = j_blocks < (kl + bs - 1).div(bs, rounding_mode="floor")
-        inside = (ids >= 0) & (ids < num_blocks)
-        seq_ok = ok[b0:b1] & ~(used & ~inside).any(dim=1)
-        ids = torch.where(used & inside, ids, torch.zeros_like(ids))
+        outside = (ids < 0) | (ids >= num_blocks)
+        bad = ~ok[b0:b1] | (used & outside).any(dim=1)
+        ids = ids.masked_fill(~used | outside, 0)
         k, v = _dense(key_cache[ids], value_cache[ids], kv_layout)  # [nseq, kvh, slots, d]
-        if k.shape[2] != keys:  # a partition size that is not a multiple of block_size
+        if k.shape[2] > keys:  # a partition size that is not a multiple of block_size
             k, v = k[:, :, :keys], v[:, :, :keys]
+        elif k.shape[2] < keys:  # the last partition runs past the last block
+            pad = (0, 0, 0, keys - k.shape[2])
+            k, v = torch.nn.functional.pad(k, pad), torch.nn.functional.pad(v, pad)
         # Slots past a sequence's keys may hold anything, NaN included.
-        v = v.masked_fill(~(j_keys < kl)[:, None, :, None], 0.0)
+        v = v.masked_fill((j_keys >= kl)[:, None, :, None], 0.0)
         k = k.reshape(nseq, kvh, num_parts, part, d)  # [nseq, kvh, T, P, d]
         v = v.reshape(nseq, kvh, num_parts, part, d)
         # Query rows go in chunks only to bound the score matrix's memory.
@@ -316,13 +319,17 @@ def _run_batch(query, key_cache, value_cache, block_tables, kv_layout, out, lse,
             else:  # no sequence has a key
                 o = q.new_zeros(nseq, r1 - r0, num_heads, d)
                 s = q.new_full((nseq, r1 - r0, num_heads), _NEG_INF)
-            to = dest[:, r0:r1].reshape(-1)
-            out_f.index_copy_(0, to, o.reshape(-1, num_heads, d))
-            lse_f.index_copy_(0, to, s.reshape(-1, num_heads))
-            written.index_copy_(0, to, (seq_ok[:, None] & in_seq[:, r0:r1]).reshape(-1))
-    good = written[:rows]
-    out.copy_(out_f[:rows].masked_fill(~good[:, None, None], _NAN).to(out.dtype))
-    lse.copy_(lse_f[:rows].masked_fill(~good[:, None], _NAN))
+            o = o.masked_fill(bad[:, None, None, None], _NAN)
+            s = s.masked_fill(bad[:, None, None], _NAN)
+            if q_start is None:
+                out_f[b0:b1] = o[:, 0]
+                lse_f[b0:b1] = s[:, 0]
+            else:
+                to = dest[:, r0:r1].reshape(-1)
+                out_f.index_copy_(0, to, o.reshape(-1, num_heads, d))
+                lse_f.index_copy_(0, to, s.reshape(-1, num_heads))
+    out.copy_(out_f[:rows])  # rounded to out's dtype as it is copied
+    lse.copy_(lse_f[:rows])
 
 
 # --------------------------------------------------------------------------------------------
@@ -454,8 +461,7 @@ def paged_decode(query, key_cache, value_cache, block_tables, context_lens, *, s
         max_k_len = max(lens, default=0)
     out, lse = _outputs(query, out, lse)
     k_len = context_lens.long()
-    seqs = (torch.arange(batch, device=query.device), torch.ones_like(k_len), k_len, k_len >= 0,
-            1, int(max_k_len))
+    seqs = (None, torch.ones_like(k_len), k_len, k_len >= 0, 1, int(max_k_len))
     _run_batch(query, key_cache, value_cache, block_tables, kv_layout, out, lse, seqs,
                _opts(scale, causal, window_left, window_right, softcap,
                      None if partition is None else int(partition)))
