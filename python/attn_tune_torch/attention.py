@@ -192,17 +192,22 @@ def _partials(q, k, v, vis, scale, softcap):
     batch, rows, num_heads, d = q.shape
     kvh, num_parts = k.shape[1], k.shape[2]
     group = num_heads // kvh  # query head h reads kv head h // group
-    qg = q.reshape(batch, rows, kvh, group, d)
-    s = torch.einsum("brhgd,bhtpd->bhtgrp", qg, k) * scale  # [B, kvh, T, group, R, P]
+    # [B, kvh, 1, group * R, d]: one matrix of query rows per KV head, against every partition's
+    # keys by broadcasting; matmul reads k transposed in place.
+    qg = q.reshape(batch, rows, kvh, group, d).permute(0, 2, 3, 1, 4)
+    qg = qg.reshape(batch, kvh, 1, group * rows, d)
+    s = torch.matmul(qg, k.transpose(-1, -2)).mul_(scale)  # [B, kvh, T, group * R, P]
     if softcap > 0:
-        s = softcap * torch.tanh(s / softcap)
-    s = s.masked_fill(~vis[:, None, :, None], _NEG_INF)
+        s = s.div_(softcap).tanh_().mul_(softcap)
+    invisible = ~vis[:, None, :, None]  # [B, 1, T, 1, R, P]
+    s = s.view(batch, kvh, num_parts, group, rows, -1).masked_fill_(invisible, _NEG_INF)
     m = s.amax(dim=-1)  # -inf for a row with no visible key
     m_safe = m.masked_fill(m == _NEG_INF, 0.0)  # keeps exp() off (-inf) - (-inf)
-    p = torch.exp(s - m_safe.unsqueeze(-1))  # masked keys give exactly 0
+    p = s.sub_(m_safe.unsqueeze(-1)).exp_()  # masked keys give exactly 0
     l = p.sum(dim=-1)
     l_safe = torch.where(l > 0, l, torch.ones_like(l))  # o = 0 where no key is visible
-    o = torch.einsum("bhtgrp,bhtpd->bhtgrd", p, v) / l_safe.unsqueeze(-1)
+    o = torch.matmul(p.view(batch, kvh, num_parts, group * rows, -1), v)
+    o = o.view(batch, kvh, num_parts, group, rows, d) / l_safe.unsqueeze(-1)
 
     def rows_first(x):  # [B, kvh, T, group, R, ...] -> [B, T, R, H, ...]
         x = x.permute(0, 2, 4, 1, 3, *range(5, x.dim()))
@@ -297,7 +302,7 @@ def _run_batch(query, key_cache, value_cache, block_tables, kv_layout, out, lse,
             pad = (0, 0, 0, keys - k.shape[2])
             k, v = torch.nn.functional.pad(k, pad), torch.nn.functional.pad(v, pad)
         # Slots past a sequence's keys may hold anything, NaN included.
-        v = v.masked_fill((j_keys >= kl)[:, None, :, None], 0.0)
+        v = v.masked_fill_((j_keys >= kl)[:, None, :, None], 0.0)
         k = k.reshape(nseq, kvh, num_parts, part, d)  # [nseq, kvh, T, P, d]
         v = v.reshape(nseq, kvh, num_parts, part, d)
         # Query rows go in chunks only to bound the score matrix's memory.
