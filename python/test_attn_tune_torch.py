@@ -1,6 +1,7 @@
 """Tests of attn_tune_torch against a naive float64 reference written here from SPEC.md (one
 query row and head at a time, one key at a time), on paged caches built from logical K/V with
-randomly permuted block tables over a pool 3x larger than needed, in every KV layout.
+randomly permuted block tables over a pool 3x larger than needed, in every KV layout; and that
+attn-tune's run reads no tensor value on the host (on CUDA, a wait for the device).
 
 Run from the repository root: /usr/bin/python3 -m unittest python/test_attn_tune_torch.py
 """
@@ -445,6 +446,85 @@ class PiecesTest(Base):
 
 
 # ----------------------------------------------------------------------------------------------
+# No host synchronisation
+# ----------------------------------------------------------------------------------------------
+
+
+class HostRead(AssertionError):
+    """A tensor value was read on the host: on CUDA, a wait for the device."""
+
+
+class no_host_reads:
+    """Within it, every way this module could read a tensor value on the host raises HostRead.
+
+    On CUDA each of these waits for the device: inside attn-tune's timed region, where the stream
+    is held while a rep is enqueued, such a wait stalls until the hold gives up. On CPU torch the
+    same call sites run, so catching them here proves the CUDA path free of them. Two layers: the
+    Python-level readers (tolist, item, int(), bool(), cpu(), numpy(), ...) are replaced, and a
+    dispatch mode refuses the operators whose result size or value the host must learn (a boolean
+    index, nonzero, masked_select, unique, repeat_interleave without output_size).
+    """
+
+    READERS = ("tolist", "item", "cpu", "numpy", "__array__", "__bool__", "__int__", "__float__",
+               "__index__", "__complex__")
+    DATA_DEPENDENT = {"aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select",
+                      "aten::_unique", "aten::_unique2", "aten::unique_dim",
+                      "aten::unique_consecutive"}
+
+    def __enter__(self):
+        self.saved = {name: torch.Tensor.__dict__.get(name) for name in self.READERS}
+        for name in self.READERS:
+            setattr(torch.Tensor, name, self._refuse(name))
+        self.mode = self._dispatch_mode()
+        if self.mode is not None:
+            self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.mode is not None:
+            self.mode.__exit__(*exc)
+        for name, saved in self.saved.items():
+            if saved is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, saved)
+        return False
+
+    @staticmethod
+    def _refuse(name):
+        def refuse(self, *args, **kwargs):
+            raise HostRead("Tensor.%s reads a tensor value on the host" % name)
+        return refuse
+
+    @classmethod
+    def _dispatch_mode(cls):
+        try:
+            from torch.utils._python_dispatch import TorchDispatchMode
+        except ImportError:  # an older torch: the readers alone
+            return None
+        data_dependent = cls.DATA_DEPENDENT
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                name = func._schema.name
+                why = None
+                if name in data_dependent:
+                    why = "computes a result whose size or value the host must read"
+                elif name in ("aten::index", "aten::index_put", "aten::index_put_",
+                              "aten::_index_put_impl_") and any(
+                        i is not None and i.dtype in (torch.bool, torch.uint8) for i in args[1]):
+                    why = "indexes with a boolean mask (its size is read on the host)"
+                elif name == "aten::repeat_interleave" and kwargs.get("output_size") is None:
+                    why = "repeats by tensor counts without output_size"
+                if why is not None:
+                    raise HostRead("%s %s" % (name, why))
+                return func(*args, **kwargs)
+
+        return Mode()
+
+
+# ----------------------------------------------------------------------------------------------
 # The attn-tune Python-kernel protocol
 # ----------------------------------------------------------------------------------------------
 
@@ -508,7 +588,7 @@ class ProtocolTest(Base):
         self.assertIsNone(can_run(call, {"partition": 256}))
         self.assertIsNone(can_run(call, {"partition": 512}))
 
-    def test_run_fills_poisoned_outputs(self):
+    def test_run_fills_poisoned_outputs_reading_no_tensor_on_the_host(self):
         gen = torch.Generator().manual_seed(31)
         for dtype in DTYPES:
             dec = Problem(gen, q_lens=[1] * 6, k_lens=[0, 1, 16, 255, 257, 40], num_heads=4,
@@ -526,7 +606,8 @@ class ProtocolTest(Base):
                         pb, ref = (pre, ref_pre) if family == "prefill" else (dec, ref_dec)
                         call = fake_call(pb, family, layout, scale=0.25, **opts)
                         out, lse = call.out, call.lse
-                        result = families[family]["run"](call, config)
+                        with no_host_reads():  # what a CUDA run must not do: wait for the device
+                            result = families[family]["run"](call, config)
                         self.assertIsNone(result)
                         self.assertIs(call.out, out)
                         self.assertFalse(torch.isnan(out).any())
@@ -549,11 +630,108 @@ class ProtocolTest(Base):
             families["decode_v1"]["run"](call, {})
         with self.assertRaises(ValueError):  # missing partition
             families["decode_v2"]["run"](fake_call(pb, "decode_v2", "HND"), {})
-        with self.assertRaises(ValueError):  # a used block-table entry is garbage
+        with self.assertRaises(ValueError):  # longer than the block table can hold
             call = fake_call(pb, "decode_v1", "HND")
-            call.block_tables = pb.tables.clone()
-            call.block_tables[0, 1] = GARBAGE_BLOCK
+            call.max_k_len = 16 * pb.max_blocks + 1
             families["decode_v1"]["run"](call, {})
+
+    def test_run_gives_nan_rows_for_bad_index_data(self):
+        # run reads no index tensor on the host, so bad values cannot raise: the rows of the
+        # sequences they belong to come out NaN, and the other rows stay right.
+        gen = torch.Generator().manual_seed(33)
+        dec = Problem(gen, q_lens=[1, 1, 1], k_lens=[20, 3, 17], num_heads=2, kvh=1, d=8,
+                      block_size=16)
+        pre = Problem(gen, q_lens=[4, 2, 3], k_lens=[20, 3, 17], num_heads=2, kvh=1, d=8,
+                      block_size=16)
+        families = att.attn_tune_kernels()["families"]
+        opts = opts_of(d=8)
+
+        def run(pb, family, config, edit):
+            call = fake_call(pb, family, "HND")
+            call.block_tables = pb.tables.clone()
+            call.context_lens = None if call.context_lens is None else pb.context_lens.clone()
+            call.cu_seqlens_q = None if call.cu_seqlens_q is None else pb.cu_q.clone()
+            edit(call)
+            families[family]["run"](call, config)
+            return call.out, call.lse
+
+        def garbage_block(call):  # sequence 0's second block (in use: 20 keys)
+            call.block_tables[0, 1] = GARBAGE_BLOCK
+
+        def negative_block(call):
+            call.block_tables[2, 0] = -1
+
+        def too_long(call):  # sequence 1 beyond the max_k_len the call declares
+            call.max_k_len = 17
+            if call.context_lens is not None:
+                call.context_lens[1] = 18
+
+        def negative_length(call):
+            call.context_lens[1] = -1
+
+        cases = [("decode_v1", {}, dec, garbage_block, [0]),
+                 ("decode_v2", {"partition": 16}, dec, garbage_block, [0]),
+                 ("decode_v1", {}, dec, negative_block, [2]),
+                 ("decode_v2", {"partition": 16}, dec, too_long, [0, 1]),
+                 ("decode_v1", {}, dec, negative_length, [1]),
+                 ("prefill", {}, pre, garbage_block, [0]),
+                 ("prefill", {}, pre, too_long, [0])]
+        for family, config, pb, edit, bad in cases:
+            with self.subTest(family=family, edit=edit.__name__):
+                out, lse = run(pb, family, config, edit)
+                ref_out, ref_lse = pb.reference(**opts)
+                r0 = 0
+                for b, nq in enumerate(pb.q_lens):
+                    rows = slice(r0, r0 + nq)
+                    r0 += nq
+                    if b in bad:
+                        self.assertTrue(torch.isnan(out[rows]).all(), "sequence %d" % b)
+                        self.assertTrue(torch.isnan(lse[rows]).all(), "sequence %d" % b)
+                    else:
+                        self.assert_matches(out[rows], lse[rows], ref_out[rows], ref_lse[rows],
+                                            "fp32", "sequence %d" % b)
+        # Offsets that do not tile the query: no row can be trusted.
+        out, lse = run(pre, "prefill", {}, lambda call: call.cu_seqlens_q.sub_(1).clamp_(min=0))
+        self.assertTrue(torch.isnan(out).all() and torch.isnan(lse).all())
+
+
+# ----------------------------------------------------------------------------------------------
+# No host synchronisation: the guard's self-test and the entry points
+# ----------------------------------------------------------------------------------------------
+
+
+class NoHostSyncTest(Base):
+    def test_the_guard_catches_every_kind_of_host_read(self):
+        t = torch.arange(6, dtype=torch.float32)
+        reads = {"tolist": lambda: t.tolist(), "item": lambda: t.sum().item(),
+                 "int": lambda: int(t[2]), "float": lambda: float(t[2]),
+                 "bool": lambda: bool((t > 2).any()), "if": lambda: 1 if t[0] == 0 else 0,
+                 "index": lambda: [1, 2, 3][t.long()[1]], "cpu": lambda: t.cpu(),
+                 "numpy": lambda: t.numpy(), "mask": lambda: t[t > 2],
+                 "nonzero": lambda: t.nonzero(), "masked_select": lambda: t.masked_select(t > 1),
+                 "unique": lambda: torch.unique(t),
+                 "repeat_interleave": lambda: t.repeat_interleave(t.long())}
+        for what, read in reads.items():
+            with self.subTest(what=what):
+                with self.assertRaises(HostRead), no_host_reads():
+                    read()
+        self.assertEqual(t.tolist(), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])  # restored on exit
+        self.assertTrue(bool(t.any()))
+
+    def test_without_the_lengths_the_entry_points_read_them(self):
+        # What the guard would catch if run did not pass the call's longest lengths.
+        gen = torch.Generator().manual_seed(41)
+        pb = Problem(gen, q_lens=[3, 1], k_lens=[5, 9], num_heads=2, kvh=1, d=8, block_size=4)
+        kc, vc = pb.caches["HND"]
+        with self.assertRaises(HostRead), no_host_reads():
+            att.paged_prefill(pb.q, kc, vc, pb.tables, pb.cu_q, pb.cu_k, scale=0.3)
+        with self.assertRaises(HostRead), no_host_reads():
+            att.paged_decode(pb.q[:2], kc, vc, pb.tables, pb.context_lens, scale=0.3)
+        with no_host_reads():
+            att.paged_prefill(pb.q, kc, vc, pb.tables, pb.cu_q, pb.cu_k, scale=0.3, max_q_len=3,
+                              max_k_len=9)
+            att.paged_decode(pb.q[:2], kc, vc, pb.tables, pb.context_lens, scale=0.3,
+                             partition=4, max_k_len=9)
 
 
 if __name__ == "__main__":

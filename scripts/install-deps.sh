@@ -10,8 +10,10 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok
 # chromium: the report's headless screenshot test (label `browser`; about 40 s to install).
 # ninja-build: the README's build commands use Ninja (it schedules a clean build's two passes
 # better than make: about 40 s less per pass on 2 cores).
+# The shellcheck package: every script under scripts/ and .ci/run must pass it (the test
+# scripts.shellcheck).
 for pkg in cmake g++ make ninja-build libcli11-dev libeigen3-dev nlohmann-json3-dev libgtest-dev libxml2-utils \
-           python3-dev python3-torch chromium; do
+           python3-dev python3-torch chromium shellcheck; do
   have_pkg "$pkg" || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then

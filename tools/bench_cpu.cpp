@@ -10,6 +10,9 @@
 // for the rest). --warm times without the flush before each rep. It does not isolate the
 // kernel's own work: the default decode shapes read 64 to 128 MiB of K/V, which do not stay in
 // cache even unflushed, and shapes small enough to stay are timed mostly as per-call overhead.
+// Nothing is validated here (the tests prove these kernels), so no exit code says "wrong":
+// 0 the table is complete (goals met or not: the summary says); 2 bad flags; 4 a run that could
+// not be timed, or another error (one line on stderr).
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +25,7 @@
 #include "src/backends/cpu/isa.h"
 #include "src/backends/cpu/thread_pool.h"
 #include "src/backends/registry.h"
+#include "src/cli/exit_codes.h"
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
 #include "src/validation/checked_run.h"
@@ -76,9 +80,7 @@ AttnParams shape(DType dt) {
   return p;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
+int bench(int argc, char** argv) {
   int threads = 0;
   bool quick = false;
   bool peer_wanted = true;
@@ -88,8 +90,9 @@ int main(int argc, char** argv) {
   int shape_batch = 0, shape_ctx = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc) {
-      threads = std::stoi(argv[++i]);
+    if (a == "--threads" && i + 1 < argc && std::sscanf(argv[i + 1], "%d", &threads) == 1 &&
+        threads >= 0) {
+      ++i;
     } else if (a == "--quick") {
       quick = true;
     } else if (a == "--no-peer") {
@@ -108,13 +111,13 @@ int main(int argc, char** argv) {
         dtypes = {parse_dtype(argv[++i])};
       } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_cpu: %s\n", e.what());
-        return 2;
+        return kExitUsage;
       }
     } else {
       std::fprintf(stderr, "usage: bench_cpu [--threads N] [--quick] [--no-peer] [--warm] "
                            "[--only decode|prefill] [--dtype fp32|fp16|bf16] "
                            "[--decode-shape BATCHxCTX]\n");
-      return 2;
+      return kExitUsage;
     }
   }
   auto be = make_cpu_backend({.threads = threads, .kernels = ""});
@@ -326,5 +329,11 @@ int main(int argc, char** argv) {
   for (const Best& b : prefill_best) {
     std::printf("  %-50s %5.2f  %s\n", b.what.c_str(), b.ratio, b.ratio >= 0.40 ? "met" : "below");
   }
-  return 0;
+  return kExitOk;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  return cli::run_reporting_errors("bench_cpu", [&] { return bench(argc, argv); });
 }

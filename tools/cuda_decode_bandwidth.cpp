@@ -1,5 +1,7 @@
 // attn-cuda-bandwidth: decode v1 and v2 bandwidth (KV bytes read over time) against a
 // device-to-device copy measured in the same run, every configuration validated first.
+// Exit codes (tools/tool_exit.h): 0 all passed; 1 a configuration failed validation, after the
+// whole table and JSON are out; 2 bad flags; 3 no usable GPU (one line on stderr); 4 an error.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
 #include "src/validation/checked_run.h"
+#include "tools/tool_exit.h"
 
 namespace {
 
@@ -71,6 +74,7 @@ int run(int device, bool quick, const std::string& json_path) {
                         {"copy_timing", to_json(copy.timing)},
                         {"cases", nlohmann::json::array()}};
   std::vector<std::string> table;
+  int failed = 0;
   for (const Case& cs : cases) {
     GenOptions g;
     g.seed = 20261129;
@@ -101,6 +105,7 @@ int run(int device, bool quick, const std::string& json_path) {
           std::printf("FAIL %s %s: %s\n%s", cs.name.c_str(), cfg.key().c_str(), what.c_str(),
                       r.check ? r.check->report.details().c_str() : "");
           jc["results"].push_back({{"config", cfg.key()}, {"check", what}});
+          ++failed;
           continue;
         }
         const TimingResult& t = *r.timing;
@@ -136,7 +141,7 @@ int run(int device, bool quick, const std::string& json_path) {
     }
     std::rename(tmp.c_str(), json_path.c_str());
   }
-  return kExitOk;
+  return tools::validation_exit_code(failed);
 }
 
 } // namespace
@@ -149,17 +154,10 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "CUDA device index")->check(CLI::NonNegativeNumber);
   app.add_flag("--quick", quick, "Shorter contexts and timing budgets");
   app.add_option("--json", json_path, "Also write every measurement to this JSON file");
-  CLI11_PARSE(app, argc, argv);
-  try {
-    return run(device, quick, json_path);
-  } catch (const DeviceUnavailable& e) {
-    std::fprintf(stderr, "attn-cuda-bandwidth: device unavailable: %s\n", e.what());
-    return kExitNoDevice;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "attn-cuda-bandwidth: error: %s\n", e.what());
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "attn-cuda-bandwidth: internal error: %s\n", e.what());
-    return kExitInternal;
+  app.footer(tools::kSpeedToolExitCodes);
+  if (const auto done = cli::parse_or_exit(app, argc, argv, "attn-cuda-bandwidth")) {
+    return *done;
   }
+  return cli::run_reporting_errors("attn-cuda-bandwidth",
+                                   [&] { return run(device, quick, json_path); });
 }

@@ -1,6 +1,9 @@
 // attn-cuda-prefill-speed: TFLOP/s of the CUDA prefill kernel (visible query-key pairs only) on
 // prompt shapes, every configuration validated on a small problem first; JSON for the comparison
 // with PyTorch's scaled_dot_product_attention in scripts/prefill_vs_sdpa.py.
+// Exit codes (tools/tool_exit.h): 0 all passed; 1 a configuration failed validation (it is left
+// out of the timings, which still run, print and write); 2 bad flags; 3 no usable GPU (one line
+// on stderr); 4 an error.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -16,6 +19,7 @@
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
 #include "src/validation/checked_run.h"
+#include "tools/tool_exit.h"
 
 namespace {
 
@@ -65,12 +69,11 @@ int run(const Options& o) {
   topt.flush_cache = false; // compute-bound: the same conditions as the SDPA loop
 
   nlohmann::json out = {{"device", d.to_json()}, {"cases", nlohmann::json::array()}};
-  std::printf("\n%6s %6s %5s %6s %9s %10s  %s\n", "seq", "batch", "bs", "causal", "TFLOP/s", "ms",
-              "best configuration");
   // Which configurations compute correctly, per page size and mask: a small varlen problem
   // against the reference.
   std::map<std::pair<int, bool>, std::vector<KernelConfig>> good;
   std::map<std::pair<int, bool>, nlohmann::json> rejected;
+  int failed = 0;
   for (int bs : o.block_sizes) {
     for (bool causal : {false, true}) {
       const AttnParams p = shape_params(o, bs, causal);
@@ -91,6 +94,7 @@ int run(const Options& o) {
           std::printf("FAIL %s bs=%d causal=%d: %s\n", cfg.key().c_str(), bs, int(causal),
                       what.c_str());
           rej.push_back({{"config", cfg.key()}, {"check", what}});
+          ++failed;
           continue;
         }
         good[{bs, causal}].push_back(cfg);
@@ -163,7 +167,7 @@ int run(const Options& o) {
     }
     std::rename(tmp.c_str(), o.json_path.c_str());
   }
-  return kExitOk;
+  return tools::validation_exit_code(failed);
 }
 
 } // namespace
@@ -180,17 +184,9 @@ int main(int argc, char** argv) {
   app.add_option("--head-dim", o.head_dim, "head_dim");
   app.add_option("--seconds", o.seconds, "Measured time per configuration and shape");
   app.add_option("--json", o.json_path, "Also write every measurement to this JSON file");
-  CLI11_PARSE(app, argc, argv);
-  try {
-    return run(o);
-  } catch (const DeviceUnavailable& e) {
-    std::fprintf(stderr, "attn-cuda-prefill-speed: device unavailable: %s\n", e.what());
-    return kExitNoDevice;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "attn-cuda-prefill-speed: error: %s\n", e.what());
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "attn-cuda-prefill-speed: internal error: %s\n", e.what());
-    return kExitInternal;
+  app.footer(tools::kSpeedToolExitCodes);
+  if (const auto done = cli::parse_or_exit(app, argc, argv, "attn-cuda-prefill-speed")) {
+    return *done;
   }
+  return cli::run_reporting_errors("attn-cuda-prefill-speed", [&] { return run(o); });
 }

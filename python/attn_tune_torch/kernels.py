@@ -5,7 +5,9 @@ A factory returns {"name", "version", "device", "families"}; each family holds t
 caches arrive in, whether it writes lse, its configuration space ({param: [values]}), `run` and
 optionally `can_run`. `run(call, config)` writes the result into call.out and call.lse in place
 (both arrive poisoned); `can_run(call, config)` returns None or the reason it refuses (tensors
-are None then). Bad input raises an ordinary exception, which the bridge reports as a failure.
+are None then). Bad shapes raise an ordinary exception, which the bridge reports as a failure;
+bad values in the index tensors (lengths, block-table entries) give NaN rows instead, as `run`
+reads no tensor on the host (attention.py).
 """
 
 import torch
@@ -85,12 +87,17 @@ def _make_run(family):
             raise ValueError("cannot run: " + reason)
         _check_call(call)
         _use_threads(call)
+        # The call's longest lengths (plain ints) size the padding, so that nothing is read
+        # back from the tensors: on CUDA the run is enqueued without a host synchronisation,
+        # which attn-tune's timing (the stream held while a rep is enqueued) relies on.
         opts = dict(scale=call.scale, causal=bool(call.causal), window_left=call.window_left,
                     window_right=call.window_right, softcap=call.softcap,
-                    kv_layout=call.kv_layout, out=call.out, lse=call.lse)
+                    kv_layout=call.kv_layout, out=call.out, lse=call.lse,
+                    max_k_len=int(call.max_k_len))
         if family == "prefill":
             paged_prefill(call.query, call.key_cache, call.value_cache, call.block_tables,
-                          call.cu_seqlens_q, call.cu_seqlens_k, **opts)
+                          call.cu_seqlens_q, call.cu_seqlens_k, max_q_len=int(call.max_q_len),
+                          **opts)
         else:
             partition = int(config["partition"]) if family == "decode_v2" else None
             paged_decode(call.query, call.key_cache, call.value_cache, call.block_tables,

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <chrono>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace attn {
@@ -99,6 +100,31 @@ TimingResult measure(const std::function<double()>& one_rep, const std::function
   r.p75_s = quantile(samples, 0.75);
   r.rel_noise = r.median_s > 0 ? (r.p75_s - r.p25_s) / r.median_s : 0.0;
   return r;
+}
+
+bool synchronises_while_enqueued(
+    const std::function<bool(unsigned long long timeout_ns)>& held_call_timed_out,
+    unsigned long long probe_ns, unsigned long long full_ns) {
+  // The short probe first: a call that does not synchronise is enqueued in microseconds to
+  // milliseconds, and a call that does costs only probe_ns here.
+  if (!held_call_timed_out(probe_ns)) {
+    return false;
+  }
+  return held_call_timed_out(full_ns);
+}
+
+std::string gpu_timing_method(const std::string& what, bool stream_held,
+                              std::optional<long long> flush_mib) {
+  std::string m = what;
+  m += stream_held ? ", stream held"
+                   : ", stream not held (the call synchronises the host while it is enqueued: "
+                     "launch gaps included)";
+  if (flush_mib) {
+    m += ", L2 flushed (" + std::to_string(*flush_mib) + " MiB clean read)";
+  } else {
+    m += ", L2 warm";
+  }
+  return m;
 }
 
 nlohmann::json to_json(const TimingResult& t) {

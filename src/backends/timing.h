@@ -70,6 +70,25 @@ struct TimingResult {
                                    const std::function<void()>& warm_one, const TimingOptions& opt,
                                    std::string method, const std::function<double()>& now);
 
+// Whether a GPU call must be timed without holding its stream. A GPU rep holds the stream with a
+// spinning kernel while the call is enqueued, so that the call's launches run back to back; a
+// call that synchronises the host while it is enqueued (a plugin's cudaFree or
+// cudaStreamSynchronize, a Python module's .item()) waits for that kernel, which gives up only
+// after its timeout, so every held rep would take the timeout and fail.
+// `held_call_timed_out(timeout_ns)` runs the call once behind a hold that gives up after
+// timeout_ns and says whether it gave up. A probe with `probe_ns` decides for most calls; a
+// timeout there may be a slow host, so a second probe with `full_ns` (the reps' own timeout)
+// decides: a call that outlasts it too synchronises (or could never be timed held anyway).
+[[nodiscard]] bool synchronises_while_enqueued(
+    const std::function<bool(unsigned long long timeout_ns)>& held_call_timed_out,
+    unsigned long long probe_ns, unsigned long long full_ns);
+
+// The method of a GPU timing: `what` ("cuda-events", "cuda-graph replay"), whether the stream was
+// held while a rep was enqueued, then the cache: flush_mib is the clean read's size, nullopt
+// when the L2 stays warm. "cuda-events, stream held, L2 flushed (100 MiB clean read)".
+[[nodiscard]] std::string gpu_timing_method(const std::string& what, bool stream_held,
+                                            std::optional<long long> flush_mib);
+
 // The result as a measurement's "timing" object; a ClockReading adds sm_clock_mhz,
 // sm_clock_max_mhz, throttle_reasons and throttled (or "clocks": why NVML was unavailable).
 [[nodiscard]] nlohmann::json to_json(const TimingResult& t);

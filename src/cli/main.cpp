@@ -1,11 +1,10 @@
 // attn-tune: wires the subcommands together and turns errors into exit codes (README.md).
-#include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "build_info.h"
 #include "src/cli/commands.h"
+#include "src/cli/exit_codes.h"
 #include "src/model/errors.h"
 
 namespace {
@@ -40,33 +39,15 @@ int main(int argc, char** argv) {
                                         cli::setup_devices(app), cli::setup_plugin(app)};
   commands.push_back(cli::setup_merge(app));
   commands.push_back(cli::setup_report(app));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "attn-tune: error: %s (see attn-tune --help)\n",
-                 parse_error_message(app, e).c_str());
-    return kExitUsage;
+  if (const auto done =
+          cli::parse_or_exit(app, argc, argv, "attn-tune", [&](const CLI::ParseError& e) {
+            return parse_error_message(app, e);
+          })) {
+    return *done;
   }
   for (auto& c : commands) {
     if (c.app->parsed()) {
-      try {
-        return c.run();
-      } catch (const InputError& e) {
-        std::fprintf(stderr, "attn-tune: error: %s\n", e.what());
-        return kExitUsage;
-      } catch (const DeviceUnavailable& e) {
-        std::fprintf(stderr, "attn-tune: device unavailable: %s\n", e.what());
-        return kExitNoDevice;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "attn-tune: internal error: %s\n", e.what());
-        return kExitInternal;
-      }
+      return cli::run_reporting_errors("attn-tune", c.run);
     }
   }
   return kExitUsage;

@@ -316,4 +316,44 @@ TEST(Timing, ClockSummaryCountsThrottledMeasurements) {
   EXPECT_EQ(clock_summary({}), "not recorded");
 }
 
+// A stand-in for the GPU's held probe rep: the timeouts it was given, and a call that holds up
+// its own enqueue for `enqueue_ns` (a host synchronisation waits for the hold to give up, which
+// looks the same as an enqueue longer than any timeout).
+struct HeldProbe {
+  unsigned long long enqueue_ns = 0;
+  std::vector<unsigned long long> timeouts;
+  bool operator()(unsigned long long timeout_ns) {
+    timeouts.push_back(timeout_ns);
+    return enqueue_ns > timeout_ns;
+  }
+};
+
+TEST(Timing, AQuickCallIsHeldAfterOneShortProbe) {
+  HeldProbe p{50'000}; // 50 us to enqueue
+  EXPECT_FALSE(synchronises_while_enqueued(std::ref(p), 200'000'000, 2'000'000'000));
+  EXPECT_EQ(p.timeouts, (std::vector<unsigned long long>{200'000'000}));
+}
+
+TEST(Timing, ASlowHostIsProbedAgainWithTheFullTimeoutAndStaysHeld) {
+  HeldProbe p{500'000'000}; // half a second to enqueue: longer than the probe, within a rep's
+  EXPECT_FALSE(synchronises_while_enqueued(std::ref(p), 200'000'000, 2'000'000'000));
+  EXPECT_EQ(p.timeouts, (std::vector<unsigned long long>{200'000'000, 2'000'000'000}));
+}
+
+TEST(Timing, ACallThatOutlastsBothProbesSynchronises) {
+  HeldProbe p{~0ull}; // waits on the hold until it gives up, whatever its timeout
+  EXPECT_TRUE(synchronises_while_enqueued(std::ref(p), 200'000'000, 2'000'000'000));
+  EXPECT_EQ(p.timeouts, (std::vector<unsigned long long>{200'000'000, 2'000'000'000}));
+}
+
+TEST(Timing, GpuMethodSaysWhetherTheStreamWasHeld) {
+  EXPECT_EQ(gpu_timing_method("cuda-events", true, 100),
+            "cuda-events, stream held, L2 flushed (100 MiB clean read)");
+  EXPECT_EQ(gpu_timing_method("cuda-graph replay", true, std::nullopt),
+            "cuda-graph replay, stream held, L2 warm");
+  EXPECT_EQ(gpu_timing_method("cuda-events", false, 100),
+            "cuda-events, stream not held (the call synchronises the host while it is enqueued: "
+            "launch gaps included), L2 flushed (100 MiB clean read)");
+}
+
 } // namespace

@@ -1,5 +1,6 @@
 // Runs launch with cudaLaunchKernel on the backend's stream (see device_runs.h); timing uses
-// events on that stream around a held, back-to-back call after a clean-read L2 flush.
+// events on that stream around a held, back-to-back call after a clean-read L2 flush (not held
+// for a call that synchronises the host while it is enqueued).
 #include "src/backends/cuda/device_runs.h"
 
 #include <algorithm>
@@ -15,6 +16,10 @@ namespace attn::cuda {
 namespace {
 // Long enough for any host to enqueue one rep, short enough that a stuck one surfaces quickly.
 constexpr unsigned long long kHoldTimeoutNs = 2'000'000'000ull;
+// The first probe of whether a call synchronises the host (synchronises_while_enqueued): far
+// above the enqueue time of any call that does not; only a call that outlasts it waits for the
+// full timeout as well, in the second probe.
+constexpr unsigned long long kHoldProbeNs = 200'000'000ull;
 } // namespace
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
@@ -87,7 +92,7 @@ void DeviceStream::load_helpers() {
   flush_l2();
   // One hold, released before it starts: with lazy module loading (the CUDA 12+ default) a
   // kernel is loaded on its first launch, which must not happen while a hold kernel spins.
-  hold();
+  hold(kHoldTimeoutNs);
   release();
   ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -106,12 +111,11 @@ void DeviceStream::flush_l2() {
   ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void DeviceStream::hold() {
+void DeviceStream::hold(unsigned long long timeout_ns) {
   std::atomic_ref<int>(host_flags_[0]).store(0, std::memory_order_release);
   std::atomic_ref<int>(host_flags_[1]).store(0, std::memory_order_release);
   int* release = dev_flags_;
   int* timed_out = dev_flags_ + 1;
-  unsigned long long timeout_ns = kHoldTimeoutNs;
   void* args[] = {&release, &timed_out, &timeout_ns};
   ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(hold_kernel_), dim3(1), dim3(1),
                                    args, 0, stream_));
@@ -119,6 +123,10 @@ void DeviceStream::hold() {
 
 void DeviceStream::release() {
   std::atomic_ref<int>(host_flags_[0]).store(1, std::memory_order_release);
+}
+
+bool DeviceStream::hold_timed_out() const {
+  return std::atomic_ref<int>(host_flags_[1]).load(std::memory_order_acquire) != 0;
 }
 
 TimingResult DeviceStream::time(const std::function<void()>& enqueue, const TimingOptions& opt,
@@ -142,6 +150,39 @@ TimingResult DeviceStream::time(const std::function<void()>& enqueue, const Timi
       batch *= 2;
     }
   };
+  // The timed call of one rep: the L2 flush (when asked, synchronised), then start event, the
+  // call, stop event. Held (hold_ns > 0): the hold kernel keeps the stream from starting until
+  // the whole call is enqueued, so a call of several launches (decode_v2 and its reduce) runs
+  // back to back between the events. Returns the seconds between the events and whether the
+  // hold gave up before the host released it.
+  auto timed_call = [&](unsigned long long hold_ns) -> std::pair<double, bool> {
+    if (opt.flush_cache) {
+      flush_l2();
+    }
+    if (hold_ns > 0) {
+      hold(hold_ns);
+    }
+    ATTN_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
+    enqueue();
+    ATTN_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
+    if (hold_ns > 0) {
+      release();
+    }
+    ATTN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float ms = 0.0f;
+    ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    return {double(ms) * 1e-3, hold_ns > 0 && hold_timed_out()};
+  };
+  // The call once before anything is held, for the same lazy-loading reason (a warm-up of zero
+  // calls and zero seconds would otherwise first launch its kernels behind a spinning hold).
+  enqueue();
+  ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // A call that synchronises the host while it is enqueued (a plugin's cudaFree, a Python
+  // module's .item()) cannot start until the hold gives up: probed once before the warm-up, and
+  // timed without the hold if so. Its time then includes the gaps between its launches, which
+  // the method says.
+  const bool held = !synchronises_while_enqueued(
+      [&](unsigned long long ns) { return timed_call(ns).second; }, kHoldProbeNs, kHoldTimeoutNs);
   auto one_rep = [&] {
     // Clocks are read between reps (never inside one), on the first and then every 50 ms: an
     // NVML query costs tens of microseconds.
@@ -152,37 +193,17 @@ TimingResult DeviceStream::time(const std::function<void()>& enqueue, const Timi
       }
       last_sample = now;
     }
-    if (opt.flush_cache) {
-      flush_l2();
-    }
-    // The hold kernel keeps the stream from starting until the whole rep is enqueued, so a
-    // call of several launches (decode_v2 and its reduce) runs back to back between the events.
-    hold();
-    ATTN_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
-    enqueue();
-    ATTN_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
-    release();
-    ATTN_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-    if (std::atomic_ref<int>(host_flags_[1]).load(std::memory_order_acquire) != 0) {
+    const auto [seconds, timed_out] = timed_call(held ? kHoldTimeoutNs : 0);
+    if (timed_out) {
       throw std::runtime_error("timing on " + std::string("cuda:") + std::to_string(device_) +
                                ": the stream-holding kernel gave up after " +
                                std::to_string(kHoldTimeoutNs / 1000000) +
                                " ms before the host released it (enqueuing one rep stalled)");
     }
-    float ms = 0.0f;
-    ATTN_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-    return double(ms) * 1e-3;
+    return seconds;
   };
-  // The call once before anything is held, for the same lazy-loading reason (a warm-up of zero
-  // calls and zero seconds would otherwise first launch its kernels behind a spinning hold).
-  enqueue();
-  ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::string method = what + ", stream held";
-  if (opt.flush_cache) {
-    method += ", L2 flushed (" + std::to_string(flush_.bytes() >> 20) + " MiB clean read)";
-  } else {
-    method += ", L2 warm";
-  }
+  const std::string method = gpu_timing_method(
+      what, held, opt.flush_cache ? std::optional<long long>(flush_.bytes() >> 20) : std::nullopt);
   TimingResult r = measure(one_rep, warm_one, opt, method);
   r.clocks = clock_reading(samples, nvml_.why_unavailable());
   return r;

@@ -74,7 +74,10 @@ public:
   // Times one call that `enqueue` puts on the stream (the launches of a run, a graph launch, a
   // copy) under `opt`: warm-up for opt.warmup_seconds of back-to-back calls, then per rep the L2
   // flush (when asked) and a synchronize, the hold kernel, start event, the call, stop event,
-  // release; the clocks are sampled between reps. `what` starts the method ("cuda-events").
+  // release; the clocks are sampled between reps. A call that synchronises the host while it is
+  // enqueued would wait for the hold: a probe rep finds it (synchronises_while_enqueued in
+  // timing.h) and its reps go unheld, which the method says. `what` starts the method
+  // ("cuda-events").
   [[nodiscard]] TimingResult time(const std::function<void()>& enqueue, const TimingOptions& opt,
                                   const std::string& what);
 
@@ -84,9 +87,11 @@ private:
   void load_helpers();
   // Reads the flush buffer through the L2, then waits for it.
   void flush_l2();
-  // Enqueues attn_hold_stream; release() lets it finish and checks that it did not time out.
-  void hold();
+  // Enqueues attn_hold_stream, which gives up after timeout_ns; release() lets it finish, and
+  // hold_timed_out() (once the rep's stop event completed) says whether it gave up first.
+  void hold(unsigned long long timeout_ns);
   void release();
+  [[nodiscard]] bool hold_timed_out() const;
 
   int device_;
   int64_t l2_bytes_;

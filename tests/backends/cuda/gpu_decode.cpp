@@ -11,9 +11,15 @@
 
 #ifdef ATTN_HAVE_CUDA
 #include "reference/reference.h"
+#include <chrono>
+
+#include <cuda_runtime_api.h>
+
 #include "src/backends/cuda/copy_bandwidth.h"
 #include "src/backends/cuda/cuda_backend.h"
+#include "src/backends/cuda/cuda_check.h"
 #include "src/backends/cuda/decode_launch.h"
+#include "src/backends/cuda/device_runs.h"
 #include "src/backends/cuda/precompile.h"
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
@@ -235,10 +241,41 @@ TEST_F(GpuDecode, TimingAndCopyBandwidth) {
   opt.mode = TimingMode::events;
   const auto copy = cuda::measure_copy_bandwidth(0, int64_t(256) << 20, opt);
   EXPECT_GT(copy.bytes_per_s, 1e10); // any data-centre GPU copies faster than 10 GB/s
-  EXPECT_EQ(copy.timing.method.rfind("cuda-events, cudaMemcpyAsync device to device, stream held",
-                                     0),
-            0u)
+  EXPECT_EQ(
+      copy.timing.method.rfind("cuda-events, cudaMemcpyAsync device to device, stream held", 0), 0u)
       << copy.timing.method;
+}
+
+// A call that synchronises the host while it is enqueued (as a plugin's cudaStreamSynchronize or
+// a Python module's .item() does) would wait for the kernel that holds the stream: the probe finds
+// it, and its reps are timed without the hold instead of each waiting 2 s and failing.
+TEST_F(GpuDecode, ACallThatSynchronisesTheHostIsTimedWithoutTheHold) {
+  std::string why;
+  const DeviceInfo d = cuda_devices(why).at(0);
+  cuda::DeviceStream stream(
+      0, d.l2_bytes, d.uuid,
+      cuda::pick_target_arch(d.cc_major * 10 + d.cc_minor, cuda::nvrtc_supported_archs()));
+  cuda::DeviceBuffer src{std::size_t(64) << 20};
+  cuda::DeviceBuffer dst{std::size_t(64) << 20};
+  TimingOptions opt;
+  opt.max_seconds = 0.05;
+  const auto t0 = std::chrono::steady_clock::now();
+  const TimingResult t = stream.time(
+      [&] {
+        ATTN_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), src.bytes(), cudaMemcpyDeviceToDevice,
+                                        stream.get()));
+        ATTN_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+      },
+      opt, "cuda-events");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(t.method.rfind("cuda-events, stream not held (the call synchronises the host", 0), 0u)
+      << t.method;
+  EXPECT_GT(t.median_s, 0.0);
+  EXPECT_LT(t.median_s, 0.1) << "a rep waited for a hold";
+  EXPECT_GE(t.reps, opt.min_reps);
+  // The probes (0.2 s, then 2 s) and the measurement; not a hold timeout per rep.
+  EXPECT_LT(seconds, 10.0);
 }
 
 TEST_F(GpuDecode, PreparedRunRefusesWhatCanRunRefuses) {
