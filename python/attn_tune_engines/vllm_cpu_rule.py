@@ -33,7 +33,8 @@ Standard library only (with attn_tune_table.py next to it):
 the fastest configuration measured, per decode workload; run as a script it prints that for
 vLLM's rule (split-KV on and off) and, given the sweep's table, for the table's answers:
 
-    python3 python/attn_tune_engines/vllm_cpu_rule.py OUT/results.jsonl --table OUT/threshold_table.json
+    python3 python/attn_tune_engines/vllm_cpu_rule.py OUT/results.jsonl \
+        --table OUT/threshold_table.json
 
 In vLLM, `patch_scheduler_metadata` makes every CPUAttentionMetadataBuilder.build() ask the
 table (python/examples/vllm_cpu_rule.py shows it on a stand-in; docs/engines.md says where to
@@ -233,9 +234,11 @@ def rule_regret(results_path, rule, held_out=False, statistic="median_s"):
     e.g. a partition a bridge once needed, is ignored); the fastest is the lowest median
     there. statistic "min_s" compares the fastest repetitions instead: on a machine whose
     other load preempts the timed threads, the minimum shows what the kernels cost without
-    it (the medians are what attn-tune's table uses). Returns {"points", "mean", "worst", "worst_workload", "missing", "slowdowns"}:
-    slowdowns per workload key (time / best - 1), missing the workloads where the rule's
-    choice has no passing measurement."""
+    it (the medians are what attn-tune's table uses).
+
+    Returns {"points", "mean", "worst", "worst_workload", "missing", "slowdowns"}: slowdowns
+    per workload key (time / best - 1), missing the workloads where the rule's choice has no
+    passing measurement."""
     slowdowns, missing = {}, []
     for key, (w, ms) in decode_measurements(results_path).items():
         if bool(w.get("held_out")) != held_out:

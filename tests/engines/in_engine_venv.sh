@@ -19,7 +19,8 @@ if [ "$have" != "$want" ]; then
   echo "skipped: $venv is Python $have, attn-tune's bridge embeds $want ($hint)"
   exit 77
 fi
-if ! "$venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("vllm") is None)'; then
+has_vllm='import importlib.util, sys; sys.exit(importlib.util.find_spec("vllm") is None)'
+if ! "$venv/bin/python" -c "$has_vllm"; then
   echo "skipped: $venv has no vllm package ($hint)"
   exit 77
 fi

