@@ -26,10 +26,7 @@ set_tests_properties(engine.vllm_cpu.unit PROPERTIES LABELS "engine" SKIP_RETURN
 if(NOT TARGET attn_tune_python)
   return()
 endif()
-# Through attn-tune. Until the bridge takes a decode_v2 without `partition` (vLLM's scheduler
-# picks its splits, so the set declares none), attn-tune refuses the declaration with one line;
-# the tests report that as skipped rather than failed.
-set(no_partition_yet "declares decode_v2 without a 'partition' parameter")
+# Through attn-tune (its decode_v2 declares no partition: vLLM's scheduler picks the splits).
 function(attn_vllm_cpu_cli name regex)
   string(REPLACE ";" "|" joined "${ARGN}")
   add_test(NAME engine.vllm_cpu.${name}
@@ -38,7 +35,7 @@ function(attn_vllm_cpu_cli name regex)
                    -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/vllm_cpu_${name}
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.cmake)
   set_tests_properties(engine.vllm_cpu.${name} PROPERTIES LABELS "engine" SKIP_RETURN_CODE 77
-                       SKIP_REGULAR_EXPRESSION "${no_partition_yet}" TIMEOUT 600)
+                       TIMEOUT 600)
 endfunction()
 
 attn_vllm_cpu_cli(check "every family passed its tiny case"
@@ -55,8 +52,7 @@ add_test(NAME engine.vllm_cpu.sweep
                  -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/vllm_cpu_sweep
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/python/sweep_table.cmake)
 set_tests_properties(engine.vllm_cpu.sweep PROPERTIES LABELS "engine" SKIP_RETURN_CODE 77
-                     SKIP_REGULAR_EXPRESSION "${no_partition_yet}" RESOURCE_LOCK cpu_timing
-                     TIMEOUT 600)
+                     RESOURCE_LOCK cpu_timing TIMEOUT 600)
 
 # Without the environment (the bridge's own Python, which has torch but no vLLM): one line that
 # says what to install, exit 2.
