@@ -1,5 +1,6 @@
 // Tests of the text `attn-tune table show` prints: the device, each shape point's v1/v2 decision
-// with its noise calls, and the fitted rule, on tables built from synthetic records.
+// with its noise calls, the fitted rule, the engine rule the kernels replace and the regret
+// against it, on tables built from synthetic records.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -87,7 +88,7 @@ TEST(ThresholdTable, ShowSpellsOutIntervalsAndNoiseCalls) {
       spread_rec(2, 2048, 8, v1, 8e-6, 0.1e-6),  spread_rec(2, 2048, 8, v2, 8.16e-6, 0.2e-6),
       spread_rec(2, 8192, 8, v1, 10e-6, 0.1e-6), spread_rec(2, 8192, 8, v2, 20e-6, 0.1e-6)};
   const std::string text = cli::describe_table(build_threshold_table(rs, provenance(), 16));
-  EXPECT_NE(text.find("schema attn-tune/threshold-table v2"), std::string::npos) << text;
+  EXPECT_NE(text.find("schema attn-tune/threshold-table v3"), std::string::npos) << text;
   EXPECT_NE(text.find("kvh=8 gqa=4 batch=2: v1 below ctx 512, v2 from 512, v1 from 8192"),
             std::string::npos)
       << text;
@@ -153,6 +154,66 @@ TEST(ThresholdTable, ShowListsNoisyDecisionsWithTheRemedy) {
   text = cli::describe_table(t);
   EXPECT_EQ(text.find("noisy decisions"), std::string::npos) << text;
   EXPECT_FALSE(cli::noisy_decisions_of(t).listed);
+}
+
+// The kernels name the rule they replace: table show says which, lists it first among the
+// engines' rules as the kernel set's own, and calls vLLM's CUDA rule vllm_cuda, never "vllm".
+TEST(ThresholdTable, ShowNamesTheKernelSetsOwnRule) {
+  const KernelConfig v1{Family::decode_v1, {}};
+  const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};
+  std::vector<MeasurementRecord> rs = {rec(1, 512, 8, v1, 1.0), rec(1, 512, 8, v2, 2.0),
+                                       rec(1, 4096, 8, v1, 4.0), rec(1, 4096, 8, v2, 2.0)};
+  json pv = provenance();
+  pv["kernels"] = {{"source", "built-in"}, {"name", "attn-tune"}, {"engine_rule", "vllm-cpu"}};
+  std::string text = cli::describe_table(build_threshold_table(rs, pv, 16));
+  EXPECT_NE(text.find("engine:   the kernels replace vLLM CPU's rule (vllm-cpu: v2 (split-KV) "
+                      "always unless VLLM_CPU_ATTN_SPLIT_KV=0"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("table_lookup 0.0%/0.0% vllm_cpu (the kernel set's own rule) 50.0%/100.0% "
+                      "vllm_cuda "),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find(" vllm "), std::string::npos) << text;
+
+  pv["kernels"]["engine_rule"] = "";
+  text = cli::describe_table(build_threshold_table(rs, pv, 16));
+  EXPECT_NE(text.find("engine:   the kernels name no engine rule they replace"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("own rule"), std::string::npos) << text;
+  EXPECT_NE(text.find("table_lookup 0.0%/0.0% vllm_cuda "), std::string::npos) << text;
+
+  pv.erase("kernels"); // made before kernel sets named their rule: no engine line
+  text = cli::describe_table(build_threshold_table(rs, pv, 16));
+  EXPECT_EQ(text.find("engine:"), std::string::npos) << text;
+}
+
+// A v2 without a partition: the rule and every measured v2 say the kernel chooses its splits.
+TEST(ThresholdTable, ShowSaysTheKernelChoosesItsSplits) {
+  const KernelConfig v1{Family::decode_v1, {}};
+  const KernelConfig own{Family::decode_v2, {}};
+  std::vector<MeasurementRecord> rs = {rec(1, 512, 8, v1, 1.0), rec(1, 512, 8, own, 2.0),
+                                       rec(1, 4096, 8, v1, 4.0), rec(1, 4096, 8, own, 2.0)};
+  const std::string text = cli::describe_table(build_threshold_table(rs, provenance(), 16));
+  EXPECT_NE(text.find("fitted rule: use v2 (the kernel chooses its splits) when "
+                      "batch*num_kv_heads*context_len > "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ctx 4096: v1 4000000.0 us, v2 2000000.0 us (the kernel chooses its splits), "
+                      "best decode_v2[]"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("partition 512"), std::string::npos) << text;
+}
+
+// Version 2 priced vLLM's CUDA rule as "vllm": shown under its version-3 name.
+TEST(ThresholdTable, ShowReadsVersion2Tables) {
+  json t = json::parse(
+      std::ifstream(std::string(ATTN_SOURCE_DIR) + "/python/testdata/synthetic_table_v2.json"));
+  const std::string text = cli::describe_table(t);
+  EXPECT_NE(text.find("schema attn-tune/threshold-table v2"), std::string::npos) << text;
+  EXPECT_NE(text.find(" vllm_cuda 3.8%/30.0% seed_engine "), std::string::npos) << text;
+  EXPECT_EQ(text.find("vllm_cpu"), std::string::npos) << "not priced in version 2\n" << text;
 }
 
 TEST(ThresholdTable, ShowReadsVersion1Tables) {
