@@ -2,9 +2,9 @@
 
 Standard library only (copy this one file next to the engine). It makes the same choice as
 `attn-tune table lookup` and the C++ reader include/attn_tune/threshold_table_reader.hpp: nearest
-table point, then the point's crossover context intervals (version 2; `v2_from` in version 1),
-then that family's best configuration at the nearest measured context length. It reads table
-versions 1 and 2.
+table point, then the point's crossover context intervals (versions 2 and 3; `v2_from` in version
+1), then that family's best configuration at the nearest measured context length. It reads table
+versions 1 to 3.
 
 Full lookup (family and the configuration to launch):
 
@@ -13,6 +13,8 @@ Full lookup (family and the configuration to launch):
                           head_dim=128, block_size=16, dtype="bf16")
     choice.family        # "decode_v1" or "decode_v2"
     choice.config        # {"family": ..., "params": {"partition": 512, ...}, "key": ...}
+    choice.partition     # 512; None for v1 and for a v2 whose kernel chooses its splits
+    choice.kernel_chooses_splits  # v2 without a "partition": launch it without one
 
 Replacing an engine's hard-coded v1/v2 rule. Engines such as the seed engine decide with a
 function `should_use_paged_v2(seq_len, num_kv_heads, block_size=16, partition_size=512)`; the
@@ -35,8 +37,9 @@ the same for a table or a path (each path is read once per process).
 `use_v2` answers exactly `lookup(...).family == "decode_v2"` (tests check this over grids of
 queries), v1 versus v2 only. Its `partition_size` argument is accepted so that it can stand in
 for the engine's rule, and is ignored: the table chose the v2 partition that was fastest, and
-`lookup(...).config["params"]["partition"]` says which (an engine that launches v2 with its own
-partition gets the table's v1/v2 decision measured at the table's partition). It does not warn
+`lookup(...).partition` says which (None where the kernel chooses its splits; an engine that
+launches v2 with its own partition gets the table's v1/v2 decision measured at the table's
+partition). It does not warn
 when the two differ: engines pass their fixed partition on every decode step, so the warning
 would fire on nearly every table and every step.
 
@@ -69,7 +72,7 @@ FLEET_SCHEMA = "attn-tune/fleet-table"
 FLEET_VERSION = 1
 # The version attn-tune writes and the oldest one still read (kTableSchemaVersion and
 # kOldestTableSchemaVersion of the C++ reader).
-VERSION = 2
+VERSION = 3
 OLDEST_VERSION = 1
 # Must match kCategoryPenalty and kTieEpsilon of the C++ reader.
 CATEGORY_PENALTY = 64.0
@@ -96,6 +99,19 @@ class Choice:
     distance: float
     measured_context: int
     point: dict = field(repr=False)
+
+    @property
+    def partition(self):
+        """The keys per partition a decode_v2 configuration launches with; None for decode_v1
+        and for a decode_v2 without a "partition" (the kernel chooses its splits)."""
+        if self.family != "decode_v2":
+            return None
+        return self.config.get("params", {}).get("partition")
+
+    @property
+    def kernel_chooses_splits(self):
+        """A decode_v2 configuration without a partition: the kernel chooses its own splits."""
+        return self.family == "decode_v2" and self.partition is None
 
 
 class TableError(ValueError):
@@ -170,6 +186,14 @@ class ThresholdTable:
         {"source": "plugin", "name", "version", "library_sha256", ...}. Tables made before
         plugins existed timed the built-in kernels."""
         return self.table["provenance"].get("kernels", {"source": "built-in", "name": "attn-tune"})
+
+    @property
+    def engine_rule(self):
+        """The engine rule the timed kernels replace ("vllm-cuda", "vllm-cpu", "seed"), which the
+        table's regret names as the kernel set's own rule; "" where they name none (and in
+        tables made before kernel sets named one)."""
+        rule = self.kernels.get("engine_rule", "")
+        return rule if isinstance(rule, str) else ""
 
     def timed_kernels_named(self, name):
         """Whether the table timed the kernels called `name` (a plugin's name, or "attn-tune"
@@ -272,9 +296,8 @@ class ThresholdTable:
         The parameters of the seed engine's `should_use_paged_v2` plus `batch` and the model.
         num_heads, head_dim and dtype default to those bound by `bind` or `v2_rule`; ValueError
         names the first that is neither given nor bound. `partition_size` is ignored: the answer
-        is v1 versus v2 only, and the partition the table chose is
-        `lookup(...).config["params"]["partition"]`. Answers are cached (see the module
-        docstring)."""
+        is v1 versus v2 only, and the partition the table chose is `lookup(...).partition`.
+        Answers are cached (see the module docstring)."""
         if num_heads is None or head_dim is None or dtype is None:
             bound, name = self._bound, "num_heads"
             try:
@@ -557,7 +580,8 @@ def use_v2(table_or_path, seq_len, num_kv_heads, block_size=16, partition_size=5
 
 def main(argv=None):
     """`python3 attn_tune_table.py TABLE --batch B --context-len C ...`: prints what
-    `attn-tune table lookup` prints ("family config_key")."""
+    `attn-tune table lookup` prints ("family config_key", and "(the kernel chooses its splits)"
+    after a decode_v2 without a partition)."""
     import argparse
 
     ap = argparse.ArgumentParser(description=main.__doc__)
@@ -577,7 +601,8 @@ def main(argv=None):
     c = t.lookup(
         a.batch, a.context_len, a.num_heads, a.num_kv_heads, a.head_dim, a.block_size, a.dtype,
         window_left=a.window_left, softcap=a.softcap)
-    print(c.family, c.config_key)
+    print(c.family, c.config_key, *(["(the kernel chooses its splits)"]
+                                     if c.kernel_chooses_splits else []))
     return 0
 
 

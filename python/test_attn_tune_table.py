@@ -1,6 +1,6 @@
-"""Tests of the Python table reader on the synthetic fixtures, version 2 and the version-1 one kept
-from before (the C++ reader's test reads the same files); with ATTN_TUNE_BIN set, every query is
-also put to `attn-tune table lookup` and the two answers must agree."""
+"""Tests of the Python table reader on the synthetic fixtures, version 3 and the version-2 and
+version-1 ones kept from before (the C++ reader's test reads the same files); with ATTN_TUNE_BIN
+set, every query is also put to `attn-tune table lookup` and the two answers must agree."""
 
 import copy
 import inspect
@@ -17,6 +17,7 @@ import attn_tune_table as att  # noqa: E402
 
 TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
 FIXTURE = os.path.join(TESTDATA, "synthetic_table.json")
+FIXTURE_V2 = os.path.join(TESTDATA, "synthetic_table_v2.json")
 FIXTURE_V1 = os.path.join(TESTDATA, "synthetic_table_v1.json")
 SHIPPED = os.path.join(os.path.dirname(TESTDATA), "..", "results", "cpu-amd-epyc-quick.json")
 EXAMPLE = os.path.join(os.path.dirname(TESTDATA), "examples", "seed_engine_rule.py")
@@ -43,6 +44,30 @@ class ReaderTest(unittest.TestCase):
         t = att.ThresholdTable(table)
         self.assertTrue(t.timed_kernels_named("vllm-paged-attention"))
         self.assertFalse(t.timed_kernels_named("attn-tune"))
+
+    def test_names_the_engine_rule_its_kernels_replace(self):
+        self.assertEqual(self.t.engine_rule, "vllm-cuda")
+        self.assertEqual(att.ThresholdTable.load(FIXTURE_V2).engine_rule, "")
+        self.assertEqual(att.ThresholdTable.load(FIXTURE_V1).engine_rule, "")
+
+    def test_a_kernel_that_chooses_its_splits_has_no_partition(self):
+        c = self.t.lookup(**query(1, 2048))
+        self.assertEqual((c.partition, c.kernel_chooses_splits), (256, False))
+        c = self.t.lookup(**query(1, 512))
+        self.assertEqual((c.partition, c.kernel_chooses_splits), (None, False))
+        # The same table with its v2 configurations stripped of their partition, as a kernel
+        # that chooses its splits declares them.
+        table = copy.deepcopy(self.t.table)
+        for p in table["decode"]:
+            for m in p["measured"]:
+                for slot in ("best", "v2"):
+                    cfg = (m.get(slot) or {}).get("config")
+                    if cfg and cfg["family"] == "decode_v2":
+                        cfg["params"].pop("partition", None)
+                        cfg["key"] = "decode_v2[]"
+        c = att.ThresholdTable(table).lookup(**query(1, 2048))
+        self.assertEqual((c.family, c.config_key), ("decode_v2", "decode_v2[]"))
+        self.assertEqual((c.partition, c.kernel_chooses_splits), (None, True))
 
     def test_exact_points_follow_the_crossover(self):
         c = self.t.lookup(**query(1, 512))
@@ -79,9 +104,9 @@ class ReaderTest(unittest.TestCase):
     def test_rejects_what_is_not_a_table(self):
         with self.assertRaises(att.TableError):
             att.ThresholdTable({})
-        with self.assertRaisesRegex(att.TableError, r"unsupported threshold table version 3 "
-                                    r"\(this reader reads versions 1 to 2\)"):
-            att.ThresholdTable(dict(self.t.table, version=3))
+        with self.assertRaisesRegex(att.TableError, r"unsupported threshold table version 4 "
+                                    r"\(this reader reads versions 1 to 3\)"):
+            att.ThresholdTable(dict(self.t.table, version=4))
         with self.assertRaises(att.TableError):
             att.ThresholdTable(dict(self.t.table, version=True))
         with self.assertRaises(ValueError):
@@ -94,7 +119,7 @@ class ReaderTest(unittest.TestCase):
             (1, 3, 4, 8, 50, 64), (64, 100, 512, 1500, 2048, 4095, 4096, 5000, 32768, 90000),
             (1, 8), (4, 1), ("fp16",), (-1,))]
         queries += [query(2, c, 8, 32, "bf16", w) for c in (512, 4096, 9000) for w in (-1, 4096)]
-        for path in (FIXTURE, FIXTURE_V1):
+        for path in (FIXTURE, FIXTURE_V2, FIXTURE_V1):
             table = att.ThresholdTable.load(path)
             for q in queries:
                 want = table.lookup(**q)
@@ -107,7 +132,15 @@ class ReaderTest(unittest.TestCase):
 
 
 class Version1Test(unittest.TestCase):
-    """Tables written before version 2 (the kept fixture, the shipped results) still read."""
+    """Tables written before version 3 (the kept fixtures, the shipped results) still read."""
+
+    def test_version_2_fixture_answers_as_version_3(self):
+        t2, t3 = att.ThresholdTable.load(FIXTURE_V2), att.ThresholdTable.load(FIXTURE)
+        self.assertEqual((t2.version, t3.version), (2, 3))
+        for b, ctx in itertools.product((1, 4, 8, 64), (64, 512, 2048, 4095, 4096, 32768)):
+            a, c = t2.lookup(**query(b, ctx)), t3.lookup(**query(b, ctx))
+            self.assertEqual((a.family, a.config_key, a.partition),
+                             (c.family, c.config_key, c.partition), (b, ctx))
 
     def test_version_1_fixture(self):
         t = att.ThresholdTable.load(FIXTURE_V1)

@@ -14,8 +14,10 @@
 namespace attn_tune {
 
 // The version attn-tune writes, and the oldest one readers still read (version 1 has `v2_from`
-// only; version 2 adds `v2_intervals` and the noise fields).
-inline constexpr int kTableSchemaVersion = 2;
+// only; version 2 adds `v2_intervals` and the noise fields; version 3 prices vLLM's CUDA rule as
+// `vllm_cuda`, adds vLLM CPU's, and lets a decode_v2 have no partition: the kernel chooses its
+// splits). Lookups read all three the same way from version 2 on.
+inline constexpr int kTableSchemaVersion = 3;
 inline constexpr int kOldestTableSchemaVersion = 1;
 inline constexpr const char* kTableSchemaName = "attn-tune/threshold-table";
 // Distance penalty for a differing dtype or mask: larger than any realistic sum of log2 ratios,
@@ -40,13 +42,20 @@ struct Query {
 };
 
 struct Choice {
-  std::string family;       // "decode_v1" or "decode_v2"
-  nlohmann::json config;    // {"family": ..., "params": {...}, "key": "..."}
-  std::string config_key;   // "decode_v2[partition=512]"
+  std::string family;     // "decode_v1" or "decode_v2"
+  nlohmann::json config;  // {"family": ..., "params": {...}, "key": "..."}
+  std::string config_key; // "decode_v2[partition=512]"
+  // decode_v2: the keys per partition its configuration launches with, 0 where it has no
+  // "partition" (the kernel chooses its splits); 0 for decode_v1.
+  int partition = 0;
   bool exact_point = false; // the table has a point with exactly the query's shape and mask
   double distance = 0.0;    // the nearest point's distance (0 for an exact point)
   int measured_context = 0; // the context length whose best configuration was taken
   nlohmann::json point;     // the table point used (without its measurements)
+  // v2 whose kernel chooses its own splits: launch it without a partition.
+  [[nodiscard]] bool kernel_chooses_splits() const {
+    return family == "decode_v2" && partition == 0;
+  }
 };
 
 class ThresholdTableReader {
@@ -90,6 +99,19 @@ public:
       return "attn-tune";
     }
     return pv["kernels"].value("name", "");
+  }
+  // The engine rule those kernels replace ("vllm-cuda", "vllm-cpu", "seed"), which the table's
+  // regret names as the kernel set's own rule; "" where they name none (and in tables made
+  // before kernel sets named one).
+  [[nodiscard]] std::string engine_rule() const {
+    const nlohmann::json& pv = provenance();
+    if (!pv.contains("kernels") || !pv["kernels"].is_object()) {
+      return "";
+    }
+    const nlohmann::json& k = pv["kernels"];
+    return k.contains("engine_rule") && k["engine_rule"].is_string()
+               ? k["engine_rule"].get<std::string>()
+               : "";
   }
 
   // Distance between a table point and a query (docs/threshold-table.md "Lookup").
@@ -178,6 +200,10 @@ public:
       if (pick != nullptr) {
         c.config = (*pick)[slot].at("config");
         c.config_key = c.config.at("key").get<std::string>();
+        const nlohmann::json& params = c.config.at("params");
+        c.partition = c.family == "decode_v2" && params.contains("partition")
+                          ? params["partition"].get<int>()
+                          : 0;
         c.measured_context = pick->at("context_len").get<int>();
         return c;
       }

@@ -72,8 +72,8 @@ def make_seed_attn_dispatch():
 
 
 def vllm_use_v2(num_seqs, max_seq_len, num_heads, partition_size=512):
-    """vLLM's rule: v1 when max_seq_len <= 8192 and (one partition or num_seqs * num_heads >
-    512)."""
+    """vLLM CUDA's rule (its paged_attention v1/v2; vLLM's CPU attention has another): v1 when
+    max_seq_len <= 8192 and (one partition or num_seqs * num_heads > 512)."""
     max_num_partitions = (max_seq_len + partition_size - 1) // partition_size
     use_v1 = max_seq_len <= 8192 and (max_num_partitions == 1 or num_seqs * num_heads > 512)
     return not use_v1
@@ -116,8 +116,8 @@ def main(argv=None):
         print("note: the table has no %s points; its answers come from the nearest %s point"
               % (dtype, "/".join(sorted({p["dtype"] for p in table.table["decode"]}))))
     print()
-    print("%5s %8s %8s  %-4s %-5s %-4s  %-9s %s" % ("batch", "seq_len", "kv_heads", "seed",
-                                                   "table", "vllm", "partition",
+    print("%5s %8s %8s  %-4s %-5s %-9s %-9s %s" % ("batch", "seq_len", "kv_heads", "seed",
+                                                   "table", "vllm-cuda", "partition",
                                                    "nearest table point"))
     differ = rows = 0
     for num_kv_heads in (cfg.num_kv_heads, 8):
@@ -138,10 +138,10 @@ def main(argv=None):
                                  cfg.block_size, dtype)
                 assert ours == (c.family == "decode_v2")
                 p = c.point
-                print("%5d %8d %8d  %-4s %-5s %-4s  %-9s b=%d kvh=%d gqa=%d %s (distance %.2f)"
+                print("%5d %8d %8d  %-4s %-5s %-9s %-9s b=%d kvh=%d gqa=%d %s (distance %.2f)"
                       % (batch, seq_len, num_kv_heads, fam(seed), fam(ours),
                     fam(vllm_use_v2(batch, seq_len, num_heads)),
-                    c.config["params"].get("partition", "-") if ours else "-",
+                    (c.partition or "own-splits") if ours else "-",
                     p["batch"], p["num_kv_heads"], p["gqa_ratio"], p["dtype"], c.distance))
                 rows += 1
                 differ += seed != ours

@@ -14,6 +14,12 @@ std::optional<std::string> phase_mismatch(Family f, Phase ph) {
          " problems, not " + phase_name(ph) + " problems";
 }
 
+nlohmann::json kernels_provenance(const Backend& be) {
+  nlohmann::json k = be.kernels();
+  k["engine_rule"] = be.declaration().engine_rule;
+  return k;
+}
+
 std::vector<KernelConfig> Backend::config_space(Family f, const AttnParams& p) const {
   std::vector<KernelConfig> out;
   const FamilyDecl* fam = declaration().family(f);

@@ -128,4 +128,9 @@ struct BackendOptions {
 // checked run and diagnose call it).
 [[nodiscard]] RunOutput run_once(Backend& be, const Problem& pr, const KernelConfig& cfg);
 
+// The kernels of `be` as results headers and table provenance record them: kernels() plus the
+// engine rule its declaration names they replace ("engine_rule": "vllm-cuda", "vllm-cpu",
+// "seed", or "" for none), which the table's regret then names as the kernel set's own rule.
+[[nodiscard]] nlohmann::json kernels_provenance(const Backend& be);
+
 } // namespace attn

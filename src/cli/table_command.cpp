@@ -205,7 +205,8 @@ int run_table_lookup(const TableOptions& o) {
                         {"point", c.point}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("%s %s\n", c.family.c_str(), c.config_key.c_str());
+    std::printf("%s %s%s\n", c.family.c_str(), c.config_key.c_str(),
+                c.kernel_chooses_splits() ? " (the kernel chooses its splits)" : "");
   }
   return kExitOk;
 }

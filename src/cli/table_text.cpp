@@ -32,6 +32,28 @@ std::string pct(double x) {
   return buf;
 }
 
+// Which engine rule the kernels replace: the row of the regret that says what tuning gained.
+std::string engine_rule_line(const json& t) {
+  const json& pv = t.at("provenance");
+  const json declared = pv.contains("kernels") && pv["kernels"].is_object()
+                            ? pv["kernels"].value("engine_rule", json())
+                            : json();
+  if (!declared.is_string()) {
+    return ""; // made before kernel sets named their rule
+  }
+  const std::string name = declared.get<std::string>();
+  if (name.empty()) {
+    return "engine:   the kernels name no engine rule they replace\n";
+  }
+  const EngineRule* r = engine_rule_declared(name);
+  if (r == nullptr) {
+    return "engine:   the kernels replace engine rule \"" + name +
+           "\", which this attn-tune does not know\n";
+  }
+  return "engine:   the kernels replace " + r->name + "'s rule (" + name + ": " + r->summary +
+         "), the kernel set's own rule in the regret below\n";
+}
+
 // Where, when and with what the table was measured, and how many measurements it rests on.
 void describe_provenance(std::ostringstream& s, const json& t) {
   const json& pv = t.at("provenance");
@@ -64,6 +86,7 @@ void describe_provenance(std::ostringstream& s, const json& t) {
   } else {
     s << "kernels:  built-in attn-tune kernels\n";
   }
+  s << engine_rule_line(t);
   s << "made:     " << pv.value("created_utc", "?")
     << ", timing: " << pv.value("timing_method", "?") << "\n";
   const json& c = t.at("measurement_counts");
@@ -108,25 +131,29 @@ void describe_provenance(std::ostringstream& s, const json& t) {
 void describe_rule(std::ostringstream& s, const json& rule) {
   char kbuf[64];
   std::snprintf(kbuf, sizeof kbuf, "%.4g", rule.at("k").get<double>());
-  s << "fitted rule: use v2 (partition " << rule.at("partition").get<int>() << ") when "
-    << rule.at("tiles").get<std::string>() << " > " << kbuf << " * sm_count (sm_count "
+  const json& part = rule.at("partition");
+  s << "fitted rule: use v2 (" << partition_words(part.is_null() ? kKernelSplits : part.get<int>())
+    << ") when " << rule.at("tiles").get<std::string>() << " > " << kbuf << " * sm_count (sm_count "
     << rule.at("sm_count").get<int>() << "; fitted on " << rule.at("points").get<int>()
     << " points)\n\n";
 }
 
-void describe_regret(std::ostringstream& s, const json& regret) {
+void describe_regret(std::ostringstream& s, const json& t) {
+  const json& regret = t.at("regret");
+  const EngineRule* own = own_engine_rule(t);
   s << "regret (slowdown vs the measured best; mean / worst over points):\n";
   for (const char* set : {"sweep", "held_out"}) {
     const json& r = regret.at(set);
     s << "  " << (std::string(set) == "sweep" ? "sweep points   " : "held-out points") << " ";
-    // Every rule the table priced, in the one list's order (a table older than a rule lacks it).
-    for (const EngineRule& rule : engine_rules()) {
-      if (!r.contains(rule.id)) {
+    // Every rule the table priced, the kernel set's own first of the engines' (a table older
+    // than a rule lacks it; vLLM's CUDA rule was "vllm" before version 3).
+    for (const EngineRule* rule : rules_listed(own)) {
+      const json* x = stored_regret(r, *rule);
+      if (x == nullptr) {
         continue;
       }
-      const json& x = r.at(rule.id);
-      s << " " << rule.id << " " << pct(x.at("mean").get<double>()) << "/"
-        << pct(x.at("worst").get<double>());
+      s << " " << rule->id << (rule == own ? " (the kernel set's own rule)" : "") << " "
+        << pct(x->at("mean").get<double>()) << "/" << pct(x->at("worst").get<double>());
     }
     s << "  (" << r.at("fitted_rule").at("points").get<int>() << " points";
     if (r.at("table_lookup").contains("beyond_noise")) {
@@ -242,18 +269,31 @@ void describe_noisy_decisions(std::ostringstream& s, const json& t) {
   }
 }
 
+// " (the kernel chooses its splits)" after a measured decode_v2 without a partition.
+std::string splits_words(const json& timed) {
+  if (!timed.is_object()) {
+    return "";
+  }
+  const json& c = timed.at("config");
+  return c.at("family") == "decode_v2" && !c.at("params").contains("partition")
+             ? " (" + partition_words(kKernelSplits) + ")"
+             : "";
+}
+
 void describe_decode_points(std::ostringstream& s, const json& decode, int version) {
   if (version >= 2) {
-    s << "\ndecode points: where v2 (best partition) is chosen over v1; a length where the two\n"
-      << "are within the measured noise keeps the decision of the length before it\n";
+    s << "\ndecode points: where v2 (its best configuration) is chosen over v1; a length where "
+         "the\n"
+      << "two are within the measured noise keeps the decision of the length before it\n";
   } else {
-    s << "\ndecode points: where v2 (best partition) becomes faster than v1 and stays faster\n";
+    s << "\ndecode points: where v2 (its best configuration) becomes faster than v1 and stays "
+         "faster\n";
   }
   for (const auto& p : decode) {
     s << "  " << point_words(p) << ": " << describe_decision(p) << "\n";
     for (const auto& m : p.at("measured")) {
       s << "      ctx " << m.at("context_len").get<int>() << ": v1 " << fmt_us(m.at("v1"))
-        << " us, v2 " << fmt_us(m.at("v2")) << " us, best "
+        << " us, v2 " << fmt_us(m.at("v2")) << " us" << splits_words(m.at("v2")) << ", best "
         << m.at("best").at("config").at("key").get<std::string>() << describe_noise(m) << "\n";
     }
   }
@@ -341,7 +381,7 @@ std::string describe_table(const nlohmann::json& t) {
   std::ostringstream s;
   describe_provenance(s, t);
   describe_rule(s, t.at("rule"));
-  describe_regret(s, t.at("regret"));
+  describe_regret(s, t);
   describe_decode_points(s, t.at("decode"), t.at("version").get<int>());
   describe_noisy_decisions(s, t);
   describe_prefill_points(s, t.at("prefill"));

@@ -33,7 +33,7 @@ void add_latency(ReportModel& m, const ReportSource& src, const PartitionTimes& 
     auto it = parts.find(decode_point_key(s));
     if (it != parts.end() && it->second.size() > 1) {
       for (const auto& [part, times] : it->second) {
-        LatencySeries ps{"v2 partition " + std::to_string(part), "partition", part, {}};
+        LatencySeries ps{v2_words(part), "partition", part, {}};
         for (const auto& [ctx, t] : times) {
           ps.by_context[ctx] = Timed{t, t, t, false};
         }

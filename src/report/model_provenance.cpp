@@ -30,6 +30,16 @@ void add_provenance(ReportModel& m, const ReportSource& src) {
   out.emplace_back("device", dev_words);
   out.emplace_back("kernels", pv.contains("kernels") ? kernels_label(pv["kernels"])
                                                      : "the built-in attn-tune kernels");
+  m.own_rule = own_engine_rule(src.table);
+  const json k = pv.value("kernels", json::object());
+  if (m.own_rule != nullptr) {
+    out.emplace_back("engine rule replaced",
+                     m.own_rule->name + " (" + m.own_rule->declared + "): " + m.own_rule->summary);
+  } else if (k.is_object() && k.contains("engine_rule")) {
+    const std::string named = k.value("engine_rule", "");
+    out.emplace_back("engine rule replaced",
+                     named.empty() ? "none named" : named + " (not a rule this attn-tune knows)");
+  }
   if (pv.contains("kernel_sources_sha256")) {
     out.emplace_back("kernel sources sha256", pv["kernel_sources_sha256"].get<std::string>());
   }

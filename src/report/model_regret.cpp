@@ -26,9 +26,7 @@ std::string best_key(const DecodePoint& p) {
   return key;
 }
 
-std::string rule_words(const RuleChoice& c) {
-  return c.v2 ? "v2 partition " + std::to_string(c.partition) : "v1";
-}
+std::string rule_words(const RuleChoice& c) { return c.v2 ? v2_words(c.partition) : "v1"; }
 
 } // namespace
 
@@ -82,7 +80,7 @@ std::vector<RegretInput> regret_inputs_from_table(const json& table) {
     }
     if (has_time(e, "v2")) {
       const double t = e["v2"].at("median_s").get<double>();
-      r.pt.v2_by_partition[partition_of(e["v2"]["config"])] = t;
+      r.pt.v2_by_partition[partition_of(e["v2"]["config"])] = t; // kKernelSplits without one
       r.pt.by_config[e["v2"]["config"].at("key").get<std::string>()] = t;
     }
     r.pt.noise = e.value("noise", 0.0);

@@ -131,7 +131,7 @@ std::vector<std::pair<int, int>> v2_intervals(const json& p) {
 
 int partition_of(const json& config) {
   const json& params = config.value("params", json::object());
-  return params.value("partition", 0);
+  return params.value("partition", kKernelSplits);
 }
 
 Rule fitted_rule_of(const json& table) {

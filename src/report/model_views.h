@@ -50,7 +50,9 @@ struct Shape {
 [[nodiscard]] bool has_time(const nlohmann::json& entry, const char* slot); // "v1", "v2"
 // The table's v2 intervals of a point, [from, to) with to 0 for no end, in either version.
 [[nodiscard]] std::vector<std::pair<int, int>> v2_intervals(const nlohmann::json& p);
-[[nodiscard]] int partition_of(const nlohmann::json& config); // 0 without one
+// A configuration's partition, kKernelSplits without one (a decode_v2 whose kernel chooses its
+// splits, and decode_v1).
+[[nodiscard]] int partition_of(const nlohmann::json& config);
 // The table's fitted rule (its `rule`), or an empty Rule where the table has none.
 [[nodiscard]] Rule fitted_rule_of(const nlohmann::json& table);
 

@@ -61,7 +61,10 @@ std::string decision_svg(const DecisionMap& dm, const Palette& pal) {
       if (c.noisy_decision) {
         svg.rect(x0 + 4, y0 + 4, cw - 8, ch - 8, "noisy-cell");
       }
-      const std::string what = c.v2 ? "v2·" + format_count(c.partition) : "v1";
+      // A kernel that chooses its splits has no partition to print: the legend says so.
+      const std::string what = !c.v2                          ? "v1"
+                               : c.partition == kKernelSplits ? "v2"
+                                                              : "v2·" + format_count(c.partition);
       svg.text(x0 + cw / 2, y0 + 17, what, "cell-b", "middle");
       const std::string by = !c.both          ? "only family"
                              : c.within_noise ? "≈ noise"
@@ -79,7 +82,7 @@ std::string decision_svg(const DecisionMap& dm, const Palette& pal) {
   // (so every cell lies on one side of a line), each rule offset a little so that coinciding
   // lines stay visible; the exact switch lengths are listed under the map.
   const std::map<std::string, double> offset = {
-      {"fitted_rule", 0.0}, {"vllm", -4.0}, {"seed_engine", 4.0}};
+      {"fitted_rule", 0.0}, {"vllm_cuda", -4.0}, {"vllm_cpu", -8.0}, {"seed_engine", 4.0}};
   for (const auto& [rule, cells] : dm.rule_v2) {
     const double off = offset.count(rule) ? offset.at(rule) : 0.0;
     std::vector<double> prev; // the previous row's switch, for the step connector
@@ -178,7 +181,7 @@ std::string noisy_words(const NoisyMark& k) {
 std::string decision_legend(const Palette& pal, bool noisy) {
   std::string h = "<ul class=\"legend\">" + legend_item(swatch_box("c-v1"), "v1 wins");
   for (int p : pal.partitions) {
-    h += legend_item(swatch_box("c-" + pal.cls(p)), "v2 wins, partition " + std::to_string(p));
+    h += legend_item(swatch_box("c-" + pal.cls(p)), "v2 wins, " + partition_words(p));
   }
   h += legend_item(swatch_box("c-v1", 0.15), "pale: within noise");
   if (noisy) {
@@ -199,9 +202,10 @@ std::vector<Part> map_parts(const ReportModel& m, const Palette& pal) {
   for (const auto& dm : m.maps) {
     std::string h = "<figure class=\"card\" data-shape=\"" + esc(dm.shape_key) + "\"><h3>" +
                     esc(dm.title) + "</h3>" + decision_svg(dm, pal) + "<ul class=\"plain\">";
-    for (const EngineRule& r : engine_rules()) {
-      if (dm.switches.count(r.id)) {
-        h += "<li>" + esc(r.name) + ": " + esc(switch_words(dm, r.id)) + "</li>";
+    for (const EngineRule* r : rules_listed(m.own_rule)) {
+      if (dm.switches.count(r->id)) {
+        h += "<li>" + esc(rule_label(*r, m.own_rule)) + ": " + esc(switch_words(dm, r->id)) +
+             "</li>";
       }
     }
     h += noisy_item(m, dm.shape_key);

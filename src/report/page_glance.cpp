@@ -79,9 +79,9 @@ std::string glance_html(const ReportModel& m) {
        "<h3>What each rule costs</h3><table class=\"data\"><thead><tr><th>rule</th>"
        "<th>sweep: mean</th><th>worst</th><th>beyond noise</th><th>held-out: mean</th>"
        "<th>worst</th></tr></thead><tbody>";
-  for (const EngineRule& rule : engine_rules()) {
-    const std::string& id = rule.id;
-    const std::string& name = rule.name;
+  for (const EngineRule* rule : rules_listed(m.own_rule)) {
+    const std::string& id = rule->id;
+    const std::string name = rule_label(*rule, m.own_rule);
     const Stats s = stats_of(m.regret.points.at(id), "sweep");
     const Stats ho = stats_of(m.regret.points.at(id), "held_out");
     const auto cell = [](const Stats& st, double v) {

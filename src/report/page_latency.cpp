@@ -124,8 +124,9 @@ std::string latency_svg(const LatencyChart& c, const Palette& pal) {
 
 // Partition lines are drawn only from results.jsonl: the legend names those drawn on the page.
 std::string latency_legend(const Palette& pal, const ReportModel& a, const ReportModel* b) {
-  std::string h = "<ul class=\"legend\">" + legend_item(swatch_line("s-v1"), "best v1") +
-                  legend_item(swatch_line("s-v2"), "best v2 (any partition)");
+  std::string h =
+      "<ul class=\"legend\">" + legend_item(swatch_line("s-v1"), "best v1") +
+      legend_item(swatch_line("s-v2"), "best v2 (any partition or the kernel's own splits)");
   std::set<int> drawn;
   for (const ReportModel* m : {&a, b}) {
     for (const auto& c : m ? m->latency : std::vector<LatencyChart>{}) {
@@ -137,7 +138,7 @@ std::string latency_legend(const Palette& pal, const ReportModel& a, const Repor
     }
   }
   for (int p : drawn) {
-    h += legend_item(swatch_line("s-" + pal.cls(p)), "v2, partition " + std::to_string(p));
+    h += legend_item(swatch_line("s-" + pal.cls(p)), "v2, " + partition_words(p));
   }
   h += legend_item(swatch_box("band-v1", 0.3), "interquartile range");
   h += legend_item(swatch_box("v2zone", 0.25), "table chooses v2");

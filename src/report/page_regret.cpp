@@ -9,7 +9,7 @@ namespace attn::report {
 
 namespace {
 
-std::string regret_svg(const RegretView& r, const std::string& set) {
+std::string regret_svg(const RegretView& r, const EngineRule* own, const std::string& set) {
   double worst = 0.0;
   for (const auto& [id, pts] : r.points) {
     for (const auto& p : pts) {
@@ -33,12 +33,14 @@ std::string regret_svg(const RegretView& r, const std::string& set) {
   svg.text((L + W - R) / 2, H - 6, "slowdown against the fastest configuration (%)", "lbl",
            "middle");
   int row = 0;
-  for (const EngineRule& rule : engine_rules()) {
-    const std::string& id = rule.id;
-    const std::string& name = rule.name;
+  for (const EngineRule* rule : rules_listed(own)) {
+    const std::string& id = rule->id;
     const double y0 = T + RowH * row;
     const double yc = y0 + RowH / 2;
-    svg.text(L - 10, yc + 4, name, "lbl", "end");
+    svg.text(L - 10, yc + (rule == own ? -2 : 4), rule->name, "lbl", "end");
+    if (rule == own) { // the rule tuning replaces: the row that says what the table gained
+      svg.text(L - 10, yc + 12, "kernel set's own", "tick", "end");
+    }
     const auto& pts = r.points.at(id);
     const Stats s = stats_of(pts, set);
     if (s.n == 0) {
@@ -74,11 +76,11 @@ std::string regret_svg(const RegretView& r, const std::string& set) {
   return svg.str();
 }
 
-std::string worst_points_html(const RegretView& r, const std::string& set) {
+std::string worst_points_html(const RegretView& r, const EngineRule* own, const std::string& set) {
   std::string h = "<ul class=\"plain\">";
-  for (const EngineRule& rule : engine_rules()) {
-    const std::string& id = rule.id;
-    const std::string& name = rule.name;
+  for (const EngineRule* rule : rules_listed(own)) {
+    const std::string& id = rule->id;
+    const std::string name = rule_label(*rule, own);
     std::vector<const RegretPoint*> pts;
     for (const auto& p : r.points.at(id)) {
       if (p.set == set && p.slowdown > 5e-5) {
@@ -147,8 +149,8 @@ std::string regret_html(const ReportModel& m) {
   for (const char* set : {"sweep", "held_out"}) {
     h += std::string("<figure class=\"card\" data-set=\"") + set + "\"><h3>" +
          (std::string(set) == "sweep" ? "On the sweep's points" : "On the held-out points") +
-         "</h3>" + regret_svg(m.regret, set) + "<p>Worst points:</p>" +
-         worst_points_html(m.regret, set) + "</figure>";
+         "</h3>" + regret_svg(m.regret, m.own_rule, set) + "<p>Worst points:</p>" +
+         worst_points_html(m.regret, m.own_rule, set) + "</figure>";
   }
   if (!m.regret.exact) {
     h += "<p class=\"caption\">Without results.jsonl each point knows only its best v1 and best "

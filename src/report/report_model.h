@@ -44,7 +44,7 @@ struct Timed {
 
 // One line of a latency chart over context length.
 struct LatencySeries {
-  std::string name; // "best v1", "best v2", "v2 partition 512"
+  std::string name; // "best v1", "best v2", "v2 partition 512", "v2, the kernel chooses its splits"
   std::string kind; // "v1", "v2" or "partition"
   int partition = 0;
   std::map<int, Timed> by_context;
@@ -63,7 +63,7 @@ struct LatencyChart {
 // One cell of a decision map: the measured winner at (batch, context length).
 struct DecisionCell {
   bool v2 = false;
-  int partition = 0;   // the winning v2 partition
+  int partition = 0;   // the winning v2 partition (kKernelSplits: the kernel chooses its splits)
   std::string config;  // the winning configuration's key
   double margin = 0.0; // slower family / faster family - 1
   bool within_noise = false;
@@ -115,7 +115,7 @@ struct RegretPoint {
   std::string where; // "b=4 ctx=4096 kvh=8 gqa=4 d=128 bs=16 fp16"
   double slowdown = 0.0;
   bool beyond_noise = false;
-  std::string chose; // "v1", "v2 p512", a configuration key for the table lookup
+  std::string chose; // "v1", "v2 partition 512", a configuration key for the table lookup
   std::string best;  // the fastest configuration's key
 };
 
@@ -151,6 +151,9 @@ struct ReportModel {
   std::string label;  // the source as given
   std::string device; // "AMD EPYC (cpu)"
   bool cpu = false;   // rates in GFLOP/s instead of TFLOP/s
+  // The engine rule the table's kernels replace (own_engine_rule): the regret's "kernel set's
+  // own rule"; null where they name none.
+  const EngineRule* own_rule = nullptr;
   std::vector<std::pair<std::string, std::string>> provenance; // field, value
   nlohmann::json counts;
   std::vector<MeasurementIssue> issues; // failed, fault and error lines

@@ -103,7 +103,9 @@ std::vector<DataTable> model_tables(const ReportModel& m) {
     for (const auto& [bc, c] : dm.cells) {
       map.rows.push_back({dm.shape_key, std::to_string(bc.first), std::to_string(bc.second),
                           c.config, c.v2 ? "decode_v2" : "decode_v1",
-                          c.v2 ? std::to_string(c.partition) : "",
+                          !c.v2                          ? ""
+                          : c.partition == kKernelSplits ? "kernel-chosen"
+                                                         : std::to_string(c.partition),
                           c.both ? num(c.margin * 100) : "", yes_no(c.within_noise),
                           m.noisy_listed ? yes_no(c.noisy_decision) : ""});
       for (const EngineRule& rule : engine_rules()) {
@@ -129,14 +131,14 @@ std::vector<DataTable> model_tables(const ReportModel& m) {
                 m.regret.exact ? "Regret of each rule (from results.jsonl)"
                                : "Regret of each rule (from the table's best v1 and v2 only)",
                 {"rule", "set", "points", "mean_pct", "median_pct", "p90_pct", "worst_pct",
-                 "beyond_noise", "table_mean_pct", "table_worst_pct"},
+                 "beyond_noise", "table_mean_pct", "table_worst_pct", "kernel_set_rule"},
                 {}};
   DataTable reg{"regret",
                 "Slowdown of each rule's choice against the measured best, point by point",
                 {"rule", "set", "point", "slowdown_pct", "beyond_noise", "chose", "best"},
                 {}};
-  for (const EngineRule& rule : engine_rules()) {
-    const std::string& id = rule.id;
+  for (const EngineRule* rule : rules_listed(m.own_rule)) {
+    const std::string& id = rule->id;
     const auto& pts = m.regret.points.at(id);
     for (const char* set : {"sweep", "held_out"}) {
       std::vector<double> v;
@@ -153,15 +155,15 @@ std::vector<DataTable> model_tables(const ReportModel& m) {
       for (double x : v) {
         mean += x / double(v.size());
       }
-      const nlohmann::json stored =
-          m.regret.stored.value(set, nlohmann::json::object()).value(id, nlohmann::json());
-      sum.rows.push_back({id, set, std::to_string(v.size()), v.empty() ? "" : num(mean * 100),
-                          v.empty() ? "" : num(quantile(v, 0.5) * 100),
-                          v.empty() ? "" : num(quantile(v, 0.9) * 100),
-                          v.empty() ? "" : num(*std::max_element(v.begin(), v.end()) * 100),
-                          std::to_string(beyond),
-                          stored.is_object() ? num(stored.value("mean", 0.0) * 100) : "",
-                          stored.is_object() ? num(stored.value("worst", 0.0) * 100) : ""});
+      const nlohmann::json stored_set = m.regret.stored.value(set, nlohmann::json::object());
+      const nlohmann::json* stored = stored_regret(stored_set, *rule);
+      sum.rows.push_back(
+          {id, set, std::to_string(v.size()), v.empty() ? "" : num(mean * 100),
+           v.empty() ? "" : num(quantile(v, 0.5) * 100),
+           v.empty() ? "" : num(quantile(v, 0.9) * 100),
+           v.empty() ? "" : num(*std::max_element(v.begin(), v.end()) * 100),
+           std::to_string(beyond), stored ? num(stored->value("mean", 0.0) * 100) : "",
+           stored ? num(stored->value("worst", 0.0) * 100) : "", yes_no(rule == m.own_rule)});
     }
   }
   out.push_back(std::move(sum));

@@ -98,6 +98,11 @@ void check_same_sweep(const Folder& a, const Folder& b) {
                      kernels_label(kx) + ", sources " +
                      x.value("kernel_sources_sha256", "?").substr(0, 12) + ")");
   }
+  // The same kernels declare the same rule; a header that says otherwise was edited by hand.
+  if (kx.value("engine_rule", "") != ky.value("engine_rule", "")) {
+    throw InputError("cannot merge " + pair + ": their kernels name different engine rules ('" +
+                     ky.value("engine_rule", "") + "' vs '" + kx.value("engine_rule", "") + "')");
+  }
   if (x.value("profile_hash", "") != y.value("profile_hash", "")) {
     throw InputError("cannot merge " + pair + ": profiles differ ('" + y.value("profile", "?") +
                      "' hash " + y.value("profile_hash", "?") + " vs '" + x.value("profile", "?") +

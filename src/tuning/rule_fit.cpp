@@ -11,21 +11,28 @@
 
 namespace attn {
 
-const char* tiles_name(TilesDef d) {
+std::string tiles_name(TilesDef d, int partition) {
+  const char* heads = "batch*num_kv_heads*";
   switch (d) {
   case TilesDef::batch_heads_parts:
-    return "batch*num_heads*partitions";
+    heads = "batch*num_heads*";
+    break;
   case TilesDef::kv_heads_parts:
-    return "num_kv_heads*partitions";
+    heads = "num_kv_heads*";
+    break;
   case TilesDef::heads_parts:
-    return "num_heads*partitions";
+    heads = "num_heads*";
+    break;
   default:
-    return "batch*num_kv_heads*partitions";
+    break;
   }
+  return std::string(heads) + (partition == kKernelSplits ? "context_len" : "partitions");
 }
 
 double count_tiles(TilesDef d, const DecodePoint& p, int partition) {
-  const double parts = std::ceil(double(p.context_len) / double(std::max(partition, 1)));
+  const double parts = partition == kKernelSplits
+                           ? double(p.context_len)
+                           : std::ceil(double(p.context_len) / double(std::max(partition, 1)));
   switch (d) {
   case TilesDef::batch_heads_parts:
     return double(p.batch) * p.num_heads * parts;
@@ -40,9 +47,10 @@ double count_tiles(TilesDef d, const DecodePoint& p, int partition) {
 
 nlohmann::json RuleFit::to_json() const {
   return {{"form", "v2 when tiles > k * sm_count"},
-          {"tiles", tiles_name(tiles)},
+          {"tiles", tiles_name(tiles, partition)},
           {"k", k},
-          {"partition", partition},
+          {"partition",
+           partition == kKernelSplits ? nlohmann::json(nullptr) : nlohmann::json(partition)},
           {"sm_count", sm_count},
           {"total_regret", total_regret},
           {"points", points}};
@@ -50,20 +58,23 @@ nlohmann::json RuleFit::to_json() const {
 
 RuleFit RuleFit::from_json(const nlohmann::json& j) {
   RuleFit f;
+  const nlohmann::json& part = j.at("partition");
+  f.partition = part.is_null() ? kKernelSplits : part.get<int>();
   const std::string tiles = j.at("tiles").get<std::string>();
   bool known = false;
   for (TilesDef d : {TilesDef::batch_kv_heads_parts, TilesDef::batch_heads_parts,
                      TilesDef::kv_heads_parts, TilesDef::heads_parts}) {
-    if (tiles == tiles_name(d)) {
+    if (tiles == tiles_name(d, f.partition)) {
       f.tiles = d;
       known = true;
     }
   }
   if (!known) {
-    throw InputError("rule.tiles: unknown tiles definition \"" + tiles + "\"");
+    throw InputError("rule.tiles: unknown tiles definition \"" + tiles + "\"" +
+                     (f.partition == kKernelSplits ? " for a rule without a partition"
+                                                   : " for a rule with a partition"));
   }
   f.k = j.at("k").get<double>();
-  f.partition = j.at("partition").get<int>();
   f.sm_count = j.at("sm_count").get<int>();
   f.total_regret = j.value("total_regret", 0.0);
   f.points = j.value("points", 0);

@@ -41,7 +41,7 @@ namespace {
 // the shard and the size of its plan).
 json results_header(const Profile& prof, const Backend& be, uint64_t seed, const ShardSpec& shard,
                     int workloads, int measurements) {
-  const json kernels = be.kernels();
+  const json kernels = kernels_provenance(be);
   const bool plugin = kernels.value("source", "") == "plugin";
   json h = {{"type", "header"},
             {"schema", kResultsSchema},

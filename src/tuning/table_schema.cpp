@@ -1,4 +1,4 @@
-// The schema check of table versions 1 and 2: each field's presence and type, with the field's
+// The schema check of table versions 1 to 3: each field's presence and type, with the field's
 // path in the error so a broken table says where it breaks.
 #include "src/tuning/table_schema.h"
 
@@ -10,6 +10,7 @@
 
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "src/model/errors.h"
+#include "src/tuning/rule_fit.h"
 
 namespace attn {
 
@@ -231,6 +232,9 @@ void validate_table(const nlohmann::json& t) {
       S::str(k, "provenance.kernels", "library_sha256");
       S::integer(k, "provenance.kernels", "abi_version");
     }
+    if (k.contains("engine_rule")) { // tables made before kernel sets named their rule lack it
+      S::str(k, "provenance.kernels", "engine_rule");
+    }
   }
   const json& prof = S::object(pv, "provenance", "profile");
   S::str(prof, "provenance.profile", "name");
@@ -279,15 +283,34 @@ void validate_table(const nlohmann::json& t) {
   const json& rule = S::object(t, "", "rule");
   S::str(rule, "rule", "tiles");
   S::number(rule, "rule", "k");
-  S::integer(rule, "rule", "partition");
+  // Version 3: null where the fitted rule's v2 chooses its own splits.
+  if (version < 3 || !S::field(rule, "rule", "partition").is_null()) {
+    S::integer(rule, "rule", "partition");
+    if (rule["partition"].get<int>() < 1) {
+      S::fail("rule.partition", "expected a positive partition size");
+    }
+  }
   S::integer(rule, "rule", "sm_count");
   S::integer(rule, "rule", "points");
+  if (version >= 3) { // the tiles definition must go with the partition (or its absence)
+    try {
+      (void)RuleFit::from_json(rule);
+    } catch (const InputError& e) {
+      throw InputError(std::string("threshold table: ") + e.what());
+    }
+  }
   const json& regret = S::object(t, "", "regret");
   for (const char* set : {"sweep", "held_out"}) {
     const json& r = S::object(regret, "regret", set);
-    // The rules every table of versions 1 and 2 prices: what the schema promises readers, so a
-    // rule added to engine_rules() later is not required of the tables written before it.
-    for (const char* rn : {"fitted_rule", "table_lookup", "vllm", "seed_engine"}) {
+    // The rules every table of its version prices: what the schema promises readers, so a rule
+    // added to engine_rules() later is not required of the tables written before it. Version 3
+    // renamed vLLM's CUDA rule from "vllm" (it is not every vLLM's) and added vLLM CPU's.
+    const std::vector<const char*> rules =
+        version >= 3
+            ? std::vector<const char*>{"fitted_rule", "table_lookup", "vllm_cuda", "vllm_cpu",
+                                       "seed_engine"}
+            : std::vector<const char*>{"fitted_rule", "table_lookup", "vllm", "seed_engine"};
+    for (const char* rn : rules) {
       const std::string path = std::string("regret.") + set;
       const json& x = S::object(r, path, rn);
       S::number(x, path + "." + rn, "mean");

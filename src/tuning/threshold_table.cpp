@@ -155,7 +155,7 @@ void add_decode(BestTimings& t, const std::string& key, const MeasurementRecord&
     b.pt.v1_s = std::min(b.pt.v1_s, r.median_s);
   } else if (r.config.family == Family::decode_v2) {
     keep_faster(b.v2, r);
-    const int part = r.config.get("partition", 512);
+    const int part = v2_partition(r.config); // kKernelSplits where the kernel chooses its splits
     auto [pit, pfresh] = b.pt.v2_by_partition.try_emplace(part, r.median_s);
     if (!pfresh) {
       pit->second = std::min(pit->second, r.median_s);

@@ -72,6 +72,8 @@ KernelTargets kernel_targets(const Backend& be, Phase phase, DType dt) {
   const KernelSetDecl& decl = be.declaration();
   if (phase == Phase::decode) {
     t.partitions = declared_values(decl, phase, "partition");
+    const FamilyDecl* v2 = decl.family(Family::decode_v2);
+    t.kernel_splits = v2 != nullptr && t.partitions.empty();
   } else {
     t.q_tiles = declared_values(decl, phase, "q_tile");
     t.k_tiles = declared_values(decl, phase, "k_tile");

@@ -221,8 +221,9 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
     c.shared_prefix = shared;
     cases.push_back(std::move(c));
   };
-  const std::vector<int> partitions =
-      aim.partitions.empty() ? std::vector<int>{256, 512, 1024} : aim.partitions;
+  const std::vector<int> partitions = aim.partitions.empty() && !aim.kernel_splits
+                                          ? std::vector<int>{256, 512, 1024}
+                                          : aim.partitions;
 
   if (phase == Phase::decode) {
     // Context lengths at every SPEC.md edge up to the intensity's length, on a block boundary

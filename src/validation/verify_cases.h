@@ -31,7 +31,11 @@ struct VerifyCase {
 // What verify aims at in one kernel set (kernel_targets.h finds it): the values the set declares
 // and the block and head sizes its configurations accept.
 struct KernelTargets {
-  std::vector<int> partitions;  // decode_v2's declared "partition" values; empty: 256, 512, 1024
+  // decode_v2's declared "partition" values; empty: 256, 512, 1024, unless v2 chooses its splits
+  std::vector<int> partitions;
+  // decode_v2 declares no "partition" (the kernel chooses its splits): no partition boundaries
+  // to aim at, so no partition group; the edges stay at block boundaries and long contexts.
+  bool kernel_splits = false;
   std::vector<int> q_tiles;     // prefill's declared "q_tile" values
   std::vector<int> k_tiles;     // prefill's declared "k_tile" values
   std::vector<int> block_sizes; // accepted by some configuration; empty: not known
@@ -39,7 +43,8 @@ struct KernelTargets {
 };
 
 // The edge cases of SPEC.md for one phase and dtype, aimed at a kernel set's targets: lengths at
-// k*P-1, k*P, k*P+1 (k = 1, 2) for every partition P, one ragged batch per partition mixing them,
+// k*P-1, k*P, k*P+1 (k = 1, 2) for every partition P (none where the kernel chooses its splits),
+// one ragged batch per partition mixing them,
 // query and key lengths around every declared tile, lengths ending on a block boundary and one
 // past it, for every accepted block size that is not a power of two and the intensity's share of
 // the others. Intensity scales the count of the other cases; it never drops a declared value.

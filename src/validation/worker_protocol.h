@@ -30,7 +30,7 @@ struct LogMsg {
 // The worker opened a kernel set on a device.
 struct OpenedMsg {
   DeviceInfo device;
-  nlohmann::json kernels = nlohmann::json::object(); // Backend::kernels()
+  nlohmann::json kernels = nlohmann::json::object(); // kernels_provenance()
 };
 // The sweep's plan: measurements in all, and how many an earlier run already made.
 struct PlanMsg {
@@ -89,7 +89,7 @@ public:
       : emit_(std::move(emit)), finished_(finished) {}
   void say(std::string text) const { emit_(SayMsg{std::move(text)}); }
   void log(std::string text) const { emit_(LogMsg{std::move(text)}); }
-  void opened(const Backend& be) const { emit_(OpenedMsg{be.info(), be.kernels()}); }
+  void opened(const Backend& be) const { emit_(OpenedMsg{be.info(), kernels_provenance(be)}); }
   void plan(int total, int resumed) const { emit_(PlanMsg{total, resumed}); }
   void result(const RunIdentity& run, const CheckedRunResult& r) const { emit_(ResultMsg{run, r}); }
   void begin_run(const RunIdentity& run, double deadline_s) const {

@@ -39,7 +39,9 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   set_tests_properties(cli.sweep_quick_cpu PROPERTIES FIXTURES_REQUIRED quick_clean
                                                       FIXTURES_SETUP quick_table TIMEOUT 600
                                                       RESOURCE_LOCK cpu_timing)
-  attn_cli_test(NAME sweep_quick_show EXIT 0 REGEX "fitted rule: use v2"
+  # The built-in CPU kernels replace vLLM CPU's rule: named, and first among the engines'.
+  attn_cli_test(NAME sweep_quick_show EXIT 0
+                REGEX "engine:   the kernels replace vLLM CPU's rule \\(vllm-cpu: .*fitted rule: use v2 \\(partition [0-9]+\\).*table_lookup [0-9.]+%/[0-9.]+% vllm_cpu \\(the kernel set's own rule\\) [0-9.]+%/[0-9.]+% vllm_cuda "
                 ARGS table show ${quick_out}/threshold_table.json)
   attn_cli_test(NAME sweep_quick_lookup EXIT 0 REGEX "^decode_v[12] decode_v[12].[a-z]"
                 ARGS table lookup ${quick_out}/threshold_table.json --device cpu --batch 3

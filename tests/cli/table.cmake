@@ -1,9 +1,12 @@
-# CLI tests of `attn-tune table show|lookup` on the synthetic fixture tables (version 2, and the
-# version-1 one kept from before) and the shipped tables, and the Python reader's own tests, which
-# also check that it agrees with `table lookup`.
+# CLI tests of `attn-tune table show|lookup` on the synthetic fixture tables (version 3, and the
+# version-2 and version-1 ones kept from before) and the shipped tables, and the Python reader's
+# own tests, which also check that it agrees with `table lookup`.
 set(ATTN_TABLE_FIXTURE ${PROJECT_SOURCE_DIR}/python/testdata/synthetic_table.json)
+set(ATTN_TABLE_FIXTURE_V2 ${PROJECT_SOURCE_DIR}/python/testdata/synthetic_table_v2.json)
 set(ATTN_TABLE_FIXTURE_V1 ${PROJECT_SOURCE_DIR}/python/testdata/synthetic_table_v1.json)
-attn_cli_test(NAME table_show EXIT 0 REGEX "kvh=8 gqa=4 batch=1: v2 from ctx 2048"
+# The fixture's kernels replace vLLM CUDA's rule: named, and first among the engines' rules.
+attn_cli_test(NAME table_show EXIT 0
+              REGEX "engine:   the kernels replace vLLM CUDA's rule \\(vllm-cuda: .*sweep points  +fitted_rule [0-9.]+%/[0-9.]+% table_lookup [0-9.]+%/[0-9.]+% vllm_cuda \\(the kernel set's own rule\\) [0-9.]+%/[0-9.]+% vllm_cpu .*kvh=8 gqa=4 batch=1: v2 from ctx 2048"
               ARGS table show ${ATTN_TABLE_FIXTURE})
 # kvh 8, batch 4: v2 by 28% at ctx 64, within noise at 512, v1 at 4096 (issue 11).
 attn_cli_test(NAME table_show_intervals EXIT 0
@@ -23,6 +26,12 @@ attn_cli_test(NAME table_lookup_interval_long EXIT 0 REGEX "^decode_v1 decode_v1
 attn_cli_test(NAME table_lookup_interval_json EXIT 0 REGEX "\"v2_intervals\": [^0-9]*1,[^0-9]*4096"
               ARGS table lookup ${ATTN_TABLE_FIXTURE} --json --batch 4 --context-len 64
                    --num-heads 32 --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
+# Version 2 priced vLLM's CUDA rule as "vllm" and named no rule of the kernels': shown under its
+# new name, with no own rule and no vLLM CPU rule. (python.table_reader puts every lookup of the
+# version-2 fixture to `table lookup` too.)
+attn_cli_test(NAME table_show_v2 EXIT 0
+              REGEX "threshold-table v2\\).*sweep points  +fitted_rule [0-9.]+%/[0-9.]+% table_lookup [0-9.]+%/[0-9.]+% vllm_cuda [0-9.]+%/[0-9.]+% seed_engine "
+              ARGS table show ${ATTN_TABLE_FIXTURE_V2})
 attn_cli_test(NAME table_show_v1 EXIT 0
               REGEX "threshold-table v1\\).*kvh=8 gqa=4 batch=1: v2 from ctx 2048"
               ARGS table show ${ATTN_TABLE_FIXTURE_V1})
@@ -62,13 +71,13 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json
      "{\"schema\": \"attn-tune/threshold-table\", \"version\": 1, \"decode\": []}\n")
 attn_cli_test(NAME table_show_incomplete EXIT 2 REGEX "threshold table: provenance: missing"
               ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json)
-file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_3.json
-     "{\"schema\": \"attn-tune/threshold-table\", \"version\": 3, \"decode\": []}\n")
-attn_cli_test(NAME table_show_version_3 EXIT 2
-              REGEX "unsupported threshold table version 3 \\(this reader reads versions 1 to 2\\)"
-              ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_3.json)
-attn_cli_test(NAME table_lookup_version_3 EXIT 2 REGEX "unsupported threshold table version 3"
-              ARGS table lookup ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_3.json
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_4.json
+     "{\"schema\": \"attn-tune/threshold-table\", \"version\": 4, \"decode\": []}\n")
+attn_cli_test(NAME table_show_version_4 EXIT 2
+              REGEX "unsupported threshold table version 4 \\(this reader reads versions 1 to 3\\)"
+              ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_4.json)
+attn_cli_test(NAME table_lookup_version_4 EXIT 2 REGEX "unsupported threshold table version 4"
+              ARGS table lookup ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_4.json
                    --batch 1 --context-len 64 --num-heads 32 --num-kv-heads 8 --head-dim 128
                    --block-size 16 --dtype fp16)
 

@@ -1,7 +1,8 @@
 // Tests of the header-only table reader (include/attn_tune) on the synthetic fixture tables that
-// the Python reader's test also reads (version 2, and the version-1 one kept from before):
-// exact points, v2 intervals, nearest-point fallback, schema checks.
-// ATTN_WRITE_FIXTURE=path regenerates the version-2 fixture (python/testdata/synthetic_table.json).
+// the Python reader's test also reads (version 3, and the version-2 and version-1 ones kept from
+// before): exact points, v2 intervals, nearest-point fallback, the kernels' engine rule, schema
+// checks. ATTN_WRITE_FIXTURE=path regenerates the version-3 fixture
+// (python/testdata/synthetic_table.json).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +21,8 @@ namespace {
 using nlohmann::json;
 
 const std::string kFixture = std::string(ATTN_SOURCE_DIR) + "/python/testdata/synthetic_table.json";
+const std::string kFixtureV2 =
+    std::string(ATTN_SOURCE_DIR) + "/python/testdata/synthetic_table_v2.json";
 const std::string kFixtureV1 =
     std::string(ATTN_SOURCE_DIR) + "/python/testdata/synthetic_table_v1.json";
 // Every synthetic time has an interquartile range of 2% of its median.
@@ -96,6 +99,7 @@ json make_fixture() {
         {"sm_count", 16},
         {"compute_capability", "9.0"}}},
       {"tool", {{"name", "attn-tune"}, {"version", "fixture"}, {"git_hash", "fixture"}}},
+      {"kernels", {{"source", "built-in"}, {"name", "attn-tune"}, {"engine_rule", "vllm-cuda"}}},
       {"kernel_sources_sha256", std::string(64, '0')},
       {"profile", {{"name", "synthetic"}, {"hash", "0000000000000000"}}},
       {"created_utc", "2026-01-01T00:00:00Z"},
@@ -169,7 +173,7 @@ TEST(TableReader, ExactPointsFollowTheCrossover) {
 
 TEST(TableReader, FollowsV2IntervalsWhereNoSingleThresholdHolds) {
   const auto r = attn_tune::ThresholdTableReader::from_file(kFixture);
-  EXPECT_EQ(r.version(), 2);
+  EXPECT_EQ(r.version(), 3);
   // The issue-11 shape: v2 by 28% at 64, within noise at 512 (keeps v2), v1 at 4096.
   auto c = r.lookup(query(4, 64));
   EXPECT_TRUE(c.exact_point);
@@ -186,6 +190,27 @@ TEST(TableReader, FollowsV2IntervalsWhereNoSingleThresholdHolds) {
   // The table's own lookup is exact at the sweep's points here.
   EXPECT_DOUBLE_EQ(r.json()["regret"]["sweep"]["table_lookup"]["worst"].get<double>(), 0.0);
   EXPECT_EQ(r.json()["regret"]["sweep"]["table_lookup"]["beyond_noise"], 0);
+}
+
+// Version 3 changed the regret's keys and allowed a v2 without a partition; the lookup reads
+// version 2 as it did, to the same answers on the same measurements.
+TEST(TableReader, StillReadsVersion2Tables) {
+  const auto r2 = attn_tune::ThresholdTableReader::from_file(kFixtureV2);
+  const auto r3 = attn_tune::ThresholdTableReader::from_file(kFixture);
+  EXPECT_EQ(r2.version(), 2);
+  EXPECT_EQ(r2.engine_rule(), "") << "made before kernel sets named their rule";
+  EXPECT_EQ(r3.engine_rule(), "vllm-cuda");
+  for (int batch : {1, 4, 8, 64}) {
+    for (int ctx : {64, 512, 2048, 4095, 4096, 32768}) {
+      const auto a = r2.lookup(query(batch, ctx));
+      const auto b = r3.lookup(query(batch, ctx));
+      EXPECT_EQ(a.family, b.family) << batch << " " << ctx;
+      EXPECT_EQ(a.config_key, b.config_key) << batch << " " << ctx;
+      EXPECT_EQ(a.partition, b.partition) << batch << " " << ctx;
+      EXPECT_EQ(a.partition > 0, a.family == "decode_v2") << batch << " " << ctx;
+      EXPECT_FALSE(a.kernel_chooses_splits());
+    }
+  }
 }
 
 TEST(TableReader, StillReadsVersion1Tables) {
@@ -245,13 +270,13 @@ TEST(TableReader, FallsBackToTheNearestPoint) {
 TEST(TableReader, RejectsWhatIsNotATable) {
   EXPECT_THROW(attn_tune::ThresholdTableReader(json::object()), std::runtime_error);
   json t = json::parse(std::ifstream(kFixture));
-  t["version"] = 3;
+  t["version"] = 4;
   try {
     attn_tune::ThresholdTableReader{t};
-    FAIL() << "version 3 must be refused";
+    FAIL() << "version 4 must be refused";
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(),
-                 "unsupported threshold table version 3 (this reader reads versions 1 to 2)");
+                 "unsupported threshold table version 4 (this reader reads versions 1 to 3)");
   }
   t["version"] = 0;
   EXPECT_THROW(attn_tune::ThresholdTableReader{t}, std::runtime_error);

@@ -13,6 +13,11 @@
  * Tunables: decode_v1 none; decode_v2 `partition` (keys per partition) 384 or 768.
  * can_run accepts block_size 16 or 48 and head_dim 8..256 in steps of 8.
  *
+ * SPLIT_OWN_SPLITS (a correct variant, not a bug): decode_v2 declares no parameter and chooses
+ * its splits per sequence, as a scheduler would: ceil(len / 256) splits, at most 8, each a whole
+ * number of blocks (so boundaries move with the length). It names vLLM CPU's rule as the one it
+ * replaces (engine_rule "vllm-cpu"), whose scheduler also chooses the splits.
+ *
  * Planted bugs (none defined: the correct plugin). "Length" bugs make the kernel act as if the
  * sequence had a wrong length: it reads that many keys and its masks put the query there.
  *   SPLIT_BUG_DROP_LAST_KEY    v2: every full partition stops one key short (drops key k*P-1).
@@ -60,8 +65,8 @@
      defined(SPLIT_BUG_LSE_BASE2) + defined(SPLIT_BUG_GQA_MOD) +                                   \
      defined(SPLIT_BUG_FULL_LAST_BLOCK) + defined(SPLIT_BUG_ONE_PAST) +                            \
      defined(SPLIT_BUG_STALE_BLOCK) + defined(SPLIT_BUG_LSE_LOG2) +                                \
-     defined(SPLIT_BUG_SECOND_CONFIG)) > 1
-#error "define at most one SPLIT_BUG_*"
+     defined(SPLIT_BUG_SECOND_CONFIG) + defined(SPLIT_OWN_SPLITS)) > 1
+#error "define at most one SPLIT_BUG_* or SPLIT_OWN_SPLITS"
 #endif
 
 #if defined(SPLIT_BUG_DROP_LAST_KEY)
@@ -90,17 +95,29 @@
 #define SPLIT_NAME "split-kv-abi1"
 #elif defined(SPLIT_PREPARE)
 #define SPLIT_NAME "split-kv-prepare"
+#elif defined(SPLIT_OWN_SPLITS)
+#define SPLIT_NAME "split-kv-own-splits"
 #else
 #define SPLIT_NAME "split-kv-ok"
 #endif
 
 #define MAX_HEAD_DIM 256
 
+#if defined(SPLIT_OWN_SPLITS)
+/* Splits of about kKeysPerSplit keys, at most kMaxSplits per (sequence, head). */
+enum { kKeysPerSplit = 256, kMaxSplits = 8 };
+static const attn_family_decl kFamilies[] = {
+    {ATTN_FAMILY_DECODE_V1, ATTN_KV_HND, /*writes_lse=*/1, NULL, 0},
+    {ATTN_FAMILY_DECODE_V2, ATTN_KV_HND, /*writes_lse=*/1, NULL, 0}};
+#define SPLIT_ENGINE_RULE "vllm-cpu"
+#else
 static const int kPartitions[] = {384, 768};
 static const attn_param_space kV2Params[] = {{"partition", kPartitions, 2}};
 static const attn_family_decl kFamilies[] = {
     {ATTN_FAMILY_DECODE_V1, ATTN_KV_HND, /*writes_lse=*/1, NULL, 0},
     {ATTN_FAMILY_DECODE_V2, ATTN_KV_HND, /*writes_lse=*/1, kV2Params, 1}};
+#define SPLIT_ENGINE_RULE NULL
+#endif
 
 /* ---- fp16 and bf16, by hand ---------------------------------------------------------------- */
 
@@ -362,17 +379,48 @@ static int config_value(const attn_config* c, const char* name, int fallback) {
   return fallback;
 }
 
+/* The keys per partition of a sequence of `len` keys: the configuration's, or (SPLIT_OWN_SPLITS)
+ * the kernel's own choice, ceil(len / kKeysPerSplit) splits of whole blocks, at most kMaxSplits:
+ * a partition of at least ceil(len / splits) keys makes at most `splits` partitions. */
+static int partition_for(const attn_call* a, const attn_config* config, int len) {
+#if defined(SPLIT_OWN_SPLITS)
+  int splits = (len + kKeysPerSplit - 1) / kKeysPerSplit;
+  int per;
+  (void)config;
+  if (splits < 1) {
+    splits = 1;
+  }
+  if (splits > kMaxSplits) {
+    splits = kMaxSplits;
+  }
+  per = (len + splits - 1) / splits;
+  per = (per + a->block_size - 1) / a->block_size * a->block_size;
+  return per > 0 ? per : a->block_size;
+#else
+  (void)a;
+  (void)len;
+  return config_value(config, "partition", 0);
+#endif
+}
+
 /* Partitions the workspace has room for per (sequence, head): enough for max_k_len plus the
- * block a length bug may add. */
-static int max_partitions(const attn_call* a, int partition) {
+ * block a length bug may add (kMaxSplits where the kernel chooses its splits). */
+static int max_partitions(const attn_call* a, const attn_config* config) {
+#if defined(SPLIT_OWN_SPLITS)
+  (void)a;
+  (void)config;
+  return kMaxSplits;
+#else
+  const int partition = config_value(config, "partition", 1);
   return (a->max_k_len + a->block_size + partition - 1) / partition;
+#endif
 }
 
 /* One partial: m, l, then the normalised output o[head_dim], all fp32. */
 static size_t partial_floats(const attn_call* a) { return (size_t)a->head_dim + 2; }
 
-static uint64_t v2_workspace_bytes(const attn_call* a, int partition) {
-  return (uint64_t)a->batch * (uint64_t)a->num_heads * (uint64_t)max_partitions(a, partition) *
+static uint64_t v2_workspace_bytes(const attn_call* a, const attn_config* config) {
+  return (uint64_t)a->batch * (uint64_t)a->num_heads * (uint64_t)max_partitions(a, config) *
          (uint64_t)partial_floats(a) * sizeof(float);
 }
 
@@ -386,27 +434,29 @@ static int num_partitions(int len, int partition) {
   return n;
 }
 
-static int run_v2(const attn_call* a, int P, float* ws, uint64_t ws_bytes, char* err,
-                  size_t err_size) {
+static int run_v2(const attn_call* a, const attn_config* config, float* ws, uint64_t ws_bytes,
+                  char* err, size_t err_size) {
   const int D = a->head_dim;
-  const int max_parts = max_partitions(a, P);
+  const int max_parts = max_partitions(a, config);
   const size_t stride = partial_floats(a);
   double q[MAX_HEAD_DIM], acc[MAX_HEAD_DIM];
   int b, h, t, d;
 #if defined(SPLIT_BUG_DROP_LAST_KEY)
   const int drop_last_key = 1;
 #elif defined(SPLIT_BUG_SECOND_CONFIG)
-  const int drop_last_key = P == kPartitions[1];
+  const int drop_last_key = config_value(config, "partition", 0) == kPartitions[1];
 #else
   const int drop_last_key = 0;
 #endif
-  if (ws_bytes < v2_workspace_bytes(a, P) || (ws == NULL && v2_workspace_bytes(a, P) > 0)) {
+  if (ws_bytes < v2_workspace_bytes(a, config) ||
+      (ws == NULL && v2_workspace_bytes(a, config) > 0)) {
     attn_plugin_write_message(err, err_size, "the workspace is smaller than workspace_size said");
     return 1;
   }
   /* Pass 1, the "partition kernel": one partial per (sequence, head, partition). */
   for (b = 0; b < a->batch; ++b) {
     const int len = kernel_len(a, a->context_lens[b]);
+    const int P = partition_for(a, config, len);
     const int n = num_partitions(len, P);
     int vis_lo, vis_hi;
     if (n > max_parts) {
@@ -444,7 +494,8 @@ static int run_v2(const attn_call* a, int P, float* ws, uint64_t ws_bytes, char*
   }
   /* Pass 2, the "reduce kernel": SPEC.md's combination of the partials. */
   for (b = 0; b < a->batch; ++b) {
-    const int n = num_partitions(kernel_len(a, a->context_lens[b]), P);
+    const int len = kernel_len(a, a->context_lens[b]);
+    const int n = num_partitions(len, partition_for(a, config, len));
     for (h = 0; h < a->num_heads; ++h) {
       const size_t row = (size_t)b * (size_t)a->num_heads + (size_t)h;
       const float* parts = ws + row * (size_t)max_parts * stride;
@@ -534,6 +585,7 @@ static int can_run(void* state, const attn_config* config, const attn_call* a, c
              a->num_kv_heads);
     return refuse(reason, reason_size, msg);
   }
+#if !defined(SPLIT_OWN_SPLITS) /* its own splits are whole blocks of any size */
   if (a->family == ATTN_FAMILY_DECODE_V2) {
     const int P = config_value(config, "partition", 0);
     if (P <= 0 || P % a->block_size != 0) {
@@ -542,6 +594,9 @@ static int can_run(void* state, const attn_config* config, const attn_call* a, c
       return refuse(reason, reason_size, msg);
     }
   }
+#else
+  (void)config;
+#endif
   return 0;
 }
 
@@ -550,9 +605,7 @@ static int workspace_size(void* state, const attn_config* config, const attn_cal
   (void)state;
   (void)err;
   (void)err_size;
-  *bytes = a->family == ATTN_FAMILY_DECODE_V2
-               ? v2_workspace_bytes(a, config_value(config, "partition", 1))
-               : 0;
+  *bytes = a->family == ATTN_FAMILY_DECODE_V2 ? v2_workspace_bytes(a, config) : 0;
   return 0;
 }
 
@@ -636,8 +689,7 @@ static int run(void* state, const attn_config* config, const attn_call* a, void*
     run_v1(a);
     return 0;
   }
-  return run_v2(a, config_value(config, "partition", 0), (float*)workspace, workspace_bytes, err,
-                err_size);
+  return run_v2(a, config, (float*)workspace, workspace_bytes, err, err_size);
 }
 
 __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_abi_version,
@@ -659,6 +711,8 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   api->engine_rule = "seed";
   api->prepare = prepare;
   api->release = release;
+#elif !defined(SPLIT_ABI1)
+  api->engine_rule = SPLIT_ENGINE_RULE;
 #endif
   return 0;
 }

@@ -17,7 +17,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 NS = {"h": "http://www.w3.org/1999/xhtml", "s": "http://www.w3.org/2000/svg"}
-RULES = ["fitted_rule", "table_lookup", "vllm", "seed_engine"]
+RULES = ["fitted_rule", "table_lookup", "vllm_cuda", "vllm_cpu", "seed_engine"]
 failures = []
 
 
@@ -83,7 +83,7 @@ def check_page(root, table, label):
         for r in RULES:
             check(named.count(r) == 2, f"{label}: rule {r}'s worst points on both point sets")
         text = "".join(regret[0].itertext())
-        for name in ("fitted rule", "table lookup", "vLLM", "seed engine"):
+        for name in ("fitted rule", "table lookup", "vLLM CUDA", "vLLM CPU", "seed engine"):
             check(name in text, f"{label}: regret names {name}")
     glance = [tr.get("data-rule") for tr in root.iter(f"{{{NS['h']}}}tr") if tr.get("data-rule")]
     check(sorted(set(glance)) == sorted(RULES), f"{label}: the summary prices every rule")

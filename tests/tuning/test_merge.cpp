@@ -160,6 +160,8 @@ TEST_F(Merge, ShardsOfOneSweepDecideWhatTheUnshardedTableDecides) {
     EXPECT_DOUBLE_EQ(merged["rule"]["k"].get<double>(), (*table_)["rule"]["k"].get<double>());
     EXPECT_EQ(merged["provenance"]["merge"]["complete"], true);
     EXPECT_EQ(merged["provenance"]["device"], (*table_)["provenance"]["device"]);
+    // The kernels' engine rule comes along, so the merged table's regret names it too.
+    EXPECT_EQ(merged["provenance"]["kernels"]["engine_rule"], "vllm-cpu");
     EXPECT_EQ(merged["provenance"]["timing_options"], (*table_)["provenance"]["timing_options"]);
     // The merged results file is whole: every measurement once.
     const ResultsFile rf = read_results(s.results_path);
@@ -175,6 +177,8 @@ TEST_F(Merge, RefusesFoldersThatDoNotBelongTogether) {
     h["shard"] = {{"index", 1}, {"count", 2}};
     if (field == "device.name") {
       h["device"]["name"] = value;
+    } else if (field == "kernels.engine_rule") {
+      h["kernels"]["engine_rule"] = value;
     } else {
       h[field] = value;
     }
@@ -194,6 +198,7 @@ TEST_F(Merge, RefusesFoldersThatDoNotBelongTogether) {
   refused("tool_version", "0.0.1", "made by attn-tune 0.0.1");
   refused("kernel_sources_sha256", "feedfacefeedface", "different kernels");
   refused("timing_mode", "graph", "--timing graph");
+  refused("kernels.engine_rule", "seed", "name different engine rules ('seed' vs 'vllm-cpu')");
   EXPECT_FALSE(fs::exists(dir("refused") / "threshold_table.json"));
   // The output folder cannot be an input.
   EXPECT_THROW((void)merge_shards(dirs[0], dirs, {}), InputError);

@@ -1,11 +1,13 @@
-// Tests of the rule fit: it recovers the rule that generated synthetic timings, and minimises
-// total regret when no threshold separates the families exactly.
+// Tests of the rule fit: it recovers the rule that generated synthetic timings, minimises total
+// regret when no threshold separates the families exactly, and fits a v2 that chooses its own
+// splits without making up a partition for it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "src/model/errors.h"
 #include "src/tuning/regret.h"
 #include "src/tuning/rule_fit.h"
 
@@ -106,6 +108,52 @@ TEST(RuleFit, MinimisesTotalRegretOnNoisyData) {
   EXPECT_NEAR(r.mean, 0.1 / 4, 1e-12);
   EXPECT_NEAR(r.worst, 0.1, 1e-12);
   EXPECT_EQ(r.points, 4);
+}
+
+// A v2 without a partition (the kernel chooses its splits): the fit counts keys in place of
+// partitions, launches v2 with the kernel's own splits, and says so in the table's rule.
+TEST(RuleFit, FitsAKernelThatChoosesItsSplitsWithoutAPartition) {
+  std::vector<DecodePoint> pts;
+  for (int batch : {1, 4, 16}) {
+    for (int ctx : {256, 2048, 16384}) {
+      DecodePoint p;
+      p.batch = batch;
+      p.num_heads = 8;
+      p.num_kv_heads = 2;
+      p.context_len = ctx;
+      const bool v2 = double(batch) * 2 * ctx > 4 * 20000.0; // batch*kvh*ctx > k * sm, k = 4
+      p.v1_s = 1.0;
+      p.v2_by_partition[kKernelSplits] = v2 ? 0.5 : 1.5;
+      p.best_s = v2 ? 0.5 : 1.0;
+      pts.push_back(p);
+    }
+  }
+  std::vector<RuleFit> all;
+  const RuleFit f = fit_rule(pts, 20000, &all);
+  EXPECT_EQ(f.partition, kKernelSplits);
+  EXPECT_EQ(f.tiles, TilesDef::batch_kv_heads_parts);
+  EXPECT_DOUBLE_EQ(f.total_regret, 0.0);
+  EXPECT_EQ(all.size(), 4u) << "one candidate per definition: there is no partition to vary";
+  for (const auto& p : pts) {
+    EXPECT_EQ(f.uses_v2(p), p.best_s < 1.0) << p.batch << " " << p.context_len;
+    EXPECT_EQ(count_tiles(TilesDef::kv_heads_parts, p, kKernelSplits), 2.0 * p.context_len);
+  }
+  EXPECT_EQ(fitted_rule(f)(pts.back()).partition, kKernelSplits);
+  const nlohmann::json j = f.to_json();
+  EXPECT_TRUE(j["partition"].is_null());
+  EXPECT_EQ(j["tiles"], "batch*num_kv_heads*context_len");
+  const RuleFit back = RuleFit::from_json(j);
+  EXPECT_EQ(back.partition, kKernelSplits);
+  EXPECT_EQ(back.tiles, TilesDef::batch_kv_heads_parts);
+  EXPECT_DOUBLE_EQ(back.k, f.k);
+  // A partition's tiles go with a partition, the kernel's splits' with none.
+  nlohmann::json mixed = j;
+  mixed["partition"] = 512;
+  EXPECT_THROW((void)RuleFit::from_json(mixed), InputError);
+  mixed = RuleFit{}.to_json();
+  EXPECT_EQ(mixed["tiles"], "batch*num_kv_heads*partitions");
+  mixed["partition"] = nullptr;
+  EXPECT_THROW((void)RuleFit::from_json(mixed), InputError);
 }
 
 } // namespace

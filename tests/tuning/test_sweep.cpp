@@ -155,7 +155,8 @@ public:
           KvLayout::HND,
           true,
           {{"partition", {16, 32, 24}}, {"broken", {0, 1}}}},
-         {Family::prefill, KvLayout::HND, true, {{"q_tile", {16, 32}}}}}};
+         {Family::prefill, KvLayout::HND, true, {{"q_tile", {16, 32}}}}},
+        /*engine_rule=*/""};
     return decl;
   }
   // Its own list: a broken variant of one partition only, which no product of values gives.
@@ -286,7 +287,7 @@ TEST(Sweep, RecordsEveryMeasurementAndBuildsTheTable) {
   EXPECT_EQ(t["held_out"].size(), 1u);
   EXPECT_EQ(t["prefill"].size(), 2u);
   EXPECT_EQ(t["prefill"][0]["best"]["config"]["key"], "prefill[q_tile=32]");
-  EXPECT_EQ(t["regret"]["held_out"]["vllm"]["points"], 1);
+  EXPECT_EQ(t["regret"]["held_out"]["vllm_cuda"]["points"], 1);
   EXPECT_EQ(t["rule"]["points"], 12);
   EXPECT_EQ(t["provenance"]["profile"]["name"], "formula");
   EXPECT_EQ(t["provenance"]["timing_method"], "synthetic formula (test double)");

@@ -1,5 +1,6 @@
-// Tests of the schema check on a built (version 2) table, on the version-1 tables that must still
-// be read, and on broken ones: a missing or mistyped field is reported with its path.
+// Tests of the schema check on a built (version 3) table, on the version-1 and version-2 tables
+// that must still be read, and on broken ones: a missing or mistyped field is reported with its
+// path.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -36,7 +37,7 @@ std::string schema_error_of(const json& t) {
 
 TEST(TableSchema, AcceptsABuiltTableAndNamesTheFirstBadField) {
   const json full = full_table();
-  EXPECT_EQ(full["version"], 2);
+  EXPECT_EQ(full["version"], 3);
   EXPECT_NO_THROW(validate_table(full));
   json broken = full;
   broken["decode"][1]["measured"][2]["best"].erase("median_s");
@@ -50,13 +51,49 @@ TEST(TableSchema, AcceptsABuiltTableAndNamesTheFirstBadField) {
   broken["decode"][0]["v2_from"] = "sometimes";
   EXPECT_THROW(validate_table(broken), InputError);
   broken = full;
-  broken["regret"]["held_out"]["vllm"]["mean"] = "low";
+  broken["regret"]["held_out"]["vllm_cuda"]["mean"] = "low";
   try {
     validate_table(broken);
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "threshold table: regret.held_out.vllm.mean: expected a number");
+    EXPECT_STREQ(e.what(), "threshold table: regret.held_out.vllm_cuda.mean: expected a number");
   }
+}
+
+// Version 3: vLLM's CUDA rule is priced as vllm_cuda next to vLLM CPU's, the fitted rule may
+// launch v2 without a partition (then its tiles count keys), and the kernels may name the
+// engine rule they replace.
+TEST(TableSchema, ChecksTheVersion3RulesAndPartitionlessV2) {
+  const json full = full_table();
+  json broken = full;
+  broken["regret"]["sweep"].erase("vllm_cpu");
+  EXPECT_EQ(schema_error_of(broken), "threshold table: regret.sweep.vllm_cpu: missing");
+  broken = full;
+  broken["regret"]["sweep"]["vllm"] = broken["regret"]["sweep"]["vllm_cuda"];
+  broken["regret"]["sweep"].erase("vllm_cuda");
+  EXPECT_EQ(schema_error_of(broken), "threshold table: regret.sweep.vllm_cuda: missing");
+  broken = full;
+  broken["rule"]["partition"] = nullptr;
+  const std::string tiles = full["rule"]["tiles"];
+  ASSERT_EQ(tiles.substr(tiles.size() - 10), "partitions");
+  EXPECT_EQ(schema_error_of(broken), "threshold table: rule.tiles: unknown tiles definition \"" +
+                                         tiles + "\" for a rule without a partition");
+  json ok = full;
+  ok["rule"]["partition"] = nullptr;
+  ok["rule"]["tiles"] = tiles.substr(0, tiles.size() - 10) + "context_len";
+  EXPECT_NO_THROW(validate_table(ok));
+  broken = full;
+  broken["rule"]["partition"] = 0;
+  EXPECT_EQ(schema_error_of(broken), "threshold table: rule.partition: expected a positive "
+                                     "partition size");
+  ok = full;
+  ok["provenance"]["kernels"] = {
+      {"source", "built-in"}, {"name", "attn-tune"}, {"engine_rule", "vllm-cpu"}};
+  EXPECT_NO_THROW(validate_table(ok));
+  broken = ok;
+  broken["provenance"]["kernels"]["engine_rule"] = nullptr;
+  EXPECT_EQ(schema_error_of(broken),
+            "threshold table: provenance.kernels.engine_rule: expected a string");
 }
 
 TEST(TableSchema, ChecksTheVersion2DecisionAndNoiseFields) {
@@ -99,8 +136,8 @@ TEST(TableSchema, ChecksTheVersion2DecisionAndNoiseFields) {
   EXPECT_EQ(schema_error_of(broken),
             "threshold table: regret.sweep.table_lookup.beyond_noise: missing");
   broken = full;
-  broken["version"] = 3;
-  EXPECT_EQ(schema_error_of(broken), "threshold table: version: expected 1 to 2, got 3");
+  broken["version"] = 4;
+  EXPECT_EQ(schema_error_of(broken), "threshold table: version: expected 1 to 3, got 4");
 }
 
 TEST(TableSchema, NoisyDecisionsAreOptionalAndChecked) {
@@ -119,7 +156,7 @@ TEST(TableSchema, NoisyDecisionsAreOptionalAndChecked) {
   t["provenance"] = prov;
   ASSERT_EQ(t["decode"][0]["noisy_decisions"].size(), 1u);
   EXPECT_NO_THROW(validate_table(t));
-  // Tables made before the list existed have none: still a version-2 table.
+  // Tables made before the list existed have none: still a valid table.
   json older = t;
   older["decode"][0].erase("noisy_decisions");
   EXPECT_NO_THROW(validate_table(older));
@@ -142,6 +179,21 @@ TEST(TableSchema, NoisyDecisionsAreOptionalAndChecked) {
   broken["decode"][0]["noisy_decisions"][0]["context_len"] = 8192;
   EXPECT_EQ(schema_error_of(broken), "threshold table: decode[0].noisy_decisions[0].context_len: "
                                      "not a measured length within noise");
+}
+
+// Version 2 priced vLLM's CUDA rule as "vllm" and had no vLLM CPU rule; a rule without a
+// partition is version 3's.
+TEST(TableSchema, StillAcceptsVersion2Tables) {
+  const json t = json::parse(std::ifstream(std::filesystem::path(ATTN_SOURCE_DIR) / "python" /
+                                           "testdata" / "synthetic_table_v2.json"));
+  ASSERT_EQ(t["version"], 2);
+  EXPECT_NO_THROW(validate_table(t));
+  json broken = t;
+  broken["regret"]["held_out"].erase("vllm");
+  EXPECT_EQ(schema_error_of(broken), "threshold table: regret.held_out.vllm: missing");
+  broken = t;
+  broken["rule"]["partition"] = nullptr;
+  EXPECT_EQ(schema_error_of(broken), "threshold table: rule.partition: expected an integer");
 }
 
 TEST(TableSchema, StillAcceptsVersion1Tables) {

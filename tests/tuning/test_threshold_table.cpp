@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <tuple>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "src/tuning/threshold_table.h"
@@ -61,7 +62,7 @@ TEST(ThresholdTable, BuildsPointsBestConfigsAndRegret) {
   const json t = build_threshold_table(fixtures::two_points_and_held_out(),
                                        {{"device", {{"name", "synthetic"}}}}, 16);
   EXPECT_EQ(t["schema"], "attn-tune/threshold-table");
-  EXPECT_EQ(t["version"], 2);
+  EXPECT_EQ(t["version"], 3);
   EXPECT_EQ(t["measurement_counts"]["failed"], 1);
   ASSERT_EQ(t["decode"].size(), 2u);
   const json* b1 = nullptr;
@@ -92,10 +93,78 @@ TEST(ThresholdTable, BuildsPointsBestConfigsAndRegret) {
   EXPECT_EQ(t["regret"]["held_out"]["fitted_rule"]["points"], 1);
   // The held-out point (batch 2) takes the batch-1 point's threshold: v2 -> no regret.
   EXPECT_DOUBLE_EQ(t["regret"]["held_out"]["table_lookup"]["mean"].get<double>(), 0.0);
-  // vLLM: batch 1 ctx 512 is one partition -> v1 (best); ctx 2048 with 1 * 32 seqs*heads
+  // vLLM CUDA: batch 1 ctx 512 is one partition -> v1 (best); ctx 2048 with 1 * 32 seqs*heads
   // <= 512 -> v2 at partition 512, 3.0 against 2.0: +50%; everything else picks the best.
-  EXPECT_NEAR(t["regret"]["sweep"]["vllm"]["worst"].get<double>(), 0.5, 1e-12);
-  EXPECT_NEAR(t["regret"]["sweep"]["vllm"]["mean"].get<double>(), 0.5 / 6, 1e-12);
+  EXPECT_NEAR(t["regret"]["sweep"]["vllm_cuda"]["worst"].get<double>(), 0.5, 1e-12);
+  EXPECT_NEAR(t["regret"]["sweep"]["vllm_cuda"]["mean"].get<double>(), 0.5 / 6, 1e-12);
+  EXPECT_FALSE(t["regret"]["sweep"].contains("vllm")) << "vLLM's CUDA rule is not every vLLM's";
+  // vLLM CPU: v2 everywhere, charged the best v2: batch 1 ctx 512 costs 1.5 against 1.0, and
+  // batch 64 pays v2's double time at each of its three lengths.
+  EXPECT_NEAR(t["regret"]["sweep"]["vllm_cpu"]["worst"].get<double>(), 1.0, 1e-12);
+  EXPECT_NEAR(t["regret"]["sweep"]["vllm_cpu"]["mean"].get<double>(), (0.5 + 3 * 1.0) / 6, 1e-12);
+}
+
+// A decode_v2 without a partition (the kernel chooses its splits) is recorded as measured: its
+// configuration has no partition, the fitted rule launches it without one and counts keys, and
+// the readers hand it back as such. Nothing says "partition 512".
+TEST(ThresholdTable, RecordsAKernelThatChoosesItsSplitsAsSuch) {
+  const KernelConfig own{Family::decode_v2, {{"split", 1}}};
+  std::vector<MeasurementRecord> rs;
+  for (int batch : {1, 8}) {
+    for (auto [ctx, t1, t2] : std::vector<std::tuple<int, double, double>>{
+             {256, 1.0, 1.4}, {4096, 16.0, 6.0}, {32768, 128.0, 40.0}}) {
+      const double v1 = t1 * batch;
+      const double v2 = batch == 1 ? t2 : v1 * 1.5; // at batch 8 the splits never pay
+      rs.push_back(spread_rec(batch, ctx, 8, kV1, v1, v1 * 0.01));
+      rs.push_back(spread_rec(batch, ctx, 8, own, v2, v2 * 0.01));
+    }
+  }
+  const json prov = {{"device", {{"name", "synthetic"}}},
+                     {"tool", {{"version", "v"}, {"git_hash", "g"}}},
+                     {"kernels",
+                      {{"source", "plugin"},
+                       {"name", "own-splits"},
+                       {"version", "1.0"},
+                       {"abi_version", 2},
+                       {"library_sha256", "ab"},
+                       {"engine_rule", "vllm-cpu"}}},
+                     {"kernel_sources_sha256", "ab"},
+                     {"profile", {{"name", "p"}, {"hash", "h"}}},
+                     {"created_utc", "2026-01-01T00:00:00Z"},
+                     {"timing_method", "synthetic"}};
+  const json t = build_threshold_table(rs, prov, 16);
+  const std::string text = t.dump();
+  EXPECT_EQ(text.find("partition=512"), std::string::npos) << text;
+  EXPECT_TRUE(t["rule"]["partition"].is_null());
+  EXPECT_EQ(t["rule"]["tiles"].get<std::string>().find("partitions"), std::string::npos)
+      << t["rule"]["tiles"];
+  for (const auto& c : t["rule"]["candidates"]) {
+    EXPECT_TRUE(c["partition"].is_null()) << c;
+  }
+  const json* b1 = nullptr;
+  for (const auto& p : t["decode"]) {
+    if (p["batch"] == 1) {
+      b1 = &p;
+    }
+  }
+  ASSERT_NE(b1, nullptr);
+  EXPECT_EQ((*b1)["v2_from"], 4096);
+  EXPECT_EQ((*b1)["measured"][1]["best"]["config"]["key"], "decode_v2[split=1]");
+  EXPECT_FALSE((*b1)["measured"][1]["v2"]["config"]["params"].contains("partition"));
+  const attn_tune::ThresholdTableReader reader(t);
+  const attn_tune::Choice c = reader.lookup(query_at(*b1, 8192));
+  EXPECT_EQ(c.family, "decode_v2");
+  EXPECT_EQ(c.partition, 0);
+  EXPECT_TRUE(c.kernel_chooses_splits());
+  EXPECT_FALSE(reader.lookup(query_at(*b1, 256)).kernel_chooses_splits());
+  EXPECT_EQ(reader.engine_rule(), "vllm-cpu");
+  // The kernel set's own rule, vLLM CPU's, splits everywhere: right at batch 1 from 4096, 40%
+  // slower at batch 1 ctx 256 and 50% slower at every batch-8 length.
+  EXPECT_NEAR(t["regret"]["sweep"]["vllm_cpu"]["worst"].get<double>(), 0.5, 1e-12);
+  EXPECT_NEAR(t["regret"]["sweep"]["vllm_cpu"]["mean"].get<double>(), (0.4 + 3 * 0.5) / 6, 1e-12);
+  EXPECT_DOUBLE_EQ(t["regret"]["sweep"]["table_lookup"]["worst"].get<double>(), 0.0);
+  EXPECT_NO_THROW(validate_table(t));
+  expect_lookup_within_noise(t, "own splits");
 }
 
 // The quick CPU table of issue 11: kvh 8, batch 4, v2 faster by 28% at ctx 64 but slower at 4096.

@@ -130,6 +130,33 @@ TEST(VerifyCases, AimAtDeclaredPartitionsAndBlockSizesAtEveryIntensity) {
   }
 }
 
+// A decode_v2 that declares no partition chooses its splits: there are no partition boundaries
+// to aim at, so no partition group and no made-up 256/512/1024 boundaries; block boundaries, an
+// empty context and the long contexts are still checked.
+TEST(VerifyCases, AKernelThatChoosesItsSplitsGetsBlockEdgesAndLongContexts) {
+  KernelTargets aim;
+  aim.kernel_splits = true;
+  aim.block_sizes = {16, 48};
+  aim.head_dims = {64, 128};
+  for (Intensity in : {Intensity::quick, Intensity::standard, Intensity::full}) {
+    const auto cases = verify_cases(Phase::decode, DType::f32, in, 3, aim);
+    EXPECT_TRUE(decode_lengths(cases, "decode/partition/fp32").empty());
+    const std::set<int> edges = decode_lengths(cases, "decode/edges/fp32");
+    for (int len : {0, 1, 15, 16, 17, 32, 33, 47, 48, 49, 96, 97}) {
+      EXPECT_TRUE(edges.count(len)) << "edges miss " << len;
+    }
+    for (int p : {256, 512, 1024}) {
+      EXPECT_FALSE(edges.count(p + 1)) << "a partition boundary nobody declared: " << p + 1;
+    }
+    const std::set<int> long_lens = decode_lengths(cases, "decode/long/fp32");
+    ASSERT_FALSE(long_lens.empty());
+    EXPECT_GT(*long_lens.rbegin(), 2048);
+  }
+  // Without a declaration at all (a set with no decode_v2) the usual boundaries stay.
+  const auto plain = verify_cases(Phase::decode, DType::f32, Intensity::quick, 3);
+  EXPECT_FALSE(decode_lengths(plain, "decode/partition/fp32").empty());
+}
+
 // Where the set accepts no block size of the usual groups (vLLM CPU's vec path wants multiples
 // of 32), those groups use the smallest it accepts.
 TEST(VerifyCases, GroupsUseABlockSizeTheSetAccepts) {

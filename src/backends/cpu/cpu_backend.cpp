@@ -230,7 +230,11 @@ const KernelSetDecl& cpu_kernels_declaration() {
        {Family::prefill,
         KvLayout::HND,
         true,
-        {{"split", {0, 1}}, {"q_tile", {16, 32, 64}}, {"k_tile", {32, 64, 128}}}}}};
+        {{"split", {0, 1}}, {"q_tile", {16, 32, 64}}, {"k_tile", {32, 64, 128}}}}},
+      // The rule a CPU engine's decode attention decides v1/v2 by: vLLM CPU's (split-KV unless
+      // VLLM_CPU_ATTN_SPLIT_KV=0). vLLM CUDA's rule counts threads against a GPU's SMs and the
+      // seed engine's hard-codes a BI-V100's 16; neither is what a CPU engine would replace.
+      "vllm-cpu"};
   return decl;
 }
 

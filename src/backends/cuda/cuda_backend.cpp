@@ -194,10 +194,13 @@ private:
 } // namespace cuda
 
 const KernelSetDecl& cuda_kernels_declaration() {
+  // The kernels follow vLLM's paged_attention v1/v2 (grid, partition 512, reduce): its rule is
+  // the one they replace.
   static const KernelSetDecl decl{"attn-tune",
                                   MemoryKind::cuda,
                                   {cuda::decode_family(Family::decode_v1),
-                                   cuda::decode_family(Family::decode_v2), cuda::prefill_family()}};
+                                   cuda::decode_family(Family::decode_v2), cuda::prefill_family()},
+                                  "vllm-cuda"};
   return decl;
 }
 
