@@ -24,7 +24,7 @@ set_tests_properties(cli.sweep_own_splits PROPERTIES RESOURCE_LOCK cpu_timing
 # The fitted rule launches v2 without a partition (its tiles count keys), and every measured
 # v2 is the kernel's own splits.
 attn_cli_test(NAME table_show_own_splits EXIT 0
-              REGEX "fitted rule: use v2 \\(the kernel chooses its splits\\) when [a-z_*]+\\*context_len > .*ctx 1500: v1 [0-9.]+ us, v2 [0-9.]+ us \\(the kernel chooses its splits\\)"
+              REGEX "engine:   the kernels replace vLLM CPU's rule .*fitted rule: use v2 \\(the kernel chooses its splits\\) when [a-z_*]+\\*context_len > .*ctx 1500: v1 [0-9.]+ us, v2 [0-9.]+ us \\(the kernel chooses its splits\\)"
               ARGS table show ${own_work}/sweep/threshold_table.json)
 set_tests_properties(cli.table_show_own_splits PROPERTIES FIXTURES_REQUIRED own_splits_table)
 
