@@ -27,27 +27,36 @@ std::string g_spec;       // MODULE[:FACTORY]
 std::string g_python_dir; // attn-tune's python/ folder (attn_tune_torch), appended to sys.path
 
 // ---- The plugin's functions ----------------------------------------------------------------
-int bridge_can_run(void*, const attn_config* config, const attn_call* call, char* reason,
-                   size_t reason_size) {
-  Gil gil;
+// bridge.py's `fn(index, config, call)` for a call's shapes alone (its tensors None), as can_run
+// and workspace_size see it. A new reference, or null with a
+// one-line reason in `why` (a family the module does not declare, or what Python raised).
+PyObject* call_on_shapes(PyObject* fn, const char* what, const attn_config* config,
+                         const attn_call* call, std::string& why) {
   const int idx = declared_index(call->family);
   if (idx < 0) {
-    attn_plugin_write_message(reason, reason_size, "family not declared by the module");
-    return 1;
+    why = "family not declared by the module";
+    return nullptr;
   }
   PyObject* scalars = scalars_tuple(call);
   PyObject* pycall =
       scalars ? PyObject_CallFunctionObjArgs(g_make_call, scalars, Py_None, nullptr) : nullptr;
   Py_XDECREF(scalars);
   PyObject* cfg = config_dict(config);
-  PyObject* why = nullptr;
-  if (pycall != nullptr) {
-    why = PyObject_CallFunction(g_can_run, "iOO", idx, cfg, pycall);
-  }
+  PyObject* r = pycall != nullptr ? PyObject_CallFunction(fn, "iOO", idx, cfg, pycall) : nullptr;
   Py_XDECREF(pycall);
   Py_DECREF(cfg);
+  if (r == nullptr) {
+    why = std::string(what) + " raised " + python_error();
+  }
+  return r;
+}
+
+int bridge_can_run(void*, const attn_config* config, const attn_call* call, char* reason,
+                   size_t reason_size) {
+  Gil gil;
+  std::string msg;
+  PyObject* why = call_on_shapes(g_can_run, "can_run", config, call, msg);
   if (why == nullptr) {
-    const std::string msg = "can_run raised " + python_error();
     attn_plugin_write_message(reason, reason_size, msg.c_str());
     return 1;
   }
@@ -65,22 +74,9 @@ int bridge_workspace_size(void*, const attn_config* config, const attn_call* cal
                           char* err, size_t err_size) {
   Gil gil;
   *bytes = 0;
-  const int idx = declared_index(call->family);
-  if (idx < 0) {
-    attn_plugin_write_message(err, err_size, "family not declared by the module");
-    return 1;
-  }
-  PyObject* scalars = scalars_tuple(call);
-  PyObject* pycall =
-      scalars ? PyObject_CallFunctionObjArgs(g_make_call, scalars, Py_None, nullptr) : nullptr;
-  Py_XDECREF(scalars);
-  PyObject* cfg = config_dict(config);
-  PyObject* n = pycall != nullptr ? PyObject_CallFunction(g_workspace_bytes, "iOO", idx, cfg, pycall)
-                                  : nullptr;
-  Py_XDECREF(pycall);
-  Py_DECREF(cfg);
+  std::string msg;
+  PyObject* n = call_on_shapes(g_workspace_bytes, "workspace", config, call, msg);
   if (n == nullptr) {
-    const std::string msg = "workspace raised " + python_error();
     attn_plugin_write_message(err, err_size, msg.c_str());
     return 1;
   }
