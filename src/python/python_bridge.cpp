@@ -85,6 +85,34 @@ int bridge_workspace_size(void*, const attn_config* config, const attn_call* cal
   return 0;
 }
 
+// bridge.py's `fn(index, config, call, stream)` on the call's tensors, with the run's workspace
+// and the prepare step's state (`prepared`, borrowed, may be null) attached: a new reference, or
+// null with a one-line reason in `why` (`what` names the step in it; "" for run, whose exception
+// is the reason as it stands).
+PyObject* call_on_tensors(PyObject* fn, const char* what, const attn_config* config,
+                          const attn_call* call, void* workspace, uint64_t workspace_bytes,
+                          PyObject* prepared, void* stream, std::string& why) {
+  const int idx = declared_index(call->family);
+  if (idx < 0) {
+    why = "family not declared by the module";
+    return nullptr;
+  }
+  PyObject* pycall = call_object(call);
+  if (pycall == nullptr || !attach_run_state(pycall, call, workspace, workspace_bytes, prepared)) {
+    why = "wrapping the buffers as tensors failed: " + python_error();
+    return nullptr;
+  }
+  PyObject* cfg = config_dict(config);
+  PyObject* st = PyLong_FromVoidPtr(stream);
+  PyObject* r = PyObject_CallFunction(fn, "iOOO", idx, cfg, pycall, st);
+  Py_DECREF(cfg);
+  Py_DECREF(st);
+  if (r == nullptr) {
+    why = *what != '\0' ? std::string(what) + " raised " + python_error() : python_error();
+  }
+  return r;
+}
+
 // What one prepare step made: the module's dict, and the memory of the tensors in it.
 struct Prepared {
   PyObject* state = nullptr; // owned
@@ -97,24 +125,10 @@ int bridge_prepare(void*, const attn_config* config, const attn_call* call, void
                    size_t err_size) {
   Gil gil;
   *out = attn_prepared{};
-  const int idx = declared_index(call->family);
-  if (idx < 0) {
-    attn_plugin_write_message(err, err_size, "family not declared by the module");
-    return 1;
-  }
-  PyObject* pycall = call_object(call);
-  if (pycall == nullptr || !attach_run_state(pycall, call, workspace, workspace_bytes, nullptr)) {
-    const std::string msg = "wrapping the buffers as tensors failed: " + python_error();
-    attn_plugin_write_message(err, err_size, msg.c_str());
-    return 1;
-  }
-  PyObject* cfg = config_dict(config);
-  PyObject* st = PyLong_FromVoidPtr(stream);
-  PyObject* r = PyObject_CallFunction(g_prepare, "iOOO", idx, cfg, pycall, st);
-  Py_DECREF(cfg);
-  Py_DECREF(st);
+  std::string msg;
+  PyObject* r = call_on_tensors(g_prepare, "prepare", config, call, workspace, workspace_bytes,
+                                nullptr, stream, msg);
   if (r == nullptr) {
-    const std::string msg = "prepare raised " + python_error();
     attn_plugin_write_message(err, err_size, msg.c_str());
     return 1;
   }
@@ -162,26 +176,11 @@ void bridge_release(void*, const attn_config*, attn_prepared* prepared) {
 int bridge_run(void*, const attn_config* config, const attn_call* call, void* workspace,
                uint64_t workspace_bytes, void* stream, char* err, size_t err_size) {
   Gil gil;
-  const int idx = declared_index(call->family);
-  if (idx < 0) {
-    attn_plugin_write_message(err, err_size, "family not declared by the module");
-    return 1;
-  }
-  PyObject* pycall = call_object(call);
   const auto* p = static_cast<const Prepared*>(call->prepared);
-  if (pycall == nullptr ||
-      !attach_run_state(pycall, call, workspace, workspace_bytes, p != nullptr ? p->state : nullptr)) {
-    const std::string msg = "wrapping the buffers as tensors failed: " + python_error();
-    attn_plugin_write_message(err, err_size, msg.c_str());
-    return 1;
-  }
-  PyObject* cfg = config_dict(config);
-  PyObject* st = PyLong_FromVoidPtr(stream);
-  PyObject* r = PyObject_CallFunction(g_run, "iOOO", idx, cfg, pycall, st);
-  Py_DECREF(cfg);
-  Py_DECREF(st);
+  std::string msg;
+  PyObject* r = call_on_tensors(g_run, "", config, call, workspace, workspace_bytes,
+                                p != nullptr ? p->state : nullptr, stream, msg);
   if (r == nullptr) {
-    const std::string msg = python_error();
     attn_plugin_write_message(err, err_size, msg.c_str());
     return 1;
   }
