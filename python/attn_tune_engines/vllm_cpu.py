@@ -370,5 +370,7 @@ def attn_tune_kernels():
         "name": "vllm-cpu-attention",
         "version": engine_version(),
         "device": "cpu",
+        # The rule these kernels replace: vLLM CPU's split-KV on unless VLLM_CPU_ATTN_SPLIT_KV=0.
+        "engine_rule": "vllm-cpu",
         "families": {"decode_v1": family(), "decode_v2": family(), "prefill": family()},
     }
