@@ -293,6 +293,12 @@ step_env() {
 
 step_probe() { probe; }
 
+# Whether the prebuilt folder was built from this tree's sources.
+prebuilt_matches() {
+  [[ -f $PREBUILT/MANIFEST ]] &&
+    [[ $(awk '/^source_sha256/ {print $2}' "$PREBUILT/MANIFEST") == "$(source_hash)" ]]
+}
+
 # Uses the prebuilt folder when its source hash is this tree's and its binaries start here; else
 # builds on the device. Writes the folder it settled on to $WORK/bin-path.
 step_binaries() {
@@ -595,7 +601,8 @@ check() {
       STATUS[$name]="not run: $stop"
       continue
     fi
-    if [[ $name == binaries && ! -f $PREBUILT/MANIFEST && $REHEARSE != 1 ]]; then
+    # Without prebuilt binaries for this very tree the step is the fallback build: its limit.
+    if [[ $name == binaries && $REHEARSE != 1 ]] && ! prebuilt_matches; then
       limit=$BUILD_LIMIT
       BUILT_ON_DEVICE=1
     fi
