@@ -43,6 +43,8 @@ def make_call(problem, family, *, threads=2, **mask):
         context_lens=None if prefill else problem.context_lens,
         cu_seqlens_q=problem.cu_q if prefill else None,
         cu_seqlens_k=problem.cu_k if prefill else None,
+        q_lens=list(problem.q_lens) if prefill else [1] * len(problem.k_lens),
+        k_lens=list(problem.k_lens),
         out=torch.full_like(problem.q, math.nan), lse=None, device="cpu", prepared=None), opts
 
 
@@ -153,11 +155,25 @@ class VllmCpuTest(unittest.TestCase):
         self.check(p, "prefill", "vec", causal=False, window_left=5, window_right=5)
 
     def test_prefill_rows_without_keys_are_zero(self):
-        # q_len > k_len under causal: the first q_len - k_len rows see no key.
-        p = self.problem([10, 3], [4, 3], num_heads=2, kvh=1, d=32, block_size=32, dtype="fp32")
-        call = self.check(p, "prefill", "vec")
-        self.assertTrue((call.out[:6] == 0).all())
-        self.assertTrue((call.out[6:] != 0).any())
+        # Without causal, a sequence with no key (k_len 0) next to one with keys: its rows are 0.
+        p = self.problem([3, 4], [0, 5], num_heads=2, kvh=1, d=32, block_size=32, dtype="fp32")
+        call = self.check(p, "prefill", "vec", causal=False)
+        self.assertTrue((call.out[:3] == 0).all())
+        self.assertTrue((call.out[3:] != 0).any())
+
+    def test_causal_q_longer_than_k_is_refused(self):
+        # vLLM's keys include its queries; with q_len - k_len of 15 its vec path leaves the rows
+        # that do see keys unwritten. can_run refuses such a batch by its lengths; the run below
+        # bypasses can_run to show what it would compute (drop the refusal if vLLM fixes it).
+        p = self.problem([20, 3], [5, 3], num_heads=4, kvh=2, d=64, block_size=32, dtype="fp32")
+        call, _ = make_call(p, "prefill")
+        for isa in ("vec16", "vec"):
+            self.assertIn("q_len 20 > k_len 5", vllm_cpu.can_run(call, isa_config(isa)))
+        call.prepared = vllm_cpu.prepare(call, isa_config("vec"))
+        vllm_cpu.run(call, isa_config("vec"))
+        self.assertTrue(torch.isnan(call.out[15:20]).any(), "vLLM now writes these rows")
+        # Without causal every row sees all its keys, and vLLM computes them.
+        self.check(p, "prefill", "vec", causal=False)
 
     # The prepare step and its fallback ---------------------------------------------------
 

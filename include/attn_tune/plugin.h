@@ -17,9 +17,14 @@
  * version (ABI 1 plugins: no prepare step, no engine rule); any other version is refused with one
  * line.
  *
- * ABI 2 (this header) adds, after ABI 1's fields: the engine rule the kernels replace, the
- * untimed prepare step and its release (attn_plugin_api), and the prepared handle in attn_call.
- * A decode_v2 family may now declare no "partition" (the kernel chooses its own splits).
+ * ABI 2 adds, after ABI 1's fields: the engine rule the kernels replace, the untimed prepare
+ * step and its release (attn_plugin_api), and the prepared handle in attn_call. A decode_v2
+ * family may now declare no "partition" (the kernel chooses its own splits).
+ *
+ * ABI 3 (this header) adds every sequence's query and key lengths to attn_call, in host memory
+ * and in every function that gets a call (can_run included), so that a plugin can refuse what
+ * its kernels do not handle by the lengths of the sequences, not only by the longest ones. The
+ * function table is ABI 2's.
  *
  * Every string the plugin declares and every array it points to must stay valid until
  * api->destroy returns. Errors come back as a nonzero return plus a message written into the
@@ -35,7 +40,7 @@
 extern "C" {
 #endif
 
-#define ATTN_PLUGIN_ABI_VERSION 2u
+#define ATTN_PLUGIN_ABI_VERSION 3u
 /* The oldest ABI version a host speaking this header still loads. */
 #define ATTN_PLUGIN_ABI_OLDEST 1u
 #define ATTN_PLUGIN_ENTRY_NAME "attn_tune_plugin_init"
@@ -126,6 +131,12 @@ typedef struct attn_call {
   /* ABI 2: in run, the handle prepare returned for this prepared run (NULL without prepare, in
    * can_run, workspace_size and prepare itself). ABI 1 plugins never see this field. */
   void* prepared;
+  /* ABI 3: every sequence's query and key lengths, [batch] each, in host memory for every kind
+   * of plugin, set in can_run, workspace_size, prepare and run alike (decode: q_len 1, k_len the
+   * context length; prefill: the differences of cu_seqlens_q and cu_seqlens_k). ABI 1 and 2
+   * plugins never see these fields. */
+  const int32_t* seq_q_lens;
+  const int32_t* seq_k_lens;
 } attn_call;
 
 /* A range of the plugin's own memory (host memory for host plugins, device memory for CUDA

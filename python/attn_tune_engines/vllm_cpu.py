@@ -208,6 +208,16 @@ def can_run(call, config):
                 "window_right %d differ" % (call.window_left, call.window_right))
     if call.kv_layout != "NHD":
         return "this kernel set reads NHD caches, not %s" % call.kv_layout
+    q_lens, k_lens = getattr(call, "q_lens", None), getattr(call, "k_lens", None)
+    if call.family == "prefill" and call.causal and q_lens is not None and k_lens is not None:
+        # vLLM's sequences hold their own query tokens among their keys, so it never builds
+        # such a batch; given one, its ops leave the last rows of the sequence unwritten once
+        # q_len - k_len reaches a query tile (measured: vec from 15 rows short, vec16 from 16).
+        for b, (q, k) in enumerate(zip(q_lens, k_lens)):
+            if q > k:
+                return ("sequence %d has q_len %d > k_len %d under a causal mask: vLLM's keys "
+                        "include its queries (k_len >= q_len), and its ops leave rows "
+                        "unwritten otherwise" % (b, q, k))
     return None
 
 

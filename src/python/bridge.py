@@ -316,14 +316,15 @@ def load(spec, attn_python_dir):
 
 class Call:
     """One attention call as a kernel sees it: SPEC.md's fields as attributes, the buffers as
-    torch tensors viewing attn-tune's memory (None in can_run)."""
+    torch tensors viewing attn-tune's memory (None in can_run), and every sequence's query and
+    key lengths as lists of ints (q_lens, k_lens: in can_run too)."""
 
     __slots__ = ("family", "dtype", "kv_layout", "num_heads", "num_kv_heads", "head_dim",
                  "block_size", "scale", "softcap", "causal", "window_left", "window_right",
                  "batch", "num_rows", "max_q_len", "max_k_len", "num_blocks",
                  "max_blocks_per_seq", "threads", "query", "key_cache", "value_cache",
                  "block_tables", "context_lens", "cu_seqlens_q", "cu_seqlens_k", "out", "lse",
-                 "device", "workspace", "prepared")
+                 "device", "workspace", "prepared", "q_lens", "k_lens")
 
     def __repr__(self):
         return "Call(%s)" % ", ".join("%s=%r" % (s, getattr(self, s)) for s in self.__slots__
@@ -332,7 +333,8 @@ class Call:
 
 _SCALARS = ("family", "dtype", "kv_layout", "num_heads", "num_kv_heads", "head_dim", "block_size",
             "scale", "softcap", "causal", "window_left", "window_right", "batch", "num_rows",
-            "max_q_len", "max_k_len", "num_blocks", "max_blocks_per_seq", "threads")
+            "max_q_len", "max_k_len", "num_blocks", "max_blocks_per_seq", "threads", "q_lens",
+            "k_lens")
 _TENSORS = ("query", "key_cache", "value_cache", "block_tables", "context_lens", "cu_seqlens_q",
             "cu_seqlens_k", "out", "lse")
 

@@ -84,7 +84,8 @@ PyObject* workspace_capsule(const attn_call* c, void* workspace, uint64_t bytes,
 
 // The configuration's parameters as a new dict {name: value}.
 PyObject* config_dict(const attn_config* c);
-// The call's scalars as a new tuple, in the order bridge.make_call reads them.
+// The call's scalars and its sequences' lengths (lists, or None) as a new tuple, in the order
+// bridge.make_call reads them.
 PyObject* scalars_tuple(const attn_call* c);
 // The Python Call for `c` with its tensors (reused while the call is the same); a borrowed
 // reference owned by the cache, or null with a Python error set.

@@ -28,7 +28,7 @@ std::vector<int64_t> call_key(const attn_call* c) {
   std::memcpy(&sbits, &scale, 4);
   std::memcpy(&cbits, &softcap, 4);
   auto ptr = [](const void* p) { return int64_t(reinterpret_cast<intptr_t>(p)); };
-  return {c->family,
+  std::vector<int64_t> key = {c->family,
           c->dtype,
           c->kv_layout,
           c->num_heads,
@@ -56,6 +56,26 @@ std::vector<int64_t> call_key(const attn_call* c) {
           ptr(c->cu_seqlens_k),
           ptr(c->out),
           ptr(c->lse)};
+  // The lengths' values, not their address: the cached Call holds them as Python lists.
+  for (const int32_t* lens : {c->seq_q_lens, c->seq_k_lens}) {
+    key.push_back(lens != nullptr);
+    for (int b = 0; lens != nullptr && b < c->batch; ++b) {
+      key.push_back(lens[b]);
+    }
+  }
+  return key;
+}
+
+// A list of the batch's lengths (ABI 3's seq_q_lens, seq_k_lens), or None where they are not set.
+PyObject* lens_list(const int32_t* lens, int batch) {
+  if (lens == nullptr) {
+    Py_RETURN_NONE;
+  }
+  PyObject* l = PyList_New(batch);
+  for (int b = 0; l != nullptr && b < batch; ++b) {
+    PyList_SET_ITEM(l, b, PyLong_FromLong(lens[b]));
+  }
+  return l;
 }
 
 } // namespace
@@ -71,11 +91,12 @@ PyObject* config_dict(const attn_config* c) {
 }
 
 PyObject* scalars_tuple(const attn_call* c) {
-  return Py_BuildValue("(iiiiiiiddiiiiiiiiii)", int(c->family), int(c->dtype), int(c->kv_layout),
-                       c->num_heads, c->num_kv_heads, c->head_dim, c->block_size, double(c->scale),
-                       double(c->softcap), c->causal, c->window_left, c->window_right, c->batch,
-                       c->num_rows, c->max_q_len, c->max_k_len, c->num_blocks,
-                       c->max_blocks_per_seq, c->host_threads);
+  return Py_BuildValue("(iiiiiiiddiiiiiiiiiiNN)", int(c->family), int(c->dtype),
+                       int(c->kv_layout), c->num_heads, c->num_kv_heads, c->head_dim,
+                       c->block_size, double(c->scale), double(c->softcap), c->causal,
+                       c->window_left, c->window_right, c->batch, c->num_rows, c->max_q_len,
+                       c->max_k_len, c->num_blocks, c->max_blocks_per_seq, c->host_threads,
+                       lens_list(c->seq_q_lens, c->batch), lens_list(c->seq_k_lens, c->batch));
 }
 
 PyObject* call_object(const attn_call* c) {

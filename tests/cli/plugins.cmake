@@ -5,10 +5,10 @@
 set(plugins_work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/plugins)
 
 attn_cli_test(NAME plugin_check_cpu_example EXIT 0
-              REGEX "plugin cpu-example, version 1.0, plugin ABI 2, host memory.*decode_v2 +layout HND.*partition: 256, 512, 1024.*prefill: ok \\(causal, softcap=2\\): 18 of 18 configurations passed.*every family passed"
+              REGEX "plugin cpu-example, version 1.0, plugin ABI 3, host memory.*decode_v2 +layout HND.*partition: 256, 512, 1024.*prefill: ok \\(causal, softcap=2\\): 18 of 18 configurations passed.*every family passed"
               ARGS plugin check ${ATTN_CPU_EXAMPLE_PLUGIN} --threads 2)
 attn_cli_test(NAME plugin_check_old_abi EXIT 2
-              REGEX "was built for plugin ABI 0; this attn-tune speaks ABI 1 to 2: rebuild it"
+              REGEX "was built for plugin ABI 0; this attn-tune speaks ABI 1 to 3: rebuild it"
               ARGS plugin check ${ATTN_OLD_ABI_PLUGIN})
 attn_cli_test(NAME verify_kernels_old_abi EXIT 2 REGEX "was built for plugin ABI 0"
               ARGS verify --kernels ${ATTN_OLD_ABI_PLUGIN} --intensity quick)
@@ -92,7 +92,7 @@ attn_cli_test(NAME sweep_kernels_cpu_example EXIT 0
 set_tests_properties(cli.sweep_kernels_cpu_example PROPERTIES RESOURCE_LOCK cpu_timing
                      FIXTURES_REQUIRED plugin_clean FIXTURES_SETUP plugin_table)
 attn_cli_test(NAME table_show_plugin_provenance EXIT 0
-              REGEX "kernels:  plugin cpu-example 1.0 \\(libattn_plugin_cpu_example.so, plugin ABI 2, sha256 [0-9a-f]+\\)"
+              REGEX "kernels:  plugin cpu-example 1.0 \\(libattn_plugin_cpu_example.so, plugin ABI 3, sha256 [0-9a-f]+\\)"
               ARGS table show ${sweep_out}/threshold_table.json)
 attn_cli_test(NAME table_lookup_other_kernels_warns EXIT 0
               REGEX "warning: this table timed plugin cpu-example 1.0 .*not the built-in attn-tune kernels"
@@ -120,15 +120,20 @@ foreach(layout nhd vllm)
                      --threads 2 --dtypes fp16)
 endforeach()
 
-# ABI 2. A plugin built against ABI 1's header loads and runs unchanged (the host offers it
-# version 1); a plugin with a prepare step gets its handle in every run (its run fails without
-# one), its copy of the caches is flushed with the rest, and the timing method says so.
+# Old plugins. A plugin built against ABI 1's header loads and runs unchanged (the host offers
+# it version 1), and so does one built against ABI 2's (the prepare plugin). A plugin with a
+# prepare step gets its handle in every run (its run fails without one), its copy of the caches
+# is flushed with the rest, and the timing method says so. The ABI 3 builds of the split-KV
+# plugin check the sequences' lengths the host passes (can_run refuses without them).
 attn_cli_test(NAME plugin_check_abi1 EXIT 0
               REGEX "plugin split-kv-abi1, version 1.0, plugin ABI 1, host memory.*every family passed"
               ARGS plugin check ${ATTN_SPLIT_ABI1_PLUGIN} --threads 2)
 attn_cli_test(NAME verify_kernels_abi1 EXIT 0 REGEX " 0 failed, "
               ARGS verify --kernels ${ATTN_SPLIT_ABI1_PLUGIN} --intensity quick --dtypes fp32
                    --threads 2)
+attn_cli_test(NAME plugin_check_abi2 EXIT 0
+              REGEX "plugin split-kv-prepare, version 1.0, plugin ABI 2, host memory.*every family passed"
+              ARGS plugin check ${ATTN_SPLIT_PREPARE_PLUGIN} --threads 2)
 attn_cli_test(NAME verify_kernels_prepare EXIT 0 REGEX " 0 failed, "
               ARGS verify --kernels ${ATTN_SPLIT_PREPARE_PLUGIN} --intensity quick --dtypes fp32
                    --threads 2)

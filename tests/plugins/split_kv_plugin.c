@@ -43,9 +43,12 @@
  * Builds of the correct kernels that exercise the ABI rather than plant a bug:
  *   SPLIT_ABI1     built against plugin ABI 1's header (tests/plugins/abi1): an old plugin,
  *                  which the host must still load and run unchanged.
- *   SPLIT_PREPARE  ABI 2's prepare step: prepare copies both caches into the plugin's own
- *                  memory (declared as its ranges), run reads only that copy and fails when the
- *                  host hands it no prepared handle, release frees it; names engine rule "seed".
+ *   SPLIT_PREPARE  ABI 2's prepare step, built against ABI 2's header (tests/plugins/abi2):
+ *                  prepare copies both caches into the plugin's own memory (declared as its
+ *                  ranges), run reads only that copy and fails when the host hands it no
+ *                  prepared handle, release frees it; names engine rule "seed".
+ * Every build against today's header (ABI 3) checks the sequences' lengths the host passes:
+ * can_run refuses a call without them, run fails where they disagree with context_lens.
  */
 #include <math.h>
 #include <stddef.h>
@@ -53,8 +56,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifdef SPLIT_ABI1
+#if defined(SPLIT_ABI1)
 #include "tests/plugins/abi1/attn_tune/plugin.h"
+#elif defined(SPLIT_PREPARE)
+#include "tests/plugins/abi2/attn_tune/plugin.h"
 #else
 #include "include/attn_tune/plugin.h"
 #endif
@@ -585,6 +590,11 @@ static int can_run(void* state, const attn_config* config, const attn_call* a, c
              a->num_kv_heads);
     return refuse(reason, reason_size, msg);
   }
+#if ATTN_PLUGIN_ABI_VERSION >= 3
+  if (a->seq_q_lens == NULL || a->seq_k_lens == NULL) {
+    return refuse(reason, reason_size, "the host passed no sequence lengths (plugin ABI 3)");
+  }
+#endif
 #if !defined(SPLIT_OWN_SPLITS) /* its own splits are whole blocks of any size */
   if (a->family == ATTN_FAMILY_DECODE_V2) {
     const int P = config_value(config, "partition", 0);
@@ -685,6 +695,20 @@ static int run(void* state, const attn_config* config, const attn_call* a, void*
     attn_plugin_write_message(err, err_size, reason);
     return 1;
   }
+#if ATTN_PLUGIN_ABI_VERSION >= 3
+  {
+    int b;
+    for (b = 0; b < a->batch; ++b) {
+      if (a->seq_q_lens[b] != 1 || a->seq_k_lens[b] != a->context_lens[b]) {
+        snprintf(reason, sizeof reason,
+                 "sequence %d: the host says q_len %d, k_len %d; context_lens says %d", b,
+                 a->seq_q_lens[b], a->seq_k_lens[b], a->context_lens[b]);
+        attn_plugin_write_message(err, err_size, reason);
+        return 1;
+      }
+    }
+  }
+#endif
   if (a->family == ATTN_FAMILY_DECODE_V1) {
     run_v1(a);
     return 0;

@@ -19,7 +19,7 @@ public:
   PluginDeviceRun(DeviceStream& stream, std::shared_ptr<const PluginLibrary> lib, const Problem& pr,
                   const KernelConfig& cfg, const FamilyDecl& fam)
       : DeviceRun(stream, pr), lib_(std::move(lib)), cfg_(cfg), writes_lse_(fam.writes_lse) {
-    call_ = plugin_call_shape(pr, cfg.family, fam.layout, 0);
+    call_ = plugin_call_shape(pr, cfg.family, fam.layout, 0, seq_lens_);
     ws_bytes_ = lib_->workspace_size(cfg_, call_);
     ws_ = DeviceBuffer(std::size_t(ws_bytes_));
     upload(q_, pr.query.raw(), pr.query.data.size());
@@ -80,6 +80,7 @@ private:
   std::shared_ptr<const PluginLibrary> lib_;
   KernelConfig cfg_;
   bool writes_lse_ = false;
+  PluginSeqLens seq_lens_; // what call_'s seq_q_lens and seq_k_lens point into (host memory)
   attn_call call_{};
   uint64_t ws_bytes_ = 0;
   DeviceBuffer q_, k_, v_, tables_, lens_, cu_q_, cu_k_, ws_;

@@ -19,7 +19,8 @@ PluginBackend::PluginBackend(std::shared_ptr<const PluginLibrary> lib, DeviceInf
 
 std::optional<std::string> PluginBackend::refuse(const KernelConfig& cfg, const Problem& pr) const {
   const FamilyDecl& fam = *lib_->family(cfg.family);
-  return lib_->can_run(cfg, plugin_call_shape(pr, cfg.family, fam.layout, host_threads()));
+  PluginSeqLens lens;
+  return lib_->can_run(cfg, plugin_call_shape(pr, cfg.family, fam.layout, host_threads(), lens));
 }
 
 namespace {
@@ -30,7 +31,7 @@ public:
                 const KernelConfig& cfg, const FamilyDecl& fam, const DeviceInfo& info, int threads)
       : HostRun(pr, fam.writes_lse, info.l2_bytes), lib_(std::move(lib)), cfg_(cfg),
         threads_(threads) {
-    call_ = plugin_call_shape(pr_, cfg.family, fam.layout, threads);
+    call_ = plugin_call_shape(pr_, cfg.family, fam.layout, threads, lens_);
     ws_bytes_ = lib_->workspace_size(cfg_, call_);
     ws_ = std::make_unique<HostBuffer>(std::size_t(ws_bytes_));
     call_.query = pr_.query.raw();
@@ -76,6 +77,7 @@ private:
   std::shared_ptr<const PluginLibrary> lib_;
   KernelConfig cfg_;
   int threads_ = 1;
+  PluginSeqLens lens_; // what call_'s length pointers point into
   attn_call call_{};
   uint64_t ws_bytes_ = 0;
   std::unique_ptr<HostBuffer> ws_;

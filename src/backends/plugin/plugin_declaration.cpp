@@ -50,6 +50,7 @@ std::size_t plugin_api_size(uint32_t version) {
   switch (version) {
   case 1:
     return ATTN_PLUGIN_API_V1_SIZE;
+  case 2: // ABI 3 added fields to attn_call only: ABI 2's table is today's
   case ATTN_PLUGIN_ABI_VERSION:
     return sizeof(attn_plugin_api);
   default:

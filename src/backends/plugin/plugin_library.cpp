@@ -471,9 +471,18 @@ void PluginLibrary::run(const KernelConfig& cfg, const attn_call& call, void* wo
   }
 }
 
-attn_call plugin_call_shape(const Problem& pr, Family f, KvLayout layout, int threads) {
+attn_call plugin_call_shape(const Problem& pr, Family f, KvLayout layout, int threads,
+                            PluginSeqLens& lens) {
   const AttnParams& p = pr.params;
+  lens.q.resize(std::size_t(pr.batch));
+  lens.k.resize(std::size_t(pr.batch));
+  for (int b = 0; b < pr.batch; ++b) {
+    lens.q[std::size_t(b)] = pr.q_len(b);
+    lens.k[std::size_t(b)] = pr.k_len(b);
+  }
   attn_call c{};
+  c.seq_q_lens = lens.q.data();
+  c.seq_k_lens = lens.k.data();
   c.family = abi_family(f);
   c.dtype = p.dtype == DType::f32   ? ATTN_DTYPE_F32
             : p.dtype == DType::f16 ? ATTN_DTYPE_F16

@@ -139,9 +139,17 @@ private:
 // throws InputError when the variable is not a positive number.
 [[nodiscard]] double plugin_probe_timeout_s();
 
-// The shape fields of a call (every pointer null) for `pr` in `layout`, as can_run and
-// workspace_size see it; `threads` is the host plugins' thread count.
+// Every sequence's query and key lengths on the host (ABI 3's seq_q_lens and seq_k_lens): what
+// a call's length pointers point into, kept alive by whoever holds the call.
+struct PluginSeqLens {
+  std::vector<int32_t> q;
+  std::vector<int32_t> k;
+};
+
+// The shape fields of a call for `pr` in `layout`, as can_run and workspace_size see it: every
+// device-side pointer null, the sequences' lengths in `lens` (which must outlive the call);
+// `threads` is the host plugins' thread count.
 [[nodiscard]] attn_call plugin_call_shape(const Problem& pr, Family f, KvLayout layout,
-                                          int threads);
+                                          int threads, PluginSeqLens& lens);
 
 } // namespace attn
