@@ -2,7 +2,10 @@
 #include "src/validation/kernel_targets.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "src/model/problem_gen.h"
 
@@ -26,8 +29,9 @@ std::vector<int> declared_values(const KernelSetDecl& decl, Phase phase, const c
   return {out.begin(), out.end()};
 }
 
-// Whether some configuration of the phase's families accepts a small problem of this shape.
-bool accepts(const Backend& be, Phase phase, DType dt, int block_size, int head_dim) {
+// The configurations of the phase's families (by key) that accept a small problem of this shape.
+std::set<std::string> accepting(const Backend& be, Phase phase, DType dt, int block_size,
+                                int head_dim) {
   AttnParams p;
   p.dtype = dt;
   p.num_heads = 4;
@@ -38,20 +42,60 @@ bool accepts(const Backend& be, Phase phase, DType dt, int block_size, int head_
   g.pool_factor = 1.0;
   const Problem pr = phase == Phase::decode ? make_decode_problem(p, {1}, g)
                                             : make_prefill_problem(p, {1}, {1}, g);
+  std::set<std::string> out;
   for (const FamilyDecl& f : be.declaration().families) {
     if (family_is_decode(f.family) != (phase == Phase::decode)) {
       continue;
     }
     for (const KernelConfig& cfg : be.config_space(f.family, p)) {
       if (!be.can_run(cfg, pr)) {
-        return true;
+        out.insert(cfg.key());
       }
     }
   }
-  return false;
+  return out;
+}
+
+bool accepts(const Backend& be, Phase phase, DType dt, int block_size, int head_dim) {
+  return !accepting(be, phase, dt, block_size, head_dim).empty();
 }
 
 } // namespace
+
+std::vector<int> home_block_sizes(const std::vector<std::pair<int, std::set<std::string>>>& by_size) {
+  std::set<std::string> uncovered;
+  for (const auto& [bs, keys] : by_size) {
+    uncovered.insert(keys.begin(), keys.end());
+  }
+  std::vector<int> homes;
+  while (!uncovered.empty()) {
+    int best = 0;
+    std::size_t best_count = 0;
+    for (const auto& [bs, keys] : by_size) {
+      std::size_t n = 0;
+      for (const std::string& k : keys) {
+        n += uncovered.count(k);
+      }
+      if (n > best_count) { // the first listed wins a tie
+        best = bs;
+        best_count = n;
+      }
+    }
+    if (best_count == 0) {
+      break;
+    }
+    homes.push_back(best);
+    for (const auto& [bs, keys] : by_size) {
+      if (bs == best) {
+        for (const std::string& k : keys) {
+          uncovered.erase(k);
+        }
+      }
+    }
+  }
+  return homes;
+}
+
 
 std::vector<int> candidate_block_sizes(const std::vector<int>& partitions) {
   std::set<int> out = {8, 16, 32, 64, 128};
@@ -113,14 +157,32 @@ KernelTargets kernel_targets(const Backend& be, Phase phase, DType dt) {
   if (bs0 == 0) {
     return t;
   }
+  // Which configurations accept each candidate block size (at d0), the usual sizes first.
+  std::map<int, std::set<std::string>> keys_by_size;
   for (int bs : blocks) {
-    if (accepts(be, phase, dt, bs, d0)) {
+    std::set<std::string> keys = accepting(be, phase, dt, bs, d0);
+    if (!keys.empty()) {
       t.block_sizes.push_back(bs);
+      keys_by_size.emplace(bs, std::move(keys));
     }
   }
+  std::vector<std::pair<int, std::set<std::string>>> by_size;
+  for (int bs : {16, 32, 64, 8, 128}) {
+    if (auto it = keys_by_size.find(bs); it != keys_by_size.end()) {
+      by_size.emplace_back(bs, std::move(it->second));
+      keys_by_size.erase(it);
+    }
+  }
+  for (auto& [bs, keys] : keys_by_size) {
+    by_size.emplace_back(bs, std::move(keys));
+  }
+  t.home_block_sizes = home_block_sizes(by_size);
   for (int d : dims) {
-    if (accepts(be, phase, dt, bs0, d)) {
-      t.head_dims.push_back(d);
+    for (int bs : t.home_block_sizes) {
+      if (accepts(be, phase, dt, bs, d)) {
+        t.head_dims.push_back(d);
+        break;
+      }
     }
   }
   return t;

@@ -4,6 +4,9 @@
 // asking can_run on small problems of each candidate size. The plugin ABI declares no block or
 // head sizes: can_run's answers are the declaration.
 #pragma once
+#include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "src/backends/backend.h"
@@ -16,6 +19,12 @@ namespace attn {
 [[nodiscard]] std::vector<int> candidate_block_sizes(const std::vector<int>& partitions);
 // The head sizes asked about.
 [[nodiscard]] std::vector<int> candidate_head_dims();
+
+// The block sizes verify's one-size groups run at: from (block size, the configurations that
+// accept it) in order of preference, the size accepted by the most configurations not yet
+// covered, until every configuration that accepts any is covered (a tie goes to the earlier).
+[[nodiscard]] std::vector<int>
+home_block_sizes(const std::vector<std::pair<int, std::set<std::string>>>& by_size);
 
 // The targets of `be` for one phase and dtype (the declared families of the phase only).
 [[nodiscard]] KernelTargets kernel_targets(const Backend& be, Phase phase, DType dtype);

@@ -195,14 +195,25 @@ void shuffle(std::vector<int>& v, uint64_t seed) {
 std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64_t seed,
                                      const KernelTargets& aim) {
   const Sizes sz = sizes_for(in);
-  // The set's own sizes: the block and head size most groups use, the ones the edge groups cross.
-  const int bs0 = pick(aim.block_sizes, {16, 32, 64, 8, 128});
+  // The set's own sizes: the block sizes the one-size groups run at (the first keeps their plain
+  // names), the head size most groups use, the ones the edge groups cross.
+  const std::vector<int> homes =
+      aim.home_block_sizes.empty()
+          ? std::vector<int>{pick(aim.block_sizes, {16, 32, 64, 8, 128})}
+          : aim.home_block_sizes;
+  const int bs0 = homes.front();
   const int d0 = pick(aim.head_dims, {128, 64, 256, 96});
   const int d_mask = in == Intensity::quick ? pick(aim.head_dims, {64, 128, 256, 96}) : d0;
   // The partition batches are long (two partitions past each one): a small head size keeps
   // their data cheap to draw.
   const int d_part = pick(aim.head_dims, {64, 128, 256, 96});
   const std::vector<int> edge_blocks = aimed(sz.block_sizes, aim.block_sizes, bs0, true);
+  // A home block size the edge groups leave out gets its block edges in a group of its own (so
+  // that the edge groups' cases, and what their seeds reproduce, stay as they were).
+  auto edges_at_home = [&](std::size_t h) {
+    return h > 0 &&
+           std::find(edge_blocks.begin(), edge_blocks.end(), homes[h]) == edge_blocks.end();
+  };
   const std::vector<int> edge_dims = aimed(sz.head_dims, aim.head_dims, d0, false);
   const std::string ph = phase == Phase::decode ? "decode" : "prefill";
   const std::string suffix = std::string("/").append(dtype_name(dt));
@@ -236,32 +247,46 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
         add("edges", base_params(dt, 4, 2, d, bs), {}, lens);
       }
     }
-    // Each partition's boundaries in a ragged batch of their own, in a seeded order.
-    for (int part : partitions) {
-      const int bs = block_for_partition(part, bs0, aim.block_sizes);
-      if (bs == 0) {
-        continue; // no accepted block size divides it: no configuration could run it
+    for (std::size_t h = 0; h < homes.size(); ++h) {
+      const int home = homes[h];
+      const std::string tag = h == 0 ? "" : "-bs" + std::to_string(home);
+      for (int d : edge_dims) {
+        if (edges_at_home(h)) {
+          std::vector<int> lens = block_edges(home, partitions, sz.max_len);
+          lens.push_back(0);
+          add("edges" + tag, base_params(dt, 4, 2, d, home), {}, lens);
+        }
       }
-      std::vector<int> lens = around(part);
-      lens.push_back(1);
-      shuffle(lens, mix_seed(seed, "decode-partition-lens", part));
-      add("partition", base_params(dt, 8, 2, d_part, bs), {}, lens);
+      // Each partition's boundaries in a ragged batch of their own, in a seeded order (at the
+      // other homes only where the home divides the partition: else the first home's batch).
+      for (int part : partitions) {
+        const int bs = h == 0 ? block_for_partition(part, home, aim.block_sizes)
+                              : (part % home == 0 ? home : 0);
+        if (bs == 0) {
+          continue; // no accepted block size divides it: no configuration could run it
+        }
+        std::vector<int> lens = around(part);
+        lens.push_back(1);
+        shuffle(lens, mix_seed(seed, "decode-partition-lens", part));
+        add("partition" + tag, base_params(dt, 8, 2, d_part, bs), {}, lens);
+      }
+      // GQA ratios 1..16 and MQA.
+      for (int ratio : {1, 2, 4, 8, 16}) {
+        const uint64_t s = mix_seed(seed, "decode-gqa-lens", ratio);
+        add("gqa" + tag, base_params(dt, 2 * ratio, 2, d0, home), {},
+            ragged_lengths(s, 5, home, partitions, sz.max_len));
+      }
+      add("gqa" + tag, base_params(dt, 16, 1, d0, home), {},
+          ragged_lengths(mix_seed(seed, "decode-mqa-lens", 0), 5, home, partitions, sz.max_len));
+      for (const auto& m : kMaskVariants) {
+        const AttnParams p = with_mask(base_params(dt, 4, 2, d_mask, home), m);
+        add("masks" + tag, p, {},
+            ragged_lengths(mix_seed(seed, m.name, 1), 6, home, partitions, sz.max_len));
+      }
+      add("shared-prefix" + tag, base_params(dt, 8, 2, d0, home), {}, {300, 97, 1025, 64, 513},
+          true);
+      add("long" + tag, base_params(dt, 8, 1, d0, home), {}, sz.long_lens);
     }
-    // GQA ratios 1..16 and MQA.
-    for (int ratio : {1, 2, 4, 8, 16}) {
-      const uint64_t s = mix_seed(seed, "decode-gqa-lens", ratio);
-      add("gqa", base_params(dt, 2 * ratio, 2, d0, bs0), {},
-          ragged_lengths(s, 5, bs0, partitions, sz.max_len));
-    }
-    add("gqa", base_params(dt, 16, 1, d0, bs0), {},
-        ragged_lengths(mix_seed(seed, "decode-mqa-lens", 0), 5, bs0, partitions, sz.max_len));
-    for (const auto& m : kMaskVariants) {
-      const AttnParams p = with_mask(base_params(dt, 4, 2, d_mask, bs0), m);
-      add("masks", p, {},
-          ragged_lengths(mix_seed(seed, m.name, 1), 6, bs0, partitions, sz.max_len));
-    }
-    add("shared-prefix", base_params(dt, 8, 2, d0, bs0), {}, {300, 97, 1025, 64, 513}, true);
-    add("long", base_params(dt, 8, 1, d0, bs0), {}, sz.long_lens);
     return cases;
   }
 
@@ -274,53 +299,67 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
       add("varlen", base_params(dt, 4, 2, d, bs), lens, lens);
     }
   }
-  // The declared tiles' edges: query lengths around each query tile (q = k, causal), key lengths
-  // around each key tile under a few query rows (chunked).
-  for (int t : aim.q_tiles) {
-    const std::vector<int> q = around(t);
-    add("tiles", base_params(dt, 4, 2, d0, bs0), q, q);
-  }
-  for (int t : aim.k_tiles) {
-    const std::vector<int> k = around(t);
-    std::vector<int> q;
-    for (std::size_t i = 0; i < k.size(); ++i) {
-      q.push_back(std::min(k[i], int(1 + 3 * i)));
+  for (std::size_t h = 0; h < homes.size(); ++h) {
+    const int home = homes[h];
+    const std::string tag = h == 0 ? "" : "-bs" + std::to_string(home);
+    for (int d : edge_dims) {
+      if (edges_at_home(h)) {
+        std::vector<int> lens = block_edges(home, {}, L);
+        lens.push_back(0);
+        add("varlen" + tag, base_params(dt, 4, 2, d, home), lens, lens);
+      }
     }
-    add("tiles", base_params(dt, 4, 2, d0, bs0), q, k);
+    // The declared tiles' edges: query lengths around each query tile (q = k, causal), key
+    // lengths around each key tile under a few query rows (chunked).
+    for (int t : aim.q_tiles) {
+      const std::vector<int> q = around(t);
+      add("tiles" + tag, base_params(dt, 4, 2, d0, home), q, q);
+    }
+    for (int t : aim.k_tiles) {
+      const std::vector<int> k = around(t);
+      std::vector<int> q;
+      for (std::size_t i = 0; i < k.size(); ++i) {
+        q.push_back(std::min(k[i], int(1 + 3 * i)));
+      }
+      add("tiles" + tag, base_params(dt, 4, 2, d0, home), q, k);
+    }
+    {
+      // Chunked prefill and prefix caching: q_len < k_len.
+      std::vector<int> q = {1, 17, 64, 5, 33};
+      std::vector<int> k = {1 + 15, 17 + 16, 64 + 100, 5 + 17, 33 + 3 * 16};
+      add("chunked" + tag, base_params(dt, 4, 2, d0, home), q, k);
+      if (h == 0) {
+        add("chunked", base_params(dt, 4, 4, pick(aim.head_dims, {64, 128, 256, 96}),
+                                   pick(aim.block_sizes, {32, 64, 16, 128, 8})),
+            {8, 40}, {200, 41});
+      }
+    }
+    {
+      // q_len > k_len: leading rows see no key under a causal mask.
+      AttnParams p = base_params(dt, 4, 2, pick(aim.head_dims, {64, 128, 256, 96}), home);
+      add("q-gt-k" + tag, p, {20, 10, 3, 17}, {5, 0, 1, 16});
+      p.causal = false;
+      add("q-gt-k" + tag, p, {20, 10, 3}, {5, 0, 1});
+      p.causal = true;
+      p.window_left = 2;
+      add("q-gt-k" + tag, p, {9, 4}, {3, 1});
+    }
+    for (int ratio : {1, 2, 4, 8, 16}) {
+      std::vector<int> q =
+          ragged_lengths(mix_seed(seed, "prefill-gqa-q", ratio), 3, home, {}, L / 2);
+      add("gqa" + tag, base_params(dt, 2 * ratio, 2, d0, home), q, q);
+    }
+    add("gqa" + tag, base_params(dt, 8, 1, d0, home), {33, 70}, {33, 90});
+    for (const auto& m : kMaskVariants) {
+      const AttnParams p = with_mask(base_params(dt, 4, 2, d_mask, home), m);
+      std::vector<int> q = ragged_lengths(mix_seed(seed, m.name, 2), 3, home, {}, L / 2);
+      std::vector<int> k = q;
+      k[0] += 37; // one chunked sequence per mask option
+      add("masks" + tag, p, q, k);
+    }
+    add("shared-prefix" + tag, base_params(dt, 4, 2, d0, home), {40, 7, 64}, {160, 97, 200},
+        true);
   }
-  {
-    // Chunked prefill and prefix caching: q_len < k_len.
-    std::vector<int> q = {1, 17, 64, 5, 33};
-    std::vector<int> k = {1 + 15, 17 + 16, 64 + 100, 5 + 17, 33 + 3 * 16};
-    add("chunked", base_params(dt, 4, 2, d0, bs0), q, k);
-    add("chunked", base_params(dt, 4, 4, pick(aim.head_dims, {64, 128, 256, 96}),
-                               pick(aim.block_sizes, {32, 64, 16, 128, 8})),
-        {8, 40}, {200, 41});
-  }
-  {
-    // q_len > k_len: leading rows see no key under a causal mask.
-    AttnParams p = base_params(dt, 4, 2, pick(aim.head_dims, {64, 128, 256, 96}), bs0);
-    add("q-gt-k", p, {20, 10, 3, 17}, {5, 0, 1, 16});
-    p.causal = false;
-    add("q-gt-k", p, {20, 10, 3}, {5, 0, 1});
-    p.causal = true;
-    p.window_left = 2;
-    add("q-gt-k", p, {9, 4}, {3, 1});
-  }
-  for (int ratio : {1, 2, 4, 8, 16}) {
-    std::vector<int> q =
-        ragged_lengths(mix_seed(seed, "prefill-gqa-q", ratio), 3, bs0, {}, L / 2);
-    add("gqa", base_params(dt, 2 * ratio, 2, d0, bs0), q, q);
-  }
-  add("gqa", base_params(dt, 8, 1, d0, bs0), {33, 70}, {33, 90});
-  for (const auto& m : kMaskVariants) {
-    const AttnParams p = with_mask(base_params(dt, 4, 2, d_mask, bs0), m);
-    std::vector<int> q = ragged_lengths(mix_seed(seed, m.name, 2), 3, bs0, {}, L / 2);
-    std::vector<int> k = q;
-    k[0] += 37; // one chunked sequence per mask option
-    add("masks", p, q, k);
-  }
-  add("shared-prefix", base_params(dt, 4, 2, d0, bs0), {40, 7, 64}, {160, 97, 200}, true);
   return cases;
 }
 

@@ -39,6 +39,11 @@ struct KernelTargets {
   std::vector<int> q_tiles;     // prefill's declared "q_tile" values
   std::vector<int> k_tiles;     // prefill's declared "k_tile" values
   std::vector<int> block_sizes; // accepted by some configuration; empty: not known
+  // The block sizes the one-size groups (GQA, masks, shared prefix, long contexts, chunked,
+  // tiles, ...) run at, so that every configuration gets them at a size it accepts: the first
+  // keeps the groups' plain names, each other adds "-bsN" (a set whose configurations want 16
+  // and 32 alike gets both). Empty: 16 where accepted, else the smallest accepted.
+  std::vector<int> home_block_sizes;
   std::vector<int> head_dims;   // likewise
 };
 

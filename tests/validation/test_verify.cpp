@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
+#include "src/backends/cpu/cpu_backend.h"
+#include "src/validation/kernel_targets.h"
 #include "src/validation/verify.h"
 
 using namespace attn;
@@ -194,5 +197,132 @@ TEST(VerifyCases, PrefillAimsAtDeclaredTiles) {
   }
   for (int v : {79, 80, 81, 159, 160, 161}) {
     EXPECT_TRUE(k.count(v)) << "key length " << v;
+  }
+}
+
+// The home block sizes cover every configuration that accepts some block size with as few sizes
+// as they can, the preferred first on a tie.
+TEST(KernelTargets, HomeBlockSizesCoverEveryConfiguration) {
+  using Sizes = std::vector<std::pair<int, std::set<std::string>>>;
+  // Every configuration takes 16: 16 alone (the built-in kernels).
+  EXPECT_EQ(home_block_sizes(Sizes{{16, {"a", "b"}}, {32, {"a", "b"}}}), std::vector<int>{16});
+  // vLLM CPU: vec16 takes 16 and 32, vec and amx only multiples of 32: 32 covers all three.
+  EXPECT_EQ(home_block_sizes(Sizes{{16, {"vec16"}}, {32, {"vec16", "vec", "amx"}}}),
+            std::vector<int>{32});
+  // Configurations that share no size: one home each, the most covering first.
+  EXPECT_EQ(home_block_sizes(Sizes{{16, {"a"}}, {32, {"b", "c"}}, {64, {"b"}}}),
+            (std::vector<int>{32, 16}));
+  EXPECT_TRUE(home_block_sizes(Sizes{}).empty());
+}
+
+// Each home after the first gets the one-size groups again under "-bsN", and its block edges
+// (also under "-bsN" where the intensity's edge groups leave its size out); the first home's cases keep their names (so seeds reproduce the same cases).
+TEST(VerifyCases, EveryHomeBlockSizeGetsTheOneSizeGroups) {
+  KernelTargets one;
+  one.block_sizes = {16, 32};
+  one.home_block_sizes = {16};
+  KernelTargets two = one;
+  two.home_block_sizes = {16, 32};
+  for (Phase ph : {Phase::decode, Phase::prefill}) {
+    const auto a = verify_cases(ph, DType::bf16, Intensity::quick, 5, one);
+    const auto b = verify_cases(ph, DType::bf16, Intensity::quick, 5, two);
+    std::map<std::string, const VerifyCase*> by_name;
+    for (const auto& c : b) {
+      by_name[c.name()] = &c;
+    }
+    for (const auto& c : a) {
+      ASSERT_TRUE(by_name.count(c.name())) << c.name();
+      EXPECT_EQ(by_name[c.name()]->seed, c.seed) << c.name();
+      EXPECT_EQ(by_name[c.name()]->params.block_size, c.params.block_size) << c.name();
+    }
+    const std::string ph_name = ph == Phase::decode ? "decode" : "prefill";
+    std::set<std::string> at32;
+    for (const auto& c : b) {
+      if (c.params.block_size == 32) {
+        at32.insert(c.group);
+      }
+    }
+    for (const std::string g : {"gqa-bs32", "masks-bs32", "shared-prefix-bs32",
+                                ph == Phase::decode ? "long-bs32" : "q-gt-k-bs32",
+                                ph == Phase::decode ? "edges-bs32" : "varlen-bs32"}) {
+      EXPECT_TRUE(at32.count(ph_name + "/" + g + "/bf16")) << ph_name << " " << g;
+    }
+    for (const auto& c : b) {
+      if (c.group.find("-bs32") != std::string::npos) {
+        EXPECT_EQ(c.params.block_size, 32) << c.name();
+      }
+    }
+  }
+}
+
+namespace {
+
+// The CPU kernels behind a knob `bs` that names the one block size each configuration runs
+// (decode_v1, split 0), with configuration bs=32 ignoring softcap when `plant` is set: a kernel
+// set whose configurations share no block size, and a bug only a mask case at 32 can show.
+class OneBlockSize : public Backend {
+public:
+  explicit OneBlockSize(bool plant) : inner_(make_cpu_backend({.threads = 2, .kernels = ""})),
+                                      plant_(plant) {
+    decl_ = inner_->declaration();
+    decl_.name = "one-block-size";
+    decl_.families = {FamilyDecl{Family::decode_v1, KvLayout::HND, true, {{"bs", {16, 32}}}}};
+  }
+  const DeviceInfo& info() const override { return inner_->info(); }
+  const KernelSetDecl& declaration() const override { return decl_; }
+
+protected:
+  std::optional<std::string> refuse(const KernelConfig& c, const Problem& p) const override {
+    if (p.params.block_size != c.get("bs", 0)) {
+      return "runs block size " + std::to_string(c.get("bs", 0)) + " only";
+    }
+    return inner_->can_run(inner_config(), p);
+  }
+  std::unique_ptr<PreparedRun> make_run(const Problem& p, const KernelConfig& c,
+                                        const FamilyDecl&) override {
+    Problem q = p;
+    if (plant_ && c.get("bs", 0) == 32) {
+      q.params.softcap = 0.0;
+    }
+    return inner_->prepare(q, inner_config());
+  }
+
+private:
+  static KernelConfig inner_config() { return {Family::decode_v1, {{"split", 0}}}; }
+  std::unique_ptr<Backend> inner_;
+  KernelSetDecl decl_;
+  bool plant_;
+};
+
+} // namespace
+
+// verify aims the mask, GQA and long-context groups at each configuration's own block size: a
+// bug in the block-size-32 configuration's softcap is caught by the masks group at 32 (and only
+// there), and that configuration is checked, not skipped, in every one-size group.
+TEST(Verify, EveryConfigurationGetsTheGroupsAtABlockSizeItAccepts) {
+  VerifyOptions opt;
+  opt.families = {Family::decode_v1};
+  opt.dtypes = {DType::f32};
+  opt.intensity = Intensity::quick;
+  opt.reference_threads = 2;
+  OneBlockSize planted(true);
+  const VerifyReport rep = run_verify(planted, opt, nullptr);
+  std::set<std::string> checked32;
+  int softcap_failures = 0;
+  for (const VerifyTestcase& tc : rep.testcases) {
+    if (tc.config == "decode_v1[bs=32]" && tc.passed > 0) {
+      checked32.insert(tc.group);
+    }
+    if (tc.failed > 0) {
+      EXPECT_EQ(tc.config, "decode_v1[bs=32]");
+      EXPECT_EQ(tc.group, "decode/masks-bs32/fp32");
+      softcap_failures += tc.failed;
+    }
+  }
+  EXPECT_EQ(softcap_failures, 2); // the two mask options with a softcap
+  EXPECT_EQ(rep.failed, softcap_failures);
+  for (const char* g : {"decode/edges-bs32/fp32", "decode/gqa-bs32/fp32", "decode/masks-bs32/fp32",
+                        "decode/long-bs32/fp32", "decode/shared-prefix-bs32/fp32"}) {
+    EXPECT_TRUE(checked32.count(g)) << g;
   }
 }
