@@ -2,9 +2,9 @@
 
 Standard library only (copy this one file next to the engine). It makes the same choice as
 `attn-tune table lookup` and the C++ reader include/attn_tune/threshold_table_reader.hpp: nearest
-table point, then the point's crossover context intervals (versions 2 and 3; `v2_from` in version
+table point, then the point's crossover context intervals (versions 2 to 4; `v2_from` in version
 1), then that family's best configuration at the nearest measured context length. It reads table
-versions 1 to 3.
+versions 1 to 4.
 
 Full lookup (family and the configuration to launch):
 
@@ -15,6 +15,16 @@ Full lookup (family and the configuration to launch):
     choice.config        # {"family": ..., "params": {"partition": 512, ...}, "key": ...}
     choice.partition     # 512; None for v1 and for a v2 whose kernel chooses its splits
     choice.kernel_chooses_splits  # v2 without a "partition": launch it without one
+
+A whole decode batch: pass its sequences' context lengths instead of batch and context_len. A
+version 4 table with `batch_rules` decides for the batch from its size and its longest, total
+and mean length (the nearest rule's tree, docs/threshold-table.md "Batches and batch rules");
+any other table answers as for batch=len(seq_lens), context_len=max(seq_lens):
+
+    choice = table.lookup(seq_lens=[30, 20000, 512], num_heads=32, num_kv_heads=8,
+                          head_dim=128, block_size=16, dtype="bf16")
+    choice.batch_rule    # True where a batch rule answered
+    choice.batch_path    # the splits the batch took: "max_len >= 4096, mean_len < 2048"
 
 Replacing an engine's hard-coded v1/v2 rule. Engines such as the seed engine decide with a
 function `should_use_paged_v2(seq_len, num_kv_heads, block_size=16, partition_size=512)`; the
@@ -72,8 +82,11 @@ FLEET_SCHEMA = "attn-tune/fleet-table"
 FLEET_VERSION = 1
 # The version attn-tune writes and the oldest one still read (kTableSchemaVersion and
 # kOldestTableSchemaVersion of the C++ reader).
-VERSION = 3
+VERSION = 4
 OLDEST_VERSION = 1
+# What a `batch_rules` tree may split on (BatchFeatures of the C++ reader), and its deepest node.
+BATCH_FEATURES = ("batch", "max_len", "sum_len", "mean_len")
+MAX_TREE_DEPTH = 64
 # Must match kCategoryPenalty and kTieEpsilon of the C++ reader.
 CATEGORY_PENALTY = 64.0
 TIE_EPSILON = 1e-9
@@ -97,8 +110,11 @@ class Choice:
     config_key: str
     exact_point: bool
     distance: float
-    measured_context: int
-    point: dict = field(repr=False)
+    measured_context: int  # 0 for a batch rule's answer
+    point: dict = field(repr=False)  # the decode point (without "measured") or batch rule
+    # (without "tree") that answered
+    batch_rule: bool = False  # a `batch_rules` tree answered (a lookup with seq_lens)
+    batch_path: str = ""  # the splits the batch took to its leaf: "max_len >= 4096, batch < 8"
 
     @property
     def partition(self):
@@ -116,6 +132,96 @@ class Choice:
 
 class TableError(ValueError):
     """The file is not a threshold table this reader understands."""
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v):
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+def _schema_fail(path, what):
+    raise TableError("threshold table: %s: %s" % (path, what))
+
+
+def _field(obj, path, key):
+    if not isinstance(obj, dict) or key not in obj:
+        _schema_fail(path + "." + key if path else key, "missing")
+    return obj[key]
+
+
+def _check_batch_rule(rule, path):
+    """A `batch_rules` entry as src/tuning/table_schema.cpp checks it: a shape without `batch`,
+    `batches` and a tree; TableError naming the first bad field."""
+    if not isinstance(rule, dict):
+        _schema_fail(path, "expected an object")
+    if not isinstance(_field(rule, path, "dtype"), str):
+        _schema_fail(path + ".dtype", "expected a string")
+    for key in ("head_dim", "block_size", "num_kv_heads", "gqa_ratio", "num_heads",
+                "window_left", "window_right", "batches"):
+        if not _is_int(_field(rule, path, key)):
+            _schema_fail(path + "." + key, "expected an integer")
+    for key in ("head_dim", "block_size", "num_kv_heads", "gqa_ratio", "num_heads"):
+        if rule[key] < 1:
+            _schema_fail(path + "." + key, "expected a positive integer")
+    if not isinstance(_field(rule, path, "causal"), bool):
+        _schema_fail(path + ".causal", "expected true or false")
+    if not _is_number(_field(rule, path, "softcap")):
+        _schema_fail(path + ".softcap", "expected a number")
+    _check_tree(_field(rule, path, "tree"), path + ".tree", 0)
+
+
+def _check_tree(node, path, depth):
+    if not isinstance(node, dict):
+        _schema_fail(path, "expected a split or a leaf object")
+    if depth > MAX_TREE_DEPTH:
+        _schema_fail(path, "deeper than %d" % MAX_TREE_DEPTH)
+    if "feature" in node:
+        if node["feature"] not in BATCH_FEATURES:
+            _schema_fail(path + ".feature", 'expected "batch", "max_len", "sum_len" or '
+                                            '"mean_len"')
+        if not _is_number(_field(node, path, "threshold")):
+            _schema_fail(path + ".threshold", "expected a number")
+        _check_tree(_field(node, path, "below"), path + ".below", depth + 1)
+        _check_tree(_field(node, path, "at_or_above"), path + ".at_or_above", depth + 1)
+        return
+    if _field(node, path, "family") not in ("decode_v1", "decode_v2"):
+        _schema_fail(path + ".family", 'expected "decode_v1" or "decode_v2"')
+    config = _field(node, path, "config")
+    if not isinstance(config, dict):
+        _schema_fail(path + ".config", "expected an object")
+    cpath = path + ".config"
+    if not isinstance(_field(config, cpath, "family"), str):
+        _schema_fail(cpath + ".family", "expected a string")
+    if not isinstance(_field(config, cpath, "params"), dict):
+        _schema_fail(cpath + ".params", "expected an object")
+    if not isinstance(_field(config, cpath, "key"), str):
+        _schema_fail(cpath + ".key", "expected a string")
+    partition = config["params"].get("partition")
+    if partition is not None and (not _is_int(partition) or partition < 1):
+        _schema_fail(cpath + ".params.partition", "expected a positive integer")
+
+
+def batch_features(seq_lens):
+    """What a `batch_rules` tree splits on: {"batch", "max_len", "sum_len", "mean_len"} of a
+    decode batch's context lengths."""
+    total = sum(seq_lens)
+    return {"batch": len(seq_lens), "max_len": max(seq_lens), "sum_len": total,
+            "mean_len": total / len(seq_lens)}
+
+
+def batch_tree_leaf(node, features):
+    """The leaf of a `batch_rules` tree a batch with `features` reaches, and the splits it took
+    ("max_len >= 4096, batch < 8"): a split sends the batch to "below" when its feature is under
+    the threshold, else to "at_or_above"."""
+    path = []
+    while "feature" in node:
+        below = features[node["feature"]] < node["threshold"]
+        path.append("%s %s %g" % (node["feature"], "<" if below else ">=", node["threshold"]))
+        node = node["below" if below else "at_or_above"]
+    return node, ", ".join(path)
 
 
 def _lr(a, b):
@@ -146,6 +252,12 @@ class ThresholdTable:
                              "%d to %d)" % (version, OLDEST_VERSION, VERSION))
         if not isinstance(table.get("decode"), list):
             raise TableError("threshold table has no 'decode' list")
+        if version >= 4 and "batch_rules" in table:
+            rules = table["batch_rules"]
+            if not isinstance(rules, list):
+                _schema_fail("batch_rules", "expected a list")
+            for i, rule in enumerate(rules):
+                _check_batch_rule(rule, "batch_rules[%d]" % i)
         self.table = table
         self.version = version
         self.selection = None  # set when read for a device (open_for_device)
@@ -240,8 +352,59 @@ class ThresholdTable:
             raise TableError("threshold table has no decode points")
         return best, best_d
 
-    def lookup(self, batch, context_len, num_heads, num_kv_heads, head_dim, block_size, dtype,
-               causal=True, window_left=-1, window_right=-1, softcap=0.0):
+    @staticmethod
+    def shape_distance(p, num_heads, num_kv_heads, head_dim, block_size, dtype, causal,
+                       window_left, window_right, softcap):
+        """`distance` without the batch term: the distance of a batch rule, which covers every
+        batch (summed in the C++ reader's order)."""
+        d = (_lr(p["num_kv_heads"], num_kv_heads) + _lr(p["gqa_ratio"], num_heads / num_kv_heads)
+             + _lr(p["head_dim"], head_dim) + _lr(p["block_size"], block_size))
+        if p["dtype"] != dtype:
+            d += CATEGORY_PENALTY
+        if (p["causal"] != causal or p["window_left"] != window_left
+                or p["window_right"] != window_right or float(p["softcap"]) != float(softcap)):
+            d += CATEGORY_PENALTY
+        return d
+
+    @property
+    def has_batch_rules(self):
+        """Whether the table decides whole batches (version 4 with a non-empty `batch_rules`)."""
+        return self.version >= 4 and bool(self.table.get("batch_rules"))
+
+    def lookup(self, batch=None, context_len=None, num_heads=None, num_kv_heads=None,
+               head_dim=None, block_size=None, dtype=None, causal=True, window_left=-1,
+               window_right=-1, softcap=0.0, *, seq_lens=None):
+        """v1 or v2 and the configuration for a decode call of `batch` sequences whose longest
+        is `context_len`, or for the decode batch whose context lengths are `seq_lens` (then
+        batch and context_len may be left out; given, they must be its size and longest). With
+        seq_lens, a table with batch rules answers from the nearest rule's tree (Choice.batch_rule
+        True); any other table as for batch=len(seq_lens), context_len=max(seq_lens)."""
+        for name, value in (("num_heads", num_heads), ("num_kv_heads", num_kv_heads),
+                            ("head_dim", head_dim), ("block_size", block_size),
+                            ("dtype", dtype)):
+            if value is None:
+                raise TypeError("lookup() missing required argument: '%s'" % name)
+        if seq_lens is not None:
+            if hasattr(seq_lens, "tolist") and not isinstance(seq_lens, (list, tuple)):
+                seq_lens = seq_lens.tolist()
+            seq_lens = list(seq_lens)
+            if not seq_lens:
+                raise ValueError("lookup needs at least one context length in seq_lens")
+            if any(not _is_int(n) or n < 1 for n in seq_lens):
+                raise ValueError("lookup needs context lengths >= 1 (integers)")
+            for name, given, got in (("batch", batch, len(seq_lens)),
+                                     ("context_len", context_len, max(seq_lens))):
+                if given is not None and given != got:
+                    raise ValueError("lookup: %s=%r disagrees with seq_lens (%r)"
+                                     % (name, given, got))
+            if self.has_batch_rules:
+                return self._lookup_batch(seq_lens, num_heads, num_kv_heads, head_dim,
+                                          block_size, dtype, causal, window_left, window_right,
+                                          softcap)
+            batch, context_len = len(seq_lens), max(seq_lens)
+        for name, value in (("batch", batch), ("context_len", context_len)):
+            if value is None:
+                raise TypeError("lookup() missing required argument: '%s' (or seq_lens)" % name)
         if min(batch, context_len, num_heads, num_kv_heads, head_dim, block_size) < 1:
             raise ValueError("lookup needs positive batch, context_len, heads, head_dim and "
                              "block_size")
@@ -266,6 +429,24 @@ class ThresholdTable:
                               measured_context=pick["context_len"], point=point)
             family = "decode_v1" if family == "decode_v2" else "decode_v2"
         raise TableError("threshold table point has no measured configuration")
+
+    def _lookup_batch(self, seq_lens, num_heads, num_kv_heads, head_dim, block_size, dtype,
+                      causal, window_left, window_right, softcap):
+        """The nearest batch rule's leaf for the batch `seq_lens` (ties: the first rule)."""
+        if min(num_heads, num_kv_heads, head_dim, block_size) < 1:
+            raise ValueError("lookup needs positive heads, head_dim and block_size")
+        best, best_d = None, 0.0
+        for r in self.table["batch_rules"]:
+            d = self.shape_distance(r, num_heads, num_kv_heads, head_dim, block_size, dtype,
+                                    causal, window_left, window_right, softcap)
+            if best is None or d < best_d - TIE_EPSILON:
+                best, best_d = r, d
+        leaf, path = batch_tree_leaf(best["tree"], batch_features(seq_lens))
+        cfg = leaf["config"]
+        return Choice(family=leaf["family"], config=cfg, config_key=cfg["key"],
+                      exact_point=best_d == 0.0, distance=best_d, measured_context=0,
+                      point={k: v for k, v in best.items() if k != "tree"}, batch_rule=True,
+                      batch_path=path)
 
     # ---- v1/v2 answers for an engine's hot path -------------------------------------------
 
@@ -579,14 +760,19 @@ def use_v2(table_or_path, seq_len, num_kv_heads, block_size=16, partition_size=5
 
 
 def main(argv=None):
-    """`python3 attn_tune_table.py TABLE --batch B --context-len C ...`: prints what
-    `attn-tune table lookup` prints ("family config_key", and "(the kernel chooses its splits)"
-    after a decode_v2 without a partition)."""
+    """`python3 attn_tune_table.py TABLE --batch B --context-len C ...` (or `--seq-lens
+    30,20000,512` for a whole batch): prints what `attn-tune table lookup` prints ("family
+    config_key", then "(the kernel chooses its splits)" after a decode_v2 without a partition and
+    "(batch rule: PATH)" where a batch rule answered)."""
     import argparse
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("table")
-    for name in ("batch", "context-len", "num-heads", "num-kv-heads", "head-dim", "block-size"):
+    for name in ("batch", "context-len"):
+        ap.add_argument("--" + name, type=int)
+    ap.add_argument("--seq-lens", help="the batch's context lengths, comma-separated (in place "
+                                       "of --batch and --context-len)")
+    for name in ("num-heads", "num-kv-heads", "head-dim", "block-size"):
         ap.add_argument("--" + name, type=int, required=True)
     ap.add_argument("--dtype", required=True)
     ap.add_argument("--window-left", type=int, default=-1)
@@ -595,14 +781,24 @@ def main(argv=None):
     ap.add_argument("--nearest", action="store_true",
                     help="no entry for the device: the nearest by SM count and bandwidth")
     a = ap.parse_args(argv)
+    seq_lens = None
+    if a.seq_lens is not None:
+        try:
+            seq_lens = [int(x) for x in a.seq_lens.replace(" ", "").split(",")]
+        except ValueError:
+            ap.error("--seq-lens: expected comma-separated context lengths, not %r" % a.seq_lens)
+    elif a.batch is None or a.context_len is None:
+        ap.error("give --batch and --context-len, or a batch's --seq-lens")
     t = ThresholdTable.load(a.table, device_name=a.device_name, nearest=a.nearest)
     if t.selection is not None and t.selection.said:
         print(t.selection.said, file=sys.stderr)
     c = t.lookup(
-        a.batch, a.context_len, a.num_heads, a.num_kv_heads, a.head_dim, a.block_size, a.dtype,
-        window_left=a.window_left, softcap=a.softcap)
+        None if seq_lens else a.batch, None if seq_lens else a.context_len, a.num_heads,
+        a.num_kv_heads, a.head_dim, a.block_size, a.dtype, window_left=a.window_left,
+        softcap=a.softcap, seq_lens=seq_lens)
     print(c.family, c.config_key, *(["(the kernel chooses its splits)"]
-                                     if c.kernel_chooses_splits else []))
+                                     if c.kernel_chooses_splits else []),
+          *(["(batch rule: %s)" % (c.batch_path or "one leaf")] if c.batch_rule else []))
     return 0
 
 

@@ -1,6 +1,7 @@
 """Tests of the Python table reader on the synthetic fixtures, version 3 and the version-2 and
-version-1 ones kept from before (the C++ reader's test reads the same files); with ATTN_TUNE_BIN
-set, every query is also put to `attn-tune table lookup` and the two answers must agree."""
+version-1 ones kept from before (the C++ reader's test reads the same files), and the version-4
+one with batch rules; with ATTN_TUNE_BIN set, every query is also put to `attn-tune table
+lookup` and the two answers must agree."""
 
 import copy
 import inspect
@@ -18,7 +19,9 @@ import attn_tune_table as att  # noqa: E402
 TESTDATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata")
 FIXTURE = os.path.join(TESTDATA, "synthetic_table.json")
 FIXTURE_V2 = os.path.join(TESTDATA, "synthetic_table_v2.json")
+FIXTURE_V3 = os.path.join(TESTDATA, "synthetic_table_v3.json")
 FIXTURE_V1 = os.path.join(TESTDATA, "synthetic_table_v1.json")
+FIXTURE_V4 = os.path.join(TESTDATA, "table_v4_batch_rules.json")
 SHIPPED = os.path.join(os.path.dirname(TESTDATA), "..", "results", "cpu-amd-epyc-quick.json")
 EXAMPLE = os.path.join(os.path.dirname(TESTDATA), "examples", "seed_engine_rule.py")
 
@@ -104,9 +107,11 @@ class ReaderTest(unittest.TestCase):
     def test_rejects_what_is_not_a_table(self):
         with self.assertRaises(att.TableError):
             att.ThresholdTable({})
-        with self.assertRaisesRegex(att.TableError, r"unsupported threshold table version 4 "
-                                    r"\(this reader reads versions 1 to 3\)"):
-            att.ThresholdTable(dict(self.t.table, version=4))
+        with self.assertRaisesRegex(att.TableError, r"unsupported threshold table version 5 "
+                                    r"\(this reader reads versions 1 to 4\)"):
+            att.ThresholdTable(dict(self.t.table, version=5))
+        with self.assertRaisesRegex(att.TableError, r"version 0 \(this reader reads versions 1 "):
+            att.ThresholdTable(dict(self.t.table, version=0))
         with self.assertRaises(att.TableError):
             att.ThresholdTable(dict(self.t.table, version=True))
         with self.assertRaises(ValueError):
@@ -135,7 +140,7 @@ class Version1Test(unittest.TestCase):
     """Tables written before version 3 (the kept fixtures, the shipped results) still read."""
 
     def test_version_2_fixture_answers_as_version_3(self):
-        t2, t3 = att.ThresholdTable.load(FIXTURE_V2), att.ThresholdTable.load(FIXTURE)
+        t2, t3 = att.ThresholdTable.load(FIXTURE_V2), att.ThresholdTable.load(FIXTURE_V3)
         self.assertEqual((t2.version, t3.version), (2, 3))
         for b, ctx in itertools.product((1, 4, 8, 64), (64, 512, 2048, 4095, 4096, 32768)):
             a, c = t2.lookup(**query(b, ctx)), t3.lookup(**query(b, ctx))
@@ -163,6 +168,236 @@ class Version1Test(unittest.TestCase):
                 self.assertTrue(c.exact_point)
                 v2 = att.ThresholdTable.uses_v2(p, 1, m["context_len"])
                 self.assertEqual(c.family, "decode_v2" if v2 else "decode_v1")
+
+
+def batch_query(seq_lens, kvh=8, heads=32, dtype="fp16", **kw):
+    return dict(seq_lens=seq_lens, num_heads=heads, num_kv_heads=kvh, head_dim=128,
+                block_size=16, dtype=dtype, **kw)
+
+
+class BatchRulesTest(unittest.TestCase):
+    """Version 4: a lookup with a batch's lengths reads `batch_rules` (the fixture is the version 3
+    one plus two rules: kvh 8 with a depth-2 tree, kvh 1 with one split)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.t = att.ThresholdTable.load(FIXTURE_V4)
+        cls.t3 = att.ThresholdTable.load(FIXTURE)
+
+    def answer(self, seq_lens, **kw):
+        c = self.t.lookup(**batch_query(seq_lens, **kw))
+        return c.family, c.config_key, c.partition
+
+    def test_both_sides_of_each_threshold(self):
+        v1 = ("decode_v1", "decode_v1[]", None)
+        v2_256 = ("decode_v2", "decode_v2[partition=256]", 256)
+        v2_512 = ("decode_v2", "decode_v2[partition=512]", 512)
+        v2_own = ("decode_v2", "decode_v2[]", None)
+        cases = [
+            # max_len < 4096, then batch < 8 | >= 8
+            ([30, 2000, 512], v2_256, "max_len < 4096, batch < 8"),
+            ([4095] * 7, v2_256, "max_len < 4096, batch < 8"),
+            ([4095] * 8, v1, "max_len < 4096, batch >= 8"),
+            ([100] * 64, v1, "max_len < 4096, batch >= 8"),
+            # max_len >= 4096 (4096 itself is at or above), then mean_len < 2048.5 | >= 2048.5
+            ([30, 20000, 512], v2_512, "max_len >= 4096, mean_len >= 2048.5"),
+            ([4096, 1], v2_512, "max_len >= 4096, mean_len >= 2048.5"),  # mean exactly 2048.5
+            ([4096, 1, 1], v2_own, "max_len >= 4096, mean_len < 2048.5"),
+            ([30] * 9 + [4096], v2_own, "max_len >= 4096, mean_len < 2048.5"),
+        ]
+        for lens, want, path in cases:
+            c = self.t.lookup(**batch_query(lens))
+            self.assertEqual((c.family, c.config_key, c.partition), want, lens)
+            self.assertEqual((c.batch_rule, c.batch_path), (True, path), lens)
+            self.assertTrue(c.exact_point)
+            self.assertEqual((c.distance, c.measured_context), (0.0, 0))
+            self.assertEqual(c.point["num_kv_heads"], 8)
+            self.assertNotIn("tree", c.point)
+        c = self.t.lookup(**batch_query([30, 30, 30, 4096]))
+        self.assertTrue(c.kernel_chooses_splits)
+        # The kvh-1 rule splits on the total length: 16384 is at or above.
+        self.assertEqual(self.answer([8192, 8191], kvh=1, heads=4), v1)
+        self.assertEqual(self.answer([8192, 8192], kvh=1, heads=4), v2_256)
+        self.assertEqual(self.t.lookup(**batch_query([8192, 8192], kvh=1, heads=4)).batch_path,
+                         "sum_len >= 16384")
+
+    def test_nearest_rule_without_the_batch_term(self):
+        # kvh 2 is one octave from the kvh-1 rule and two from the kvh-8 one.
+        c = self.t.lookup(**batch_query([100], kvh=2, heads=8))
+        self.assertEqual((c.point["num_kv_heads"], c.distance, c.exact_point), (1, 1.0, False))
+        # Another dtype: the same shape's rule, 64 away.
+        c = self.t.lookup(**batch_query([30, 20000, 512], dtype="bf16"))
+        self.assertEqual((c.point["num_kv_heads"], c.distance), (8, att.CATEGORY_PENALTY))
+        self.assertEqual(c.config_key, "decode_v2[partition=512]")
+        # A mask the rules lack costs 64 too; the batch's size never enters the distance.
+        for lens in ([5], [5] * 1000):
+            c = self.t.lookup(**batch_query(lens, window_left=4096))
+            self.assertEqual((c.point["num_kv_heads"], c.distance), (8, att.CATEGORY_PENALTY))
+        # Ties go to the first rule.
+        table = copy.deepcopy(self.t.table)
+        twin = copy.deepcopy(table["batch_rules"][0])
+        twin["tree"] = {"family": "decode_v1", "config": {"family": "decode_v1", "params": {},
+                                                          "key": "decode_v1[]"}}
+        table["batch_rules"].append(twin)
+        self.assertEqual(att.ThresholdTable(table).lookup(**batch_query([30, 20000])).config_key,
+                         "decode_v2[partition=512]")
+        table["batch_rules"].insert(0, table["batch_rules"].pop())
+        c = att.ThresholdTable(table).lookup(**batch_query([30, 20000]))
+        self.assertEqual((c.config_key, c.batch_path), ("decode_v1[]", ""))
+
+    def test_tables_without_batch_rules_use_size_and_longest(self):
+        no_rules = copy.deepcopy(self.t.table)
+        no_rules["batch_rules"] = []
+        absent = copy.deepcopy(self.t.table)
+        del absent["batch_rules"]
+        # A version 3 table's batch_rules (not a field of version 3) are not read.
+        v3_with_rules = dict(copy.deepcopy(self.t.table), version=3)
+        tables = [self.t3, att.ThresholdTable.load(FIXTURE_V2), att.ThresholdTable.load(FIXTURE_V1),
+                  att.ThresholdTable(no_rules), att.ThresholdTable(absent),
+                  att.ThresholdTable(v3_with_rules)]
+        for t in tables:
+            self.assertFalse(t.has_batch_rules)
+            for lens in ([30, 2000, 512], [30, 20000, 512], [4096] * 8, [64], [5000] * 64):
+                for kvh in (8, 1):
+                    c = t.lookup(**batch_query(lens, kvh=kvh, heads=4 * kvh))
+                    want = t.lookup(**query(len(lens), max(lens), kvh=kvh, heads=4 * kvh))
+                    self.assertEqual((c.family, c.config_key, c.point, c.batch_rule),
+                                     (want.family, want.config_key, want.point, False), lens)
+        self.assertTrue(self.t.has_batch_rules)
+
+    def test_version_4_without_seq_lens_reads_the_decode_points(self):
+        for b, ctx in ((1, 512), (4, 64), (4, 4096), (8, 2048), (64, 32768)):
+            a, c = self.t.lookup(**query(b, ctx)), self.t3.lookup(**query(b, ctx))
+            self.assertEqual((a.family, a.config_key, a.batch_rule),
+                             (c.family, c.config_key, False))
+            # batch and context_len may come along when they agree with seq_lens.
+            self.assertEqual(self.t.lookup(batch=2, context_len=ctx,
+                                           **batch_query([1, ctx])).batch_rule, True)
+
+    def test_lookup_arguments(self):
+        with self.assertRaisesRegex(ValueError, r"batch=3 disagrees"):
+            self.t.lookup(batch=3, **batch_query([1, 2]))
+        with self.assertRaisesRegex(ValueError, r"context_len=9 disagrees"):
+            self.t.lookup(context_len=9, **batch_query([1, 2]))
+        for bad in ([], [0, 5], [5, 2.5], [True]):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                self.t.lookup(**batch_query(bad))
+        with self.assertRaisesRegex(TypeError, r"'context_len'"):
+            self.t.lookup(batch=1, num_heads=32, num_kv_heads=8, head_dim=128, block_size=16,
+                          dtype="fp16")
+        with self.assertRaisesRegex(TypeError, r"'dtype'"):
+            self.t.lookup(seq_lens=[1], num_heads=32, num_kv_heads=8, head_dim=128,
+                          block_size=16)
+        with self.assertRaises(ValueError):
+            self.t.lookup(**batch_query([1], kvh=0))
+
+        class Tensor:  # what an engine holds: anything with tolist()
+            def tolist(self):
+                return [30, 20000, 512]
+        self.assertEqual(self.t.lookup(**batch_query(Tensor())).config_key,
+                         "decode_v2[partition=512]")
+
+    def test_malformed_batch_rules_name_the_field(self):
+        def broken(change):
+            t = copy.deepcopy(self.t.table)
+            change(t)
+            return t
+
+        def tree(t):
+            return t["batch_rules"][0]["tree"]
+
+        def deep(t):
+            node = tree(t)
+            for _ in range(70):
+                node["below"] = {"feature": "batch", "threshold": 1, "below": node["below"],
+                                 "at_or_above": node["at_or_above"]}
+                node = node["below"]
+
+        cases = [
+            (lambda t: tree(t)["below"].pop("threshold"),
+             r"batch_rules\[0\]\.tree\.below\.threshold: missing"),
+            (lambda t: tree(t)["below"].update(threshold="8"),
+             r"batch_rules\[0\]\.tree\.below\.threshold: expected a number"),
+            (lambda t: tree(t)["below"].update(threshold=float("nan")),
+             r"batch_rules\[0\]\.tree\.below\.threshold: expected a number"),
+            (lambda t: tree(t).update(feature="min_len"),
+             r'batch_rules\[0\]\.tree\.feature: expected "batch", "max_len", "sum_len" or '
+             r'"mean_len"'),
+            (lambda t: tree(t)["at_or_above"].pop("at_or_above"),
+             r"batch_rules\[0\]\.tree\.at_or_above\.at_or_above: missing"),
+            (lambda t: tree(t).update(below=[]),
+             r"batch_rules\[0\]\.tree\.below: expected a split or a leaf object"),
+            (lambda t: tree(t)["at_or_above"]["below"].update(family="prefill"),
+             r'batch_rules\[0\]\.tree\.at_or_above\.below\.family: expected "decode_v1" or '
+             r'"decode_v2"'),
+            (lambda t: tree(t)["below"]["at_or_above"].pop("family"),
+             r"batch_rules\[0\]\.tree\.below\.at_or_above\.family: missing"),
+            (lambda t: tree(t)["below"]["below"].pop("config"),
+             r"batch_rules\[0\]\.tree\.below\.below\.config: missing"),
+            (lambda t: tree(t)["below"]["below"]["config"].pop("key"),
+             r"batch_rules\[0\]\.tree\.below\.below\.config\.key: missing"),
+            (lambda t: tree(t)["below"]["below"]["config"].update(params=None),
+             r"batch_rules\[0\]\.tree\.below\.below\.config\.params: expected an object"),
+            (lambda t: tree(t)["below"]["below"]["config"]["params"].update(partition=0),
+             r"batch_rules\[0\]\.tree\.below\.below\.config\.params\.partition: expected a "
+             r"positive integer"),
+            (deep, r"batch_rules\[0\]\.tree(\.below){65}: deeper than 64"),
+            (lambda t: t["batch_rules"][1].pop("tree"), r"batch_rules\[1\]\.tree: missing"),
+            (lambda t: t["batch_rules"][1].pop("gqa_ratio"),
+             r"batch_rules\[1\]\.gqa_ratio: missing"),
+            (lambda t: t["batch_rules"][0].update(batches=2.5),
+             r"batch_rules\[0\]\.batches: expected an integer"),
+            (lambda t: t["batch_rules"][0].update(causal=1),
+             r"batch_rules\[0\]\.causal: expected true or false"),
+            (lambda t: t["batch_rules"][0].update(dtype=16),
+             r"batch_rules\[0\]\.dtype: expected a string"),
+            (lambda t: t["batch_rules"].append(7), r"batch_rules\[2\]: expected an object"),
+            (lambda t: t.update(batch_rules={}), r"batch_rules: expected a list"),
+        ]
+        for change, pattern in cases:
+            with self.assertRaises(att.TableError, msg=pattern) as cm:
+                att.ThresholdTable(broken(change))
+            self.assertRegex(str(cm.exception), "^threshold table: " + pattern)
+            self.assertNotIn("\n", str(cm.exception))
+        # Version 3 tables are not checked for a field of version 4.
+        att.ThresholdTable(dict(broken(cases[0][0]), version=3))
+
+    def test_command_line(self):
+        base = [FIXTURE_V4, "--num-heads", "32", "--num-kv-heads", "8", "--head-dim", "128",
+                "--block-size", "16", "--dtype", "fp16"]
+        for lens, want in (("30,20000,512", "decode_v2 decode_v2[partition=512] (batch rule: "
+                                            "max_len >= 4096, mean_len >= 2048.5)"),
+                           ("30, 30,30,4096", "decode_v2 decode_v2[] (the kernel chooses its "
+                                              "splits) (batch rule: max_len >= 4096, mean_len "
+                                              "< 2048.5)")):
+            r = subprocess.run([sys.executable, os.path.abspath(att.__file__)] + base
+                               + ["--seq-lens", lens], capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, want), r.stderr)
+        r = subprocess.run([sys.executable, os.path.abspath(att.__file__)] + base,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--seq-lens", r.stderr)
+
+    @unittest.skipUnless(os.environ.get("ATTN_TUNE_BIN"), "ATTN_TUNE_BIN not set")
+    def test_agrees_with_attn_tune_table_lookup(self):
+        exe = os.environ["ATTN_TUNE_BIN"]
+        batches = ([30, 2000, 512], [4095] * 8, [30, 20000, 512], [4096, 1], [4096, 1, 1],
+                   [8192, 8191], [8192, 8192], [64])
+        for path in (FIXTURE_V4, FIXTURE):
+            t = att.ThresholdTable.load(path)
+            for lens in batches:
+                for kvh, dt in ((8, "fp16"), (1, "fp16"), (2, "bf16")):
+                    c = t.lookup(**batch_query(lens, kvh=kvh, heads=4 * kvh, dtype=dt))
+                    want = [c.family, c.config_key]
+                    out = subprocess.run(
+                        [exe, "table", "lookup", path, "--device", "cuda:0", "--seq-lens",
+                         ",".join(map(str, lens)), "--num-heads", str(4 * kvh), "--num-kv-heads",
+                         str(kvh), "--head-dim", "128", "--block-size", "16", "--dtype", dt],
+                        capture_output=True, text=True, check=True).stdout
+                    self.assertEqual(out.split()[:2], want, (path, lens, kvh, dt))
+                    if c.batch_rule:
+                        self.assertIn("(batch rule: %s)" % (c.batch_path or "one leaf"), out)
 
 
 def seed_should_use_paged_v2(seq_len: int, num_kv_heads: int, block_size: int = 16,

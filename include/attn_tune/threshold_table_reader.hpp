@@ -1,6 +1,7 @@
 // Header-only reader of attn-tune threshold tables (docs/threshold-table.md): an engine includes
 // this file (it needs only nlohmann/json) to pick decode v1 or v2 and its configuration.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -16,8 +17,9 @@ namespace attn_tune {
 // The version attn-tune writes, and the oldest one readers still read (version 1 has `v2_from`
 // only; version 2 adds `v2_intervals` and the noise fields; version 3 prices vLLM's CUDA rule as
 // `vllm_cuda`, adds vLLM CPU's, and lets a decode_v2 have no partition: the kernel chooses its
-// splits). Lookups read all three the same way from version 2 on.
-inline constexpr int kTableSchemaVersion = 3;
+// splits; version 4 adds `batch_rules`, decisions for a whole decode batch from the lengths of
+// its sequences). Lookups read them the same way from version 2 on.
+inline constexpr int kTableSchemaVersion = 4;
 inline constexpr int kOldestTableSchemaVersion = 1;
 inline constexpr const char* kTableSchemaName = "attn-tune/threshold-table";
 // Distance penalty for a differing dtype or mask: larger than any realistic sum of log2 ratios,
@@ -39,7 +41,68 @@ struct Query {
   int window_left = -1;
   int window_right = -1;
   double softcap = 0.0;
+  // A whole decode batch's context lengths (optional). Given, a table with `batch_rules`
+  // decides for the batch by its features (batch, max_len, sum_len, mean_len); otherwise batch
+  // and context_len are taken from it (its size and longest length).
+  std::vector<int> seq_lens;
 };
+
+// What an engine knows about a decode batch at dispatch time, as `batch_rules` trees split on it.
+struct BatchFeatures {
+  double batch = 0.0;    // sequences
+  double max_len = 0.0;  // longest context
+  double sum_len = 0.0;  // all contexts together
+  double mean_len = 0.0; // sum_len / batch
+  // The feature a tree node names; throws on an unknown name.
+  [[nodiscard]] double get(const std::string& name) const {
+    if (name == "batch") {
+      return batch;
+    }
+    if (name == "max_len") {
+      return max_len;
+    }
+    if (name == "sum_len") {
+      return sum_len;
+    }
+    if (name == "mean_len") {
+      return mean_len;
+    }
+    throw std::runtime_error("unknown batch feature '" + name + "'");
+  }
+  [[nodiscard]] static BatchFeatures of(const std::vector<int>& lens) {
+    BatchFeatures f;
+    f.batch = double(lens.size());
+    for (int v : lens) {
+      f.max_len = std::max(f.max_len, double(v));
+      f.sum_len += double(v);
+    }
+    f.mean_len = lens.empty() ? 0.0 : f.sum_len / f.batch;
+    return f;
+  }
+};
+
+// The leaf of a `batch_rules` tree a batch reaches: a split node sends it to "below" when its
+// feature is under the threshold, else to "at_or_above". `path` (optional) gets the splits taken,
+// "max_len >= 4096, mean_len < 900".
+inline const nlohmann::json& batch_tree_leaf(const nlohmann::json& node, const BatchFeatures& f,
+                                             std::string* path = nullptr) {
+  const nlohmann::json* n = &node;
+  for (int depth = 0; n->contains("feature"); ++depth) {
+    if (depth > 64) {
+      throw std::runtime_error("batch rule tree deeper than 64");
+    }
+    const std::string feature = n->at("feature").get<std::string>();
+    const double threshold = n->at("threshold").get<double>();
+    const bool below = f.get(feature) < threshold;
+    if (path != nullptr) {
+      std::ostringstream s;
+      s << (path->empty() ? "" : ", ") << feature << (below ? " < " : " >= ") << threshold;
+      *path += s.str();
+    }
+    n = &n->at(below ? "below" : "at_or_above");
+  }
+  return *n;
+}
 
 struct Choice {
   std::string family;     // "decode_v1" or "decode_v2"
@@ -51,7 +114,10 @@ struct Choice {
   bool exact_point = false; // the table has a point with exactly the query's shape and mask
   double distance = 0.0;    // the nearest point's distance (0 for an exact point)
   int measured_context = 0; // the context length whose best configuration was taken
-  nlohmann::json point;     // the table point used (without its measurements)
+  nlohmann::json point;     // the table point used (without its measurements), or batch rule
+  // From a `batch_rules` tree (a query with seq_lens): the splits the batch took to its leaf.
+  bool batch_rule = false;
+  std::string batch_path;
   // v2 whose kernel chooses its own splits: launch it without a partition.
   [[nodiscard]] bool kernel_chooses_splits() const {
     return family == "decode_v2" && partition == 0;
@@ -116,10 +182,14 @@ public:
 
   // Distance between a table point and a query (docs/threshold-table.md "Lookup").
   [[nodiscard]] static double distance(const nlohmann::json& p, const Query& q) {
+    return std::fabs(std::log2(p.at("batch").get<double>()) - std::log2(double(q.batch))) +
+           shape_distance(p, q);
+  }
+  // The same without the batch term: the distance of a batch rule, which covers every batch.
+  [[nodiscard]] static double shape_distance(const nlohmann::json& p, const Query& q) {
     auto lr = [](double a, double b) { return std::fabs(std::log2(a) - std::log2(b)); };
     const double gqa_q = double(q.num_heads) / double(q.num_kv_heads);
-    double d = lr(p.at("batch").get<double>(), q.batch) +
-               lr(p.at("num_kv_heads").get<double>(), q.num_kv_heads) +
+    double d = lr(p.at("num_kv_heads").get<double>(), q.num_kv_heads) +
                lr(p.at("gqa_ratio").get<double>(), gqa_q) +
                lr(p.at("head_dim").get<double>(), q.head_dim) +
                lr(p.at("block_size").get<double>(), q.block_size);
@@ -153,8 +223,27 @@ public:
     return context_len >= from.get<int>();
   }
 
+  // Whether the table decides whole batches (version 4 with `batch_rules`).
+  [[nodiscard]] bool has_batch_rules() const {
+    return version_ >= 4 && t_.contains("batch_rules") && t_["batch_rules"].is_array() &&
+           !t_["batch_rules"].empty();
+  }
+
   // v1 or v2 and the configuration for a decode call. Throws when the table has no points.
-  [[nodiscard]] Choice lookup(const Query& q) const {
+  [[nodiscard]] Choice lookup(const Query& query) const {
+    Query q = query;
+    if (!q.seq_lens.empty()) {
+      for (int v : q.seq_lens) {
+        if (v < 1) {
+          throw std::invalid_argument("lookup needs context lengths >= 1");
+        }
+      }
+      if (has_batch_rules()) {
+        return lookup_batch(q);
+      }
+      q.batch = int(q.seq_lens.size());
+      q.context_len = *std::max_element(q.seq_lens.begin(), q.seq_lens.end());
+    }
     if (q.batch < 1 || q.context_len < 1 || q.num_heads < 1 || q.num_kv_heads < 1 ||
         q.head_dim < 1 || q.block_size < 1) {
       throw std::invalid_argument("lookup needs positive batch, context_len, heads, head_dim "
@@ -213,6 +302,39 @@ public:
   }
 
 private:
+  // The nearest batch rule's leaf for the batch `q.seq_lens`.
+  [[nodiscard]] Choice lookup_batch(const Query& q) const {
+    if (q.num_heads < 1 || q.num_kv_heads < 1 || q.head_dim < 1 || q.block_size < 1) {
+      throw std::invalid_argument("lookup needs positive heads, head_dim and block_size");
+    }
+    const nlohmann::json* best = nullptr;
+    double best_d = 0.0;
+    for (const auto& r : t_["batch_rules"]) {
+      const double d = shape_distance(r, q);
+      if (best == nullptr || d < best_d - kTieEpsilon) {
+        best = &r;
+        best_d = d;
+      }
+    }
+    Choice c;
+    c.batch_rule = true;
+    c.distance = best_d;
+    c.exact_point = best_d == 0.0;
+    c.point = *best;
+    c.point.erase("tree");
+    const nlohmann::json& leaf =
+        batch_tree_leaf(best->at("tree"), BatchFeatures::of(q.seq_lens), &c.batch_path);
+    c.family = leaf.at("family").get<std::string>();
+    c.config = leaf.at("config");
+    c.config_key = c.config.at("key").get<std::string>();
+    const nlohmann::json& params = c.config.at("params");
+    c.partition = c.family == "decode_v2" && params.contains("partition")
+                      ? params["partition"].get<int>()
+                      : 0;
+    c.measured_context = 0;
+    return c;
+  }
+
   nlohmann::json t_;
   int version_ = kTableSchemaVersion;
 };

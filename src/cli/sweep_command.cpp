@@ -13,7 +13,9 @@
 #include "src/cli/report_command.h"
 #include "src/cli/table_text.h"
 #include "src/model/errors.h"
+#include "src/tuning/length_mix.h"
 #include "src/tuning/sweep.h"
+#include "src/tuning/workloads.h"
 
 namespace attn::cli {
 
@@ -35,6 +37,9 @@ struct SweepOptions {
   std::string timing;  // "events" or "graph"; empty: the profile's timing.mode
   std::string kernels; // a kernel plugin library; empty: the built-in kernels
   std::string shard;   // "I/N": measure shard I of N (src/tuning/shard.h); empty: all
+  std::string traffic; // a traffic trace (docs/traffic.md); empty: none
+  int traffic_batches = 32;
+  double hold_out = 0.25;
 };
 
 // The end of a sweep whose table has decisions resting on timings within noise says so on stderr,
@@ -64,6 +69,22 @@ int run_sweep(const SweepOptions& o) {
   Profile prof = load_profile(o.profile);
   if (!o.timing.empty()) {
     prof.timing.mode = *parse_timing_mode(o.timing); // CLI11 checked the name
+  }
+  std::string traffic_said;
+  if (!o.traffic.empty()) {
+    const Trace trace = read_trace(o.traffic);
+    const auto sample = sample_traffic(trace, o.traffic_batches, o.hold_out, o.seed);
+    std::vector<Workload> batches = traffic_workloads(prof, trace, sample);
+    int held = 0;
+    for (const TrafficSample& t : sample) {
+      held += t.held_out ? 1 : 0;
+    }
+    traffic_said = "sweep: traffic " + o.traffic + ": " + std::to_string(trace.lines) +
+                   " batches (" + std::to_string(trace.batches.size()) + " distinct); measuring " +
+                   std::to_string(sample.size()) + " of them on " +
+                   std::to_string(sample.empty() ? 0 : batches.size() / sample.size()) +
+                   " shapes, " + std::to_string(held) + " held out";
+    add_traffic(prof, std::move(batches));
   }
   if (o.retry_faults && !o.resume) {
     throw InputError("--retry-faults continues an earlier sweep: it needs --resume");
@@ -111,6 +132,9 @@ int run_sweep(const SweepOptions& o) {
              dev.id + ") with " + kernels_phrase(plugin.get()) +
              (so.shard.sharded() ? ", shard " + so.shard.text() : std::string()) + ", results in " +
              so.out_dir);
+    if (!traffic_said.empty()) {
+      link.say(traffic_said);
+    }
     if (dev.backend == "cpu" && prof.name == "default") {
       // The default grid is sized for a GPU; say so before the ETA does.
       link.say("sweep: note: the default profile's GPU-sized shapes take hours on a CPU; "
@@ -218,6 +242,18 @@ Command setup_sweep(CLI::App& root) {
                   "I/N: measure only shard I of N (counted from 0), a fixed part of the plan "
                   "balanced by estimated cost; `attn-tune merge` joins the shards' folders "
                   "(default --out: attn-tune-out/<profile>/shard-I)");
+  sub->add_option("--traffic", opt->traffic,
+                  "A traffic trace (JSONL of decode batches, docs/traffic.md): its batches are "
+                  "measured too, and the table's batch rules and traffic regret come from them");
+  sub->add_option("--traffic-batches", opt->traffic_batches,
+                  "At most this many of the trace's distinct batches are measured (drawn by "
+                  "their counts, seeded by --seed)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  sub->add_option("--hold-out", opt->hold_out,
+                  "The share of the measured trace batches held out of the fit, to test it")
+      ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
   sub->add_flag("--no-report", opt->no_report,
                 "Do not write report.html (attn-tune report) next to the table");
   return {sub, [opt] { return run_sweep(*opt); }};

@@ -1,6 +1,8 @@
 // `attn-tune table show|lookup`: explain a threshold table, or answer one decode call's
 // v1/v2 question from it the way an engine would (through the header-only reader).
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -25,12 +27,34 @@ namespace attn::cli {
 
 namespace {
 
+// A query whose batch and context length are unset (0) until --batch and --context-len or
+// --seq-lens give them.
+attn_tune::Query no_batch() {
+  attn_tune::Query q;
+  q.batch = 0;
+  q.context_len = 0;
+  return q;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out(1);
+  for (char ch : s) {
+    if (ch == ',') {
+      out.emplace_back();
+    } else if (ch != ' ') {
+      out.back() += ch;
+    }
+  }
+  return out;
+}
+
 struct TableOptions {
   std::string file;
   bool json = false;
   std::string device;
   std::string kernels; // the kernels the caller runs: a plugin library, a plugin name, "attn-tune"
-  attn_tune::Query q;
+  attn_tune::Query q = no_batch();
+  std::string seq_lens; // lookup --seq-lens 30,20000,512
   attn_tune::FleetQuery fleet; // --device-name, --nearest, --sm-count, --bandwidth-gbps
   std::string out;             // table combine: the fleet file to write
   std::vector<std::string> tables;
@@ -169,6 +193,20 @@ int run_table_lookup(const TableOptions& o) {
   const attn_tune::FleetSelection sel = table_for_lookup(o);
   const attn_tune::ThresholdTableReader& t = sel.table;
   attn_tune::Query q = o.q;
+  if (!o.seq_lens.empty()) {
+    for (const std::string& part : split_commas(o.seq_lens)) {
+      char* end = nullptr;
+      const long v = std::strtol(part.c_str(), &end, 10);
+      if (part.empty() || *end != '\0' || v < 1 || v > 10'000'000) {
+        throw InputError("--seq-lens: '" + part + "' is not a context length from 1 to 10000000");
+      }
+      q.seq_lens.push_back(int(v));
+    }
+    q.batch = int(q.seq_lens.size());
+    q.context_len = *std::max_element(q.seq_lens.begin(), q.seq_lens.end());
+  } else if (o.q.batch < 1 || o.q.context_len < 1) {
+    throw InputError("give --batch and --context-len, or a batch's --seq-lens");
+  }
   // An unknown dtype is a usage error, not a silent nearest match; aliases become table names.
   q.dtype = std::string(dtype_name(parse_dtype(o.q.dtype)));
   if (o.q.num_heads % o.q.num_kv_heads != 0) {
@@ -187,7 +225,14 @@ int run_table_lookup(const TableOptions& o) {
   } catch (const std::exception& e) {
     throw InputError("'" + o.file + "': " + e.what());
   }
-  if (!c.exact_point) {
+  if (c.batch_rule && !c.exact_point) {
+    std::fprintf(stderr,
+                 "attn-tune: note: no batch rule with this shape; using the nearest (kvh=%d gqa=%d "
+                 "d=%d bs=%d %s, distance %.2f)\n",
+                 c.point.at("num_kv_heads").get<int>(), c.point.at("gqa_ratio").get<int>(),
+                 c.point.at("head_dim").get<int>(), c.point.at("block_size").get<int>(),
+                 c.point.at("dtype").get<std::string>().c_str(), c.distance);
+  } else if (!c.exact_point) {
     std::fprintf(stderr,
                  "attn-tune: note: no measured point with this shape; using the nearest (batch=%d "
                  "kvh=%d gqa=%d d=%d bs=%d %s, distance %.2f)\n",
@@ -203,10 +248,17 @@ int run_table_lookup(const TableOptions& o) {
                         {"distance", c.distance},
                         {"measured_context", c.measured_context},
                         {"point", c.point}};
+    if (c.batch_rule) {
+      j["batch_rule"] = c.batch_path;
+    }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("%s %s%s\n", c.family.c_str(), c.config_key.c_str(),
+    std::printf("%s %s%s", c.family.c_str(), c.config_key.c_str(),
                 c.kernel_chooses_splits() ? " (the kernel chooses its splits)" : "");
+    if (c.batch_rule) {
+      std::printf(" (batch rule: %s)", c.batch_path.empty() ? "one leaf" : c.batch_path.c_str());
+    }
+    std::printf("\n");
   }
   return kExitOk;
 }
@@ -237,12 +289,12 @@ Command setup_table(CLI::App& root) {
   show->add_flag("--json", opt->json, "Print the table itself (pretty JSON)");
   CLI::App* lk = sub->add_subcommand("lookup", "v1 or v2, and the configuration, for one call");
   lk->add_option("FILE", opt->file, "threshold_table.json or a fleet table")->required();
-  lk->add_option("--batch", opt->q.batch, "Sequences in the batch")
-      ->required()
-      ->check(CLI::PositiveNumber);
+  lk->add_option("--batch", opt->q.batch, "Sequences in the batch")->check(CLI::PositiveNumber);
   lk->add_option("--context-len", opt->q.context_len, "Longest context length")
-      ->required()
       ->check(CLI::PositiveNumber);
+  lk->add_option("--seq-lens", opt->seq_lens,
+                 "The batch's context lengths, comma-separated (in place of --batch and "
+                 "--context-len): a table with batch rules decides for the whole batch");
   lk->add_option("--num-heads", opt->q.num_heads, "Query heads")
       ->required()
       ->check(CLI::PositiveNumber);

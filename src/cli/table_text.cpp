@@ -164,6 +164,77 @@ void describe_regret(std::ostringstream& s, const json& t) {
   }
 }
 
+std::string point_words(const json& p); // below
+
+// A batch rule's tree, one line per node, indented by depth.
+void describe_tree(std::ostringstream& s, const json& n, const std::string& indent) {
+  if (n.contains("feature")) {
+    char tbuf[64];
+    std::snprintf(tbuf, sizeof tbuf, "%.6g", n.at("threshold").get<double>());
+    const std::string f = n.at("feature").get<std::string>();
+    s << indent << f << " < " << tbuf << ":\n";
+    describe_tree(s, n.at("below"), indent + "  ");
+    s << indent << f << " >= " << tbuf << ":\n";
+    describe_tree(s, n.at("at_or_above"), indent + "  ");
+    return;
+  }
+  s << indent << n.at("family").get<std::string>() << " "
+    << n.at("config").at("key").get<std::string>();
+  if (n.contains("batches")) {
+    s << "  (" << n.at("batches").get<int>() << " batches, mean slowdown "
+      << pct(n.value("mean_slowdown", 0.0)) << ")";
+  }
+  s << "\n";
+}
+
+// Version 4: the decisions for whole batches and what each rule costs over the traffic.
+void describe_batches(std::ostringstream& s, const json& t) {
+  if (!t.contains("batch_rules") || !t.contains("batches")) {
+    return;
+  }
+  int held = 0;
+  for (const json& b : t.at("batches")) {
+    held += b.value("held_out", false) ? 1 : 0;
+  }
+  const int n = int(t.at("batches").size());
+  s << "batches measured sequence by sequence: " << n << " (" << held << " held out)\n";
+  for (const json& r : t.at("batch_rules")) {
+    s << "batch rule " << point_words(r) << " (fitted on " << r.at("batches").get<int>()
+      << " batches and " << r.value("points", 0) << " grid points):\n";
+    describe_tree(s, r.at("tree"), "  ");
+  }
+  const json& regret = t.at("regret");
+  if (!regret.contains("traffic")) {
+    s << "\n";
+    return;
+  }
+  const EngineRule* own = own_engine_rule(t);
+  s << "traffic regret (total time of each rule's choices over the batches, each weighted by its "
+       "count, against the best per batch; then mean / p90 / worst slowdown):\n";
+  for (const char* set : {"sweep", "held_out"}) {
+    const json& r = regret.at("traffic").at(set);
+    s << "  " << (std::string(set) == "sweep" ? "sweep batches" : "held-out batches") << "\n";
+    auto line = [&](const std::string& id, const std::string& label) {
+      if (!r.contains(id)) {
+        return;
+      }
+      const json& x = r.at(id);
+      s << "    " << label << ": " << pct(x.at("regret").get<double>()) << "  ("
+        << pct(x.at("mean").get<double>()) << " / " << pct(x.at("p90").get<double>()) << " / "
+        << pct(x.at("worst").get<double>()) << " over " << x.at("batches").get<int>()
+        << " batches)\n";
+    };
+    line("batch_rules", "batch rules (the table, whole batch)");
+    for (const EngineRule* rule : rules_listed(own)) {
+      const std::string label = rule->kind == RuleKind::table_lookup
+                                    ? "table lookup (grid points, longest length)"
+                                    : rule_label(*rule, own);
+      line(rule->id, label);
+    }
+  }
+  s << "\n";
+}
+
 // Version 1 has one threshold; version 2 keeps that form where it holds and otherwise reads
 // as switches along context length: "v2 below ctx 4096, v1 from 4096".
 std::string describe_decision(const json& p) {
@@ -208,12 +279,16 @@ std::string describe_noise(const json& m) {
   return std::string("; ") + (v2 ? "v2" : "v1") + " faster by " + margin + " (noise " + noise + ")";
 }
 
-// "fp16 d=128 bs=16 kvh=8 gqa=4 batch=4", with the mask where it is not plain causal.
+// "fp16 d=128 bs=16 kvh=8 gqa=4 batch=4" (no batch for a batch rule), with the mask where it is
+// not plain causal.
 std::string point_words(const json& p) {
   std::ostringstream s;
   s << p.at("dtype").get<std::string>() << " d=" << p.at("head_dim").get<int>()
     << " bs=" << p.at("block_size").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
-    << " gqa=" << p.at("gqa_ratio").get<int>() << " batch=" << p.at("batch").get<int>();
+    << " gqa=" << p.at("gqa_ratio").get<int>();
+  if (p.contains("batch")) { // a batch rule covers every batch
+    s << " batch=" << p.at("batch").get<int>();
+  }
   if (p.at("window_left").get<int>() >= 0 || p.at("window_right").get<int>() >= 0) {
     s << " window=" << p.at("window_left").get<int>() << "," << p.at("window_right").get<int>();
   }
@@ -382,6 +457,7 @@ std::string describe_table(const nlohmann::json& t) {
   describe_provenance(s, t);
   describe_rule(s, t.at("rule"));
   describe_regret(s, t);
+  describe_batches(s, t);
   describe_decode_points(s, t.at("decode"), t.at("version").get<int>());
   describe_noisy_decisions(s, t);
   describe_prefill_points(s, t.at("prefill"));

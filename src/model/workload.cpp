@@ -1,6 +1,8 @@
 #include "src/model/workload.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <sstream>
 
 #include "src/model/errors.h"
@@ -29,10 +31,40 @@ MaskOption Workload::mask() const {
   return {params.causal, params.window_left, params.window_right, params.softcap};
 }
 
+std::vector<int> Workload::decode_lens() const {
+  return mixed() ? context_lens : std::vector<int>(std::size_t(batch), context_len);
+}
+
+void Workload::set_decode_lens(const std::vector<int>& lens) {
+  if (lens.empty() || *std::min_element(lens.begin(), lens.end()) < 1) {
+    throw InputError("a decode batch needs at least one sequence, each of length >= 1");
+  }
+  phase = Phase::decode;
+  batch = int(lens.size());
+  context_len = *std::max_element(lens.begin(), lens.end());
+  context_lens = lens;
+}
+
+namespace {
+
+std::string lens_text(const std::vector<int>& lens) {
+  std::string s;
+  for (int v : lens) {
+    s += (s.empty() ? "" : ",") + std::to_string(v);
+  }
+  return s;
+}
+
+} // namespace
+
 std::string Workload::key() const {
   std::ostringstream s;
   s << phase_name(phase) << " b=" << batch;
-  if (phase == Phase::decode) {
+  if (phase == Phase::decode && mixed()) {
+    const long long sum = std::accumulate(context_lens.begin(), context_lens.end(), 0LL);
+    s << " ctx=mix:" << context_len << "/" << sum << "/"
+      << fnv1a_hex(lens_text(context_lens)).substr(8);
+  } else if (phase == Phase::decode) {
     s << " ctx=" << context_len;
   } else {
     s << " q=" << q_len << " k=" << k_len;
@@ -59,6 +91,12 @@ nlohmann::json Workload::to_json() const {
             {"held_out", held_out}};
   if (phase == Phase::decode) {
     j["context_len"] = context_len;
+    if (mixed()) {
+      j["context_lens"] = context_lens;
+    }
+    if (weight != 1.0) {
+      j["weight"] = weight;
+    }
   } else {
     j["q_len"] = q_len;
     j["k_len"] = k_len;
@@ -77,6 +115,13 @@ Workload Workload::from_json(const nlohmann::json& j) {
     w.batch = j.at("batch").get<int>();
     if (w.phase == Phase::decode) {
       w.context_len = j.at("context_len").get<int>();
+      if (j.contains("context_lens")) {
+        w.set_decode_lens(j.at("context_lens").get<std::vector<int>>());
+      }
+      w.weight = j.value("weight", 1.0);
+      if (!(w.weight > 0)) {
+        throw InputError("workload weight must be > 0");
+      }
     } else {
       w.q_len = j.at("q_len").get<int>();
       w.k_len = j.at("k_len").get<int>();
@@ -102,7 +147,7 @@ Problem make_workload_problem(const Workload& w, double pool_factor, uint64_t se
   g.seed = seed;
   g.pool_factor = pool_factor;
   if (w.phase == Phase::decode) {
-    return make_decode_problem(w.params, std::vector<int>(std::size_t(w.batch), w.context_len), g);
+    return make_decode_problem(w.params, w.decode_lens(), g);
   }
   return make_prefill_problem(w.params, std::vector<int>(std::size_t(w.batch), w.q_len),
                               std::vector<int>(std::size_t(w.batch), w.k_len), g);

@@ -1,8 +1,10 @@
 // A workload: one concrete attention shape a sweep measures (a phase, attention parameters and
-// uniform sequence lengths), with the stable key that results files and tables are keyed by.
+// uniform sequence lengths, or a decode batch of mixed context lengths), with the stable key that
+// results files and tables are keyed by.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,10 +29,26 @@ struct Workload {
   int context_len = 0; // decode
   int q_len = 0;       // prefill
   int k_len = 0;       // prefill
+  // decode, a batch given sequence by sequence (a profile's context_lens or length_mix, a
+  // traffic trace; usually of mixed lengths): every sequence's context length (batch of them;
+  // context_len is the longest). Empty: a grid point, every sequence has context_len.
+  std::vector<int> context_lens;
+  // How often the batch occurred in the traffic it was drawn from (a trace's count): what
+  // traffic-weighted regret weighs it by. 1 for grid points.
+  double weight = 1.0;
   bool held_out = false;
 
+  [[nodiscard]] bool mixed() const { return !context_lens.empty(); }
+  // Every sequence's context length (decode): context_lens, or batch copies of context_len.
+  [[nodiscard]] std::vector<int> decode_lens() const;
+  // Makes this a decode batch whose sequences have the lengths `lens` (non-empty, each >= 1);
+  // batch and context_len (the longest) follow them.
+  void set_decode_lens(const std::vector<int>& lens);
+
   // "decode b=4 ctx=1024 h=32 kvh=8 d=128 bs=16 fp16 causal wl=-1 wr=-1 cap=0": stable, used as
-  // the resume key in results.jsonl together with KernelConfig::key().
+  // the resume key in results.jsonl together with KernelConfig::key(). A batch given sequence by
+  // sequence has ctx "mix:MAX/SUM/HASH" (its longest and total length, 8 hex digits of FNV-1a
+  // over the list).
   [[nodiscard]] std::string key() const;
   [[nodiscard]] nlohmann::json to_json() const;
   [[nodiscard]] static Workload from_json(const nlohmann::json& j); // throws InputError

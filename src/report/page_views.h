@@ -58,6 +58,10 @@ struct Part {
 // Regret of each rule on the sweep's and the held-out points (page_regret.cpp).
 [[nodiscard]] std::string regret_legend();
 [[nodiscard]] std::string regret_html(const ReportModel& m);
+// The traffic view (tables with batches): each rule's traffic-weighted regret, sweep and held
+// out, and the batches by how uneven their lengths are, with what each rule loses on each;
+// empty for tables without batches.
+[[nodiscard]] std::string traffic_html(const ReportModel& m);
 // A rule's slowdowns on one set ("sweep", "held_out"), summarised.
 struct Stats {
   int n = 0;

@@ -142,6 +142,15 @@ std::string render_report_html(const ReportModel& a, const ReportModel* b,
                "box spans the middle half with the median, the diamond is the mean, and further "
                "right is costlier.",
                regret_legend() + stacked(regret_html(a), two ? regret_html(*b) : ""));
+  if (!a.traffic_table.is_null() || (two && !b->traffic_table.is_null())) {
+    h += section("traffic", "Regret over the traffic: batches of mixed lengths",
+                 "What each rule's choices cost over the measured batches, each weighted by how "
+                 "often it occurred, against the fastest configuration per batch (regret = total "
+                 "time / best total - 1), on the batches the fit saw and on held-out ones; then "
+                 "the batches, most uneven first (longest / mean length), with each rule's "
+                 "slowdown there.",
+                 stacked(traffic_html(a), two ? traffic_html(*b) : ""));
+  }
   h += section("prefill", "Prefill: achieved " + rate,
                "Achieved " + rate +
                    " (4 × head_dim × the query-key pairs the mask lets through, over the median "

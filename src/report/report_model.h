@@ -165,6 +165,9 @@ struct ReportModel {
   std::vector<NoisyMark> noisy; // in the table's order
   RegretView regret;
   std::vector<PrefillShape> prefill;
+  // Version 4 tables with batches of mixed lengths: the table itself (its `batches`,
+  // `batch_rules` and `regret.traffic`, which the traffic view reads); null otherwise.
+  nlohmann::json traffic_table;
 };
 [[nodiscard]] ReportModel build_report_model(const ReportSource& src);
 

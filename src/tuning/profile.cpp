@@ -101,7 +101,7 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
                                    "head_dim",    "block_size",   "dtype",     "causal",
                                    "window_left", "window_right", "softcap"};
   if (phase == Phase::decode) {
-    allowed.insert("context_len");
+    allowed.insert({"context_len", "context_lens", "length_mix"});
   } else {
     allowed.insert({"q_len", "k_len"});
   }
@@ -121,7 +121,35 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
   PhaseGrid r;
   r.batch = get_axis<int>(c, path + ".batch", req("batch"), pos_int);
   if (phase == Phase::decode) {
-    r.context_len = get_axis<int>(c, path + ".context_len", req("context_len"), pos_int);
+    if (!g.contains("context_len") && !g.contains("context_lens") && !g.contains("length_mix")) {
+      c.fail(path + ".context_len", "missing (give context_len, context_lens or length_mix)");
+    }
+    if (g.contains("context_len")) {
+      r.context_len = get_axis<int>(c, path + ".context_len", g["context_len"], pos_int);
+    }
+    if (g.contains("context_lens")) {
+      const json& l = g["context_lens"];
+      if (!l.is_array() || l.empty()) {
+        c.fail(path + ".context_lens", "expected a non-empty list of batches (lists of lengths)");
+      }
+      for (std::size_t i = 0; i < l.size(); ++i) {
+        const std::string at = path + ".context_lens[" + std::to_string(i) + "]";
+        if (!l[i].is_array() || l[i].empty()) {
+          c.fail(at, "expected a non-empty list of context lengths, got " + shown(l[i]));
+        }
+        r.context_lens.push_back(get_axis<int>(c, at, l[i], pos_int));
+      }
+    }
+    if (g.contains("length_mix")) {
+      const json& l = g["length_mix"];
+      if (!l.is_array() || l.empty()) {
+        c.fail(path + ".length_mix", "expected a non-empty list of length distributions");
+      }
+      for (std::size_t i = 0; i < l.size(); ++i) {
+        r.length_mix.push_back(
+            parse_length_mix(l[i], c.origin, path + ".length_mix[" + std::to_string(i) + "]"));
+      }
+    }
   } else {
     r.q_len = get_axis<int>(c, path + ".q_len", req("q_len"), pos_int);
     r.k_len = get_axis<int>(c, path + ".k_len", req("k_len"), pos_int);
@@ -265,7 +293,10 @@ Workload parse_held_out(const Ctx& c, const std::string& path, const json& h, co
   w.held_out = true;
   w.batch = pint("batch", g.batch[0]);
   if (phase == Phase::decode) {
-    w.context_len = pint("context_len", g.context_len[0]);
+    if (g.context_len.empty() && !h.contains("context_len")) {
+      c.fail(path + ".context_len", "missing (the decode grid has no context_len to default to)");
+    }
+    w.context_len = pint("context_len", g.context_len.empty() ? 1 : g.context_len[0]);
   } else {
     w.q_len = pint("q_len", g.q_len[0]);
     w.k_len = pint("k_len", g.k_len[0]);
@@ -321,6 +352,15 @@ Profile parse_text(const std::string& text, const std::string& origin) {
 }
 
 } // namespace
+
+void add_traffic(Profile& p, std::vector<Workload> traffic) {
+  std::string keys = p.hash;
+  for (const Workload& w : traffic) {
+    keys += "|" + w.key() + (w.held_out ? " held out" : "") + " w=" + std::to_string(w.weight);
+  }
+  p.hash = fnv1a_hex(keys);
+  p.traffic = std::move(traffic);
+}
 
 Profile parse_profile(const json& j, const std::string& origin) {
   Ctx c{origin};

@@ -13,15 +13,19 @@
 #include "src/model/kernel_config.h"
 #include "src/model/problem.h"
 #include "src/model/workload.h"
+#include "src/tuning/length_mix.h"
 #include "src/validation/row_sample.h"
 
 namespace attn {
 
-// The axes of one phase's grid. Decode uses context_len; prefill uses q_len and k_len.
-// Exactly one of gqa_ratio and num_heads is given (the other stays empty).
+// The axes of one phase's grid. Decode uses context_len (uniform batches), context_lens
+// (explicit mixed batches) and length_mix (mixed batches drawn for every batch size); prefill
+// uses q_len and k_len. Exactly one of gqa_ratio and num_heads is given (the other stays empty).
 struct PhaseGrid {
   std::vector<int> batch;
   std::vector<int> context_len;
+  std::vector<std::vector<int>> context_lens; // each a whole batch, of its own size
+  std::vector<LengthMix> length_mix;
   std::vector<int> q_len;
   std::vector<int> k_len;
   std::vector<int> num_kv_heads;
@@ -48,7 +52,14 @@ struct Profile {
   ValidationOptions validation;
   double pool_factor = 1.5; // cache blocks allocated per block needed (random order, unused ones)
   std::vector<Workload> held_out;
+  // Decode batches from a traffic trace (sweep --traffic; never in a profile file): measured
+  // after the grid, each weighted by its count, some held out. Their keys are folded into hash.
+  std::vector<Workload> traffic;
 };
+
+// Adds the batches `t` gives (traffic_workloads) to `p` and folds them into its hash, so that a
+// sweep resumed with another trace is not taken for the same one.
+void add_traffic(Profile& p, std::vector<Workload> traffic);
 
 // Parses a profile; `origin` names it in errors ("profile quick: decode.batch[2]: ...").
 [[nodiscard]] Profile parse_profile(const nlohmann::json& j, const std::string& origin);

@@ -1,4 +1,4 @@
-// The schema check of table versions 1 to 3: each field's presence and type, with the field's
+// The schema check of table versions 1 to 4: each field's presence and type, with the field's
 // path in the error so a broken table says where it breaks.
 #include "src/tuning/table_schema.h"
 
@@ -66,14 +66,43 @@ struct SchemaCheck {
     }
     return v;
   }
-  static void shape(const json& p, const std::string& path) {
+  static void shape(const json& p, const std::string& path, bool with_batch = true) {
     str(p, path, "dtype");
     for (const char* k : {"head_dim", "block_size", "num_kv_heads", "gqa_ratio", "num_heads",
                           "batch", "window_left", "window_right"}) {
-      integer(p, path, k);
+      if (with_batch || std::string(k) != "batch") {
+        integer(p, path, k);
+      }
     }
     boolean(p, path, "causal");
     number(p, path, "softcap");
+  }
+  // Version 4: a batch rule's tree, split nodes down to leaves that name a configuration.
+  static void tree(const json& n, const std::string& path, int depth) {
+    if (!n.is_object()) {
+      fail(path, "expected a split or a leaf object");
+    }
+    if (depth > 64) {
+      fail(path, "deeper than 64");
+    }
+    if (n.contains("feature")) {
+      const json& f = n["feature"];
+      if (f != "batch" && f != "max_len" && f != "sum_len" && f != "mean_len") {
+        fail(path + ".feature", "expected \"batch\", \"max_len\", \"sum_len\" or \"mean_len\"");
+      }
+      number(n, path, "threshold");
+      tree(field(n, path, "below"), path + ".below", depth + 1);
+      tree(field(n, path, "at_or_above"), path + ".at_or_above", depth + 1);
+      return;
+    }
+    const json& fam = field(n, path, "family");
+    if (fam != "decode_v1" && fam != "decode_v2") {
+      fail(path + ".family", "expected \"decode_v1\" or \"decode_v2\"");
+    }
+    const json& c = object(n, path, "config");
+    str(c, path + ".config", "family");
+    object(c, path + ".config", "params");
+    str(c, path + ".config", "key");
   }
   static void timed(const json& t, const std::string& path) {
     if (!t.is_object()) {
@@ -299,7 +328,50 @@ void validate_table(const nlohmann::json& t) {
       throw InputError(std::string("threshold table: ") + e.what());
     }
   }
+  if (version >= 4 && t.contains("batches")) {
+    const json& batches = S::array(t, "", "batches");
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      const std::string path = "batches[" + std::to_string(i) + "]";
+      const json& b = batches[i];
+      S::shape(b, path);
+      const json& lens = S::array(b, path, "seq_lens");
+      if (lens.empty() || !std::all_of(lens.begin(), lens.end(), [](const json& v) {
+            return v.is_number_integer() && v.get<int64_t>() >= 1;
+          })) {
+        S::fail(path + ".seq_lens", "expected a non-empty list of context lengths >= 1");
+      }
+      S::number(b, path, "weight");
+      S::boolean(b, path, "held_out");
+      S::entry(b, path, version);
+    }
+  }
+  if (version >= 4 && t.contains("batch_rules")) {
+    const json& rules = S::array(t, "", "batch_rules");
+    for (std::size_t i = 0; i < rules.size(); ++i) {
+      const std::string path = "batch_rules[" + std::to_string(i) + "]";
+      S::shape(rules[i], path, /*with_batch=*/false);
+      S::integer(rules[i], path, "batches");
+      S::tree(S::field(rules[i], path, "tree"), path + ".tree", 0);
+    }
+  }
   const json& regret = S::object(t, "", "regret");
+  if (version >= 4 && regret.contains("traffic")) {
+    const json& traffic = S::object(regret, "regret", "traffic");
+    for (const char* set : {"sweep", "held_out"}) {
+      const std::string sp = std::string("regret.traffic.") + set;
+      const json& r = S::object(traffic, "regret.traffic", set);
+      for (const auto& [rn, x] : r.items()) {
+        const std::string path = sp + "." + rn;
+        if (!x.is_object()) {
+          S::fail(path, "expected an object");
+        }
+        for (const char* k : {"regret", "total_s", "best_s", "mean", "p90", "worst", "weight"}) {
+          S::number(x, path, k);
+        }
+        S::integer(x, path, "batches");
+      }
+    }
+  }
   for (const char* set : {"sweep", "held_out"}) {
     const json& r = S::object(regret, "regret", set);
     // The rules every table of its version prices: what the schema promises readers, so a rule

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
+#include "src/tuning/batch_rules.h"
 
 namespace attn {
 
@@ -66,9 +67,12 @@ struct DecodeSet {
 };
 
 // Held-out workloads stay out of the shape points and out of the fit; they only test the rules.
+// Batches given sequence by sequence (Workload::mixed) are neither: they make the batch rules
+// and the traffic regret.
 struct DecodeSets {
   DecodeSet sweep;
   DecodeSet held_out;
+  std::vector<const WorkloadBest*> batches; // in first-seen order, held-out ones flagged
 };
 
 // What the workloads of one shape point share; they differ only in context length.
@@ -190,7 +194,11 @@ DecodeSets split_held_out(const BestTimings& t) {
   DecodeSets s;
   for (const auto& key : t.decode_order) {
     const WorkloadBest& b = t.decode.at(key);
-    (b.w.held_out ? s.held_out : s.sweep).add(b);
+    if (b.w.mixed()) {
+      s.batches.push_back(&b);
+    } else {
+      (b.w.held_out ? s.held_out : s.sweep).add(b);
+    }
   }
   return s;
 }
@@ -382,6 +390,127 @@ json regret_json(const json& table, const DecodeSets& sets, const RuleFit& fit) 
   return regret;
 }
 
+attn_tune::BatchFeatures features_of(const Workload& w) {
+  return attn_tune::BatchFeatures::of(w.decode_lens());
+}
+
+BatchSample sample_of(const WorkloadBest& b) {
+  return {features_of(b.w), b.pt, b.w.weight, b.timed};
+}
+
+json batches_json(const std::vector<const WorkloadBest*>& batches) {
+  json out = json::array();
+  for (const WorkloadBest* b : batches) {
+    const attn_tune::BatchFeatures f = features_of(b->w);
+    json j = shape_json(b->w);
+    j["seq_lens"] = b->w.context_lens;
+    j["max_len"] = int(f.max_len);
+    j["sum_len"] = f.sum_len;
+    j["mean_len"] = f.mean_len;
+    j["weight"] = b->w.weight;
+    j["held_out"] = b->w.held_out;
+    j.update(measured_entry(*b));
+    out.push_back(j);
+  }
+  return out;
+}
+
+// A batch rule's shape: a ShapeKey without the batch.
+ShapeKey rule_key_of(const Workload& w) {
+  ShapeKey k = shape_key_of(w);
+  k.batch = 0;
+  return k;
+}
+
+// One rule per shape that has batches, fitted on its sweep batches and its uniform sweep points
+// alike (a grid point is a batch whose sequences share one length).
+json batch_rules_json(const DecodeSets& sets) {
+  std::map<ShapeKey, std::vector<const WorkloadBest*>> batches;
+  std::vector<ShapeKey> order;
+  for (const WorkloadBest* b : sets.batches) {
+    if (b->w.held_out) {
+      continue;
+    }
+    auto [it, fresh] = batches.try_emplace(rule_key_of(b->w));
+    if (fresh) {
+      order.push_back(it->first);
+    }
+    it->second.push_back(b);
+  }
+  json out = json::array();
+  for (const ShapeKey& k : order) {
+    std::vector<BatchSample> samples;
+    double weight = 0.0;
+    for (const WorkloadBest* b : batches.at(k)) {
+      samples.push_back(sample_of(*b));
+      weight += b->w.weight;
+    }
+    int points = 0;
+    for (const WorkloadBest* b : sets.sweep.workloads) {
+      if (rule_key_of(b->w) == k) {
+        samples.push_back(sample_of(*b));
+        ++points;
+      }
+    }
+    json tree = fit_batch_tree(samples);
+    if (tree.is_null()) {
+      continue; // no batch of this shape had both families measured
+    }
+    json rj = shape_json(batches.at(k).front()->w);
+    rj.erase("batch");
+    rj["batches"] = int(batches.at(k).size());
+    rj["points"] = points;
+    rj["weight"] = weight;
+    rj["tree"] = std::move(tree);
+    out.push_back(std::move(rj));
+  }
+  return out;
+}
+
+// Traffic-weighted regret of every rule over the batches (sweep and held out): the engines'
+// rules and the fitted rule decide from the batch's size and longest length, the table lookup
+// reads the uniform points the same way, and `batch_rules` reads the whole batch.
+json traffic_regret_json(const json& table, const DecodeSets& sets, const RuleFit& fit) {
+  const attn_tune::ThresholdTableReader reader(table);
+  const Rule fitted = fitted_rule(fit);
+  json out;
+  for (const bool held : {false, true}) {
+    std::vector<BatchSample> samples;
+    std::vector<const WorkloadBest*> from;
+    for (const WorkloadBest* b : sets.batches) {
+      if (b->w.held_out == held) {
+        samples.push_back(sample_of(*b));
+        from.push_back(b);
+      }
+    }
+    auto index_of = [&](const BatchSample& s) { return std::size_t(&s - samples.data()); };
+    json set = json::object();
+    for (const EngineRule& r : engine_rules()) {
+      if (r.picks_family()) {
+        const Rule rule = family_rule(r, fitted);
+        set[r.id] = traffic_regret(samples, [&](const BatchSample& s) {
+                      return rule_time(s.point, rule(s.point));
+                    }).to_json();
+      } else if (!table.at("decode").empty()) {
+        set[r.id] = traffic_regret(samples, [&](const BatchSample& s) {
+                      const attn_tune::Choice c = reader.lookup(query_of(from[index_of(s)]->w));
+                      return config_time(s.point, KernelConfig::from_json(c.config));
+                    }).to_json();
+      }
+    }
+    if (reader.has_batch_rules()) {
+      set["batch_rules"] = traffic_regret(samples, [&](const BatchSample& s) {
+                             attn_tune::Query q = query_of(from[index_of(s)]->w);
+                             q.seq_lens = from[index_of(s)]->w.decode_lens();
+                             const attn_tune::Choice c = reader.lookup(q);
+                             return config_time(s.point, KernelConfig::from_json(c.config));
+                           }).to_json();
+    }
+    out[held ? "held_out" : "sweep"] = set;
+  }
+  return out;
+}
+
 } // namespace
 
 std::vector<WorkloadPoint> decode_workload_points(const std::vector<MeasurementRecord>& records) {
@@ -390,7 +519,9 @@ std::vector<WorkloadPoint> decode_workload_points(const std::vector<MeasurementR
   out.reserve(best.decode_order.size());
   for (const auto& key : best.decode_order) {
     const WorkloadBest& b = best.decode.at(key);
-    out.push_back({b.w, b.pt});
+    if (!b.w.mixed()) { // batches have no place on a shape point's context axis
+      out.push_back({b.w, b.pt});
+    }
   }
   return out;
 }
@@ -422,6 +553,11 @@ nlohmann::json build_threshold_table(const std::vector<MeasurementRecord>& recor
                 {"held_out", held_out_points_json(sets.held_out)}};
   table["rule"] = rule_json(fit, candidates);
   table["regret"] = regret_json(table, sets, fit);
+  if (!sets.batches.empty()) {
+    table["batches"] = batches_json(sets.batches);
+    table["batch_rules"] = batch_rules_json(sets);
+    table["regret"]["traffic"] = traffic_regret_json(table, sets, fit);
+  }
   return table;
 }
 

@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "src/model/errors.h"
+
 namespace attn {
 
 std::vector<Workload> expand_workloads(const Profile& p) {
@@ -51,6 +53,26 @@ std::vector<Workload> expand_workloads(const Profile& p) {
       ws = std::move(next);
     };
     cross(g.batch, [](Workload& w, int v) { w.batch = v; });
+    if (phase == Phase::decode) {
+      // Mixed batches: the explicit ones as given, then every distribution's draws for every
+      // batch size of the grid (its held-out draws flagged).
+      for (const auto& lens : g.context_lens) {
+        Workload w = proto;
+        w.set_decode_lens(lens);
+        ws.push_back(w);
+      }
+      for (const LengthMix& mix : g.length_mix) {
+        for (int b : g.batch) {
+          const auto batches = draw_batches(mix, b);
+          for (std::size_t i = 0; i < batches.size(); ++i) {
+            Workload w = proto;
+            w.set_decode_lens(batches[i]);
+            w.held_out = int(i) >= mix.batches;
+            ws.push_back(w);
+          }
+        }
+      }
+    }
     cross(g.softcap, [](Workload& w, double v) { w.params.softcap = v; });
     cross(g.window_right, [](Workload& w, int v) { w.params.window_right = v; });
     cross(g.window_left, [](Workload& w, int v) { w.params.window_left = v; });
@@ -72,6 +94,18 @@ std::vector<Workload> expand_workloads(const Profile& p) {
     cross(g.dtype, [](Workload& w, DType v) { w.params.dtype = v; });
     out.insert(out.end(), ws.begin(), ws.end());
   }
+  out.insert(out.end(), p.traffic.begin(), p.traffic.end());
+  // A drawn batch that repeats an earlier workload (equal lengths) is measured once.
+  {
+    std::set<std::string> keys;
+    std::vector<Workload> unique;
+    for (auto& w : out) {
+      if (keys.insert(w.key()).second) {
+        unique.push_back(std::move(w));
+      }
+    }
+    out = std::move(unique);
+  }
   // Held-out points that coincide with a grid point would leak into the fit: keep one copy,
   // flagged held out only if it is not a grid point.
   std::set<std::string> seen;
@@ -81,6 +115,77 @@ std::vector<Workload> expand_workloads(const Profile& p) {
   for (const auto& w : p.held_out) {
     if (seen.insert(w.key()).second) {
       out.push_back(w);
+    }
+  }
+  return out;
+}
+
+std::vector<Workload> traffic_workloads(const Profile& p, const Trace& t,
+                                        const std::vector<TrafficSample>& sample) {
+  // The shapes: the profile's decode axes with the trace header's values in their place.
+  PhaseGrid g;
+  if (p.decode) {
+    g = *p.decode;
+  } else {
+    g.causal = {true};
+    g.window_left = {-1};
+    g.window_right = {-1};
+    g.softcap = {0.0};
+  }
+  const TraceShape& sh = t.shape;
+  if (sh.num_heads) {
+    g.num_heads = {*sh.num_heads};
+    g.gqa_ratio.clear();
+  }
+  if (sh.num_kv_heads) {
+    g.num_kv_heads = {*sh.num_kv_heads};
+  }
+  if (sh.head_dim) {
+    g.head_dim = {*sh.head_dim};
+  }
+  if (sh.block_size) {
+    g.block_size = {*sh.block_size};
+  }
+  if (sh.dtype) {
+    g.dtype = {*sh.dtype};
+  }
+  const char* missing = g.num_kv_heads.empty()                          ? "num_kv_heads"
+                        : g.num_heads.empty() && g.gqa_ratio.empty()    ? "num_heads"
+                        : g.head_dim.empty()                            ? "head_dim"
+                        : g.block_size.empty()                          ? "block_size"
+                        : g.dtype.empty()                               ? "dtype"
+                                                                        : nullptr;
+  if (missing != nullptr) {
+    throw InputError("traffic trace " + t.path + ": neither its header's shape nor the profile's" +
+                     " decode grid gives " + missing);
+  }
+  for (int kvh : g.num_kv_heads) {
+    for (int h : g.num_heads) {
+      if (h % kvh != 0) {
+        throw InputError("traffic trace " + t.path + ": num_heads " + std::to_string(h) +
+                         " is not a multiple of num_kv_heads " + std::to_string(kvh));
+      }
+    }
+  }
+  g.batch = {1};
+  g.context_len = {1};
+  g.context_lens.clear();
+  g.length_mix.clear();
+  Profile shapes;
+  shapes.decode = g;
+  std::vector<Workload> out;
+  for (const Workload& shape : expand_workloads(shapes)) {
+    for (const TrafficSample& s : sample) {
+      Workload w = shape;
+      w.set_decode_lens(s.batch.seq_lens);
+      w.weight = s.batch.count;
+      w.held_out = s.held_out;
+      try {
+        w.params.validate();
+      } catch (const InputError& e) {
+        throw InputError("traffic trace " + t.path + ": " + e.what());
+      }
+      out.push_back(std::move(w));
     }
   }
   return out;

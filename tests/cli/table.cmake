@@ -71,13 +71,13 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json
      "{\"schema\": \"attn-tune/threshold-table\", \"version\": 1, \"decode\": []}\n")
 attn_cli_test(NAME table_show_incomplete EXIT 2 REGEX "threshold table: provenance: missing"
               ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json)
-file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_4.json
-     "{\"schema\": \"attn-tune/threshold-table\", \"version\": 4, \"decode\": []}\n")
-attn_cli_test(NAME table_show_version_4 EXIT 2
-              REGEX "unsupported threshold table version 4 \\(this reader reads versions 1 to 3\\)"
-              ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_4.json)
-attn_cli_test(NAME table_lookup_version_4 EXIT 2 REGEX "unsupported threshold table version 4"
-              ARGS table lookup ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_4.json
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_5.json
+     "{\"schema\": \"attn-tune/threshold-table\", \"version\": 5, \"decode\": []}\n")
+attn_cli_test(NAME table_show_version_5 EXIT 2
+              REGEX "unsupported threshold table version 5 \\(this reader reads versions 1 to 4\\)"
+              ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_5.json)
+attn_cli_test(NAME table_lookup_version_5 EXIT 2 REGEX "unsupported threshold table version 5"
+              ARGS table lookup ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_5.json
                    --batch 1 --context-len 64 --num-heads 32 --num-kv-heads 8 --head-dim 128
                    --block-size 16 --dtype fp16)
 
@@ -89,4 +89,9 @@ if(Python3_Interpreter_FOUND)
   # Run as a module from python/ (not `discover`, which would import attn_tune_torch and need torch).
   set_tests_properties(python.table_reader PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python)
   set_tests_properties(python.table_reader PROPERTIES LABELS "unit")
+  # Traffic traces (python/attn_tune_trace.py, docs/traffic.md): standard library only.
+  add_test(NAME python.traffic_trace
+           COMMAND ${Python3_EXECUTABLE} -m unittest -v test_attn_tune_trace)
+  set_tests_properties(python.traffic_trace PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python
+                       LABELS "unit")
 endif()

@@ -173,7 +173,7 @@ TEST(TableReader, ExactPointsFollowTheCrossover) {
 
 TEST(TableReader, FollowsV2IntervalsWhereNoSingleThresholdHolds) {
   const auto r = attn_tune::ThresholdTableReader::from_file(kFixture);
-  EXPECT_EQ(r.version(), 3);
+  EXPECT_EQ(r.version(), attn_tune::kTableSchemaVersion);
   // The issue-11 shape: v2 by 28% at 64, within noise at 512 (keeps v2), v1 at 4096.
   auto c = r.lookup(query(4, 64));
   EXPECT_TRUE(c.exact_point);
@@ -270,13 +270,13 @@ TEST(TableReader, FallsBackToTheNearestPoint) {
 TEST(TableReader, RejectsWhatIsNotATable) {
   EXPECT_THROW(attn_tune::ThresholdTableReader(json::object()), std::runtime_error);
   json t = json::parse(std::ifstream(kFixture));
-  t["version"] = 4;
+  t["version"] = 5;
   try {
     attn_tune::ThresholdTableReader{t};
-    FAIL() << "version 4 must be refused";
+    FAIL() << "version 5 must be refused";
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(),
-                 "unsupported threshold table version 4 (this reader reads versions 1 to 3)");
+                 "unsupported threshold table version 5 (this reader reads versions 1 to 4)");
   }
   t["version"] = 0;
   EXPECT_THROW(attn_tune::ThresholdTableReader{t}, std::runtime_error);

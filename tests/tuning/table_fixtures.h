@@ -3,10 +3,29 @@
 #pragma once
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "src/model/kernel_config.h"
 #include "src/tuning/results_file.h"
 
 namespace attn::fixtures {
+
+// A provenance that passes the schema check: a plugin whose kernels replace vLLM CPU's rule.
+inline nlohmann::json provenance() {
+  return {{"device", {{"name", "synthetic"}}},
+          {"tool", {{"version", "v"}, {"git_hash", "g"}}},
+          {"kernels",
+           {{"source", "plugin"},
+            {"name", "synthetic"},
+            {"version", "1.0"},
+            {"abi_version", 3},
+            {"library_sha256", "ab"},
+            {"engine_rule", "vllm-cpu"}}},
+          {"kernel_sources_sha256", "ab"},
+          {"profile", {{"name", "p"}, {"hash", "h"}}},
+          {"created_utc", "2026-01-01T00:00:00Z"},
+          {"timing_method", "synthetic"}};
+}
 
 // One decode measurement of a fp16, d=128, bs=16, gqa 4 workload.
 inline MeasurementRecord rec(int batch, int ctx, int kvh, const KernelConfig& c, double s,

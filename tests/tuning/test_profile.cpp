@@ -130,7 +130,7 @@ TEST(Profile, ErrorsNameTheKeyPath) {
             "profile t: decode: give exactly one of gqa_ratio and num_heads");
   json no_ctx = json::parse(kBase);
   no_ctx["decode"].erase("context_len");
-  EXPECT_EQ(error_of(no_ctx), "profile t: decode.context_len: missing (required)");
+  EXPECT_EQ(error_of(no_ctx), "profile t: decode.context_len: missing (give context_len, context_lens or length_mix)");
   json odd = json::parse(kBase);
   odd["decode"].erase("gqa_ratio");
   odd["decode"]["num_heads"] = {3};

@@ -1,0 +1,335 @@
+// Batches of mixed lengths: drawn and read batches, the workloads they become, the batch-rule
+// tree fitted to synthetic timings with a known answer, the traffic-weighted regret, and the
+// readers' lookups with a batch's lengths.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "include/attn_tune/threshold_table_reader.hpp"
+#include "src/model/errors.h"
+#include "src/tuning/batch_rules.h"
+#include "src/tuning/length_mix.h"
+#include "src/tuning/table_schema.h"
+#include "src/tuning/threshold_table.h"
+#include "src/tuning/workloads.h"
+#include "tests/tuning/table_fixtures.h"
+
+namespace attn {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / ("attn_batch_rules_" + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+TEST(LengthMix, DrawsAreSeededClampedAndShaped) {
+  const LengthMix mix = parse_length_mix(
+      json::parse(R"({"dist": "mixture", "long_count": 1, "batches": 3, "held_out_batches": 1,
+                      "seed": 5, "short": {"dist": "lognormal", "median": 40, "sigma": 0.5,
+                                           "max": 300},
+                      "long": {"dist": "uniform", "min": 8000, "max": 9000}})"),
+      "profile t", "decode.length_mix[0]");
+  const auto a = draw_batches(mix, 8);
+  EXPECT_EQ(a, draw_batches(mix, 8)); // the same on every run
+  ASSERT_EQ(a.size(), 4u);
+  for (const auto& b : a) {
+    ASSERT_EQ(b.size(), 8u);
+    int long_ones = 0;
+    for (int v : b) {
+      EXPECT_GE(v, 1);
+      long_ones += v >= 8000 ? 1 : 0;
+      EXPECT_TRUE(v <= 300 || (v >= 8000 && v <= 9000)) << v;
+    }
+    EXPECT_EQ(long_ones, 1);
+  }
+  EXPECT_NE(a[0], a[1]);
+  // zipf stays in range and favours short lengths.
+  LengthDist z;
+  z.dist = "zipf";
+  z.s = 1.2;
+  z.min = 1;
+  z.max = 5000;
+  const auto zl = draw_batch(z, 2000, 9);
+  EXPECT_LE(*std::max_element(zl.begin(), zl.end()), 5000);
+  std::vector<int> sorted = zl;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_LT(sorted[1000], 100);
+}
+
+TEST(LengthMix, BadDistributionsNameTheirKey) {
+  auto err = [](const char* text) {
+    try {
+      (void)parse_length_mix(json::parse(text), "profile t", "decode.length_mix[0]");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(err(R"({"dist": "lognormal", "median": 10})"),
+            "profile t: decode.length_mix[0].sigma: missing (required)");
+  EXPECT_EQ(err(R"({"dist": "gamma"})"),
+            "profile t: decode.length_mix[0].dist: expected \"lognormal\", \"uniform\", \"zipf\" "
+            "or \"mixture\", got \"gamma\"");
+  EXPECT_EQ(err(R"({"dist": "uniform", "min": 9, "max": 3})"),
+            "profile t: decode.length_mix[0].max: must be >= min (9)");
+  EXPECT_EQ(err(R"({"dist": "zipf", "s": 1.1, "max": 10, "sigma": 1})"),
+            "profile t: decode.length_mix[0].sigma: not a parameter of dist \"zipf\"");
+  EXPECT_EQ(err(R"({"dist": "mixture", "short": {"dist": "uniform", "min": 1, "max": 5}})"),
+            "profile t: decode.length_mix[0].long: missing (required for dist \"mixture\")");
+}
+
+TEST(Trace, ReadsMergesAndSamples) {
+  const std::string path = write_temp("trace.jsonl",
+                                      "{\"attn_tune_trace\": 1, \"shape\": {\"num_kv_heads\": 2, "
+                                      "\"dtype\": \"bf16\"}}\n"
+                                      "{\"seq_lens\": [5, 900]}\n\n"
+                                      "{\"seq_lens\": [5, 900], \"count\": 3, \"t\": 7}\n"
+                                      "{\"seq_lens\": [64]}\n"
+                                      "{\"seq_lens\": [1, 2, 3, 4]}\n"
+                                      "{\"seq_lens\": [10, 20]}\n");
+  const Trace t = read_trace(path);
+  EXPECT_EQ(t.lines, 5);
+  ASSERT_EQ(t.batches.size(), 4u);
+  EXPECT_EQ(t.batches[0].count, 4.0); // merged: 1 + 3
+  EXPECT_EQ(t.total_count, 7.0);
+  EXPECT_EQ(*t.shape.num_kv_heads, 2);
+  EXPECT_EQ(*t.shape.dtype, DType::bf16);
+  EXPECT_FALSE(t.shape.head_dim.has_value());
+  const auto all = sample_traffic(t, 32, 0.5, 1);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const auto& s) { return s.held_out; }), 2);
+  EXPECT_EQ(all[0].batch.seq_lens, (std::vector<int>{5, 900})); // the trace's order
+  const auto few = sample_traffic(t, 2, 0.0, 1);
+  EXPECT_EQ(few.size(), 2u);
+  EXPECT_EQ(few[0].batch.seq_lens, sample_traffic(t, 2, 0.0, 1)[0].batch.seq_lens);
+}
+
+TEST(Trace, MalformedLinesAreOneLineWithTheLine) {
+  auto err = [](const std::string& text) {
+    try {
+      (void)read_trace(write_temp("bad.jsonl", text));
+    } catch (const InputError& e) {
+      const std::string w = e.what();
+      return w.substr(w.find(" line ") == std::string::npos ? 0 : w.find(" line ") + 1);
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(err("{\"seq_lens\": [3]}\nnot json\n"), "line 2: not a JSON object");
+  EXPECT_EQ(err("{\"seq_lens\": []}\n"),
+            "line 1: seq_lens: expected a list of 1 to 65536 context lengths");
+  EXPECT_EQ(err("{\"seq_lens\": [3, -1]}\n"),
+            "line 1: seq_lens[1]: expected a context length from 1 to 10000000, got -1");
+  EXPECT_EQ(err("{\"lens\": [3]}\n"),
+            "line 1: seq_lens: missing (each line after the header is one decode batch)");
+  EXPECT_EQ(err("{\"seq_lens\": [3], \"count\": 0}\n"),
+            "line 1: count: expected a positive integer, got 0");
+  EXPECT_EQ(err("{\"seq_lens\": [3]}\n{\"attn_tune_trace\": 1}\n"),
+            "line 2: a header must be the first line");
+  EXPECT_EQ(err("{\"attn_tune_trace\": 2}\n{\"seq_lens\": [3]}\n"),
+            "line 1: attn_tune_trace 2 is not a trace version this attn-tune reads (1)");
+  EXPECT_NE(err("\n\n").find("no decode batches"), std::string::npos);
+}
+
+TEST(Workloads, MixedBatchesRoundTripAndKeyTheirLengths) {
+  Workload w;
+  w.params.num_heads = 4;
+  w.params.num_kv_heads = 2;
+  w.params.head_dim = 32;
+  w.params.block_size = 16;
+  w.params.dtype = DType::f32;
+  w.set_decode_lens({30, 2000, 7});
+  w.weight = 3;
+  EXPECT_EQ(w.batch, 3);
+  EXPECT_EQ(w.context_len, 2000);
+  EXPECT_NE(w.key().find("ctx=mix:2000/2037/"), std::string::npos) << w.key();
+  const Workload back = Workload::from_json(w.to_json());
+  EXPECT_EQ(back.context_lens, w.context_lens);
+  EXPECT_EQ(back.weight, 3.0);
+  EXPECT_EQ(back.key(), w.key());
+  Workload other = w;
+  other.set_decode_lens({7, 2000, 30});
+  EXPECT_NE(other.key(), w.key()); // the order is part of the batch
+  const Problem pr = make_workload_problem(w, 1.5, 1);
+  EXPECT_EQ(pr.context_lens, (std::vector<int32_t>{30, 2000, 7}));
+}
+
+TEST(Workloads, ProfileMixesAndTracesBecomeBatches) {
+  const Profile p = parse_profile(json::parse(R"({"name": "m", "decode": {
+      "batch": [2, 3], "context_len": [64],
+      "context_lens": [[5, 50, 500]],
+      "length_mix": [{"dist": "uniform", "min": 1, "max": 100, "batches": 2,
+                      "held_out_batches": 1}],
+      "num_kv_heads": [2], "gqa_ratio": [2], "head_dim": [32], "block_size": [16],
+      "dtype": ["fp32"]}})"),
+                                  "profile m");
+  const auto ws = expand_workloads(p);
+  int grid = 0, explicit_ = 0, drawn = 0, held = 0;
+  for (const Workload& w : ws) {
+    if (!w.mixed()) {
+      ++grid;
+    } else if (w.context_lens == std::vector<int>{5, 50, 500}) {
+      ++explicit_;
+    } else {
+      ++drawn;
+      held += w.held_out ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(grid, 2);
+  EXPECT_EQ(explicit_, 1);
+  EXPECT_EQ(drawn, 6); // 3 draws for each of the 2 batch sizes
+  EXPECT_EQ(held, 2);
+  // A trace's header shape replaces the profile's axes.
+  Trace t;
+  t.path = "t.jsonl";
+  t.shape.head_dim = 64;
+  t.batches.push_back({{9, 99}, 4.0, 1});
+  const auto tw = traffic_workloads(p, t, {{t.batches[0], true}});
+  ASSERT_EQ(tw.size(), 1u);
+  EXPECT_EQ(tw[0].params.head_dim, 64);
+  EXPECT_EQ(tw[0].params.num_heads, 4);
+  EXPECT_EQ(tw[0].weight, 4.0);
+  EXPECT_TRUE(tw[0].held_out);
+  EXPECT_EQ(tw[0].context_lens, (std::vector<int>{9, 99}));
+}
+
+// Synthetic timings with a known answer: v1 costs the batch's longest length (one pass per
+// sequence, the longest finishes last), v2 costs a fixed overhead plus the total length spread
+// over 8 workers. So v2 wins where one long sequence sits among short ones, v1 where lengths
+// are even.
+std::vector<MeasurementRecord> mixed_records() {
+  using fixtures::rec;
+  const KernelConfig v1{Family::decode_v1, {}};
+  const KernelConfig v2{Family::decode_v2, {{"partition", 256}}};
+  const std::vector<std::vector<int>> batches = {
+      {4000, 40, 50, 60, 30, 20, 45, 35}, {3000, 30, 30, 30, 30, 30, 30, 30},
+      {500, 520, 480, 510, 490, 505, 495, 500}, {800, 790, 810, 805, 795, 800, 800, 800},
+      {6000, 10, 20, 30, 40, 50, 60, 70},  {300, 300, 300, 300, 300, 300, 300, 300},
+      {5000, 100, 90, 80, 70, 60, 50, 40}, {700, 700, 690, 710, 700, 700, 700, 700},
+      {4500, 25, 25, 25, 25, 25, 25, 25},  {600, 610, 590, 600, 600, 600, 600, 600}};
+  std::vector<MeasurementRecord> rs;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    const auto& lens = batches[i];
+    const double mx = *std::max_element(lens.begin(), lens.end());
+    const double sum = std::accumulate(lens.begin(), lens.end(), 0.0);
+    for (const auto& [cfg, t] : {std::pair{v1, mx * 1e-6}, std::pair{v2, 2e-4 + sum / 8 * 1e-6}}) {
+      MeasurementRecord r = rec(8, 1, 8, cfg, t);
+      r.workload.set_decode_lens(lens);
+      r.workload.held_out = i >= 8; // the last two are held out
+      r.workload.weight = i == 0 ? 5.0 : 1.0;
+      rs.push_back(r);
+    }
+  }
+  // Grid points of the same shape (batch 8, equal lengths): v1 wins at every length here.
+  for (int ctx : {256, 1024}) {
+    rs.push_back(rec(8, ctx, 8, v1, ctx * 1e-6));
+    rs.push_back(rec(8, ctx, 8, v2, 2e-4 + ctx * 1e-6));
+  }
+  return rs;
+}
+
+TEST(BatchRules, TheTreeSplitsWhereTheMeasurementsDoAndBeatsTheUniformLookup) {
+  const json t = build_threshold_table(mixed_records(), fixtures::provenance(), 8);
+  validate_table(t);
+  EXPECT_EQ(t.at("version"), 4);
+  ASSERT_EQ(t.at("batches").size(), 10u);
+  EXPECT_EQ(t.at("decode").size(), 1u); // the batches are not decode points
+  ASSERT_EQ(t.at("batch_rules").size(), 1u);
+  const json& rule = t.at("batch_rules")[0];
+  EXPECT_EQ(rule.at("batches"), 8);
+  EXPECT_EQ(rule.at("points"), 2);
+  EXPECT_FALSE(rule.contains("batch"));
+  // One long sequence among short ones: v2; even lengths: v1, as the timings say.
+  const attn_tune::ThresholdTableReader reader(t);
+  attn_tune::Query q;
+  q.num_heads = 32;
+  q.num_kv_heads = 8;
+  q.head_dim = 128;
+  q.block_size = 16;
+  q.seq_lens = {5200, 30, 40, 50, 60, 70, 80, 90};
+  const attn_tune::Choice skewed = reader.lookup(q);
+  EXPECT_TRUE(skewed.batch_rule);
+  EXPECT_EQ(skewed.family, "decode_v2") << skewed.batch_path;
+  q.seq_lens = {650, 640, 660, 650, 650, 650, 650, 650};
+  EXPECT_EQ(reader.lookup(q).family, "decode_v1");
+  // The uniform lookup reads the skewed batch as 8 sequences of its longest length: v1 there.
+  attn_tune::Query u = q;
+  u.seq_lens.clear();
+  u.batch = 8;
+  u.context_len = 5200;
+  EXPECT_EQ(reader.lookup(u).family, "decode_v1");
+  // Held-out traffic: the batch rules lose nothing, the uniform lookup loses on the skewed batch.
+  const json& held = t.at("regret").at("traffic").at("held_out");
+  EXPECT_EQ(held.at("batch_rules").at("batches"), 2);
+  EXPECT_NEAR(held.at("batch_rules").at("regret").get<double>(), 0.0, 1e-12);
+  EXPECT_GT(held.at("table_lookup").at("regret").get<double>(), 0.5);
+  EXPECT_GT(held.at("vllm_cpu").at("regret").get<double>(), 0.0); // v2 on the even batch
+  // The sweep set weighs the first batch 5 times.
+  const json& sweep = t.at("regret").at("traffic").at("sweep");
+  EXPECT_EQ(sweep.at("batch_rules").at("weight"), 12.0);
+}
+
+TEST(BatchRules, TrafficRegretWeighsEachBatchByItsCount) {
+  DecodePoint a;
+  a.best_s = 1.0;
+  a.v1_s = 1.0;
+  a.v2_by_partition[512] = 2.0;
+  DecodePoint b = a;
+  b.best_s = 1.0;
+  std::vector<BatchSample> s = {{{}, a, 3.0, {}}, {{}, b, 1.0, {}}};
+  // The rule takes 2 s on the first batch (100% slower) and 1 s on the second.
+  int calls = 0;
+  const TrafficRegret r = traffic_regret(s, [&](const BatchSample&) { return ++calls == 1 ? 2.0 : 1.0; });
+  EXPECT_DOUBLE_EQ(r.total_s, 3 * 2.0 + 1.0);
+  EXPECT_DOUBLE_EQ(r.best_s, 4.0);
+  EXPECT_DOUBLE_EQ(r.regret(), 7.0 / 4.0 - 1.0);
+  EXPECT_DOUBLE_EQ(r.mean, 0.75);
+  EXPECT_DOUBLE_EQ(r.p90, 1.0);
+  EXPECT_DOUBLE_EQ(r.worst, 1.0);
+  EXPECT_EQ(r.batches, 2);
+}
+
+TEST(BatchRules, ReadersFallBackWithoutBatchRules) {
+  const json t = build_threshold_table(fixtures::two_points_and_held_out(), fixtures::provenance(),
+                                       8);
+  EXPECT_FALSE(t.contains("batch_rules"));
+  const attn_tune::ThresholdTableReader reader(t);
+  attn_tune::Query q;
+  q.num_heads = 32;
+  q.num_kv_heads = 8;
+  q.head_dim = 128;
+  q.block_size = 16;
+  q.batch = 2;
+  q.context_len = 8192;
+  const attn_tune::Choice plain = reader.lookup(q);
+  q.seq_lens = {100, 8192};
+  const attn_tune::Choice batch = reader.lookup(q);
+  EXPECT_FALSE(batch.batch_rule);
+  EXPECT_EQ(batch.config_key, plain.config_key);
+  q.seq_lens = {0, 5};
+  EXPECT_THROW((void)reader.lookup(q), std::invalid_argument);
+}
+
+TEST(BatchRules, TheSchemaNamesABrokenTree) {
+  json t = build_threshold_table(mixed_records(), fixtures::provenance(), 8);
+  json& tree = t["batch_rules"][0]["tree"];
+  ASSERT_TRUE(tree.contains("feature"));
+  tree["feature"] = "median_len";
+  try {
+    validate_table(t);
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch_rules[0].tree.feature: expected"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+} // namespace
+} // namespace attn
