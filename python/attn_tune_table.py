@@ -318,15 +318,10 @@ class ThresholdTable:
     @staticmethod
     def distance(p, batch, num_heads, num_kv_heads, head_dim, block_size, dtype, causal,
                  window_left, window_right, softcap):
-        d = (_lr(p["batch"], batch) + _lr(p["num_kv_heads"], num_kv_heads)
-             + _lr(p["gqa_ratio"], num_heads / num_kv_heads) + _lr(p["head_dim"], head_dim)
-             + _lr(p["block_size"], block_size))
-        if p["dtype"] != dtype:
-            d += CATEGORY_PENALTY
-        if (p["causal"] != causal or p["window_left"] != window_left
-                or p["window_right"] != window_right or float(p["softcap"]) != float(softcap)):
-            d += CATEGORY_PENALTY
-        return d
+        # The batch term plus the rest, in the C++ reader's order.
+        return _lr(p["batch"], batch) + ThresholdTable.shape_distance(
+            p, num_heads, num_kv_heads, head_dim, block_size, dtype, causal, window_left,
+            window_right, softcap)
 
     @staticmethod
     def uses_v2(p, version, context_len):
