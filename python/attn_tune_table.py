@@ -75,7 +75,7 @@ import logging
 import math
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 SCHEMA = "attn-tune/threshold-table"
 FLEET_SCHEMA = "attn-tune/fleet-table"
@@ -114,7 +114,8 @@ class Choice:
     point: dict = field(repr=False)  # the decode point (without "measured") or batch rule
     # (without "tree") that answered
     batch_rule: bool = False  # a `batch_rules` tree answered (a lookup with seq_lens)
-    batch_path: str = ""  # the splits the batch took to its leaf: "max_len >= 4096, batch < 8"
+    batch_path: str = ""  # the splits the batch took to its leaf: "max_len >= 4096, batch < 8",
+    # ending "decode points" where the leaf defers to them (the rest is then their answer)
 
     @property
     def partition(self):
@@ -152,9 +153,10 @@ def _field(obj, path, key):
     return obj[key]
 
 
-def _check_batch_rule(rule, path):
+def _check_batch_rule(rule, path, points):
     """A `batch_rules` entry as src/tuning/table_schema.cpp checks it: a shape without `batch`,
-    `batches` and a tree; TableError naming the first bad field."""
+    `batches` and a tree (whose {"lookup": "points"} leaves need decode points: `points`);
+    TableError naming the first bad field."""
     if not isinstance(rule, dict):
         _schema_fail(path, "expected an object")
     if not isinstance(_field(rule, path, "dtype"), str):
@@ -170,10 +172,10 @@ def _check_batch_rule(rule, path):
         _schema_fail(path + ".causal", "expected true or false")
     if not _is_number(_field(rule, path, "softcap")):
         _schema_fail(path + ".softcap", "expected a number")
-    _check_tree(_field(rule, path, "tree"), path + ".tree", 0)
+    _check_tree(_field(rule, path, "tree"), path + ".tree", 0, points)
 
 
-def _check_tree(node, path, depth):
+def _check_tree(node, path, depth, points):
     if not isinstance(node, dict):
         _schema_fail(path, "expected a split or a leaf object")
     if depth > MAX_TREE_DEPTH:
@@ -184,8 +186,14 @@ def _check_tree(node, path, depth):
                                             '"mean_len"')
         if not _is_number(_field(node, path, "threshold")):
             _schema_fail(path + ".threshold", "expected a number")
-        _check_tree(_field(node, path, "below"), path + ".below", depth + 1)
-        _check_tree(_field(node, path, "at_or_above"), path + ".at_or_above", depth + 1)
+        _check_tree(_field(node, path, "below"), path + ".below", depth + 1, points)
+        _check_tree(_field(node, path, "at_or_above"), path + ".at_or_above", depth + 1, points)
+        return
+    if "lookup" in node:
+        if node["lookup"] != "points":
+            _schema_fail(path + ".lookup", 'expected "points"')
+        if not points:
+            _schema_fail(path + ".lookup", "the table has no decode points to read")
         return
     if _field(node, path, "family") not in ("decode_v1", "decode_v2"):
         _schema_fail(path + ".family", 'expected "decode_v1" or "decode_v2"')
@@ -202,6 +210,17 @@ def _check_tree(node, path, depth):
     partition = config["params"].get("partition")
     if partition is not None and (not _is_int(partition) or partition < 1):
         _schema_fail(cpath + ".params.partition", "expected a positive integer")
+
+
+def _batch_key(seq_lens):
+    """(size, longest, total) of a batch's context lengths, all a batch rule reads; ValueError
+    on an empty batch or a length < 1."""
+    if hasattr(seq_lens, "tolist") and not isinstance(seq_lens, (list, tuple)):
+        seq_lens = seq_lens.tolist()
+    lens = [int(n) for n in seq_lens]
+    if not lens or min(lens) < 1:
+        raise ValueError("use_v2 needs at least one context length, each >= 1, in seq_lens")
+    return len(lens), max(lens), sum(lens)
 
 
 def batch_features(seq_lens):
@@ -257,7 +276,7 @@ class ThresholdTable:
             if not isinstance(rules, list):
                 _schema_fail("batch_rules", "expected a list")
             for i, rule in enumerate(rules):
-                _check_batch_rule(rule, "batch_rules[%d]" % i)
+                _check_batch_rule(rule, "batch_rules[%d]" % i, bool(table["decode"]))
         self.table = table
         self.version = version
         self.selection = None  # set when read for a device (open_for_device)
@@ -268,11 +287,13 @@ class ThresholdTable:
         # Per instance (a table's answers are its own); cleared, never replaced, so the rules
         # v2_rule returned keep using them.
         self._answer = functools.lru_cache(maxsize=V2_CACHE_SIZE)(self._answer_uncached)
+        self._batch_answer = functools.lru_cache(maxsize=V2_CACHE_SIZE)(
+            self._batch_answer_uncached)
         self._shape = functools.lru_cache(maxsize=SHAPE_CACHE_SIZE)(self._shape_uncached)
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        del state["_answer"], state["_shape"]
+        del state["_answer"], state["_batch_answer"], state["_shape"]
         return state
 
     def __setstate__(self, state):
@@ -437,6 +458,11 @@ class ThresholdTable:
             if best is None or d < best_d - TIE_EPSILON:
                 best, best_d = r, d
         leaf, path = batch_tree_leaf(best["tree"], batch_features(seq_lens))
+        if "lookup" in leaf:  # the decode points answer, read with size and longest length
+            c = self.lookup(len(seq_lens), max(seq_lens), num_heads, num_kv_heads, head_dim,
+                            block_size, dtype, causal, window_left, window_right, softcap)
+            return replace(c, batch_rule=True,
+                           batch_path=path + (", " if path else "") + "decode points")
         cfg = leaf["config"]
         return Choice(family=leaf["family"], config=cfg, config_key=cfg["key"],
                       exact_point=best_d == 0.0, distance=best_d, measured_context=0,
@@ -465,9 +491,12 @@ class ThresholdTable:
 
     def use_v2(self, seq_len, num_kv_heads, block_size=16, partition_size=512, *, batch=1,
                num_heads=None, head_dim=None, dtype=None, causal=True, window_left=-1,
-               window_right=-1, softcap=0.0):
+               window_right=-1, softcap=0.0, seq_lens=None):
         """Whether the table chooses decode_v2 for a decode step of `batch` sequences whose
-        longest is `seq_len`: exactly `lookup(batch, seq_len, ...).family == "decode_v2"`.
+        longest is `seq_len`: exactly `lookup(batch, seq_len, ...).family == "decode_v2"`. Given
+        the batch's context lengths `seq_lens` instead (seq_len and batch are then ignored; pass
+        seq_len=None), exactly `lookup(seq_lens=seq_lens, ...).family == "decode_v2"`: a table
+        with batch rules decides for the whole batch.
 
         The parameters of the seed engine's `should_use_paged_v2` plus `batch` and the model.
         num_heads, head_dim and dtype default to those bound by `bind` or `v2_rule`; ValueError
@@ -489,6 +518,9 @@ class ThresholdTable:
                 raise ValueError("use_v2 needs %s: pass %s=... or bind it first with "
                                  "table.bind(%s=...) or table.v2_rule(num_heads, head_dim, dtype)"
                                  % (name, name, name)) from None
+        if seq_lens is not None:
+            return self._batch_answer(*_batch_key(seq_lens), num_kv_heads, block_size, num_heads,
+                                      head_dim, dtype, causal, window_left, window_right, softcap)
         return self._answer(seq_len, num_kv_heads, block_size, batch, num_heads, head_dim, dtype,
                             causal, window_left, window_right, softcap)
 
@@ -515,15 +547,21 @@ class ThresholdTable:
         answer = self._answer
         default_batch = batch
 
+        batch_answer = self._batch_answer
+
         def should_use_paged_v2(seq_len: int, num_kv_heads: int, block_size: int = 16,
-                                partition_size: int = 512, *, batch: int = default_batch) -> bool:
+                                partition_size: int = 512, *, batch: int = default_batch,
+                                seq_lens=None) -> bool:
+            if seq_lens is not None:
+                return batch_answer(*_batch_key(seq_lens), num_kv_heads, block_size, num_heads,
+                                    head_dim, dtype, causal, window_left, window_right, softcap)
             return answer(seq_len, num_kv_heads, block_size, batch, num_heads, head_dim, dtype,
                           causal, window_left, window_right, softcap)
 
         should_use_paged_v2.__doc__ = (
             "Whether the threshold table chooses decode_v2 (num_heads=%d, head_dim=%d, dtype=%s, "
-            "causal=%s, window_left=%d, window_right=%d, softcap=%g; batch defaults to %d). "
-            "partition_size is ignored." % (num_heads, head_dim, dtype, causal, window_left,
+            "causal=%s, window_left=%d, window_right=%d, softcap=%g; batch defaults to %d; "
+            "seq_lens=[...] decides for a whole batch). partition_size is ignored." % (num_heads, head_dim, dtype, causal, window_left,
                                             window_right, softcap, default_batch))
         should_use_paged_v2.table = self
         should_use_paged_v2.bound = dict(num_heads=num_heads, head_dim=head_dim, dtype=dtype,
@@ -533,11 +571,15 @@ class ThresholdTable:
     def clear_cache(self):
         """Forget the cached answers (after modifying `self.table`)."""
         self._answer.cache_clear()
+        self._batch_answer.cache_clear()
         self._shape.cache_clear()
 
     def cache_info(self):
-        """{"answers": ..., "shapes": ...}: functools cache statistics of the two caches."""
-        return {"answers": self._answer.cache_info(), "shapes": self._shape.cache_info()}
+        """{"answers": ..., "batch_answers": ..., "shapes": ...}: functools cache statistics of
+        the caches (batch_answers: use_v2 with seq_lens)."""
+        return {"answers": self._answer.cache_info(),
+                "batch_answers": self._batch_answer.cache_info(),
+                "shapes": self._shape.cache_info()}
 
     def _answer_uncached(self, seq_len, num_kv_heads, block_size, batch, num_heads, head_dim,
                          dtype, causal, window_left, window_right, softcap):
@@ -548,6 +590,29 @@ class ThresholdTable:
             if lo <= seq_len and (hi is None or seq_len < hi):
                 return True
         return False
+
+    def _batch_answer_uncached(self, batch, longest, total, num_kv_heads, block_size, num_heads,
+                               head_dim, dtype, causal, window_left, window_right, softcap):
+        """use_v2 for a batch of `batch` sequences, the longest `longest`, `total` in all: what
+        a batch rule's tree and its decode-points leaves read, so one answer per such triple."""
+        if not self.has_batch_rules:
+            return self._answer(longest, num_kv_heads, block_size, batch, num_heads, head_dim,
+                                dtype, causal, window_left, window_right, softcap)
+        if min(num_heads, num_kv_heads, head_dim, block_size) < 1:
+            raise ValueError("use_v2 needs positive heads, head_dim and block_size")
+        dtype = canonical_dtype(dtype)
+        best, best_d = None, 0.0
+        for r in self.table["batch_rules"]:
+            d = self.shape_distance(r, num_heads, num_kv_heads, head_dim, block_size, dtype,
+                                    causal, window_left, window_right, softcap)
+            if best is None or d < best_d - TIE_EPSILON:
+                best, best_d = r, d
+        leaf, _ = batch_tree_leaf(best["tree"], {"batch": batch, "max_len": longest,
+                                                 "sum_len": total, "mean_len": total / batch})
+        if "lookup" in leaf:
+            return self._answer(longest, num_kv_heads, block_size, batch, num_heads, head_dim,
+                                dtype, causal, window_left, window_right, softcap)
+        return leaf["family"] == "decode_v2"
 
     def _shape_uncached(self, batch, num_heads, num_kv_heads, head_dim, block_size, dtype,
                         causal, window_left, window_right, softcap):
@@ -784,13 +849,17 @@ def main(argv=None):
             ap.error("--seq-lens: expected comma-separated context lengths, not %r" % a.seq_lens)
     elif a.batch is None or a.context_len is None:
         ap.error("give --batch and --context-len, or a batch's --seq-lens")
-    t = ThresholdTable.load(a.table, device_name=a.device_name, nearest=a.nearest)
-    if t.selection is not None and t.selection.said:
-        print(t.selection.said, file=sys.stderr)
-    c = t.lookup(
-        None if seq_lens else a.batch, None if seq_lens else a.context_len, a.num_heads,
-        a.num_kv_heads, a.head_dim, a.block_size, a.dtype, window_left=a.window_left,
-        softcap=a.softcap, seq_lens=seq_lens)
+    try:
+        t = ThresholdTable.load(a.table, device_name=a.device_name, nearest=a.nearest)
+        if t.selection is not None and t.selection.said:
+            print(t.selection.said, file=sys.stderr)
+        c = t.lookup(
+            None if seq_lens else a.batch, None if seq_lens else a.context_len, a.num_heads,
+            a.num_kv_heads, a.head_dim, a.block_size, a.dtype, window_left=a.window_left,
+            softcap=a.softcap, seq_lens=seq_lens)
+    except (TableError, ValueError, LookupError, OSError) as e:  # one line, as attn-tune says
+        print("attn_tune_table: error: %s" % e, file=sys.stderr)
+        return 2
     print(c.family, c.config_key, *(["(the kernel chooses its splits)"]
                                      if c.kernel_chooses_splits else []),
           *(["(batch rule: %s)" % (c.batch_path or "one leaf")] if c.batch_rule else []))

@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import pickle
+import random
 import subprocess
 import sys
 import unittest
@@ -297,6 +298,50 @@ class BatchRulesTest(unittest.TestCase):
         self.assertEqual(self.t.lookup(**batch_query(Tensor())).config_key,
                          "decode_v2[partition=512]")
 
+    def with_points_leaf(self):
+        """The fixture with its kvh 8 tree's `max_len < 4096` side deferring to the decode
+        points, as a fit does where no configuration beats them out of sample."""
+        t = copy.deepcopy(self.t.table)
+        t["batch_rules"][0]["tree"]["below"] = {"lookup": "points", "batches": 9, "weight": 9,
+                                                "mean_slowdown": 0.01}
+        return att.ThresholdTable(t)
+
+    def test_a_points_leaf_answers_as_the_decode_points(self):
+        t = self.with_points_leaf()
+        for lens in ([30, 2000, 512], [4095] * 8, [100] * 3, [4000, 12, 13, 14, 15, 16, 17, 18]):
+            c = t.lookup(**batch_query(lens))
+            plain = t.lookup(len(lens), max(lens), 32, 8, 128, 16, "fp16")
+            self.assertTrue(c.batch_rule)
+            self.assertEqual(c.batch_path, "max_len < 4096, decode points")
+            self.assertEqual((c.family, c.config_key, c.measured_context),
+                             (plain.family, plain.config_key, plain.measured_context))
+        # The other side keeps its leaves.
+        self.assertEqual(t.lookup(**batch_query([30, 20000, 512])).config_key,
+                         self.t.lookup(**batch_query([30, 20000, 512])).config_key)
+
+    def test_use_v2_with_seq_lens_agrees_with_lookup(self):
+        rng = random.Random(7)
+        tables = {"batch rules": self.t, "points leaf": self.with_points_leaf(),
+                  "version 3": self.t3}
+        for name, t in tables.items():
+            rule = t.v2_rule(num_heads=32, head_dim=128, dtype="fp16")
+            for _ in range(300):
+                kvh = rng.choice([1, 8])
+                lens = [int(rng.lognormvariate(6, 1.8)) + 1 for _ in range(rng.randint(1, 24))]
+                want = t.lookup(**batch_query(lens, kvh=kvh, heads=4 * kvh)).family == "decode_v2"
+                got = t.use_v2(None, kvh, 16, num_heads=4 * kvh, head_dim=128, dtype="fp16",
+                               seq_lens=lens)
+                self.assertIs(got, want, (name, kvh, lens))
+                if kvh == 8:
+                    self.assertIs(rule(max(lens), kvh, seq_lens=lens), want, (name, lens))
+            # The same batch again (any order) is a cache hit.
+            hits = t.cache_info()["batch_answers"].hits
+            t.use_v2(None, 8, num_heads=32, head_dim=128, dtype="fp16", seq_lens=[3, 1, 2])
+            t.use_v2(None, 8, num_heads=32, head_dim=128, dtype="fp16", seq_lens=[1, 2, 3])
+            self.assertEqual(t.cache_info()["batch_answers"].hits - hits, 1)
+        with self.assertRaisesRegex(ValueError, "each >= 1"):
+            self.t.use_v2(None, 8, num_heads=32, head_dim=128, dtype="fp16", seq_lens=[5, 0])
+
     def test_malformed_batch_rules_name_the_field(self):
         def broken(change):
             t = copy.deepcopy(self.t.table)
@@ -353,6 +398,10 @@ class BatchRulesTest(unittest.TestCase):
              r"batch_rules\[0\]\.dtype: expected a string"),
             (lambda t: t["batch_rules"].append(7), r"batch_rules\[2\]: expected an object"),
             (lambda t: t.update(batch_rules={}), r"batch_rules: expected a list"),
+            (lambda t: tree(t).update(below={"lookup": "grid"}),
+             r'batch_rules\[0\]\.tree\.below\.lookup: expected "points"'),
+            (lambda t: (tree(t).update(below={"lookup": "points"}), t.update(decode=[])),
+             r"batch_rules\[0\]\.tree\.below\.lookup: the table has no decode points to read"),
         ]
         for change, pattern in cases:
             with self.assertRaises(att.TableError, msg=pattern) as cm:
@@ -466,7 +515,8 @@ class UseV2Test(unittest.TestCase):
                 params = list(sig.parameters.values())
                 self.assertEqual(params[:4], list(seed.parameters.values()))
                 self.assertEqual([(p.name, p.kind, p.default) for p in params[4:]],
-                                 [("batch", inspect.Parameter.KEYWORD_ONLY, 1)])
+                                 [("batch", inspect.Parameter.KEYWORD_ONLY, 1),
+                                  ("seq_lens", inspect.Parameter.KEYWORD_ONLY, None)])
                 self.assertEqual(sig.return_annotation, bool)
                 for seq, kvh, b in itertools.product(GRID_SEQ, (1, 4, 7), (1, 4, 64)):
                     want = t.use_v2(seq, kvh, batch=b, num_heads=28, head_dim=hd, dtype=dt,

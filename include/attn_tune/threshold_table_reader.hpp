@@ -115,7 +115,8 @@ struct Choice {
   double distance = 0.0;    // the nearest point's distance (0 for an exact point)
   int measured_context = 0; // the context length whose best configuration was taken
   nlohmann::json point;     // the table point used (without its measurements), or batch rule
-  // From a `batch_rules` tree (a query with seq_lens): the splits the batch took to its leaf.
+  // From a `batch_rules` tree (a query with seq_lens): the splits the batch took to its leaf,
+  // ending "decode points" where that leaf defers to them (the rest of the Choice is then theirs).
   bool batch_rule = false;
   std::string batch_path;
   // v2 whose kernel chooses its own splits: launch it without a partition.
@@ -324,6 +325,16 @@ private:
     c.point.erase("tree");
     const nlohmann::json& leaf =
         batch_tree_leaf(best->at("tree"), BatchFeatures::of(q.seq_lens), &c.batch_path);
+    if (leaf.contains("lookup")) { // the decode points answer, read with size and longest length
+      Query u = q;
+      u.seq_lens.clear();
+      u.batch = int(q.seq_lens.size());
+      u.context_len = *std::max_element(q.seq_lens.begin(), q.seq_lens.end());
+      Choice from_points = lookup(u);
+      from_points.batch_rule = true;
+      from_points.batch_path = c.batch_path + (c.batch_path.empty() ? "" : ", ") + "decode points";
+      return from_points;
+    }
     c.family = leaf.at("family").get<std::string>();
     c.config = leaf.at("config");
     c.config_key = c.config.at("key").get<std::string>();

@@ -178,8 +178,12 @@ void describe_tree(std::ostringstream& s, const json& n, const std::string& inde
     describe_tree(s, n.at("at_or_above"), indent + "  ");
     return;
   }
-  s << indent << n.at("family").get<std::string>() << " "
-    << n.at("config").at("key").get<std::string>();
+  if (n.contains("lookup")) {
+    s << indent << "the decode points (read with the batch's size and longest length)";
+  } else {
+    s << indent << n.at("family").get<std::string>() << " "
+      << n.at("config").at("key").get<std::string>();
+  }
   if (n.contains("batches")) {
     s << "  (" << n.at("batches").get<int>() << " batches, mean slowdown "
       << pct(n.value("mean_slowdown", 0.0)) << ")";

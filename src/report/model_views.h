@@ -82,5 +82,7 @@ void add_regret(ReportModel& m, const ReportSource& src, const std::vector<Regre
 
 // Prefill rates (model_prefill.cpp).
 void add_prefill(ReportModel& m, const ReportSource& src);
+// The traffic view of a version 4 table with batches (model_traffic.cpp); after add_provenance.
+void add_traffic(ReportModel& m, const ReportSource& src);
 
 } // namespace attn::report

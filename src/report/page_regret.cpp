@@ -164,80 +164,25 @@ std::string regret_html(const ReportModel& m) {
   return h + tables_html(m, {"regret_summary", "regret"});
 }
 
-namespace {
-
-// A decode point from a table's batch entry: its best, best v1 and best v2 times, as the
-// engines' rules and the table's lookups are charged (another configuration of a family is
-// charged that family's best, as in the regret without results.jsonl).
-DecodePoint batch_point(const nlohmann::json& b) {
-  DecodePoint p;
-  p.batch = b.at("batch").get<int>();
-  p.num_heads = b.at("num_heads").get<int>();
-  p.num_kv_heads = b.at("num_kv_heads").get<int>();
-  p.context_len = b.at("context_len").get<int>();
-  p.best_s = b.at("best").at("median_s").get<double>();
-  p.by_config[b.at("best").at("config").at("key").get<std::string>()] = p.best_s;
-  if (!b.at("v1").is_null()) {
-    p.v1_s = b.at("v1").at("median_s").get<double>();
-    p.by_config[b.at("v1").at("config").at("key").get<std::string>()] = p.v1_s;
-  }
-  if (!b.at("v2").is_null()) {
-    const KernelConfig c = KernelConfig::from_json(b.at("v2").at("config"));
-    p.v2_by_partition[v2_partition(c)] = b.at("v2").at("median_s").get<double>();
-    p.by_config[c.key()] = b.at("v2").at("median_s").get<double>();
-  }
-  return p;
-}
-
-attn_tune::Query batch_query(const nlohmann::json& b, bool with_lengths) {
-  attn_tune::Query q;
-  q.batch = b.at("batch").get<int>();
-  q.context_len = b.at("context_len").get<int>();
-  q.num_heads = b.at("num_heads").get<int>();
-  q.num_kv_heads = b.at("num_kv_heads").get<int>();
-  q.head_dim = b.at("head_dim").get<int>();
-  q.block_size = b.at("block_size").get<int>();
-  q.dtype = b.at("dtype").get<std::string>();
-  q.causal = b.at("causal").get<bool>();
-  q.window_left = b.at("window_left").get<int>();
-  q.window_right = b.at("window_right").get<int>();
-  q.softcap = b.at("softcap").get<double>();
-  if (with_lengths) {
-    q.seq_lens = b.at("seq_lens").get<std::vector<int>>();
-  }
-  return q;
-}
-
-} // namespace
-
 std::string traffic_html(const ReportModel& m) {
-  const nlohmann::json& t = m.traffic_table;
-  if (t.is_null()) {
+  const TrafficView& v = m.traffic;
+  if (!v.present) {
     return "<p class=\"caption\">No batches of mixed lengths in this table.</p>";
-  }
-  const nlohmann::json& traffic = t.at("regret").at("traffic");
-  // The rules in the report's order, the batch rules first: (id, label).
-  std::vector<std::pair<std::string, std::string>> rules = {
-      {"batch_rules", "batch rules (whole batch)"}};
-  for (const EngineRule* r : rules_listed(m.own_rule)) {
-    rules.emplace_back(r->id, r->kind == RuleKind::table_lookup
-                                  ? "table lookup (grid points, longest length)"
-                                  : rule_label(*r, m.own_rule));
   }
   std::string h = "<figure class=\"card\"><table class=\"data\"><thead><tr><th>rule</th>";
   for (const char* set : {"sweep batches", "held-out batches"}) {
     h += std::string("<th>") + set + ": regret</th><th>mean / p90 / worst</th>";
   }
   h += "</tr></thead><tbody>";
-  for (const auto& [id, label] : rules) {
-    h += "<tr data-rule=\"" + esc(id) + "\"><td>" + esc(label) + "</td>";
+  for (const TrafficRule& r : v.rules) {
+    h += "<tr data-rule=\"" + esc(r.id) + "\"><td>" + esc(r.label) + "</td>";
     for (const char* set : {"sweep", "held_out"}) {
-      const nlohmann::json& r = traffic.at(set);
-      if (!r.contains(id) || r.at(id).at("batches").get<int>() == 0) {
+      const nlohmann::json& t = v.totals.at(set);
+      if (!t.contains(r.id) || t.at(r.id).at("batches").get<int>() == 0) {
         h += "<td>-</td><td>-</td>";
         continue;
       }
-      const nlohmann::json& x = r.at(id);
+      const nlohmann::json& x = t.at(r.id);
       h += "<td class=\"num\">" + esc(format_percent(x.at("regret").get<double>())) +
            "</td><td class=\"num\">" + esc(format_percent(x.at("mean").get<double>())) + " / " +
            esc(format_percent(x.at("p90").get<double>())) + " / " +
@@ -249,48 +194,20 @@ std::string traffic_html(const ReportModel& m) {
   h += "</tbody></table></figure>";
 
   // The batches, most uneven first, with each rule's slowdown there.
-  std::vector<const nlohmann::json*> batches;
-  for (const nlohmann::json& b : t.at("batches")) {
-    batches.push_back(&b);
-  }
-  auto skew = [](const nlohmann::json* b) {
-    return b->at("max_len").get<double>() / std::max(1.0, b->at("mean_len").get<double>());
-  };
-  std::stable_sort(batches.begin(), batches.end(),
-                   [&](const nlohmann::json* a, const nlohmann::json* b) { return skew(a) > skew(b); });
-  const attn_tune::ThresholdTableReader reader(t);
   h += "<figure class=\"card\"><table class=\"data\"><thead><tr><th>sequences</th>"
        "<th>longest</th><th>mean</th><th>count</th><th>fastest</th>";
-  for (const auto& [id, label] : rules) {
-    h += "<th>" + esc(label) + "</th>";
+  for (const TrafficRule& r : v.rules) {
+    h += "<th>" + esc(r.label) + "</th>";
   }
   h += "</tr></thead><tbody>";
-  for (const nlohmann::json* b : batches) {
-    const DecodePoint p = batch_point(*b);
+  for (const TrafficBatch& b : v.batches) {
     char mean[32];
-    std::snprintf(mean, sizeof mean, "%.0f", b->at("mean_len").get<double>());
-    h += std::string("<tr") + (b->at("held_out").get<bool>() ? " class=\"held\"" : "") + "><td>" +
-         std::to_string(b->at("batch").get<int>()) +
-         (b->at("held_out").get<bool>() ? " (held out)" : "") + "</td><td>" +
-         std::to_string(b->at("max_len").get<int>()) + "</td><td>" + mean + "</td><td>" +
-         esc(format_sig(b->at("weight").get<double>())) + "</td><td>" +
-         esc(b->at("best").at("config").at("key").get<std::string>()) + "</td>";
-    for (const auto& [id, label] : rules) {
-      double s = -1.0;
-      if (p.usable()) {
-        if (id == "batch_rules" || id == "table_lookup") {
-          if (id == "batch_rules" || !t.at("decode").empty()) {
-            const attn_tune::Choice c = reader.lookup(batch_query(*b, id == "batch_rules"));
-            s = slowdown(config_time(p, KernelConfig::from_json(c.config)), p.best_s);
-          }
-        } else {
-          for (const EngineRule& r : engine_rules()) {
-            if (r.id == id && r.kind == RuleKind::hard_coded) {
-              s = slowdown(rule_time(p, r.choose(p)), p.best_s);
-            }
-          }
-        }
-      }
+    std::snprintf(mean, sizeof mean, "%.0f", b.mean_len);
+    h += std::string("<tr") + (b.held_out ? " class=\"held\"" : "") + "><td>" +
+         std::to_string(b.sequences) + (b.held_out ? " (held out)" : "") + "</td><td>" +
+         std::to_string(b.max_len) + "</td><td>" + mean + "</td><td>" +
+         esc(format_sig(b.weight)) + "</td><td>" + esc(b.fastest) + "</td>";
+    for (const double s : b.slowdown) {
       h += s < 0 ? "<td>-</td>"
                  : std::string("<td class=\"") + (s > 0.05 ? "bad" : "num") + "\">" +
                        esc(format_percent(s)) + "</td>";
@@ -298,8 +215,8 @@ std::string traffic_html(const ReportModel& m) {
     h += "</tr>";
   }
   h += "</tbody></table><p class=\"caption\">Per batch, a rule that picks another "
-       "configuration of a family is charged that family's best time; the fitted rule's "
-       "column is left empty here (its choice per batch is in the totals above).</p></figure>";
+       "configuration of a family is charged that family's best time, so these slowdowns are "
+       "lower bounds; the totals above are the table's, from all measurements.</p></figure>";
   return h;
 }
 

@@ -142,7 +142,7 @@ std::string render_report_html(const ReportModel& a, const ReportModel* b,
                "box spans the middle half with the median, the diamond is the mean, and further "
                "right is costlier.",
                regret_legend() + stacked(regret_html(a), two ? regret_html(*b) : ""));
-  if (!a.traffic_table.is_null() || (two && !b->traffic_table.is_null())) {
+  if (a.traffic.present || (two && b->traffic.present)) {
     h += section("traffic", "Regret over the traffic: batches of mixed lengths",
                  "What each rule's choices cost over the measured batches, each weighted by how "
                  "often it occurred, against the fastest configuration per batch (regret = total "

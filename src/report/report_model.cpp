@@ -35,9 +35,7 @@ ReportModel build_report_model(const ReportSource& src) {
   add_maps(m, src);
   add_regret(m, src, inputs);
   add_prefill(m, src);
-  if (src.table.contains("batches") && src.table.at("regret").contains("traffic")) {
-    m.traffic_table = src.table;
-  }
+  add_traffic(m, src);
   return m;
 }
 

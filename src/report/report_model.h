@@ -147,6 +147,31 @@ struct MeasurementIssue {
   std::string reason;
 };
 
+// The traffic view (version 4 tables with batches of mixed lengths): each rule's traffic-weighted
+// regret as the table stored it, and the batches, most uneven first, with each rule's slowdown.
+struct TrafficRule {
+  std::string id;    // "batch_rules", then engine_rules() ids in the report's order
+  std::string label; // "batch rules (whole batch)"
+};
+struct TrafficBatch {
+  int sequences = 0;
+  int max_len = 0;
+  double mean_len = 0.0;
+  double sum_len = 0.0;
+  double weight = 1.0; // how often it occurred in the trace
+  bool held_out = false;
+  std::string fastest;         // configuration key
+  std::string batch_rule;      // the batch rules' choice (configuration key)
+  std::string batch_path;      // and the splits that led to it
+  std::vector<double> slowdown; // per TrafficRule; negative where the rule has no choice here
+};
+struct TrafficView {
+  bool present = false;
+  std::vector<TrafficRule> rules;
+  nlohmann::json totals; // the table's regret.traffic: {"sweep": {id: ...}, "held_out": ...}
+  std::vector<TrafficBatch> batches;
+};
+
 struct ReportModel {
   std::string label;  // the source as given
   std::string device; // "AMD EPYC (cpu)"
@@ -165,9 +190,7 @@ struct ReportModel {
   std::vector<NoisyMark> noisy; // in the table's order
   RegretView regret;
   std::vector<PrefillShape> prefill;
-  // Version 4 tables with batches of mixed lengths: the table itself (its `batches`,
-  // `batch_rules` and `regret.traffic`, which the traffic view reads); null otherwise.
-  nlohmann::json traffic_table;
+  TrafficView traffic; // present only for version 4 tables with batches of mixed lengths
 };
 [[nodiscard]] ReportModel build_report_model(const ReportSource& src);
 

@@ -169,6 +169,57 @@ std::vector<DataTable> model_tables(const ReportModel& m) {
   out.push_back(std::move(sum));
   out.push_back(std::move(reg));
 
+  // Written for every table (without batches, header only), with the same columns whatever the
+  // kernel set's own rule, so that two models' files line up.
+  DataTable tr{"traffic_regret",
+               "Traffic-weighted regret of each rule over the batches of mixed lengths",
+               {"rule", "set", "regret_pct", "mean_pct", "p90_pct", "worst_pct", "batches",
+                "weight", "kernel_set_rule"},
+               {}};
+  DataTable tb{"traffic_batches",
+               "Each batch of mixed lengths, most uneven first, with each rule's slowdown there",
+               {"sequences", "max_len", "mean_len", "sum_len", "count", "held_out", "fastest",
+                "batch_rule_choice", "batch_rule_path"},
+               {}};
+  const TrafficView& v = m.traffic;
+  std::vector<std::string> ids = {"batch_rules"};
+  for (const EngineRule& r : engine_rules()) {
+    ids.push_back(r.id);
+  }
+  for (const std::string& id : ids) {
+    tb.columns.push_back(id + "_slowdown_pct");
+  }
+  for (const TrafficRule& r : v.rules) {
+    for (const char* set : {"sweep", "held_out"}) {
+      if (!v.totals.at(set).contains(r.id)) {
+        continue;
+      }
+      const nlohmann::json& x = v.totals.at(set).at(r.id);
+      tr.rows.push_back({r.id, set, num(x.at("regret").get<double>() * 100),
+                         num(x.at("mean").get<double>() * 100), num(x.at("p90").get<double>() * 100),
+                         num(x.at("worst").get<double>() * 100),
+                         std::to_string(x.at("batches").get<int>()), num(x.at("weight").get<double>()),
+                         yes_no(m.own_rule != nullptr && r.id == m.own_rule->id)});
+    }
+  }
+  for (const TrafficBatch& b : v.batches) {
+    std::vector<std::string> row = {std::to_string(b.sequences), std::to_string(b.max_len),
+                                    num(b.mean_len),  num(b.sum_len), num(b.weight),
+                                    yes_no(b.held_out), b.fastest, b.batch_rule, b.batch_path};
+    for (const std::string& id : ids) {
+      double s = -1.0;
+      for (std::size_t i = 0; i < v.rules.size(); ++i) {
+        if (v.rules[i].id == id) {
+          s = b.slowdown[i];
+        }
+      }
+      row.push_back(s < 0 ? "" : num(s * 100));
+    }
+    tb.rows.push_back(std::move(row));
+  }
+  out.push_back(std::move(tr));
+  out.push_back(std::move(tb));
+
   DataTable pre{"prefill",
                 std::string("Prefill achieved ") + (m.cpu ? "GFLOP/s" : "TFLOP/s") +
                     " per configuration and shape",

@@ -20,6 +20,9 @@ struct BatchSample {
   DecodePoint point; // context_len is the batch's longest
   double weight = 1.0;
   std::vector<KernelConfig> timed; // every configuration with a time there
+  // The time of what the table's decode points answer for the batch (its size and longest
+  // length, the uniform lookup); infinite where the table has no points.
+  double lookup_s = kInf;
 };
 
 // The splits a tree may make: the features, and how deep it may grow.
@@ -28,11 +31,23 @@ inline constexpr int kBatchTreeDepth = 3;
 // A split must cut the weighted mean slowdown of its node by at least this much (0.5%), so that
 // the tree does not split on differences the timings cannot tell apart.
 inline constexpr double kBatchSplitGain = 0.005;
+// Nodes of up to this many samples are cross-validated leaving one out; larger ones in this many
+// folds.
+inline constexpr int kBatchLeaveOneOutMax = 64;
+inline constexpr int kBatchFolds = 10;
 
-// The tree fitted to `samples` (usable ones; at least one): every leaf names the configuration
-// with the least weighted slowdown over its samples; a node splits on the feature and threshold
-// (a geometric midpoint between neighbouring values) that cut it most, when that cut is at least
-// kBatchSplitGain of its weight and leaves two samples on each side.
+// The tree fitted to `samples` (usable ones; at least one). Its leaves are a configuration or
+// {"lookup": "points"}: read the table's decode points with the batch's size and longest length,
+// the uniform lookup. Every choice is judged on samples it was not fitted on, since mixed batches
+// are few and their timings noisy:
+// * a leaf names the configuration with the least weighted slowdown over its samples, unless the
+//   uniform lookup (a candidate whenever every sample has `lookup_s`) costs no more than that
+//   choice does cross-validated (each fold's samples priced at the configuration the others
+//   chose);
+// * a node splits on the feature and threshold (a geometric midpoint between neighbouring values,
+//   two samples on each side at least) that cut its weighted slowdown most, when the cut is at
+//   least kBatchSplitGain of its weight and the split, cross-validated the same way (threshold
+//   and leaves chosen without the fold), beats the leaf by that margin too.
 [[nodiscard]] nlohmann::json fit_batch_tree(const std::vector<BatchSample>& samples);
 
 // A rule's choice for a batch, as a time there: what the traffic regret adds up.

@@ -78,7 +78,8 @@ struct SchemaCheck {
     number(p, path, "softcap");
   }
   // Version 4: a batch rule's tree, split nodes down to leaves that name a configuration.
-  static void tree(const json& n, const std::string& path, int depth) {
+  // `points`: whether the table has decode points for a {"lookup": "points"} leaf to read.
+  static void tree(const json& n, const std::string& path, int depth, bool points) {
     if (!n.is_object()) {
       fail(path, "expected a split or a leaf object");
     }
@@ -91,8 +92,17 @@ struct SchemaCheck {
         fail(path + ".feature", "expected \"batch\", \"max_len\", \"sum_len\" or \"mean_len\"");
       }
       number(n, path, "threshold");
-      tree(field(n, path, "below"), path + ".below", depth + 1);
-      tree(field(n, path, "at_or_above"), path + ".at_or_above", depth + 1);
+      tree(field(n, path, "below"), path + ".below", depth + 1, points);
+      tree(field(n, path, "at_or_above"), path + ".at_or_above", depth + 1, points);
+      return;
+    }
+    if (n.contains("lookup")) {
+      if (n["lookup"] != "points") {
+        fail(path + ".lookup", "expected \"points\"");
+      }
+      if (!points) {
+        fail(path + ".lookup", "the table has no decode points to read");
+      }
       return;
     }
     const json& fam = field(n, path, "family");
@@ -351,7 +361,7 @@ void validate_table(const nlohmann::json& t) {
       const std::string path = "batch_rules[" + std::to_string(i) + "]";
       S::shape(rules[i], path, /*with_batch=*/false);
       S::integer(rules[i], path, "batches");
-      S::tree(S::field(rules[i], path, "tree"), path + ".tree", 0);
+      S::tree(S::field(rules[i], path, "tree"), path + ".tree", 0, !decode.empty());
     }
   }
   const json& regret = S::object(t, "", "regret");

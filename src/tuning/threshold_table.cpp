@@ -423,8 +423,18 @@ ShapeKey rule_key_of(const Workload& w) {
 }
 
 // One rule per shape that has batches, fitted on its sweep batches and its uniform sweep points
-// alike (a grid point is a batch whose sequences share one length).
-json batch_rules_json(const DecodeSets& sets) {
+// alike (a grid point is a batch whose sequences share one length); `table` must already hold
+// its decode points, which a leaf may defer to.
+json batch_rules_json(const json& table, const DecodeSets& sets) {
+  const attn_tune::ThresholdTableReader reader(table);
+  const bool has_points = !table.at("decode").empty();
+  auto sample = [&](const WorkloadBest& b) {
+    BatchSample s = sample_of(b);
+    if (has_points) {
+      s.lookup_s = config_time(b.pt, KernelConfig::from_json(reader.lookup(query_of(b.w)).config));
+    }
+    return s;
+  };
   std::map<ShapeKey, std::vector<const WorkloadBest*>> batches;
   std::vector<ShapeKey> order;
   for (const WorkloadBest* b : sets.batches) {
@@ -442,13 +452,13 @@ json batch_rules_json(const DecodeSets& sets) {
     std::vector<BatchSample> samples;
     double weight = 0.0;
     for (const WorkloadBest* b : batches.at(k)) {
-      samples.push_back(sample_of(*b));
+      samples.push_back(sample(*b));
       weight += b->w.weight;
     }
     int points = 0;
     for (const WorkloadBest* b : sets.sweep.workloads) {
       if (rule_key_of(b->w) == k) {
-        samples.push_back(sample_of(*b));
+        samples.push_back(sample(*b));
         ++points;
       }
     }
@@ -555,7 +565,7 @@ nlohmann::json build_threshold_table(const std::vector<MeasurementRecord>& recor
   table["regret"] = regret_json(table, sets, fit);
   if (!sets.batches.empty()) {
     table["batches"] = batches_json(sets.batches);
-    table["batch_rules"] = batch_rules_json(sets);
+    table["batch_rules"] = batch_rules_json(table, sets);
     table["regret"]["traffic"] = traffic_regret_json(table, sets, fit);
   }
   return table;

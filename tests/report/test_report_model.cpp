@@ -4,6 +4,7 @@
 // decisions that differ between two tables, and one-line errors for bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -228,14 +229,71 @@ TEST(ReportModel, TablesHoldEveryView) {
       EXPECT_EQ(r.size(), x.columns.size()) << x.id;
     }
   }
-  EXPECT_EQ(
-      ids, (std::vector<std::string>{"provenance", "measurements", "decode_latency", "decision_map",
-                                     "rule_switches", "regret_summary", "regret", "prefill"}));
+  EXPECT_EQ(ids, (std::vector<std::string>{"provenance", "measurements", "decode_latency",
+                                           "decision_map", "rule_switches", "regret_summary",
+                                           "regret", "traffic_regret", "traffic_batches",
+                                           "prefill"}));
+  EXPECT_TRUE(t[7].rows.empty()); // no batches of mixed lengths: header only
+  EXPECT_TRUE(t[8].rows.empty());
   EXPECT_EQ(t[3].rows.size(), 6u);     // a decision cell per measured point
   EXPECT_EQ(t[5].rows.size(), 10u);    // five rules on two point sets
   EXPECT_EQ(t[6].rows.size(), 5u * 7); // five rules at 6 sweep and 1 held-out point
   EXPECT_EQ(diff_table({{"call", "x", "y", true}}).rows[0],
             (std::vector<std::string>{"call", "x", "y", "yes"}));
+}
+
+// Batches of mixed lengths (the batch-rule fixture: v2 wins where one long sequence sits among
+// short ones): the traffic view lists every rule's stored totals and each batch, most uneven
+// first, with the batch rules' choice and each rule's slowdown; its CSV tables hold the same.
+TEST(ReportModel, TheTrafficViewAndItsTables) {
+  ReportSource src;
+  src.given = "mixed";
+  src.table = build_threshold_table(fixtures::mixed_batches(), provenance(), 8);
+  const ReportModel m = build_report_model(src);
+  ASSERT_TRUE(m.traffic.present);
+  ASSERT_EQ(m.traffic.rules.front().id, "batch_rules");
+  ASSERT_EQ(m.traffic.batches.size(), 10u);
+  const TrafficBatch& first = m.traffic.batches.front(); // 4500 among seven of 25, held out
+  EXPECT_EQ(first.max_len, 4500);
+  EXPECT_TRUE(first.held_out);
+  EXPECT_EQ(first.sequences, 8);
+  EXPECT_EQ(first.batch_rule, "decode_v2[partition=256]");
+  EXPECT_FALSE(first.batch_path.empty());
+  std::size_t lookup = 0;
+  for (std::size_t i = 0; i < m.traffic.rules.size(); ++i) {
+    lookup = m.traffic.rules[i].id == "table_lookup" ? i : lookup;
+  }
+  EXPECT_DOUBLE_EQ(first.slowdown[0], 0.0);   // the batch rules pick the fastest
+  EXPECT_GT(first.slowdown[lookup], 0.5);     // the uniform lookup reads it as 8 long ones: v1
+  for (const TrafficBatch& b : m.traffic.batches) {
+    EXPECT_EQ(b.slowdown.size(), m.traffic.rules.size());
+  }
+  const std::vector<DataTable> t = model_tables(m);
+  const auto table = [&](const std::string& id) {
+    return *std::find_if(t.begin(), t.end(), [&](const DataTable& x) { return x.id == id; });
+  };
+  const DataTable regret = table("traffic_regret");
+  const DataTable batches = table("traffic_batches");
+  ASSERT_EQ(batches.rows.size(), 10u);
+  for (const auto& r : batches.rows) {
+    EXPECT_EQ(r.size(), batches.columns.size());
+  }
+  EXPECT_EQ(batches.rows[0][0], "8");
+  EXPECT_EQ(batches.rows[0][1], "4500");
+  EXPECT_EQ(batches.rows[0][7], "decode_v2[partition=256]");
+  const auto col = std::find(batches.columns.begin(), batches.columns.end(),
+                             "table_lookup_slowdown_pct") - batches.columns.begin();
+  EXPECT_GT(std::stod(batches.rows[0][std::size_t(col)]), 50.0);
+  bool held_batch_rules = false;
+  for (const auto& r : regret.rows) {
+    EXPECT_EQ(r.size(), regret.columns.size());
+    if (r[0] == "batch_rules" && r[1] == "held_out") {
+      held_batch_rules = true;
+      EXPECT_EQ(r[2], "0"); // regret_pct
+      EXPECT_EQ(r[6], "2"); // batches
+    }
+  }
+  EXPECT_TRUE(held_batch_rules);
 }
 
 // The shipped CPU table predates kernel sets naming their rule: the fixture's kernels name

@@ -59,3 +59,15 @@ if(NOT report MATCHES "id=\"traffic\"" OR NOT report MATCHES "held-out batches: 
    OR NOT report MATCHES "data-rule=\"batch_rules\"")
   message(FATAL_ERROR "the report has no traffic view")
 endif()
+# ... and its CSV files: every rule's traffic regret, held out included, and the batches.
+execute_process(COMMAND ${EXE} report ${WORK} --format csv --out ${WORK}/csv
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+file(READ "${WORK}/csv/traffic_regret.csv" regret_csv)
+file(STRINGS "${WORK}/csv/traffic_batches.csv" batch_lines)
+list(LENGTH batch_lines n_lines)
+math(EXPR n_batch_rows "${n_batches} + 1")
+if(NOT rc EQUAL 0 OR NOT regret_csv MATCHES "\n[^,\n]*,batch_rules,held_out,[0-9.e+-]+,"
+   OR NOT regret_csv MATCHES "\n[^,\n]*,table_lookup,held_out,[0-9.e+-]+,"
+   OR NOT n_lines EQUAL n_batch_rows)
+  message(FATAL_ERROR "report --format csv lacks the traffic regret or the batches:\n${out}${err}")
+endif()

@@ -1,6 +1,9 @@
 // Synthetic sweep records with known answers, shared by the tests of the threshold table, its
 // schema check and its `table show` text.
 #pragma once
+#include <algorithm>
+#include <numeric>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -82,6 +85,40 @@ inline std::vector<MeasurementRecord> two_points_and_held_out() {
   rs.push_back(rec(64, 8192, 8, v2a, 0, false, "failed"));
   rs.push_back(rec(2, 4096, 8, v1, 3.0, true));
   rs.push_back(rec(2, 4096, 8, v2b, 1.5, true));
+  return rs;
+}
+
+// Synthetic timings with a known answer: v1 costs the batch's longest length (one pass per
+// sequence, the longest finishes last), v2 costs a fixed overhead plus the total length spread
+// over 8 workers. So v2 wins where one long sequence sits among short ones, v1 where lengths
+// are even.
+inline std::vector<MeasurementRecord> mixed_batches() {
+  const KernelConfig v1{Family::decode_v1, {}};
+  const KernelConfig v2{Family::decode_v2, {{"partition", 256}}};
+  const std::vector<std::vector<int>> batches = {
+      {4000, 40, 50, 60, 30, 20, 45, 35}, {3000, 30, 30, 30, 30, 30, 30, 30},
+      {500, 520, 480, 510, 490, 505, 495, 500}, {800, 790, 810, 805, 795, 800, 800, 800},
+      {6000, 10, 20, 30, 40, 50, 60, 70},  {300, 300, 300, 300, 300, 300, 300, 300},
+      {5000, 100, 90, 80, 70, 60, 50, 40}, {700, 700, 690, 710, 700, 700, 700, 700},
+      {4500, 25, 25, 25, 25, 25, 25, 25},  {600, 610, 590, 600, 600, 600, 600, 600}};
+  std::vector<MeasurementRecord> rs;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    const auto& lens = batches[i];
+    const double mx = *std::max_element(lens.begin(), lens.end());
+    const double sum = std::accumulate(lens.begin(), lens.end(), 0.0);
+    for (const auto& [cfg, t] : {std::pair{v1, mx * 1e-6}, std::pair{v2, 2e-4 + sum / 8 * 1e-6}}) {
+      MeasurementRecord r = rec(8, 1, 8, cfg, t);
+      r.workload.set_decode_lens(lens);
+      r.workload.held_out = i >= 8; // the last two are held out
+      r.workload.weight = i == 0 ? 5.0 : 1.0;
+      rs.push_back(r);
+    }
+  }
+  // Grid points of the same shape (batch 8, equal lengths): v1 wins at every length here.
+  for (int ctx : {256, 1024}) {
+    rs.push_back(rec(8, ctx, 8, v1, ctx * 1e-6));
+    rs.push_back(rec(8, ctx, 8, v2, 2e-4 + ctx * 1e-6));
+  }
   return rs;
 }
 
