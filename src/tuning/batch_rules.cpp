@@ -23,6 +23,10 @@ struct Fit {
   std::vector<KernelConfig> configs;
   bool with_lookup = false;
   std::vector<std::vector<double>> cost; // [sample][candidate]
+  // Whether a sample is scored out of sample: the batches of mixed lengths. Grid points (batches
+  // of one length) always stay in the training side: the decode points were built on them, so
+  // the lookup's cost there is no test of it.
+  std::vector<char> scored;
   [[nodiscard]] std::size_t candidates() const { return configs.size() + (with_lookup ? 1 : 0); }
   [[nodiscard]] bool is_lookup(std::size_t c) const { return with_lookup && c == 0; }
   [[nodiscard]] const KernelConfig& config(std::size_t c) const {
@@ -131,13 +135,27 @@ Split best_split(const Fit& fit, const Idx& s) {
   return best;
 }
 
-// The folds of `s`: one sample each for small nodes, else every kBatchFolds-th sample.
-std::vector<Idx> folds_of(const Idx& s) {
-  const std::size_t k = s.size() <= std::size_t(kBatchLeaveOneOutMax) ? s.size()
-                                                                       : std::size_t(kBatchFolds);
+// The scored samples of `s`.
+Idx scored_of(const Fit& fit, const Idx& s) {
+  Idx out;
+  for (int i : s) {
+    if (fit.scored[std::size_t(i)] != 0) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// The folds of `s`'s scored samples: one sample each for small nodes, else every
+// kBatchFolds-th sample.
+std::vector<Idx> folds_of(const Fit& fit, const Idx& s) {
+  const Idx scored = scored_of(fit, s);
+  const std::size_t k = scored.size() <= std::size_t(kBatchLeaveOneOutMax)
+                            ? scored.size()
+                            : std::size_t(kBatchFolds);
   std::vector<Idx> folds(k);
-  for (std::size_t p = 0; p < s.size(); ++p) {
-    folds[p % k].push_back(s[p]);
+  for (std::size_t p = 0; p < scored.size(); ++p) {
+    folds[p % k].push_back(scored[p]);
   }
   return folds;
 }
@@ -152,11 +170,12 @@ Idx without(const Idx& s, const Idx& fold) {
   return rest;
 }
 
-// Cross-validated cost over `s` of choosing the cheapest candidate (split = false) or the best
-// split and its cheapest sides (split = true, the cheapest candidate where the rest has none).
+// Cross-validated cost over `s`'s scored samples of choosing the cheapest candidate (split =
+// false) or the best split and its cheapest sides (split = true, the cheapest candidate where
+// the rest has none).
 double cross_validated(const Fit& fit, const Idx& s, bool split) {
   double total = 0.0;
-  for (const Idx& fold : folds_of(s)) {
+  for (const Idx& fold : folds_of(fit, s)) {
     const Idx rest = without(s, fold);
     const Split sp = split ? best_split(fit, rest) : Split{};
     const std::size_t leaf = cheapest(fit, rest).first;
@@ -167,17 +186,19 @@ double cross_validated(const Fit& fit, const Idx& s, bool split) {
   return total;
 }
 
-// The leaf for `s` and what it is expected to cost on batches it was not fitted on: the cheapest
-// candidate, unless that is a configuration whose cross-validated cost the lookup matches.
+// The leaf for `s` and what it is expected to cost on its scored samples when not fitted on
+// them: the cheapest candidate, unless that is a configuration whose cross-validated cost the
+// lookup matches there.
 std::pair<std::size_t, double> choose_leaf(const Fit& fit, const Idx& s) {
   const auto [c, cost] = cheapest(fit, s);
+  const Idx scored = scored_of(fit, s);
   if (fit.is_lookup(c)) {
-    return {c, cost};
+    return {c, cost_of(fit, scored, c)};
   }
   const double cv = cross_validated(fit, s, false);
   if (fit.with_lookup) {
-    const double lookup = cost_of(fit, s, 0);
-    if (lookup <= cv) {
+    const double lookup = cost_of(fit, scored, 0);
+    if (lookup <= cv + kBatchHeldGain * weight_of(fit, scored)) {
       return {0, lookup};
     }
   }
@@ -204,9 +225,10 @@ json leaf_json(const Fit& fit, const Idx& s, std::size_t c) {
 json grow(const Fit& fit, const Idx& s, int depth) {
   const auto [leaf, leaf_cost] = choose_leaf(fit, s);
   const double margin = kBatchSplitGain * weight_of(fit, s);
+  const double held_margin = kBatchHeldGain * weight_of(fit, scored_of(fit, s));
   const Split sp = depth < kBatchTreeDepth ? best_split(fit, s) : Split{};
   if (!sp.found() || cost_of(fit, s, cheapest(fit, s).first) - sp.cost < margin ||
-      leaf_cost - cross_validated(fit, s, true) < margin) {
+      leaf_cost - cross_validated(fit, s, true) < held_margin) {
     return leaf_json(fit, s, leaf);
   }
   Idx below;
@@ -251,6 +273,7 @@ json fit_batch_tree(const std::vector<BatchSample>& samples) {
       row.push_back(b->weight * slowdown(config_time(b->point, c), b->point.best_s));
     }
     fit.cost.push_back(std::move(row));
+    fit.scored.push_back(b->grid ? 0 : 1);
   }
   return grow(fit, all, 0);
 }

@@ -459,6 +459,7 @@ json batch_rules_json(const json& table, const DecodeSets& sets) {
     for (const WorkloadBest* b : sets.sweep.workloads) {
       if (rule_key_of(b->w) == k) {
         samples.push_back(sample(*b));
+        samples.back().grid = true;
         ++points;
       }
     }
