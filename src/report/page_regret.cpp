@@ -217,7 +217,7 @@ std::string traffic_html(const ReportModel& m) {
   h += "</tbody></table><p class=\"caption\">Per batch, a rule that picks another "
        "configuration of a family is charged that family's best time, so these slowdowns are "
        "lower bounds; the totals above are the table's, from all measurements.</p></figure>";
-  return h;
+  return h + tables_html(m, {"traffic_regret", "traffic_batches"});
 }
 
 } // namespace attn::report

@@ -1,5 +1,6 @@
 // The report's numbers as CSV files: one per data table (report_tables.cpp), both models' rows
 // under one header with --against.
+#include <algorithm>
 #include <filesystem>
 
 #include "src/io/atomic_file.h"
@@ -51,13 +52,34 @@ std::vector<std::string> write_report_csv(const std::string& folder, const Repor
   std::vector<std::string> written;
   const std::vector<DataTable> ta = model_tables(a);
   const std::vector<DataTable> tb = b ? model_tables(*b) : std::vector<DataTable>{};
-  for (std::size_t i = 0; i < ta.size(); ++i) {
-    std::string text = to_csv(ta[i], a.label);
-    if (b != nullptr) {
-      const std::string more = to_csv(tb[i], b->label);
-      text += more.substr(more.find('\n') + 1); // rows only: one header per file
+  // Every table either model has (the traffic tables only where there are batches), in page
+  // order: both models' rows under one header.
+  std::vector<const DataTable*> order;
+  for (const auto* set : {&ta, &tb}) {
+    for (const DataTable& t : *set) {
+      if (std::none_of(order.begin(), order.end(),
+                       [&](const DataTable* o) { return o->id == t.id; })) {
+        order.push_back(&t);
+      }
     }
-    const std::string path = (std::filesystem::path(folder) / (ta[i].id + ".csv")).string();
+  }
+  const auto rows_of = [](const std::vector<DataTable>& set, const std::string& id,
+                          const std::string& label) {
+    for (const DataTable& t : set) {
+      if (t.id == id) {
+        const std::string text = to_csv(t, label);
+        return text.substr(text.find('\n') + 1);
+      }
+    }
+    return std::string();
+  };
+  for (const DataTable* t : order) {
+    const std::string header = to_csv(DataTable{t->id, t->title, t->columns, {}}, "");
+    std::string text = header + rows_of(ta, t->id, a.label);
+    if (b != nullptr) {
+      text += rows_of(tb, t->id, b->label);
+    }
+    const std::string path = (std::filesystem::path(folder) / (t->id + ".csv")).string();
     write_file_atomically(path, text);
     written.push_back(path);
   }

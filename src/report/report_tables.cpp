@@ -169,8 +169,8 @@ std::vector<DataTable> model_tables(const ReportModel& m) {
   out.push_back(std::move(sum));
   out.push_back(std::move(reg));
 
-  // Written for every table (without batches, header only), with the same columns whatever the
-  // kernel set's own rule, so that two models' files line up.
+  // Only for tables with batches of mixed lengths; the same columns whatever the kernel set's own
+  // rule, so that two models' rows share one header.
   DataTable tr{"traffic_regret",
                "Traffic-weighted regret of each rule over the batches of mixed lengths",
                {"rule", "set", "regret_pct", "mean_pct", "p90_pct", "worst_pct", "batches",
@@ -217,8 +217,10 @@ std::vector<DataTable> model_tables(const ReportModel& m) {
     }
     tb.rows.push_back(std::move(row));
   }
-  out.push_back(std::move(tr));
-  out.push_back(std::move(tb));
+  if (v.present) {
+    out.push_back(std::move(tr));
+    out.push_back(std::move(tb));
+  }
 
   DataTable pre{"prefill",
                 std::string("Prefill achieved ") + (m.cpu ? "GFLOP/s" : "TFLOP/s") +

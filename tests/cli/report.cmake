@@ -33,7 +33,7 @@ attn_cli_test(NAME report_against EXIT 0
               ARGS report ${ATTN_SHIPPED_TABLE} --against ${ATTN_SHIPPED_TABLE}
                    --out ${report_data}/against.html)
 attn_cli_test(NAME report_csv EXIT 0
-              REGEX "report: 10 CSV files in .*decision_map\\.csv.*regret_summary\\.csv.*traffic_batches\\.csv"
+              REGEX "report: 8 CSV files in .*decision_map\\.csv.*regret_summary\\.csv"
               ARGS report ${ATTN_SHIPPED_TABLE} --format csv --out ${report_data}/csv)
 
 # The page's structure and numbers, the --against page and the CSV files, checked by a script

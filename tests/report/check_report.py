@@ -146,8 +146,7 @@ def main():
     run(exe, table_path, "--against", moved_path, "--format", "csv", "--out", folder)
     files = sorted(os.listdir(folder))
     for name in ("provenance", "measurements", "decode_latency", "decision_map", "rule_switches",
-                 "regret_summary", "regret", "traffic_regret", "traffic_batches", "prefill",
-                 "decision_diff"):
+                 "regret_summary", "regret", "prefill", "decision_diff"):
         check(f"{name}.csv" in files, f"csv: {name}.csv written")
     rows = list(csv.DictReader(open(os.path.join(folder, "decision_map.csv"))))
     check(rows and list(rows[0].keys())[0] == "table", "csv: the first column is `table`")
