@@ -78,13 +78,17 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
     // (SPEC.md "KV-cache layouts", src/model/kv_layout.h) rather than with the kernels'
     // attn_math::paged_kv_offset, so an addressing bug there shows as a mismatch instead of
     // agreeing with itself. Every layout yields the same K and V, hence identical results.
+    // An fp8 cache's elements stand for float(element) * scale (SPEC.md "fp8 KV caches"): exact
+    // in double. Other caches have scale 1.
     const int32_t* table = &pr.block_tables[std::size_t(t.b) * std::size_t(pr.max_blocks_per_seq)];
+    const double ks = pr.key_scale(t.kvh);
+    const double vs = pr.value_scale(t.kvh);
     for (int j = 0; j < kl; ++j) {
       const int64_t page = table[j / p.block_size];
       const int slot = j % p.block_size;
       for (int d = 0; d < D; ++d) {
-        K(j, d) = pr.key_cache.get(std::size_t(kv.key_index(page, t.kvh, slot, d)));
-        V(j, d) = pr.value_cache.get(std::size_t(kv.value_index(page, t.kvh, slot, d)));
+        K(j, d) = ks * pr.key_cache.get(std::size_t(kv.key_index(page, t.kvh, slot, d)));
+        V(j, d) = vs * pr.value_cache.get(std::size_t(kv.value_index(page, t.kvh, slot, d)));
       }
     }
     Eigen::VectorXd q(D);

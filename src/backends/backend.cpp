@@ -43,11 +43,16 @@ std::optional<std::string> Backend::can_run(const KernelConfig& cfg, const Probl
   if (fam == nullptr) {
     return refuser() + " does not implement " + family_name(cfg.family);
   }
+  const DType cache = pr.params.cache_dtype();
+  if (is_fp8(cache) && !fam->reads_fp8_kv) {
+    return refuser() + "'s " + family_name(cfg.family) + " does not read " +
+           std::string(dtype_name(cache)) + " KV caches";
+  }
   if (fam->layout == KvLayout::vllm) {
-    const int x = 16 / int(dtype_size(pr.params.dtype));
+    const int x = vllm_x(cache);
     if (pr.params.head_dim % x != 0) {
       return "the vllm layout needs head_dim to be a multiple of " + std::to_string(x) +
-             " (16 bytes of " + std::string(dtype_name(pr.params.dtype)) + "), not " +
+             " (16 bytes of " + std::string(dtype_name(cache)) + "), not " +
              std::to_string(pr.params.head_dim);
     }
   }

@@ -22,6 +22,9 @@ struct FamilyDecl {
   KvLayout layout = KvLayout::HND; // the layout its caches arrive in
   bool writes_lse = true;          // false: its lse is not checked
   std::vector<ParamSpace> params;  // in declaration order
+  // Whether it reads fp8 KV caches (fp8_e4m3 and fp8_e5m2 with their scales, SPEC.md "fp8 KV
+  // caches"); a family that does not is never handed one.
+  bool reads_fp8_kv = false;
 };
 
 // Where a kernel set's kernels read and write.

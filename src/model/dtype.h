@@ -1,19 +1,38 @@
 // Storage dtypes of attention tensors and the exact conversions between them and float.
-// fp16 and bf16 are held as raw uint16 bits; rounding from float is round-to-nearest-even.
+// fp16 and bf16 are held as raw uint16 bits, fp8 as raw uint8 bits (src/model/fp8.h); rounding
+// from float is round-to-nearest-even (fp8 also saturates to its largest finite value).
+// The fp8 dtypes are for KV caches only (SPEC.md "fp8 KV caches"): queries and outputs are fp32,
+// fp16 or bf16.
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
 
+#include "src/model/fp8.h"
+
 namespace attn {
 
-enum class DType { f32, f16, bf16 };
+enum class DType { f32, f16, bf16, fp8_e4m3, fp8_e5m2 };
 
-[[nodiscard]] std::string_view dtype_name(DType t); // "fp32", "fp16", "bf16"
-[[nodiscard]] DType
-parse_dtype(std::string_view name); // accepts fp32/float32/f32, ...; throws InputError
-[[nodiscard]] inline std::size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
+// "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"
+[[nodiscard]] std::string_view dtype_name(DType t);
+// A query (and output) dtype: fp32/float32/f32/float, fp16/float16/f16/half, bf16/bfloat16;
+// throws InputError otherwise (for an fp8 name, saying that fp8 is a KV-cache dtype).
+[[nodiscard]] DType parse_dtype(std::string_view name);
+// A KV-cache dtype as engines name it (vLLM's kv_cache_dtype): "auto" (the query's dtype
+// `query`), "fp8" or "fp8_e4m3" (also "e4m3", "float8_e4m3fn"), "fp8_e5m2" (also "e5m2",
+// "float8_e5m2"), or the query dtype's own name; throws InputError otherwise.
+[[nodiscard]] DType parse_kv_dtype(std::string_view name, DType query);
+[[nodiscard]] constexpr bool is_fp8(DType t) {
+  return t == DType::fp8_e4m3 || t == DType::fp8_e5m2;
+}
+[[nodiscard]] constexpr Fp8Format fp8_format(DType t) {
+  return t == DType::fp8_e5m2 ? Fp8Format::e5m2 : Fp8Format::e4m3;
+}
+[[nodiscard]] inline std::size_t dtype_size(DType t) {
+  return t == DType::f32 ? 4 : is_fp8(t) ? 1 : 2;
+}
 
 [[nodiscard]] inline float bf16_to_float(uint16_t h) {
   uint32_t u = uint32_t(h) << 16;
@@ -96,6 +115,9 @@ parse_dtype(std::string_view name); // accepts fp32/float32/f32, ...; throws Inp
 // Round a float to the precision of `t` (identity for fp32).
 [[nodiscard]] inline float round_to(DType t, float f) {
   switch (t) {
+  case DType::fp8_e4m3:
+  case DType::fp8_e5m2:
+    return fp8_to_float(fp8_format(t), float_to_fp8(fp8_format(t), f));
   case DType::f16:
     return half_to_float(float_to_half(f));
   case DType::bf16:
@@ -108,6 +130,9 @@ parse_dtype(std::string_view name); // accepts fp32/float32/f32, ...; throws Inp
 // Element `i` of a buffer of dtype `t`, as float.
 [[nodiscard]] inline float load_as_float(DType t, const void* data, std::size_t i) {
   switch (t) {
+  case DType::fp8_e4m3:
+  case DType::fp8_e5m2:
+    return fp8_to_float(fp8_format(t), static_cast<const uint8_t*>(data)[i]);
   case DType::f16:
     return half_to_float(static_cast<const uint16_t*>(data)[i]);
   case DType::bf16:
@@ -119,6 +144,10 @@ parse_dtype(std::string_view name); // accepts fp32/float32/f32, ...; throws Inp
 
 inline void store_from_float(DType t, void* data, std::size_t i, float v) {
   switch (t) {
+  case DType::fp8_e4m3:
+  case DType::fp8_e5m2:
+    static_cast<uint8_t*>(data)[i] = float_to_fp8(fp8_format(t), v);
+    break;
   case DType::f16:
     static_cast<uint16_t*>(data)[i] = float_to_half(v);
     break;

@@ -210,6 +210,9 @@ void convert_kv_cache(const KvCacheGeometry& from, const KvCacheGeometry& to, DT
   if (dtype_size(t) == 4) {
     convert(from, to, num_blocks, is_key, static_cast<const uint32_t*>(src),
             static_cast<uint32_t*>(dst));
+  } else if (dtype_size(t) == 1) {
+    convert(from, to, num_blocks, is_key, static_cast<const uint8_t*>(src),
+            static_cast<uint8_t*>(dst));
   } else {
     convert(from, to, num_blocks, is_key, static_cast<const uint16_t*>(src),
             static_cast<uint16_t*>(dst));

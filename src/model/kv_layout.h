@@ -18,7 +18,7 @@ inline constexpr KvLayout kAllKvLayouts[] = {KvLayout::HND, KvLayout::NHD, KvLay
 // Accepts the names above in any case; throws InputError naming the value and the accepted ones.
 [[nodiscard]] KvLayout parse_kv_layout(const std::string& s);
 
-// vllm packs x consecutive key elements into 16 bytes: 8 for fp16/bf16, 4 for fp32.
+// vllm packs x consecutive key elements into 16 bytes: 8 for fp16/bf16, 4 for fp32, 16 for fp8.
 [[nodiscard]] inline int vllm_x(DType t) { return int(16 / dtype_size(t)); }
 
 // Shapes of the two caches in a layout. Throws InputError for vllm when head_dim % x != 0.

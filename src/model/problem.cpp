@@ -34,11 +34,11 @@ void expect_shape(const char* name, const HostTensor& t, const std::vector<int64
 // shape pattern, since a cache in another layout often has the right rank and size.
 void check_cache_shapes(const Problem& pr) {
   const AttnParams& p = pr.params;
-  const std::vector<int64_t> want[2] = {key_cache_shape(pr.kv_layout, p.dtype, pr.num_blocks,
-                                                        p.num_kv_heads, p.block_size, p.head_dim),
-                                        value_cache_shape(pr.kv_layout, p.dtype, pr.num_blocks,
-                                                          p.num_kv_heads, p.block_size,
-                                                          p.head_dim)};
+  const DType t = p.cache_dtype();
+  const std::vector<int64_t> want[2] = {
+      key_cache_shape(pr.kv_layout, t, pr.num_blocks, p.num_kv_heads, p.block_size, p.head_dim),
+      value_cache_shape(pr.kv_layout, t, pr.num_blocks, p.num_kv_heads, p.block_size,
+                        p.head_dim)};
   const HostTensor* have[2] = {&pr.key_cache, &pr.value_cache};
   for (int i = 0; i < 2; ++i) {
     const char* name = i == 0 ? "key_cache" : "value_cache";
@@ -89,12 +89,22 @@ void AttnParams::validate() const {
   if (scale && (!std::isfinite(*scale) || *scale <= 0)) {
     bad("scale " + std::to_string(*scale) + " must be positive and finite");
   }
+  if (is_fp8(dtype)) {
+    bad("dtype " + std::string(dtype_name(dtype)) +
+        " is a KV-cache dtype: queries and outputs are fp32, fp16 or bf16");
+  }
+  if (kv_dtype && *kv_dtype != dtype && !is_fp8(*kv_dtype)) {
+    bad("kv_dtype " + std::string(dtype_name(*kv_dtype)) + " must be fp8_e4m3, fp8_e5m2 or the "
+        "query dtype " + std::string(dtype_name(dtype)));
+  }
 }
 
 std::string AttnParams::describe() const {
   std::ostringstream s;
   s << "h=" << num_heads << " kvh=" << num_kv_heads << " d=" << head_dim << " bs=" << block_size
-    << " " << dtype_name(dtype) << (causal ? " causal" : " full") << " win=" << window_left << ","
+    << " " << dtype_name(dtype) << (cache_dtype() != dtype ? " kv=" : "")
+    << (cache_dtype() != dtype ? dtype_name(cache_dtype()) : "") << (causal ? " causal" : " full")
+    << " win=" << window_left << ","
     << window_right << " softcap=" << softcap;
   if (scale) {
     s << " scale=" << *scale;
@@ -148,7 +158,8 @@ int64_t Problem::kv_bytes_touched() const {
     attn_math::visible_range_rows(params.mask(), ql, kl, 0, ql, &lo, &hi);
     keys += std::max(0, hi - lo);
   }
-  return keys * 2 * params.num_kv_heads * params.head_dim * int64_t(dtype_size(params.dtype));
+  return keys * 2 * params.num_kv_heads * params.head_dim *
+         int64_t(dtype_size(params.cache_dtype()));
 }
 
 int64_t Problem::visible_pairs() const {
@@ -206,13 +217,32 @@ void Problem::validate() const {
     }
   }
   const int64_t rows = num_rows();
-  for (const auto* t : {&query, &key_cache, &value_cache}) {
-    if (t->dtype != p.dtype) {
-      bad(std::string(t == &query       ? "query"
-                      : t == &key_cache ? "key_cache"
-                                        : "value_cache") +
-          " is " + std::string(dtype_name(t->dtype)) + " but the problem is " +
-          std::string(dtype_name(p.dtype)));
+  if (query.dtype != p.dtype) {
+    bad("query is " + std::string(dtype_name(query.dtype)) + " but the problem is " +
+        std::string(dtype_name(p.dtype)));
+  }
+  for (const auto* t : {&key_cache, &value_cache}) {
+    if (t->dtype != p.cache_dtype()) {
+      bad(std::string(t == &key_cache ? "key_cache" : "value_cache") + " is " +
+          std::string(dtype_name(t->dtype)) + " but the problem's cache is " +
+          std::string(dtype_name(p.cache_dtype())));
+    }
+  }
+  for (const auto* s : {&k_scale, &v_scale}) {
+    const char* name = s == &k_scale ? "k_scale" : "v_scale";
+    if (!p.fp8_cache() && !s->empty()) {
+      bad(std::string(name) + " is given but the cache is " +
+          std::string(dtype_name(p.cache_dtype())) + ", not fp8");
+    }
+    if (s->size() > 1 && s->size() != std::size_t(p.num_kv_heads)) {
+      bad(std::string(name) + " has " + std::to_string(s->size()) +
+          " entries, expected 1 (per tensor) or num_kv_heads " + std::to_string(p.num_kv_heads));
+    }
+    for (std::size_t i = 0; i < s->size(); ++i) {
+      if (!std::isfinite((*s)[i]) || !((*s)[i] > 0.0f)) {
+        bad(std::string(name) + "[" + std::to_string(i) + "] = " + std::to_string((*s)[i]) +
+            " must be positive and finite");
+      }
     }
   }
   expect_shape("query", query, {rows, p.num_heads, p.head_dim});
@@ -259,8 +289,9 @@ Problem with_kv_layout(const Problem& pr, KvLayout to) {
   if (pr.num_blocks <= 0) {
     bad("num_blocks " + std::to_string(pr.num_blocks) + " must be positive");
   }
-  if (pr.key_cache.dtype != p.dtype || pr.value_cache.dtype != p.dtype) {
-    bad("the caches are not " + std::string(dtype_name(p.dtype)) + " like the problem");
+  const DType t = p.cache_dtype();
+  if (pr.key_cache.dtype != t || pr.value_cache.dtype != t) {
+    bad("the caches are not " + std::string(dtype_name(t)) + " like the problem's cache");
   }
   check_cache_shapes(pr); // every offset below is inside both caches
   Problem out;
@@ -275,18 +306,19 @@ Problem with_kv_layout(const Problem& pr, KvLayout to) {
   out.cu_seqlens_q = pr.cu_seqlens_q;
   out.cu_seqlens_k = pr.cu_seqlens_k;
   out.query = pr.query;
+  out.k_scale = pr.k_scale;
+  out.v_scale = pr.v_scale;
   out.seed = pr.seed;
   out.kv_layout = to;
-  out.key_cache = HostTensor(p.dtype, key_cache_shape(to, p.dtype, pr.num_blocks, p.num_kv_heads,
-                                                      p.block_size, p.head_dim));
-  out.value_cache =
-      HostTensor(p.dtype, value_cache_shape(to, p.dtype, pr.num_blocks, p.num_kv_heads,
-                                            p.block_size, p.head_dim));
+  out.key_cache = HostTensor(
+      t, key_cache_shape(to, t, pr.num_blocks, p.num_kv_heads, p.block_size, p.head_dim));
+  out.value_cache = HostTensor(
+      t, value_cache_shape(to, t, pr.num_blocks, p.num_kv_heads, p.block_size, p.head_dim));
   const KvCacheGeometry from_g = pr.kv_geometry();
   const KvCacheGeometry to_g = out.kv_geometry();
-  convert_kv_cache(from_g, to_g, p.dtype, pr.num_blocks, /*is_key=*/true, pr.key_cache.raw(),
+  convert_kv_cache(from_g, to_g, t, pr.num_blocks, /*is_key=*/true, pr.key_cache.raw(),
                    out.key_cache.raw());
-  convert_kv_cache(from_g, to_g, p.dtype, pr.num_blocks, /*is_key=*/false, pr.value_cache.raw(),
+  convert_kv_cache(from_g, to_g, t, pr.num_blocks, /*is_key=*/false, pr.value_cache.raw(),
                    out.value_cache.raw());
   return out;
 }

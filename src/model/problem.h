@@ -18,7 +18,10 @@ struct AttnParams {
   int num_kv_heads = 0;
   int head_dim = 0;
   int block_size = 16;
-  DType dtype = DType::f16;
+  DType dtype = DType::f16; // queries and outputs (fp32, fp16 or bf16)
+  // The KV cache's dtype where it differs from `dtype`: fp8_e4m3 or fp8_e5m2 (SPEC.md "fp8 KV
+  // caches"); unset ("auto"): the cache has the query's dtype.
+  std::optional<DType> kv_dtype{};
   bool causal = true;
   int window_left = -1;        // -1: unbounded
   int window_right = -1;       // -1: unbounded
@@ -26,12 +29,16 @@ struct AttnParams {
   std::optional<double> scale; // unset: 1/sqrt(head_dim)
 
   [[nodiscard]] double effective_scale() const;
+  // The caches' storage dtype: kv_dtype, else dtype.
+  [[nodiscard]] DType cache_dtype() const { return kv_dtype.value_or(dtype); }
+  [[nodiscard]] bool fp8_cache() const { return is_fp8(cache_dtype()); }
   [[nodiscard]] int group_size() const { return num_heads / num_kv_heads; }
   // The mask options as the kernels and the reference read them (kernels/attn_math.h).
   [[nodiscard]] attn_math::Mask mask() const { return {causal ? 1 : 0, window_left, window_right}; }
   // Throws InputError naming the first invalid field and its value.
   void validate() const;
-  // "h=28 kvh=4 d=128 bs=16 fp16 causal win=-1,-1 softcap=0"
+  // "h=28 kvh=4 d=128 bs=16 fp16 causal win=-1,-1 softcap=0" (" kv=fp8_e4m3" after the dtype
+  // for an fp8 cache)
   [[nodiscard]] std::string describe() const;
 };
 
@@ -62,8 +69,18 @@ struct Problem {
   KvLayout kv_layout = KvLayout::HND;
   HostTensor key_cache;   // HND: [num_blocks, num_kv_heads, block_size, head_dim]
   HostTensor value_cache; // HND: same as key_cache
+  // Dequantisation scales of an fp8 cache: empty (1.0), one per tensor, or one per KV head. A
+  // cached element stands for float(element) * scale. Caches of other dtypes have none.
+  std::vector<float> k_scale{};
+  std::vector<float> v_scale{};
   uint64_t seed = 0;      // generator seed (0 for loaded problems)
 
+  // The scale of KV head kvh's keys or values (1 where there are none).
+  [[nodiscard]] float key_scale(int kvh) const { return scale_of(k_scale, kvh); }
+  [[nodiscard]] float value_scale(int kvh) const { return scale_of(v_scale, kvh); }
+  [[nodiscard]] static float scale_of(const std::vector<float>& s, int kvh) {
+    return s.empty() ? 1.0f : s.size() == 1 ? s[0] : s[std::size_t(kvh)];
+  }
   // Query rows: batch for decode, total_q for prefill.
   [[nodiscard]] int num_rows() const;
   [[nodiscard]] int q_start(int b) const { return phase == Phase::decode ? b : cu_seqlens_q[b]; }
@@ -77,8 +94,8 @@ struct Problem {
   [[nodiscard]] int max_q_len() const;
   // The caches' geometry in this problem's layout (element offsets of block, head, slot, dim).
   [[nodiscard]] KvCacheGeometry kv_geometry() const {
-    return kv_cache_geometry(kv_layout, params.dtype, params.num_kv_heads, params.block_size,
-                             params.head_dim);
+    return kv_cache_geometry(kv_layout, params.cache_dtype(), params.num_kv_heads,
+                             params.block_size, params.head_dim);
   }
   // Element offsets of dim d of key/value position j of sequence b, kv head kvh, through the
   // block table, in any layout.

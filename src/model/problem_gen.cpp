@@ -25,6 +25,23 @@ void fill_normal(HostTensor& t, uint64_t seed) {
   }
 }
 
+// A cache in HND ([blocks, heads, slots, dims]: `head_elems` elements per block and head) of
+// normal values, each divided by its KV head's scale before it is stored (fp8 quantisation;
+// no scales: stored as drawn).
+void fill_normal(HostTensor& t, uint64_t seed, const std::vector<float>& scale, int head_elems,
+                 int num_kv_heads) {
+  if (scale.empty()) {
+    fill_normal(t, seed);
+    return;
+  }
+  Rng rng(seed);
+  const auto n = std::size_t(t.numel());
+  for (std::size_t i = 0; i < n; ++i) {
+    const int kvh = int((i / std::size_t(head_elems)) % std::size_t(num_kv_heads));
+    t.set(i, float(rng.normal() / double(Problem::scale_of(scale, kvh))));
+  }
+}
+
 // Allocates the cache, draws block tables from a shuffled pool and fills q, k, v.
 void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const GenOptions& opt) {
   const AttnParams& p = pr.params;
@@ -84,11 +101,30 @@ void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const G
       }
     }
   }
-  pr.key_cache = HostTensor(p.dtype, {pool, p.num_kv_heads, bs, p.head_dim});
-  pr.value_cache = HostTensor(p.dtype, {pool, p.num_kv_heads, bs, p.head_dim});
+  pr.key_cache = HostTensor(p.cache_dtype(), {pool, p.num_kv_heads, bs, p.head_dim});
+  pr.value_cache = HostTensor(p.cache_dtype(), {pool, p.num_kv_heads, bs, p.head_dim});
+  if (p.fp8_cache()) {
+    for (const auto* sc : {&opt.k_scale, &opt.v_scale}) {
+      const char* name = sc == &opt.k_scale ? "k_scale" : "v_scale";
+      if (sc->size() > 1 && sc->size() != std::size_t(p.num_kv_heads)) {
+        bad_options(std::string(name) + " has " + std::to_string(sc->size()) +
+                    " entries, expected 1 or num_kv_heads " + std::to_string(p.num_kv_heads));
+      }
+      for (float v : *sc) {
+        if (!std::isfinite(v) || !(v > 0.0f)) {
+          bad_options(std::string(name) + " " + std::to_string(v) + " must be positive and finite");
+        }
+      }
+    }
+    pr.k_scale = opt.k_scale;
+    pr.v_scale = opt.v_scale;
+  } else if (!opt.k_scale.empty() || !opt.v_scale.empty()) {
+    bad_options("k_scale and v_scale are for fp8 caches, and this cache is " +
+                std::string(dtype_name(p.cache_dtype())));
+  }
   fill_normal(pr.query, rng.fork_seed());
-  fill_normal(pr.key_cache, rng.fork_seed());
-  fill_normal(pr.value_cache, rng.fork_seed());
+  fill_normal(pr.key_cache, rng.fork_seed(), pr.k_scale, bs * p.head_dim, p.num_kv_heads);
+  fill_normal(pr.value_cache, rng.fork_seed(), pr.v_scale, bs * p.head_dim, p.num_kv_heads);
   if (opt.kv_layout != KvLayout::HND) {
     pr = with_kv_layout(pr, opt.kv_layout);
   }

@@ -17,6 +17,11 @@ struct GenOptions {
   // The caches' layout. Values are drawn in HND and then rearranged, so one seed gives the same
   // logical keys and values in every layout.
   KvLayout kv_layout = KvLayout::HND;
+  // An fp8 cache's scales (Problem::k_scale, v_scale): empty (1), one, or one per KV head. The
+  // cache holds each drawn value x quantised as SPEC.md says an engine's cache write does:
+  // x / scale, rounded to nearest even and saturated; a small scale puts values near saturation.
+  std::vector<float> k_scale{};
+  std::vector<float> v_scale{};
 };
 
 // Decode batch: one query row per sequence, context_lens[b] keys each.

@@ -19,6 +19,9 @@ void poison(HostTensor& t) {
   if (t.dtype == DType::f32) {
     auto* p = static_cast<uint32_t*>(t.raw());
     std::fill(p, p + n, kPoisonF32);
+  } else if (is_fp8(t.dtype)) {
+    auto* p = static_cast<uint8_t*>(t.raw());
+    std::fill(p, p + n, kPoisonFp8);
   } else {
     auto* p = static_cast<uint16_t*>(t.raw());
     std::fill(p, p + n, t.dtype == DType::f16 ? kPoisonF16 : kPoisonBF16);
@@ -28,6 +31,9 @@ void poison(HostTensor& t) {
 bool is_poison(const HostTensor& t, std::size_t i) {
   if (t.dtype == DType::f32) {
     return static_cast<const uint32_t*>(t.raw())[i] == kPoisonF32;
+  }
+  if (is_fp8(t.dtype)) {
+    return static_cast<const uint8_t*>(t.raw())[i] == kPoisonFp8;
   }
   return static_cast<const uint16_t*>(t.raw())[i] ==
          (t.dtype == DType::f16 ? kPoisonF16 : kPoisonBF16);

@@ -36,6 +36,7 @@ struct HostTensor {
 inline constexpr uint32_t kPoisonF32 = 0x7fbadbadu; // signalling-NaN payload
 inline constexpr uint16_t kPoisonF16 = 0x7d5au;     // signalling NaN in fp16
 inline constexpr uint16_t kPoisonBF16 = 0x7f9au;    // signalling NaN in bf16
+inline constexpr uint8_t kPoisonFp8 = 0xffu;        // negative NaN in both fp8 formats
 
 void poison(HostTensor& t);
 [[nodiscard]] bool is_poison(const HostTensor& t, std::size_t i);

@@ -56,7 +56,7 @@ std::string shard_group_key(const Workload& w) {
 
 double workload_cost(const Workload& w, int configs) {
   const AttnParams& p = w.params;
-  const double elem = double(dtype_size(p.dtype));
+  const double elem = double(dtype_size(p.cache_dtype()));
   double kv_bytes = 0;
   double flops = 0;
   if (w.phase == Phase::decode) {

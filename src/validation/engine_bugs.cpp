@@ -238,7 +238,8 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     }
     double dot = 0.0;
     for (int d = 0; d < D; ++d) {
-      dot += q[std::size_t(d)] * pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
+      dot += q[std::size_t(d)] * pr.key_scale(kvh) *
+             pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
     }
     double x = scale * dot;
     if (a.softcap > 0) {
@@ -257,7 +258,7 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     part.l += w;
     for (int d = 0; d < D; ++d) {
       part.acc[std::size_t(d)] +=
-          w * pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
+          w * pr.value_scale(kvh) * pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
     }
   }
   // The reduction: each partition's normalised output weighted as the model says.

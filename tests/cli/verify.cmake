@@ -5,7 +5,7 @@ attn_cli_test(NAME verify_no_such_gpu EXIT 3 REGEX "device unavailable"
               ARGS verify --device cuda:7 --intensity quick)
 attn_cli_test(NAME verify_bad_family EXIT 2 REGEX "unknown kernel family 'decode_v3'"
               ARGS verify --device cpu --families decode_v3)
-attn_cli_test(NAME verify_bad_dtype EXIT 2 REGEX "unknown dtype 'fp8'"
+attn_cli_test(NAME verify_bad_dtype EXIT 2 REGEX "dtype 'fp8' is a KV-cache dtype"
               ARGS verify --device cpu --dtypes fp8)
 attn_cli_test(NAME verify_bad_intensity EXIT 2 REGEX "intensity"
               ARGS verify --device cpu --intensity extreme)

@@ -93,6 +93,13 @@ public:
 
     cpu::KernelArgs a;
     a.dtype = p.dtype;
+    if (p.fp8_cache()) {
+      a.kv_dtype = p.cache_dtype();
+      a.k_scale = pr_.k_scale.data();
+      a.k_scales = int(pr_.k_scale.size());
+      a.v_scale = pr_.v_scale.data();
+      a.v_scales = int(pr_.v_scale.size());
+    }
     a.num_heads = H;
     a.num_kv_heads = p.num_kv_heads;
     a.head_dim = p.head_dim;
@@ -222,15 +229,18 @@ const KernelSetDecl& cpu_kernels_declaration() {
   static const KernelSetDecl decl{
       "attn-tune",
       MemoryKind::host,
-      {{Family::decode_v1, KvLayout::HND, true, {{"split", {0, 1}}}},
+      // Every family reads fp8 caches (reads_fp8_kv), converting as it loads.
+      {{Family::decode_v1, KvLayout::HND, true, {{"split", {0, 1}}}, true},
        {Family::decode_v2,
         KvLayout::HND,
         true,
-        {{"split", {0, 1}}, {"partition", {256, 512, 1024}}}},
+        {{"split", {0, 1}}, {"partition", {256, 512, 1024}}},
+        true},
        {Family::prefill,
         KvLayout::HND,
         true,
-        {{"split", {0, 1}}, {"q_tile", {16, 32, 64}}, {"k_tile", {32, 64, 128}}}}},
+        {{"split", {0, 1}}, {"q_tile", {16, 32, 64}}, {"k_tile", {32, 64, 128}}},
+        true}},
       // The rule a CPU engine's decode attention decides v1/v2 by: vLLM CPU's (split-KV unless
       // VLLM_CPU_ATTN_SPLIT_KV=0). vLLM CUDA's rule counts threads against a GPU's SMs and the
       // seed engine's hard-codes a BI-V100's 16; neither is what a CPU engine would replace.

@@ -13,7 +13,21 @@ namespace attn::cpu {
 
 // Raw views of one problem and its outputs (the prepared run owns the memory).
 struct KernelArgs {
-  DType dtype = DType::f32;
+  DType dtype = DType::f32; // queries and outputs, and the caches unless kv_dtype is fp8
+  // An fp8 cache's dtype (fp8_e4m3 or fp8_e5m2) and its scales, k_scales and v_scales entries
+  // each (0: none, 1: per tensor, num_kv_heads: per KV head); any other kv_dtype: the caches are
+  // `dtype`.
+  DType kv_dtype = DType::f32;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+  int k_scales = 0;
+  int v_scales = 0;
+  [[nodiscard]] bool fp8_cache() const { return is_fp8(kv_dtype); }
+  [[nodiscard]] float key_scale(int kvh) const { return scale_at(k_scale, k_scales, kvh); }
+  [[nodiscard]] float value_scale(int kvh) const { return scale_at(v_scale, v_scales, kvh); }
+  [[nodiscard]] static float scale_at(const float* s, int n, int kvh) {
+    return n == 0 ? 1.0f : n == 1 ? s[0] : s[kvh];
+  }
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 0;

@@ -60,7 +60,7 @@ std::vector<HostRange> problem_read_ranges(const Problem& pr) {
   std::sort(blocks.begin(), blocks.end());
   blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
   const std::size_t block_bytes = std::size_t(p.num_kv_heads) * std::size_t(p.block_size) *
-                                  std::size_t(p.head_dim) * dtype_size(p.dtype);
+                                  std::size_t(p.head_dim) * dtype_size(p.cache_dtype());
   for (const HostTensor* cache : {&pr.key_cache, &pr.value_cache}) {
     const auto* base = static_cast<const unsigned char*>(cache->raw());
     for (std::size_t i = 0; i < blocks.size();) {

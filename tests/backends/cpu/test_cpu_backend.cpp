@@ -159,7 +159,28 @@ AttnParams draw_params(GridAxes& ax, Rng& rng, MaskOpt* mask_out) {
   return p;
 }
 
-void run_decode_grid(Backend& be, int cases, uint64_t seed) {
+// An fp8 cache for a drawn problem (SPEC.md "fp8 KV caches"): either format, and scales per
+// tensor or per KV head, from 1 to far from it: 1/250 saturates most E4M3 values (normal values
+// over the scale), 24 puts most in the subnormals.
+void draw_fp8(AttnParams& p, GenOptions& gen, Rng& rng, std::string* words) {
+  p.kv_dtype = rng.range(0, 1) == 0 ? DType::fp8_e4m3 : DType::fp8_e5m2;
+  const float picks[] = {1.0f, 1.0f / 64, 1.0f / 250, 24.0f, 0.37f};
+  auto draw = [&](bool per_head) {
+    std::vector<float> v;
+    for (int h = 0; h < (per_head ? p.num_kv_heads : 1); ++h) {
+      v.push_back(picks[std::size_t(rng.range(0, 4))]);
+    }
+    return v;
+  };
+  gen.k_scale = draw(rng.range(0, 1) == 1);
+  gen.v_scale = draw(rng.range(0, 1) == 1);
+  std::ostringstream w;
+  w << " k_scale=" << gen.k_scale.front() << (gen.k_scale.size() > 1 ? "..." : "")
+    << " v_scale=" << gen.v_scale.front() << (gen.v_scale.size() > 1 ? "..." : "");
+  *words = w.str();
+}
+
+void run_decode_grid(Backend& be, int cases, uint64_t seed, bool fp8 = false) {
   Rng rng(seed);
   GridAxes ax(rng);
   for (int c = 0; c < cases; ++c) {
@@ -187,12 +208,16 @@ void run_decode_grid(Backend& be, int cases, uint64_t seed) {
     GenOptions gen;
     gen.seed = rng.fork_seed();
     gen.shared_prefix = rng.range(0, 3) == 0;
+    std::string scales;
+    if (fp8) {
+      draw_fp8(p, gen, rng, &scales);
+    }
     const Problem pr = make_decode_problem(p, lens, gen);
     const ReferenceResult ref = reference_attention(pr);
     std::ostringstream ctx;
     ctx << "grid seed " << seed << " case " << c << ": " << pr.describe()
         << " mask=" << mask_name(mask) << " lens=" << lengths_string(lens)
-        << " gen_seed=" << gen.seed << " shared_prefix=" << gen.shared_prefix;
+        << " gen_seed=" << gen.seed << " shared_prefix=" << gen.shared_prefix << scales;
 
     const int split = int(rng.range(0, 1));
     const KernelConfig v1{Family::decode_v1, {{"split", split}}};
@@ -210,7 +235,7 @@ void run_decode_grid(Backend& be, int cases, uint64_t seed) {
   }
 }
 
-void run_prefill_grid(Backend& be, int cases, uint64_t seed) {
+void run_prefill_grid(Backend& be, int cases, uint64_t seed, bool fp8 = false) {
   Rng rng(seed);
   GridAxes ax(rng);
   Deck<int> q_tiles({1, 7, 16, 32, 64}, rng);
@@ -241,6 +266,10 @@ void run_prefill_grid(Backend& be, int cases, uint64_t seed) {
     GenOptions gen;
     gen.seed = rng.fork_seed();
     gen.shared_prefix = rng.range(0, 3) == 0;
+    std::string scales;
+    if (fp8) {
+      draw_fp8(p, gen, rng, &scales);
+    }
     const Problem pr = make_prefill_problem(p, q_lens, k_lens, gen);
     const ReferenceResult ref = reference_attention(pr);
     const KernelConfig cfg{
@@ -250,7 +279,7 @@ void run_prefill_grid(Backend& be, int cases, uint64_t seed) {
     ctx << "grid seed " << seed << " case " << c << ": " << pr.describe()
         << " mask=" << mask_name(mask) << " q_lens=" << lengths_string(q_lens)
         << " k_lens=" << lengths_string(k_lens) << " gen_seed=" << gen.seed
-        << " shared_prefix=" << gen.shared_prefix << " " << cfg.key();
+        << " shared_prefix=" << gen.shared_prefix << scales << " " << cfg.key();
     expect_matches(run_once(be, pr, cfg), ref, p.dtype, ctx.str());
     if (::testing::Test::HasFailure()) {
       return;
@@ -291,6 +320,20 @@ TEST(CpuBackend, PrefillGrid) {
   SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   run_prefill_grid(*be, 150, kGridSeed + 1);
+}
+
+// fp8 caches (either format, scales per tensor or per KV head, near saturation and in the
+// subnormals), judged with the query dtype's tolerance; CTest runs these at each lower build too.
+TEST(CpuBackend, Fp8DecodeGrid) {
+  SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
+  run_decode_grid(*be, 40, kGridSeed + 100, /*fp8=*/true);
+}
+
+TEST(CpuBackend, Fp8PrefillGrid) {
+  SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
+  run_prefill_grid(*be, 60, kGridSeed + 101, /*fp8=*/true);
 }
 
 TEST(CpuBackend, IsaOverrideForcesALowerBuildAndRefusesWhatCannotRun) {
