@@ -5,7 +5,10 @@
 // over the Python bridge: what an engine's fallback path would run), timed the same way. Not part
 // of ctest.
 //   usage: bench_cpu [--threads N] [--quick] [--no-peer] [--warm] [--only decode|prefill]
-//                    [--dtype fp32|fp16|bf16] [--decode-shape BATCHxCTX]
+//                    [--dtype fp32|fp16|bf16] [--kv-dtype fp8_e4m3|fp8_e5m2|none]
+//                    [--decode-shape BATCHxCTX]
+// Decode runs each dtype with its own cache, then fp16 queries (the --dtype given) over fp8_e4m3
+// and fp8_e5m2 caches, one byte per element (--kv-dtype: one of them, or none).
 // --only, --dtype and --decode-shape run a part of the table (to study one row without waiting
 // for the rest). --warm times without the flush before each rep. It does not isolate the
 // kernel's own work: the default decode shapes read 64 to 128 MiB of K/V, which do not stay in
@@ -17,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/backends/backend.h"
@@ -87,6 +91,7 @@ int bench(int argc, char** argv) {
   bool warm = false;
   std::string only;
   std::vector<DType> dtypes = {DType::f32, DType::f16, DType::bf16};
+  std::vector<DType> kv_dtypes = {DType::fp8_e4m3, DType::fp8_e5m2};
   int shape_batch = 0, shape_ctx = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -106,6 +111,19 @@ int bench(int argc, char** argv) {
                std::sscanf(argv[i + 1], "%dx%d", &shape_batch, &shape_ctx) == 2 &&
                shape_batch > 0 && shape_ctx > 0) {
       ++i;
+    } else if (a == "--kv-dtype" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      try {
+        kv_dtypes = v == "none" ? std::vector<DType>{}
+                                : std::vector<DType>{parse_kv_dtype(v, DType::f16)};
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_cpu: %s\n", e.what());
+        return kExitUsage;
+      }
+      if (!kv_dtypes.empty() && !is_fp8(kv_dtypes.front())) {
+        std::fprintf(stderr, "bench_cpu: --kv-dtype takes fp8_e4m3, fp8_e5m2 or none\n");
+        return kExitUsage;
+      }
     } else if (a == "--dtype" && i + 1 < argc) {
       try {
         dtypes = {parse_dtype(argv[++i])};
@@ -116,7 +134,7 @@ int bench(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "usage: bench_cpu [--threads N] [--quick] [--no-peer] [--warm] "
                            "[--only decode|prefill] [--dtype fp32|fp16|bf16] "
-                           "[--decode-shape BATCHxCTX]\n");
+                           "[--kv-dtype fp8_e4m3|fp8_e5m2|none] [--decode-shape BATCHxCTX]\n");
       return kExitUsage;
     }
   }
@@ -200,7 +218,7 @@ int bench(int argc, char** argv) {
   std::printf(
       "\ndecode (h=32 kvh=8 d=128 bs=16, causal): K/V GB/s vs threaded memcpy of the "
       "same bytes; split=1 is one K/V pass per KV-head group, split=0 one per query head\n");
-  std::printf("%-6s %-6s %-6s %-34s %9s %9s %9s %7s %12s\n", "dtype", "batch", "ctx", "config",
+  std::printf("%-9s %-6s %-6s %-34s %9s %9s %9s %7s %12s\n", "dtype", "batch", "ctx", "config",
               "ms", "kernel", "memcpy", "ratio", "PyTorch ms");
   struct Best {
     std::string what;
@@ -210,11 +228,26 @@ int bench(int argc, char** argv) {
   if (only == "prefill") {
     decode_shapes.clear();
   }
+  // Each query dtype with its own cache, then fp16 queries over fp8 caches (kv_dtypes), whose
+  // bytes count as one per element: the ratio to memcpy is of the bytes the kernel reads.
+  std::vector<std::pair<DType, DType>> decode_dtypes;
   for (DType dt : dtypes) {
+    decode_dtypes.emplace_back(dt, dt);
+  }
+  for (DType kv : kv_dtypes) {
+    decode_dtypes.emplace_back(dtypes.size() == 1 ? dtypes.front() : DType::f16, kv);
+  }
+  for (const auto& [dt, kv] : decode_dtypes) {
+    const std::string dname = kv == dt ? std::string(dtype_name(dt))
+                                       : std::string(dtype_name(dt)) + "/" +
+                                             std::string(dtype_name(kv)).substr(4);
     for (const auto& s : decode_shapes) {
-      const Problem pr =
-          make_decode_problem(shape(dt), std::vector<int>(std::size_t(s.batch), s.ctx),
-                              {.seed = 1, .pool_factor = 1.0});
+      AttnParams p = shape(dt);
+      if (kv != dt) {
+        p.kv_dtype = kv;
+      }
+      const Problem pr = make_decode_problem(p, std::vector<int>(std::size_t(s.batch), s.ctx),
+                                             {.seed = 1, .pool_factor = 1.0});
       const double bytes = double(pr.kv_bytes_touched());
       CopyBench copy(std::size_t(bytes), flush_bytes, copy_pool);
       auto copy_gbs = [&] {
@@ -222,7 +255,7 @@ int bench(int argc, char** argv) {
             measure([&] { return copy.once(); }, [&] { (void)copy.once(); }, topt, "steady_clock");
         return bytes / tc.median_s / 1e9;
       };
-      Best best{std::string(dtype_name(dt)) + " ctx " + std::to_string(s.ctx), 0.0};
+      Best best{dname + " ctx " + std::to_string(s.ctx), 0.0};
       double grouped = 0.0, per_head = 0.0;
       CheckSubject subject("decode", pr);
       for (const KernelConfig& cfg : decode_configs) {
@@ -243,9 +276,10 @@ int bench(int argc, char** argv) {
         if (cfg.family == Family::decode_v2) {
           peer_cfg.params["partition"] = cfg.get("partition", 512);
         }
-        const std::string torch_ms = is_grouped ? peer_ms(pr, peer_cfg) : "";
-        std::printf("%-6s %-6d %-6d %-34s %9.3f %9.2f %9.2f %7.2f %12s\n",
-                    std::string(dtype_name(dt)).c_str(), s.batch, s.ctx, cfg.key().c_str(),
+        // PyTorch's CPU attention has no fp8 cache to compare with.
+        const std::string torch_ms = is_grouped && kv == dt ? peer_ms(pr, peer_cfg) : "";
+        std::printf("%-9s %-6d %-6d %-34s %9.3f %9.2f %9.2f %7.2f %12s\n", dname.c_str(),
+                    s.batch, s.ctx, cfg.key().c_str(),
                     t.median_s * 1e3, gbs, copy_rate, ratio, torch_ms.c_str());
         std::fflush(stdout);
       }
