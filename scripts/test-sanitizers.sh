@@ -45,9 +45,11 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # correct plugin at quick and both plugin checks) and the correct plugin's default and full
 # passes; tests of Python code alone (labels python and engine: nothing in them is instrumented);
 # Verify.PlantedFaultIsCaughtReportedDumpedAndReplayed (70 s instrumented: the fault path runs
-# here through cli.verify_fault and the crash-plugin tests); the NHD and vllm layout plugins'
+# here through cli.verify_fault and the crash-plugin tests);
+# Verify.Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake (four verify passes; the fp8 kernels
+# stay instrumented in CpuBackend.Fp8DecodeGrid and Fp8PrefillGrid); the NHD and vllm layout plugins'
 # second verify (the vllm one stays); the own-splits sweep and lookup (its verify stays) and the
 # prepare plugin's sweep (its verify, which makes and releases the prepared copies, stays). The
 # normal build runs all of them.
 ctest --test-dir "$BUILD" --output-on-failure -j2 -LE 'nvrtc_sweep|gpu|ray|python|engine' \
-  -E '^(cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin|cli\.verify_planted_bug_(drop_last_key|overlap|last_partition|max_not_rescaled|lse_base2|full_last_block|one_past|stale_block|lse_log2)|cli\.verify_split_ok_(default|full)_fp32|Verify\.PlantedFaultIsCaughtReportedDumpedAndReplayed|cli\.verify_kernels_layout_nhd|cli\.(sweep|table_show|table_lookup)_own_splits|cli\.(sweep_kernels|table_show)_prepared?(_method)?)$'
+  -E '^(cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin|cli\.verify_planted_bug_(drop_last_key|overlap|last_partition|max_not_rescaled|lse_base2|full_last_block|one_past|stale_block|lse_log2)|cli\.verify_split_ok_(default|full)_fp32|Verify\.PlantedFaultIsCaughtReportedDumpedAndReplayed|Verify\.Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake|cli\.verify_kernels_layout_nhd|cli\.(sweep|table_show|table_lookup)_own_splits|cli\.(sweep_kernels|table_show)_prepared?(_method)?)$'

@@ -108,8 +108,29 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
       vo.dtypes.push_back(parse_dtype(d));
     }
   }
-  if (vo.families.empty() || vo.dtypes.empty()) {
-    throw InputError("--families and --dtypes need at least one name each");
+  if (!o.kv_dtypes.empty()) {
+    vo.plain_cache = false;
+    vo.fp8.clear();
+    for (const auto& k : split_list(o.kv_dtypes)) {
+      if (k == "auto") {
+        vo.plain_cache = true;
+        continue;
+      }
+      DType t = DType::f32;
+      try {
+        t = parse_kv_dtype(k, DType::f32);
+      } catch (const InputError&) {
+      }
+      if (!is_fp8(t)) {
+        throw InputError("--kv-dtypes: '" + k + "' is not auto, fp8_e4m3 or fp8_e5m2");
+      }
+      if (std::find(vo.fp8.begin(), vo.fp8.end(), t) == vo.fp8.end()) {
+        vo.fp8.push_back(t);
+      }
+    }
+  }
+  if (vo.families.empty() || vo.dtypes.empty() || (!vo.plain_cache && vo.fp8.empty())) {
+    throw InputError("--families, --dtypes and --kv-dtypes need at least one name each");
   }
   if (plugin) {
     for (Family f : vo.families) {
@@ -177,11 +198,12 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   if (failed > 0) {
     print_failure_causes(out, reports);
     std::fprintf(
-        out, "reproduce: attn-tune verify%s%s --device %s --seed %llu --intensity %s%s%s%s%s\n",
+        out, "reproduce: attn-tune verify%s%s --device %s --seed %llu --intensity %s%s%s%s%s%s%s\n",
         o.kernels.empty() ? "" : " --kernels ", o.kernels.c_str(),
         o.device.empty() ? first_device.c_str() : o.device.c_str(), (unsigned long long)o.seed,
         o.intensity.c_str(), o.families.empty() ? "" : " --families ", o.families.c_str(),
-        o.dtypes.empty() ? "" : " --dtypes ", o.dtypes.c_str());
+        o.dtypes.empty() ? "" : " --dtypes ", o.dtypes.c_str(),
+        o.kv_dtypes.empty() ? "" : " --kv-dtypes ", o.kv_dtypes.c_str());
   }
   std::fprintf(out, "%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   if (passed == 0 && failed == 0) {
@@ -198,6 +220,9 @@ Command setup_verify(CLI::App& root) {
   sub->add_option("--device", o->device, "0, cuda:N, cpu or all (default: GPU 0, else the CPU)");
   sub->add_option("--families", o->families, "Comma-separated: decode_v1,decode_v2,prefill");
   sub->add_option("--dtypes", o->dtypes, "Comma-separated: fp32,fp16,bf16");
+  sub->add_option("--kv-dtypes", o->kv_dtypes,
+                  "Comma-separated caches to check: auto (the query's dtype), fp8_e4m3, fp8_e5m2 "
+                  "(default: all; fp8 where the kernels read it)");
   sub->add_option("--junit", o->junit, "Write a JUnit XML report to this file");
   sub->add_option("--seed", o->seed, "Seed of every case's data (failures print it)");
   sub->add_option("--intensity", o->intensity, "quick, default or full")

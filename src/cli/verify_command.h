@@ -13,6 +13,7 @@ struct VerifyOptions {
   std::string device; // empty: GPU 0 if there is one, else the CPU
   std::string families;
   std::string dtypes;
+  std::string kv_dtypes; // comma-separated: auto, fp8_e4m3 (fp8), fp8_e5m2
   std::string junit;
   std::string dump_dir;
   std::string intensity = "default";

@@ -142,6 +142,89 @@ Problem with_blocks_moved(const Problem& pr) {
   return q;
 }
 
+// The mistakes engines make reading an fp8 cache (SPEC.md "fp8 KV caches"), each as the problem
+// whose reference a kernel with that mistake matches: the scales' values and placement, and the
+// format the bytes are read as.
+struct CacheMistake {
+  const char* what;
+  std::function<bool(const Problem&)> applies;
+  std::function<void(Problem&)> change;
+};
+
+std::vector<float> squared(std::vector<float> s) {
+  for (float& x : s) {
+    x *= x;
+  }
+  return s;
+}
+
+std::vector<float> inverted(std::vector<float> s) {
+  for (float& x : s) {
+    x = 1.0f / x;
+  }
+  return s;
+}
+
+bool scale_not_one(const std::vector<float>& s) {
+  return std::any_of(s.begin(), s.end(), [](float x) { return x != 1.0f; });
+}
+
+const std::vector<CacheMistake>& cache_mistakes() {
+  static const std::vector<CacheMistake> m = {
+      {"the fp8 scales are ignored (k_scale and v_scale taken as 1)",
+       [](const Problem& p) { return scale_not_one(p.k_scale) && scale_not_one(p.v_scale); },
+       [](Problem& p) { p.k_scale.clear(), p.v_scale.clear(); }},
+      {"k_scale is ignored (taken as 1)", [](const Problem& p) { return scale_not_one(p.k_scale); },
+       [](Problem& p) { p.k_scale.clear(); }},
+      {"v_scale is ignored (taken as 1)", [](const Problem& p) { return scale_not_one(p.v_scale); },
+       [](Problem& p) { p.v_scale.clear(); }},
+      {"k_scale and v_scale are swapped",
+       [](const Problem& p) {
+         return p.k_scale != p.v_scale && (p.k_scale.size() <= 1) == (p.v_scale.size() <= 1);
+       },
+       [](Problem& p) { std::swap(p.k_scale, p.v_scale); }},
+      {"the fp8 scales are applied twice",
+       [](const Problem& p) { return scale_not_one(p.k_scale) || scale_not_one(p.v_scale); },
+       [](Problem& p) {
+         p.k_scale = squared(p.k_scale);
+         p.v_scale = squared(p.v_scale);
+       }},
+      {"the fp8 scales divide instead of multiply",
+       [](const Problem& p) { return scale_not_one(p.k_scale) || scale_not_one(p.v_scale); },
+       [](Problem& p) {
+         p.k_scale = inverted(p.k_scale);
+         p.v_scale = inverted(p.v_scale);
+       }},
+      {"per-KV-head scales: KV head 0's scale is used for every head",
+       [](const Problem& p) {
+         auto varies = [](const std::vector<float>& s) {
+           return s.size() > 1 && std::any_of(s.begin(), s.end(), [&](float x) { return x != s[0]; });
+         };
+         return varies(p.k_scale) || varies(p.v_scale);
+       },
+       [](Problem& p) {
+         for (auto* s : {&p.k_scale, &p.v_scale}) {
+           if (!s->empty()) {
+             *s = {s->front()};
+           }
+         }
+       }},
+      {"the fp8_e4m3 cache is read as fp8_e5m2",
+       [](const Problem& p) { return p.params.cache_dtype() == DType::fp8_e4m3; },
+       [](Problem& p) {
+         p.params.kv_dtype = DType::fp8_e5m2;
+         p.key_cache.dtype = p.value_cache.dtype = DType::fp8_e5m2;
+       }},
+      {"the fp8_e5m2 cache is read as fp8_e4m3",
+       [](const Problem& p) { return p.params.cache_dtype() == DType::fp8_e5m2; },
+       [](Problem& p) {
+         p.params.kv_dtype = DType::fp8_e4m3;
+         p.key_cache.dtype = p.value_cache.dtype = DType::fp8_e4m3;
+       }},
+  };
+  return m;
+}
+
 } // namespace
 
 std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg, const Problem& pr,
@@ -168,6 +251,21 @@ std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg, 
     if (check_output(got.out, nullptr, r, tol).pass) {
       found.emplace_back(alt.what);
       return found; // the most specific explanation that fits
+    }
+  }
+  // An fp8 cache read with the scales or the format wrong.
+  if (out_wrong && pr.params.fp8_cache()) {
+    for (const CacheMistake& m : cache_mistakes()) {
+      if (!m.applies(pr)) {
+        continue;
+      }
+      Problem changed = pr;
+      m.change(changed);
+      const ReferenceResult r = reference_attention(changed, ro);
+      if (check_output(got.out, nullptr, r, tol).pass) {
+        found.emplace_back(m.what);
+        return found;
+      }
     }
   }
   // The bugs engines' kernels have (split-KV boundaries and reductions, GQA mapping, the last

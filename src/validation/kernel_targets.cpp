@@ -129,6 +129,9 @@ KernelTargets kernel_targets(const Backend& be, Phase phase, DType dt) {
   if (!declares_phase) {
     return t; // nothing of this phase runs: its cases are skipped with the set's reasons
   }
+  t.fp8 = std::any_of(decl.families.begin(), decl.families.end(), [&](const FamilyDecl& f) {
+    return f.reads_fp8_kv && family_is_decode(f.family) == (phase == Phase::decode);
+  });
   const std::vector<int> blocks = candidate_block_sizes(t.partitions);
   const std::vector<int> dims = candidate_head_dims();
   // One accepted shape to vary around: the usual sizes first.

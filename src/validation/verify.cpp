@@ -2,6 +2,7 @@
 // a kernel set offers, each a checked run (checked_run.h), tallied per device and JUnit testcase.
 #include "src/validation/verify.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -127,6 +128,13 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
       const KernelTargets aim = kernel_targets(be, phase, dt);
       link.end();
       for (const VerifyCase& c : verify_cases(phase, dt, opt.intensity, opt.seed, aim)) {
+        const bool selected =
+            c.params.fp8_cache()
+                ? std::find(opt.fp8.begin(), opt.fp8.end(), c.params.cache_dtype()) != opt.fp8.end()
+                : opt.plain_cache;
+        if (!selected) {
+          continue; // not among --kv-dtypes
+        }
         std::vector<std::pair<Family, KernelConfig>> todo;
         for (Family f : fams) {
           for (const KernelConfig& cfg : be.config_space(f, c.params)) {

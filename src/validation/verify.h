@@ -19,6 +19,10 @@ namespace attn {
 struct VerifyOptions {
   std::vector<Family> families = {Family::decode_v1, Family::decode_v2, Family::prefill};
   std::vector<DType> dtypes = {DType::f32, DType::f16, DType::bf16};
+  // The caches checked: "auto" (the query's dtype) when plain_cache, and the fp8 formats listed
+  // (their groups run only where the kernel set reads fp8 caches).
+  bool plain_cache = true;
+  std::vector<DType> fp8 = {DType::fp8_e4m3, DType::fp8_e5m2};
   Intensity intensity = Intensity::standard;
   uint64_t seed = 1;
   std::string dump_dir; // write failing cases as replay files here (empty: don't)

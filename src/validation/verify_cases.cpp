@@ -29,6 +29,8 @@ Problem VerifyCase::make() const {
   GenOptions g;
   g.seed = seed;
   g.shared_prefix = shared_prefix;
+  g.k_scale = k_scale;
+  g.v_scale = v_scale;
   return phase == Phase::decode ? make_decode_problem(params, k_lens, g)
                                 : make_prefill_problem(params, q_lens, k_lens, g);
 }
@@ -219,6 +221,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
   const std::string suffix = std::string("/").append(dtype_name(dt));
   std::vector<VerifyCase> cases;
   std::map<std::string, int> counts;
+  VerifyCase* last = nullptr; // the case add() made, for the fp8 groups' scales
   auto add = [&](const std::string& group, AttnParams p, std::vector<int> q, std::vector<int> k,
                  bool shared = false) {
     VerifyCase c;
@@ -231,10 +234,53 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
     c.k_lens = std::move(k);
     c.shared_prefix = shared;
     cases.push_back(std::move(c));
+    last = &cases.back();
+  };
+  // The fp8 groups: each case over an fp8 cache with the scales given (SPEC.md "fp8 KV caches").
+  // 1/250 saturates most E4M3 values (the data is normal, divided by the scale), 1/64 puts them
+  // near 448, 24 puts most in the subnormals, and 0.37 and 4 are ordinary.
+  auto add_fp8 = [&](DType kv, AttnParams p, std::vector<int> q, std::vector<int> k,
+                     std::vector<float> ks, std::vector<float> vs) {
+    p.kv_dtype = kv;
+    add(std::string("fp8-") + std::string(dtype_name(kv)).substr(4), p, std::move(q),
+        std::move(k));
+    last->k_scale = std::move(ks);
+    last->v_scale = std::move(vs);
   };
   const std::vector<int> partitions = aim.partitions.empty() && !aim.kernel_splits
                                           ? std::vector<int>{256, 512, 1024}
                                           : aim.partitions;
+  const auto add_fp8_groups = [&] {
+    if (aim.fp8) {
+      for (DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+        for (int home : homes) {
+          if (phase == Phase::decode) {
+            std::vector<int> lens = block_edges(home, partitions, sz.max_len);
+            lens.push_back(0);
+            add_fp8(kv, base_params(dt, 4, 2, d0, home), {}, lens, {1.0f / 250}, {1.0f / 64});
+            add_fp8(kv, base_params(dt, 8, 2, d0, home), {}, {1, home + 1, 700}, {24.0f, 0.37f},
+                    {0.37f, 24.0f});
+            add_fp8(kv, with_mask(base_params(dt, 8, 1, d_mask, home), kMaskVariants[8]), {},
+                    {33, 600, 150}, {4.0f}, {1.0f});
+            for (int part : partitions) {
+              const int bs = block_for_partition(part, home, aim.block_sizes);
+              if (bs > 0) {
+                add_fp8(kv, base_params(dt, 4, 2, d_part, bs), {},
+                        {part - 1, part, part + 1, 2 * part + 1}, {1.0f / 64}, {4.0f});
+              }
+            }
+          } else {
+            add_fp8(kv, base_params(dt, 4, 2, d0, home), {1, 17, 64, 5}, {16, 33, 164, 22},
+                    {1.0f / 250}, {1.0f / 64});
+            add_fp8(kv, base_params(dt, 8, 2, d0, home), {20, 9}, {5, 60}, {24.0f, 0.37f},
+                    {0.37f, 24.0f});
+            add_fp8(kv, with_mask(base_params(dt, 4, 2, d_mask, home), kMaskVariants[8]),
+                    {40, 7}, {160, 97}, {4.0f}, {1.0f});
+          }
+        }
+      }
+    }
+  };
 
   if (phase == Phase::decode) {
     // Context lengths at every SPEC.md edge up to the intensity's length, on a block boundary
@@ -287,6 +333,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
           true);
       add("long" + tag, base_params(dt, 8, 1, d0, home), {}, sz.long_lens);
     }
+    add_fp8_groups();
     return cases;
   }
 
@@ -360,6 +407,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
     add("shared-prefix" + tag, base_params(dt, 4, 2, d0, home), {40, 7, 64}, {160, 97, 200},
         true);
   }
+  add_fp8_groups();
   return cases;
 }
 

@@ -23,6 +23,9 @@ struct VerifyCase {
   std::vector<int> q_lens; // prefill only
   std::vector<int> k_lens; // context lengths (decode) or key lengths (prefill)
   bool shared_prefix = false;
+  // An fp8 cache's scales (params.kv_dtype fp8): empty (1), per tensor or per KV head.
+  std::vector<float> k_scale;
+  std::vector<float> v_scale;
 
   [[nodiscard]] Problem make() const;
   [[nodiscard]] std::string name() const { return group + "#" + std::to_string(index); }
@@ -45,6 +48,8 @@ struct KernelTargets {
   // and 32 alike gets both). Empty: 16 where accepted, else the smallest accepted.
   std::vector<int> home_block_sizes;
   std::vector<int> head_dims;   // likewise
+  // Some family of the phase reads fp8 KV caches (FamilyDecl::reads_fp8_kv): the fp8 groups run.
+  bool fp8 = false;
 };
 
 // The edge cases of SPEC.md for one phase and dtype, aimed at a kernel set's targets: lengths at
@@ -53,6 +58,9 @@ struct KernelTargets {
 // query and key lengths around every declared tile, lengths ending on a block boundary and one
 // past it, for every accepted block size that is not a power of two and the intensity's share of
 // the others. Intensity scales the count of the other cases; it never drops a declared value.
+// Where the set reads fp8 caches, the groups fp8-e4m3 and fp8-e5m2 run the query dtype over
+// such caches: scales per tensor and per KV head, 1 and far from it (values near saturation and
+// in the subnormals), across block and partition edges, GQA, masks and (prefill) chunks.
 // Case seeds depend only on (seed, group, index), so that filtering families or dtypes never
 // changes what a given seed reproduces for the same kernel set.
 [[nodiscard]] std::vector<VerifyCase> verify_cases(Phase phase, DType dtype, Intensity intensity,

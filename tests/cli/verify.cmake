@@ -7,6 +7,13 @@ attn_cli_test(NAME verify_bad_family EXIT 2 REGEX "unknown kernel family 'decode
               ARGS verify --device cpu --families decode_v3)
 attn_cli_test(NAME verify_bad_dtype EXIT 2 REGEX "dtype 'fp8' is a KV-cache dtype"
               ARGS verify --device cpu --dtypes fp8)
+attn_cli_test(NAME verify_bad_kv_dtype EXIT 2 REGEX "--kv-dtypes: 'bf16' is not auto, fp8_e4m3 or fp8_e5m2"
+              ARGS verify --device cpu --kv-dtypes auto,bf16)
+# fp8 caches alone, e5m2 at that: the CPU kernels pass both phases' groups.
+attn_cli_test(NAME verify_fp8_e5m2_only EXIT 0
+              REGEX "[1-9][0-9]* passed, 0 failed, 0 skipped"
+              ARGS verify --device cpu --intensity quick --dtypes bf16 --kv-dtypes fp8_e5m2
+                   --threads 2)
 attn_cli_test(NAME verify_bad_intensity EXIT 2 REGEX "intensity"
               ARGS verify --device cpu --intensity extreme)
 

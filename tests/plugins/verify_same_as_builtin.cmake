@@ -1,11 +1,12 @@
 # verify --intensity quick on the CPU, once with the built-in kernels and once through the CPU
 # example plugin: both pass, and the passed/failed/skipped counts and the checked cases agree.
+# The plugin ABI carries no fp8 cache, so both check the query-dtype caches (--kv-dtypes auto).
 # -DEXE=attn-tune -DPLUGIN=the example plugin.
 cmake_minimum_required(VERSION 3.20)
 foreach(run builtin plugin)
-  set(extra "")
+  set(extra --kv-dtypes auto)
   if(run STREQUAL "plugin")
-    set(extra --kernels ${PLUGIN})
+    list(APPEND extra --kernels ${PLUGIN})
   endif()
   execute_process(COMMAND ${EXE} verify --device cpu --intensity quick --threads 2 ${extra}
                   RESULT_VARIABLE rc_${run} OUTPUT_VARIABLE out_${run} ERROR_VARIABLE err_${run})

@@ -326,3 +326,97 @@ TEST(Verify, EveryConfigurationGetsTheGroupsAtABlockSizeItAccepts) {
     EXPECT_TRUE(checked32.count(g)) << g;
   }
 }
+
+namespace {
+
+// The CPU kernels with one of the fp8 mistakes engines make planted in how the problem reaches
+// them: scales dropped or swapped, or the cache's bytes read as the other format.
+enum class Fp8Mistake { none, v_scale_ignored, scales_swapped, e4m3_read_as_e5m2 };
+
+class Fp8Planted : public Backend {
+public:
+  explicit Fp8Planted(Fp8Mistake m) : inner_(make_cpu_backend({.threads = 2, .kernels = ""})),
+                                      mistake_(m) {
+    decl_ = inner_->declaration();
+    decl_.name = "fp8-planted";
+  }
+  const DeviceInfo& info() const override { return inner_->info(); }
+  const KernelSetDecl& declaration() const override { return decl_; }
+
+protected:
+  std::optional<std::string> refuse(const KernelConfig& c, const Problem& p) const override {
+    return inner_->can_run(c, p);
+  }
+  std::unique_ptr<PreparedRun> make_run(const Problem& p, const KernelConfig& c,
+                                        const FamilyDecl&) override {
+    Problem q = p;
+    if (q.params.fp8_cache()) {
+      switch (mistake_) {
+      case Fp8Mistake::v_scale_ignored:
+        q.v_scale.clear();
+        break;
+      case Fp8Mistake::scales_swapped:
+        std::swap(q.k_scale, q.v_scale);
+        break;
+      case Fp8Mistake::e4m3_read_as_e5m2:
+        if (q.params.cache_dtype() == DType::fp8_e4m3) {
+          q.params.kv_dtype = DType::fp8_e5m2;
+          q.key_cache.dtype = q.value_cache.dtype = DType::fp8_e5m2;
+        }
+        break;
+      default:
+        break;
+      }
+    }
+    return inner_->prepare(q, c);
+  }
+
+private:
+  std::unique_ptr<Backend> inner_;
+  KernelSetDecl decl_;
+  Fp8Mistake mistake_;
+};
+
+VerifyReport verify_fp8(Fp8Mistake m, std::vector<Family> families) {
+  VerifyOptions opt;
+  opt.families = std::move(families);
+  opt.dtypes = {DType::f16};
+  opt.intensity = Intensity::quick;
+  opt.reference_threads = 2;
+  Fp8Planted be(m);
+  return run_verify(be, opt, nullptr);
+}
+
+} // namespace
+
+// The CPU kernels pass verify's fp8 groups (both formats, both phases); each planted fp8 mistake
+// fails them, and only them, with that mistake named as the cause.
+TEST(Verify, Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake) {
+  const VerifyReport ok = verify_fp8(Fp8Mistake::none, {Family::decode_v1, Family::prefill});
+  EXPECT_EQ(ok.failed, 0);
+  std::set<std::string> fp8_groups;
+  for (const VerifyTestcase& tc : ok.testcases) {
+    if (tc.group.find("/fp8-") != std::string::npos && tc.passed > 0) {
+      fp8_groups.insert(tc.group);
+    }
+  }
+  EXPECT_EQ(fp8_groups, (std::set<std::string>{"decode/fp8-e4m3/fp16", "decode/fp8-e5m2/fp16",
+                                                "prefill/fp8-e4m3/fp16",
+                                                "prefill/fp8-e5m2/fp16"}));
+  const std::pair<Fp8Mistake, std::string> planted[] = {
+      {Fp8Mistake::v_scale_ignored, "v_scale is ignored (taken as 1)"},
+      {Fp8Mistake::scales_swapped, "k_scale and v_scale are swapped"},
+      {Fp8Mistake::e4m3_read_as_e5m2, "the fp8_e4m3 cache is read as fp8_e5m2"}};
+  for (const auto& [m, cause] : planted) {
+    const VerifyReport rep = verify_fp8(m, {Family::decode_v1});
+    EXPECT_GT(rep.failed, 0) << cause;
+    for (const VerifyTestcase& tc : rep.testcases) {
+      if (tc.failed == 0) {
+        continue;
+      }
+      EXPECT_NE(tc.group.find("/fp8-"), std::string::npos) << tc.group;
+      EXPECT_GT(tc.causes.count(cause), 0u) << tc.group << " " << tc.config << ": "
+                                            << (tc.causes.empty() ? "" : tc.causes.begin()->first);
+    }
+  }
+}
