@@ -51,6 +51,12 @@ bool parse_st_dtype(const std::string& s, StDType& t) {
     t = StDType::bf16;
   } else if (s == "I32") {
     t = StDType::i32;
+  } else if (s == "F8_E4M3") {
+    t = StDType::f8_e4m3;
+  } else if (s == "F8_E5M2") {
+    t = StDType::f8_e5m2;
+  } else if (s == "U8") {
+    t = StDType::u8;
   } else {
     return false;
   }
@@ -120,7 +126,8 @@ std::vector<Entry> parse_header(const std::string& header, uint64_t data_size,
     }
     const std::string dt = v["dtype"].get<std::string>();
     if (!parse_st_dtype(dt, e.dtype)) {
-      bad(file, where + " has unsupported dtype " + dt + " (attn-tune reads F32, F16, BF16, I32)");
+      bad(file, where + " has unsupported dtype " + dt +
+                    " (attn-tune reads F32, F16, BF16, I32, F8_E4M3, F8_E5M2, U8)");
     }
     if (!v["shape"].is_array()) {
       bad(file, where + " has a shape that is not an array");
@@ -225,12 +232,30 @@ const char* st_dtype_name(StDType t) {
     return "BF16";
   case StDType::i32:
     return "I32";
+  case StDType::f8_e4m3:
+    return "F8_E4M3";
+  case StDType::f8_e5m2:
+    return "F8_E5M2";
+  case StDType::u8:
+    return "U8";
   default:
     return "F32";
   }
 }
 
-std::size_t st_dtype_size(StDType t) { return t == StDType::f16 || t == StDType::bf16 ? 2 : 4; }
+std::size_t st_dtype_size(StDType t) {
+  switch (t) {
+  case StDType::f16:
+  case StDType::bf16:
+    return 2;
+  case StDType::f8_e4m3:
+  case StDType::f8_e5m2:
+  case StDType::u8:
+    return 1;
+  default:
+    return 4;
+  }
+}
 
 int64_t StTensor::numel() const {
   int64_t n = 1;
@@ -315,9 +340,11 @@ void write_safetensors(const std::string& path, const SafetensorsFile& f) {
 
 StTensor to_st(const HostTensor& t) {
   StTensor s;
-  s.dtype = t.dtype == DType::f16    ? StDType::f16
-            : t.dtype == DType::bf16 ? StDType::bf16
-                                     : StDType::f32;
+  s.dtype = t.dtype == DType::f16        ? StDType::f16
+            : t.dtype == DType::bf16     ? StDType::bf16
+            : t.dtype == DType::fp8_e4m3 ? StDType::f8_e4m3
+            : t.dtype == DType::fp8_e5m2 ? StDType::f8_e5m2
+                                         : StDType::f32;
   s.shape = t.shape;
   s.data = t.data;
   return s;
@@ -350,8 +377,13 @@ DType host_dtype(const StTensor& t, const std::string& name) {
     return DType::f16;
   case StDType::bf16:
     return DType::bf16;
+  case StDType::f8_e4m3:
+    return DType::fp8_e4m3;
+  case StDType::f8_e5m2:
+    return DType::fp8_e5m2;
   default:
-    throw InputError(name + " has dtype " + st_dtype_name(t.dtype) + ", expected F32, F16 or BF16");
+    throw InputError(name + " has dtype " + st_dtype_name(t.dtype) +
+                     ", expected F32, F16 or BF16 (or, for an fp8 cache, F8_E4M3 or F8_E5M2)");
   }
 }
 } // namespace

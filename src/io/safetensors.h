@@ -12,8 +12,10 @@
 namespace attn {
 
 // The element types attn-tune accepts; anything else in a file is an InputError.
-enum class StDType { f32, f16, bf16, i32 };
-[[nodiscard]] const char* st_dtype_name(StDType t); // "F32", "F16", "BF16", "I32"
+// fp8 caches come as F8_E4M3 or F8_E5M2, or as U8 with the format named in the metadata.
+enum class StDType { f32, f16, bf16, i32, f8_e4m3, f8_e5m2, u8 };
+// "F32", "F16", "BF16", "I32", "F8_E4M3", "F8_E5M2", "U8"
+[[nodiscard]] const char* st_dtype_name(StDType t);
 [[nodiscard]] std::size_t st_dtype_size(StDType t);
 
 struct StTensor {
@@ -45,7 +47,8 @@ void write_safetensors(const std::string& path, const SafetensorsFile& f);
 [[nodiscard]] StTensor to_st(const HostTensor& t);
 [[nodiscard]] StTensor to_st(const std::vector<int32_t>& v, std::vector<int64_t> shape);
 [[nodiscard]] StTensor to_st(const std::vector<float>& v, std::vector<int64_t> shape);
-// `name` is the tensor's name, for the error when it is not a floating-point tensor.
+// `name` is the tensor's name, for the error when it is not a floating-point tensor (U8 is not:
+// the caller retags it as the fp8 format its file names).
 [[nodiscard]] HostTensor to_host(const StTensor& t, const std::string& name);
 // Moves the bytes (a replay's caches can be gigabytes); `t` keeps its dtype and shape.
 [[nodiscard]] HostTensor to_host(StTensor&& t, const std::string& name);

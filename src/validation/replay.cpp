@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "src/model/errors.h"
 
@@ -149,13 +150,57 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
     StTensor& v = need_cache(f, file, "value_cache", layout);
     const StTensor& bt = need(f, file, "block_tables", 2);
     pr.query = to_host(std::move(q), "query");
+    // The cache's dtype (SPEC.md "fp8 KV caches"): __metadata__ kv_cache_dtype, `auto` (the
+    // query's) when absent, unless the caches are F8_E4M3 or F8_E5M2, which name their format.
+    // U8 caches need it named.
+    std::optional<DType> kv;
+    if (auto it = f.metadata.find("kv_cache_dtype"); it != f.metadata.end() && it->second != "auto") {
+      try {
+        kv = parse_kv_dtype(it->second, pr.query.dtype);
+      } catch (const InputError&) {
+      }
+      if (!kv || !is_fp8(*kv)) {
+        bad(file, "__metadata__ kv_cache_dtype = '" + it->second +
+                      "' is not auto, fp8_e4m3 or fp8_e5m2");
+      }
+    } else if (it == f.metadata.end() && k.dtype == v.dtype &&
+               (k.dtype == StDType::f8_e4m3 || k.dtype == StDType::f8_e5m2)) {
+      kv = k.dtype == StDType::f8_e4m3 ? DType::fp8_e4m3 : DType::fp8_e5m2;
+    }
+    if (kv) {
+      const StDType named = *kv == DType::fp8_e4m3 ? StDType::f8_e4m3 : StDType::f8_e5m2;
+      for (StTensor* c : {&k, &v}) {
+        if (c->dtype == StDType::u8) {
+          c->dtype = named; // the bytes as the metadata names them
+        } else if (c->dtype != named) {
+          bad(file, std::string(c == &k ? "key_cache" : "value_cache") + " is " +
+                        st_dtype_name(c->dtype) + " but kv_cache_dtype is " +
+                        std::string(dtype_name(*kv)) + " (expected " + st_dtype_name(named) +
+                        " or U8)");
+        }
+      }
+    }
+    for (const StTensor* c : {&k, &v}) {
+      if (c->dtype == StDType::u8) { // kv names no format here
+        bad(file, std::string(c == &k ? "key_cache" : "value_cache") +
+                      " is U8: an fp8 cache names its format in __metadata__ kv_cache_dtype "
+                      "(fp8_e4m3 or fp8_e5m2)");
+      }
+    }
     pr.key_cache = to_host(std::move(k), "key_cache");
     pr.value_cache = to_host(std::move(v), "value_cache");
-    if (pr.key_cache.dtype != pr.query.dtype || pr.value_cache.dtype != pr.query.dtype) {
-      bad(file, std::string("query, key_cache and value_cache must share a dtype (they are ") +
-                    st_dtype_name(q.dtype) + ", " + st_dtype_name(k.dtype) + ", " +
-                    st_dtype_name(v.dtype) + ")");
+    const DType cache_dtype = kv.value_or(pr.query.dtype);
+    if (pr.key_cache.dtype != cache_dtype || pr.value_cache.dtype != cache_dtype) {
+      bad(file, kv ? std::string("key_cache and value_cache must both be ") +
+                         std::string(dtype_name(*kv)) + " (they are " +
+                         st_dtype_name(k.dtype) + " and " + st_dtype_name(v.dtype) + ")"
+                   : std::string("query, key_cache and value_cache must share a dtype (they "
+                                 "are ") +
+                         st_dtype_name(q.dtype) + ", " + st_dtype_name(k.dtype) + ", " +
+                         st_dtype_name(v.dtype) +
+                         "; an fp8 cache names its format in __metadata__ kv_cache_dtype)");
     }
+    p.kv_dtype = kv;
     // The key cache's dimensions in its layout; the value cache must then have exactly the
     // shape that layout gives it.
     const std::vector<int64_t>& ks = k.shape;
@@ -181,10 +226,10 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
          {std::pair<const char*, const StTensor*>{"key_cache", &k}, {"value_cache", &v}}) {
       const bool is_key = t == &k;
       const std::vector<int64_t> want =
-          is_key ? key_cache_shape(layout, p.dtype, pr.num_blocks, p.num_kv_heads, p.block_size,
-                                   p.head_dim)
-                 : value_cache_shape(layout, p.dtype, pr.num_blocks, p.num_kv_heads, p.block_size,
-                                     p.head_dim);
+          is_key ? key_cache_shape(layout, cache_dtype, pr.num_blocks, p.num_kv_heads,
+                                   p.block_size, p.head_dim)
+                 : value_cache_shape(layout, cache_dtype, pr.num_blocks, p.num_kv_heads,
+                                     p.block_size, p.head_dim);
       if (t->shape != want) {
         bad(file,
             std::string(name) + " has shape " + shape_str(t->shape) + ", expected " +
@@ -250,6 +295,24 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
     }
     if (auto* s = optional_meta("softcap")) {
       p.softcap = parse_double(file, "softcap", *s);
+    }
+    // An fp8 cache's scales: F32, shape [] (per tensor) or [num_kv_heads]; 1.0 when absent.
+    for (const char* name : {"k_scale", "v_scale"}) {
+      auto it = f.tensors.find(name);
+      if (it == f.tensors.end()) {
+        continue;
+      }
+      if (!kv) {
+        bad(file, std::string(name) + " is given but the cache is not fp8 (kv_cache_dtype)");
+      }
+      const StTensor& t = it->second;
+      if (!(t.shape.empty() || (t.shape.size() == 1 && (t.shape[0] == 1 ||
+                                                        t.shape[0] == p.num_kv_heads)))) {
+        bad(file, std::string(name) + " has shape " + shape_str(t.shape) +
+                      ", expected [] (per tensor) or [" + std::to_string(p.num_kv_heads) +
+                      "] (per KV head)");
+      }
+      (std::string(name) == "k_scale" ? pr.k_scale : pr.v_scale) = to_float32(t, name);
     }
 
     if (layout == KvLayout::HND) {
@@ -333,6 +396,19 @@ SafetensorsFile replay_to_safetensors(const Problem& pr, const HostTensor* out,
     f.tensors["lse"] = to_st(*lse, {rows, p.num_heads});
   }
   f.metadata["kv_layout"] = kv_layout_name(pr.kv_layout); // the caches go as they are stored
+  if (p.fp8_cache()) {
+    f.metadata["kv_cache_dtype"] = std::string(dtype_name(p.cache_dtype()));
+    if (!pr.k_scale.empty()) {
+      f.tensors["k_scale"] = to_st(pr.k_scale, pr.k_scale.size() == 1
+                                                   ? std::vector<int64_t>{}
+                                                   : std::vector<int64_t>{p.num_kv_heads});
+    }
+    if (!pr.v_scale.empty()) {
+      f.tensors["v_scale"] = to_st(pr.v_scale, pr.v_scale.size() == 1
+                                                   ? std::vector<int64_t>{}
+                                                   : std::vector<int64_t>{p.num_kv_heads});
+    }
+  }
   f.metadata["causal"] = p.causal ? "true" : "false";
   f.metadata["window_left"] = std::to_string(p.window_left);
   f.metadata["window_right"] = std::to_string(p.window_right);

@@ -198,7 +198,7 @@ TEST(Safetensors, RejectsInvalidJson) {
 }
 
 TEST(Safetensors, RejectsUnsupportedDtypesByName) {
-  for (const char* dt : {"F64", "I64", "U8", "BOOL", "F8_E4M3", "f32"}) {
+  for (const char* dt : {"F64", "I64", "I8", "BOOL", "F8_E4M3FNUZ", "f32"}) {
     const std::string h =
         std::string(R"({"kv":{"dtype":")") + dt + R"(","shape":[1],"data_offsets":[0,8]}})";
     expect_refused(image(h, 8), std::string("tensor 'kv' has unsupported dtype ") + dt);

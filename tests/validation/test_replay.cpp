@@ -7,6 +7,7 @@
 #include <random>
 
 #include "reference/reference.h"
+#include "src/io/safetensors.h"
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
 #include "src/validation/check.h"
@@ -103,6 +104,44 @@ TEST(Replay, DecodeRoundTripsThroughAFile) {
   // The loaded problem is the same problem: the reference agrees exactly.
   const ReferenceResult again = reference_attention(rf.problem, {.threads = 2, .rows = {}});
   EXPECT_EQ(again.out, ref.out);
+}
+
+// An fp8 cache goes out as F8_E4M3 / F8_E5M2 with kv_cache_dtype and its scales (shape [] per
+// tensor, [num_kv_heads] per head), in every layout, and comes back the same problem.
+TEST(Replay, Fp8CachesAndScalesRoundTrip) {
+  for (const DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    for (const KvLayout layout : {KvLayout::HND, KvLayout::NHD, KvLayout::vllm}) {
+      AttnParams p = decode_params();
+      p.kv_dtype = kv;
+      GenOptions g;
+      g.seed = 9;
+      g.kv_layout = layout;
+      g.k_scale = {0.25f, 3.0f};
+      g.v_scale = {1.0f / 64};
+      const Problem pr = make_decode_problem(p, {1, 17, 40}, g);
+      const SafetensorsFile f = replay_to_safetensors(pr, nullptr, nullptr);
+      EXPECT_EQ(f.metadata.at("kv_cache_dtype"), dtype_name(kv));
+      EXPECT_EQ(f.tensors.at("key_cache").dtype,
+                kv == DType::fp8_e4m3 ? StDType::f8_e4m3 : StDType::f8_e5m2);
+      EXPECT_EQ(f.tensors.at("k_scale").shape, (std::vector<int64_t>{p.num_kv_heads}));
+      EXPECT_TRUE(f.tensors.at("v_scale").shape.empty());
+      const ReplayFile rf =
+          replay_from_safetensors(parse_safetensors(serialize_safetensors(f), "x"), "x");
+      expect_same_problem(pr, rf.problem);
+      EXPECT_EQ(rf.problem.params.kv_dtype, kv);
+      EXPECT_EQ(rf.problem.k_scale, g.k_scale);
+      EXPECT_EQ(rf.problem.v_scale, g.v_scale);
+      EXPECT_EQ(reference_attention(rf.problem, {.threads = 1, .rows = {}}).out,
+                reference_attention(pr, {.threads = 1, .rows = {}}).out);
+      // The same bytes as U8 with the format named read the same; without it they are refused.
+      SafetensorsFile u8 = f;
+      u8.tensors.at("key_cache").dtype = StDType::u8;
+      u8.tensors.at("value_cache").dtype = StDType::u8;
+      expect_same_problem(pr, replay_from_safetensors(u8, "x").problem);
+      u8.metadata.erase("kv_cache_dtype");
+      expect_refused(u8, "key_cache is U8: an fp8 cache names its format");
+    }
+  }
 }
 
 TEST(Replay, PrefillRoundTripsWithoutAnswer) {
