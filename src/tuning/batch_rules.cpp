@@ -187,8 +187,8 @@ double cross_validated(const Fit& fit, const Idx& s, bool split) {
 }
 
 // The leaf for `s` and what it is expected to cost on its scored samples when not fitted on
-// them: the cheapest candidate, unless that is a configuration whose cross-validated cost the
-// lookup matches there.
+// them: the cheapest candidate, unless that is a configuration whose cross-validated cost does
+// not beat the lookup's there by kBatchHeldGain of their weight.
 std::pair<std::size_t, double> choose_leaf(const Fit& fit, const Idx& s) {
   const auto [c, cost] = cheapest(fit, s);
   const Idx scored = scored_of(fit, s);
@@ -228,7 +228,7 @@ json grow(const Fit& fit, const Idx& s, int depth) {
   const double held_margin = kBatchHeldGain * weight_of(fit, scored_of(fit, s));
   const Split sp = depth < kBatchTreeDepth ? best_split(fit, s) : Split{};
   if (!sp.found() || cost_of(fit, s, cheapest(fit, s).first) - sp.cost < margin ||
-      leaf_cost - cross_validated(fit, s, true) < held_margin) {
+      leaf_cost - cross_validated(fit, s, true) <= held_margin) { // (no batches: no split)
     return leaf_json(fit, s, leaf);
   }
   Idx below;

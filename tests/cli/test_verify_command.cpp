@@ -95,6 +95,7 @@ TEST(Verify, PlantedFaultIsCaughtReportedDumpedAndReplayed) {
   o.families = "decode_v1,decode_v2";
   o.dtypes = "fp32";
   o.intensity = "quick";
+  o.kv_dtypes = "auto"; // the fault path, not the caches
   o.seed = 99;
   o.dump_dir = (dir / "dumps").string();
   o.junit = (dir / "report.xml").string();
@@ -142,6 +143,7 @@ TEST(Verify, CrashingConfigurationIsAFailedCaseAndTheRunGoesOn) {
   o.families = "decode_v1,decode_v2";
   o.dtypes = "fp32";
   o.intensity = "quick";
+  o.kv_dtypes = "auto"; // the fault path, not the caches
   std::FILE* out = std::tmpfile();
   const int rc = cli::run_verify(o, make_backend, out, stderr);
   ::unsetenv("ATTN_TUNE_TEST_FAULTS");

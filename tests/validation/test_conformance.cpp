@@ -34,6 +34,9 @@ VerifyOptions conformance_options() {
   o.dtypes = {DType::f32, DType::f16, DType::bf16};
   o.intensity = parse_intensity(kIntensity);
   o.seed = 1;
+  // The query-dtype caches only: the sets here share the contract every plugin speaks, and the
+  // built-in kernels' fp8 groups run in cli.verify_cpu_quick and the Verify tests.
+  o.fp8.clear();
   return o;
 }
 
@@ -56,6 +59,7 @@ std::string reproduce(const test::KernelSet& set, const VerifyOptions& o) {
     s << sep << dtype_name(t);
     sep = ",";
   }
+  s << " --kv-dtypes auto";
   return s.str();
 }
 

@@ -383,14 +383,15 @@ VerifyReport verify_fp8(Fp8Mistake m, std::vector<Family> families) {
   opt.dtypes = {DType::f16};
   opt.intensity = Intensity::quick;
   opt.reference_threads = 2;
+  opt.plain_cache = false; // the fp8 groups alone
   Fp8Planted be(m);
   return run_verify(be, opt, nullptr);
 }
 
 } // namespace
 
-// The CPU kernels pass verify's fp8 groups (both formats, both phases); each planted fp8 mistake
-// fails them, and only them, with that mistake named as the cause.
+// The CPU kernels pass verify's fp8 groups (both formats, both phases; --kv-dtypes without auto
+// runs nothing else); each planted fp8 mistake fails them with that mistake named as the cause.
 TEST(Verify, Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake) {
   const VerifyReport ok = verify_fp8(Fp8Mistake::none, {Family::decode_v1, Family::prefill});
   EXPECT_EQ(ok.failed, 0);

@@ -327,13 +327,13 @@ TEST(CpuBackend, PrefillGrid) {
 TEST(CpuBackend, Fp8DecodeGrid) {
   SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
-  run_decode_grid(*be, 40, kGridSeed + 100, /*fp8=*/true);
+  run_decode_grid(*be, 24, kGridSeed + 100, /*fp8=*/true);
 }
 
 TEST(CpuBackend, Fp8PrefillGrid) {
   SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
-  run_prefill_grid(*be, 60, kGridSeed + 101, /*fp8=*/true);
+  run_prefill_grid(*be, 40, kGridSeed + 101, /*fp8=*/true);
 }
 
 TEST(CpuBackend, IsaOverrideForcesALowerBuildAndRefusesWhatCannotRun) {
