@@ -446,17 +446,24 @@ class ThresholdTable:
             family = "decode_v1" if family == "decode_v2" else "decode_v2"
         raise TableError("threshold table point has no measured configuration")
 
-    def _lookup_batch(self, seq_lens, num_heads, num_kv_heads, head_dim, block_size, dtype,
-                      causal, window_left, window_right, softcap):
-        """The nearest batch rule's leaf for the batch `seq_lens` (ties: the first rule)."""
-        if min(num_heads, num_kv_heads, head_dim, block_size) < 1:
-            raise ValueError("lookup needs positive heads, head_dim and block_size")
+    def _nearest_rule(self, num_heads, num_kv_heads, head_dim, block_size, dtype, causal,
+                      window_left, window_right, softcap):
+        """The batch rule nearest to the shape and its distance (ties: the first rule)."""
         best, best_d = None, 0.0
         for r in self.table["batch_rules"]:
             d = self.shape_distance(r, num_heads, num_kv_heads, head_dim, block_size, dtype,
                                     causal, window_left, window_right, softcap)
             if best is None or d < best_d - TIE_EPSILON:
                 best, best_d = r, d
+        return best, best_d
+
+    def _lookup_batch(self, seq_lens, num_heads, num_kv_heads, head_dim, block_size, dtype,
+                      causal, window_left, window_right, softcap):
+        """The nearest batch rule's leaf for the batch `seq_lens` (ties: the first rule)."""
+        if min(num_heads, num_kv_heads, head_dim, block_size) < 1:
+            raise ValueError("lookup needs positive heads, head_dim and block_size")
+        best, best_d = self._nearest_rule(num_heads, num_kv_heads, head_dim, block_size, dtype,
+                                          causal, window_left, window_right, softcap)
         leaf, path = batch_tree_leaf(best["tree"], batch_features(seq_lens))
         if "lookup" in leaf:  # the decode points answer, read with size and longest length
             c = self.lookup(len(seq_lens), max(seq_lens), num_heads, num_kv_heads, head_dim,
@@ -601,12 +608,8 @@ class ThresholdTable:
         if min(num_heads, num_kv_heads, head_dim, block_size) < 1:
             raise ValueError("use_v2 needs positive heads, head_dim and block_size")
         dtype = canonical_dtype(dtype)
-        best, best_d = None, 0.0
-        for r in self.table["batch_rules"]:
-            d = self.shape_distance(r, num_heads, num_kv_heads, head_dim, block_size, dtype,
-                                    causal, window_left, window_right, softcap)
-            if best is None or d < best_d - TIE_EPSILON:
-                best, best_d = r, d
+        best, best_d = self._nearest_rule(num_heads, num_kv_heads, head_dim, block_size, dtype,
+                                          causal, window_left, window_right, softcap)
         leaf, _ = batch_tree_leaf(best["tree"], {"batch": batch, "max_len": longest,
                                                  "sum_len": total, "mean_len": total / batch})
         if "lookup" in leaf:
