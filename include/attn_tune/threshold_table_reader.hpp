@@ -128,7 +128,7 @@ struct Choice {
 class ThresholdTableReader {
 public:
   explicit ThresholdTableReader(nlohmann::json table) : t_(std::move(table)) {
-    if (!t_.is_object() || t_.value("schema", "") != kTableSchemaName) {
+    if (!t_.is_object() || !t_.contains("schema") || t_["schema"] != kTableSchemaName) {
       throw std::runtime_error("not an attn-tune threshold table (schema is not \"" +
                                std::string(kTableSchemaName) + "\")");
     }

@@ -1,6 +1,7 @@
 // `attn-tune table show|lookup`: explain a threshold table, or answer one decode call's
 // v1/v2 question from it the way an engine would (through the header-only reader).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -144,22 +145,20 @@ int show_fleet(const TableOptions& o, const nlohmann::json& doc) {
 
 int run_table_show(const TableOptions& o) {
   if (const nlohmann::json doc = load_table_json(o.file); attn_tune::FleetTable::is_fleet(doc)) {
-    try {
-      (void)attn_tune::FleetTable(doc);
-    } catch (const std::exception& e) {
-      throw InputError("'" + o.file + "': " + e.what());
-    }
+    validate_fleet(doc, o.file);
     return show_fleet(o, doc);
   }
+  // Checked before anything is shown, --json included (its output is then a valid table); the
+  // reader first, whose words for another file or version engines see too.
   const auto t = load_table(o.file);
-  if (o.json) {
-    std::printf("%s\n", t.json().dump(2).c_str());
-    return kExitOk;
-  }
   try {
     validate_table(t.json());
   } catch (const InputError& e) {
     throw InputError("'" + o.file + "': " + e.what());
+  }
+  if (o.json) {
+    std::printf("%s\n", t.json().dump(2).c_str());
+    return kExitOk;
   }
   std::printf("%s", describe_table(t.json()).c_str());
   return kExitOk;
@@ -169,6 +168,16 @@ int run_table_show(const TableOptions& o) {
 // (--device-name, else this machine's device), saying which entry answers.
 attn_tune::FleetSelection table_for_lookup(const TableOptions& o) {
   const nlohmann::json doc = load_table_json(o.file);
+  if (attn_tune::FleetTable::is_fleet(doc)) {
+    validate_fleet(doc, o.file);
+  } else {
+    (void)load_table(o.file); // the reader's words for another file or version first
+    try {
+      validate_table(doc);
+    } catch (const InputError& e) {
+      throw InputError("'" + o.file + "': " + e.what());
+    }
+  }
   attn_tune::FleetQuery fq = o.fleet;
   if (fq.device_name.empty() && attn_tune::FleetTable::is_fleet(doc)) {
     const auto cur = find_device(o.device);
@@ -329,9 +338,19 @@ Command setup_table(CLI::App& root) {
   lk->add_option("--sm-count", opt->fleet.sm_count,
                  "With --nearest: the device's SM count, when attn-tune does not know the model")
       ->check(CLI::PositiveNumber);
+  // CLI11's PositiveNumber lets NaN through (no comparison with it is true).
+  const CLI::Validator finite_positive(
+      [](const std::string& text) {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        return end != text.c_str() && *end == '\0' && std::isfinite(v) && v > 0
+                   ? std::string()
+                   : "expected a finite number > 0, got '" + text + "'";
+      },
+      "POSITIVE");
   lk->add_option("--bandwidth-gbps", opt->fleet.bandwidth_gbps,
                  "With --nearest: the device's memory bandwidth in GB/s, likewise")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive);
   lk->add_flag("--json", opt->json, "Print the choice as JSON");
   CLI::App* comb = sub->add_subcommand(
       "combine", "Join tables of different GPU models into one fleet table keyed by canonical "

@@ -90,8 +90,9 @@ std::vector<Entry> parse_header(const std::string& header, uint64_t data_size,
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(header);
-  } catch (const nlohmann::json::parse_error& e) {
-    bad(file, "the header is not valid JSON (error at byte " + std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::exception& e) {
+    const std::string what = e.what();
+    bad(file, "the header is not valid JSON (" + what.substr(what.find(']') + 2) + ")");
   }
   if (!j.is_object()) {
     bad(file, "the header is not a JSON object");

@@ -1,6 +1,9 @@
 // Family names and the stable text and JSON forms of a kernel configuration.
 #include "src/model/kernel_config.h"
 
+#include <cstdint>
+
+#include "src/io/json_fields.h"
 #include "src/model/errors.h"
 
 namespace attn {
@@ -56,8 +59,11 @@ KernelConfig KernelConfig::from_json(const nlohmann::json& j) {
       throw InputError("kernel configuration 'params' must be an object of integers");
     }
     for (const auto& [k, v] : j["params"].items()) {
-      if (!v.is_number_integer()) {
-        throw InputError("kernel configuration parameter '" + k + "' must be an integer");
+      // Checked before the conversion: 2^40+7 must not become 7.
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX) ||
+          (!v.is_number_unsigned() && (v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX))) {
+        throw InputError("kernel configuration parameter '" + k +
+                         "' must be an integer of 32 bits, got " + JsonDoor::shown(v));
       }
       c.params[k] = v.get<int>();
     }

@@ -32,7 +32,8 @@ struct AttnParams {
   // The caches' storage dtype: kv_dtype, else dtype.
   [[nodiscard]] DType cache_dtype() const { return kv_dtype.value_or(dtype); }
   [[nodiscard]] bool fp8_cache() const { return is_fp8(cache_dtype()); }
-  [[nodiscard]] int group_size() const { return num_heads / num_kv_heads; }
+  // 0 for parameters not yet validated (no division by zero on the way to the check).
+  [[nodiscard]] int group_size() const { return num_kv_heads > 0 ? num_heads / num_kv_heads : 0; }
   // The mask options as the kernels and the reference read them (kernels/attn_math.h).
   [[nodiscard]] attn_math::Mask mask() const { return {causal ? 1 : 0, window_left, window_right}; }
   // Throws InputError naming the first invalid field and its value.

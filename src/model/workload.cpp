@@ -5,6 +5,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "src/io/json_fields.h"
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
 
@@ -105,41 +106,61 @@ nlohmann::json Workload::to_json() const {
 }
 
 Workload Workload::from_json(const nlohmann::json& j) {
-  try {
-    Workload w;
-    const std::string ph = j.at("phase").get<std::string>();
-    if (ph != "decode" && ph != "prefill") {
-      throw InputError("workload phase '" + ph + "' is neither decode nor prefill");
-    }
-    w.phase = ph == "decode" ? Phase::decode : Phase::prefill;
-    w.batch = j.at("batch").get<int>();
-    if (w.phase == Phase::decode) {
-      w.context_len = j.at("context_len").get<int>();
-      if (j.contains("context_lens")) {
-        w.set_decode_lens(j.at("context_lens").get<std::vector<int>>());
-      }
-      w.weight = j.value("weight", 1.0);
-      if (!(w.weight > 0)) {
-        throw InputError("workload weight must be > 0");
-      }
-    } else {
-      w.q_len = j.at("q_len").get<int>();
-      w.k_len = j.at("k_len").get<int>();
-    }
-    w.params.num_heads = j.at("num_heads").get<int>();
-    w.params.num_kv_heads = j.at("num_kv_heads").get<int>();
-    w.params.head_dim = j.at("head_dim").get<int>();
-    w.params.block_size = j.at("block_size").get<int>();
-    w.params.dtype = parse_dtype(j.at("dtype").get<std::string>());
-    w.params.causal = j.at("causal").get<bool>();
-    w.params.window_left = j.at("window_left").get<int>();
-    w.params.window_right = j.at("window_right").get<int>();
-    w.params.softcap = j.at("softcap").get<double>();
-    w.held_out = j.value("held_out", false);
-    return w;
-  } catch (const json::exception& e) {
-    throw InputError(std::string("malformed workload record: ") + e.what());
+  // Every field checked here, once: what a results line or a table says is a workload reaches
+  // the consumers (group_size() divides by num_kv_heads, lengths size allocations) in range.
+  const JsonDoor door;
+  const std::string at = "workload";
+  Workload w;
+  const std::string ph = door.text(j, at, "phase");
+  if (ph != "decode" && ph != "prefill") {
+    door.fail(at + ".phase", "expected \"decode\" or \"prefill\", got " + JsonDoor::shown(ph));
   }
+  w.phase = ph == "decode" ? Phase::decode : Phase::prefill;
+  w.batch = int(door.integer(j, at, "batch", 1, kMaxBatch));
+  if (w.phase == Phase::decode) {
+    w.context_len = int(door.integer(j, at, "context_len", 1, kMaxContextLen));
+    if (j.contains("context_lens")) {
+      const json& l = door.array(j, at, "context_lens");
+      if (l.size() != std::size_t(w.batch)) {
+        door.fail(at + ".context_lens", "expected batch (" + std::to_string(w.batch) +
+                                            ") lengths, got " + std::to_string(l.size()));
+      }
+      std::vector<int> lens;
+      lens.reserve(l.size());
+      for (std::size_t i = 0; i < l.size(); ++i) {
+        lens.push_back(int(door.integer(l[i], at + ".context_lens[" + std::to_string(i) + "]", 1,
+                                        kMaxContextLen)));
+      }
+      w.set_decode_lens(lens);
+    }
+    w.weight = door.number_or(j, at, "weight", 1e-300, 1e300, 1.0);
+    if (!(w.weight > 0)) {
+      door.fail(at + ".weight", "expected a number > 0");
+    }
+  } else {
+    w.q_len = int(door.integer(j, at, "q_len", 1, kMaxContextLen));
+    w.k_len = int(door.integer(j, at, "k_len", 1, kMaxContextLen));
+  }
+  w.params.num_heads = int(door.integer(j, at, "num_heads", 1, kMaxHeads));
+  w.params.num_kv_heads = int(door.integer(j, at, "num_kv_heads", 1, w.params.num_heads));
+  w.params.head_dim = int(door.integer(j, at, "head_dim", 1, kMaxHeadDim));
+  w.params.block_size = int(door.integer(j, at, "block_size", 1, kMaxBlockSize));
+  try {
+    w.params.dtype = parse_dtype(door.text(j, at, "dtype"));
+  } catch (const InputError& e) {
+    door.fail(at + ".dtype", e.what());
+  }
+  w.params.causal = door.boolean(j, at, "causal");
+  w.params.window_left = int(door.integer(j, at, "window_left", -1, kMaxContextLen));
+  w.params.window_right = int(door.integer(j, at, "window_right", -1, kMaxContextLen));
+  w.params.softcap = door.number(j, at, "softcap", 0.0, 1e30);
+  w.held_out = door.boolean_or(j, at, "held_out", false);
+  try {
+    w.params.validate();
+  } catch (const InputError& e) {
+    door.fail(at, e.what());
+  }
+  return w;
 }
 
 Problem make_workload_problem(const Workload& w, double pool_factor, uint64_t seed) {

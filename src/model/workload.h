@@ -12,6 +12,12 @@
 
 namespace attn {
 
+// The largest workloads any reader accepts (results lines, tables, profiles, traces): a context
+// or sequence length, sequences in one batch, attention heads.
+inline constexpr int kMaxContextLen = 10'000'000;
+inline constexpr int kMaxBatch = 65'536;
+inline constexpr int kMaxHeads = 4096;
+
 // One mask variant; the grid crosses every value of each field.
 struct MaskOption {
   bool causal = true;
@@ -51,7 +57,9 @@ struct Workload {
   // over the list).
   [[nodiscard]] std::string key() const;
   [[nodiscard]] nlohmann::json to_json() const;
-  [[nodiscard]] static Workload from_json(const nlohmann::json& j); // throws InputError
+  // Checks every field's type and range ("workload.num_kv_heads: expected an integer from 1 to
+  // 32, got 0"); throws InputError.
+  [[nodiscard]] static Workload from_json(const nlohmann::json& j);
   [[nodiscard]] MaskOption mask() const;
 };
 

@@ -23,10 +23,10 @@ json read_table(const std::string& path) {
   json j;
   try {
     j = json::parse(f);
-  } catch (const json::parse_error&) {
+  } catch (const json::exception&) {
     throw InputError("'" + path + "' is not valid JSON");
   }
-  if (!j.is_object() || j.value("schema", "") != attn_tune::kTableSchemaName) {
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != attn_tune::kTableSchemaName) {
     throw InputError("'" + path + "' is not an attn-tune threshold table (schema is not \"" +
                      std::string(attn_tune::kTableSchemaName) + "\")");
   }

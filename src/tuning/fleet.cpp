@@ -4,6 +4,7 @@
 #include <map>
 
 #include "include/attn_tune/fleet_table.hpp"
+#include "src/io/json_fields.h"
 #include "src/model/errors.h"
 #include "src/tuning/table_schema.h"
 
@@ -18,8 +19,37 @@ json load_table_json(const std::string& path) {
   }
   try {
     return json::parse(f);
-  } catch (const json::parse_error&) {
+  } catch (const json::exception&) {
     throw InputError("'" + path + "' is not valid JSON");
+  }
+}
+
+void validate_fleet(const json& doc, const std::string& file) {
+  try {
+    (void)attn_tune::FleetTable(doc);
+  } catch (const std::exception& e) {
+    throw InputError("'" + file + "': " + e.what());
+  }
+  const json& devices = doc["devices"];
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const JsonDoor door("'" + file + "'");
+    const std::string at = "devices[" + std::to_string(i) + "]";
+    const json& e = door.object(devices[i], at);
+    if (door.text(e, at, "device").empty()) {
+      door.fail(at + ".device", "expected a canonical device name, got \"\"");
+    }
+    (void)door.text_or(e, at, "raw_name", "");
+    (void)door.text_or(e, at, "backend", "");
+    (void)door.text_or(e, at, "source", "");
+    (void)door.integer_or(e, at, "sm_count", 0, 1 << 20, 0);
+    if (e.contains("bandwidth_gbps") && !e["bandwidth_gbps"].is_null()) {
+      (void)door.number(e["bandwidth_gbps"], at + ".bandwidth_gbps", 1e-9, 1e12);
+    }
+    try {
+      validate_table(door.object(door.field(e, at, "table"), at + ".table"));
+    } catch (const InputError& ex) {
+      throw InputError("'" + file + "': " + at + ": " + ex.what());
+    }
   }
 }
 
@@ -55,12 +85,16 @@ json combine_fleet(const std::vector<std::string>& files) {
   for (const auto& file : files) {
     const json doc = load_table_json(file);
     if (attn_tune::FleetTable::is_fleet(doc)) {
-      for (const auto& e : doc.value("devices", json::array())) {
-        add(e.at("table"), file);
+      validate_fleet(doc, file);
+      for (const auto& e : doc["devices"]) {
+        add(e["table"], file);
       }
     } else {
       add(doc, file);
     }
+  }
+  if (devices.empty()) {
+    throw InputError("no tables to combine: a fleet table needs at least one device");
   }
   return {{"schema", attn_tune::kFleetSchemaName},
           {"version", attn_tune::kFleetSchemaVersion},

@@ -2,6 +2,8 @@
 // traffic traces read line by line with errors that name the line.
 #include "src/tuning/length_mix.h"
 
+#include "src/model/workload.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -17,8 +19,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kMixMaxLen = 10'000'000;   // longest context a trace or profile may name
-constexpr int kMixMaxBatch = 65'536;     // most sequences in one batch
+constexpr int kMixMaxLen = kMaxContextLen; // longest context a trace or profile may name
+constexpr int kMixMaxBatch = kMaxBatch;   // most sequences in one batch
 
 struct MixWhere {
   std::string origin;
@@ -223,7 +225,7 @@ Trace read_trace(const std::string& path) {
     json j;
     try {
       j = json::parse(line);
-    } catch (const json::parse_error&) {
+    } catch (const json::exception&) {
       throw InputError(at + "not a JSON object");
     }
     if (!j.is_object()) {

@@ -344,7 +344,7 @@ Profile parse_text(const std::string& text, const std::string& origin) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     std::string what = e.what();
     throw InputError(origin + ": not valid JSON (" + what.substr(what.find(']') + 2) + ")");
   }

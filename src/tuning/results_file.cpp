@@ -9,7 +9,9 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "src/io/json_fields.h"
 #include "src/model/errors.h"
+#include "src/tuning/shard.h"
 
 namespace attn {
 
@@ -97,6 +99,105 @@ std::string record_key(const std::string& workload_key, const std::string& confi
   return workload_key + " | " + config_key;
 }
 
+namespace {
+
+// The longest time a measurement may report, in seconds; the shortest an `ok` median may be
+// (below it a margin or a throughput would overflow to infinity).
+constexpr double kMaxSeconds = 1e6;
+constexpr double kMinOkMedian = 1e-12;
+
+// The header line, checked at the door: every field a reader of results files uses has its type
+// and range (fields older files lack may be absent).
+void check_header(const JsonDoor& door, const json& h) {
+  if (door.text_or(h, "", "schema", "") != kResultsSchema ||
+      door.integer_or(h, "", "version", 0, INT32_MAX, 0) != kResultsVersion) {
+    door.fail("", "not an attn-tune results header of version " + std::to_string(kResultsVersion));
+  }
+  for (const char* k : {"profile", "profile_hash", "kernel_sources_sha256", "timing_mode",
+                        "tool_version", "git_hash", "started_utc"}) {
+    (void)door.text_or(h, "", k, "");
+  }
+  if (h.contains("timing_mode") && h["timing_mode"] != "events" && h["timing_mode"] != "graph") {
+    door.fail("timing_mode", "expected \"events\" or \"graph\", got " + JsonDoor::shown(h["timing_mode"]));
+  }
+  (void)door.unsigned_integer(h, "", "seed", 0);
+  if (h.contains("device")) {
+    const json& d = door.object(h["device"], "device");
+    for (const char* k : {"name", "backend", "uuid", "id"}) {
+      (void)door.text_or(d, "device", k, "");
+    }
+    (void)door.integer_or(d, "device", "threads", 0, 1 << 20, 0);
+    (void)door.integer_or(d, "device", "sm_count", 0, 1 << 20, 0);
+  }
+  if (h.contains("kernels")) {
+    const json& k = door.object(h["kernels"], "kernels");
+    for (const char* f : {"source", "name", "version", "bridge", "library", "library_sha256",
+                          "engine_rule"}) {
+      (void)door.text_or(k, "kernels", f, "");
+    }
+  }
+  if (h.contains("plan")) {
+    const json& p = door.object(h["plan"], "plan");
+    (void)door.integer_or(p, "plan", "measurements", -1, kMaxPlanMeasurements, -1);
+    (void)door.integer_or(p, "plan", "workloads", 0, kMaxPlanMeasurements, 0);
+  }
+  if (h.contains("shard")) {
+    const json& s = door.object(h["shard"], "shard");
+    const int64_t count = door.integer_or(s, "shard", "count", 1, kMaxShards, 1);
+    (void)door.integer_or(s, "shard", "index", 0, count - 1, 0);
+  }
+  if (h.contains("merged")) {
+    const json& m = door.object(h["merged"], "merged");
+    (void)door.integer_or(m, "merged", "shard_count", 1, kMaxShards, 1);
+  }
+}
+
+// A measurement line, checked at the door: its workload and configuration in range and matching
+// their keys, a known status, finite timings.
+void check_measurement(const JsonDoor& door, const json& l) {
+  const Workload w = Workload::from_json(door.field(l, "", "workload"));
+  if (door.text(l, "", "workload_key") != w.key()) {
+    door.fail("workload_key", "does not match the line's workload (" + w.key() + ")");
+  }
+  KernelConfig c;
+  try {
+    c = KernelConfig::from_json(door.field(l, "", "config"));
+  } catch (const InputError& e) {
+    door.fail("config", e.what());
+  }
+  if (door.text(l, "", "config_key") != c.key()) {
+    door.fail("config_key", "does not match the line's configuration (" + c.key() + ")");
+  }
+  const std::string status = door.text(l, "", "status");
+  if (status != "ok" && status != "failed" && status != "skipped" && status != "error" &&
+      status != "fault") {
+    door.fail("status", "expected ok, failed, skipped, error or fault, got " +
+                            JsonDoor::shown(l["status"]));
+  }
+  (void)door.text_or(l, "", "reason", "");
+  (void)door.unsigned_integer(l, "", "seed", 0);
+  (void)door.number_or(l, "", "remeasure_factor", 0.0, kMaxSeconds, 1.0);
+  if (l.contains("timing")) {
+    const json& t = door.object(l["timing"], "timing");
+    const double median = door.number(t, "timing", "median_s", 0.0, kMaxSeconds);
+    if (status == "ok" && median < kMinOkMedian) {
+      door.fail("timing.median_s", "an ok measurement needs a median of at least 1e-12 s, got " +
+                                       JsonDoor::shown(t["median_s"]));
+    }
+    for (const char* k : {"p25_s", "p75_s", "min_s", "max_s"}) {
+      (void)door.number_or(t, "timing", k, 0.0, kMaxSeconds, 0.0);
+    }
+    (void)door.text_or(t, "timing", "method", "");
+  } else if (status == "ok") {
+    door.fail("timing", "missing (an ok measurement has its timing)");
+  }
+  if (l.contains("check")) {
+    (void)door.object(l["check"], "check");
+  }
+}
+
+} // namespace
+
 ResultsFile read_results(const std::string& path) {
   ResultsFile rf;
   std::ifstream f(path, std::ios::binary);
@@ -105,6 +206,9 @@ ResultsFile read_results(const std::string& path) {
   }
   std::ostringstream ss;
   ss << f.rdbuf();
+  if (f.bad()) {
+    throw std::runtime_error("cannot read '" + path + "'");
+  }
   const std::string text = ss.str();
   std::size_t pos = 0;
   int line_no = 0;
@@ -121,23 +225,35 @@ ResultsFile read_results(const std::string& path) {
       rf.valid_bytes = pos;
       continue;
     }
+    const std::string where = path + ": line " + std::to_string(line_no);
+    const JsonDoor door(where);
     json j;
     try {
       j = json::parse(line);
-    } catch (const json::parse_error&) {
-      throw InputError(path + ": line " + std::to_string(line_no) +
-                       " is not valid JSON (the file is corrupt; start a new --out folder)");
+    } catch (const json::exception&) {
+      door.fail("", "not valid JSON (the file is corrupt; start a new --out folder)");
     }
-    if (j.value("type", "") == "header") {
-      if (j.value("schema", "") != kResultsSchema || j.value("version", 0) != kResultsVersion) {
-        throw InputError(path + ": not an attn-tune results file of version " +
-                         std::to_string(kResultsVersion));
+    const std::string type = j.is_object() && j.contains("type") && j["type"].is_string()
+                                 ? j["type"].get<std::string>()
+                                 : std::string();
+    if (type == "header") {
+      if (!rf.header.is_null() || line_no != 1) {
+        door.fail("", "a second header line (only the first line is the header)");
       }
+      check_header(door, j);
       rf.header = j;
-    } else if (j.value("type", "") == "measurement") {
-      rf.lines.push_back(j);
+    } else if (type == "measurement") {
+      try {
+        check_measurement(door, j);
+      } catch (const InputError& e) {
+        // Workload::from_json names the field but not the file.
+        const std::string what = e.what();
+        throw InputError(what.rfind(where, 0) == 0 ? what : where + ": " + what);
+      }
+      rf.lines.push_back(std::move(j));
     } else {
-      throw InputError(path + ": line " + std::to_string(line_no) + " has no known 'type'");
+      door.fail("", j.is_object() ? "has no known 'type' (header or measurement)"
+                                  : "expected a JSON object, got " + JsonDoor::shown(j));
     }
     rf.valid_bytes = pos;
   }

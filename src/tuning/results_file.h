@@ -1,6 +1,7 @@
 // results.jsonl, the sweep's durable log: a header line naming the profile, device and seed, then
 // one line per (workload, configuration) outcome, each fsynced; reading it back and resuming it.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <set>
 #include <string>
@@ -15,6 +16,8 @@ namespace attn {
 
 inline constexpr const char* kResultsSchema = "attn-tune/results";
 inline constexpr int kResultsVersion = 1;
+// The most measurements one plan may name (a header's plan.measurements).
+inline constexpr int64_t kMaxPlanMeasurements = 1'000'000'000;
 
 // One line of results.jsonl reduced to what the table needs.
 struct MeasurementRecord {

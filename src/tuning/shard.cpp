@@ -10,7 +10,6 @@
 namespace attn {
 
 namespace {
-constexpr int kMaxShards = 4096;
 // Flops per byte at which compute costs as much as reading the cache (a rough device balance:
 // decode is bandwidth-bound, long prefill is compute-bound on every backend).
 constexpr double kFlopsPerByte = 20.0;

@@ -10,6 +10,9 @@
 
 namespace attn {
 
+// The most shards one plan is split into (--shard, results headers, merge).
+inline constexpr int kMaxShards = 4096;
+
 // Shard `index` of `count`, 0-based (SLURM_ARRAY_TASK_ID and Ray's actor numbers count from 0).
 // 0/1 is the whole plan.
 struct ShardSpec {

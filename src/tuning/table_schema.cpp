@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
+#include "src/io/json_fields.h"
 #include "src/model/errors.h"
+#include "src/model/workload.h"
 #include "src/tuning/rule_fit.h"
 
 namespace attn {
@@ -37,15 +39,16 @@ struct SchemaCheck {
       fail(sub(path, key), "expected a string");
     }
   }
-  static void integer(const json& obj, const std::string& path, const char* key) {
-    if (!field(obj, path, key).is_number_integer()) {
-      fail(sub(path, key), "expected an integer");
-    }
+  // An integer in [lo, hi] (32 bits at most: nothing a table holds is wider, and a wider value
+  // must not wrap on its way to an int).
+  static void integer(const json& obj, const std::string& path, const char* key,
+                      int64_t lo = INT32_MIN, int64_t hi = INT32_MAX) {
+    (void)JsonDoor().integer(field(obj, path, key), "threshold table: " + sub(path, key), lo, hi);
   }
-  static void number(const json& obj, const std::string& path, const char* key) {
-    if (!field(obj, path, key).is_number()) {
-      fail(sub(path, key), "expected a number");
-    }
+  // A finite number (NaN and infinities are not timings or regrets) of at least `lo`.
+  static void number(const json& obj, const std::string& path, const char* key,
+                     double lo = -1e300) {
+    (void)JsonDoor().number(field(obj, path, key), "threshold table: " + sub(path, key), lo, 1e300);
   }
   static void boolean(const json& obj, const std::string& path, const char* key) {
     if (!field(obj, path, key).is_boolean()) {
@@ -68,14 +71,21 @@ struct SchemaCheck {
   }
   static void shape(const json& p, const std::string& path, bool with_batch = true) {
     str(p, path, "dtype");
-    for (const char* k : {"head_dim", "block_size", "num_kv_heads", "gqa_ratio", "num_heads",
-                          "batch", "window_left", "window_right"}) {
-      if (with_batch || std::string(k) != "batch") {
-        integer(p, path, k);
-      }
+    integer(p, path, "head_dim", 1, kMaxHeadDim);
+    integer(p, path, "block_size", 1, kMaxBlockSize);
+    integer(p, path, "num_kv_heads", 1, kMaxHeads);
+    integer(p, path, "gqa_ratio", 1, kMaxHeads);
+    integer(p, path, "num_heads", 1, kMaxHeads);
+    if (p["num_heads"].get<int>() != p["num_kv_heads"].get<int>() * p["gqa_ratio"].get<int>()) {
+      fail(sub(path, "num_heads"), "expected num_kv_heads x gqa_ratio");
     }
+    if (with_batch) {
+      integer(p, path, "batch", 1, kMaxBatch);
+    }
+    integer(p, path, "window_left", -1, kMaxContextLen);
+    integer(p, path, "window_right", -1, kMaxContextLen);
     boolean(p, path, "causal");
-    number(p, path, "softcap");
+    number(p, path, "softcap", 0.0);
   }
   // Version 4: a batch rule's tree, split nodes down to leaves that name a configuration.
   // `points`: whether the table has decode points for a {"lookup": "points"} leaf to read.
@@ -122,7 +132,7 @@ struct SchemaCheck {
     str(c, path + ".config", "family");
     object(c, path + ".config", "params");
     str(c, path + ".config", "key");
-    number(t, path, "median_s");
+    number(t, path, "median_s", 0.0);
   }
   static void optional_number(const json& obj, const std::string& path, const char* key) {
     if (obj.contains(key)) {
@@ -130,7 +140,7 @@ struct SchemaCheck {
     }
   }
   static void entry(const json& m, const std::string& path, int version) {
-    integer(m, path, "context_len");
+    integer(m, path, "context_len", 1, kMaxContextLen);
     timed(field(m, path, "best"), path + ".best");
     for (const char* slot : {"v1", "v2"}) {
       const json& v = field(m, path, slot);
@@ -145,7 +155,9 @@ struct SchemaCheck {
     }
   }
   static bool is_v2_from(const json& f) {
-    return f.is_number_integer() || f == "always" || f == "never";
+    return (f.is_number_integer() && f.get<int64_t>() >= 1 && f.get<int64_t>() <= kMaxContextLen &&
+            !(f.is_number_unsigned() && f.get<uint64_t>() > uint64_t(kMaxContextLen))) ||
+           f == "always" || f == "never";
   }
   // [[from, to or null], ...]: from >= 1, from < to, ascending and apart, only the last open.
   static std::vector<std::pair<int, std::optional<int>>> intervals(const json& p,
@@ -155,9 +167,13 @@ struct SchemaCheck {
     for (std::size_t k = 0; k < ivs.size(); ++k) {
       const std::string ip = path + ".v2_intervals[" + std::to_string(k) + "]";
       const json& iv = ivs[k];
-      if (!iv.is_array() || iv.size() != 2 || !iv[0].is_number_integer() ||
-          !(iv[1].is_number_integer() || iv[1].is_null())) {
-        fail(ip, "expected [from, to] with integer from and integer or null to");
+      const auto is_length = [](const json& v) {
+        return v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= kMaxContextLen &&
+               !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxContextLen));
+      };
+      if (!iv.is_array() || iv.size() != 2 || !is_length(iv[0]) ||
+          !(is_length(iv[1]) || iv[1].is_null())) {
+        fail(ip, "expected [from, to] with a context length from and a context length or null to");
       }
       const int from = iv[0].get<int>();
       const std::optional<int> to =
@@ -180,8 +196,8 @@ struct SchemaCheck {
   }
   static void int_or_null(const json& obj, const std::string& path, const char* key) {
     const json& v = field(obj, path, key);
-    if (!v.is_number_integer() && !v.is_null()) {
-      fail(sub(path, key), "expected a context length or null");
+    if (!v.is_null()) {
+      integer(obj, path, key, 1, kMaxContextLen);
     }
   }
   // Optional since tables made before it lack it: each entry names a measured length whose
@@ -195,7 +211,7 @@ struct SchemaCheck {
     for (std::size_t k = 0; k < list.size(); ++k) {
       const std::string np = path + ".noisy_decisions[" + std::to_string(k) + "]";
       const json& n = list[k];
-      integer(n, np, "context_len");
+      integer(n, np, "context_len", 1, kMaxContextLen);
       family(n, np, "decision");
       family(n, np, "faster");
       number(n, np, "margin");
@@ -244,15 +260,15 @@ void validate_table(const nlohmann::json& t) {
   if (!t.is_object()) {
     S::fail("(top level)", "expected an object");
   }
-  if (t.value("schema", "") != attn_tune::kTableSchemaName) {
+  if (!t.contains("schema") || t["schema"] != attn_tune::kTableSchemaName) {
     S::fail("schema", std::string("expected \"") + attn_tune::kTableSchemaName + "\"");
   }
   if (!t.contains("version") || !t["version"].is_number_integer() ||
-      t["version"].get<int>() < attn_tune::kOldestTableSchemaVersion ||
-      t["version"].get<int>() > attn_tune::kTableSchemaVersion) {
+      t["version"].get<int64_t>() < attn_tune::kOldestTableSchemaVersion ||
+      t["version"].get<int64_t>() > attn_tune::kTableSchemaVersion) {
     S::fail("version", "expected " + std::to_string(attn_tune::kOldestTableSchemaVersion) + " to " +
                            std::to_string(attn_tune::kTableSchemaVersion) + ", got " +
-                           (t.contains("version") ? t["version"].dump() : "none"));
+                           (t.contains("version") ? JsonDoor::shown(t["version"]) : "none"));
   }
   const int version = t["version"].get<int>();
   const json& pv = S::object(t, "", "provenance");
@@ -282,7 +298,7 @@ void validate_table(const nlohmann::json& t) {
   S::str(pv, "provenance", "timing_method");
   const json& counts = S::object(t, "", "measurement_counts");
   for (const char* k : {"ok", "failed", "skipped", "error"}) {
-    S::integer(counts, "measurement_counts", k);
+    S::integer(counts, "measurement_counts", k, 0);
   }
   const json& decode = S::array(t, "", "decode");
   for (std::size_t i = 0; i < decode.size(); ++i) {
@@ -309,8 +325,8 @@ void validate_table(const nlohmann::json& t) {
   for (std::size_t i = 0; i < prefill.size(); ++i) {
     const std::string path = "prefill[" + std::to_string(i) + "]";
     S::shape(prefill[i], path);
-    S::integer(prefill[i], path, "q_len");
-    S::integer(prefill[i], path, "k_len");
+    S::integer(prefill[i], path, "q_len", 1, kMaxContextLen);
+    S::integer(prefill[i], path, "k_len", 1, kMaxContextLen);
     S::timed(S::field(prefill[i], path, "best"), path + ".best");
   }
   const json& held = S::array(t, "", "held_out");
@@ -329,8 +345,8 @@ void validate_table(const nlohmann::json& t) {
       S::fail("rule.partition", "expected a positive partition size");
     }
   }
-  S::integer(rule, "rule", "sm_count");
-  S::integer(rule, "rule", "points");
+  S::integer(rule, "rule", "sm_count", 0);
+  S::integer(rule, "rule", "points", 0);
   if (version >= 3) { // the tiles definition must go with the partition (or its absence)
     try {
       (void)RuleFit::from_json(rule);
@@ -345,12 +361,14 @@ void validate_table(const nlohmann::json& t) {
       const json& b = batches[i];
       S::shape(b, path);
       const json& lens = S::array(b, path, "seq_lens");
-      if (lens.empty() || !std::all_of(lens.begin(), lens.end(), [](const json& v) {
-            return v.is_number_integer() && v.get<int64_t>() >= 1;
-          })) {
-        S::fail(path + ".seq_lens", "expected a non-empty list of context lengths >= 1");
+      if (lens.empty() || lens.size() > std::size_t(kMaxBatch)) {
+        S::fail(path + ".seq_lens", "expected 1 to " + std::to_string(kMaxBatch) + " context lengths");
       }
-      S::number(b, path, "weight");
+      for (std::size_t k = 0; k < lens.size(); ++k) {
+        (void)JsonDoor().integer(lens[k], "threshold table: " + path + ".seq_lens[" + std::to_string(k) + "]", 1,
+                                 kMaxContextLen);
+      }
+      S::number(b, path, "weight", 0.0);
       S::boolean(b, path, "held_out");
       S::entry(b, path, version);
     }
@@ -360,7 +378,7 @@ void validate_table(const nlohmann::json& t) {
     for (std::size_t i = 0; i < rules.size(); ++i) {
       const std::string path = "batch_rules[" + std::to_string(i) + "]";
       S::shape(rules[i], path, /*with_batch=*/false);
-      S::integer(rules[i], path, "batches");
+      S::integer(rules[i], path, "batches", 0);
       S::tree(S::field(rules[i], path, "tree"), path + ".tree", 0, !decode.empty());
     }
   }
@@ -378,7 +396,7 @@ void validate_table(const nlohmann::json& t) {
         for (const char* k : {"regret", "total_s", "best_s", "mean", "p90", "worst", "weight"}) {
           S::number(x, path, k);
         }
-        S::integer(x, path, "batches");
+        S::integer(x, path, "batches", 0);
       }
     }
   }

@@ -23,8 +23,9 @@ KernelConfig pick_config(const ReplayJudgeOptions& o, const Problem& pr) {
   json j;
   try {
     j = json::parse(o.config);
-  } catch (const json::parse_error& e) {
-    throw InputError("--config is not valid JSON (error at byte " + std::to_string(e.byte) + ")");
+  } catch (const json::exception& e) {
+    const std::string what = e.what();
+    throw InputError("--config is not valid JSON (" + what.substr(what.find(']') + 2) + ")");
   }
   cfg = KernelConfig::from_json(j);
   if (family_is_decode(cfg.family) != (pr.phase == Phase::decode)) {

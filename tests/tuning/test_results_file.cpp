@@ -17,16 +17,48 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A decode workload of a real shape and an ok line that times it.
+Workload real_workload() {
+  Workload w;
+  w.phase = Phase::decode;
+  w.batch = 4;
+  w.context_len = 1024;
+  w.params.num_heads = 8;
+  w.params.num_kv_heads = 2;
+  w.params.head_dim = 64;
+  return w;
+}
+
+nlohmann::json ok_line() {
+  const Workload w = real_workload();
+  const KernelConfig c{Family::decode_v1, {}};
+  return {{"type", "measurement"},    {"workload_key", w.key()}, {"config_key", c.key()},
+          {"workload", w.to_json()},  {"config", c.to_json()},   {"status", "ok"},
+          {"timing", {{"median_s", 2e-6}, {"method", "m"}}}};
+}
+
+const char* kHeader = R"({"type":"header","schema":"attn-tune/results","version":1})";
+
+// The message read_results throws for a file of the header and `line`, or "" when it reads it.
+std::string refusal(const fs::path& f, const std::string& line) {
+  {
+    std::ofstream o(f, std::ios::binary);
+    o << kHeader << "\n" << line << "\n";
+  }
+  try {
+    (void)read_results(f.string());
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(ResultsFile, ReadsResultsWithATruncatedTail) {
   const fs::path dir = test::fresh_dir("results_read");
   const fs::path f = dir / "results.jsonl";
   {
     std::ofstream o(f, std::ios::binary);
-    o << R"({"type":"header","schema":"attn-tune/results","version":1})"
-      << "\n"
-      << R"({"type":"measurement","workload_key":"a","config_key":"b"})"
-      << "\n"
-      << R"({"type":"measurem)";
+    o << kHeader << "\n" << ok_line().dump() << "\n" << R"({"type":"measurem)";
   }
   const ResultsFile r = read_results(f.string());
   EXPECT_TRUE(r.truncated_tail);
@@ -41,8 +73,7 @@ TEST(ResultsFile, ReadsResultsWithATruncatedTail) {
 }
 
 TEST(ResultsFile, RecordsKeepTheQuartilesOrFallBackToTheMedian) {
-  Workload w;
-  w.phase = Phase::decode;
+  const Workload w = real_workload();
   const KernelConfig v1{Family::decode_v1, {}};
   const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};
   auto line = [&](const KernelConfig& c, const nlohmann::json& timing) {
@@ -60,6 +91,83 @@ TEST(ResultsFile, RecordsKeepTheQuartilesOrFallBackToTheMedian) {
   // A line written without quartiles has no spread: only exact ties are within noise.
   EXPECT_DOUBLE_EQ(rs[1].p25_s, 3e-6);
   EXPECT_DOUBLE_EQ(rs[1].p75_s, 3e-6);
+}
+
+// Every line is checked at the door: a value a consumer would divide by, wrap or trust is one
+// InputError naming the file, the line and the field, never a crash or an internal error.
+TEST(ResultsFile, RefusesImpossibleLinesNamingFileLineAndField) {
+  const fs::path dir = test::fresh_dir("results_door");
+  const fs::path f = dir / "results.jsonl";
+  const std::string where = f.string() + ": line 2: ";
+  EXPECT_EQ(refusal(f, ok_line().dump()), "");
+
+  auto with = [](const nlohmann::json::json_pointer& at, const nlohmann::json& v) {
+    nlohmann::json l = ok_line();
+    l[at] = v;
+    return l.dump();
+  };
+  using P = nlohmann::json::json_pointer;
+  EXPECT_EQ(refusal(f, with(P("/workload/num_kv_heads"), 0)),
+            where + "workload.num_kv_heads: expected an integer from 1 to 8, got 0");
+  EXPECT_NE(refusal(f, with(P("/workload/num_heads"), INT32_MIN)).find("workload.num_heads"),
+            std::string::npos);
+  EXPECT_NE(refusal(f, with(P("/workload/context_len"), int64_t(1'000'000'000'000)))
+                .find("workload.context_len: expected an integer from 1 to 10000000"),
+            std::string::npos);
+  EXPECT_NE(refusal(f, with(P("/workload/batch"), 0)).find("workload.batch"), std::string::npos);
+  EXPECT_NE(refusal(f, with(P("/workload/head_dim"), "64")).find("got \"64\""),
+            std::string::npos);
+  EXPECT_NE(refusal(f, with(P("/config/params/partition"), int64_t(1) << 40))
+                .find("32 bits"),
+            std::string::npos);
+  EXPECT_NE(refusal(f, with(P("/status"), "great")).find("status: expected ok"),
+            std::string::npos);
+  EXPECT_NE(refusal(f, with(P("/timing/median_s"), 1e-320)).find("timing.median_s"),
+            std::string::npos);
+  EXPECT_NE(refusal(f, with(P("/timing/p75_s"), "slow")).find("timing.p75_s"), std::string::npos);
+  EXPECT_NE(refusal(f, with(P("/workload_key"), "decode b=4 ctx=2048")).find("workload_key"),
+            std::string::npos);
+  for (const char* line : {"[]", "1", "null", "\"x\""}) {
+    EXPECT_EQ(refusal(f, line), where + "expected a JSON object, got " + std::string(line)) << line;
+  }
+  // 1e999 overflows a double while parsing: still the file's error.
+  EXPECT_NE(refusal(f, R"({"type":"measurement","timing":{"median_s":1e999}})").find(where),
+            std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(ResultsFile, RefusesHeadersWithImpossibleShardsAndPlans) {
+  const fs::path dir = test::fresh_dir("results_header_door");
+  const fs::path f = dir / "results.jsonl";
+  auto refused = [&](const nlohmann::json& h) {
+    {
+      std::ofstream o(f, std::ios::binary);
+      o << h.dump() << "\n";
+    }
+    try {
+      (void)read_results(f.string());
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  nlohmann::json h = nlohmann::json::parse(kHeader);
+  EXPECT_EQ(refused(h), "");
+  for (int count : {0, -3, 1'000'000'000}) {
+    nlohmann::json x = h;
+    x["shard"] = {{"index", 0}, {"count", count}};
+    EXPECT_NE(refused(x).find("line 1: shard.count"), std::string::npos) << count;
+  }
+  nlohmann::json x = h;
+  x["shard"] = {{"index", 4}, {"count", 4}};
+  EXPECT_NE(refused(x).find("shard.index: expected an integer from 0 to 3"), std::string::npos);
+  x = h;
+  x["plan"] = {{"measurements", int64_t(1'000'000'000'000)}};
+  EXPECT_NE(refused(x).find("plan.measurements"), std::string::npos);
+  x = h;
+  x["device"] = "cpu";
+  EXPECT_NE(refused(x).find("device: expected an object"), std::string::npos);
+  fs::remove_all(dir);
 }
 
 } // namespace

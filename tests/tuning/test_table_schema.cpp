@@ -56,7 +56,7 @@ TEST(TableSchema, AcceptsABuiltTableAndNamesTheFirstBadField) {
     validate_table(broken);
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_STREQ(e.what(), "threshold table: regret.held_out.vllm_cuda.mean: expected a number");
+    EXPECT_STREQ(e.what(), "threshold table: regret.held_out.vllm_cuda.mean: expected a finite number, got \"low\"");
   }
 }
 
@@ -114,7 +114,7 @@ TEST(TableSchema, ChecksTheVersion2DecisionAndNoiseFields) {
   broken["decode"][0]["v2_intervals"] = json::parse("[[64, \"x\"]]");
   EXPECT_EQ(schema_error_of(broken),
             "threshold table: decode[0].v2_intervals[0]: expected [from, to] "
-            "with integer from and integer or null to");
+            "with a context length from and a context length or null to");
   // v2_from may be left out (a decision with no single threshold) but must not contradict.
   broken = full;
   broken["decode"][0]["v2_from"] = 512;
@@ -130,7 +130,7 @@ TEST(TableSchema, ChecksTheVersion2DecisionAndNoiseFields) {
             "threshold table: decode[1].measured[0].within_noise: missing");
   broken = full;
   broken["held_out"][0]["noise"] = "small";
-  EXPECT_EQ(schema_error_of(broken), "threshold table: held_out[0].noise: expected a number");
+  EXPECT_EQ(schema_error_of(broken), "threshold table: held_out[0].noise: expected a finite number, got \"small\"");
   broken = full;
   broken["regret"]["sweep"]["table_lookup"].erase("beyond_noise");
   EXPECT_EQ(schema_error_of(broken),
@@ -174,7 +174,7 @@ TEST(TableSchema, NoisyDecisionsAreOptionalAndChecked) {
   broken = t;
   broken["decode"][0]["noisy_decisions"][0]["switch_at"] = "soon";
   EXPECT_EQ(schema_error_of(broken), "threshold table: decode[0].noisy_decisions[0].switch_at: "
-                                     "expected a context length or null");
+                                     "expected an integer from 1 to 10000000, got \"soon\"");
   broken = t;
   broken["decode"][0]["noisy_decisions"][0]["context_len"] = 8192;
   EXPECT_EQ(schema_error_of(broken), "threshold table: decode[0].noisy_decisions[0].context_len: "
@@ -193,7 +193,7 @@ TEST(TableSchema, StillAcceptsVersion2Tables) {
   EXPECT_EQ(schema_error_of(broken), "threshold table: regret.held_out.vllm: missing");
   broken = t;
   broken["rule"]["partition"] = nullptr;
-  EXPECT_EQ(schema_error_of(broken), "threshold table: rule.partition: expected an integer");
+  EXPECT_EQ(schema_error_of(broken), "threshold table: rule.partition: expected an integer, got null");
 }
 
 TEST(TableSchema, StillAcceptsVersion1Tables) {
