@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,8 +14,11 @@
 
 namespace attn {
 
-void write_file_atomically(const std::string& path, const void* bytes, std::size_t size) {
-  // Same folder as the target, so that the rename cannot cross file systems.
+namespace {
+
+// The first half of an atomic write: `bytes` in a fsynced temporary file next to `path` (same
+// folder, so that the rename cannot cross file systems); its name.
+std::string write_temporary(const std::string& path, const void* bytes, std::size_t size) {
   std::string tmp = path + ".tmp.XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) {
@@ -48,10 +52,38 @@ void write_file_atomically(const std::string& path, const void* bytes, std::size
   if (::close(fd) != 0) {
     fail("cannot close", false);
   }
+  return tmp;
+}
+
+// The second half: the temporary file renamed over `path`.
+void put_in_place(const std::string& tmp, const std::string& path) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string reason = std::strerror(errno);
     ::unlink(tmp.c_str());
     throw InputError("cannot write " + path + ": " + reason);
+  }
+}
+
+} // namespace
+
+void write_file_atomically(const std::string& path, const void* bytes, std::size_t size) {
+  put_in_place(write_temporary(path, bytes, size), path);
+}
+
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::string> temps;
+  try {
+    for (const auto& [path, bytes] : files) {
+      temps.push_back(write_temporary(path, bytes.data(), bytes.size()));
+    }
+  } catch (...) {
+    for (const std::string& t : temps) {
+      ::unlink(t.c_str());
+    }
+    throw;
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    put_in_place(temps[i], files[i].first);
   }
 }
 
@@ -61,6 +93,103 @@ void write_file_atomically(const std::string& path, std::string_view text) {
 
 void write_json_atomically(const std::string& path, const nlohmann::json& j) {
   write_file_atomically(path, j.dump(1) + "\n");
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kCurrent = ".attn-tune-current";
+constexpr const char* kGenPrefix = ".attn-tune-gen-";
+
+void fsync_dir(const fs::path& d) {
+  const int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)::fsync(fd);
+    ::close(fd);
+  }
+}
+
+// A new, empty generation folder in `dir`; its name (not the path).
+std::string make_generation(const fs::path& dir) {
+  std::string tmpl = (dir / (std::string(kGenPrefix) + "XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    throw InputError("cannot create a folder in " + dir.string() + ": " + std::strerror(errno));
+  }
+  return fs::path(tmpl).filename().string();
+}
+
+// Points the link `dir`/`name` at `target` in one rename (a new link, then renamed over).
+void switch_link(const fs::path& dir, const std::string& name, const std::string& target) {
+  const fs::path link = dir / name;
+  const fs::path tmp = dir / (name + ".tmp." + std::to_string(::getpid()));
+  ::unlink(tmp.c_str());
+  if (::symlink(target.c_str(), tmp.c_str()) != 0 || std::rename(tmp.c_str(), link.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot switch " + link.string() + ": " + reason);
+  }
+}
+
+std::string link_target(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_symlink(fs::symlink_status(p, ec)) ? fs::read_symlink(p, ec).string() : "";
+}
+
+} // namespace
+
+void replace_files_together(const std::string& dir_text,
+                            const std::vector<std::pair<std::string, std::string>>& files) {
+  const fs::path dir(dir_text);
+  const std::string gen = make_generation(dir);
+  try {
+    for (const auto& [name, bytes] : files) {
+      write_file_atomically((dir / gen / name).string(), bytes);
+    }
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(dir / gen, ec);
+    throw;
+  }
+  fsync_dir(dir / gen);
+
+  // Once per folder: each name becomes a link through kCurrent, showing the files it showed.
+  const auto through_current = [](const std::string& name) {
+    return std::string(kCurrent) + "/" + name;
+  };
+  bool linked = !link_target(dir / kCurrent).empty();
+  for (const auto& f : files) {
+    linked = linked && link_target(dir / f.first) == through_current(f.first);
+  }
+  if (!linked) {
+    const std::string kept = make_generation(dir);
+    for (const auto& f : files) {
+      std::error_code ec;
+      const fs::path now = fs::canonical(dir / f.first, ec); // what a reader sees now
+      if (!ec && ::link(now.c_str(), (dir / kept / f.first).c_str()) != 0) {
+        fs::copy_file(now, dir / kept / f.first, ec);
+      }
+    }
+    fsync_dir(dir / kept);
+    switch_link(dir, kCurrent, kept);
+    for (const auto& f : files) {
+      if (link_target(dir / f.first) != through_current(f.first)) {
+        switch_link(dir, f.first, through_current(f.first));
+      }
+    }
+  }
+  // The switch: every name now shows the new generation.
+  switch_link(dir, kCurrent, gen);
+  fsync_dir(dir);
+
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(kGenPrefix, 0) == 0 && n != gen) {
+      std::error_code rm;
+      fs::remove_all(e.path(), rm);
+    }
+  }
 }
 
 } // namespace attn

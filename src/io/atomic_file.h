@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -16,7 +18,21 @@ namespace attn {
 void write_file_atomically(const std::string& path, const void* bytes, std::size_t size);
 void write_file_atomically(const std::string& path, std::string_view text);
 
+// Several files (path, bytes) written all or none: every one is written and flushed to a
+// temporary file first, and only when all are there are they renamed into place.
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
+
 // `j` as indented JSON plus a newline, atomically.
 void write_json_atomically(const std::string& path, const nlohmann::json& j);
+
+// Replaces the files `files` (name, bytes) of folder `dir` together: a reader sees all the old
+// ones or all the new ones, never a mix, and a command killed or failing midway leaves the old
+// set. The files are written into a new generation folder `dir`/.attn-tune-gen-XXXXXX, and each
+// name in `dir` is a symbolic link through `dir`/.attn-tune-current, a link to the generation,
+// which one rename switches. The first time, the files already there are kept as a generation
+// of their own first (hard links), so every step shows a complete set. Older generations are
+// removed afterwards. Errors as write_file_atomically. The caller holds the folder's lock.
+void replace_files_together(const std::string& dir,
+                            const std::vector<std::pair<std::string, std::string>>& files);
 
 } // namespace attn

@@ -50,6 +50,7 @@ std::vector<std::string> write_report_csv(const std::string& folder, const Repor
     throw InputError("cannot create folder '" + folder + "': " + ec.message());
   }
   std::vector<std::string> written;
+  std::vector<std::pair<std::string, std::string>> files; // path, text
   const std::vector<DataTable> ta = model_tables(a);
   const std::vector<DataTable> tb = b ? model_tables(*b) : std::vector<DataTable>{};
   // Every table either model has (the traffic tables only where there are batches), in page
@@ -79,14 +80,15 @@ std::vector<std::string> write_report_csv(const std::string& folder, const Repor
     if (b != nullptr) {
       text += rows_of(tb, t->id, b->label);
     }
-    const std::string path = (std::filesystem::path(folder) / (t->id + ".csv")).string();
-    write_file_atomically(path, text);
-    written.push_back(path);
+    files.emplace_back((std::filesystem::path(folder) / (t->id + ".csv")).string(), text);
   }
   if (b != nullptr && diffs != nullptr) {
-    const std::string path = (std::filesystem::path(folder) / "decision_diff.csv").string();
-    write_file_atomically(path, to_csv(diff_table(*diffs), a.label + " vs " + b->label));
-    written.push_back(path);
+    files.emplace_back((std::filesystem::path(folder) / "decision_diff.csv").string(),
+                       to_csv(diff_table(*diffs), a.label + " vs " + b->label));
+  }
+  write_files_atomically(files); // all or none
+  for (const auto& f : files) {
+    written.push_back(f.first);
   }
   return written;
 }

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "src/io/atomic_file.h"
+#include "src/io/folder_lock.h"
 #include "src/model/errors.h"
 #include "src/tuning/profile.h"
 #include "src/tuning/provenance.h"
@@ -190,6 +192,13 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
       throw InputError("the output folder '" + out_dir + "' is also an input; choose another");
     }
   }
+  // One writer per folder: a sweep (or another merge) writing into OUT holds its lock. Taken
+  // first when OUT exists, so a busy folder is refused before any work; a new OUT is made and
+  // locked only once the merge has everything to write, so a refused merge makes no folder.
+  std::optional<FolderLock> lock;
+  if (fs::is_directory(out_dir, ec)) {
+    lock.emplace(out_dir);
+  }
   std::vector<Folder> folders;
   for (const auto& d : dirs) {
     folders.push_back(read_folder(d));
@@ -240,7 +249,7 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   std::set<int> present;
   bool all_complete = true;
   json shards = json::array();
-  int expected_total = 0;
+  int64_t expected_total = 0;
   for (const Folder& f : folders) {
     sum.folders.push_back(f.info);
     present.insert(f.info.shard.index);
@@ -272,6 +281,11 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
               std::to_string(f.info.expected) + " measurements";
     }
   }
+  if (expected_total > kMaxPlanMeasurements) {
+    throw InputError("the shards' plans add up to " + std::to_string(expected_total) +
+                     " measurements, more than a results file may name (" +
+                     std::to_string(kMaxPlanMeasurements) + ")");
+  }
   if (!sum.complete && !opt.partial) {
     throw InputError("the shards are incomplete: " + gaps +
                      " (wait for them, or --partial writes a table marked incomplete)");
@@ -295,10 +309,6 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   for (const json& l : merged) {
     text += l.dump() + "\n";
   }
-  fs::create_directories(out_dir, ec);
-  if (!fs::is_directory(out_dir)) {
-    throw InputError("cannot create output folder '" + out_dir + "'");
-  }
   sum.results_path = (fs::path(out_dir) / "results.jsonl").string();
   sum.table_path = (fs::path(out_dir) / "threshold_table.json").string();
   sum.measurements = int(merged.size());
@@ -310,8 +320,16 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   const json& dev = header.at("device");
   const int sm_count = dev.value("sm_count", dev.value("threads", 0));
   sum.table = build_threshold_table(records, pv, sm_count);
-  write_file_atomically(sum.results_path, text);
-  write_json_atomically(sum.table_path, sum.table);
+  if (!lock) {
+    fs::create_directories(out_dir, ec);
+    if (!fs::is_directory(out_dir)) {
+      throw InputError("cannot create output folder '" + out_dir + "'");
+    }
+    lock.emplace(out_dir);
+  }
+  // The results and the table they make are replaced together or not at all.
+  replace_files_together(out_dir, {{"results.jsonl", text},
+                                   {"threshold_table.json", sum.table.dump(1) + "\n"}});
   return sum;
 }
 

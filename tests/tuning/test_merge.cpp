@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <unistd.h>
 
 #include "src/backends/registry.h"
+#include "src/io/folder_lock.h"
 #include "src/model/errors.h"
 #include "src/tuning/merge.h"
 #include "src/tuning/sweep.h"
@@ -288,6 +290,44 @@ TEST_F(Merge, ADuplicateKeyKeepsTheLowerSpreadAndSaysSo) {
     }
   }
   EXPECT_EQ(found, 1);
+}
+
+// One writer per folder: a merge into a folder another process writes (a sweep holds its lock)
+// is refused before anything is written, naming the holder; a merge replaces the folder's
+// results and table together, as links through one generation (docs/sharding.md).
+TEST_F(Merge, IntoABusyFolderIsRefusedAndResultsAndTableSwitchTogether) {
+  const auto dirs = split("lock", 2);
+  const fs::path out = dir("lock-out");
+  fs::create_directories(out);
+  {
+    std::ofstream(out / "results.jsonl") << "kept\n";
+    const FolderLock busy(out.string());
+    try {
+      (void)merge_shards(out.string(), dirs, {});
+      ADD_FAILURE() << "a merge into a locked folder went ahead";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("pid " + std::to_string(::getpid())), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(std::ifstream(out / "results.jsonl").rdbuf() != nullptr, true);
+    std::string kept;
+    std::getline(std::ifstream(out / "results.jsonl"), kept);
+    EXPECT_EQ(kept, "kept");
+  }
+  const MergeSummary s1 = merge_shards(out.string(), dirs, {});
+  const MergeSummary s2 = merge_shards(out.string(), dirs, {});
+  EXPECT_EQ(s2.measurements, s1.measurements);
+  EXPECT_TRUE(fs::is_symlink(out / "results.jsonl"));
+  EXPECT_TRUE(fs::is_symlink(out / "threshold_table.json"));
+  EXPECT_EQ(read_results((out / "results.jsonl").string()).lines.size(), lines_->size());
+  EXPECT_NO_THROW(validate_table(json::parse(std::ifstream(out / "threshold_table.json"))));
+  int generations = 0;
+  for (const auto& e : fs::directory_iterator(out)) {
+    const std::string n = e.path().filename().string();
+    generations += n.rfind(".attn-tune-gen-", 0) == 0 ? 1 : 0;
+    EXPECT_EQ(n.find(".tmp."), std::string::npos) << n;
+  }
+  EXPECT_EQ(generations, 1) << "older generations are removed";
 }
 
 } // namespace
