@@ -668,7 +668,9 @@ def canonical_device_name(raw, memory_bytes=0):
     words in lower case joined by '-', without the vendor."""
     words, cur = [], ""
     for ch in str(raw):
-        if ch.isascii() and ch.isalnum():
+        if not ch.isascii():  # kept as it is, as the C++ reader keeps its UTF-8 bytes
+            cur += ch
+        elif ch.isalnum():
             cur += ch.lower()
         elif cur:
             words.append(cur)

@@ -76,7 +76,11 @@ inline std::vector<std::string> name_tokens(const std::string& raw) {
   std::string cur;
   for (const char ch : raw) {
     const auto c = static_cast<unsigned char>(ch);
-    if (std::isalnum(c) != 0) {
+    // Bytes of non-ASCII characters (UTF-8) are kept as they are: two names that differ only
+    // there name different devices, never the same empty name.
+    if (c >= 0x80) {
+      cur += ch;
+    } else if (std::isalnum(c) != 0) {
       cur += char(std::tolower(c));
     } else if (!cur.empty()) {
       out.push_back(cur);
@@ -196,7 +200,7 @@ public:
     }
   }
   [[nodiscard]] static bool is_fleet(const nlohmann::json& j) {
-    return j.is_object() && j.value("schema", "") == kFleetSchemaName;
+    return j.is_object() && j.contains("schema") && j["schema"] == kFleetSchemaName;
   }
   [[nodiscard]] const nlohmann::json& json() const { return f_; }
   [[nodiscard]] std::vector<std::string> device_names() const {

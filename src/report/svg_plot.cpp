@@ -9,33 +9,6 @@
 
 namespace attn::report {
 
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-    case '&':
-      out += "&amp;";
-      break;
-    case '<':
-      out += "&lt;";
-      break;
-    case '>':
-      out += "&gt;";
-      break;
-    case '"':
-      out += "&quot;";
-      break;
-    case '\'':
-      out += "&#39;";
-      break;
-    default:
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::string format_sig(double v, int sig) {
   if (!std::isfinite(v)) {
     return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");

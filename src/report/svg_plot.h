@@ -5,10 +5,12 @@
 #include <string_view>
 #include <vector>
 
+#include "src/io/xml_text.h"
+
 namespace attn::report {
 
-// Text and attribute values with &, <, >, " and ' escaped.
-[[nodiscard]] std::string xml_escape(std::string_view s);
+// Text and attribute values made safe for XML 1.0 (src/io/xml_text.h).
+using ::attn::xml_escape;
 // `v` rounded to `sig` significant digits, without exponent or trailing zeros: 0.000123456 ->
 // "0.000123", 1234.5 -> "1235" (whole digits are kept), 20.01 -> "20".
 [[nodiscard]] std::string format_sig(double v, int sig = 3);

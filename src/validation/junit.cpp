@@ -8,43 +8,10 @@
 #include <unistd.h>
 
 #include "src/io/atomic_file.h"
+#include "src/io/xml_text.h"
 
 namespace attn {
 
-namespace {
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-    case '&':
-      o += "&amp;";
-      break;
-    case '<':
-      o += "&lt;";
-      break;
-    case '>':
-      o += "&gt;";
-      break;
-    case '"':
-      o += "&quot;";
-      break;
-    case '\'':
-      o += "&apos;";
-      break;
-    default:
-      // Control characters other than tab and newline are not allowed in XML 1.0.
-      if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') {
-        o += ' ';
-      } else {
-        o += c;
-      }
-    }
-  }
-  return o;
-}
-
-} // namespace
 
 void write_junit(const std::string& path, const std::vector<VerifyReport>& reports,
                  double total_seconds) {

@@ -79,6 +79,10 @@ TEST(FleetTable, CanonicalNamesOfAliases) {
   EXPECT_EQ(canonical_device_name("A100-SXM4", int64_t(80) << 30), "a100-sxm4-80gb");
   EXPECT_EQ(canonical_device_name("A100-SXM4", int64_t(40) << 30), "a100-sxm4-40gb");
   EXPECT_EQ(canonical_device_name("A100-SXM4"), "a100-sxm4");
+  // Non-ASCII names keep their characters: two of them never meet in one empty name.
+  EXPECT_EQ(canonical_device_name("NVIDIA Карта 1"), "Карта-1"); // only ASCII is lowered
+  EXPECT_NE(canonical_device_name("Карта"), canonical_device_name("显卡"));
+  EXPECT_FALSE(canonical_device_name("显卡").empty());
   // Every known device's canonical name is its own canonical name.
   for (const auto& k : known_devices()) {
     EXPECT_EQ(canonical_device_name(k.name), k.name);

@@ -15,6 +15,20 @@ TEST(SvgPlot, EscapesMarkup) {
   EXPECT_EQ(xml_escape("decode_v2[partition=512]"), "decode_v2[partition=512]");
 }
 
+// What XML 1.0 cannot hold is made visible, never passed on: control characters (a plugin named
+// "\x01"), bytes that are not UTF-8, surrogates and U+FFFF; UTF-8 text stays as it is.
+TEST(SvgPlot, EscapesWhatXmlCannotHold) {
+  EXPECT_EQ(xml_escape(std::string("plug\x01in\x1b\tok\n", 12)), "plug\\x01in\\x1B\tok\n");
+  EXPECT_EQ(xml_escape(std::string("a\0b", 3)), "a\\x00b");
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(xml_escape("\xff\xfe"), fffd + fffd);
+  EXPECT_EQ(xml_escape("\xC0\xAF"), fffd + fffd);         // overlong '/'
+  EXPECT_EQ(xml_escape("\xED\xA0\x80"), fffd + fffd + fffd); // a surrogate
+  EXPECT_EQ(xml_escape("\xEF\xBF\xBF"), fffd + fffd + fffd); // U+FFFF
+  EXPECT_EQ(xml_escape("\xE4\xB8\xAD\xF0\x9F\x98\x80 H100"), "\xE4\xB8\xAD\xF0\x9F\x98\x80 H100");
+  EXPECT_EQ(xml_escape("cut \xE4\xB8"), "cut " + fffd + fffd);
+}
+
 TEST(SvgPlot, FormatsNumbers) {
   EXPECT_EQ(format_sig(0.000123456), "0.000123");
   EXPECT_EQ(format_sig(1234.6), "1235");
