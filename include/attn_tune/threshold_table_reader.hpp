@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -145,6 +147,23 @@ public:
     if (!t_.contains("decode") || !t_["decode"].is_array()) {
       throw std::runtime_error("threshold table has no 'decode' list");
     }
+    // Each decode point under its exact shape (the first of equal ones, as the nearest-point
+    // search keeps it): a lookup of a measured shape is one hash lookup, not a pass over every
+    // point, so many lookups in a big table (a report, an engine's warm-up) stay linear.
+    const nlohmann::json& pts = t_["decode"];
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+      try {
+        const nlohmann::json& p = pts[i];
+        exact_.emplace(exact_key(p.at("batch").get<double>(), p.at("num_kv_heads").get<double>(),
+                                 p.at("gqa_ratio").get<double>(), p.at("head_dim").get<double>(),
+                                 p.at("block_size").get<double>(), p.at("dtype").get<std::string>(),
+                                 p.at("causal").get<bool>(), p.at("window_left").get<int>(),
+                                 p.at("window_right").get<int>(), p.at("softcap").get<double>()),
+                       i);
+      } catch (const nlohmann::json::exception&) {
+        // a point without its shape: the nearest-point search meets it and says so
+      }
+    }
   }
 
   static ThresholdTableReader from_file(const std::string& path) {
@@ -253,11 +272,19 @@ public:
     const nlohmann::json& pts = t_["decode"];
     const nlohmann::json* best = nullptr;
     double best_d = 0.0;
-    for (const auto& p : pts) {
-      const double d = distance(p, q);
-      if (best == nullptr || d < best_d - kTieEpsilon) {
-        best = &p;
-        best_d = d;
+    const auto exact = exact_.find(exact_key(q.batch, q.num_kv_heads,
+                                             double(q.num_heads) / double(q.num_kv_heads),
+                                             q.head_dim, q.block_size, q.dtype, q.causal,
+                                             q.window_left, q.window_right, q.softcap));
+    if (exact != exact_.end()) {
+      best = &pts[exact->second]; // distance 0: no other point is nearer
+    } else {
+      for (const auto& p : pts) {
+        const double d = distance(p, q);
+        if (best == nullptr || d < best_d - kTieEpsilon) {
+          best = &p;
+          best_d = d;
+        }
       }
     }
     if (best == nullptr) {
@@ -346,8 +373,20 @@ private:
     return c;
   }
 
+  // The fields whose match makes a point's distance to a query 0, as one string.
+  [[nodiscard]] static std::string exact_key(double batch, double kvh, double gqa, double head_dim,
+                                             double block_size, const std::string& dtype,
+                                             bool causal, int window_left, int window_right,
+                                             double softcap) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%.17g|%.17g|%.17g|%.17g|%.17g|%d|%d|%d|%.17g|", batch, kvh,
+                  gqa, head_dim, block_size, causal ? 1 : 0, window_left, window_right, softcap);
+    return buf + dtype;
+  }
+
   nlohmann::json t_;
   int version_ = kTableSchemaVersion;
+  std::unordered_map<std::string, std::size_t> exact_; // exact_key -> index in t_["decode"]
 };
 
 } // namespace attn_tune

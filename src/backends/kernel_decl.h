@@ -2,6 +2,7 @@
 // plugin, Python kernels) says about itself before anything runs. Every set declares the same
 // way, so configuration spaces, layouts and lse checks follow from one description.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -46,5 +47,10 @@ struct KernelSetDecl {
 // (a value listed twice is tried once); one configuration without parameters when it declares
 // none.
 [[nodiscard]] std::vector<KernelConfig> declared_configs(const FamilyDecl& f);
+// `values` without repeats, in the order they first appear.
+[[nodiscard]] std::vector<int> distinct_values(const std::vector<int>& values);
+// The most configurations one family may declare (the product of its parameters' distinct
+// value counts): a declaration beyond it is refused rather than built.
+inline constexpr int64_t kMaxDeclaredConfigs = 100'000;
 
 } // namespace attn

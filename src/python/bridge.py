@@ -146,6 +146,11 @@ def _family(name, decl, who):
         if any(isinstance(v, bool) or int(v) != v for v in values):
             raise DeclarationError("%s: parameter %s of %s must list integers, not %r"
                                    % (who, pname, name, values))
+        # attn-tune keeps parameter values in 32 bits: 2**40 + 7 must not arrive as 7.
+        wide = [v for v in ints if not -2**31 <= v < 2**31]
+        if wide:
+            raise DeclarationError("%s: parameter %s of %s has value %d, outside 32 bits"
+                                   % (who, pname, name, wide[0]))
         params.append((str(pname), ints))
     return Family(name, layout, bool(_get(decl, "writes_lse", False)), params, run, can_run,
                   _get(decl, "prepare"), _get(decl, "workspace"))

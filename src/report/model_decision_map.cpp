@@ -126,7 +126,8 @@ void add_maps(ReportModel& m, const ReportSource& src) {
     const double hi_step = cx.size() > 1 ? std::sqrt(double(cx.back()) / cx[cx.size() - 2]) : 2.0;
     dm.ctx_lo = std::max(1, int(std::floor(cx.front() / lo_step)));
     dm.ctx_hi = std::max(dm.ctx_lo + 1, int(std::ceil(cx.back() * hi_step)));
-    for (const EngineRule& r : engine_rules()) {
+    dm.too_large = dm.batches.size() * dm.contexts.size() > kMaxMapCells;
+    for (const EngineRule& r : dm.too_large ? std::vector<EngineRule>{} : engine_rules()) {
       const Rule rule = family_rule(r, fitted);
       if (!rule) {
         continue; // the table lookup, or a table without a fitted rule

@@ -201,7 +201,16 @@ std::vector<Part> map_parts(const ReportModel& m, const Palette& pal) {
   std::vector<Part> out;
   for (const auto& dm : m.maps) {
     std::string h = "<figure class=\"card\" data-shape=\"" + esc(dm.shape_key) + "\"><h3>" +
-                    esc(dm.title) + "</h3>" + decision_svg(dm, pal) + "<ul class=\"plain\">";
+                    esc(dm.title) + "</h3>";
+    if (dm.too_large) {
+      h += "<p>Not drawn: " + std::to_string(dm.batches.size()) + " batches x " +
+           std::to_string(dm.contexts.size()) + " context lengths is more than the " +
+           std::to_string(kMaxMapCells) + " cells a map draws; report --format csv lists every "
+           "measured cell (decision_map.csv).</p>";
+    } else {
+      h += decision_svg(dm, pal);
+    }
+    h += "<ul class=\"plain\">";
     for (const EngineRule* r : rules_listed(m.own_rule)) {
       if (dm.switches.count(r->id)) {
         h += "<li>" + esc(rule_label(*r, m.own_rule)) + ": " + esc(switch_words(dm, r->id)) +

@@ -107,7 +107,14 @@ struct DecisionMap {
   std::map<std::string, std::map<int, std::vector<RuleSwitch>>> switches;
   // rule id -> whether it chooses v2 at each cell (batch, context)
   std::map<std::string, std::map<std::pair<int, int>, bool>> rule_v2;
+  // A map of more than kMaxMapCells rows x columns is not drawn (nor its rules' switches
+  // computed): the page says so and the CSV keeps its measured cells.
+  bool too_large = false;
 };
+
+// The most cells (batches x context lengths) one decision map draws: a page stays readable and
+// its size and memory stay linear in the table's points, whatever the table holds.
+inline constexpr std::size_t kMaxMapCells = 4096;
 
 // One rule's slowdown at one decode point.
 struct RegretPoint {

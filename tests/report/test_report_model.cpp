@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "src/model/errors.h"
+#include "src/report/report_html.h"
 #include "src/report/report_model.h"
 #include "src/tuning/threshold_table.h"
 #include "tests/tuning/table_fixtures.h"
@@ -417,6 +418,39 @@ TEST_F(ReportInput, FolderReadsTheTableAndItsResults) {
   header["profile_hash"] = "ffff";
   std::ofstream(dir_ / "results.jsonl") << header.dump() << "\n";
   EXPECT_NE(error_of(dir_.string()).find("is from profile hash ffff"), std::string::npos);
+}
+
+// Bounded work on any table: a map of more cells than kMaxMapCells is neither drawn nor has its
+// rules' switches computed; the page says so, and the measured cells stay in the model (CSV).
+TEST(ReportModel, AMapTooLargeToDrawIsNamedNotDrawn) {
+  ReportSource src = fixture_source(false);
+  json& decode = src.table["decode"];
+  json point = decode.at(0);
+  point.erase("noisy_decisions");
+  const json entry = point.at("measured").at(0);
+  json many = json::array();
+  for (int b = 1; b <= 80; ++b) {
+    json p = point;
+    p["batch"] = b;
+    p["measured"] = json::array();
+    for (int c = 1; c <= 60; ++c) {
+      json e = entry;
+      e["context_len"] = 16 * c;
+      p["measured"].push_back(e);
+    }
+    many.push_back(p);
+  }
+  decode = many;
+  const ReportModel m = build_report_model(src);
+  ASSERT_EQ(m.maps.size(), 1u);
+  const DecisionMap& dm = m.maps[0];
+  EXPECT_EQ(dm.batches.size() * dm.contexts.size(), 80u * 60u);
+  EXPECT_TRUE(dm.too_large);
+  EXPECT_TRUE(dm.rule_v2.empty());
+  EXPECT_EQ(dm.cells.size(), 80u * 60u);
+  const std::string page = render_report_html(m, nullptr, nullptr, "attn-tune test");
+  EXPECT_NE(page.find("Not drawn: 80 batches x 60 context lengths"), std::string::npos);
+  EXPECT_EQ(page.find("decision map, " + dm.title), std::string::npos);
 }
 
 } // namespace

@@ -267,6 +267,15 @@ KernelSetDecl check_plugin_table(const PluginTable& t, const std::string& who, P
       }
       pf.params.push_back({*ps.name, ps.values});
     }
+    int64_t space = 1;
+    for (const ParamSpace& p : pf.params) {
+      space *= int64_t(distinct_values(p.values).size());
+      if (space > kMaxDeclaredConfigs) {
+        throw InputError(me + " declares more than " + std::to_string(kMaxDeclaredConfigs) +
+                         " " + fname + " configurations (the product of its parameters' value "
+                         "counts); declare fewer values");
+      }
+    }
     if (*fam == Family::decode_v2) {
       // A partition space is optional (the kernel may choose its own splits); where there is
       // one, its values are key counts.
