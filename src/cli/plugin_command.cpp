@@ -60,6 +60,10 @@ int run_plugin_check(const PluginCheckOptions& o) {
         std::printf("%s\n", line.c_str());
         std::fflush(stdout);
       });
+  if (!r.teardown_failure.empty()) {
+    std::printf("plugin check: FAIL: after its cases, %s\n", r.teardown_failure.c_str());
+    return kExitMismatch;
+  }
   if (r.failed == 0) {
     std::printf("plugin check: every family passed its tiny case\n");
     return kExitOk;

@@ -184,6 +184,11 @@ int run_sweep(const SweepOptions& o) {
   // must not bury: they set the exit code. Errors (a configuration that could not be measured)
   // leave the table incomplete: exit 4, so that a sweep in which nothing could be measured
   // never passes for a success.
+  if (!s.teardown_failure.empty()) {
+    std::fprintf(stderr, "sweep: the kernels failed after their measurements (which stand): %s\n",
+                 s.teardown_failure.c_str());
+    return kExitMismatch;
+  }
   if (c.value("failed", 0) > 0 || c.value("fault", 0) > 0) {
     if (c.value("fault", 0) > 0) {
       std::fprintf(stderr,

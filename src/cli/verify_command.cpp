@@ -183,7 +183,11 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   int failed = 0;
   int skipped = 0;
   std::string first_device;
+  std::string teardown_failure;
   for (const auto& r : reports) {
+    if (teardown_failure.empty()) {
+      teardown_failure = r.teardown_failure;
+    }
     passed += r.passed;
     failed += r.failed;
     skipped += r.skipped;
@@ -206,6 +210,11 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
         o.kv_dtypes.empty() ? "" : " --kv-dtypes ", o.kv_dtypes.c_str());
   }
   std::fprintf(out, "%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  if (!teardown_failure.empty()) {
+    std::fprintf(err, "verify: the kernels failed after their cases: %s: failing the gate\n",
+                 teardown_failure.c_str());
+    return kExitMismatch;
+  }
   if (passed == 0 && failed == 0) {
     std::fprintf(err, "verify: nothing was checked (every case was skipped): failing the gate\n");
     return kExitMismatch;

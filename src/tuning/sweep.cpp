@@ -429,6 +429,12 @@ public:
   }
 
   void note(const std::string& text) { progress().note(text); }
+  // The kernels' teardown (a plugin's destroy) crashed or hung after the measurements: they
+  // stand, and the sweep fails as it does for a fault.
+  void teardown_failed(const std::string& what) {
+    note("the kernels failed after their measurements: " + what);
+    sum_.teardown_failure = what;
+  }
 
   // The decisions of the table as results.jsonl stands now that rest on timings within noise.
   [[nodiscard]] std::vector<NoisyPoint> noisy_now() const {
@@ -536,7 +542,10 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
     };
     session.on_log = [&](const std::string& text) { tally.note(text); };
     session.on_say = [&](const std::string& text) { tally.say(text); };
-    (void)session.run(in_process);
+    const SupervisedRun run = session.run(in_process);
+    if (!run.teardown_failure.empty()) {
+      tally.teardown_failed(run.teardown_failure);
+    }
   };
   supervise(nullptr);
   if (opt.remeasure_noisy) {

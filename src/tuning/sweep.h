@@ -44,6 +44,7 @@ struct SweepSummary {
   int skipped = 0;
   int errors = 0;
   int faults = 0; // configurations that crashed or hung a worker
+  std::string teardown_failure; // what a plugin's destroy did after the work, when it failed
   // With remeasure_noisy: the decisions resting on timings within noise before re-timing, the
   // configurations re-timed for them, and how many of those passed (their lines now stand) or
   // ended otherwise (failed and fault lines stand too; after an error the earlier line stands).

@@ -204,8 +204,7 @@ PluginCheckResult check_plugin(const PluginLibrary& lib, const std::string& spec
     }
   };
   const SupervisedRun run = session.run(in_process);
-  (void)run;
-  return {int(lib.families().size()), int(failed_families.size())};
+  return {int(lib.families().size()), int(failed_families.size()), run.teardown_failure};
 }
 
 } // namespace attn

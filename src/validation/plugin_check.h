@@ -14,6 +14,7 @@ namespace attn {
 struct PluginCheckResult {
   int families = 0; // families checked
   int failed = 0;   // families with a failing, erroneous or crashing case
+  std::string teardown_failure; // what the plugin's destroy did when it crashed or hung
 };
 
 // Checks every family `lib` declares on the device `spec`, in supervised workers (or in this

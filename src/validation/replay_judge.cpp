@@ -212,7 +212,11 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
       return;
     }
   };
-  (void)session.run(o.in_process);
+  const SupervisedRun run = session.run(o.in_process);
+  if (!run.teardown_failure.empty()) {
+    print("FAULT: after the replay, " + run.teardown_failure);
+    pass = false;
+  }
   if (error) {
     return kExitInternal;
   }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "src/io/child_process.h"
+#include "src/io/teardown.h"
 #include "src/model/errors.h"
 
 namespace attn {
@@ -26,6 +27,8 @@ using Clock = std::chrono::steady_clock;
 
 // Exit status of a worker that ended itself after a DeviceFault or an exception it reported.
 constexpr int kWorkerReportedExit = 70;
+// How long a worker's teardown (the plugins' destroy) may take after it returned its results.
+constexpr int kTeardownSeconds = 30;
 
 // The worker's side: runs the work and turns how it ended into a last message and an exit.
 [[noreturn]] void worker_main(const SupervisorHooks& hooks, int index, int fd) {
@@ -35,9 +38,12 @@ constexpr int kWorkerReportedExit = 70;
     }
   };
   int code = kWorkerReportedExit;
+  defer_teardown_from_now();
   try {
     code = hooks.work(emit, index);
     emit(ReturnMsg{code});
+    // The results are the supervisor's now: what a plugin's destroy does cannot lose them.
+    run_deferred_teardown();
   } catch (const InputError& e) {
     emit(ExceptionMsg{ExceptionKind::input, e.what()});
     code = kWorkerReportedExit;
@@ -63,6 +69,7 @@ struct WorkerEnd {
   double deadline_s = 0.0;           // that deadline
   std::optional<BeginMsg> unit;      // the unit in flight when it ended
   std::optional<ReturnMsg> ret;      // its return
+  bool teardown_timed_out = false;   // killed at the teardown's deadline, after its return
   std::optional<ExceptionMsg> error; // its exception
   std::string unreadable;            // why a message could not be read (the worker is killed)
   std::size_t cut_off = 0;           // bytes of a last message without its end of line
@@ -94,7 +101,7 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
     if (r == 0) {
       // The unit overran its deadline: a hang, as far as anyone waiting for it is concerned.
       ::kill(pid, SIGKILL);
-      end.timed_out = true;
+      (end.ret ? end.teardown_timed_out : end.timed_out) = true;
       break;
     }
     if (!read_some(fd, buf)) {
@@ -125,6 +132,9 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
         has_deadline = false;
       } else if (const auto* ret = std::get_if<ReturnMsg>(&m)) {
         end.ret = *ret;
+        // What is left is the teardown (a plugin's destroy): it has its own deadline.
+        has_deadline = true;
+        deadline = Clock::now() + std::chrono::seconds(kTeardownSeconds);
       } else if (const auto* x = std::get_if<ExceptionMsg>(&m)) {
         end.error = *x;
       } else if (hooks.on_message) {
@@ -162,6 +172,13 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
     const WorkerEnd end = run_worker(hooks, run.workers++);
     if (end.ret && !end.timed_out && end.unreadable.empty()) {
       run.exit_code = end.ret->code;
+      if (end.teardown_timed_out) {
+        run.teardown_failure = "the worker's teardown after its work (a plugin's destroy) had not "
+                               "ended after " + std::to_string(kTeardownSeconds) + " s; it was killed";
+      } else if (!WIFEXITED(end.status) || WEXITSTATUS(end.status) != end.ret->code) {
+        run.teardown_failure = "the worker's teardown after its work (a plugin's destroy) ended "
+                               "it: worker " + describe_wait_status(end.status);
+      }
       return run;
     }
     const ExceptionKind kind = end.error ? end.error->kind : ExceptionKind::internal;

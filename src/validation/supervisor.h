@@ -28,6 +28,10 @@ struct SupervisedRun {
   int exit_code = 0; // the last worker's
   int faults = 0;
   int workers = 0; // workers started
+  // Set when the work returned but what came after it in the worker, the kernels' teardown (a
+  // plugin's destroy), crashed, exited otherwise or hung: what it did. The results stand; the
+  // command reports this and fails (exit 1).
+  std::string teardown_failure;
 };
 
 // Runs hooks.work in workers until one returns. With `in_process` the work runs here instead

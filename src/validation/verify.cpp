@@ -286,8 +286,15 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
       std::fflush(info);
     }
   };
-  (void)session.run(in_process);
-  return std::move(tally.reports());
+  const SupervisedRun run = session.run(in_process);
+  std::vector<VerifyReport> reports = std::move(tally.reports());
+  if (!run.teardown_failure.empty()) {
+    if (reports.empty()) {
+      reports.emplace_back();
+    }
+    reports.front().teardown_failure = run.teardown_failure;
+  }
+  return reports;
 }
 
 VerifyReport run_verify(Backend& be, const VerifyOptions& opt, std::FILE* log) {

@@ -51,6 +51,9 @@ struct VerifyReport {
   int failed = 0;
   int skipped = 0;
   std::vector<std::string> dumped; // replay files written
+  // What the kernels' teardown did after the work (a plugin's destroy that crashed or hung its
+  // worker); empty when it ended normally. A gate with one fails.
+  std::string teardown_failure;
 };
 
 // Runs the gate on one backend in this process. Failing cases are printed to `log` as they

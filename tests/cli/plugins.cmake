@@ -29,6 +29,20 @@ set_tests_properties(cli.plugin_check_init_abort PROPERTIES ENVIRONMENT ATTN_TES
 set_tests_properties(cli.verify_kernels_init_exit PROPERTIES ENVIRONMENT ATTN_TEST_INIT=exit)
 set_tests_properties(cli.sweep_kernels_init_hang PROPERTIES
                      ENVIRONMENT "ATTN_TEST_INIT=hang;ATTN_TUNE_PLUGIN_PROBE_TIMEOUT=0.5")
+# A destroy that crashes runs after the worker returned its results: the command ends itself
+# (never a signal), says what the teardown did and fails (exit 1); a run that calls exit(0) is a
+# fault of its case, not a silent pass.
+attn_cli_test(NAME plugin_check_destroy_crash EXIT 1
+              REGEX "after its cases, the worker's teardown after its work \\(a plugin's destroy\\) ended it"
+              ARGS plugin check ${ATTN_INIT_PLUGIN})
+attn_cli_test(NAME verify_kernels_destroy_crash EXIT 1
+              REGEX "the kernels failed after their cases: the worker's teardown"
+              ARGS verify --kernels ${ATTN_INIT_PLUGIN} --intensity quick --families decode_v1)
+attn_cli_test(NAME verify_kernels_run_exit EXIT 1 REGEX "fault: worker exited with status 0"
+              ARGS verify --kernels ${ATTN_INIT_PLUGIN} --intensity quick --dtypes fp32)
+set_tests_properties(cli.plugin_check_destroy_crash cli.verify_kernels_destroy_crash
+                     PROPERTIES ENVIRONMENT ATTN_TEST_INIT=destroy-crash)
+set_tests_properties(cli.verify_kernels_run_exit PROPERTIES ENVIRONMENT ATTN_TEST_INIT=run-exit)
 attn_cli_test(NAME plugin_check_not_a_plugin EXIT 2 REGEX "cannot load it"
               ARGS plugin check ${PROJECT_SOURCE_DIR}/README.md)
 attn_cli_test(NAME plugin_check_missing EXIT 2 REGEX "plugin /nonexistent/x.so: no such file"

@@ -4,6 +4,8 @@
  *           same one line as the normal one)
  *   exit    calls exit(0)
  *   hang    never returns
+ *   destroy-crash  declares as below, with a destroy that dereferences a null pointer
+ *   run-exit       declares as below but accepts every call, and its run calls exit(0)
  *   other   (or unset) declares decode_v1 without parameters, refusing every call, with that
  *           text as its version: a process that sees another value than the declaration probe
  *           saw sees another declaration.
@@ -24,6 +26,35 @@ static int refuse(void* state, const attn_config* c, const attn_call* a, char* r
   (void)a;
   attn_plugin_write_message(reason, size, "this test plugin runs nothing");
   return 1;
+}
+
+static int accept(void* state, const attn_config* c, const attn_call* a, char* reason,
+                  size_t size) {
+  (void)state;
+  (void)c;
+  (void)a;
+  (void)reason;
+  (void)size;
+  return 0;
+}
+
+static int run_exits(void* state, const attn_config* c, const attn_call* a, void* ws, uint64_t n,
+                     void* stream, char* err, size_t size) {
+  (void)state;
+  (void)c;
+  (void)a;
+  (void)ws;
+  (void)n;
+  (void)stream;
+  (void)err;
+  (void)size;
+  exit(0);
+}
+
+static void destroy_crashes(void* state) {
+  (void)state;
+  volatile int* nowhere = NULL;
+  *nowhere = 1;
 }
 
 static int no_workspace(void* state, const attn_config* c, const attn_call* a, uint64_t* bytes,
@@ -80,5 +111,12 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   api->workspace_size = no_workspace;
   api->run = fail;
   api->destroy = NULL;
+  if (strcmp(what, "destroy-crash") == 0) {
+    api->destroy = destroy_crashes;
+  }
+  if (strcmp(what, "run-exit") == 0) {
+    api->can_run = accept;
+    api->run = run_exits;
+  }
   return 0;
 }

@@ -1,3 +1,4 @@
+#include "src/io/teardown.h"
 #include "src/backends/plugin/plugin_library.h"
 
 #include <dlfcn.h>
@@ -320,8 +321,9 @@ void PluginLibrary::load() const {
 
 PluginLibrary::~PluginLibrary() {
   // The plugin's state belongs to the process that ran its init; a fork's copy is not its to free.
+  // In a supervised worker, after the work has returned its results (src/io/teardown.h).
   if (loaded_.load() && loaded_by_ == ::getpid() && api_.destroy != nullptr) {
-    api_.destroy(api_.state);
+    teardown([destroy = api_.destroy, state = api_.state] { destroy(state); });
   }
 }
 
