@@ -43,6 +43,9 @@ parse_or_exit(CLI::App& app, int argc, char** argv, const char* name,
   } catch (const InputError& e) {
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return kExitUsage;
+  } catch (const KernelFault& e) {
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    return kExitMismatch;
   } catch (const DeviceUnavailable& e) {
     std::fprintf(stderr, "%s: device unavailable: %s\n", name, e.what());
     return kExitNoDevice;

@@ -1,5 +1,6 @@
 #include "src/io/atomic_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -182,10 +183,22 @@ void replace_files_together(const std::string& dir_text,
   switch_link(dir, kCurrent, gen);
   fsync_dir(dir);
 
+  // What earlier writers killed midway left: older generations, and the temporary links and
+  // files of the names this function manages (the caller holds the folder's lock).
+  const auto stale = [&](const std::string& n) {
+    if (n.rfind(kGenPrefix, 0) == 0) {
+      return n != gen;
+    }
+    if (n.rfind(std::string(kCurrent) + ".tmp.", 0) == 0) {
+      return true;
+    }
+    return std::any_of(files.begin(), files.end(), [&](const auto& f) {
+      return n.rfind(f.first + ".tmp.", 0) == 0;
+    });
+  };
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind(kGenPrefix, 0) == 0 && n != gen) {
+    if (stale(e.path().filename().string())) {
       std::error_code rm;
       fs::remove_all(e.path(), rm);
     }

@@ -25,6 +25,13 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+// Kernel code (a plugin's, a Python module's) crashed, exited or hung its worker outside a run
+// that could be recorded as a fault (while asking it what it accepts): exit 1, as a fault.
+class KernelFault : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
 // The device is in a state this process cannot recover from (a sticky CUDA error such as an
 // illegal address): the measurement in flight is a fault, and the worker process must end so
 // that a fresh one can carry on.

@@ -5,6 +5,7 @@
 // does not survive a fork), so every worker starts from a clean process.
 #include "src/validation/supervisor.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -15,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "src/backends/plugin/plugin_library.h"
 #include "src/io/child_process.h"
 #include "src/io/teardown.h"
 #include "src/model/errors.h"
@@ -27,8 +29,19 @@ using Clock = std::chrono::steady_clock;
 
 // Exit status of a worker that ended itself after a DeviceFault or an exception it reported.
 constexpr int kWorkerReportedExit = 70;
-// How long a worker's teardown (the plugins' destroy) may take after it returned its results.
-constexpr int kTeardownSeconds = 30;
+
+// The unit a worker's teardown is, after its return.
+constexpr const char* kTeardownUnit = "teardown";
+
+// How long a worker's teardown (the plugins' destroy) may take after it returned its results:
+// 30 s, or less when the plugins' time to declare themselves is set lower.
+double teardown_seconds() {
+  try {
+    return std::min(30.0, plugin_probe_timeout_s());
+  } catch (const InputError&) {
+    return 30.0;
+  }
+}
 
 // The worker's side: runs the work and turns how it ended into a last message and an exit.
 [[noreturn]] void worker_main(const SupervisorHooks& hooks, int index, int fd) {
@@ -42,8 +55,12 @@ constexpr int kTeardownSeconds = 30;
   try {
     code = hooks.work(emit, index);
     emit(ReturnMsg{code});
-    // The results are the supervisor's now: what a plugin's destroy does cannot lose them.
+    // The results are the supervisor's now: what a plugin's destroy does cannot lose them. The
+    // teardown is a unit of its own, so that a worker ending inside it (a crash, an exit(0), its
+    // deadline) is told from one that finished it.
+    emit(BeginMsg{kTeardownUnit, teardown_seconds(), false, {}});
     run_deferred_teardown();
+    emit(EndMsg{});
   } catch (const InputError& e) {
     emit(ExceptionMsg{ExceptionKind::input, e.what()});
     code = kWorkerReportedExit;
@@ -132,9 +149,6 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
         has_deadline = false;
       } else if (const auto* ret = std::get_if<ReturnMsg>(&m)) {
         end.ret = *ret;
-        // What is left is the teardown (a plugin's destroy): it has its own deadline.
-        has_deadline = true;
-        deadline = Clock::now() + std::chrono::seconds(kTeardownSeconds);
       } else if (const auto* x = std::get_if<ExceptionMsg>(&m)) {
         end.error = *x;
       } else if (hooks.on_message) {
@@ -173,9 +187,11 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
     if (end.ret && !end.timed_out && end.unreadable.empty()) {
       run.exit_code = end.ret->code;
       if (end.teardown_timed_out) {
-        run.teardown_failure = "the worker's teardown after its work (a plugin's destroy) had not "
-                               "ended after " + std::to_string(kTeardownSeconds) + " s; it was killed";
-      } else if (!WIFEXITED(end.status) || WEXITSTATUS(end.status) != end.ret->code) {
+        char b[48];
+        std::snprintf(b, sizeof b, "%.1f s", teardown_seconds());
+        run.teardown_failure = std::string("the worker's teardown after its work (a plugin's "
+                                           "destroy) had not ended after ") + b + "; it was killed";
+      } else if (end.unit || !WIFEXITED(end.status) || WEXITSTATUS(end.status) != end.ret->code) {
         run.teardown_failure = "the worker's teardown after its work (a plugin's destroy) ended "
                                "it: worker " + describe_wait_status(end.status);
       }
@@ -210,6 +226,11 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
         reason += " in the middle of a message (" + std::to_string(end.cut_off) +
                   " bytes without their end of line)";
       }
+    }
+    if (end.unit && end.unit->fault_unit && !end.unit->run) {
+      // A phase that calls into the kernels (a plugin's can_run over every size): the kernels
+      // ended the worker, and would again.
+      throw KernelFault("the kernels ended the worker while " + end.unit->key + ": " + reason);
     }
     if (end.unit && end.unit->fault_unit && end.unit->run) {
       deaths_outside = 0;

@@ -18,6 +18,11 @@
 
 namespace attn {
 
+namespace {
+// How long a kernel set may take to say which sizes it accepts (can_run on small problems).
+constexpr double kKernelPhaseSeconds = 120.0;
+} // namespace
+
 using nlohmann::json;
 
 namespace {
@@ -123,8 +128,9 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
       }
       // can_run on small problems of each candidate size: a crash there is the set's, named by
       // this phase, not a case's.
-      link.begin_phase(std::string("asking ") + device + " which block and head sizes its " +
-                       phase_name(phase) + " kernels accept");
+      link.begin_kernel_phase(std::string("asking ") + device + " which block and head sizes its " +
+                                  phase_name(phase) + " kernels accept",
+                              kKernelPhaseSeconds);
       const KernelTargets aim = kernel_targets(be, phase, dt);
       link.end();
       for (const VerifyCase& c : verify_cases(phase, dt, opt.intensity, opt.seed, aim)) {

@@ -96,6 +96,11 @@ public:
     emit_(BeginMsg{run.key, deadline_s, true, run});
   }
   void begin_phase(const std::string& what) const { emit_(BeginMsg{what, 0.0, false, {}}); }
+  // A phase that calls into the kernels (their can_run over every size): a worker that dies in
+  // it is the kernels' fault (KernelFault, exit 1), and it has a deadline.
+  void begin_kernel_phase(const std::string& what, double deadline_s) const {
+    emit_(BeginMsg{what, deadline_s, true, {}});
+  }
   void end() const { emit_(EndMsg{}); }
   // Whether a run (or whatever the command marked, by key) is done: a later worker skips it.
   [[nodiscard]] bool finished(const std::string& key) const { return finished_.count(key) != 0; }

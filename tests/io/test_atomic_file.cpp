@@ -54,6 +54,10 @@ TEST(AtomicFile, ReplacesFilesTogether) {
   replace_files_together(dir.string(), {{"a.txt", "a2"}, {"b.txt", "b2"}});
   EXPECT_EQ(read("a.txt"), "a2");
   EXPECT_EQ(read("b.txt"), "b2");
+  // What a writer killed midway left is cleared by the next one.
+  std::ofstream(dir / "a.txt.tmp.123456") << "half";
+  std::ofstream(dir / ".attn-tune-current.tmp.99") << "";
+  fs::create_directories(dir / ".attn-tune-gen-killed");
   // A writer that renames a plain file over one name (a sweep rewriting its table) is taken in.
   write_file_atomically((dir / "b.txt").string(), std::string("b3"));
   replace_files_together(dir.string(), {{"a.txt", "a4"}, {"b.txt", "b4"}});

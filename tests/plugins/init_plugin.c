@@ -6,6 +6,10 @@
  *   hang    never returns
  *   destroy-crash  declares as below, with a destroy that dereferences a null pointer
  *   run-exit       declares as below but accepts every call, and its run calls exit(0)
+ *   ENTRY:ACTION   declares as below, accepts every call, and does ACTION in ENTRY, one of
+ *                  can_run, workspace, run, destroy; ACTION is segv (a write through a null
+ *                  pointer), abort, exit0, exit7 (exit with that status) or hang
+ *                  (tests/fuzz/hostile_plugins.py tries each pair)
  *   other   (or unset) declares decode_v1 without parameters, refusing every call, with that
  *           text as its version: a process that sees another value than the declaration probe
  *           saw sees another declaration.
@@ -55,6 +59,67 @@ static void destroy_crashes(void* state) {
   (void)state;
   volatile int* nowhere = NULL;
   *nowhere = 1;
+}
+
+/* The ENTRY:ACTION mode: where to misbehave and how. */
+static char fault_entry[32];
+static char fault_action[32];
+
+static void misbehave(const char* entry) {
+  if (strcmp(entry, fault_entry) != 0) {
+    return;
+  }
+  if (strcmp(fault_action, "segv") == 0) {
+    volatile int* nowhere = NULL;
+    *nowhere = 1;
+  } else if (strcmp(fault_action, "abort") == 0) {
+    abort();
+  } else if (strcmp(fault_action, "exit0") == 0) {
+    exit(0);
+  } else if (strcmp(fault_action, "exit7") == 0) {
+    exit(7);
+  } else if (strcmp(fault_action, "hang") == 0) {
+    for (;;) {
+      pause();
+    }
+  }
+}
+
+static int faulty_can_run(void* state, const attn_config* c, const attn_call* a, char* reason,
+                          size_t size) {
+  misbehave("can_run");
+  return accept(state, c, a, reason, size);
+}
+
+static int faulty_workspace(void* state, const attn_config* c, const attn_call* a,
+                            uint64_t* bytes, char* err, size_t size) {
+  (void)state;
+  (void)c;
+  (void)a;
+  (void)err;
+  (void)size;
+  misbehave("workspace");
+  *bytes = 0;
+  return 0;
+}
+
+static int faulty_run(void* state, const attn_config* c, const attn_call* a, void* ws, uint64_t n,
+                      void* stream, char* err, size_t size) {
+  (void)state;
+  (void)c;
+  (void)a;
+  (void)ws;
+  (void)n;
+  (void)stream;
+  misbehave("run");
+  /* Reached only when run is not the faulty entry: no answer, said as a failure. */
+  attn_plugin_write_message(err, size, "this test plugin computes nothing");
+  return 1;
+}
+
+static void faulty_destroy(void* state) {
+  (void)state;
+  misbehave("destroy");
 }
 
 static int no_workspace(void* state, const attn_config* c, const attn_call* a, uint64_t* bytes,
@@ -117,6 +182,16 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   if (strcmp(what, "run-exit") == 0) {
     api->can_run = accept;
     api->run = run_exits;
+  }
+  const char* colon = strchr(what, ':');
+  if (colon != NULL && (size_t)(colon - what) < sizeof fault_entry) {
+    memcpy(fault_entry, what, (size_t)(colon - what));
+    fault_entry[colon - what] = '\0';
+    strncpy(fault_action, colon + 1, sizeof fault_action - 1);
+    api->can_run = faulty_can_run;
+    api->workspace_size = faulty_workspace;
+    api->run = faulty_run;
+    api->destroy = faulty_destroy;
   }
   return 0;
 }
