@@ -48,7 +48,8 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # here through cli.verify_fault and the crash-plugin tests);
 # python.table_reader (a Python test that runs `table lookup` thousands of times: 80 s here; the
 # lookup code stays instrumented in the table CLI tests and the mutation harness);
-# cli.verify_cpu_quick (the built-in quick gate, 70 s instrumented: the same verify code runs here
+# cli.verify_cpu_quick and cli.verify_junit_schema, which reads its JUnit file (the built-in quick
+# gate, 70 s instrumented: the same verify code runs here
 # in Verify.CpuBackendPassesQuickDecode, Host/Conformance and the plugin verify tests);
 # isa.baseline.CpuBackend.grids (the x86-64-v3 level's grids stay); fuzz.hostile_plugins (plugins
 # that crash or hang on purpose: the supervisor's code stays instrumented in the fault tests);
@@ -58,4 +59,4 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # prepare plugin's sweep (its verify, which makes and releases the prepared copies, stays). The
 # normal build runs all of them.
 ctest --test-dir "$BUILD" --output-on-failure -j2 -LE 'nvrtc_sweep|gpu|ray|python|engine' \
-  -E '^(python\.table_reader|cli\.verify_cpu_quick|isa\.baseline\.CpuBackend\.grids|fuzz\.hostile_plugins|cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin|cli\.verify_planted_bug_(drop_last_key|overlap|last_partition|max_not_rescaled|lse_base2|full_last_block|one_past|stale_block|lse_log2)|cli\.verify_split_ok_(default|full)_fp32|Verify\.PlantedFaultIsCaughtReportedDumpedAndReplayed|Verify\.Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake|cli\.verify_kernels_layout_nhd|cli\.(sweep|table_show|table_lookup)_own_splits|cli\.(sweep_kernels|table_show)_prepared?(_method)?)$'
+  -E '^(python\.table_reader|cli\.verify_(cpu_quick|junit_schema)|isa\.baseline\.CpuBackend\.grids|fuzz\.hostile_plugins|cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin|cli\.verify_planted_bug_(drop_last_key|overlap|last_partition|max_not_rescaled|lse_base2|full_last_block|one_past|stale_block|lse_log2)|cli\.verify_split_ok_(default|full)_fp32|Verify\.PlantedFaultIsCaughtReportedDumpedAndReplayed|Verify\.Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake|cli\.verify_kernels_layout_nhd|cli\.(sweep|table_show|table_lookup)_own_splits|cli\.(sweep_kernels|table_show)_prepared?(_method)?)$'
