@@ -61,11 +61,14 @@ struct TableOptions {
   std::vector<std::string> tables;
 };
 
-attn_tune::ThresholdTableReader load_table(const std::string& path) {
-  nlohmann::json j = load_table_json(path);
+// A single table read from `path` as `doc`, checked before anything uses it: the engine
+// reader's words first (another file, another version: what engines see too), then the schema.
+attn_tune::ThresholdTableReader checked_table(const nlohmann::json& doc, const std::string& path) {
   try {
-    return attn_tune::ThresholdTableReader(std::move(j));
-  } catch (const std::exception& e) {
+    attn_tune::ThresholdTableReader t(doc);
+    validate_table(t.json());
+    return t;
+  } catch (const std::exception& e) { // the schema's InputError and the reader's refusals
     throw InputError("'" + path + "': " + e.what());
   }
 }
@@ -144,18 +147,13 @@ int show_fleet(const TableOptions& o, const nlohmann::json& doc) {
 }
 
 int run_table_show(const TableOptions& o) {
-  if (const nlohmann::json doc = load_table_json(o.file); attn_tune::FleetTable::is_fleet(doc)) {
+  const nlohmann::json doc = load_table_json(o.file);
+  if (attn_tune::FleetTable::is_fleet(doc)) {
     validate_fleet(doc, o.file);
     return show_fleet(o, doc);
   }
-  // Checked before anything is shown, --json included (its output is then a valid table); the
-  // reader first, whose words for another file or version engines see too.
-  const auto t = load_table(o.file);
-  try {
-    validate_table(t.json());
-  } catch (const InputError& e) {
-    throw InputError("'" + o.file + "': " + e.what());
-  }
+  // Checked before anything is shown, --json included (its output is then a valid table).
+  const auto t = checked_table(doc, o.file);
   if (o.json) {
     std::printf("%s\n", t.json().dump(2).c_str());
     return kExitOk;
@@ -171,12 +169,7 @@ attn_tune::FleetSelection table_for_lookup(const TableOptions& o) {
   if (attn_tune::FleetTable::is_fleet(doc)) {
     validate_fleet(doc, o.file);
   } else {
-    (void)load_table(o.file); // the reader's words for another file or version first
-    try {
-      validate_table(doc);
-    } catch (const InputError& e) {
-      throw InputError("'" + o.file + "': " + e.what());
-    }
+    (void)checked_table(doc, o.file);
   }
   attn_tune::FleetQuery fq = o.fleet;
   if (fq.device_name.empty() && attn_tune::FleetTable::is_fleet(doc)) {

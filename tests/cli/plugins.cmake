@@ -41,8 +41,8 @@ attn_cli_test(NAME verify_kernels_destroy_crash EXIT 1
 attn_cli_test(NAME verify_kernels_run_exit EXIT 1 REGEX "fault: worker exited with status 0"
               ARGS verify --kernels ${ATTN_INIT_PLUGIN} --intensity quick --dtypes fp32)
 set_tests_properties(cli.plugin_check_destroy_crash cli.verify_kernels_destroy_crash
-                     PROPERTIES ENVIRONMENT ATTN_TEST_INIT=destroy-crash)
-set_tests_properties(cli.verify_kernels_run_exit PROPERTIES ENVIRONMENT ATTN_TEST_INIT=run-exit)
+                     PROPERTIES ENVIRONMENT ATTN_TEST_INIT=destroy:segv)
+set_tests_properties(cli.verify_kernels_run_exit PROPERTIES ENVIRONMENT ATTN_TEST_INIT=run:exit0)
 attn_cli_test(NAME plugin_check_not_a_plugin EXIT 2 REGEX "cannot load it"
               ARGS plugin check ${PROJECT_SOURCE_DIR}/README.md)
 attn_cli_test(NAME plugin_check_missing EXIT 2 REGEX "plugin /nonexistent/x.so: no such file"

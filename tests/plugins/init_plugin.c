@@ -4,8 +4,6 @@
  *           same one line as the normal one)
  *   exit    calls exit(0)
  *   hang    never returns
- *   destroy-crash  declares as below, with a destroy that dereferences a null pointer
- *   run-exit       declares as below but accepts every call, and its run calls exit(0)
  *   ENTRY:ACTION   declares as below, accepts every call, and does ACTION in ENTRY, one of
  *                  can_run, workspace, run, destroy; ACTION is segv (a write through a null
  *                  pointer), abort, exit0, exit7 (exit with that status) or hang
@@ -40,25 +38,6 @@ static int accept(void* state, const attn_config* c, const attn_call* a, char* r
   (void)reason;
   (void)size;
   return 0;
-}
-
-static int run_exits(void* state, const attn_config* c, const attn_call* a, void* ws, uint64_t n,
-                     void* stream, char* err, size_t size) {
-  (void)state;
-  (void)c;
-  (void)a;
-  (void)ws;
-  (void)n;
-  (void)stream;
-  (void)err;
-  (void)size;
-  exit(0);
-}
-
-static void destroy_crashes(void* state) {
-  (void)state;
-  volatile int* nowhere = NULL;
-  *nowhere = 1;
 }
 
 /* The ENTRY:ACTION mode: where to misbehave and how. */
@@ -176,13 +155,6 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   api->workspace_size = no_workspace;
   api->run = fail;
   api->destroy = NULL;
-  if (strcmp(what, "destroy-crash") == 0) {
-    api->destroy = destroy_crashes;
-  }
-  if (strcmp(what, "run-exit") == 0) {
-    api->can_run = accept;
-    api->run = run_exits;
-  }
   const char* colon = strchr(what, ':');
   if (colon != NULL && (size_t)(colon - what) < sizeof fault_entry) {
     memcpy(fault_entry, what, (size_t)(colon - what));
