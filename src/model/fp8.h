@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace attn {
 
@@ -65,16 +66,17 @@ struct Fp8Table {
   return (f == Fp8Format::e4m3 ? e4m3 : e5m2).v[bits];
 }
 
-// The fp8 element nearest to `x` (ties to even mantissa), saturated to +-max (infinities too);
-// NaN gives the format's NaN with x's sign.
-[[nodiscard]] inline uint8_t float_to_fp8(Fp8Format f, float x) {
+namespace detail {
+// float_to_fp8 by the values' arithmetic (in double, with libm): the definition the bit-level
+// encoder below is tested against, every float included (tests/model/test_fp8.cpp).
+[[nodiscard]] inline uint8_t fp8_encode_slow(Fp8Format f, float x) {
   const Fp8Spec s = fp8_spec(f);
   const uint8_t sign = std::signbit(x) ? 0x80u : 0x00u;
   if (std::isnan(x)) {
     return uint8_t(sign | s.nan_bits);
   }
   const double a = std::fabs(double(x));
-  const double max = double(fp8_to_float(f, s.max_bits));
+  const double max = double(fp8_decode_slow(f, s.max_bits));
   if (a >= max) {
     return uint8_t(sign | s.max_bits);
   }
@@ -108,6 +110,48 @@ struct Fp8Table {
   }
   const int man = int(std::lround(v / std::ldexp(1.0, ve - s.man_bits))) - (1 << s.man_bits);
   return uint8_t(sign | uint8_t((ve + s.bias) << s.man_bits) | uint8_t(man));
+}
+
+} // namespace detail
+
+// The fp8 element nearest to `x` (ties to even mantissa), saturated to +-max (infinities too);
+// NaN gives the format's NaN with x's sign. On the float's bits: test data fills caches with
+// millions of these per verify case.
+[[nodiscard]] inline uint8_t float_to_fp8(Fp8Format f, float x) {
+  const Fp8Spec s = fp8_spec(f);
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const auto sign = uint8_t((u >> 24) & 0x80u);
+  const uint32_t absu = u & 0x7fffffffu;
+  if (absu > 0x7f800000u) {
+    return uint8_t(sign | s.nan_bits);
+  }
+  // The largest finite magnitude as float bits: exponent field E - 1 (e4m3: E, its top mantissa
+  // pattern being NaN), all mantissa bits but e4m3's last.
+  const uint32_t max_float_bits = f == Fp8Format::e4m3 ? 0x43e00000u   // 448
+                                                       : 0x47600000u;  // 57344
+  if (absu >= max_float_bits) {
+    return uint8_t(sign | s.max_bits);
+  }
+  const int e = int(absu >> 23) - 127; // unbiased; float subnormals are far below fp8's
+  const int min_exp = 1 - s.bias;
+  const uint32_t man = (absu & 0x7fffffu) | 0x800000u; // 24 bits with the implicit one
+  // Quanta of the result: the mantissa shifted so that its last kept bit is the fp8 spacing,
+  // 2^(e - man_bits) for a normal result, 2^(min_exp - man_bits) for a subnormal one.
+  const int shift = 23 - s.man_bits + (e < min_exp ? min_exp - e : 0);
+  if (shift >= 25 || absu < 0x00800000u) { // below half the smallest subnormal: zero
+    return sign;
+  }
+  uint32_t res = man >> shift;
+  const uint32_t rem = man & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (res & 1u))) {
+    ++res; // may carry into the exponent: still the right pattern
+  }
+  if (e >= min_exp) {
+    res += uint32_t(e - min_exp) << s.man_bits; // the implicit one is exponent field 1
+  }
+  return uint8_t(sign | uint8_t(res));
 }
 
 } // namespace attn

@@ -16,29 +16,136 @@ namespace {
 
 [[noreturn]] void bad_options(const std::string& msg) { throw InputError(msg); }
 
+// Stores n values, each rounded to the tensor's dtype, from element `at` on: the dtype chosen
+// once, not per element.
+void store_values(HostTensor& t, std::size_t at, const double* v, std::size_t n) {
+  switch (t.dtype) {
+  case DType::f32: {
+    auto* d = reinterpret_cast<float*>(t.data.data()) + at;
+    for (std::size_t i = 0; i < n; ++i) {
+      d[i] = float(v[i]);
+    }
+    break;
+  }
+  case DType::f16: {
+    auto* d = reinterpret_cast<uint16_t*>(t.data.data()) + at;
+    for (std::size_t i = 0; i < n; ++i) {
+      d[i] = float_to_half(float(v[i]));
+    }
+    break;
+  }
+  case DType::bf16: {
+    auto* d = reinterpret_cast<uint16_t*>(t.data.data()) + at;
+    for (std::size_t i = 0; i < n; ++i) {
+      d[i] = float_to_bf16(float(v[i]));
+    }
+    break;
+  }
+  case DType::fp8_e4m3:
+  case DType::fp8_e5m2: {
+    auto* d = reinterpret_cast<uint8_t*>(t.data.data()) + at;
+    const Fp8Format f = fp8_format(t.dtype);
+    for (std::size_t i = 0; i < n; ++i) {
+      d[i] = float_to_fp8(f, float(v[i]));
+    }
+    break;
+  }
+  }
+}
+
 // Fill a tensor with standard normal values rounded to its dtype.
 void fill_normal(HostTensor& t, uint64_t seed) {
   Rng rng(seed);
   const auto n = std::size_t(t.numel());
-  for (std::size_t i = 0; i < n; ++i) {
-    t.set(i, float(rng.normal()));
+  std::vector<double> v(std::min<std::size_t>(n, 4096));
+  for (std::size_t at = 0; at < n; at += v.size()) {
+    const std::size_t k = std::min(v.size(), n - at);
+    rng.normals(v.data(), k);
+    store_values(t, at, v.data(), k);
   }
 }
 
-// A cache in HND ([blocks, heads, slots, dims]: `head_elems` elements per block and head) of
-// normal values, each divided by its KV head's scale before it is stored (fp8 quantisation;
-// no scales: stored as drawn).
-void fill_normal(HostTensor& t, uint64_t seed, const std::vector<float>& scale, int head_elems,
-                 int num_kv_heads) {
-  if (scale.empty()) {
-    fill_normal(t, seed);
-    return;
+// Random finite values straight into a block of the tensor's storage, without arithmetic: a
+// random sign, a random mantissa and an exponent of -2, -1, 0 or 0, so magnitudes in [1/4, 2)
+// with a root mean square near 1.16 (fp8: the stored value, before the scale).
+void store_spare_values(HostTensor& t, std::size_t at, std::size_t n, Rng& rng) {
+  std::size_t i = 0;
+  uint64_t r = 0;
+  int left = 0;
+  auto bits = [&](int k) { // the next k random bits
+    if (left < k) {
+      r = rng.next_u64();
+      left = 64;
+    }
+    const auto out = uint32_t(r & ((uint64_t(1) << k) - 1));
+    r >>= k;
+    left -= k;
+    return out;
+  };
+  switch (t.dtype) {
+  case DType::f32: {
+    auto* d = reinterpret_cast<uint32_t*>(t.data.data()) + at;
+    for (; i < n; ++i) {
+      d[i] = (bits(1) << 31) | ((125u + std::min(bits(2), 2u)) << 23) | bits(23);
+    }
+    break;
   }
+  case DType::f16: {
+    auto* d = reinterpret_cast<uint16_t*>(t.data.data()) + at;
+    for (; i < n; ++i) {
+      d[i] = uint16_t((bits(1) << 15) | ((13u + std::min(bits(2), 2u)) << 10) | bits(10));
+    }
+    break;
+  }
+  case DType::bf16: {
+    auto* d = reinterpret_cast<uint16_t*>(t.data.data()) + at;
+    for (; i < n; ++i) {
+      d[i] = uint16_t((bits(1) << 15) | ((125u + std::min(bits(2), 2u)) << 7) | bits(7));
+    }
+    break;
+  }
+  case DType::fp8_e4m3:
+  case DType::fp8_e5m2: {
+    auto* d = reinterpret_cast<uint8_t*>(t.data.data()) + at;
+    const Fp8Spec sp = fp8_spec(fp8_format(t.dtype));
+    for (; i < n; ++i) {
+      d[i] = uint8_t((bits(1) << 7) | ((uint32_t(sp.bias) - 2u + std::min(bits(2), 2u)) << sp.man_bits) |
+                     bits(sp.man_bits));
+    }
+    break;
+  }
+  }
+}
+
+// A cache in HND ([blocks, heads, slots, dims]: `head_elems` elements per block and head). The
+// blocks some sequence's block table holds (`used`) get normal values, in block order, each
+// divided by its KV head's scale before it is stored (fp8 quantisation; no scales: stored as
+// drawn). The others, which a correct kernel never reads, get random finite values of the same
+// order (store_spare_values) from another stream, at a small fraction of the cost: verify's
+// pools are three times the blocks needed, and drawing normals for all of them took most of a
+// verify run. A kernel that reads a block it should not still reads values unlike the right ones.
+void fill_cache(HostTensor& t, uint64_t seed, const std::vector<char>& used,
+                const std::vector<float>& scale, int head_elems, int num_kv_heads) {
   Rng rng(seed);
-  const auto n = std::size_t(t.numel());
-  for (std::size_t i = 0; i < n; ++i) {
-    const int kvh = int((i / std::size_t(head_elems)) % std::size_t(num_kv_heads));
-    t.set(i, float(rng.normal() / double(Problem::scale_of(scale, kvh))));
+  Rng spare(rng.fork_seed());
+  const auto head = std::size_t(head_elems);
+  const auto block_elems = head * std::size_t(num_kv_heads);
+  std::vector<double> v(block_elems);
+  for (std::size_t blk = 0; blk < used.size(); ++blk) {
+    if (used[blk] == 0) {
+      store_spare_values(t, blk * block_elems, block_elems, spare);
+      continue;
+    }
+    rng.normals(v.data(), v.size());
+    if (!scale.empty()) {
+      for (int h = 0; h < num_kv_heads; ++h) {
+        const double sc = Problem::scale_of(scale, h);
+        for (std::size_t i = std::size_t(h) * head; i < std::size_t(h + 1) * head; ++i) {
+          v[i] /= sc;
+        }
+      }
+    }
+    store_values(t, blk * block_elems, v.data(), v.size());
   }
 }
 
@@ -122,9 +229,15 @@ void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const G
     bad_options("k_scale and v_scale are for fp8 caches, and this cache is " +
                 std::string(dtype_name(p.cache_dtype())));
   }
+  std::vector<char> used(static_cast<std::size_t>(pool), 0);
+  for (int b = 0; b < pr.batch; ++b) {
+    for (int i = 0; i < nblocks[std::size_t(b)]; ++i) {
+      used[std::size_t(pr.block_tables[std::size_t(b) * pr.max_blocks_per_seq + i])] = 1;
+    }
+  }
   fill_normal(pr.query, rng.fork_seed());
-  fill_normal(pr.key_cache, rng.fork_seed(), pr.k_scale, bs * p.head_dim, p.num_kv_heads);
-  fill_normal(pr.value_cache, rng.fork_seed(), pr.v_scale, bs * p.head_dim, p.num_kv_heads);
+  fill_cache(pr.key_cache, rng.fork_seed(), used, pr.k_scale, bs * p.head_dim, p.num_kv_heads);
+  fill_cache(pr.value_cache, rng.fork_seed(), used, pr.v_scale, bs * p.head_dim, p.num_kv_heads);
   if (opt.kv_layout != KvLayout::HND) {
     pr = with_kv_layout(pr, opt.kv_layout);
   }
