@@ -41,8 +41,8 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # crash and layout plugin tests); the Ray test (label ray: two quick-profile shards, 75 s
 # instrumented, run last and alone; the merge and shard code it drives is under test_merge and
 # test_shard here); the planted-bug verify runs but two (cli.verify_planted_bug_*: the same
-# verify and diagnosis code over eleven plugins; gqa_mod and second_config stay, with the
-# correct plugin at quick and both plugin checks) and the correct plugin's default and full
+# verify and diagnosis code over eleven plugins; second_config stays, with the correct plugin
+# at quick and both plugin checks) and the correct plugin's default and full
 # passes; tests of Python code alone (labels python and engine: nothing in them is instrumented);
 # Verify.PlantedFaultIsCaughtReportedDumpedAndReplayed (70 s instrumented: the fault path runs
 # here through cli.verify_fault and the crash-plugin tests);
@@ -55,8 +55,10 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # that crash or hang on purpose: the supervisor's code stays instrumented in the fault tests);
 # Verify.Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake (four verify passes; the fp8 kernels
 # stay instrumented in CpuBackend.Fp8DecodeGrid and Fp8PrefillGrid); the NHD and vllm layout plugins'
-# second verify (the vllm one stays); the own-splits sweep and lookup (its verify stays) and the
+# verify passes (the layouts' rearranging stays instrumented in replay.layouts and the kv_layout
+# unit tests); Host/Conformance for the CPU example plugin (the same cases run here for the
+# built-in kernels, and the plugin path in the plugin verify tests); the own-splits sweep and lookup (its verify stays) and the
 # prepare plugin's sweep (its verify, which makes and releases the prepared copies, stays). The
 # normal build runs all of them.
 ctest --test-dir "$BUILD" --output-on-failure -j2 -LE 'nvrtc_sweep|gpu|ray|python|engine' \
-  -E '^(python\.table_reader|cli\.verify_(cpu_quick|junit_schema)|isa\.baseline\.CpuBackend\.grids|fuzz\.hostile_plugins|cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin|cli\.verify_planted_bug_(drop_last_key|overlap|last_partition|max_not_rescaled|lse_base2|full_last_block|one_past|stale_block|lse_log2)|cli\.verify_split_ok_(default|full)_fp32|Verify\.PlantedFaultIsCaughtReportedDumpedAndReplayed|Verify\.Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake|cli\.verify_kernels_layout_nhd|cli\.(sweep|table_show|table_lookup)_own_splits|cli\.(sweep_kernels|table_show)_prepared?(_method)?)$'
+  -E '^(python\.table_reader|cli\.verify_(cpu_quick|junit_schema)|isa\.baseline\.CpuBackend\.grids|fuzz\.hostile_plugins|cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin|cli\.verify_planted_bug_(drop_last_key|overlap|last_partition|max_not_rescaled|lse_base2|full_last_block|one_past|stale_block|lse_log2|gqa_mod)|cli\.verify_split_ok_(default|full)_fp32|Verify\.PlantedFaultIsCaughtReportedDumpedAndReplayed|Verify\.Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake|cli\.verify_kernels_layout_(nhd|vllm)|Host/Conformance\.PassesTheVerifyCases/cpu_example_plugin|cli\.(sweep|table_show|table_lookup)_own_splits|cli\.(sweep_kernels|table_show)_prepared?(_method)?)$'

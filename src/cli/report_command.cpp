@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "build_info.h"
 #include "src/cli/commands.h"
 #include "src/io/atomic_file.h"
+#include "src/io/folder_lock.h"
 #include "src/model/errors.h"
 #include "src/report/report_html.h"
 
@@ -42,7 +44,26 @@ std::string default_out(const std::string& input, bool csv) {
   return stem.string() + (csv ? ".report-csv" : ".report.html");
 }
 
+// One writer per folder: a report written into a sweep's folder (where it goes by default)
+// holds the folder's lock, as a sweep and merge do, so that it neither draws a sweep's results
+// halfway through nor races the page the sweep writes last; a busy folder is refused at once,
+// naming the holder's pid. Elsewhere a report needs no lock.
+std::optional<FolderLock> lock_if_sweep_folder(const std::string& out) {
+  fs::path dir = fs::path(out).parent_path();
+  if (dir.empty()) {
+    dir = ".";
+  }
+  std::error_code ec;
+  if (fs::exists(dir / "results.jsonl", ec) || fs::exists(dir / "threshold_table.json", ec)) {
+    return std::optional<FolderLock>(std::in_place, dir.string());
+  }
+  return std::nullopt;
+}
+
 int run_report(const ReportOptions& o) {
+  const bool csv = o.format == "csv";
+  const std::string out = o.out.empty() ? default_out(o.input, csv) : o.out;
+  const std::optional<FolderLock> lock = lock_if_sweep_folder(out);
   const report::ReportSource src = report::load_report_source(o.input);
   const report::ReportModel a = report::build_report_model(src);
   std::unique_ptr<report::ReportModel> b;
@@ -52,8 +73,6 @@ int run_report(const ReportOptions& o) {
     b = std::make_unique<report::ReportModel>(report::build_report_model(other));
     diffs = report::decision_diffs(src.table, other.table);
   }
-  const bool csv = o.format == "csv";
-  const std::string out = o.out.empty() ? default_out(o.input, csv) : o.out;
   if (csv) {
     const auto files = report::write_report_csv(out, a, b.get(), b ? &diffs : nullptr);
     std::printf("report: %zu CSV files in %s\n", files.size(), out.c_str());

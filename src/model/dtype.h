@@ -4,8 +4,8 @@
 // The fp8 dtypes are for KV caches only (SPEC.md "fp8 KV caches"): queries and outputs are fp32,
 // fp16 or bf16.
 #pragma once
+#include <bit>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -35,15 +35,11 @@ enum class DType { f32, f16, bf16, fp8_e4m3, fp8_e5m2 };
 }
 
 [[nodiscard]] inline float bf16_to_float(uint16_t h) {
-  uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return std::bit_cast<float>(uint32_t(h) << 16);
 }
 
 [[nodiscard]] inline uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
+  auto u = std::bit_cast<uint32_t>(f);
   if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) {
     return uint16_t((u >> 16) | 0x0040u); // quiet NaN, keep the sign
   }
@@ -73,14 +69,11 @@ enum class DType { f32, f16, bf16, fp8_e4m3, fp8_e5m2 };
   } else {
     u = sign | ((exp + 127 - 15) << 23) | (man << 13);
   }
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return std::bit_cast<float>(u);
 }
 
 [[nodiscard]] inline uint16_t float_to_half(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
+  const auto u = std::bit_cast<uint32_t>(f);
   uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   uint32_t absu = u & 0x7fffffffu;
   if (absu >= 0x7f800000u) { // inf or nan

@@ -8,9 +8,9 @@
 // conversions do; NaN stays NaN.
 #pragma once
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace attn {
 
@@ -119,8 +119,7 @@ namespace detail {
 // millions of these per verify case.
 [[nodiscard]] inline uint8_t float_to_fp8(Fp8Format f, float x) {
   const Fp8Spec s = fp8_spec(f);
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
+  const auto u = std::bit_cast<uint32_t>(x);
   const auto sign = uint8_t((u >> 24) & 0x80u);
   const uint32_t absu = u & 0x7fffffffu;
   if (absu > 0x7f800000u) {

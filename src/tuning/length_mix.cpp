@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "src/io/json_fields.h"
 #include "src/model/errors.h"
 #include "src/model/rng.h"
 
@@ -53,11 +54,12 @@ int mix_integer(const MixWhere& w, const json& j, const std::string& key, int lo
     return fallback;
   }
   const json& v = j[key];
-  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
+  try {
+    return int(JsonDoor().integer(v, key, lo, hi)); // never wrapped (src/io/json_fields.h)
+  } catch (const InputError&) {
     w.fail(key, "expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
                     ", got " + mix_shown(v));
   }
-  return v.get<int>();
 }
 
 void mix_only_keys(const MixWhere& w, const json& j, const std::set<std::string>& allowed) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "src/io/embedded.h"
+#include "src/io/json_fields.h"
 #include "src/model/errors.h"
 
 namespace attn {
@@ -31,11 +32,14 @@ std::string shown(const json& v) {
   return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
 
+// An integer in [lo, 2^30], checked by the door's integer gate (src/io/json_fields.h): an
+// unsigned value past INT64_MAX is refused, never wrapped (2^64 - 1 is not -1).
 int get_int(const Ctx& c, const std::string& path, const json& v, int lo, const char* what) {
-  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > (1ll << 30)) {
+  try {
+    return int(JsonDoor().integer(v, path, lo, int64_t(1) << 30));
+  } catch (const InputError&) {
     c.fail(path, std::string("expected ") + what + ", got " + shown(v));
   }
-  return v.get<int>();
 }
 
 double get_num(const Ctx& c, const std::string& path, const json& v, double lo, const char* what) {

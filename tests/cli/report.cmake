@@ -36,6 +36,22 @@ attn_cli_test(NAME report_csv EXIT 0
               REGEX "report: 8 CSV files in .*decision_map\\.csv.*regret_summary\\.csv"
               ARGS report ${ATTN_SHIPPED_TABLE} --format csv --out ${report_data}/csv)
 
+# One writer per folder: a report into a sweep's folder while another attn-tune process holds it
+# (util-linux flock stands for a sweep running there) exits 2 at once, naming the folder, and
+# writes no page.
+find_program(ATTN_FLOCK flock)
+if(ATTN_FLOCK)
+  file(MAKE_DIRECTORY ${report_data}/busy_sweep)
+  configure_file(${ATTN_SHIPPED_TABLE} ${report_data}/busy_sweep/threshold_table.json COPYONLY)
+  add_test(NAME cli.report_folder_in_use
+           COMMAND ${CMAKE_COMMAND} -DEXE=${ATTN_FLOCK}
+                   "-DARGS=${report_data}/busy_sweep/.attn-tune.lock|$<TARGET_FILE:attn-tune>|report|${report_data}/busy_sweep"
+                   -DEXIT=2 "-DREGEX=output folder '[^']*busy_sweep' is in use by another attn-tune process"
+                   -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/report_folder_in_use
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.cmake)
+  set_tests_properties(cli.report_folder_in_use PROPERTIES LABELS "cli")
+endif()
+
 # The page's structure and numbers, the --against page and the CSV files, checked by a script
 # that parses them (xml.etree) and reads the table on its own to know what they must hold.
 find_program(ATTN_REPORT_PYTHON NAMES python3)

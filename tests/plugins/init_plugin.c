@@ -8,10 +8,15 @@
  *                  can_run, workspace, run, destroy; ACTION is segv (a write through a null
  *                  pointer), abort, exit0, exit7 (exit with that status) or hang
  *                  (tests/fuzz/hostile_plugins.py tries each pair)
+ *   decl:WHAT      a declaration with garbage in it: WHAT is families (a pointer to nowhere),
+ *                  count (2^30 families behind a pointer to one), negative (-5 families),
+ *                  params (a parameter list at a garbage address) or name (a name pointer to
+ *                  nowhere); attn-tune reads declarations in its probe, never in its own process
  *   other   (or unset) declares decode_v1 without parameters, refusing every call, with that
  *           text as its version: a process that sees another value than the declaration probe
  *           saw sees another declaration.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -155,6 +160,29 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   api->workspace_size = no_workspace;
   api->run = fail;
   api->destroy = NULL;
+  if (strcmp(what, "decl:families") == 0) {
+    api->families = (const attn_family_decl*)(uintptr_t)0x10;
+    api->num_families = 3;
+    return 0;
+  }
+  if (strcmp(what, "decl:count") == 0) {
+    api->num_families = 1 << 30;
+    return 0;
+  }
+  if (strcmp(what, "decl:negative") == 0) {
+    api->num_families = -5;
+    return 0;
+  }
+  if (strcmp(what, "decl:params") == 0) {
+    static attn_family_decl garbage_params[1] = {{ATTN_FAMILY_DECODE_V1, ATTN_KV_HND, 0, NULL, 4}};
+    garbage_params[0].params = (const attn_param_space*)(uintptr_t)0x28;
+    api->families = garbage_params;
+    return 0;
+  }
+  if (strcmp(what, "decl:name") == 0) {
+    api->name = (const char*)(uintptr_t)0x8;
+    return 0;
+  }
   const char* colon = strchr(what, ':');
   if (colon != NULL && (size_t)(colon - what) < sizeof fault_entry) {
     memcpy(fault_entry, what, (size_t)(colon - what));

@@ -2,6 +2,7 @@
 // lists cross their values.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -106,6 +107,10 @@ TEST(Profile, ErrorsNameTheKeyPath) {
   EXPECT_EQ(error_of(base_with("/decode/window_left", {-2})),
             "profile t: decode.window_left[0]: expected -1 (unbounded) or a non-negative integer, "
             "got -2");
+  // 2^64 - 1 is an unsigned JSON integer that a signed read would take for -1: refused.
+  EXPECT_EQ(error_of(base_with("/decode/window_left", json::array({json(UINT64_MAX)}))),
+            "profile t: decode.window_left[0]: expected -1 (unbounded) or a non-negative integer, "
+            "got 18446744073709551615");
   EXPECT_EQ(error_of(base_with("/decode/batch", json::array())),
             "profile t: decode.batch: expected a non-empty list");
   EXPECT_EQ(error_of(base_with("/timing/warmup", "3")),
