@@ -170,8 +170,9 @@ protected:
     const char* fam = family_name(cfg.family);
     const FamilyDecl& decl = *declaration().family(cfg.family);
     for (const auto& [k, v] : cfg.params) {
+      const std::string& name = k; // a structured binding is not capturable before clang 16
       if (std::none_of(decl.params.begin(), decl.params.end(),
-                       [&k](const ParamSpace& p) { return p.name == k; })) {
+                       [&name](const ParamSpace& p) { return p.name == name; })) {
         return "parameter '" + k + "' does not apply to " + fam + " on the CPU";
       }
     }

@@ -338,8 +338,9 @@ std::optional<std::string> PluginLibrary::view(const KernelConfig& cfg, ConfigVi
     return "plugin " + id_.name + " does not implement " + family_name(cfg.family);
   }
   for (const auto& [k, v] : cfg.params) {
+    const std::string& name = k; // a structured binding is not capturable before clang 16
     const auto it = std::find_if(pf->params.begin(), pf->params.end(),
-                                 [&k](const ParamSpace& p) { return p.name == k; });
+                                 [&name](const ParamSpace& p) { return p.name == name; });
     if (it == pf->params.end()) {
       return "parameter '" + k + "' is not one plugin " + id_.name + " declares for " +
              family_name(cfg.family);

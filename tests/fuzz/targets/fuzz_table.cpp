@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       // the reader's own refusal (a table without points): table lookup turns it into one line
     } catch (const std::invalid_argument&) {
     }
-    (void)attn::describe_table(j);
+    (void)attn::cli::describe_table(j);
   });
   return 0;
 }
