@@ -1,7 +1,7 @@
 // NVRTC compilation of kernels/decode.cuh without a GPU: a sample of the configuration space for
 // sm_90 (half of it for sm_80 too) and a sixth of the configurations a shipped profile can
-// choose for sm_90 (all of them with ATTN_FULL_COMPILE=1) compile with no local memory (the compiler's own tests are in
-// tests/backends/cuda/test_nvrtc_compiler.cpp).
+// choose for sm_90 (all of them with ATTN_FULL_COMPILE=1) compile with no local memory (the
+// compiler's own tests are in tests/backends/cuda/test_nvrtc_compiler.cpp).
 #include <gtest/gtest.h>
 
 #ifdef ATTN_HAVE_CUDA
@@ -38,6 +38,11 @@ struct Job {
   int arch;
 };
 
+bool full_compile() {
+  const char* full = std::getenv("ATTN_FULL_COMPILE");
+  return full != nullptr && std::string(full) == "1";
+}
+
 // The variants to compile. ATTN_FULL_COMPILE=1: the whole config space of every dtype, head_dim,
 // block_size and GQA group (1, 4, 8), thousands of compiles. Otherwise a deterministic sample
 // sized for CI: for every (dtype, head_dim) pair the register-heaviest variant (split=1 with 8
@@ -46,8 +51,7 @@ struct Job {
 // value of each is compiled at least once.
 std::vector<DecodeVariant> variants_to_compile() {
   std::vector<DecodeVariant> out;
-  const char* full = std::getenv("ATTN_FULL_COMPILE");
-  if (full != nullptr && std::string(full) == "1") {
+  if (full_compile()) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
       for (int d : kDecodeHeadDims) {
         for (int bs : kDecodeBlockSizes) {
@@ -117,8 +121,7 @@ std::vector<DecodeVariant> variants_the_profiles_name() {
       }
     }
   }
-  const char* full = std::getenv("ATTN_FULL_COMPILE");
-  if (full == nullptr || std::string(full) != "1") {
+  if (!full_compile()) {
     std::vector<DecodeVariant> sixth;
     for (std::size_t i = 0; i < out.size(); i += 6) {
       sixth.push_back(out[i]);
@@ -135,8 +138,7 @@ TEST(NvrtcCompile, EveryDecodeConfigurationCompilesWithoutSpills) {
   // ATTN_FULL_COMPILE=1); the profiles' variants (above) for sm_90, the architecture they are
   // tuned on.
   const std::vector<DecodeVariant> sample = variants_to_compile();
-  const char* full = std::getenv("ATTN_FULL_COMPILE");
-  const bool all_archs = full != nullptr && std::string(full) == "1";
+  const bool all_archs = full_compile();
   std::vector<Job> jobs;
   for (std::size_t i = 0; i < sample.size(); ++i) {
     jobs.push_back({sample[i], 90});
