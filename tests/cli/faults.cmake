@@ -64,5 +64,15 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
     set_tests_properties(cli.sweep_waits_for_device PROPERTIES LABELS "cli"
                          ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${lock_dir}"
                          PASS_REGULAR_EXPRESSION "waiting for cpu.*sweep: 8 measurements \\(0 from an earlier run\\)")
+    # A merge into a running sweep's folder is refused naming the sweep's pid, and the sweep
+    # finishes whole (the sweep waits for the device lock flock holds, so it is surely running).
+    add_test(NAME cli.merge_into_running_sweep
+             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/merge_into_running_sweep.sh
+                     $<TARGET_FILE:attn-tune> ${ATTN_FLOCK}
+                     ${CMAKE_CURRENT_BINARY_DIR}/cli_work/merge_running/locks/attn-tune-device-cpu-${attn_host}.lock
+                     ${ATTN_CLI_DATA}/faults_profile.json
+                     ${CMAKE_CURRENT_BINARY_DIR}/cli_work/merge_running/work)
+    set_tests_properties(cli.merge_into_running_sweep PROPERTIES LABELS "cli"
+                         ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/merge_running/locks")
   endif()
 endif()
