@@ -2,9 +2,9 @@
 
 Standard library only (copy this one file next to the engine). It makes the same choice as
 `attn-tune table lookup` and the C++ reader include/attn_tune/threshold_table_reader.hpp: nearest
-table point, then the point's crossover context intervals (versions 2 to 4; `v2_from` in version
+table point, then the point's crossover context intervals (versions 2 to 5; `v2_from` in version
 1), then that family's best configuration at the nearest measured context length. It reads table
-versions 1 to 4.
+versions 1 to 5.
 
 Full lookup (family and the configuration to launch):
 
@@ -61,6 +61,11 @@ Python ints (convert tensor values with int()). dtype accepts the names `attn-tu
 accepts (fp32/float32/f32/float, fp16/float16/f16/half, bf16/bfloat16) and torch dtypes
 (torch.bfloat16); anything else is a ValueError, as in the CLI.
 
+An fp8 KV cache: pass `kv_dtype="fp8_e4m3"` (or "fp8", vLLM's name for it, or "fp8_e5m2"; the
+default "auto" is a cache of `dtype`) to `lookup`, `use_v2`, `bind` or `v2_rule`. Version 5
+tables mark the points measured with an fp8 cache with `kv_dtype`; a point of other dtypes (query
+or cache) is 64 farther away, as in the C++ reader.
+
 Fleet tables (`attn-tune table combine`; docs/sharding.md, section Fleet tables) hold the tables
 of several GPU models keyed by canonical device name. `ThresholdTable.load(path, device_name=...)` reads a fleet
 file's entry for that device (any alias: "NVIDIA H100 80GB HBM3", "H100-SXM", "h100-sxm"; without
@@ -82,7 +87,7 @@ FLEET_SCHEMA = "attn-tune/fleet-table"
 FLEET_VERSION = 1
 # The version attn-tune writes and the oldest one still read (kTableSchemaVersion and
 # kOldestTableSchemaVersion of the C++ reader).
-VERSION = 4
+VERSION = 5
 OLDEST_VERSION = 1
 # What a `batch_rules` tree may split on (BatchFeatures of the C++ reader), and its deepest node.
 BATCH_FEATURES = ("batch", "max_len", "sum_len", "mean_len")
@@ -99,6 +104,14 @@ DTYPE_ALIASES = {
     "fp32": "fp32", "float32": "fp32", "f32": "fp32", "float": "fp32",
     "fp16": "fp16", "float16": "fp16", "f16": "fp16", "half": "fp16",
     "bf16": "bf16", "bfloat16": "bf16",
+}
+# KV-cache dtype names (parse_kv_dtype in src/model/dtype.cpp) by the name tables use; None:
+# "auto", the cache has the query's dtype.
+KV_DTYPE_ALIASES = {
+    "auto": None, "": None,
+    "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "e4m3": "fp8_e4m3", "fp8_e4m3fn": "fp8_e4m3",
+    "float8_e4m3fn": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2",
 }
 _MASK_DEFAULTS = {"causal": True, "window_left": -1, "window_right": -1, "softcap": 0.0}
 
@@ -161,6 +174,8 @@ def _check_batch_rule(rule, path, points):
         _schema_fail(path, "expected an object")
     if not isinstance(_field(rule, path, "dtype"), str):
         _schema_fail(path + ".dtype", "expected a string")
+    if "kv_dtype" in rule and rule["kv_dtype"] not in ("fp8_e4m3", "fp8_e5m2"):
+        _schema_fail(path + ".kv_dtype", "expected \"fp8_e4m3\" or \"fp8_e5m2\"")
     for key in ("head_dim", "block_size", "num_kv_heads", "gqa_ratio", "num_heads",
                 "window_left", "window_right", "batches"):
         if not _is_int(_field(rule, path, key)):
@@ -249,14 +264,49 @@ def _lr(a, b):
 
 def canonical_dtype(dtype):
     """The table's name of `dtype`: "fp32", "fp16" or "bf16", from any name `attn-tune table
-    lookup --dtype` accepts or a torch dtype (its str(), e.g. "torch.bfloat16")."""
+    lookup --dtype` accepts or a torch dtype (its str(), e.g. "torch.bfloat16"). A category of
+    `dtype_category` ("fp16+fp8_e4m3") stays one, its parts named as tables name them."""
     name = str(dtype)
+    if "+" in name:
+        query, kv = name.split("+", 1)
+        return dtype_category(query, kv)
     if name.startswith("torch."):
         name = name[len("torch."):]
     try:
         return DTYPE_ALIASES[name]
     except KeyError:
         raise ValueError("unknown dtype %r (expected fp32, fp16 or bf16)" % (dtype,)) from None
+
+
+def canonical_kv_dtype(kv_dtype):
+    """The table's name of a KV-cache dtype: None for "auto" (and None), else "fp8_e4m3" or
+    "fp8_e5m2", from vLLM's names ("fp8", "fp8_e4m3", "fp8_e5m2") or a torch float8 dtype."""
+    if kv_dtype is None:
+        return None
+    name = str(kv_dtype)
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    if name in DTYPE_ALIASES:
+        return DTYPE_ALIASES[name]  # the query's own dtype named: compared in dtype_category
+    try:
+        return KV_DTYPE_ALIASES[name]
+    except KeyError:
+        raise ValueError("unknown KV-cache dtype %r (expected auto, fp8, fp8_e4m3 or fp8_e5m2)"
+                         % (kv_dtype,)) from None
+
+
+def dtype_category(dtype, kv_dtype="auto"):
+    """Query dtype and cache dtype as the one category a table point must share with a query to
+    be free of the dtype penalty: "fp16", or "fp16+fp8_e4m3" for an fp8 cache."""
+    query = canonical_dtype(dtype)
+    kv = canonical_kv_dtype(kv_dtype)
+    return query if kv is None or kv == query else query + "+" + kv
+
+
+def point_dtypes(p):
+    """A table point's (or batch rule's) category as `dtype_category` makes a query's."""
+    kv = p.get("kv_dtype")
+    return p["dtype"] if kv in (None, "auto", p["dtype"]) else p["dtype"] + "+" + kv
 
 
 class ThresholdTable:
@@ -375,7 +425,7 @@ class ThresholdTable:
         batch (summed in the C++ reader's order)."""
         d = (_lr(p["num_kv_heads"], num_kv_heads) + _lr(p["gqa_ratio"], num_heads / num_kv_heads)
              + _lr(p["head_dim"], head_dim) + _lr(p["block_size"], block_size))
-        if p["dtype"] != dtype:
+        if point_dtypes(p) != dtype:
             d += CATEGORY_PENALTY
         if (p["causal"] != causal or p["window_left"] != window_left
                 or p["window_right"] != window_right or float(p["softcap"]) != float(softcap)):
@@ -389,7 +439,7 @@ class ThresholdTable:
 
     def lookup(self, batch=None, context_len=None, num_heads=None, num_kv_heads=None,
                head_dim=None, block_size=None, dtype=None, causal=True, window_left=-1,
-               window_right=-1, softcap=0.0, *, seq_lens=None):
+               window_right=-1, softcap=0.0, *, seq_lens=None, kv_dtype="auto"):
         """v1 or v2 and the configuration for a decode call of `batch` sequences whose longest
         is `context_len`, or for the decode batch whose context lengths are `seq_lens` (then
         batch and context_len may be left out; given, they must be its size and longest). With
@@ -400,6 +450,7 @@ class ThresholdTable:
                             ("dtype", dtype)):
             if value is None:
                 raise TypeError("lookup() missing required argument: '%s'" % name)
+        dtype = dtype_category(dtype, kv_dtype)  # kv_dtype: an fp8 cache (module docstring)
         if seq_lens is not None:
             if hasattr(seq_lens, "tolist") and not isinstance(seq_lens, (list, tuple)):
                 seq_lens = seq_lens.tolist()
@@ -478,7 +529,7 @@ class ThresholdTable:
 
     # ---- v1/v2 answers for an engine's hot path -------------------------------------------
 
-    def bind(self, num_heads=None, head_dim=None, dtype=None):
+    def bind(self, num_heads=None, head_dim=None, dtype=None, kv_dtype=None):
         """Bind the model's num_heads, head_dim and dtype as the defaults of `use_v2` (those
         given; the others stay as they were). Returns the table."""
         for name, value in (("num_heads", num_heads), ("head_dim", head_dim)):
@@ -488,6 +539,9 @@ class ThresholdTable:
                 self._bound[name] = value
         if dtype is not None:
             self._bound["dtype"] = canonical_dtype(dtype)
+        if kv_dtype is not None:
+            canonical_kv_dtype(kv_dtype)  # an unknown name fails here, not on a decode step
+            self._bound["kv_dtype"] = kv_dtype
         return self
 
     @property
@@ -498,7 +552,7 @@ class ThresholdTable:
 
     def use_v2(self, seq_len, num_kv_heads, block_size=16, partition_size=512, *, batch=1,
                num_heads=None, head_dim=None, dtype=None, causal=True, window_left=-1,
-               window_right=-1, softcap=0.0, seq_lens=None):
+               window_right=-1, softcap=0.0, seq_lens=None, kv_dtype=None):
         """Whether the table chooses decode_v2 for a decode step of `batch` sequences whose
         longest is `seq_len`: exactly `lookup(batch, seq_len, ...).family == "decode_v2"`. Given
         the batch's context lengths `seq_lens` instead (seq_len and batch are then ignored; pass
@@ -525,13 +579,17 @@ class ThresholdTable:
                 raise ValueError("use_v2 needs %s: pass %s=... or bind it first with "
                                  "table.bind(%s=...) or table.v2_rule(num_heads, head_dim, dtype)"
                                  % (name, name, name)) from None
+        if kv_dtype is None:
+            kv_dtype = self._bound.get("kv_dtype", "auto")
+        if kv_dtype != "auto":
+            dtype = dtype_category(dtype, kv_dtype)
         if seq_lens is not None:
             return self._batch_answer(*_batch_key(seq_lens), num_kv_heads, block_size, num_heads,
                                       head_dim, dtype, causal, window_left, window_right, softcap)
         return self._answer(seq_len, num_kv_heads, block_size, batch, num_heads, head_dim, dtype,
                             causal, window_left, window_right, softcap)
 
-    def v2_rule(self, num_heads, head_dim, dtype, batch=1, **masks):
+    def v2_rule(self, num_heads, head_dim, dtype, batch=1, kv_dtype="auto", **masks):
         """A drop-in for the seed engine's rule: a function
         `should_use_paged_v2(seq_len, num_kv_heads, block_size=16, partition_size=512, *,
         batch=<batch>) -> bool` that answers `use_v2` for this model (num_heads query heads,
@@ -546,9 +604,9 @@ class ThresholdTable:
                             % (", ".join(unknown), ", ".join(_MASK_DEFAULTS)))
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ValueError("batch must be a positive int, not %r" % (batch,))
-        self.bind(num_heads=num_heads, head_dim=head_dim, dtype=dtype)
+        self.bind(num_heads=num_heads, head_dim=head_dim, dtype=dtype, kv_dtype=kv_dtype)
         m = dict(_MASK_DEFAULTS, **masks)
-        dtype = canonical_dtype(dtype)
+        dtype = dtype_category(dtype, kv_dtype)
         causal, window_left, window_right, softcap = (
             m["causal"], m["window_left"], m["window_right"], m["softcap"])
         answer = self._answer
@@ -840,6 +898,8 @@ def main(argv=None):
     for name in ("num-heads", "num-kv-heads", "head-dim", "block-size"):
         ap.add_argument("--" + name, type=int, required=True)
     ap.add_argument("--dtype", required=True)
+    ap.add_argument("--kv-dtype", default="auto", help="the KV cache's dtype: auto (--dtype), "
+                                                       "fp8_e4m3 (fp8) or fp8_e5m2")
     ap.add_argument("--window-left", type=int, default=-1)
     ap.add_argument("--softcap", type=float, default=0.0)
     ap.add_argument("--device-name", help="the device's entry of a fleet table (any alias)")
@@ -861,7 +921,7 @@ def main(argv=None):
         c = t.lookup(
             None if seq_lens else a.batch, None if seq_lens else a.context_len, a.num_heads,
             a.num_kv_heads, a.head_dim, a.block_size, a.dtype, window_left=a.window_left,
-            softcap=a.softcap, seq_lens=seq_lens)
+            softcap=a.softcap, seq_lens=seq_lens, kv_dtype=a.kv_dtype)
     except (TableError, ValueError, LookupError, OSError) as e:  # one line, as attn-tune says
         print("attn_tune_table: error: %s" % e, file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ import os
 import pickle
 import random
 import subprocess
+import tempfile
 import sys
 import unittest
 
@@ -108,9 +109,9 @@ class ReaderTest(unittest.TestCase):
     def test_rejects_what_is_not_a_table(self):
         with self.assertRaises(att.TableError):
             att.ThresholdTable({})
-        with self.assertRaisesRegex(att.TableError, r"unsupported threshold table version 5 "
-                                    r"\(this reader reads versions 1 to 4\)"):
-            att.ThresholdTable(dict(self.t.table, version=5))
+        with self.assertRaisesRegex(att.TableError, r"unsupported threshold table version 6 "
+                                    r"\(this reader reads versions 1 to 5\)"):
+            att.ThresholdTable(dict(self.t.table, version=6))
         with self.assertRaisesRegex(att.TableError, r"version 0 \(this reader reads versions 1 "):
             att.ThresholdTable(dict(self.t.table, version=0))
         with self.assertRaises(att.TableError):
@@ -135,6 +136,87 @@ class ReaderTest(unittest.TestCase):
                 out = subprocess.run(args, capture_output=True, text=True,
                                      check=True).stdout.split()
                 self.assertEqual(out, [want.family, want.config_key], (path, q))
+
+
+def with_fp8_points(table):
+    """`table` (the version-5 fixture) plus, for each decode point, a copy measured with an
+    fp8_e4m3 cache whose decision is the opposite: v2 where the original chooses v1 and v1 where
+    it chooses v2 (the configurations stay the point's own)."""
+    t = copy.deepcopy(table)
+    extra = []
+    for p in t["decode"]:
+        q = copy.deepcopy(p)
+        q["kv_dtype"] = "fp8_e4m3"
+        flipped, at = [], 1
+        for lo, hi in p["v2_intervals"]:
+            if lo > at:
+                flipped.append([at, lo])
+            at = hi if hi is not None else None
+            if at is None:
+                break
+        if at is not None:
+            flipped.append([at, None])
+        q["v2_intervals"] = flipped
+        q.pop("v2_from", None)  # optional from version 2 on; the intervals decide
+        extra.append(q)
+    t["decode"] += extra
+    return t
+
+
+class Fp8CacheTest(unittest.TestCase):
+    """kv_dtype (table version 5): a query with an fp8 cache answers from the points measured
+    with one, in lookup, use_v2, v2_rule and the command line, as the C++ reader does."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.table = with_fp8_points(att.ThresholdTable.load(FIXTURE).table)
+        cls.t = att.ThresholdTable(cls.table)
+
+    def test_lookup_picks_the_points_of_the_cache_dtype(self):
+        for b, c in itertools.product((1, 8, 64), (512, 2048, 8192, 32768)):
+            plain = self.t.lookup(**query(b, c))
+            for name in ("fp8_e4m3", "fp8", "torch.float8_e4m3fn"):
+                fp8 = self.t.lookup(**query(b, c), kv_dtype=name)
+                self.assertTrue(fp8.exact_point, (b, c, name))
+                self.assertEqual(fp8.point.get("kv_dtype"), "fp8_e4m3")
+                self.assertNotEqual(fp8.family, plain.family, (b, c))
+            for same in ("auto", "fp16", None):
+                self.assertEqual(self.t.lookup(**query(b, c), kv_dtype=same), plain)
+        c = self.t.lookup(**query(8, 2048), kv_dtype="fp8_e5m2")
+        self.assertAlmostEqual(c.distance, att.CATEGORY_PENALTY)
+        with self.assertRaisesRegex(ValueError, r"unknown KV-cache dtype 'int4'"):
+            self.t.lookup(**query(8, 2048), kv_dtype="int4")
+
+    def test_use_v2_and_v2_rule_agree_with_lookup(self):
+        t = att.ThresholdTable(self.table)
+        rule = t.v2_rule(num_heads=32, head_dim=128, dtype="fp16", kv_dtype="fp8")
+        for b, c, kvh in itertools.product((1, 4, 8, 64), GRID_SEQ, (1, 8)):
+            want = t.lookup(**query(b, c, kvh, kvh * 4), kv_dtype="fp8_e4m3").family
+            self.assertIs(t.use_v2(c, kvh, batch=b, num_heads=kvh * 4, head_dim=128,
+                                   dtype="fp16", kv_dtype="fp8_e4m3"), want == "decode_v2")
+            plain = t.lookup(**query(b, c, kvh, 32)).family
+            self.assertIs(t.use_v2(c, kvh, batch=b, num_heads=32, head_dim=128, dtype="fp16",
+                                   kv_dtype="auto"), plain == "decode_v2")
+            fp8_32 = t.lookup(**query(b, c, kvh, 32), kv_dtype="fp8").family
+            self.assertIs(rule(c, kvh, batch=b), fp8_32 == "decode_v2")
+            # v2_rule bound the cache dtype too.
+            self.assertIs(t.use_v2(c, kvh, batch=b), fp8_32 == "decode_v2")
+
+    @unittest.skipUnless(os.environ.get("ATTN_TUNE_BIN"), "ATTN_TUNE_BIN not set")
+    def test_agrees_with_attn_tune_table_lookup(self):
+        exe = os.environ["ATTN_TUNE_BIN"]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "fp8.json")
+            with open(path, "w") as f:
+                json.dump(self.table, f)
+            for (b, c), kv in itertools.product(((1, 512), (8, 4096), (64, 32768), (3, 5000)),
+                                                ("auto", "fp8_e4m3", "fp8_e5m2")):
+                want = self.t.lookup(**query(b, c), kv_dtype=kv)
+                args = [exe, "table", "lookup", path, "--device", "cuda:0", "--kv-dtype", kv]
+                for k, v in query(b, c).items():
+                    args += ["--" + k.replace("_", "-"), str(v)]
+                r = subprocess.run(args, capture_output=True, text=True, check=True)
+                self.assertEqual(r.stdout.split(), [want.family, want.config_key], (b, c, kv))
 
 
 class Version1Test(unittest.TestCase):

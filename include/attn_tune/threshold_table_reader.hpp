@@ -20,12 +20,14 @@ namespace attn_tune {
 // only; version 2 adds `v2_intervals` and the noise fields; version 3 prices vLLM's CUDA rule as
 // `vllm_cuda`, adds vLLM CPU's, and lets a decode_v2 have no partition: the kernel chooses its
 // splits; version 4 adds `batch_rules`, decisions for a whole decode batch from the lengths of
-// its sequences). Lookups read them the same way from version 2 on.
-inline constexpr int kTableSchemaVersion = 4;
+// its sequences; version 5 adds `kv_dtype` to points and rules whose KV cache is fp8). Lookups
+// read them the same way from version 2 on; a point without `kv_dtype` has a cache of its dtype.
+inline constexpr int kTableSchemaVersion = 5;
 inline constexpr int kOldestTableSchemaVersion = 1;
 inline constexpr const char* kTableSchemaName = "attn-tune/threshold-table";
-// Distance penalty for a differing dtype or mask: larger than any realistic sum of log2 ratios,
-// so the nearest point always shares dtype and mask when the table has one that does.
+// Distance penalty for a differing dtype (the query's or the KV cache's: one penalty for either)
+// or mask: larger than any realistic sum of log2 ratios, so the nearest point always shares
+// dtypes and mask when the table has one that does.
 inline constexpr double kCategoryPenalty = 64.0;
 // Distances closer than this count as ties, broken by table order (so readers agree exactly).
 inline constexpr double kTieEpsilon = 1e-9;
@@ -39,6 +41,9 @@ struct Query {
   int head_dim = 128;
   int block_size = 16;
   std::string dtype = "fp16"; // "fp32", "fp16" or "bf16"
+  // The KV cache's dtype: "auto" (or "" or dtype itself: the cache has dtype), "fp8_e4m3"
+  // ("fp8", as vLLM's kv_cache_dtype names it) or "fp8_e5m2".
+  std::string kv_dtype = "auto";
   bool causal = true;
   int window_left = -1;
   int window_right = -1;
@@ -156,7 +161,7 @@ public:
         const nlohmann::json& p = pts[i];
         exact_.emplace(exact_key(p.at("batch").get<double>(), p.at("num_kv_heads").get<double>(),
                                  p.at("gqa_ratio").get<double>(), p.at("head_dim").get<double>(),
-                                 p.at("block_size").get<double>(), p.at("dtype").get<std::string>(),
+                                 p.at("block_size").get<double>(), dtypes_of(p),
                                  p.at("causal").get<bool>(), p.at("window_left").get<int>(),
                                  p.at("window_right").get<int>(), p.at("softcap").get<double>()),
                        i);
@@ -213,7 +218,7 @@ public:
                lr(p.at("gqa_ratio").get<double>(), gqa_q) +
                lr(p.at("head_dim").get<double>(), q.head_dim) +
                lr(p.at("block_size").get<double>(), q.block_size);
-    if (p.at("dtype").get<std::string>() != q.dtype) {
+    if (dtypes_of(p) != dtypes_of(q)) {
       d += kCategoryPenalty;
     }
     if (p.at("causal").get<bool>() != q.causal || p.at("window_left").get<int>() != q.window_left ||
@@ -249,6 +254,30 @@ public:
            !t_["batch_rules"].empty();
   }
 
+  // The KV cache's dtype of a point or batch rule (`kv_dtype`, else its dtype) and of a query.
+  [[nodiscard]] static std::string cache_dtype_of(const nlohmann::json& p) {
+    const auto it = p.find("kv_dtype");
+    return it != p.end() && it->is_string() && *it != "auto" ? it->get<std::string>()
+                                                             : p.at("dtype").get<std::string>();
+  }
+  [[nodiscard]] static std::string cache_dtype_of(const Query& q) {
+    if (q.kv_dtype.empty() || q.kv_dtype == "auto") {
+      return q.dtype;
+    }
+    return q.kv_dtype == "fp8" ? std::string("fp8_e4m3") : q.kv_dtype;
+  }
+  // Query dtype and cache dtype as one category, "fp16" or "fp16+fp8_e4m3": what a point must
+  // share with a query to be free of the dtype penalty.
+  [[nodiscard]] static std::string dtypes_of(const nlohmann::json& p) {
+    const std::string d = p.at("dtype").get<std::string>();
+    const std::string c = cache_dtype_of(p);
+    return c == d ? d : d + "+" + c;
+  }
+  [[nodiscard]] static std::string dtypes_of(const Query& q) {
+    const std::string c = cache_dtype_of(q);
+    return c == q.dtype ? q.dtype : q.dtype + "+" + c;
+  }
+
   // v1 or v2 and the configuration for a decode call. Throws when the table has no points.
   [[nodiscard]] Choice lookup(const Query& query) const {
     Query q = query;
@@ -274,7 +303,7 @@ public:
     double best_d = 0.0;
     const auto exact = exact_.find(exact_key(q.batch, q.num_kv_heads,
                                              double(q.num_heads) / double(q.num_kv_heads),
-                                             q.head_dim, q.block_size, q.dtype, q.causal,
+                                             q.head_dim, q.block_size, dtypes_of(q), q.causal,
                                              q.window_left, q.window_right, q.softcap));
     if (exact != exact_.end()) {
       best = &pts[exact->second]; // distance 0: no other point is nearer
@@ -375,13 +404,13 @@ private:
 
   // The fields whose match makes a point's distance to a query 0, as one string.
   [[nodiscard]] static std::string exact_key(double batch, double kvh, double gqa, double head_dim,
-                                             double block_size, const std::string& dtype,
+                                             double block_size, const std::string& dtypes,
                                              bool causal, int window_left, int window_right,
                                              double softcap) {
     char buf[256];
     std::snprintf(buf, sizeof buf, "%.17g|%.17g|%.17g|%.17g|%.17g|%d|%d|%d|%.17g|", batch, kvh,
                   gqa, head_dim, block_size, causal ? 1 : 0, window_left, window_right, softcap);
-    return buf + dtype;
+    return buf + dtypes;
   }
 
   nlohmann::json t_;

@@ -210,7 +210,9 @@ int run_table_lookup(const TableOptions& o) {
     throw InputError("give --batch and --context-len, or a batch's --seq-lens");
   }
   // An unknown dtype is a usage error, not a silent nearest match; aliases become table names.
-  q.dtype = std::string(dtype_name(parse_dtype(o.q.dtype)));
+  const DType query_dtype = parse_dtype(o.q.dtype);
+  q.dtype = std::string(dtype_name(query_dtype));
+  q.kv_dtype = std::string(dtype_name(parse_kv_dtype(o.q.kv_dtype, query_dtype)));
   if (o.q.num_heads % o.q.num_kv_heads != 0) {
     throw InputError("--num-heads " + std::to_string(o.q.num_heads) +
                      " is not a multiple of --num-kv-heads " + std::to_string(o.q.num_kv_heads));
@@ -233,7 +235,7 @@ int run_table_lookup(const TableOptions& o) {
                  "d=%d bs=%d %s, distance %.2f)\n",
                  c.point.at("num_kv_heads").get<int>(), c.point.at("gqa_ratio").get<int>(),
                  c.point.at("head_dim").get<int>(), c.point.at("block_size").get<int>(),
-                 c.point.at("dtype").get<std::string>().c_str(), c.distance);
+                 attn_tune::ThresholdTableReader::dtypes_of(c.point).c_str(), c.distance);
   } else if (!c.exact_point) {
     std::fprintf(stderr,
                  "attn-tune: note: no measured point with this shape; using the nearest (batch=%d "
@@ -241,7 +243,7 @@ int run_table_lookup(const TableOptions& o) {
                  c.point.at("batch").get<int>(), c.point.at("num_kv_heads").get<int>(),
                  c.point.at("gqa_ratio").get<int>(), c.point.at("head_dim").get<int>(),
                  c.point.at("block_size").get<int>(),
-                 c.point.at("dtype").get<std::string>().c_str(), c.distance);
+                 attn_tune::ThresholdTableReader::dtypes_of(c.point).c_str(), c.distance);
   }
   if (o.json) {
     nlohmann::json j = {{"family", c.family},
@@ -310,6 +312,9 @@ Command setup_table(CLI::App& root) {
       ->required()
       ->check(CLI::PositiveNumber);
   lk->add_option("--dtype", opt->q.dtype, "fp32, fp16 or bf16")->required();
+  lk->add_option("--kv-dtype", opt->q.kv_dtype,
+                 "The KV cache's dtype: auto (the --dtype), fp8_e4m3 (fp8) or fp8_e5m2")
+      ->capture_default_str();
   lk->add_option("--window-left", opt->q.window_left, "Sliding window (-1: none)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1 << 30));

@@ -283,11 +283,20 @@ std::string describe_noise(const json& m) {
   return std::string("; ") + (v2 ? "v2" : "v1") + " faster by " + margin + " (noise " + noise + ")";
 }
 
+// "fp16", or "fp16 kv=fp8_e4m3" for a point whose KV cache is fp8 (table version 5).
+std::string dtype_words(const json& p) {
+  std::string s = p.at("dtype").get<std::string>();
+  if (p.contains("kv_dtype") && p["kv_dtype"].is_string()) {
+    s += " kv=" + p["kv_dtype"].get<std::string>();
+  }
+  return s;
+}
+
 // "fp16 d=128 bs=16 kvh=8 gqa=4 batch=4" (no batch for a batch rule), with the mask where it is
 // not plain causal.
 std::string point_words(const json& p) {
   std::ostringstream s;
-  s << p.at("dtype").get<std::string>() << " d=" << p.at("head_dim").get<int>()
+  s << dtype_words(p) << " d=" << p.at("head_dim").get<int>()
     << " bs=" << p.at("block_size").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
     << " gqa=" << p.at("gqa_ratio").get<int>();
   if (p.contains("batch")) { // a batch rule covers every batch
@@ -384,8 +393,7 @@ void describe_prefill_points(std::ostringstream& s, const json& prefill) {
   }
   s << "\nprefill points: best configuration\n";
   for (const auto& p : prefill) {
-    s << "  " << p.at("dtype").get<std::string>() << " d=" << p.at("head_dim").get<int>()
-      << " h=" << p.at("num_heads").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
+    s << "  " << dtype_words(p) << " d=" << p.at("head_dim").get<int>() << " h=" << p.at("num_heads").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
       << " batch=" << p.at("batch").get<int>() << " q=" << p.at("q_len").get<int>()
       << " k=" << p.at("k_len").get<int>() << ": " << fmt_us(p.at("best")) << " us "
       << p.at("best").at("config").at("key").get<std::string>() << "\n";

@@ -71,8 +71,11 @@ std::string Workload::key() const {
     s << " q=" << q_len << " k=" << k_len;
   }
   s << " h=" << params.num_heads << " kvh=" << params.num_kv_heads << " d=" << params.head_dim
-    << " bs=" << params.block_size << " " << dtype_name(params.dtype)
-    << (params.causal ? " causal" : " full") << " wl=" << params.window_left
+    << " bs=" << params.block_size << " " << dtype_name(params.dtype);
+  if (params.fp8_cache()) {
+    s << " kv=" << dtype_name(params.cache_dtype());
+  }
+  s << (params.causal ? " causal" : " full") << " wl=" << params.window_left
     << " wr=" << params.window_right << " cap=" << params.softcap;
   return s.str();
 }
@@ -90,6 +93,9 @@ nlohmann::json Workload::to_json() const {
             {"window_right", params.window_right},
             {"softcap", params.softcap},
             {"held_out", held_out}};
+  if (params.fp8_cache()) {
+    j["kv_dtype"] = std::string(dtype_name(params.cache_dtype()));
+  }
   if (phase == Phase::decode) {
     j["context_len"] = context_len;
     if (mixed()) {
@@ -149,6 +155,16 @@ Workload Workload::from_json(const nlohmann::json& j) {
     w.params.dtype = parse_dtype(door.text(j, at, "dtype"));
   } catch (const InputError& e) {
     door.fail(at + ".dtype", e.what());
+  }
+  if (j.contains("kv_dtype")) {
+    try {
+      const DType kv = parse_kv_dtype(door.text(j, at, "kv_dtype"), w.params.dtype);
+      if (kv != w.params.dtype) {
+        w.params.kv_dtype = kv;
+      }
+    } catch (const InputError& e) {
+      door.fail(at + ".kv_dtype", e.what());
+    }
   }
   w.params.causal = door.boolean(j, at, "causal");
   w.params.window_left = int(door.integer(j, at, "window_left", -1, kMaxContextLen));

@@ -13,6 +13,7 @@ using nlohmann::json;
 Shape shape_of(const json& p) {
   Shape s;
   s.dtype = p.at("dtype").get<std::string>();
+  s.kv_dtype = p.contains("kv_dtype") ? p["kv_dtype"].get<std::string>() : "";
   s.head_dim = p.at("head_dim").get<int>();
   s.block_size = p.at("block_size").get<int>();
   s.num_kv_heads = p.at("num_kv_heads").get<int>();
@@ -29,6 +30,7 @@ Shape shape_of(const json& p) {
 Shape shape_of(const Workload& w) {
   Shape s;
   s.dtype = std::string(dtype_name(w.params.dtype));
+  s.kv_dtype = w.params.fp8_cache() ? std::string(dtype_name(w.params.cache_dtype())) : "";
   s.head_dim = w.params.head_dim;
   s.block_size = w.params.block_size;
   s.num_kv_heads = w.params.num_kv_heads;
@@ -44,6 +46,9 @@ Shape shape_of(const Workload& w) {
 
 std::string mask_words(const Shape& s) {
   std::string m;
+  if (!s.kv_dtype.empty()) { // not a mask, but like one a category the shape is apart in
+    m += " · KV cache " + s.kv_dtype;
+  }
   if (!s.causal) {
     m += " · non-causal";
   }
@@ -57,8 +62,8 @@ std::string mask_words(const Shape& s) {
 }
 
 std::string map_key(const Shape& s) {
-  return s.dtype + " d=" + std::to_string(s.head_dim) + " bs=" + std::to_string(s.block_size) +
-         " kvh=" + std::to_string(s.num_kv_heads) + " gqa=" + std::to_string(s.gqa) +
+  return s.dtype + (s.kv_dtype.empty() ? "" : "+" + s.kv_dtype) + " d=" +
+         std::to_string(s.head_dim) + " bs=" + std::to_string(s.block_size) + " kvh=" + std::to_string(s.num_kv_heads) + " gqa=" + std::to_string(s.gqa) +
          (s.causal ? " causal" : " noncausal") + " wl=" + std::to_string(s.window_left) +
          " wr=" + std::to_string(s.window_right) + " cap=" + format_sig(s.softcap);
 }
@@ -90,6 +95,7 @@ attn_tune::Query query_of(const Shape& s, int context_len) {
   q.head_dim = s.head_dim;
   q.block_size = s.block_size;
   q.dtype = s.dtype;
+  q.kv_dtype = s.kv_dtype.empty() ? "auto" : s.kv_dtype;
   q.causal = s.causal;
   q.window_left = s.window_left;
   q.window_right = s.window_right;

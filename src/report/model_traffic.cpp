@@ -44,6 +44,7 @@ attn_tune::Query batch_query(const json& b, bool with_lengths) {
   q.head_dim = b.at("head_dim").get<int>();
   q.block_size = b.at("block_size").get<int>();
   q.dtype = b.at("dtype").get<std::string>();
+  q.kv_dtype = b.contains("kv_dtype") ? b["kv_dtype"].get<std::string>() : "auto";
   q.causal = b.at("causal").get<bool>();
   q.window_left = b.at("window_left").get<int>();
   q.window_right = b.at("window_right").get<int>();

@@ -19,6 +19,7 @@ namespace attn::report {
 // The mask and shape fields a table point, a held-out point and a workload share.
 struct Shape {
   std::string dtype;
+  std::string kv_dtype; // the KV cache's dtype where it is fp8, else ""
   int head_dim = 0;
   int block_size = 0;
   int num_kv_heads = 1;

@@ -67,6 +67,26 @@ DType get_dtype(const Ctx& c, const std::string& path, const json& v) {
   }
 }
 
+// A KV-cache dtype: "auto" (unset: the query's dtype) or an fp8 format (its names as
+// parse_kv_dtype takes them: fp8, fp8_e4m3, fp8_e5m2, ...).
+std::optional<DType> get_kv_dtype(const Ctx& c, const std::string& path, const json& v) {
+  const char* expected = "expected a KV-cache dtype (\"auto\", \"fp8_e4m3\" or \"fp8_e5m2\"), got ";
+  if (!v.is_string()) {
+    c.fail(path, expected + shown(v));
+  }
+  if (v.get<std::string>() == "auto") {
+    return std::nullopt;
+  }
+  try {
+    const DType d = parse_kv_dtype(v.get<std::string>(), DType::f32);
+    if (is_fp8(d)) {
+      return d;
+    }
+  } catch (const InputError&) {
+  }
+  c.fail(path, expected + shown(v));
+}
+
 // An axis is a non-empty list of values, or one bare value (a list of one).
 template <class T, class F>
 std::vector<T> get_axis(const Ctx& c, const std::string& path, const json& v, F one) {
@@ -102,8 +122,8 @@ void check_keys(const Ctx& c, const std::string& path, const json& obj,
 
 PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase phase) {
   std::set<std::string> allowed = {"batch",       "num_kv_heads", "gqa_ratio", "num_heads",
-                                   "head_dim",    "block_size",   "dtype",     "causal",
-                                   "window_left", "window_right", "softcap"};
+                                   "head_dim",    "block_size",   "dtype",     "kv_dtype",
+                                   "causal",      "window_left",  "window_right", "softcap"};
   if (phase == Phase::decode) {
     allowed.insert({"context_len", "context_lens", "length_mix"});
   } else {
@@ -172,6 +192,11 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
   r.dtype =
       get_axis<DType>(c, path + ".dtype", req("dtype"),
                       [&](const std::string& p, const json& v) { return get_dtype(c, p, v); });
+  if (g.contains("kv_dtype")) {
+    r.kv_dtype = get_axis<std::optional<DType>>(
+        c, path + ".kv_dtype", g["kv_dtype"],
+        [&](const std::string& p, const json& v) { return get_kv_dtype(c, p, v); });
+  }
   r.causal =
       g.contains("causal")
           ? get_axis<bool>(c, path + ".causal", g["causal"],
@@ -277,7 +302,8 @@ Workload parse_held_out(const Ctx& c, const std::string& path, const json& h, co
   }
   std::set<std::string> allowed = {"phase",     "batch",       "num_kv_heads", "gqa_ratio",
                                    "num_heads", "head_dim",    "block_size",   "dtype",
-                                   "causal",    "window_left", "window_right", "softcap"};
+                                   "kv_dtype",  "causal",      "window_left",  "window_right",
+                                   "softcap"};
   if (phase == Phase::decode) {
     allowed.insert("context_len");
   } else {
@@ -320,6 +346,8 @@ Workload parse_held_out(const Ctx& c, const std::string& path, const json& h, co
   a.head_dim = pint("head_dim", g.head_dim[0]);
   a.block_size = pint("block_size", g.block_size[0]);
   a.dtype = h.contains("dtype") ? get_dtype(c, path + ".dtype", h["dtype"]) : g.dtype[0];
+  a.kv_dtype =
+      h.contains("kv_dtype") ? get_kv_dtype(c, path + ".kv_dtype", h["kv_dtype"]) : g.kv_dtype[0];
   a.causal = h.contains("causal") ? get_bool(c, path + ".causal", h["causal"]) : bool(g.causal[0]);
   a.window_left = pint("window_left", g.window_left[0], -1);
   a.window_right = pint("window_right", g.window_right[0], -1);

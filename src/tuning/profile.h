@@ -34,6 +34,8 @@ struct PhaseGrid {
   std::vector<int> head_dim;
   std::vector<int> block_size;
   std::vector<DType> dtype;
+  // The KV cache's dtype: unset ("auto") for the query's dtype, else fp8_e4m3 or fp8_e5m2.
+  std::vector<std::optional<DType>> kv_dtype{std::nullopt};
   std::vector<bool> causal;
   std::vector<int> window_left;
   std::vector<int> window_right;

@@ -1,4 +1,4 @@
-// The schema check of table versions 1 to 4: each field's presence and type, with the field's
+// The schema check of table versions 1 to 5: each field's presence and type, with the field's
 // path in the error so a broken table says where it breaks.
 #include "src/tuning/table_schema.h"
 
@@ -71,6 +71,13 @@ struct SchemaCheck {
   }
   static void shape(const json& p, const std::string& path, bool with_batch = true) {
     str(p, path, "dtype");
+    if (p.contains("kv_dtype")) { // version 5: the KV cache's dtype where it is fp8
+      str(p, path, "kv_dtype");
+      if (p["kv_dtype"] != "fp8_e4m3" && p["kv_dtype"] != "fp8_e5m2") {
+        fail(sub(path, "kv_dtype"),
+             "expected \"fp8_e4m3\" or \"fp8_e5m2\", got " + JsonDoor::shown(p["kv_dtype"]));
+      }
+    }
     integer(p, path, "head_dim", 1, kMaxHeadDim);
     integer(p, path, "block_size", 1, kMaxBlockSize);
     integer(p, path, "num_kv_heads", 1, kMaxHeads);

@@ -1,4 +1,4 @@
-// The schema check of a threshold table, versions 1 to 4 (docs/threshold-table.md), run before
+// The schema check of a threshold table, versions 1 to 5 (docs/threshold-table.md), run before
 // a table is shown and by the tests on every table they build.
 #pragma once
 #include <nlohmann/json.hpp>

@@ -78,6 +78,7 @@ struct DecodeSets {
 // What the workloads of one shape point share; they differ only in context length.
 struct ShapeKey {
   int dtype;
+  int cache_dtype;
   int head_dim;
   int block_size;
   int num_kv_heads;
@@ -92,8 +93,9 @@ struct ShapeKey {
 
 ShapeKey shape_key_of(const Workload& w) {
   const AttnParams& a = w.params;
-  return {int(a.dtype), a.head_dim, a.block_size,  a.num_kv_heads, a.group_size(),
-          w.batch,      a.causal,   a.window_left, a.window_right, a.softcap};
+  return {int(a.dtype),  int(a.cache_dtype()), a.head_dim,    a.block_size,
+          a.num_kv_heads, a.group_size(),      w.batch,       a.causal,
+          a.window_left,  a.window_right,      a.softcap};
 }
 
 DecodePoint point_of(const Workload& w) {
@@ -114,6 +116,7 @@ attn_tune::Query query_of(const Workload& w) {
   q.head_dim = w.params.head_dim;
   q.block_size = w.params.block_size;
   q.dtype = std::string(dtype_name(w.params.dtype));
+  q.kv_dtype = std::string(dtype_name(w.params.cache_dtype()));
   q.causal = w.params.causal;
   q.window_left = w.params.window_left;
   q.window_right = w.params.window_right;
@@ -222,17 +225,21 @@ json timed(const TimedConfig& t) {
 json timed_or_null(const TimedConfig& t) { return t.median_s < kInf ? timed(t) : json(nullptr); }
 
 json shape_json(const Workload& w) {
-  return {{"dtype", std::string(dtype_name(w.params.dtype))},
-          {"head_dim", w.params.head_dim},
-          {"block_size", w.params.block_size},
-          {"num_kv_heads", w.params.num_kv_heads},
-          {"gqa_ratio", w.params.group_size()},
-          {"num_heads", w.params.num_heads},
-          {"batch", w.batch},
-          {"causal", w.params.causal},
-          {"window_left", w.params.window_left},
-          {"window_right", w.params.window_right},
-          {"softcap", w.params.softcap}};
+  json j = {{"dtype", std::string(dtype_name(w.params.dtype))},
+            {"head_dim", w.params.head_dim},
+            {"block_size", w.params.block_size},
+            {"num_kv_heads", w.params.num_kv_heads},
+            {"gqa_ratio", w.params.group_size()},
+            {"num_heads", w.params.num_heads},
+            {"batch", w.batch},
+            {"causal", w.params.causal},
+            {"window_left", w.params.window_left},
+            {"window_right", w.params.window_right},
+            {"softcap", w.params.softcap}};
+  if (w.params.fp8_cache()) { // absent: the cache has the query's dtype (tables before 5)
+    j["kv_dtype"] = std::string(dtype_name(w.params.cache_dtype()));
+  }
+  return j;
 }
 
 json measured_entry(const WorkloadBest& b) {

@@ -92,6 +92,7 @@ std::vector<Workload> expand_workloads(const Profile& p) {
     cross(g.block_size, [](Workload& w, int v) { w.params.block_size = v; });
     cross(g.head_dim, [](Workload& w, int v) { w.params.head_dim = v; });
     cross(g.dtype, [](Workload& w, DType v) { w.params.dtype = v; });
+    cross(g.kv_dtype, [](Workload& w, std::optional<DType> v) { w.params.kv_dtype = v; });
     out.insert(out.end(), ws.begin(), ws.end());
   }
   out.insert(out.end(), p.traffic.begin(), p.traffic.end());

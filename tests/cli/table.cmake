@@ -71,13 +71,13 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json
      "{\"schema\": \"attn-tune/threshold-table\", \"version\": 1, \"decode\": []}\n")
 attn_cli_test(NAME table_show_incomplete EXIT 2 REGEX "threshold table: provenance: missing"
               ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_without_provenance.json)
-file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_5.json
-     "{\"schema\": \"attn-tune/threshold-table\", \"version\": 5, \"decode\": []}\n")
-attn_cli_test(NAME table_show_version_5 EXIT 2
-              REGEX "unsupported threshold table version 5 \\(this reader reads versions 1 to 4\\)"
-              ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_5.json)
-attn_cli_test(NAME table_lookup_version_5 EXIT 2 REGEX "unsupported threshold table version 5"
-              ARGS table lookup ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_5.json
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_6.json
+     "{\"schema\": \"attn-tune/threshold-table\", \"version\": 6, \"decode\": []}\n")
+attn_cli_test(NAME table_show_version_6 EXIT 2
+              REGEX "unsupported threshold table version 6 \\(this reader reads versions 1 to 5\\)"
+              ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_6.json)
+attn_cli_test(NAME table_lookup_version_6 EXIT 2 REGEX "unsupported threshold table version 6"
+              ARGS table lookup ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_version_6.json
                    --batch 1 --context-len 64 --num-heads 32 --num-kv-heads 8 --head-dim 128
                    --block-size 16 --dtype fp16)
 

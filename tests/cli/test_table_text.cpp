@@ -100,7 +100,7 @@ TEST(ThresholdTable, ShowSpellsOutIntervalsAndNoiseCalls) {
       spread_rec(2, 2048, 8, v1, 8e-6, 0.1e-6),  spread_rec(2, 2048, 8, v2, 8.16e-6, 0.2e-6),
       spread_rec(2, 8192, 8, v1, 10e-6, 0.1e-6), spread_rec(2, 8192, 8, v2, 20e-6, 0.1e-6)};
   const std::string text = cli::describe_table(build_threshold_table(rs, provenance(), 16));
-  EXPECT_NE(text.find("schema attn-tune/threshold-table v4"), std::string::npos) << text;
+  EXPECT_NE(text.find("schema attn-tune/threshold-table v5"), std::string::npos) << text;
   EXPECT_NE(text.find("kvh=8 gqa=4 batch=2: v1 below ctx 512, v2 from 512, v1 from 8192"),
             std::string::npos)
       << text;

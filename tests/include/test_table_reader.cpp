@@ -13,6 +13,7 @@
 
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "src/io/atomic_file.h"
+#include "src/model/errors.h"
 #include "src/tuning/threshold_table.h"
 
 namespace attn {
@@ -267,16 +268,86 @@ TEST(TableReader, FallsBackToTheNearestPoint) {
   EXPECT_NEAR(c.distance, 1.0, 1e-12);
 }
 
+// An fp8 KV cache (version 5): points measured with one carry `kv_dtype`, and a lookup answers
+// from the points of its own cache dtype; another cache dtype is a category apart (64 farther),
+// as a differing query dtype is.
+TEST(TableReader, AnswersFromThePointsOfTheQuerysCacheDtype) {
+  std::vector<MeasurementRecord> rs;
+  for (int ctx : {512, 2048, 8192}) {
+    for (int part : {0, 256}) {
+      // The fp16 cache switches to v2 at 2048 (synthetic_us); the fp8 cache reads half the
+      // bytes, its v1 stays ahead until 8192.
+      MeasurementRecord r = fixture_record(1, 8, ctx, -1, false, part, synthetic_us(1, 8, ctx, -1, part));
+      rs.push_back(r);
+      r.workload.params.kv_dtype = DType::fp8_e4m3;
+      const double v1_us = ctx * 0.004 + 3;
+      const double v2_us = ctx >= 8192 ? v1_us / 2 : v1_us * 2;
+      r.median_s = (part == 0 ? v1_us : v2_us) * 1e-6;
+      r.p25_s = r.median_s * (1 - kRelIqr / 2);
+      r.p75_s = r.median_s * (1 + kRelIqr / 2);
+      rs.push_back(r);
+    }
+  }
+  json prov = make_fixture()["provenance"];
+  const json t = build_threshold_table(rs, prov, 16);
+  EXPECT_NO_THROW(validate_table(t));
+  EXPECT_EQ(t["version"], 5);
+  int fp8_points = 0;
+  for (const json& p : t["decode"]) {
+    fp8_points += p.contains("kv_dtype") && p["kv_dtype"] == "fp8_e4m3" ? 1 : 0;
+  }
+  EXPECT_EQ(fp8_points, 1);
+  const attn_tune::ThresholdTableReader r(t);
+  attn_tune::Query q = query(1, 2048);
+  auto c = r.lookup(q);
+  EXPECT_TRUE(c.exact_point);
+  EXPECT_EQ(c.family, "decode_v2");
+  EXPECT_FALSE(c.point.contains("kv_dtype"));
+  for (const char* fp8 : {"fp8_e4m3", "fp8"}) {
+    q.kv_dtype = fp8;
+    c = r.lookup(q);
+    EXPECT_TRUE(c.exact_point) << fp8;
+    EXPECT_EQ(c.family, "decode_v1") << fp8;
+    EXPECT_EQ(c.point["kv_dtype"], "fp8_e4m3");
+  }
+  q.context_len = 8192;
+  EXPECT_EQ(r.lookup(q).family, "decode_v2");
+  // "auto" and the query's own dtype name the same cache.
+  for (const char* same : {"auto", "", "fp16"}) {
+    q.kv_dtype = same;
+    q.context_len = 2048;
+    EXPECT_EQ(r.lookup(q).family, "decode_v2") << same;
+    EXPECT_TRUE(r.lookup(q).exact_point) << same;
+  }
+  // No e5m2 point: the nearest is one of the others, a category away.
+  q.kv_dtype = "fp8_e5m2";
+  c = r.lookup(q);
+  EXPECT_FALSE(c.exact_point);
+  EXPECT_DOUBLE_EQ(c.distance, attn_tune::kCategoryPenalty);
+  // The schema names a cache dtype that is not fp8.
+  json bad = t;
+  bad["decode"][0]["kv_dtype"] = "fp16";
+  try {
+    validate_table(bad);
+    ADD_FAILURE() << "kv_dtype fp16 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("decode[0].kv_dtype: expected \"fp8_e4m3\" or "
+                                         "\"fp8_e5m2\", got \"fp16\""),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TableReader, RejectsWhatIsNotATable) {
   EXPECT_THROW(attn_tune::ThresholdTableReader(json::object()), std::runtime_error);
   json t = json::parse(std::ifstream(kFixture));
-  t["version"] = 5;
+  t["version"] = 6;
   try {
     attn_tune::ThresholdTableReader{t};
-    FAIL() << "version 5 must be refused";
+    FAIL() << "version 6 must be refused";
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(),
-                 "unsupported threshold table version 5 (this reader reads versions 1 to 4)");
+                 "unsupported threshold table version 6 (this reader reads versions 1 to 5)");
   }
   t["version"] = 0;
   EXPECT_THROW(attn_tune::ThresholdTableReader{t}, std::runtime_error);

@@ -202,7 +202,7 @@ TEST(Workloads, ProfileMixesAndTracesBecomeBatches) {
 TEST(BatchRules, TheTreeSplitsWhereTheMeasurementsDoAndBeatsTheUniformLookup) {
   const json t = build_threshold_table(fixtures::mixed_batches(), fixtures::provenance(), 8);
   validate_table(t);
-  EXPECT_EQ(t.at("version"), 4);
+  EXPECT_EQ(t.at("version"), 5);
   ASSERT_EQ(t.at("batches").size(), 10u);
   EXPECT_EQ(t.at("decode").size(), 1u); // the batches are not decode points
   ASSERT_EQ(t.at("batch_rules").size(), 1u);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "src/model/errors.h"
@@ -87,6 +88,60 @@ TEST(Profile, ModelProfilesHaveTheModelsShapes) {
   EXPECT_EQ(gemma_windows, (std::set<int>{-1, 4096}));
   for (const auto& wl : expand_workloads(load_profile("mistral-7b"))) {
     EXPECT_EQ(wl.params.window_left, 4096);
+  }
+}
+
+// An fp8 KV cache is an axis of its own beside the query dtype (issue 29): "auto" keeps the
+// query's dtype, fp8 names (vLLM's included) become the cache dtype, held-out points take the
+// grid's first unless they name one, and the workload key and JSON carry it.
+TEST(Profile, KvDtypeIsAnAxisBesideTheQueryDtype) {
+  json j = base_with("/decode/kv_dtype", {"auto", "fp8", "fp8_e5m2"});
+  const Profile p = parse_profile(j, "profile t");
+  std::map<std::string, int> seen;
+  for (const Workload& w : expand_workloads(p)) {
+    if (w.phase != Phase::decode || w.held_out) {
+      continue;
+    }
+    ++seen[w.params.kv_dtype ? std::string(dtype_name(*w.params.kv_dtype)) : "auto"];
+    const Workload back = Workload::from_json(w.to_json());
+    EXPECT_EQ(back.key(), w.key());
+    EXPECT_EQ(back.params.kv_dtype, w.params.kv_dtype);
+    EXPECT_EQ(w.key().find(" kv=") != std::string::npos, w.params.kv_dtype.has_value()) << w.key();
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen["auto"], seen["fp8_e4m3"]);
+  EXPECT_EQ(seen["auto"], seen["fp8_e5m2"]);
+  EXPECT_NE(p.hash, parse_profile(json::parse(kBase), "profile t").hash);
+
+  EXPECT_EQ(error_of(base_with("/decode/kv_dtype", {"fp16"})),
+            "profile t: decode.kv_dtype[0]: expected a KV-cache dtype (\"auto\", \"fp8_e4m3\" or "
+            "\"fp8_e5m2\"), got \"fp16\"");
+  EXPECT_EQ(error_of(base_with("/decode/kv_dtype", {7})),
+            "profile t: decode.kv_dtype[0]: expected a KV-cache dtype (\"auto\", \"fp8_e4m3\" or "
+            "\"fp8_e5m2\"), got 7");
+  // A results line with a cache dtype that is not one is refused at the door.
+  json line = expand_workloads(p).front().to_json();
+  line["kv_dtype"] = "int4";
+  try {
+    (void)Workload::from_json(line);
+    ADD_FAILURE() << "int4 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("workload.kv_dtype: unknown KV-cache dtype 'int4'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Profile, TheFp8ProfileIsLlama3WithAnE4m3Cache) {
+  const Profile fp8 = load_profile("llama-3-8b-fp8");
+  const auto ws = expand_workloads(fp8);
+  ASSERT_EQ(ws.size(), expand_workloads(load_profile("llama-3-8b")).size());
+  for (const Workload& w : ws) {
+    ASSERT_TRUE(w.params.kv_dtype.has_value()) << w.key();
+    EXPECT_EQ(*w.params.kv_dtype, DType::fp8_e4m3);
+    EXPECT_EQ(w.params.dtype, DType::bf16);
+    EXPECT_EQ(w.params.num_heads, 32);
+    EXPECT_EQ(w.params.num_kv_heads, 8);
   }
 }
 

@@ -37,7 +37,7 @@ std::string schema_error_of(const json& t) {
 
 TEST(TableSchema, AcceptsABuiltTableAndNamesTheFirstBadField) {
   const json full = full_table();
-  EXPECT_EQ(full["version"], 4);
+  EXPECT_EQ(full["version"], 5);
   EXPECT_NO_THROW(validate_table(full));
   json broken = full;
   broken["decode"][1]["measured"][2]["best"].erase("median_s");
@@ -136,8 +136,8 @@ TEST(TableSchema, ChecksTheVersion2DecisionAndNoiseFields) {
   EXPECT_EQ(schema_error_of(broken),
             "threshold table: regret.sweep.table_lookup.beyond_noise: missing");
   broken = full;
-  broken["version"] = 5;
-  EXPECT_EQ(schema_error_of(broken), "threshold table: version: expected 1 to 4, got 5");
+  broken["version"] = 6;
+  EXPECT_EQ(schema_error_of(broken), "threshold table: version: expected 1 to 5, got 6");
 }
 
 TEST(TableSchema, NoisyDecisionsAreOptionalAndChecked) {

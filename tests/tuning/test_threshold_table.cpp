@@ -62,7 +62,7 @@ TEST(ThresholdTable, BuildsPointsBestConfigsAndRegret) {
   const json t = build_threshold_table(fixtures::two_points_and_held_out(),
                                        {{"device", {{"name", "synthetic"}}}}, 16);
   EXPECT_EQ(t["schema"], "attn-tune/threshold-table");
-  EXPECT_EQ(t["version"], 4);
+  EXPECT_EQ(t["version"], 5);
   EXPECT_EQ(t["measurement_counts"]["failed"], 1);
   ASSERT_EQ(t["decode"].size(), 2u);
   const json* b1 = nullptr;
