@@ -25,7 +25,7 @@ string(JSON held_lookup GET "${table}" regret traffic held_out table_lookup batc
 string(JSON own GET "${table}" regret traffic sweep vllm_cpu regret)
 message("version ${version}, ${n_batches} batches, ${n_rules} batch rules, held-out batches "
         "priced: ${held_rules} (batch rules), ${held_lookup} (table lookup)")
-if(NOT version EQUAL 4 OR n_batches LESS 5 OR NOT n_rules EQUAL 1 OR held_rules LESS 1
+if(NOT version EQUAL 5 OR n_batches LESS 5 OR NOT n_rules EQUAL 1 OR held_rules LESS 1
    OR NOT held_rules EQUAL held_lookup)
   message(FATAL_ERROR "the table lacks its batches, batch rule or held-out traffic regret")
 endif()
