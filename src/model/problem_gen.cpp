@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -238,6 +239,31 @@ void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const G
   fill_normal(pr.query, rng.fork_seed());
   fill_cache(pr.key_cache, rng.fork_seed(), used, pr.k_scale, bs * p.head_dim, p.num_kv_heads);
   fill_cache(pr.value_cache, rng.fork_seed(), used, pr.v_scale, bs * p.head_dim, p.num_kv_heads);
+  if (opt.nan_tails) {
+    // After every draw, so that the slots read hold what they hold without NaN tails. Tails are
+    // private to their sequence (a shared prefix covers full blocks only).
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int b = 0; b < pr.batch; ++b) {
+      const int len = k_lens[std::size_t(b)];
+      if (len % bs == 0) {
+        continue; // no last block, or a full one
+      }
+      const auto blk = std::size_t(pr.block_tables[std::size_t(b) * pr.max_blocks_per_seq +
+                                                   std::size_t(nblocks[std::size_t(b)] - 1)]);
+      for (int h = 0; h < p.num_kv_heads; ++h) {
+        for (int slot = len % bs; slot < bs; ++slot) {
+          const std::size_t at =
+              ((blk * std::size_t(p.num_kv_heads) + std::size_t(h)) * std::size_t(bs) +
+               std::size_t(slot)) *
+              std::size_t(p.head_dim);
+          for (int d = 0; d < p.head_dim; ++d) {
+            pr.key_cache.set(at + std::size_t(d), nan);
+            pr.value_cache.set(at + std::size_t(d), nan);
+          }
+        }
+      }
+    }
+  }
   if (opt.kv_layout != KvLayout::HND) {
     pr = with_kv_layout(pr, opt.kv_layout);
   }

@@ -22,6 +22,12 @@ struct GenOptions {
   // x / scale, rounded to nearest even and saturated; a small scale puts values near saturation.
   std::vector<float> k_scale{};
   std::vector<float> v_scale{};
+  // The slots of each sequence's last block past its length (which no query may see) hold NaN in
+  // both caches, as an engine's cache holds whatever was there before: a kernel that reads them
+  // and multiplies by a zero probability (0 * NaN = NaN) instead of leaving them out turns its
+  // outputs into NaN (vLLM's paged attention zeroes such values for this reason, vllm-project/vllm
+  // issue 641). The slots read keep exactly the values they have without it.
+  bool nan_tails = false;
 };
 
 // Decode batch: one query row per sequence, context_lens[b] keys each.

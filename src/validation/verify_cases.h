@@ -26,6 +26,8 @@ struct VerifyCase {
   // An fp8 cache's scales (params.kv_dtype fp8): empty (1), per tensor or per KV head.
   std::vector<float> k_scale;
   std::vector<float> v_scale;
+  // NaN in the slots past each sequence's length in its last block (GenOptions::nan_tails).
+  bool nan_tails = false;
 
   [[nodiscard]] Problem make() const;
   [[nodiscard]] std::string name() const { return group + "#" + std::to_string(index); }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -49,6 +50,55 @@ TEST(Generator, SameSeedGivesIdenticalBytes) {
   EXPECT_EQ(d1.query.data, d2.query.data);
   EXPECT_EQ(d1.key_cache.data, d2.key_cache.data);
   EXPECT_EQ(d1.value_cache.data, d2.value_cache.data);
+}
+
+// nan_tails: exactly the slots past each sequence's length in its last block become NaN, in
+// both caches and every cache dtype; every other byte is the one the same seed gives without.
+TEST(Generator, NanTailsAreExactlyTheUnreadSlotsOfLastBlocks) {
+  for (DType cache : {DType::f16, DType::fp8_e4m3, DType::fp8_e5m2}) {
+    AttnParams p = params(4, 2, 16, 16, DType::f16);
+    p.dtype = DType::f16;
+    if (cache != DType::f16) {
+      p.kv_dtype = cache;
+    }
+    const std::vector<int> lens = {5, 16, 33, 1};
+    GenOptions g;
+    g.seed = 4;
+    const Problem a = make_decode_problem(p, lens, g);
+    g.nan_tails = true;
+    const Problem b = make_decode_problem(p, lens, g);
+    std::set<std::size_t> tail; // element indices of the HND caches
+    const auto bs = std::size_t(p.block_size);
+    const auto d = std::size_t(p.head_dim);
+    const auto kvh = std::size_t(p.num_kv_heads);
+    for (std::size_t s = 0; s < lens.size(); ++s) {
+      const auto len = std::size_t(lens[s]);
+      if (len % bs == 0) {
+        continue;
+      }
+      const auto blk = std::size_t(b.block_tables[s * std::size_t(b.max_blocks_per_seq) + (len - 1) / bs]);
+      for (std::size_t h = 0; h < kvh; ++h) {
+        for (std::size_t slot = len % bs; slot < bs; ++slot) {
+          for (std::size_t e = 0; e < d; ++e) {
+            tail.insert(((blk * kvh + h) * bs + slot) * d + e);
+          }
+        }
+      }
+    }
+    ASSERT_FALSE(tail.empty());
+    for (const auto* c : {&b.key_cache, &b.value_cache}) {
+      const HostTensor& clean = c == &b.key_cache ? a.key_cache : a.value_cache;
+      const std::size_t esize = dtype_size(c->dtype);
+      for (std::size_t i = 0; i < std::size_t(c->numel()); ++i) {
+        if (tail.count(i) != 0) {
+          ASSERT_TRUE(std::isnan(c->get(i))) << dtype_name(cache) << " " << i;
+        } else {
+          ASSERT_EQ(0, std::memcmp(c->data.data() + i * esize, clean.data.data() + i * esize, esize))
+              << dtype_name(cache) << " " << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(Generator, DifferentSeedsGiveDifferentData) {
