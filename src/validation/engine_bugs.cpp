@@ -156,6 +156,48 @@ std::optional<std::string> empty_partition_pattern(const Problem& pr, const Kern
          ") come out NaN or unwritten (an empty last partition)";
 }
 
+// Rows that come out NaN where their sequence's last block is partly filled and its slots past
+// the length hold NaN: those slots folded in with a zero weight (0 * NaN is NaN), the bug vLLM's
+// paged attention guards against by zeroing them (vllm-project/vllm issue 641).
+std::optional<std::string> nan_tail_pattern(const Problem& pr, const RunOutput& got,
+                                            const std::vector<WrongPair>& wrong) {
+  const int bs = pr.params.block_size;
+  bool any = false;
+  for (const WrongPair& w : wrong) {
+    if (!w.out_wrong) {
+      continue;
+    }
+    const int b = sequence_of_row(pr, w.row);
+    const int k = pr.k_len(b);
+    if (k % bs == 0) {
+      return std::nullopt; // no partly filled last block
+    }
+    for (int d = 0; d < pr.params.head_dim; ++d) {
+      if (!std::isnan(got.out.get(out_index(pr, w, d)))) {
+        return std::nullopt;
+      }
+    }
+    const int kvh = w.head / pr.params.group_size();
+    bool nan_tail = false;
+    for (int j = k; j < (k + bs - 1) / bs * bs && !nan_tail; ++j) {
+      for (int d = 0; d < pr.params.head_dim && !nan_tail; ++d) {
+        nan_tail = std::isnan(pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)))) ||
+                   std::isnan(pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d))));
+      }
+    }
+    if (!nan_tail) {
+      return std::nullopt;
+    }
+    any = true;
+  }
+  if (!any) {
+    return std::nullopt;
+  }
+  return "stale slots folded in with a zero weight: rows whose last block is partly filled come "
+         "out NaN, the NaN its slots past the length hold (0 * NaN; vLLM zeroes them, "
+         "vllm-project/vllm issue 641)";
+}
+
 // What is wrong with an lse whose output is right.
 std::optional<std::string> lse_pattern(const Problem& pr, const RunOutput& got,
                                        const ReferenceResult& ref,
@@ -320,6 +362,8 @@ std::vector<std::string> explain_engine_bug(const Problem& pr, const KernelConfi
   }
   if (auto why = empty_partition_pattern(pr, cfg, got, wrong)) {
     found.push_back(*why);
+  } else if (auto tail = nan_tail_pattern(pr, got, wrong)) {
+    found.push_back(*tail);
   } else if (auto lse = lse_pattern(pr, got, ref, wrong, tol)) {
     found.push_back(*lse);
   }

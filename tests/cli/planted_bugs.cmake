@@ -41,5 +41,6 @@ attn_planted_bug_test(FULL_LAST_BLOCK REGEX "a full last block is read as empty"
 attn_planted_bug_test(ONE_PAST REGEX "the valid length is one too long")
 attn_planted_bug_test(STALE_BLOCK REGEX "the whole last block is read")
 attn_planted_bug_test(LSE_LOG2 REGEX "lse is written in base 2")
+attn_planted_bug_test(ZERO_WEIGHT_TAIL REGEX "stale slots folded in with a zero weight")
 attn_planted_bug_test(SECOND_CONFIG REGEX "partition=768\\]: [0-9]+ failed[^[]*\\(k\\*768-1\\) is dropped"
                       ABSENT "partition=384")

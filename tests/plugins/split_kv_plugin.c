@@ -38,6 +38,9 @@
  *   SPLIT_BUG_STALE_BLOCK      both: length ceil(k_len / block_size) * block_size (the stale
  *                              slots of the last block are read).
  *   SPLIT_BUG_LSE_LOG2         both: out is right, lse is written in base 2 (natural / ln 2).
+ *   SPLIT_BUG_ZERO_WEIGHT_TAIL both: the values of the last block's slots past the length are
+ *                              added with weight 0 (acc += 0 * v), harmless until they hold NaN
+ *                              (vllm-project/vllm issue 641).
  *   SPLIT_BUG_SECOND_CONFIG    v2 with partition 768 only: SPLIT_BUG_DROP_LAST_KEY's bug.
  *
  * Builds of the correct kernels that exercise the ABI rather than plant a bug:
@@ -70,7 +73,8 @@
      defined(SPLIT_BUG_LSE_BASE2) + defined(SPLIT_BUG_GQA_MOD) +                                   \
      defined(SPLIT_BUG_FULL_LAST_BLOCK) + defined(SPLIT_BUG_ONE_PAST) +                            \
      defined(SPLIT_BUG_STALE_BLOCK) + defined(SPLIT_BUG_LSE_LOG2) +                                \
-     defined(SPLIT_BUG_SECOND_CONFIG) + defined(SPLIT_OWN_SPLITS)) > 1
+     defined(SPLIT_BUG_SECOND_CONFIG) + defined(SPLIT_OWN_SPLITS) +                                \
+     defined(SPLIT_BUG_ZERO_WEIGHT_TAIL)) > 1
 #error "define at most one SPLIT_BUG_* or SPLIT_OWN_SPLITS"
 #endif
 
@@ -96,6 +100,8 @@
 #define SPLIT_NAME "split-kv-lse-log2"
 #elif defined(SPLIT_BUG_SECOND_CONFIG)
 #define SPLIT_NAME "split-kv-second-config"
+#elif defined(SPLIT_BUG_ZERO_WEIGHT_TAIL)
+#define SPLIT_NAME "split-kv-zero-weight-tail"
 #elif defined(SPLIT_ABI1)
 #define SPLIT_NAME "split-kv-abi1"
 #elif defined(SPLIT_PREPARE)
@@ -333,6 +339,16 @@ static void attend(const attn_call* a, int b, int kvh, const double* q, int lo, 
       acc[d] += w * v[d];
     }
   }
+#if defined(SPLIT_BUG_ZERO_WEIGHT_TAIL)
+  /* The rest of the block the last key read sits in, as a kernel that loads whole blocks and
+   * masks by weight does: its slots past the visible keys get weight 0. */
+  for (j = hi; hi > lo && j % a->block_size != 0; ++j) {
+    load_row(a->dtype, a->value_cache, cache_index(a, b, kvh, j), D, v);
+    for (d = 0; d < D; ++d) {
+      acc[d] += 0.0 * v[d];
+    }
+  }
+#endif
 }
 
 /* Writes out = acc / l (0 when l = 0) and lse (-inf when l = 0). */
