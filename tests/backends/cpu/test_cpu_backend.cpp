@@ -18,6 +18,7 @@
 #include "src/backends/cpu/isa.h"
 #include "src/backends/registry.h"
 #include "src/model/errors.h"
+#include "src/model/fp8.h"
 #include "src/model/problem_gen.h"
 #include "src/model/rng.h"
 #include "src/validation/check.h"
@@ -454,6 +455,41 @@ TEST(CpuBackend, OutputRoundingMatchesTheSoftwareConversion) {
           continue;
         }
         ASSERT_EQ(got[i], want) << cpu::isa_name(isa) << " " << dtype_name(t) << " value " << in[i];
+      }
+    }
+  }
+}
+
+// Every fp8 byte, at every lane position of the vector loop and in its scalar tail, converts
+// as the model's exact decoding does (E4M3 as value / 256, the kernels' load factor); NaN
+// patterns stay NaN (E4M3's S.1111.111 among them), E5M2's infinities stay infinite.
+TEST(CpuBackend, Fp8ConversionIsExactForEveryByte) {
+  std::vector<uint8_t> bytes;
+  for (int shift = 0; shift < 3; ++shift) { // each byte at several positions in a vector
+    for (int i = 0; i < 256; ++i) {
+      bytes.push_back(uint8_t(i * 7 + shift));
+    }
+  }
+  for (int i = 0; i < 13; ++i) { // a tail the vector loop leaves to the scalar one
+    bytes.push_back(uint8_t(0x7f + 0x80 * (i & 1)));
+  }
+  std::vector<float> got(bytes.size());
+  for (cpu::Isa isa : supported_isas()) {
+    for (DType t : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+      cpu::convert_to_float(isa, t, bytes.data(), got.data(), bytes.size());
+      const float factor = t == DType::fp8_e4m3 ? 1.0f / 256 : 1.0f;
+      for (std::size_t i = 0; i < bytes.size(); ++i) {
+        const float want = fp8_to_float(fp8_format(t), bytes[i]) * factor;
+        uint32_t gb, wb;
+        std::memcpy(&gb, &got[i], 4);
+        std::memcpy(&wb, &want, 4);
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got[i]))
+              << cpu::isa_name(isa) << " " << dtype_name(t) << " byte " << int(bytes[i]);
+        } else {
+          ASSERT_EQ(gb, wb) << cpu::isa_name(isa) << " " << dtype_name(t) << " byte "
+                            << int(bytes[i]) << " at " << i;
+        }
       }
     }
   }
