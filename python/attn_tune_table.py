@@ -582,7 +582,9 @@ class ThresholdTable:
         if kv_dtype is None:
             kv_dtype = self._bound.get("kv_dtype", "auto")
         if kv_dtype != "auto":
-            dtype = dtype_category(dtype, kv_dtype)
+            # One concatenation per decode step; the cached answers beneath canonicalise it
+            # (canonical_dtype reads "dtype+kv_dtype" as dtype_category does).
+            dtype = "%s+%s" % (dtype, kv_dtype)
         if seq_lens is not None:
             return self._batch_answer(*_batch_key(seq_lens), num_kv_heads, block_size, num_heads,
                                       head_dim, dtype, causal, window_left, window_right, softcap)

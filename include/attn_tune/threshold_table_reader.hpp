@@ -269,13 +269,10 @@ public:
   // Query dtype and cache dtype as one category, "fp16" or "fp16+fp8_e4m3": what a point must
   // share with a query to be free of the dtype penalty.
   [[nodiscard]] static std::string dtypes_of(const nlohmann::json& p) {
-    const std::string d = p.at("dtype").get<std::string>();
-    const std::string c = cache_dtype_of(p);
-    return c == d ? d : d + "+" + c;
+    return category(p.at("dtype").get<std::string>(), cache_dtype_of(p));
   }
   [[nodiscard]] static std::string dtypes_of(const Query& q) {
-    const std::string c = cache_dtype_of(q);
-    return c == q.dtype ? q.dtype : q.dtype + "+" + c;
+    return category(q.dtype, cache_dtype_of(q));
   }
 
   // v1 or v2 and the configuration for a decode call. Throws when the table has no points.
@@ -400,6 +397,11 @@ private:
                       : 0;
     c.measured_context = 0;
     return c;
+  }
+
+  // "fp16" where the cache has the query's dtype, else "fp16+fp8_e4m3".
+  [[nodiscard]] static std::string category(const std::string& dtype, const std::string& cache) {
+    return cache == dtype ? dtype : dtype + "+" + cache;
   }
 
   // The fields whose match makes a point's distance to a query 0, as one string.
