@@ -412,6 +412,72 @@ class DecodeTest(Base):
                         self.assert_matches(out, lse, *ref, dtype)
 
 
+class Fp8Test(Base):
+    """fp8 caches (kv_dtype): random bytes, decoded here through fp16 bit patterns (E5M2 is the top
+    byte of an fp16; an E4M3 value is 256 times the fp16 with its exponent and mantissa bits
+    shifted in), times per-head scales, must give bit for bit what the same values in a float32
+    cache give, in every layout."""
+
+    @staticmethod
+    def decode(bytes_, kv_dtype):
+        b = bytes_.to(torch.int32)
+        if kv_dtype == "fp8_e5m2":
+            bits = b << 8
+            scale = 1.0
+        else:
+            bits = ((b & 0x80) << 8) | ((b & 0x7F) << 7)
+            scale = 256.0
+        bits = torch.where(bits >= 0x8000, bits - 0x10000, bits).to(torch.int16)
+        return bits.view(torch.float16).float() * scale
+
+    @staticmethod
+    def layouts(hnd_k, hnd_v):
+        nb, kvh, bs, d = hnd_k.shape
+        x = 16 // hnd_k.element_size()
+        return {"HND": (hnd_k, hnd_v),
+                "NHD": (hnd_k.permute(0, 2, 1, 3).contiguous(),
+                        hnd_v.permute(0, 2, 1, 3).contiguous()),
+                "vllm": (hnd_k.reshape(nb, kvh, bs, d // x, x).permute(0, 1, 3, 2, 4)
+                         .contiguous(), hnd_v.permute(0, 1, 3, 2).contiguous())}
+
+    def test_fp8_caches_read_as_their_values_times_the_scales(self):
+        gen = torch.Generator().manual_seed(21)
+        lens = [1, 16, 17, 300, 0]
+        pb = Problem(gen, q_lens=[1] * len(lens), k_lens=lens, num_heads=4, kvh=2, d=32,
+                     block_size=16)
+        opts = opts_of(d=32)
+        shape = (pb.num_blocks, 2, 16, 32)
+        for kv_dtype, nan_free in (("fp8_e4m3", lambda b: (b & 0x7F) != 0x7F),
+                                   ("fp8_e5m2", lambda b: (b & 0x7C) != 0x7C)):
+            raw_k = torch.randint(0, 256, shape, generator=gen, dtype=torch.int32)
+            raw_v = torch.randint(0, 256, shape, generator=gen, dtype=torch.int32)
+            # No NaN or infinity (E4M3's S.1111.111, E5M2's top exponent) anywhere.
+            raw_k = torch.where(nan_free(raw_k), raw_k, raw_k & 0x3F).to(torch.uint8)
+            raw_v = torch.where(nan_free(raw_v), raw_v, raw_v & 0x3F).to(torch.uint8)
+            k_scale, v_scale = torch.tensor([0.01, 3.0]), torch.tensor([0.5])
+            want_k = self.decode(raw_k, kv_dtype) * k_scale.view(1, 2, 1, 1)
+            want_v = self.decode(raw_v, kv_dtype) * v_scale
+            fp8 = self.layouts(raw_k, raw_v)
+            f32 = self.layouts(want_k, want_v)
+            for layout in att.KV_LAYOUTS:
+                for partition in (None, 256):
+                    with self.subTest(kv_dtype=kv_dtype, layout=layout, partition=partition):
+                        got = att.paged_decode(pb.q, *fp8[layout], pb.tables, pb.context_lens,
+                                               kv_layout=layout, partition=partition,
+                                               kv_dtype=kv_dtype, k_scale=k_scale,
+                                               v_scale=v_scale, **opts)
+                        want = att.paged_decode(pb.q, *f32[layout], pb.tables, pb.context_lens,
+                                                kv_layout=layout, partition=partition, **opts)
+                        self.assertTrue(torch.equal(got[0], want[0]))
+                        self.assertTrue(torch.equal(got[1], want[1]))
+        with self.assertRaises(ValueError):
+            att.paged_decode(pb.q, *fp8["HND"], pb.tables, pb.context_lens, kv_dtype="fp8_e3m4",
+                             **opts)
+        with self.assertRaises(ValueError):  # a float cache is not fp8 bytes
+            att.paged_decode(pb.q, *f32["HND"], pb.tables, pb.context_lens, kv_dtype="fp8_e4m3",
+                             **opts)
+
+
 class PiecesTest(Base):
     def test_gather_kv_reads_the_logical_sequence(self):
         gen = torch.Generator().manual_seed(20)

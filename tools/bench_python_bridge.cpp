@@ -42,7 +42,7 @@ double per_call_us(const std::function<void(int)>& call, int reps) {
 struct Buffers {
   attn::HostTensor out;
   std::vector<float> lse;
-  attn::PluginSeqLens lens; // what call's length pointers point into (moves keep the buffers)
+  attn::PluginHostArrays arrays; // what call's length pointers point into (moves keep the buffers)
   attn_call call{};
 };
 
@@ -51,7 +51,7 @@ Buffers buffers_for(const attn::Problem& pr) {
   b.out =
       attn::HostTensor(pr.params.dtype, {pr.num_rows(), pr.params.num_heads, pr.params.head_dim});
   b.lse.assign(std::size_t(pr.num_rows()) * std::size_t(pr.params.num_heads), 0.0f);
-  b.call = attn::plugin_call_shape(pr, attn::Family::decode_v1, attn::KvLayout::HND, 1, b.lens);
+  b.call = attn::plugin_call_shape(pr, attn::Family::decode_v1, attn::KvLayout::HND, 1, b.arrays);
   b.call.query = pr.query.raw();
   b.call.key_cache = pr.key_cache.raw();
   b.call.value_cache = pr.value_cache.raw();

@@ -21,10 +21,15 @@
  * step and its release (attn_plugin_api), and the prepared handle in attn_call. A decode_v2
  * family may now declare no "partition" (the kernel chooses its own splits).
  *
- * ABI 3 (this header) adds every sequence's query and key lengths to attn_call, in host memory
- * and in every function that gets a call (can_run included), so that a plugin can refuse what
- * its kernels do not handle by the lengths of the sequences, not only by the longest ones. The
- * function table is ABI 2's.
+ * ABI 3 adds every sequence's query and key lengths to attn_call, in host memory and in every
+ * function that gets a call (can_run included), so that a plugin can refuse what its kernels do
+ * not handle by the lengths of the sequences, not only by the longest ones. The function table is
+ * ABI 2's.
+ *
+ * ABI 4 (this header) adds fp8 KV caches (SPEC.md "fp8 KV caches"): the function table's
+ * kv_dtypes says which fp8 formats each family reads, and attn_call carries the cache's dtype and
+ * its k_scale and v_scale. A family is handed an fp8 cache only when it declares that format, so
+ * plugins of ABI 1 to 3 keep loading and are never handed one (their families read "auto" only).
  *
  * Every string the plugin declares and every array it points to must stay valid until
  * api->destroy returns. Errors come back as a nonzero return plus a message written into the
@@ -40,7 +45,7 @@
 extern "C" {
 #endif
 
-#define ATTN_PLUGIN_ABI_VERSION 3u
+#define ATTN_PLUGIN_ABI_VERSION 4u
 /* The oldest ABI version a host speaking this header still loads. */
 #define ATTN_PLUGIN_ABI_OLDEST 1u
 #define ATTN_PLUGIN_ENTRY_NAME "attn_tune_plugin_init"
@@ -68,6 +73,15 @@ typedef enum attn_dtype {
   ATTN_DTYPE_F16 = 1, /* IEEE half */
   ATTN_DTYPE_BF16 = 2
 } attn_dtype;
+
+/* ABI 4: the KV cache's storage dtype, vLLM's kv_cache_dtype. */
+typedef enum attn_kv_dtype {
+  ATTN_KV_DTYPE_AUTO = 0,     /* the caches have the query's dtype (attn_call::dtype) */
+  ATTN_KV_DTYPE_FP8_E4M3 = 1, /* OCP E4M3FN: bias 7, max 448, no infinity, S.1111.111 is NaN */
+  ATTN_KV_DTYPE_FP8_E5M2 = 2  /* bias 15, max 57344, IEEE infinities and NaNs */
+} attn_kv_dtype;
+/* A family's bit for cache dtype d in attn_plugin_api::kv_dtypes. */
+#define ATTN_KV_DTYPE_BIT(d) (1u << (unsigned)(d))
 
 /* One tunable parameter and the values the tuner tries. Names are [a-z0-9_]+; values are ints. */
 typedef struct attn_param_space {
@@ -101,7 +115,7 @@ typedef struct attn_config {
  * and workspace_size the shapes are set but every pointer is NULL. */
 typedef struct attn_call {
   attn_family family;
-  attn_dtype dtype; /* of query, caches and out */
+  attn_dtype dtype; /* of query and out, and of the caches unless kv_dtype (ABI 4) says fp8 */
   attn_kv_layout kv_layout;
   int num_heads;
   int num_kv_heads; /* num_heads % num_kv_heads == 0; head h reads kv head h / (H / KVH) */
@@ -137,6 +151,18 @@ typedef struct attn_call {
    * plugins never see these fields. */
   const int32_t* seq_q_lens;
   const int32_t* seq_k_lens;
+  /* ABI 4: the caches' storage dtype. With an fp8 kv_dtype, key_cache and value_cache hold one
+   * byte per element (in the vllm layout x = 16) and a cached element stands for
+   * float(element) * its KV head's scale: k_scale[h] for keys, v_scale[h] for values, where h is
+   * 0 when num_kv_scales is 1 (per-tensor scales) and the KV head when it is num_kv_heads. The
+   * scales are fp32 in the plugin's memory (device memory for CUDA plugins, as the caches), NULL
+   * in can_run and workspace_size. With ATTN_KV_DTYPE_AUTO the scales are NULL and
+   * num_kv_scales 0. A plugin is handed an fp8 cache only for a family whose kv_dtypes has its
+   * bit; ABI 1 to 3 plugins never see these fields. */
+  attn_kv_dtype kv_dtype;
+  int num_kv_scales;
+  const float* k_scale;
+  const float* v_scale;
 } attn_call;
 
 /* A range of the plugin's own memory (host memory for host plugins, device memory for CUDA
@@ -200,10 +226,19 @@ typedef struct attn_plugin_api {
                  size_t err_size);
   /* Frees what prepare made, once, when the run is over; may be NULL. */
   void (*release)(void* state, const attn_config* config, attn_prepared* prepared);
+
+  /* ---- ABI 4 ---- */
+  /* The fp8 caches each family reads: NULL (none reads fp8) or num_families masks, in the order
+   * of `families`, each the ATTN_KV_DTYPE_BIT of every fp8 format the family reads
+   * (ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E4M3) | ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E5M2) for
+   * both). Every family reads caches of the query's dtype; no other bit may be set. */
+  const uint32_t* kv_dtypes;
 } attn_plugin_api;
 
 /* The size of an ABI 1 function table: the host offers it to plugins that answer version 1. */
 #define ATTN_PLUGIN_API_V1_SIZE offsetof(attn_plugin_api, engine_rule)
+/* The size of an ABI 2 and ABI 3 function table. */
+#define ATTN_PLUGIN_API_V3_SIZE offsetof(attn_plugin_api, kv_dtypes)
 
 typedef int (*attn_plugin_init_fn)(uint32_t host_abi_version, attn_plugin_api* api, size_t api_size,
                                    char* err, size_t err_size);

@@ -31,6 +31,10 @@ const attn_family_decl kFamilies[] = {
     {ATTN_FAMILY_DECODE_V2, ATTN_KV_HND, 1, kV2Params, 2},
     {ATTN_FAMILY_PREFILL, ATTN_KV_HND, 1, kPrefillParams, 3},
 };
+// Every family reads both fp8 caches (ABI 4), converting as it loads, as the built-in kernels do.
+const uint32_t kFp8 =
+    ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E4M3) | ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E5M2);
+const uint32_t kKvDtypes[] = {kFp8, kFp8, kFp8};
 
 int param(const attn_config* c, const char* name, int fallback) {
   for (int i = 0; i < c->num_params; ++i) {
@@ -68,21 +72,31 @@ struct State {
 
 std::vector<int64_t> call_key(const attn_config* c, const attn_call* a, const void* ws) {
   std::vector<int64_t> k = {
-      a->family,   a->dtype,      a->kv_layout,  a->num_heads,          a->num_kv_heads,
-      a->head_dim, a->block_size, a->causal,     a->window_left,        a->window_right,
-      a->batch,    a->num_rows,   a->num_blocks, a->max_blocks_per_seq, a->host_threads};
+      a->family,   a->dtype,        a->kv_layout,  a->num_heads,          a->num_kv_heads,
+      a->head_dim, a->block_size,   a->causal,     a->window_left,        a->window_right,
+      a->batch,    a->num_rows,     a->num_blocks, a->max_blocks_per_seq, a->host_threads,
+      a->kv_dtype, a->num_kv_scales};
   float fs[2] = {a->scale, a->softcap};
   int32_t bits[2];
   std::memcpy(bits, fs, sizeof bits);
   k.insert(k.end(), {bits[0], bits[1]});
-  for (const void* p :
-       {a->query, a->key_cache, a->value_cache, (const void*)a->block_tables,
-        (const void*)a->context_lens, (const void*)a->cu_seqlens_q, (const void*)a->cu_seqlens_k,
-        (const void*)a->out, (const void*)a->lse, ws}) {
+  for (const void* p : {a->query, a->key_cache, a->value_cache, (const void*)a->block_tables,
+                        (const void*)a->context_lens, (const void*)a->cu_seqlens_q,
+                        (const void*)a->cu_seqlens_k, (const void*)a->out, (const void*)a->lse,
+                        (const void*)a->k_scale, (const void*)a->v_scale, ws}) {
     k.push_back(int64_t(reinterpret_cast<std::uintptr_t>(p)));
   }
   for (int i = 0; i < c->num_params; ++i) {
     k.push_back(c->values[i]);
+  }
+  // The values the plan copies, not only their addresses: a later call's arrays may reuse them.
+  for (int b = 0; b < a->batch; ++b) {
+    k.insert(k.end(), {a->seq_q_lens[b], a->seq_k_lens[b]});
+  }
+  for (int h = 0; h < a->num_kv_scales; ++h) {
+    float s[2] = {a->k_scale[h], a->v_scale[h]};
+    std::memcpy(bits, s, sizeof bits);
+    k.insert(k.end(), {bits[0], bits[1]});
   }
   return k;
 }
@@ -134,6 +148,14 @@ int run(void* state, const attn_config* c, const attn_call* a, void* ws, uint64_
       k.dtype = a->dtype == ATTN_DTYPE_F32   ? attn::DType::f32
                 : a->dtype == ATTN_DTYPE_F16 ? attn::DType::f16
                                              : attn::DType::bf16;
+      k.kv_dtype = a->kv_dtype == ATTN_KV_DTYPE_FP8_E4M3   ? attn::DType::fp8_e4m3
+                   : a->kv_dtype == ATTN_KV_DTYPE_FP8_E5M2 ? attn::DType::fp8_e5m2
+                                                           : k.dtype;
+      if (k.fp8_cache()) {
+        k.k_scale = a->k_scale;
+        k.v_scale = a->v_scale;
+        k.k_scales = k.v_scales = a->num_kv_scales;
+      }
       k.num_heads = a->num_heads;
       k.num_kv_heads = a->num_kv_heads;
       k.head_dim = a->head_dim;
@@ -184,6 +206,7 @@ attn_tune_plugin_init(uint32_t host_abi_version, attn_plugin_api* api, size_t ap
   api->device_kind = ATTN_DEVICE_HOST;
   api->families = kFamilies;
   api->num_families = 3;
+  api->kv_dtypes = kKvDtypes;
   auto state = std::make_unique<State>();
   try {
     state->isa = attn::cpu::selected_isa(); // ATTN_TUNE_CPU_ISA, as attn-tune's own CPU backend

@@ -32,6 +32,11 @@ Shapes (SPEC.md "Tensors" and "KV-cache layouts"):
                  vllm [num_blocks, num_kv_heads, head_dim / x, block_size, x], x = 16 / elem bytes
     value_cache  HND, NHD as key; vllm [num_blocks, num_kv_heads, head_dim, block_size]
     block_tables int32 [batch, max_blocks_per_seq]; entries past a sequence's blocks never read
+
+fp8 caches (SPEC.md "fp8 KV caches"): with kv_dtype="fp8_e4m3" or "fp8_e5m2" the caches hold
+one byte per element (torch.uint8, or torch.float8_e4m3fn / float8_e5m2 where torch has them;
+x = 16 in the vllm layout), and k_scale, v_scale (float32, one element or one per KV head; 1
+when None) dequantise them: a cached element stands for its fp8 value times its head's scale.
 """
 
 import math
@@ -39,6 +44,7 @@ import math
 import torch
 
 KV_LAYOUTS = ("HND", "NHD", "vllm")
+KV_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
 
 # Most float32 elements one chunk of sequences may hold in its dense keys (or values) and padded
 # query rows, and one chunk of query rows in its scores: bound the memory of long sequences and
@@ -97,6 +103,48 @@ def cache_geometry(key_cache, value_cache, kv_layout):
         raise ValueError("%s value_cache must have shape %s, got %s"
                          % (kv_layout, expect_v, vshape))
     return nb, kvh, bs, d
+
+
+def _fp8_value(byte, e4m3):
+    """One fp8 byte's value from its fields: E4M3FN (bias 7, no infinity, S.1111.111 NaN) or
+    E5M2 (bias 15, IEEE infinities and NaNs). Every value is exact in float32."""
+    sign = -1.0 if byte & 0x80 else 1.0
+    mbits, bias, top = (3, 7, 15) if e4m3 else (2, 15, 31)
+    exponent, mantissa = (byte & 0x7F) >> mbits, byte & ((1 << mbits) - 1)
+    if e4m3 and exponent == top and mantissa == (1 << mbits) - 1:
+        return _NAN
+    if not e4m3 and exponent == top:
+        return sign * math.inf if mantissa == 0 else _NAN
+    if exponent == 0:
+        return sign * math.ldexp(mantissa, 1 - bias - mbits)
+    return sign * math.ldexp((1 << mbits) + mantissa, exponent - bias - mbits)
+
+
+_FP8_TABLES = {}
+
+
+def _fp8_decode(pages, kv_dtype):
+    """The float32 values of fp8 bytes (uint8, or torch's float8 dtype viewed as its bytes)."""
+    key = (kv_dtype, pages.device)
+    table = _FP8_TABLES.get(key)
+    if table is None:
+        values = [_fp8_value(b, kv_dtype == "fp8_e4m3") for b in range(256)]
+        table = _FP8_TABLES[key] = torch.tensor(values, dtype=torch.float32, device=pages.device)
+    if pages.dtype != torch.uint8:
+        pages = pages.view(torch.uint8)
+    return table[pages.long()]
+
+
+def _head_scale(scale, kvh, device):
+    """An fp8 cache's scale (None: 1; one element, or one per KV head) shaped to multiply dense
+    [B, kvh, keys, d] keys or values."""
+    if scale is None:
+        return None
+    s = torch.as_tensor(scale, dtype=torch.float32, device=device).reshape(-1)
+    if s.numel() not in (1, kvh):
+        raise ValueError("an fp8 scale has %d elements; it must have 1 or num_kv_heads (%d)"
+                         % (s.numel(), kvh))
+    return s.reshape(1, -1, 1, 1)
 
 
 def _blocks_of(block_table_row, k_len, block_size, num_blocks):
@@ -254,6 +302,9 @@ def _run_batch(query, key_cache, value_cache, block_tables, kv_layout, out, lse,
     rows, num_heads = query.shape[0], query.shape[1]
     batch = q_len.shape[0]
     dev = query.device
+    kv_dtype = opts["kv_dtype"]
+    k_scale = _head_scale(opts["k_scale"], kvh, dev) if kv_dtype != "auto" else None
+    v_scale = _head_scale(opts["v_scale"], kvh, dev) if kv_dtype != "auto" else None
     n_blocks = -(-max_k_len // bs)  # block-table columns that can hold a used entry
     if n_blocks > block_tables.shape[1]:
         raise ValueError("max_k_len %d needs %d blocks but block_tables has %d columns"
@@ -295,7 +346,14 @@ def _run_batch(query, key_cache, value_cache, block_tables, kv_layout, out, lse,
         outside = (ids < 0) | (ids >= num_blocks)
         bad = ~ok[b0:b1] | (used & outside).any(dim=1)
         ids = ids.masked_fill(~used | outside, 0)
-        k, v = _dense(key_cache[ids], value_cache[ids], kv_layout)  # [nseq, kvh, slots, d]
+        kp, vp = key_cache[ids], value_cache[ids]
+        if kv_dtype != "auto":  # fp8 bytes to their values; the scales follow
+            kp, vp = _fp8_decode(kp, kv_dtype), _fp8_decode(vp, kv_dtype)
+        k, v = _dense(kp, vp, kv_layout)  # [nseq, kvh, slots, d]
+        if k_scale is not None:
+            k = k * k_scale
+        if v_scale is not None:
+            v = v * v_scale
         if k.shape[2] > keys:  # a partition size that is not a multiple of block_size
             k, v = k[:, :, :keys], v[:, :, :keys]
         elif k.shape[2] < keys:  # the last partition runs past the last block
@@ -357,7 +415,14 @@ def _outputs(query, out, lse):
     return out, lse
 
 
-def _check_common(query, key_cache, value_cache, block_tables, kv_layout, scale):
+def _check_common(query, key_cache, value_cache, block_tables, kv_layout, scale,
+                  kv_dtype="auto"):
+    if kv_dtype not in KV_DTYPES:
+        raise ValueError("unknown kv_dtype %r (expected one of %s)"
+                         % (kv_dtype, ", ".join(KV_DTYPES)))
+    if kv_dtype != "auto" and key_cache.element_size() != 1:
+        raise ValueError("a %s cache holds bytes (torch.uint8 or float8), not %s"
+                         % (kv_dtype, key_cache.dtype))
     if query.dim() != 3:
         raise ValueError("query must be [rows, num_heads, head_dim], got shape %s"
                          % (tuple(query.shape),))
@@ -385,14 +450,17 @@ def _check_tables_on_host(key_cache, value_cache, block_tables, k_lens, kv_layou
         _blocks_of(row, k_len, bs, nb)
 
 
-def _opts(scale, causal, window_left, window_right, softcap, partition=None):
+def _opts(scale, causal, window_left, window_right, softcap, partition=None, kv_dtype="auto",
+          k_scale=None, v_scale=None):
     return dict(scale=float(scale), causal=bool(causal), window_left=int(window_left),
-                window_right=int(window_right), softcap=float(softcap), partition=partition)
+                window_right=int(window_right), softcap=float(softcap), partition=partition,
+                kv_dtype=kv_dtype, k_scale=k_scale, v_scale=v_scale)
 
 
 def paged_prefill(query, key_cache, value_cache, block_tables, cu_seqlens_q, cu_seqlens_k, *,
                   scale, causal=True, window_left=-1, window_right=-1, softcap=0.0,
-                  kv_layout="HND", out=None, lse=None, max_q_len=None, max_k_len=None):
+                  kv_layout="HND", out=None, lse=None, max_q_len=None, max_k_len=None,
+                  kv_dtype="auto", k_scale=None, v_scale=None):
     """Varlen attention over a paged KV cache (prefill, chunked prefill, prefix caching).
 
     query [total_q, H, d]; cu_seqlens_q/k int [batch+1] (start at 0, non-decreasing, and
@@ -402,8 +470,9 @@ def paged_prefill(query, key_cache, value_cache, block_tables, cu_seqlens_q, cu_
     with both, nothing is read back to the host and bad lengths or block-table entries give NaN
     rows; without them the lengths and tables are read and checked, and bad ones raise.
     Writes into `out`/`lse` when given (every element), else allocates them. Returns (out, lse).
+    kv_dtype, k_scale, v_scale: an fp8 cache and its scales (the module's docstring).
     """
-    _check_common(query, key_cache, value_cache, block_tables, kv_layout, scale)
+    _check_common(query, key_cache, value_cache, block_tables, kv_layout, scale, kv_dtype)
     batch = cu_seqlens_q.shape[0] - 1 if cu_seqlens_q.dim() == 1 else -1
     if batch < 0 or tuple(cu_seqlens_k.shape) != (batch + 1,):
         raise ValueError("cu_seqlens_q and cu_seqlens_k must both have batch+1 entries (%s, %s)"
@@ -430,13 +499,15 @@ def paged_prefill(query, key_cache, value_cache, block_tables, cu_seqlens_q, cu_
     ok = (q_len >= 0) & (k_len >= 0) & (cu_q[0] == 0) & (cu_k[0] == 0) & (cu_q[-1] == rows)
     seqs = (cu_q[:-1], q_len, k_len, ok, int(max_q_len), int(max_k_len))
     _run_batch(query, key_cache, value_cache, block_tables, kv_layout, out, lse, seqs,
-               _opts(scale, causal, window_left, window_right, softcap))
+               _opts(scale, causal, window_left, window_right, softcap, None, kv_dtype, k_scale,
+                     v_scale))
     return out, lse
 
 
 def paged_decode(query, key_cache, value_cache, block_tables, context_lens, *, scale,
                  causal=True, window_left=-1, window_right=-1, softcap=0.0, kv_layout="HND",
-                 partition=None, out=None, lse=None, max_k_len=None):
+                 partition=None, out=None, lse=None, max_k_len=None, kv_dtype="auto",
+                 k_scale=None, v_scale=None):
     """Decode attention: one query row per sequence over its context_lens[b] cached keys.
 
     query [batch, H, d]. partition=None is "v1" (one pass over the context); an int P is "v2"
@@ -446,9 +517,10 @@ def paged_decode(query, key_cache, value_cache, block_tables, context_lens, *, s
     max_k_len: the longest context (a Python int, an upper bound will do): with it nothing is
     read back to the host and bad lengths or block-table entries give NaN rows; without it the
     lengths and tables are read and checked, and bad ones raise.
+    kv_dtype, k_scale, v_scale: an fp8 cache and its scales (the module's docstring).
     Returns (out, lse), written into `out`/`lse` when given.
     """
-    _check_common(query, key_cache, value_cache, block_tables, kv_layout, scale)
+    _check_common(query, key_cache, value_cache, block_tables, kv_layout, scale, kv_dtype)
     batch = query.shape[0]
     if tuple(context_lens.shape) != (batch,):
         raise ValueError("context_lens has shape %s for %d query rows"
@@ -469,5 +541,5 @@ def paged_decode(query, key_cache, value_cache, block_tables, context_lens, *, s
     seqs = (None, torch.ones_like(k_len), k_len, k_len >= 0, 1, int(max_k_len))
     _run_batch(query, key_cache, value_cache, block_tables, kv_layout, out, lse, seqs,
                _opts(scale, causal, window_left, window_right, softcap,
-                     None if partition is None else int(partition)))
+                     None if partition is None else int(partition), kv_dtype, k_scale, v_scale))
     return out, lse

@@ -2,8 +2,8 @@
 the bridge.
 
 A factory returns {"name", "version", "device", "families"}; each family holds the KV layout its
-caches arrive in, whether it writes lse, its configuration space ({param: [values]}), `run` and
-optionally `can_run`. `run(call, config)` writes the result into call.out and call.lse in place
+caches arrive in, whether it writes lse, its configuration space ({param: [values]}), the fp8
+caches it reads ("kv_dtypes": both), `run` and optionally `can_run`. `run(call, config)` writes the result into call.out and call.lse in place
 (both arrive poisoned); `can_run(call, config)` returns None or the reason it refuses (tensors
 are None then). Bad shapes raise an ordinary exception, which the bridge reports as a failure;
 bad values in the index tensors (lengths, block-table entries) give NaN rows instead, as `run`
@@ -12,7 +12,7 @@ reads no tensor on the host (attention.py).
 
 import torch
 
-from .attention import KV_LAYOUTS, cache_geometry, paged_decode, paged_prefill
+from .attention import KV_DTYPES, KV_LAYOUTS, cache_geometry, paged_decode, paged_prefill
 
 FAMILIES = ("decode_v1", "decode_v2", "prefill")
 V2_PARTITIONS = [256, 512]
@@ -59,8 +59,12 @@ def _check_call(call):
     if call.query.dtype != dtype or tuple(call.query.shape) != rows:
         raise ValueError("query is %s %s, the call says %s %s"
                          % (call.query.dtype, tuple(call.query.shape), dtype, rows))
-    if call.key_cache.dtype != dtype:
+    kv_dtype = getattr(call, "kv_dtype", "auto")
+    if kv_dtype == "auto" and call.key_cache.dtype != dtype:
         raise ValueError("key_cache is %s, the call says %s" % (call.key_cache.dtype, dtype))
+    if kv_dtype != "auto" and call.key_cache.element_size() != 1:
+        raise ValueError("key_cache is %s, the call says %s (one byte per element)"
+                         % (call.key_cache.dtype, kv_dtype))
     geometry = cache_geometry(call.key_cache, call.value_cache, call.kv_layout)
     expect = (call.num_blocks, call.num_kv_heads, call.block_size, call.head_dim)
     if geometry != expect:
@@ -94,6 +98,9 @@ def _make_run(family):
                     window_right=call.window_right, softcap=call.softcap,
                     kv_layout=call.kv_layout, out=call.out, lse=call.lse,
                     max_k_len=int(call.max_k_len))
+        kv_dtype = getattr(call, "kv_dtype", "auto")
+        if kv_dtype != "auto":  # an fp8 cache (attn-tune's plugin ABI 4) and its scales
+            opts.update(kv_dtype=kv_dtype, k_scale=call.k_scale, v_scale=call.v_scale)
         if family == "prefill":
             paged_prefill(call.query, call.key_cache, call.value_cache, call.block_tables,
                           call.cu_seqlens_q, call.cu_seqlens_k, max_q_len=int(call.max_q_len),
@@ -118,7 +125,7 @@ def attn_tune_kernels(kv_layout="HND"):
     for family in FAMILIES:
         decl = {"kv_layout": kv_layout, "writes_lse": True,
                 "params": {name: list(values) for name, values in _PARAMS[family].items()},
-                "run": _make_run(family)}
+                "run": _make_run(family), "kv_dtypes": list(KV_DTYPES[1:])}
         if family == "decode_v2":
             decl["can_run"] = can_run
         families[family] = decl

@@ -44,7 +44,7 @@ std::optional<std::string> Backend::can_run(const KernelConfig& cfg, const Probl
     return refuser() + " does not implement " + family_name(cfg.family);
   }
   const DType cache = pr.params.cache_dtype();
-  if (is_fp8(cache) && !fam->reads_fp8_kv) {
+  if (!fam->reads_kv(cache)) {
     return refuser() + "'s " + family_name(cfg.family) + " does not read " +
            std::string(dtype_name(cache)) + " KV caches";
   }

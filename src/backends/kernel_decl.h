@@ -2,10 +2,12 @@
 // plugin, Python kernels) says about itself before anything runs. Every set declares the same
 // way, so configuration spaces, layouts and lse checks follow from one description.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "src/model/dtype.h"
 #include "src/model/kernel_config.h"
 #include "src/model/kv_layout.h"
 
@@ -23,9 +25,13 @@ struct FamilyDecl {
   KvLayout layout = KvLayout::HND; // the layout its caches arrive in
   bool writes_lse = true;          // false: its lse is not checked
   std::vector<ParamSpace> params;  // in declaration order
-  // Whether it reads fp8 KV caches (fp8_e4m3 and fp8_e5m2 with their scales, SPEC.md "fp8 KV
-  // caches"); a family that does not is never handed one.
-  bool reads_fp8_kv = false;
+  // The fp8 KV-cache dtypes it reads (fp8_e4m3, fp8_e5m2, with their scales: SPEC.md "fp8 KV
+  // caches"); it is never handed an fp8 cache of another one. Caches of the query's dtype are
+  // read by every family.
+  std::vector<DType> fp8_kv{};
+  [[nodiscard]] bool reads_kv(DType cache) const {
+    return !is_fp8(cache) || std::find(fp8_kv.begin(), fp8_kv.end(), cache) != fp8_kv.end();
+  }
 };
 
 // Where a kernel set's kernels read and write.

@@ -35,9 +35,13 @@ void print_declarations(const PluginLibrary& lib) {
     std::printf("library %s, sha256 %s\n", id.path.c_str(), id.library_sha256.c_str());
   }
   for (const FamilyDecl& f : lib.families()) {
-    std::printf("  %-9s  layout %-4s  %s  %zu configurations\n", family_name(f.family),
+    std::string fp8;
+    for (DType kv : f.fp8_kv) {
+      fp8 += (fp8.empty() ? "  reads " : ", ") + std::string(dtype_name(kv));
+    }
+    std::printf("  %-9s  layout %-4s  %s  %zu configurations%s\n", family_name(f.family),
                 kv_layout_name(f.layout), f.writes_lse ? "writes lse" : "no lse    ",
-                lib.config_space(f.family).size());
+                lib.config_space(f.family).size(), fp8.c_str());
     for (const auto& [name, values] : f.params) {
       std::string vs;
       for (int v : values) {

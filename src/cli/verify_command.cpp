@@ -139,6 +139,20 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
                          plugin->identity().name + " does not implement it");
       }
     }
+    // An fp8 cache asked for by name that none of the checked families reads: nothing of it
+    // could run, so say why instead of checking nothing.
+    for (DType kv : o.kv_dtypes.empty() ? std::vector<DType>{} : vo.fp8) {
+      if (std::none_of(vo.families.begin(), vo.families.end(),
+                       [&](Family f) { return plugin->family(f)->reads_kv(kv); })) {
+        throw InputError(
+            "--kv-dtypes " + std::string(dtype_name(kv)) + ": plugin " + plugin->identity().name +
+            " declares no family that reads " + std::string(dtype_name(kv)) +
+            " KV caches (plugin ABI 4's kv_dtypes" +
+            (plugin->identity().abi_version < 4
+                 ? "; it was built for ABI " + std::to_string(plugin->identity().abi_version) + ")"
+                 : ")"));
+      }
+    }
     if (o.device == "all") {
       throw InputError("--device all checks the built-in kernels on every device; with "
                        "--kernels name the device the plugin runs on");

@@ -18,6 +18,13 @@ import types
 FAMILIES = ("decode_v1", "decode_v2", "prefill")
 LAYOUTS = ("HND", "NHD", "vllm")
 DTYPES = ("fp32", "fp16", "bf16")
+# The KV cache's storage dtype (plugin ABI 4's attn_kv_dtype, in its order): "auto" is the query's.
+KV_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
+# What a family may list in "kv_dtypes" (vLLM's and torch's names), and the cache each means.
+KV_DTYPE_NAMES = {"fp8_e4m3": "fp8_e4m3", "fp8": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3",
+                  "fp8_e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2"}
+# torch's dtype for each fp8 cache, where the module's torch has it (2.1 and later).
+TORCH_FP8 = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
 # The seed engine's config class takes these keywords (its AttnDispatchConfig).
 SEED_CONFIG_FIELDS = ("num_heads", "num_kv_heads", "head_dim", "scale", "is_causal",
                       "window_left", "window_right", "block_size", "softcap")
@@ -70,7 +77,7 @@ def _quiet_repeated_logging():
 
 class Family:
     def __init__(self, name, kv_layout, writes_lse, params, run, can_run, prepare=None,
-                 workspace=None):
+                 workspace=None, kv_dtypes=()):
         self.name = name
         self.kv_layout = kv_layout
         self.writes_lse = writes_lse
@@ -79,6 +86,7 @@ class Family:
         self.can_run = can_run
         self.prepare = prepare  # prepare(call, config) -> dict, untimed, once per run
         self.workspace = workspace  # workspace(call, config) -> bytes attn-tune allocates
+        self.kv_dtypes = tuple(kv_dtypes)  # the fp8 caches it reads ("fp8_e4m3", "fp8_e5m2")
 
 
 # The engine rules a declaration may name (the kernel set's own dispatch rule, which regret
@@ -152,8 +160,18 @@ def _family(name, decl, who):
             raise DeclarationError("%s: parameter %s of %s has value %d, outside 32 bits"
                                    % (who, pname, name, wide[0]))
         params.append((str(pname), ints))
+    kv_dtypes = _get(decl, "kv_dtypes", None) or []
+    if isinstance(kv_dtypes, str):
+        kv_dtypes = [kv_dtypes]
+    caches = []
+    for kv in kv_dtypes:
+        if kv not in KV_DTYPE_NAMES:
+            raise DeclarationError("%s: family %s declares kv_dtypes %r; the fp8 caches are %s"
+                                   % (who, name, kv, ", ".join(sorted(KV_DTYPE_NAMES))))
+        if KV_DTYPE_NAMES[kv] not in caches:
+            caches.append(KV_DTYPE_NAMES[kv])
     return Family(name, layout, bool(_get(decl, "writes_lse", False)), params, run, can_run,
-                  _get(decl, "prepare"), _get(decl, "workspace"))
+                  _get(decl, "prepare"), _get(decl, "workspace"), caches)
 
 
 def _declared_kernels(module, decl, spec):
@@ -300,16 +318,18 @@ _KERNELS = None
 
 def load(spec, attn_python_dir):
     """Imports the module and returns its declaration for the C side:
-    (name, version, device, [(family, layout, writes_lse, [(param, [values])])], sha256, path,
-    engine_rule, has_prepare), family and layout as their numbers in the plugin ABI (their places
-    in FAMILIES and LAYOUTS). Raises DeclarationError (its message is the reason) or any import
-    error."""
+    (name, version, device, [(family, layout, writes_lse, [(param, [values])], kv_dtypes)], sha256,
+    path, engine_rule, has_prepare), family and layout as their numbers in the plugin ABI (their
+    places in FAMILIES and LAYOUTS), kv_dtypes as the ABI's mask of the fp8 caches the family
+    reads (bit i for KV_DTYPES[i]). Raises DeclarationError (its message is the reason) or any
+    import error."""
     global _KERNELS
     _quiet_repeated_logging()
     k = _kernels(spec, attn_python_dir)
     _KERNELS = k
     sha, path = _sources_sha256(k.module)
-    fams = [(FAMILIES.index(f.name), LAYOUTS.index(f.kv_layout), f.writes_lse, f.params)
+    fams = [(FAMILIES.index(f.name), LAYOUTS.index(f.kv_layout), f.writes_lse, f.params,
+             sum(1 << KV_DTYPES.index(kv) for kv in f.kv_dtypes))
             for f in k.families]
     has_prepare = any(f.prepare is not None for f in k.families)
     return (k.name, k.version, k.device, fams, sha, path, k.engine_rule, has_prepare)
@@ -322,14 +342,21 @@ def load(spec, attn_python_dir):
 class Call:
     """One attention call as a kernel sees it: SPEC.md's fields as attributes, the buffers as
     torch tensors viewing attn-tune's memory (None in can_run), and every sequence's query and
-    key lengths as lists of ints (q_lens, k_lens: in can_run too)."""
+    key lengths as lists of ints (q_lens, k_lens: in can_run too).
+
+    kv_dtype is "auto" (the caches have the query's dtype) or the fp8 cache's "fp8_e4m3" /
+    "fp8_e5m2" (only for a family that lists it in kv_dtypes). An fp8 cache arrives as
+    torch.float8_e4m3fn / float8_e5m2 where this torch has them, else as torch.uint8 holding the
+    bytes; k_scale and v_scale are then fp32 tensors of shape [1] (per tensor) or [num_kv_heads],
+    None for "auto"."""
 
     __slots__ = ("family", "dtype", "kv_layout", "num_heads", "num_kv_heads", "head_dim",
                  "block_size", "scale", "softcap", "causal", "window_left", "window_right",
                  "batch", "num_rows", "max_q_len", "max_k_len", "num_blocks",
                  "max_blocks_per_seq", "threads", "query", "key_cache", "value_cache",
                  "block_tables", "context_lens", "cu_seqlens_q", "cu_seqlens_k", "out", "lse",
-                 "device", "workspace", "prepared", "q_lens", "k_lens")
+                 "device", "workspace", "prepared", "q_lens", "k_lens", "kv_dtype", "k_scale",
+                 "v_scale")
 
     def __repr__(self):
         return "Call(%s)" % ", ".join("%s=%r" % (s, getattr(self, s)) for s in self.__slots__
@@ -339,9 +366,9 @@ class Call:
 _SCALARS = ("family", "dtype", "kv_layout", "num_heads", "num_kv_heads", "head_dim", "block_size",
             "scale", "softcap", "causal", "window_left", "window_right", "batch", "num_rows",
             "max_q_len", "max_k_len", "num_blocks", "max_blocks_per_seq", "threads", "q_lens",
-            "k_lens")
+            "k_lens", "kv_dtype")
 _TENSORS = ("query", "key_cache", "value_cache", "block_tables", "context_lens", "cu_seqlens_q",
-            "cu_seqlens_k", "out", "lse")
+            "cu_seqlens_k", "out", "lse", "k_scale", "v_scale")
 
 
 def make_call(scalars, capsules):
@@ -353,6 +380,7 @@ def make_call(scalars, capsules):
     c.family = FAMILIES[c.family]
     c.dtype = DTYPES[c.dtype]
     c.kv_layout = LAYOUTS[c.kv_layout]
+    c.kv_dtype = KV_DTYPES[c.kv_dtype]
     c.causal = bool(c.causal)
     c.device = _KERNELS.device if _KERNELS else "cpu"
     c.workspace = None
@@ -364,7 +392,19 @@ def make_call(scalars, capsules):
         from torch.utils.dlpack import from_dlpack
         for name, cap in zip(_TENSORS, capsules):
             setattr(c, name, from_dlpack(cap) if cap is not None else None)
+        if c.kv_dtype != "auto":
+            _view_fp8(c)
     return c
+
+
+def _view_fp8(call):
+    """An fp8 cache arrives from the C side as uint8 bytes; where this torch has the format's
+    dtype, the caches are viewed as it (no copy)."""
+    import torch
+    fp8 = getattr(torch, TORCH_FP8[call.kv_dtype], None)
+    if fp8 is not None:
+        call.key_cache = call.key_cache.view(fp8)
+        call.value_cache = call.value_cache.view(fp8)
 
 
 def _family_at(index):

@@ -59,6 +59,7 @@ struct Decl {
   std::vector<std::vector<int>> param_values;
   std::vector<std::vector<attn_param_space>> spaces; // per family
   std::vector<attn_family_decl> families;
+  std::vector<uint32_t> kv_dtypes; // per family: ATTN_KV_DTYPE_BIT of each fp8 cache it reads
 };
 extern Decl g_decl;
 extern bool g_cuda;            // the module's kernels run on CUDA devices

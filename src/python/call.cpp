@@ -55,7 +55,11 @@ std::vector<int64_t> call_key(const attn_call* c) {
           ptr(c->cu_seqlens_q),
           ptr(c->cu_seqlens_k),
           ptr(c->out),
-          ptr(c->lse)};
+          ptr(c->lse),
+          c->kv_dtype,
+          c->num_kv_scales,
+          ptr(c->k_scale),
+          ptr(c->v_scale)};
   // The lengths' values, not their address: the cached Call holds them as Python lists.
   for (const int32_t* lens : {c->seq_q_lens, c->seq_k_lens}) {
     key.push_back(lens != nullptr);
@@ -91,12 +95,13 @@ PyObject* config_dict(const attn_config* c) {
 }
 
 PyObject* scalars_tuple(const attn_call* c) {
-  return Py_BuildValue("(iiiiiiiddiiiiiiiiiiNN)", int(c->family), int(c->dtype),
+  return Py_BuildValue("(iiiiiiiddiiiiiiiiiiNNi)", int(c->family), int(c->dtype),
                        int(c->kv_layout), c->num_heads, c->num_kv_heads, c->head_dim,
                        c->block_size, double(c->scale), double(c->softcap), c->causal,
                        c->window_left, c->window_right, c->batch, c->num_rows, c->max_q_len,
                        c->max_k_len, c->num_blocks, c->max_blocks_per_seq, c->host_threads,
-                       lens_list(c->seq_q_lens, c->batch), lens_list(c->seq_k_lens, c->batch));
+                       lens_list(c->seq_q_lens, c->batch), lens_list(c->seq_k_lens, c->batch),
+                       int(c->kv_dtype));
 }
 
 PyObject* call_object(const attn_call* c) {

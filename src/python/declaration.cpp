@@ -86,6 +86,8 @@ bool take_declaration(PyObject* decl, const std::string& spec, std::string& err)
     d.params = space.empty() ? nullptr : space.data();
     d.num_params = int(space.size());
     g_decl.families.push_back(d);
+    // bridge.load gives the fp8 caches the family reads as its ABI 4 mask.
+    g_decl.kv_dtypes.push_back(uint32_t(PyLong_AsUnsignedLong(PyTuple_GetItem(f, 4))));
   }
   if (PyErr_Occurred()) {
     err = "the module's declaration could not be read: " + python_error();

@@ -125,25 +125,30 @@ PyObject* capsules_of(const attn_call* c, bool cuda) {
                                                      : DLDataType{4, 16, 1};
   const DLDataType i32{0, 32, 1};
   const DLDataType f32{2, 32, 1};
+  // An fp8 cache travels as its bytes (uint8): DLPack 0.x has no fp8 codes, and bridge.py views
+  // the tensors as torch's fp8 dtype where the module's torch has one.
+  const bool fp8 = c->kv_dtype != ATTN_KV_DTYPE_AUTO;
+  const DLDataType cache_dt = fp8 ? DLDataType{1, 8, 1} : dt;
   const int64_t nb = c->num_blocks, kvh = c->num_kv_heads, bs = c->block_size, d = c->head_dim;
-  const int64_t x = c->dtype == ATTN_DTYPE_F32 ? 4 : 8;
+  const int64_t x = fp8 ? 16 : c->dtype == ATTN_DTYPE_F32 ? 4 : 8;
   PyObject *k = nullptr, *v = nullptr;
   switch (c->kv_layout) {
   case ATTN_KV_NHD:
-    k = capsule(c->key_cache, dt, {nb, bs, kvh, d}, dev);
-    v = capsule(c->value_cache, dt, {nb, bs, kvh, d}, dev);
+    k = capsule(c->key_cache, cache_dt, {nb, bs, kvh, d}, dev);
+    v = capsule(c->value_cache, cache_dt, {nb, bs, kvh, d}, dev);
     break;
   case ATTN_KV_VLLM:
-    k = capsule(c->key_cache, dt, {nb, kvh, d / x, bs, x}, dev);
-    v = capsule(c->value_cache, dt, {nb, kvh, d, bs}, dev);
+    k = capsule(c->key_cache, cache_dt, {nb, kvh, d / x, bs, x}, dev);
+    v = capsule(c->value_cache, cache_dt, {nb, kvh, d, bs}, dev);
     break;
   default:
-    k = capsule(c->key_cache, dt, {nb, kvh, bs, d}, dev);
-    v = capsule(c->value_cache, dt, {nb, kvh, bs, d}, dev);
+    k = capsule(c->key_cache, cache_dt, {nb, kvh, bs, d}, dev);
+    v = capsule(c->value_cache, cache_dt, {nb, kvh, bs, d}, dev);
     break;
   }
   const int64_t rows = c->num_rows, h = c->num_heads, b = c->batch;
-  PyObject* items[9] = {
+  const int64_t ns = c->num_kv_scales;
+  PyObject* items[11] = {
       capsule(c->query, dt, {rows, h, d}, dev),
       k,
       v,
@@ -153,12 +158,14 @@ PyObject* capsules_of(const attn_call* c, bool cuda) {
       capsule(c->cu_seqlens_k, i32, {b + 1}, dev),
       capsule(c->out, dt, {rows, h, d}, dev),
       capsule(c->lse, f32, {rows, h}, dev),
+      capsule(fp8 ? c->k_scale : nullptr, f32, {ns}, dev),
+      capsule(fp8 ? c->v_scale : nullptr, f32, {ns}, dev),
   };
-  PyObject* t = PyTuple_New(9);
-  for (int i = 0; i < 9; ++i) {
+  PyObject* t = PyTuple_New(11);
+  for (int i = 0; i < 11; ++i) {
     if (items[i] == nullptr) {
       Py_DECREF(t);
-      for (int j = i + 1; j < 9; ++j) {
+      for (int j = i + 1; j < 11; ++j) {
         Py_XDECREF(items[j]);
       }
       return nullptr;

@@ -261,6 +261,7 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   api->device_kind = g_cuda ? ATTN_DEVICE_CUDA : ATTN_DEVICE_HOST;
   api->families = g_decl.families.data();
   api->num_families = int(g_decl.families.size());
+  api->kv_dtypes = g_decl.kv_dtypes.data();
   api->state = nullptr;
   api->can_run = bridge_can_run;
   api->workspace_size = bridge_workspace_size;

@@ -129,9 +129,13 @@ KernelTargets kernel_targets(const Backend& be, Phase phase, DType dt) {
   if (!declares_phase) {
     return t; // nothing of this phase runs: its cases are skipped with the set's reasons
   }
-  t.fp8 = std::any_of(decl.families.begin(), decl.families.end(), [&](const FamilyDecl& f) {
-    return f.reads_fp8_kv && family_is_decode(f.family) == (phase == Phase::decode);
-  });
+  for (DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    if (std::any_of(decl.families.begin(), decl.families.end(), [&](const FamilyDecl& f) {
+          return f.reads_kv(kv) && family_is_decode(f.family) == (phase == Phase::decode);
+        })) {
+      t.fp8.push_back(kv);
+    }
+  }
   const std::vector<int> blocks = candidate_block_sizes(t.partitions);
   const std::vector<int> dims = candidate_head_dims();
   // One accepted shape to vary around: the usual sizes first.

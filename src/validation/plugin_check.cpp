@@ -17,7 +17,9 @@ namespace {
 // The tiny cases of a family: first causal only, then with a sliding window, then with a soft
 // cap that bends the scores without making the softmax one-hot (default scale, cap 2), so that a
 // failure says which part of the mask is wrong. Decode lengths cross a block edge and, for
-// decode_v2, the boundary of every declared partition.
+// decode_v2, the boundary of every declared partition. A family that reads fp8 caches gets one
+// causal case per fp8 dtype it declares, with per-KV-head scales far from 1 and unlike each
+// other (SPEC.md "fp8 KV caches").
 struct TinyCase {
   std::string what;
   Problem problem;
@@ -37,7 +39,8 @@ std::vector<TinyCase> tiny_cases(const FamilyDecl& f) {
   std::sort(lens.begin(), lens.end());
   lens.erase(std::unique(lens.begin(), lens.end()), lens.end());
   std::vector<TinyCase> out;
-  for (int variant = 0; variant < 3; ++variant) {
+  const int variants = 3 + int(f.fp8_kv.size());
+  for (int variant = 0; variant < variants; ++variant) {
     AttnParams p;
     p.num_heads = 4;
     p.num_kv_heads = 2;
@@ -54,6 +57,12 @@ std::vector<TinyCase> tiny_cases(const FamilyDecl& f) {
     }
     GenOptions g;
     g.seed = 7 + uint64_t(variant);
+    if (variant >= 3) {
+      p.kv_dtype = f.fp8_kv[std::size_t(variant - 3)];
+      g.k_scale = {0.05f, 2.0f};
+      g.v_scale = {4.0f, 0.3f};
+      what = "causal, kv=" + std::string(dtype_name(*p.kv_dtype)) + " with per-head scales";
+    }
     out.push_back({what, f.family == Family::prefill
                              ? make_prefill_problem(p, {3, 17}, {3, 40}, g)
                              : make_decode_problem(p, lens, g)});

@@ -252,34 +252,32 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
                                           ? std::vector<int>{256, 512, 1024}
                                           : aim.partitions;
   const auto add_fp8_groups = [&] {
-    if (aim.fp8) {
-      for (DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
-        for (int home : homes) {
-          if (phase == Phase::decode) {
-            std::vector<int> lens = block_edges(home, partitions, sz.max_len);
-            lens.push_back(0);
-            add_fp8(kv, base_params(dt, 4, 2, d0, home), {}, lens, {1.0f / 250}, {1.0f / 64});
-            add_fp8(kv, base_params(dt, 8, 2, d0, home), {}, {1, home + 1, 700}, {24.0f, 0.37f},
-                    {0.37f, 24.0f});
-            last->nan_tails = true; // the formats' NaN patterns in the slots nobody reads
-            add_fp8(kv, with_mask(base_params(dt, 8, 1, d_mask, home), kMaskVariants[8]), {},
-                    {33, 600, 150}, {4.0f}, {1.0f});
-            for (int part : partitions) {
-              const int bs = block_for_partition(part, home, aim.block_sizes);
-              if (bs > 0) {
-                add_fp8(kv, base_params(dt, 4, 2, d_part, bs), {},
-                        {part - 1, part, part + 1, 2 * part + 1}, {1.0f / 64}, {4.0f});
-              }
+    for (DType kv : aim.fp8) {
+      for (int home : homes) {
+        if (phase == Phase::decode) {
+          std::vector<int> lens = block_edges(home, partitions, sz.max_len);
+          lens.push_back(0);
+          add_fp8(kv, base_params(dt, 4, 2, d0, home), {}, lens, {1.0f / 250}, {1.0f / 64});
+          add_fp8(kv, base_params(dt, 8, 2, d0, home), {}, {1, home + 1, 700}, {24.0f, 0.37f},
+                  {0.37f, 24.0f});
+          last->nan_tails = true; // the formats' NaN patterns in the slots nobody reads
+          add_fp8(kv, with_mask(base_params(dt, 8, 1, d_mask, home), kMaskVariants[8]), {},
+                  {33, 600, 150}, {4.0f}, {1.0f});
+          for (int part : partitions) {
+            const int bs = block_for_partition(part, home, aim.block_sizes);
+            if (bs > 0) {
+              add_fp8(kv, base_params(dt, 4, 2, d_part, bs), {},
+                      {part - 1, part, part + 1, 2 * part + 1}, {1.0f / 64}, {4.0f});
             }
-          } else {
-            add_fp8(kv, base_params(dt, 4, 2, d0, home), {1, 17, 64, 5}, {16, 33, 164, 22},
-                    {1.0f / 250}, {1.0f / 64});
-            add_fp8(kv, base_params(dt, 8, 2, d0, home), {20, 9}, {5, 60}, {24.0f, 0.37f},
-                    {0.37f, 24.0f});
-            last->nan_tails = true;
-            add_fp8(kv, with_mask(base_params(dt, 4, 2, d_mask, home), kMaskVariants[8]),
-                    {40, 7}, {160, 97}, {4.0f}, {1.0f});
           }
+        } else {
+          add_fp8(kv, base_params(dt, 4, 2, d0, home), {1, 17, 64, 5}, {16, 33, 164, 22},
+                  {1.0f / 250}, {1.0f / 64});
+          add_fp8(kv, base_params(dt, 8, 2, d0, home), {20, 9}, {5, 60}, {24.0f, 0.37f},
+                  {0.37f, 24.0f});
+          last->nan_tails = true;
+          add_fp8(kv, with_mask(base_params(dt, 4, 2, d_mask, home), kMaskVariants[8]),
+                  {40, 7}, {160, 97}, {4.0f}, {1.0f});
         }
       }
     }

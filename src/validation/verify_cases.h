@@ -50,8 +50,9 @@ struct KernelTargets {
   // and 32 alike gets both). Empty: 16 where accepted, else the smallest accepted.
   std::vector<int> home_block_sizes;
   std::vector<int> head_dims;   // likewise
-  // Some family of the phase reads fp8 KV caches (FamilyDecl::reads_fp8_kv): the fp8 groups run.
-  bool fp8 = false;
+  // The fp8 KV-cache dtypes some family of the phase reads (FamilyDecl::fp8_kv): their fp8
+  // groups run.
+  std::vector<DType> fp8;
 };
 
 // The edge cases of SPEC.md for one phase and dtype, aimed at a kernel set's targets: lengths at

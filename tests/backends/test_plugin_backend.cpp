@@ -35,7 +35,7 @@ TEST(PluginLibrary, RefusesWhatIsNotAPluginWithOneLine) {
   const std::string text = std::string(ATTN_SOURCE_DIR) + "/README.md";
   EXPECT_NE(error_of(text).find("cannot load it"), std::string::npos);
   const std::string old = error_of(ATTN_OLD_ABI_PLUGIN);
-  EXPECT_NE(old.find("was built for plugin ABI 0; this attn-tune speaks ABI 1 to 3"), std::string::npos)
+  EXPECT_NE(old.find("was built for plugin ABI 0; this attn-tune speaks ABI 1 to 4"), std::string::npos)
       << old;
   EXPECT_EQ(old.find('\n'), std::string::npos);
 }
@@ -182,17 +182,33 @@ void expect_same_bits(const RunOutput& a, const RunOutput& b, const std::string&
 TEST(PluginBackend, TheCpuExampleComputesWhatTheBuiltInBackendComputes) {
   auto builtin = make_cpu_backend({.threads = 2, .kernels = ""});
   auto plugin = make_backend("cpu", {.threads = 2, .kernels = ATTN_CPU_EXAMPLE_PLUGIN});
-  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+  // The query dtypes over caches of their own dtype, and fp8 caches (ABI 4) with per-tensor and
+  // per-KV-head scales.
+  struct Dtypes {
+    DType t;
+    std::optional<DType> kv;
+    std::vector<float> k_scale, v_scale;
+  };
+  const Dtypes dtypes[] = {{DType::f32, std::nullopt, {}, {}},
+                           {DType::f16, std::nullopt, {}, {}},
+                           {DType::bf16, std::nullopt, {}, {}},
+                           {DType::f16, DType::fp8_e4m3, {0.02f}, {3.0f}},
+                           {DType::bf16, DType::fp8_e5m2, {0.5f, 4.0f}, {2.0f, 0.125f}}};
+  for (const Dtypes& dts : dtypes) {
+    const DType t = dts.t;
     AttnParams p;
     p.num_heads = 8;
     p.num_kv_heads = 2;
     p.head_dim = 64;
     p.block_size = 16;
     p.dtype = t;
+    p.kv_dtype = dts.kv;
     p.window_left = 37;
     p.softcap = 20.0;
     GenOptions g;
     g.seed = 11;
+    g.k_scale = dts.k_scale;
+    g.v_scale = dts.v_scale;
     const Problem dec = make_decode_problem(p, {1, 15, 16, 17, 513, 1100}, g);
     p.window_left = -1;
     p.window_right = 5;
@@ -204,7 +220,7 @@ TEST(PluginBackend, TheCpuExampleComputesWhatTheBuiltInBackendComputes) {
           continue;
         }
         for (const KernelConfig& cfg : builtin->config_space(f, pr->params)) {
-          const std::string what = std::string(dtype_name(t)) + " " + cfg.key();
+          const std::string what = pr->params.describe() + " " + cfg.key();
           expect_same_bits(run_once(*builtin, *pr, cfg), run_once(*plugin, *pr, cfg), what);
         }
       }

@@ -18,14 +18,15 @@ attn_cli_test(NAME plugin_check_split_second_config EXIT 1 REGEX "decode_v2: FAI
               ARGS plugin check ${ATTN_SPLIT_SECOND_CONFIG_PLUGIN} --threads 2)
 
 # verify --intensity quick --dtypes fp32 on each planted bug: exit 1 and output matching REGEX.
-#   attn_planted_bug_test(BUG REGEX re [ABSENT re] [FAMILIES list])
+#   attn_planted_bug_test(BUG REGEX re [ABSENT re] [FAMILIES list] [KV_DTYPES list])
 function(attn_planted_bug_test bug)
-  cmake_parse_arguments(T "" "REGEX;ABSENT;FAMILIES" "" ${ARGN})
+  cmake_parse_arguments(T "" "REGEX;ABSENT;FAMILIES;KV_DTYPES" "" ${ARGN})
   string(TOLOWER ${bug} lower)
   add_test(NAME cli.verify_planted_bug_${lower}
            COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
                    -DPLUGIN=${ATTN_SPLIT_${bug}_PLUGIN} "-DREGEX=${T_REGEX}" "-DABSENT=${T_ABSENT}"
-                   "-DFAMILIES=${T_FAMILIES}" -DWORK=${planted_work}/${lower}
+                   "-DFAMILIES=${T_FAMILIES}" "-DKV_DTYPES=${T_KV_DTYPES}"
+                   -DWORK=${planted_work}/${lower}
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/plugins/verify_planted_bug.cmake)
   set_tests_properties(cli.verify_planted_bug_${lower} PROPERTIES LABELS "cli")
 endfunction()
@@ -44,3 +45,15 @@ attn_planted_bug_test(LSE_LOG2 REGEX "lse is written in base 2")
 attn_planted_bug_test(ZERO_WEIGHT_TAIL REGEX "stale slots folded in with a zero weight")
 attn_planted_bug_test(SECOND_CONFIG REGEX "partition=768\\]: [0-9]+ failed[^[]*\\(k\\*768-1\\) is dropped"
                       ABSENT "partition=384")
+
+# The fp8 mistakes (SPLIT_FP8_*: plugin ABI 4 builds that read fp8 caches), checked on the fp8
+# cases alone: each failure must be explained, and by the mistake the build plants. (A case whose
+# v_scale is 1 cannot tell "both scales ignored" from "k_scale ignored"; both are named.)
+attn_planted_bug_test(FP8_SCALE_IGNORED KV_DTYPES fp8_e4m3,fp8_e5m2
+                      REGEX "the fp8 scales are ignored \\(k_scale and v_scale taken as 1\\)")
+attn_planted_bug_test(FP8_SCALE_TWICE KV_DTYPES fp8_e4m3,fp8_e5m2
+                      REGEX "the fp8 scales are applied twice")
+attn_planted_bug_test(FP8_E4M3_AS_E5M2 KV_DTYPES fp8_e4m3,fp8_e5m2
+                      REGEX "the fp8_e4m3 cache is read as fp8_e5m2")
+attn_planted_bug_test(FP8_SCALES_SWAPPED KV_DTYPES fp8_e4m3,fp8_e5m2
+                      REGEX "k_scale and v_scale are swapped")

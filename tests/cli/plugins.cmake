@@ -5,10 +5,10 @@
 set(plugins_work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/plugins)
 
 attn_cli_test(NAME plugin_check_cpu_example EXIT 0
-              REGEX "plugin cpu-example, version 1.0, plugin ABI 3, host memory.*decode_v2 +layout HND.*partition: 256, 512, 1024.*prefill: ok \\(causal, softcap=2\\): 18 of 18 configurations passed.*every family passed"
+              REGEX "plugin cpu-example, version 1.0, plugin ABI 4, host memory.*decode_v2 +layout HND.*partition: 256, 512, 1024.*prefill: ok \\(causal, softcap=2\\): 18 of 18 configurations passed.*every family passed"
               ARGS plugin check ${ATTN_CPU_EXAMPLE_PLUGIN} --threads 2)
 attn_cli_test(NAME plugin_check_old_abi EXIT 2
-              REGEX "was built for plugin ABI 0; this attn-tune speaks ABI 1 to 3: rebuild it"
+              REGEX "was built for plugin ABI 0; this attn-tune speaks ABI 1 to 4: rebuild it"
               ARGS plugin check ${ATTN_OLD_ABI_PLUGIN})
 attn_cli_test(NAME verify_kernels_old_abi EXIT 2 REGEX "was built for plugin ABI 0"
               ARGS verify --kernels ${ATTN_OLD_ABI_PLUGIN} --intensity quick)
@@ -43,6 +43,11 @@ attn_cli_test(NAME verify_kernels_run_exit EXIT 1 REGEX "fault: worker exited wi
 set_tests_properties(cli.plugin_check_destroy_crash cli.verify_kernels_destroy_crash
                      PROPERTIES ENVIRONMENT ATTN_TEST_INIT=destroy:segv)
 set_tests_properties(cli.verify_kernels_run_exit PROPERTIES ENVIRONMENT ATTN_TEST_INIT=run:exit0)
+# An fp8 mask with a bit no cache dtype has (plugin ABI 4): one line naming the bits.
+attn_cli_test(NAME plugin_check_bad_kv_dtypes EXIT 2
+              REGEX "declares KV-cache dtype mask 0x42 for decode_v1; its bits are ATTN_KV_DTYPE_BIT"
+              ARGS plugin check ${ATTN_INIT_PLUGIN})
+set_tests_properties(cli.plugin_check_bad_kv_dtypes PROPERTIES ENVIRONMENT ATTN_TEST_INIT=decl:kv_dtypes)
 attn_cli_test(NAME plugin_check_not_a_plugin EXIT 2 REGEX "cannot load it"
               ARGS plugin check ${PROJECT_SOURCE_DIR}/README.md)
 attn_cli_test(NAME plugin_check_missing EXIT 2 REGEX "plugin /nonexistent/x.so: no such file"
@@ -106,7 +111,7 @@ attn_cli_test(NAME sweep_kernels_cpu_example EXIT 0
 set_tests_properties(cli.sweep_kernels_cpu_example PROPERTIES RESOURCE_LOCK cpu_timing
                      FIXTURES_REQUIRED plugin_clean FIXTURES_SETUP plugin_table)
 attn_cli_test(NAME table_show_plugin_provenance EXIT 0
-              REGEX "kernels:  plugin cpu-example 1.0 \\(libattn_plugin_cpu_example.so, plugin ABI 3, sha256 [0-9a-f]+\\)"
+              REGEX "kernels:  plugin cpu-example 1.0 \\(libattn_plugin_cpu_example.so, plugin ABI 4, sha256 [0-9a-f]+\\)"
               ARGS table show ${sweep_out}/threshold_table.json)
 attn_cli_test(NAME table_lookup_other_kernels_warns EXIT 0
               REGEX "warning: this table timed plugin cpu-example 1.0 .*not the built-in attn-tune kernels"
@@ -145,6 +150,15 @@ attn_cli_test(NAME plugin_check_abi1 EXIT 0
 attn_cli_test(NAME verify_kernels_abi1 EXIT 0 REGEX " 0 failed, "
               ARGS verify --kernels ${ATTN_SPLIT_ABI1_PLUGIN} --intensity quick --dtypes fp32
                    --threads 2)
+# A plugin built against ABI 3's header, from before fp8 caches: it loads, passes, declares no fp8
+# cache, and asking verify for one says so (exit 2) instead of checking nothing.
+attn_cli_test(NAME plugin_check_abi3 EXIT 0
+              REGEX "plugin split-kv-abi3, version 1.0, plugin ABI 3, host memory.*decode_v1 +layout HND +writes lse +1 configurations\n.*every family passed"
+              ARGS plugin check ${ATTN_SPLIT_ABI3_PLUGIN} --threads 2)
+attn_cli_test(NAME verify_kernels_abi3_fp8 EXIT 2
+              REGEX "--kv-dtypes fp8_e4m3: plugin split-kv-abi3 declares no family that reads fp8_e4m3 KV caches \\(plugin ABI 4's kv_dtypes; it was built for ABI 3\\)"
+              ARGS verify --kernels ${ATTN_SPLIT_ABI3_PLUGIN} --intensity quick --dtypes fp32
+                   --kv-dtypes fp8_e4m3 --threads 2)
 attn_cli_test(NAME plugin_check_abi2 EXIT 0
               REGEX "plugin split-kv-prepare, version 1.0, plugin ABI 2, host memory.*every family passed"
               ARGS plugin check ${ATTN_SPLIT_PREPARE_PLUGIN} --threads 2)
@@ -165,3 +179,17 @@ attn_cli_test(NAME table_show_prepared_method EXIT 0
               REGEX "timing: steady_clock, plugin split-kv-prepare on 2 threads, prepared untimed \\([0-9.]+ (KiB|MiB) to [0-9.]+ (KiB|MiB) of its own memory\\), the [0-9.]+ (KiB|MiB) to [0-9.]+ (KiB|MiB) it touches flushed"
               ARGS table show ${prepare_out}/threshold_table.json)
 set_tests_properties(cli.table_show_prepared_method PROPERTIES FIXTURES_REQUIRED prepare_table)
+
+# fp8 caches through the plugin ABI (ABI 4): verify at default intensity passes fp8_e4m3 and
+# fp8_e5m2 through the CPU example plugin at each build of its kernels (ATTN_TUNE_CPU_ISA; skipped
+# where the processor lacks the level, which the plugin's init then refuses).
+foreach(level default x86-64-v3 baseline)
+  attn_cli_test(NAME verify_cpu_example_fp8_${level} EXIT 0 REGEX " 0 failed, 0 skipped"
+                ARGS verify --kernels ${ATTN_CPU_EXAMPLE_PLUGIN} --device cpu --intensity default
+                     --kv-dtypes fp8_e4m3,fp8_e5m2 --threads 2)
+  if(NOT level STREQUAL "default")
+    set_tests_properties(cli.verify_cpu_example_fp8_${level} PROPERTIES
+                         ENVIRONMENT ATTN_TUNE_CPU_ISA=${level}
+                         SKIP_REGULAR_EXPRESSION "this processor cannot run the")
+  endif()
+endforeach()

@@ -173,10 +173,12 @@ if(ATTN_DUMPS_PYTHON)
   set_tests_properties(replay.layouts PROPERTIES LABELS "cli" SKIP_RETURN_CODE 77)
   # fp8 caches from the same independent writer (tests/data/replay_fp8.py: its own fp8 decoding
   # and quantising): E4M3 and E5M2 in every layout, F8 and U8 storage, scales per tensor and per
-  # KV head, judged with the reference and the CPU kernels; unscaled answers and malformed
-  # files.
+  # KV head, judged with the reference, the CPU kernels and a plugin of each layout (ABI 4);
+  # unscaled answers and malformed files.
   add_test(NAME replay.fp8
            COMMAND ${ATTN_DUMPS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/data/replay_fp8.py
-                   $<TARGET_FILE:attn-tune> ${CMAKE_CURRENT_BINARY_DIR}/replay_fp8)
+                   $<TARGET_FILE:attn-tune> ${CMAKE_CURRENT_BINARY_DIR}/replay_fp8
+                   HND=${ATTN_CPU_EXAMPLE_PLUGIN} NHD=${ATTN_NHD_PLUGIN}
+                   vllm=${ATTN_VLLM_PLUGIN})
   set_tests_properties(replay.fp8 PROPERTIES LABELS "cli" SKIP_RETURN_CODE 77)
 endif()

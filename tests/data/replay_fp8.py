@@ -8,11 +8,14 @@ mantissa, saturated to the largest finite value), and the file writer, the layou
 float64 attention are replay_layouts.py's. For decode and prefill, E4M3 and E5M2, HND, NHD and
 vllm (x = 16), scales per tensor and per KV head, caches stored as F8_E4M3 / F8_E5M2 or as U8 with
 `kv_cache_dtype` named, it writes a file whose `out` is right and expects `attn-tune replay` to
-exit 0, with the reference and with `--backend cpu`; an `out` computed with the scales left out
-to exit 1; and a U8 cache without kv_cache_dtype, an F8 cache of the other format, a scale on a
-16-bit cache and a scale of the wrong shape to exit 2 with one line.
+exit 0, with the reference, with `--backend cpu` and, where one is given for the file's layout,
+through a plugin that reads that layout (plugin ABI 4 hands it the fp8 cache and its scales); an
+`out` computed with the scales left out to exit 1; and a U8 cache without kv_cache_dtype, an F8
+cache of the other format, a scale on a 16-bit cache and a scale of the wrong shape to exit 2 with
+one line.
 
-Usage: replay_fp8.py ATTN_TUNE OUTDIR      (exits 77, CTest's skip code here, without numpy)
+Usage: replay_fp8.py ATTN_TUNE OUTDIR [HND=PLUGIN] [NHD=PLUGIN] [vllm=PLUGIN]
+       (exits 77, CTest's skip code here, without numpy)
 """
 import math
 import os
@@ -135,6 +138,7 @@ def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     exe, outdir = sys.argv[1], sys.argv[2]
+    plugins = dict(arg.split("=", 1) for arg in sys.argv[3:])
     os.makedirs(outdir, exist_ok=True)
     # The decoding and the quantising agree with the formats' landmarks.
     assert values("fp8_e4m3")[0x7E] == 448 and math.isnan(values("fp8_e4m3")[0x7F])
@@ -167,6 +171,8 @@ def main():
                     rl.write_safetensors(path, good, meta)
                     expect(path, 0, "")
                     expect(path, 0, "", "--backend", "cpu")
+                    if layout in plugins:  # every configuration of a plugin of that layout
+                        expect(path, 0, "(plugin ", "--kernels", plugins[layout])
                     wrong = dict(tensors, out=(rl.ST_DTYPE[dtype], unscaled.shape,
                                                rl.storage_bytes(unscaled, dtype)))
                     path = os.path.join(outdir, name + "_unscaled.safetensors")
@@ -194,8 +200,9 @@ def main():
     if failures:
         print("\n".join(failures))
         sys.exit(1)
+    through = f" and the plugins of {', '.join(sorted(plugins))}" if plugins else ""
     print(f"replay_fp8: {seed} cases in E4M3 and E5M2 over HND, NHD and vllm passed with the "
-          "reference and --backend cpu; unscaled answers caught; malformed files refused")
+          f"reference, --backend cpu{through}; unscaled answers caught; malformed files refused")
 
 
 if __name__ == "__main__":

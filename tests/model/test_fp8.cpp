@@ -263,12 +263,12 @@ TEST(Fp8, BadScalesAndDtypesAreOneLine) {
 }
 
 // A kernel set that does not declare fp8 is never handed an fp8 cache: the CPU kernels' own
-// declaration with reads_fp8_kv off.
+// declaration with no fp8 dtypes.
 class NoFp8 : public Backend {
 public:
   NoFp8() : inner_(make_cpu_backend({.threads = 1, .kernels = ""})), decl_(inner_->declaration()) {
     for (FamilyDecl& f : decl_.families) {
-      f.reads_fp8_kv = false;
+      f.fp8_kv.clear();
     }
   }
   const DeviceInfo& info() const override { return inner_->info(); }

@@ -10,8 +10,9 @@
  *                  (tests/fuzz/hostile_plugins.py tries each pair)
  *   decl:WHAT      a declaration with garbage in it: WHAT is families (a pointer to nowhere),
  *                  count (2^30 families behind a pointer to one), negative (-5 families),
- *                  params (a parameter list at a garbage address) or name (a name pointer to
- *                  nowhere); attn-tune reads declarations in its probe, never in its own process
+ *                  params (a parameter list at a garbage address), name (a name pointer to
+ *                  nowhere) or kv_dtypes (an fp8 mask with a bit no format has); attn-tune reads
+ *                  declarations in its probe, never in its own process
  *   other   (or unset) declares decode_v1 without parameters, refusing every call, with that
  *           text as its version: a process that sees another value than the declaration probe
  *           saw sees another declaration.
@@ -181,6 +182,11 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   }
   if (strcmp(what, "decl:name") == 0) {
     api->name = (const char*)(uintptr_t)0x8;
+    return 0;
+  }
+  if (strcmp(what, "decl:kv_dtypes") == 0) {
+    static const uint32_t masks[1] = {ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E4M3) | 0x40u};
+    api->kv_dtypes = masks;
     return 0;
   }
   const char* colon = strchr(what, ':');

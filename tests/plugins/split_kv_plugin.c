@@ -43,14 +43,25 @@
  *                              (vllm-project/vllm issue 641).
  *   SPLIT_BUG_SECOND_CONFIG    v2 with partition 768 only: SPLIT_BUG_DROP_LAST_KEY's bug.
  *
+ * fp8 caches (plugin ABI 4, SPEC.md "fp8 KV caches"): the correct build (no definition) and the
+ * SPLIT_FP8_* builds declare that both families read fp8_e4m3 and fp8_e5m2, decoding each byte
+ * by its fields and multiplying by its KV head's scale; the other builds read 16- and 32-bit
+ * caches only. Each SPLIT_FP8_* build plants one mistake engines make with fp8 caches:
+ *   SPLIT_FP8_SCALE_IGNORED    both scales are taken as 1.
+ *   SPLIT_FP8_SCALE_TWICE      each element is multiplied by its scale twice.
+ *   SPLIT_FP8_E4M3_AS_E5M2     an fp8_e4m3 cache's bytes are decoded as fp8_e5m2.
+ *   SPLIT_FP8_SCALES_SWAPPED   keys are scaled by v_scale and values by k_scale.
+ *
  * Builds of the correct kernels that exercise the ABI rather than plant a bug:
  *   SPLIT_ABI1     built against plugin ABI 1's header (tests/plugins/abi1): an old plugin,
  *                  which the host must still load and run unchanged.
+ *   SPLIT_ABI3     built against ABI 3's header (tests/plugins/abi3): a plugin from before fp8
+ *                  caches, which the host loads and never hands one.
  *   SPLIT_PREPARE  ABI 2's prepare step, built against ABI 2's header (tests/plugins/abi2):
  *                  prepare copies both caches into the plugin's own memory (declared as its
  *                  ranges), run reads only that copy and fails when the host hands it no
  *                  prepared handle, release frees it; names engine rule "seed".
- * Every build against today's header (ABI 3) checks the sequences' lengths the host passes:
+ * Every build against ABI 3's header or later checks the sequences' lengths the host passes:
  * can_run refuses a call without them, run fails where they disagree with context_lens.
  */
 #include <math.h>
@@ -63,6 +74,8 @@
 #include "tests/plugins/abi1/attn_tune/plugin.h"
 #elif defined(SPLIT_PREPARE)
 #include "tests/plugins/abi2/attn_tune/plugin.h"
+#elif defined(SPLIT_ABI3)
+#include "tests/plugins/abi3/attn_tune/plugin.h"
 #else
 #include "include/attn_tune/plugin.h"
 #endif
@@ -74,8 +87,24 @@
      defined(SPLIT_BUG_FULL_LAST_BLOCK) + defined(SPLIT_BUG_ONE_PAST) +                            \
      defined(SPLIT_BUG_STALE_BLOCK) + defined(SPLIT_BUG_LSE_LOG2) +                                \
      defined(SPLIT_BUG_SECOND_CONFIG) + defined(SPLIT_OWN_SPLITS) +                                \
-     defined(SPLIT_BUG_ZERO_WEIGHT_TAIL)) > 1
-#error "define at most one SPLIT_BUG_* or SPLIT_OWN_SPLITS"
+     defined(SPLIT_BUG_ZERO_WEIGHT_TAIL) + defined(SPLIT_FP8_SCALE_IGNORED) +                      \
+     defined(SPLIT_FP8_SCALE_TWICE) + defined(SPLIT_FP8_E4M3_AS_E5M2) +                            \
+     defined(SPLIT_FP8_SCALES_SWAPPED)) > 1
+#error "define at most one SPLIT_BUG_*, SPLIT_FP8_* or SPLIT_OWN_SPLITS"
+#endif
+
+/* The builds that declare fp8 caches: the correct one and the fp8 mistakes. */
+#if ATTN_PLUGIN_ABI_VERSION >= 4 &&                                                                \
+    (defined(SPLIT_FP8_SCALE_IGNORED) || defined(SPLIT_FP8_SCALE_TWICE) ||                         \
+     defined(SPLIT_FP8_E4M3_AS_E5M2) || defined(SPLIT_FP8_SCALES_SWAPPED) ||                       \
+     !(defined(SPLIT_BUG_DROP_LAST_KEY) || defined(SPLIT_BUG_OVERLAP) ||                           \
+       defined(SPLIT_BUG_LAST_PARTITION) || defined(SPLIT_BUG_MAX_NOT_RESCALED) ||                 \
+       defined(SPLIT_BUG_LSE_BASE2) || defined(SPLIT_BUG_GQA_MOD) ||                               \
+       defined(SPLIT_BUG_FULL_LAST_BLOCK) || defined(SPLIT_BUG_ONE_PAST) ||                        \
+       defined(SPLIT_BUG_STALE_BLOCK) || defined(SPLIT_BUG_LSE_LOG2) ||                            \
+       defined(SPLIT_BUG_SECOND_CONFIG) || defined(SPLIT_BUG_ZERO_WEIGHT_TAIL) ||                  \
+       defined(SPLIT_OWN_SPLITS)))
+#define SPLIT_READS_FP8 1
 #endif
 
 #if defined(SPLIT_BUG_DROP_LAST_KEY)
@@ -102,6 +131,16 @@
 #define SPLIT_NAME "split-kv-second-config"
 #elif defined(SPLIT_BUG_ZERO_WEIGHT_TAIL)
 #define SPLIT_NAME "split-kv-zero-weight-tail"
+#elif defined(SPLIT_FP8_SCALE_IGNORED)
+#define SPLIT_NAME "split-kv-fp8-scale-ignored"
+#elif defined(SPLIT_FP8_SCALE_TWICE)
+#define SPLIT_NAME "split-kv-fp8-scale-twice"
+#elif defined(SPLIT_FP8_E4M3_AS_E5M2)
+#define SPLIT_NAME "split-kv-fp8-e4m3-as-e5m2"
+#elif defined(SPLIT_FP8_SCALES_SWAPPED)
+#define SPLIT_NAME "split-kv-fp8-scales-swapped"
+#elif defined(SPLIT_ABI3)
+#define SPLIT_NAME "split-kv-abi3"
 #elif defined(SPLIT_ABI1)
 #define SPLIT_NAME "split-kv-abi1"
 #elif defined(SPLIT_PREPARE)
@@ -234,6 +273,79 @@ static void store_row(attn_dtype dtype, void* base, size_t index, int n, const d
   }
 }
 
+#ifdef SPLIT_READS_FP8
+/* Both families read both fp8 formats. */
+static const uint32_t kKvDtypes[] = {
+    ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E4M3) | ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E5M2),
+    ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E4M3) | ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E5M2)};
+
+/* One fp8 byte's value, from its fields: E4M3FN (bias 7, no infinity, S.1111.111 NaN) or E5M2
+ * (bias 15, IEEE infinities and NaNs). */
+static double fp8_value(int e4m3, uint8_t byte) {
+  const double sign = (byte & 0x80u) ? -1.0 : 1.0;
+  const int mbits = e4m3 ? 3 : 2;
+  const int bias = e4m3 ? 7 : 15;
+  const int exponent = (byte & 0x7fu) >> mbits;
+  const int mantissa = byte & ((1 << mbits) - 1);
+  const int top = e4m3 ? 15 : 31;
+  if (e4m3 && exponent == top && mantissa == (1 << mbits) - 1) {
+    return NAN;
+  }
+  if (!e4m3 && exponent == top) {
+    return mantissa == 0 ? sign * INFINITY : NAN;
+  }
+  if (exponent == 0) { /* subnormal: mantissa * 2^(1 - bias - mbits) */
+    return sign * ldexp((double)mantissa, 1 - bias - mbits);
+  }
+  return sign * ldexp((double)((1 << mbits) + mantissa), exponent - bias - mbits);
+}
+
+/* KV head kvh's dequantisation scale of the keys (value == 0) or the values. */
+static double fp8_scale(const attn_call* a, int value, int kvh) {
+  const int at = a->num_kv_scales == 1 ? 0 : kvh;
+#if defined(SPLIT_FP8_SCALES_SWAPPED)
+  value = !value;
+#endif
+#if defined(SPLIT_FP8_SCALE_IGNORED)
+  (void)at;
+  (void)value;
+  return 1.0;
+#elif defined(SPLIT_FP8_SCALE_TWICE)
+  {
+    const double s = value ? a->v_scale[at] : a->k_scale[at];
+    return s * s;
+  }
+#else
+  return value ? a->v_scale[at] : a->k_scale[at];
+#endif
+}
+#endif
+
+/* Loads n elements of KV head kvh's keys (value == 0) or values at element `index` of the cache,
+ * dequantised where the cache is fp8, as doubles. */
+static void load_kv(const attn_call* a, int value, int kvh, size_t index, int n, double* dst) {
+  const void* cache = value ? a->value_cache : a->key_cache;
+#ifdef SPLIT_READS_FP8
+  if (a->kv_dtype != ATTN_KV_DTYPE_AUTO) {
+    const uint8_t* p = (const uint8_t*)cache + index;
+    const double s = fp8_scale(a, value, kvh);
+#if defined(SPLIT_FP8_E4M3_AS_E5M2)
+    const int e4m3 = 0;
+#else
+    const int e4m3 = a->kv_dtype == ATTN_KV_DTYPE_FP8_E4M3;
+#endif
+    int i;
+    for (i = 0; i < n; ++i) {
+      dst[i] = fp8_value(e4m3, p[i]) * s;
+    }
+    return;
+  }
+#else
+  (void)kvh;
+#endif
+  load_row(a->dtype, cache, index, n, dst);
+}
+
 /* ---- what the kernel reads ------------------------------------------------------------------ */
 
 /* The sequence length the kernel works with (the true one unless a length bug is planted). */
@@ -316,7 +428,7 @@ static void attend(const attn_call* a, int b, int kvh, const double* q, int lo, 
   for (j = lo; j < hi; ++j) {
     const size_t at = cache_index(a, b, kvh, j);
     double s = 0.0, w;
-    load_row(a->dtype, a->key_cache, at, D, k);
+    load_kv(a, 0, kvh, at, D, k);
     for (d = 0; d < D; ++d) {
       s += q[d] * k[d];
     }
@@ -334,7 +446,7 @@ static void attend(const attn_call* a, int b, int kvh, const double* q, int lo, 
     }
     w = exp(s - *m);
     *l += w;
-    load_row(a->dtype, a->value_cache, at, D, v);
+    load_kv(a, 1, kvh, at, D, v);
     for (d = 0; d < D; ++d) {
       acc[d] += w * v[d];
     }
@@ -343,7 +455,7 @@ static void attend(const attn_call* a, int b, int kvh, const double* q, int lo, 
   /* The rest of the block the last key read sits in, as a kernel that loads whole blocks and
    * masks by weight does: its slots past the visible keys get weight 0. */
   for (j = hi; hi > lo && j % a->block_size != 0; ++j) {
-    load_row(a->dtype, a->value_cache, cache_index(a, b, kvh, j), D, v);
+    load_kv(a, 1, kvh, cache_index(a, b, kvh, j), D, v);
     for (d = 0; d < D; ++d) {
       acc[d] += 0.0 * v[d];
     }
@@ -408,6 +520,7 @@ static int partition_for(const attn_call* a, const attn_config* config, int len)
   int splits = (len + kKeysPerSplit - 1) / kKeysPerSplit;
   int per;
   (void)config;
+  (void)config_value; /* the configuration has no parameter here */
   if (splits < 1) {
     splits = 1;
   }
@@ -611,6 +724,24 @@ static int can_run(void* state, const attn_config* config, const attn_call* a, c
     return refuse(reason, reason_size, "the host passed no sequence lengths (plugin ABI 3)");
   }
 #endif
+#if ATTN_PLUGIN_ABI_VERSION >= 4
+#ifdef SPLIT_READS_FP8
+  if (a->kv_dtype != ATTN_KV_DTYPE_AUTO && a->kv_dtype != ATTN_KV_DTYPE_FP8_E4M3 &&
+      a->kv_dtype != ATTN_KV_DTYPE_FP8_E5M2) {
+    return refuse(reason, reason_size, "kv_dtype is none of auto, fp8_e4m3, fp8_e5m2");
+  }
+  if (a->kv_dtype != ATTN_KV_DTYPE_AUTO && a->num_kv_scales != 1 &&
+      a->num_kv_scales != a->num_kv_heads) {
+    snprintf(msg, sizeof msg, "%d fp8 scales: neither 1 nor num_kv_heads %d", a->num_kv_scales,
+             a->num_kv_heads);
+    return refuse(reason, reason_size, msg);
+  }
+#else
+  if (a->kv_dtype != ATTN_KV_DTYPE_AUTO) { /* the host never hands one: it declares none */
+    return refuse(reason, reason_size, "this build reads no fp8 caches");
+  }
+#endif
+#endif
 #if !defined(SPLIT_OWN_SPLITS) /* its own splits are whole blocks of any size */
   if (a->family == ATTN_FAMILY_DECODE_V2) {
     const int P = config_value(config, "partition", 0);
@@ -742,6 +873,9 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   api->device_kind = ATTN_DEVICE_HOST;
   api->families = kFamilies;
   api->num_families = 2;
+#ifdef SPLIT_READS_FP8
+  api->kv_dtypes = kKvDtypes;
+#endif
   api->state = NULL;
   api->can_run = can_run;
   api->workspace_size = workspace_size;

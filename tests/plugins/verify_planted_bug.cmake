@@ -3,7 +3,7 @@
 # and explain every failure (no "none of the usual mistakes explains"); ABSENT, when given, must
 # not be in the summary (a configuration that must pass).
 # -DEXE=attn-tune -DPLUGIN=the buggy plugin -DREGEX=... [-DABSENT=...] [-DFAMILIES=decode_v2]
-# [-DWORK=folder]
+# [-DKV_DTYPES=fp8_e4m3,fp8_e5m2] [-DWORK=folder]
 cmake_minimum_required(VERSION 3.20)
 if(NOT WORK)
   set(WORK ".")
@@ -13,8 +13,12 @@ set(families "")
 if(FAMILIES)
   set(families --families ${FAMILIES})
 endif()
+set(kv_dtypes "")
+if(KV_DTYPES)
+  set(kv_dtypes --kv-dtypes ${KV_DTYPES})
+endif()
 execute_process(COMMAND ${EXE} verify --kernels ${PLUGIN} --device cpu --threads 2
-                        --intensity quick --dtypes fp32 ${families}
+                        --intensity quick --dtypes fp32 ${families} ${kv_dtypes}
                 WORKING_DIRECTORY ${WORK}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("exit ${rc}\n--- stdout\n${out}--- stderr\n${err}---")

@@ -6,6 +6,8 @@
  *                  family and reads the caches in that layout, rearranging them into HND in its
  *                  workspace before the wrapped kernels run: a plugin of that layout, for the
  *                  tests that replay files in each layout through a plugin of the same one.
+ *                  fp8 caches (ABI 4) too, as the CPU example reads them: one byte per element,
+ *                  x = 16 in the vllm layout.
  */
 #include <dlfcn.h>
 #include <signal.h>
@@ -19,7 +21,13 @@ static attn_plugin_api wrapped;
 #ifdef WRAP_LAYOUT
 static attn_family_decl families[3];
 
-static size_t element_bytes(const attn_call* a) { return a->dtype == ATTN_DTYPE_F32 ? 4 : 2; }
+/* The caches' element size: one byte for an fp8 cache (ABI 4), else the query dtype's. */
+static size_t element_bytes(const attn_call* a) {
+  if (a->kv_dtype != ATTN_KV_DTYPE_AUTO) {
+    return 1;
+  }
+  return a->dtype == ATTN_DTYPE_F32 ? 4 : 2;
+}
 
 static uint64_t cache_bytes(const attn_call* a) {
   return (uint64_t)a->num_blocks * (uint64_t)a->num_kv_heads * (uint64_t)a->block_size *

@@ -226,22 +226,23 @@ private:
 } // namespace
 
 const KernelSetDecl& cpu_kernels_declaration() {
+  static const std::vector<DType> kFp8 = {DType::fp8_e4m3, DType::fp8_e5m2};
   // split outermost, as the tuner has always walked them: per query head first, then grouped.
   static const KernelSetDecl decl{
       "attn-tune",
       MemoryKind::host,
-      // Every family reads fp8 caches (reads_fp8_kv), converting as it loads.
-      {{Family::decode_v1, KvLayout::HND, true, {{"split", {0, 1}}}, true},
+      // Every family reads both fp8 caches, converting as it loads.
+      {{Family::decode_v1, KvLayout::HND, true, {{"split", {0, 1}}}, kFp8},
        {Family::decode_v2,
         KvLayout::HND,
         true,
         {{"split", {0, 1}}, {"partition", {256, 512, 1024}}},
-        true},
+        kFp8},
        {Family::prefill,
         KvLayout::HND,
         true,
         {{"split", {0, 1}}, {"q_tile", {16, 32, 64}}, {"k_tile", {32, 64, 128}}},
-        true}},
+        kFp8}},
       // The rule a CPU engine's decode attention decides v1/v2 by: vLLM CPU's (split-KV unless
       // VLLM_CPU_ATTN_SPLIT_KV=0). vLLM CUDA's rule counts threads against a GPU's SMs and the
       // seed engine's hard-codes a BI-V100's 16; neither is what a CPU engine would replace.

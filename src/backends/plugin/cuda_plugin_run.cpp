@@ -19,7 +19,7 @@ public:
   PluginDeviceRun(DeviceStream& stream, std::shared_ptr<const PluginLibrary> lib, const Problem& pr,
                   const KernelConfig& cfg, const FamilyDecl& fam)
       : DeviceRun(stream, pr), lib_(std::move(lib)), cfg_(cfg), writes_lse_(fam.writes_lse) {
-    call_ = plugin_call_shape(pr, cfg.family, fam.layout, 0, seq_lens_);
+    call_ = plugin_call_shape(pr, cfg.family, fam.layout, 0, arrays_);
     ws_bytes_ = lib_->workspace_size(cfg_, call_);
     ws_ = DeviceBuffer(std::size_t(ws_bytes_));
     upload(q_, pr.query.raw(), pr.query.data.size());
@@ -41,6 +41,12 @@ public:
     }
     call_.out = out_.get();
     call_.lse = static_cast<float*>(lse_.get());
+    if (call_.num_kv_scales > 0) { // an fp8 cache's scales, in device memory as the caches
+      upload(k_scale_, arrays_.k_scale.data(), arrays_.k_scale.size() * sizeof(float));
+      upload(v_scale_, arrays_.v_scale.data(), arrays_.v_scale.size() * sizeof(float));
+      call_.k_scale = static_cast<const float*>(k_scale_.get());
+      call_.v_scale = static_cast<const float*>(v_scale_.get());
+    }
     // The plugin's untimed prepare step (ABI 2), once, on the stream, with every buffer in place;
     // what it lays out is device memory, which the L2 flush before each rep covers like the rest.
     prepared_ = std::make_unique<PluginPrepared>(lib_, cfg_, call_, ws_.get(), ws_bytes_,
@@ -80,10 +86,10 @@ private:
   std::shared_ptr<const PluginLibrary> lib_;
   KernelConfig cfg_;
   bool writes_lse_ = false;
-  PluginSeqLens seq_lens_; // what call_'s seq_q_lens and seq_k_lens point into (host memory)
+  PluginHostArrays arrays_; // what call_'s lengths point into (host memory), and the scales
   attn_call call_{};
   uint64_t ws_bytes_ = 0;
-  DeviceBuffer q_, k_, v_, tables_, lens_, cu_q_, cu_k_, ws_;
+  DeviceBuffer q_, k_, v_, tables_, lens_, cu_q_, cu_k_, k_scale_, v_scale_, ws_;
   std::unique_ptr<PluginPrepared> prepared_; // after the buffers: released before they are freed
 };
 

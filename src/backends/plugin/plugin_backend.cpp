@@ -19,8 +19,8 @@ PluginBackend::PluginBackend(std::shared_ptr<const PluginLibrary> lib, DeviceInf
 
 std::optional<std::string> PluginBackend::refuse(const KernelConfig& cfg, const Problem& pr) const {
   const FamilyDecl& fam = *lib_->family(cfg.family);
-  PluginSeqLens lens;
-  return lib_->can_run(cfg, plugin_call_shape(pr, cfg.family, fam.layout, host_threads(), lens));
+  PluginHostArrays arrays;
+  return lib_->can_run(cfg, plugin_call_shape(pr, cfg.family, fam.layout, host_threads(), arrays));
 }
 
 namespace {
@@ -31,7 +31,7 @@ public:
                 const KernelConfig& cfg, const FamilyDecl& fam, const DeviceInfo& info, int threads)
       : HostRun(pr, fam.writes_lse, info.l2_bytes), lib_(std::move(lib)), cfg_(cfg),
         threads_(threads) {
-    call_ = plugin_call_shape(pr_, cfg.family, fam.layout, threads, lens_);
+    call_ = plugin_call_shape(pr_, cfg.family, fam.layout, threads, arrays_);
     ws_bytes_ = lib_->workspace_size(cfg_, call_);
     ws_ = std::make_unique<HostBuffer>(std::size_t(ws_bytes_));
     call_.query = pr_.query.raw();
@@ -46,6 +46,10 @@ public:
     }
     call_.out = out_.raw();
     call_.lse = lse_.data();
+    if (call_.num_kv_scales > 0) {
+      call_.k_scale = arrays_.k_scale.data();
+      call_.v_scale = arrays_.v_scale.data();
+    }
     // The plugin's untimed prepare step (ABI 2), once, with every buffer in place.
     prepared_ = std::make_unique<PluginPrepared>(lib_, cfg_, call_, ws_->get(), ws_bytes_, nullptr);
     call_.prepared = prepared_->handle();
@@ -77,7 +81,7 @@ private:
   std::shared_ptr<const PluginLibrary> lib_;
   KernelConfig cfg_;
   int threads_ = 1;
-  PluginSeqLens lens_; // what call_'s length pointers point into
+  PluginHostArrays arrays_; // what call_'s lengths and scales point into
   attn_call call_{};
   uint64_t ws_bytes_ = 0;
   std::unique_ptr<HostBuffer> ws_;

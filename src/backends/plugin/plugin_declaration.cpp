@@ -1,6 +1,7 @@
 #include "src/backends/plugin/plugin_declaration.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -50,7 +51,9 @@ std::size_t plugin_api_size(uint32_t version) {
   switch (version) {
   case 1:
     return ATTN_PLUGIN_API_V1_SIZE;
-  case 2: // ABI 3 added fields to attn_call only: ABI 2's table is today's
+  case 2: // ABI 3 added fields to attn_call only: ABI 2's table is ABI 3's
+  case 3:
+    return ATTN_PLUGIN_API_V3_SIZE;
   case ATTN_PLUGIN_ABI_VERSION:
     return sizeof(attn_plugin_api);
   default:
@@ -111,6 +114,9 @@ PluginTable read_plugin_table(int rc, const char* err, const attn_plugin_api& ap
     f.kv_layout = int(d.kv_layout);
     f.writes_lse = d.writes_lse;
     f.num_params = d.num_params;
+    if (api.abi_version >= 4 && api.kv_dtypes != nullptr) {
+      f.kv_dtypes = api.kv_dtypes[i];
+    }
     if (d.num_params > 0 && d.params != nullptr) {
       for (int k = 0; k < d.num_params; ++k) {
         const attn_param_space& ps = d.params[k];
@@ -138,7 +144,8 @@ nlohmann::json PluginTable::to_json() const {
                     {"kv_layout", f.kv_layout},
                     {"writes_lse", f.writes_lse},
                     {"num_params", f.num_params},
-                    {"params", params}});
+                    {"params", params},
+                    {"kv_dtypes", f.kv_dtypes}});
   }
   return {{"init_rc", init_rc},           {"init_message", init_message},
           {"abi_version", abi_version},   {"api_size", api_size},
@@ -168,6 +175,7 @@ PluginTable PluginTable::from_json(const nlohmann::json& j) {
     f.kv_layout = jf.at("kv_layout").get<int>();
     f.writes_lse = jf.at("writes_lse").get<int>();
     f.num_params = jf.at("num_params").get<int>();
+    f.kv_dtypes = jf.at("kv_dtypes").get<uint32_t>();
     for (const nlohmann::json& jp : jf.at("params")) {
       f.params.push_back({text_from(jp.at("name")), jp.at("values").get<std::vector<int>>()});
     }
@@ -249,6 +257,21 @@ KernelSetDecl check_plugin_table(const PluginTable& t, const std::string& who, P
     pf.family = *fam;
     pf.layout = KvLayout(d.kv_layout);
     pf.writes_lse = d.writes_lse != 0;
+    constexpr uint32_t kFp8Bits =
+        ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E4M3) | ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E5M2);
+    if ((d.kv_dtypes & ~kFp8Bits) != 0) {
+      char bits[16];
+      std::snprintf(bits, sizeof bits, "0x%x", unsigned(d.kv_dtypes));
+      throw InputError(me + " declares KV-cache dtype mask " + bits + " for " + fname +
+                       "; its bits are ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E4M3) (0x2) and "
+                       "ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E5M2) (0x4)");
+    }
+    if ((d.kv_dtypes & ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E4M3)) != 0) {
+      pf.fp8_kv.push_back(DType::fp8_e4m3);
+    }
+    if ((d.kv_dtypes & ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E5M2)) != 0) {
+      pf.fp8_kv.push_back(DType::fp8_e5m2);
+    }
     if (d.num_params < 0 || int(d.params.size()) != d.num_params) {
       throw InputError(me + " declares " + std::to_string(d.num_params) + " parameters for " +
                        fname + " without an array of them");

@@ -58,6 +58,8 @@ struct PluginTable {
     int writes_lse = 0;
     int num_params = 0;
     std::vector<Param> params; // read only when num_params and the array agree
+    // ABI 4: the family's mask of ATTN_KV_DTYPE_BIT (0 where the plugin gives no masks).
+    uint32_t kv_dtypes = 0;
   };
   std::vector<Family> families; // read only when the array is there and 1 to 3 long
   // Python kernels: the bridge's {"file", "sources_sha256"} for the module it imported.

@@ -475,17 +475,29 @@ void PluginLibrary::run(const KernelConfig& cfg, const attn_call& call, void* wo
 }
 
 attn_call plugin_call_shape(const Problem& pr, Family f, KvLayout layout, int threads,
-                            PluginSeqLens& lens) {
+                            PluginHostArrays& arrays) {
   const AttnParams& p = pr.params;
-  lens.q.resize(std::size_t(pr.batch));
-  lens.k.resize(std::size_t(pr.batch));
+  arrays.q.resize(std::size_t(pr.batch));
+  arrays.k.resize(std::size_t(pr.batch));
   for (int b = 0; b < pr.batch; ++b) {
-    lens.q[std::size_t(b)] = pr.q_len(b);
-    lens.k[std::size_t(b)] = pr.k_len(b);
+    arrays.q[std::size_t(b)] = pr.q_len(b);
+    arrays.k[std::size_t(b)] = pr.k_len(b);
   }
   attn_call c{};
-  c.seq_q_lens = lens.q.data();
-  c.seq_k_lens = lens.k.data();
+  c.seq_q_lens = arrays.q.data();
+  c.seq_k_lens = arrays.k.data();
+  arrays.k_scale.clear();
+  arrays.v_scale.clear();
+  if (p.fp8_cache()) {
+    c.kv_dtype =
+        p.cache_dtype() == DType::fp8_e4m3 ? ATTN_KV_DTYPE_FP8_E4M3 : ATTN_KV_DTYPE_FP8_E5M2;
+    const bool per_head = pr.k_scale.size() > 1 || pr.v_scale.size() > 1;
+    c.num_kv_scales = per_head ? p.num_kv_heads : 1;
+    for (int h = 0; h < c.num_kv_scales; ++h) {
+      arrays.k_scale.push_back(pr.key_scale(h));
+      arrays.v_scale.push_back(pr.value_scale(h));
+    }
+  }
   c.family = abi_family(f);
   c.dtype = p.dtype == DType::f32   ? ATTN_DTYPE_F32
             : p.dtype == DType::f16 ? ATTN_DTYPE_F16

@@ -139,17 +139,21 @@ private:
 // throws InputError when the variable is not a positive number.
 [[nodiscard]] double plugin_probe_timeout_s();
 
-// Every sequence's query and key lengths on the host (ABI 3's seq_q_lens and seq_k_lens): what
-// a call's length pointers point into, kept alive by whoever holds the call.
-struct PluginSeqLens {
+// The arrays a call carries on the host, kept alive by whoever holds the call: every sequence's
+// query and key lengths (ABI 3's seq_q_lens and seq_k_lens, which the call points into) and an
+// fp8 cache's scales (ABI 4), num_kv_scales each, for the run to place in the plugin's memory.
+struct PluginHostArrays {
   std::vector<int32_t> q;
   std::vector<int32_t> k;
+  std::vector<float> k_scale;
+  std::vector<float> v_scale;
 };
 
 // The shape fields of a call for `pr` in `layout`, as can_run and workspace_size see it: every
-// device-side pointer null, the sequences' lengths in `lens` (which must outlive the call);
-// `threads` is the host plugins' thread count.
+// pointer into the plugin's memory null (the scales too), the sequences' lengths and the scales
+// in `arrays` (which must outlive the call); `threads` is the host plugins' thread count. The
+// scales are one per tensor when both of the problem's are, else one per KV head.
 [[nodiscard]] attn_call plugin_call_shape(const Problem& pr, Family f, KvLayout layout,
-                                          int threads, PluginSeqLens& lens);
+                                          int threads, PluginHostArrays& arrays);
 
 } // namespace attn
