@@ -22,11 +22,15 @@
 // shared memory. Keys are processed UNROLL at a time so loads of K and V are in flight together.
 //
 // Tunables (macros, set by the host per configuration):
-//   DTYPE       0 fp32, 1 fp16, 2 bf16: storage type of q, K/V caches and out
+//   DTYPE       0 fp32, 1 fp16, 2 bf16: storage type of q and out (and of the caches)
+//   KV_DTYPE    0 (default): the caches have DTYPE; 1 fp8_e4m3, 2 fp8_e5m2: one byte per cache
+//               element, converted in registers as it is loaded; the key scale is folded into
+//               the query row and the value scale into the output (kernel_common.cuh)
 //   HEAD_DIM    elements per head row (a multiple of VEC)
 //   BLOCK_SIZE  tokens per KV page
 //   THREADS     threads per block (a multiple of 32, at least TK)
-//   VEC         elements per vector load (VEC * sizeof(element) is 2, 4, 8 or 16 bytes)
+//   VEC         cache elements per vector load (VEC * sizeof(cache element) is 2, 4, 8 or 16
+//               bytes)
 //   GROUP       0: a CTA per query head; 1: a CTA per KV head serving its GQA query heads,
 //               reading K/V once for all of them
 //   GQA         query heads per KV head, compiled in when GROUP = 1 (at most 8)
@@ -63,6 +67,7 @@
 
 namespace attn_decode {
 
+using attn_kernel::cache_t;
 using attn_kernel::elem_t;
 using attn_kernel::store;
 using attn_kernel::to_float;
@@ -81,11 +86,11 @@ constexpr int NSG = THREADS / TK;                         // key subgroups per C
 constexpr int NWARP = THREADS / 32;
 constexpr int G = GROUP ? GQA : 1;                  // query heads per CTA
 constexpr int UNROLL = G >= 8 ? 1 : G >= 4 ? 2 : 4; // keys in flight per subgroup
-constexpr int VBYTES = VEC * int(sizeof(elem_t));
+constexpr int VBYTES = VEC * int(sizeof(cache_t));
 
 static_assert(D > 0 && D % VEC == 0, "HEAD_DIM must be a multiple of VEC");
 static_assert(VBYTES == 2 || VBYTES == 4 || VBYTES == 8 || VBYTES == 16,
-              "VEC * sizeof(element) must be 2, 4, 8 or 16 bytes");
+              "VEC * sizeof(cache element) must be 2, 4, 8 or 16 bytes");
 static_assert(THREADS % 32 == 0 && THREADS >= 32 && THREADS <= 1024,
               "THREADS must be a multiple of 32 in [32, 1024]");
 static_assert(TK <= 32 && 32 % TK == 0, "a key subgroup must tile a warp");
@@ -111,16 +116,27 @@ __device__ __forceinline__ unsigned int word(const uint4& v, int w) {
   return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
 }
 
-// Element i of a loaded vector, as float.
-__device__ __forceinline__ float elem(const vec_t& v, int i) {
-#if DTYPE == 0
-  return __uint_as_float(word(v, i));
+// The VEC elements of a loaded K or V vector, as float (fp8 bytes two at a time).
+__device__ __forceinline__ void unpack(const vec_t& v, float (&f)[VEC]) {
+#if KV_DTYPE != 0
+  ATTN_UNROLL
+  for (int i = 0; i < VEC; i += 2) {
+    attn_kernel::fp8x2_to_float(word(v, i / 4) >> (8 * (i % 4)), &f[i], &f[i + 1]);
+  }
+#elif DTYPE == 0
+  ATTN_UNROLL
+  for (int i = 0; i < VEC; ++i) {
+    f[i] = __uint_as_float(word(v, i));
+  }
 #else
-  return to_float(static_cast<unsigned short>((word(v, i / 2) >> (16 * (i % 2))) & 0xffffu));
+  ATTN_UNROLL
+  for (int i = 0; i < VEC; ++i) {
+    f[i] = to_float(static_cast<unsigned short>((word(v, i / 2) >> (16 * (i % 2))) & 0xffffu));
+  }
 #endif
 }
 
-__device__ __forceinline__ vec_t load_vec(const elem_t* p) {
+__device__ __forceinline__ vec_t load_vec(const cache_t* p) {
   return __ldg(reinterpret_cast<const vec_t*>(p));
 }
 
@@ -166,8 +182,9 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
   const int sg = tid / TK; // subgroup: which key of a step this thread reads
   const int sl = tid % TK; // lane inside the subgroup: which chunks of the row
 
-  // q rows of the CTA's heads, pre-multiplied by the scale; chunk k of this lane is
-  // row elements [(sl + k * TK) * VEC, ... + VEC).
+  // q rows of the CTA's heads, pre-multiplied by the scale (and an fp8 cache's key scale); chunk
+  // k of this lane is row elements [(sl + k * TK) * VEC, ... + VEC).
+  const float qscale = c.scale * c.key_scale(kvh);
   float qr[G][EPL];
   float acc[G][EPL];
   attn_math::OnlineSoftmax st[G];
@@ -180,7 +197,7 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
       const int ch = sl + k * TK;
       ATTN_UNROLL
       for (int i = 0; i < VEC; ++i) {
-        qr[g][k * VEC + i] = ch < NCHUNK ? to_float(qrow[ch * VEC + i]) * c.scale : 0.0f;
+        qr[g][k * VEC + i] = ch < NCHUNK ? to_float(qrow[ch * VEC + i]) * qscale : 0.0f;
         acc[g][k * VEC + i] = 0.0f;
       }
     }
@@ -222,9 +239,11 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
         ATTN_UNROLL
         for (int k = 0; k < NCH; ++k) {
           if (FULL || sl + k * TK < NCHUNK) {
+            float kf[VEC];
+            unpack(kv[u][k], kf);
             ATTN_UNROLL
             for (int i = 0; i < VEC; ++i) {
-              dot += qr[g][k * VEC + i] * elem(kv[u][k], i);
+              dot += qr[g][k * VEC + i] * kf[i];
             }
           }
         }
@@ -254,9 +273,11 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
         st[g].add(w);
         ATTN_UNROLL
         for (int k = 0; k < NCH; ++k) {
+          float vf[VEC];
+          unpack(vv[u][k], vf);
           ATTN_UNROLL
           for (int i = 0; i < VEC; ++i) {
-            acc[g][k * VEC + i] += w * elem(vv[u][k], i);
+            acc[g][k * VEC + i] += w * vf[i];
           }
         }
       }
@@ -315,7 +336,7 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
       l += attn_math::combine_weight(sm_m[w], sm_l[w], m);
     }
     const attn_math::OnlineSoftmax row = {m, l};
-    const float inv = row.inv_sum();
+    const float inv = row.inv_sum() * c.value_scale(kvh); // an fp8 cache's values scale last
     const int h = head0 + g;
     const long long bh = static_cast<long long>(b) * c.num_heads + h;
     for (int d = tid; d < D; d += THREADS) {
@@ -358,11 +379,12 @@ __device__ __forceinline__ void cta_heads(const Common& c, int* head0, int* kvh)
 
 #define ATTN_DECODE_PARAMS                                                                         \
   attn_decode::elem_t *out, float *lse, const attn_decode::elem_t *__restrict__ q,                 \
-      const attn_decode::elem_t *__restrict__ k_cache,                                             \
-      const attn_decode::elem_t *__restrict__ v_cache, const int *__restrict__ block_tables,       \
+      const attn_decode::cache_t *__restrict__ k_cache,                                            \
+      const attn_decode::cache_t *__restrict__ v_cache, const int *__restrict__ block_tables,      \
       const int *__restrict__ context_lens, int num_heads, int num_kv_heads,                       \
       int max_blocks_per_seq, float scale, float softcap, int causal, int window_left,             \
-      int window_right
+      int window_right, const float *__restrict__ k_scale, const float *__restrict__ v_scale,      \
+      int num_kv_scales
 
 #define ATTN_DECODE_COMMON                                                                         \
   attn_decode::Common c = {{out,                                                                   \
@@ -376,7 +398,10 @@ __device__ __forceinline__ void cta_heads(const Common& c, int* head0, int* kvh)
                             max_blocks_per_seq,                                                    \
                             scale,                                                                 \
                             softcap,                                                               \
-                            {causal, window_left, window_right}},                                  \
+                            {causal, window_left, window_right},                                   \
+                            k_scale,                                                               \
+                            v_scale,                                                               \
+                            num_kv_scales},                                                        \
                            context_lens}
 
 #if PARTITION == 0

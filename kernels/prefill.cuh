@@ -31,7 +31,11 @@
 // cp.async; STAGES = 2 prefetches the next key tile while the current one is computed.
 //
 // Tunables (macros, set by the host per configuration):
-//   DTYPE       0 fp32, 1 fp16, 2 bf16: storage type of q, the caches and out
+//   DTYPE       0 fp32, 1 fp16, 2 bf16: storage type of q and out (and of the caches)
+//   KV_DTYPE    0 (default): the caches have DTYPE; 1 fp8_e4m3, 2 fp8_e5m2: the K/V tiles are
+//               gathered with plain loads and converted to DTYPE on their way to shared memory
+//               (every fp8 value is exact in fp32, fp16 and bf16); the key scale is folded into
+//               the score scale and the value scale into the output (kernel_common.cuh)
 //   HEAD_DIM    elements per head row (a multiple of 16)
 //   BLOCK_SIZE  tokens per KV page (any positive value; the gather divides by it)
 //   BLOCK_M     query rows per CTA (the q tile; BLOCK_M / WARPS must be 16 or 32)
@@ -65,6 +69,7 @@
 
 namespace attn_prefill {
 
+using attn_kernel::cache_t;
 using attn_kernel::elem_t;
 using attn_kernel::store;
 
@@ -182,6 +187,57 @@ struct Args : attn_kernel::PagedArgs {
   const int* tile_map;
 };
 
+#if KV_DTYPE != 0
+// An fp8 value (exact in every DTYPE) as the element's bits.
+__device__ __forceinline__ unsigned int elem_bits(float f) {
+#if DTYPE == 0
+  return __float_as_uint(f);
+#elif defined(ATTN_EMULATE_HOST) && DTYPE == 1
+  return attn_emu_float_to_half(f);
+#elif DTYPE == 1
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  return __float_as_uint(f) >> 16; // exact: an fp8 value has at most 4 significant bits
+#endif
+}
+
+// 16 / ES fp8 bytes (one 16-byte chunk of the tile) converted to the dtype and stored; zeros
+// when !valid (src is then not read). A plain load and store: cp.async copies bytes unchanged.
+__device__ __forceinline__ void fp8_chunk(elem_t* dst, const cache_t* src, bool valid) {
+  constexpr int N = 16 / ES; // elements of the chunk: 4 (fp32) or 8 (fp16, bf16)
+  unsigned int bytes[2] = {0u, 0u};
+  if (valid) {
+    if (N == 8) {
+      const uint2 w = __ldg(reinterpret_cast<const uint2*>(src));
+      bytes[0] = w.x;
+      bytes[1] = w.y;
+    } else {
+      bytes[0] = __ldg(reinterpret_cast<const unsigned int*>(src));
+    }
+  }
+  unsigned int out[4];
+  ATTN_UNROLL
+  for (int p = 0; p < N / 2; ++p) { // two fp8 bytes at a time
+    float lo, hi;
+    attn_kernel::fp8x2_to_float(bytes[p / 2] >> (16 * (p % 2)), &lo, &hi);
+    if (ES == 4) {
+      out[2 * p] = elem_bits(lo);
+      out[2 * p + 1] = elem_bits(hi);
+    } else {
+      out[p] = elem_bits(lo) | (elem_bits(hi) << 16);
+    }
+  }
+  uint4 v;
+  v.x = out[0];
+  v.y = out[1];
+  v.z = out[2];
+  v.w = out[3];
+  *reinterpret_cast<uint4*>(dst) = v;
+}
+#endif
+
 // Gathers keys [k0, k0 + BLOCK_N) of the CTA's sequence and kv head into the K and V tiles; rows
 // at or past khi are zero-filled (their scores are masked, and zero V keeps 0 * V finite).
 __device__ __forceinline__ void load_kv(const Args& a, const int* table, int kvh, int k0, int khi,
@@ -196,8 +252,13 @@ __device__ __forceinline__ void load_kv(const Args& a, const int* table, int kvh
       off = attn_math::paged_kv_offset(table, BLOCK_SIZE, a.num_kv_heads, kvh, D, j);
     }
     const int e = ch * (16 / ES);
+#if KV_DTYPE != 0
+    fp8_chunk(ks + r * LD + e, a.k_cache + off + e, valid);
+    fp8_chunk(vs + r * LD + e, a.v_cache + off + e, valid);
+#else
     cp_async16(ks + r * LD + e, a.k_cache + off + e, valid);
     cp_async16(vs + r * LD + e, a.v_cache + off + e, valid);
+#endif
   }
 }
 
@@ -429,7 +490,8 @@ __device__ __forceinline__ void prefill_tile(const Args& a) {
     }
   }
 
-  const float scale_log2 = a.scale * attn_math::kLog2e;
+  const float qk_scale = a.scale * a.key_scale(kvh); // an fp8 cache's key scale folded in
+  const float scale_log2 = qk_scale * attn_math::kLog2e;
   const elem_t* qw = qs + warp * RPW * LD;
   float* scratch = scratch_base + warp * RPW * BLOCK_N;
   int it = 0;
@@ -458,9 +520,10 @@ __device__ __forceinline__ void prefill_tile(const Args& a) {
         for (int e = 0; e < 4; ++e) {
           const int half = e / 2;
           const int j = k0 + nt * 8 + 2 * t + (e % 2);
-          float v = a.softcap > 0.0f ? attn_math::apply_softcap(s[mt][nt][e] * a.scale, a.softcap) *
-                                           attn_math::kLog2e
-                                     : s[mt][nt][e] * scale_log2;
+          float v =
+              a.softcap > 0.0f
+                  ? attn_math::apply_softcap(s[mt][nt][e] * qk_scale, a.softcap) * attn_math::kLog2e
+                  : s[mt][nt][e] * scale_log2;
           if (!full && !(rlo[mt][half] <= j && j < rhi[mt][half])) {
             v = attn_math::neg_inf();
           }
@@ -506,7 +569,7 @@ __device__ __forceinline__ void prefill_tile(const Args& a) {
     ATTN_UNROLL
     for (int half = 0; half < 2; ++half) {
       const attn_math::OnlineSoftmax2 row = {st[mt][half].m, quad_sum(st[mt][half].l)};
-      const float inv = row.inv_sum();
+      const float inv = row.inv_sum() * a.value_scale(kvh); // an fp8 cache's values scale last
       const int i = row0 + warp * RPW + mt * 16 + g + 8 * half;
       if (i < q_len) {
         const long long rh = static_cast<long long>(q_start + i) * a.num_heads + h;
@@ -528,12 +591,13 @@ __device__ __forceinline__ void prefill_tile(const Args& a) {
 
 ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(attn_prefill::THREADS, 1)
     prefill(attn_prefill::elem_t* out, float* lse, const attn_prefill::elem_t* __restrict__ q,
-            const attn_prefill::elem_t* __restrict__ k_cache,
-            const attn_prefill::elem_t* __restrict__ v_cache, const int* __restrict__ block_tables,
+            const attn_prefill::cache_t* __restrict__ k_cache,
+            const attn_prefill::cache_t* __restrict__ v_cache, const int* __restrict__ block_tables,
             const int* __restrict__ cu_seqlens_q, const int* __restrict__ cu_seqlens_k,
             const int* __restrict__ tile_map, int num_heads, int num_kv_heads,
             int max_blocks_per_seq, float scale, float softcap, int causal, int window_left,
-            int window_right) {
+            int window_right, const float* __restrict__ k_scale, const float* __restrict__ v_scale,
+            int num_kv_scales) {
   const attn_prefill::Args a = {{out,
                                  lse,
                                  q,
@@ -545,7 +609,10 @@ ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(attn_prefill::THREADS, 1)
                                  max_blocks_per_seq,
                                  scale,
                                  softcap,
-                                 {causal, window_left, window_right}},
+                                 {causal, window_left, window_right},
+                                 k_scale,
+                                 v_scale,
+                                 num_kv_scales},
                                 cu_seqlens_q,
                                 cu_seqlens_k,
                                 tile_map};

@@ -76,6 +76,24 @@ struct Problem {
   std::vector<float> v_scale{};
   uint64_t seed = 0;      // generator seed (0 for loaded problems)
 
+  // An fp8 cache's scales as kernels take them (plugin ABI 4, the CUDA kernels): both per tensor
+  // (1 each) unless either is per KV head (num_kv_heads each); 0 for other caches.
+  [[nodiscard]] int num_kv_scales() const {
+    if (!params.fp8_cache()) {
+      return 0;
+    }
+    return k_scale.size() > 1 || v_scale.size() > 1 ? params.num_kv_heads : 1;
+  }
+  // The first num_kv_scales() key (value) scales, one per entry.
+  [[nodiscard]] std::vector<float> kernel_key_scales() const { return kernel_scales(k_scale); }
+  [[nodiscard]] std::vector<float> kernel_value_scales() const { return kernel_scales(v_scale); }
+  [[nodiscard]] std::vector<float> kernel_scales(const std::vector<float>& s) const {
+    std::vector<float> out;
+    for (int h = 0; h < num_kv_scales(); ++h) {
+      out.push_back(scale_of(s, h));
+    }
+    return out;
+  }
   // The scale of KV head kvh's keys or values (1 where there are none).
   [[nodiscard]] float key_scale(int kvh) const { return scale_of(k_scale, kvh); }
   [[nodiscard]] float value_scale(int kvh) const { return scale_of(v_scale, kvh); }

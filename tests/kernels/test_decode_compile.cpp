@@ -44,7 +44,8 @@ bool full_compile() {
 }
 
 // The variants to compile. ATTN_FULL_COMPILE=1: the whole config space of every dtype, head_dim,
-// block_size and GQA group (1, 4, 8), thousands of compiles. Otherwise a deterministic sample
+// block_size and GQA group (1, 4, 8), over caches of the query dtype and both fp8 formats,
+// thousands of compiles. Otherwise a deterministic sample
 // sized for CI: for every (dtype, head_dim) pair the register-heaviest variant (split=1 with 8
 // query heads per KV head), alternating decode_v1 / decode_v2, plus a split=0 variant of the
 // other family for every third pair; block size, threads, vec and partition rotate so that each
@@ -53,13 +54,17 @@ std::vector<DecodeVariant> variants_to_compile() {
   std::vector<DecodeVariant> out;
   if (full_compile()) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-      for (int d : kDecodeHeadDims) {
-        for (int bs : kDecodeBlockSizes) {
-          for (int group : {1, 4, 8}) {
-            const AttnParams p = params_for(dt, d, bs, group);
-            for (Family f : {Family::decode_v1, Family::decode_v2}) {
-              for (const auto& c : decode_config_space(f, p)) {
-                out.push_back(decode_variant(c, p));
+      for (std::optional<DType> kv : {std::optional<DType>{}, std::optional(DType::fp8_e4m3),
+                                      std::optional(DType::fp8_e5m2)}) {
+        for (int d : kDecodeHeadDims) {
+          for (int bs : kDecodeBlockSizes) {
+            for (int group : {1, 4, 8}) {
+              AttnParams p = params_for(dt, d, bs, group);
+              p.kv_dtype = kv;
+              for (Family f : {Family::decode_v1, Family::decode_v2}) {
+                for (const auto& c : decode_config_space(f, p)) {
+                  out.push_back(decode_variant(c, p));
+                }
               }
             }
           }
@@ -93,6 +98,25 @@ std::vector<DecodeVariant> variants_to_compile() {
         out.push_back(decode_variant(l, p));
       }
       ++i;
+    }
+  }
+  // fp8 caches (KV_DTYPE): each format under a 16-bit and an fp32 query, the heavy variant with
+  // 8-byte loads and a light one with 4-byte loads; sm_90 converts with cvt.f16x2.e4m3x2 /
+  // e5m2x2, sm_80 in software (the loop below gives every second variant both).
+  int j = 0;
+  for (DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    for (DType dt : {DType::f16, DType::bf16, DType::f32}) {
+      const int d = kDecodeHeadDims[(3 * j + 1) % std::size(kDecodeHeadDims)];
+      AttnParams p = params_for(dt, d, kDecodeBlockSizes[j % 5], 8);
+      p.kv_dtype = kv;
+      KernelConfig h{j % 2 == 0 ? Family::decode_v1 : Family::decode_v2,
+                     {{"threads", threads[j % 3]}, {"vec", 8}, {"split", 1}}};
+      KernelConfig l{j % 2 == 0 ? Family::decode_v2 : Family::decode_v1,
+                     {{"threads", threads[(j + 1) % 3]}, {"vec", 4}, {"split", 0}}};
+      (h.family == Family::decode_v2 ? h : l).params["partition"] = kDecodePartitions[j % 3];
+      out.push_back(decode_variant(h, p));
+      out.push_back(decode_variant(l, p));
+      ++j;
     }
   }
   return out;

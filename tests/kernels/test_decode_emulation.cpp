@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kernels/attn_math.h"
@@ -140,6 +141,77 @@ namespace cfg5 {
 namespace cfg6 {
 #include "kernels/decode.cuh"
 }
+#undef DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef THREADS
+#undef VEC
+#undef GROUP
+#undef GQA
+#undef PARTITION
+
+// 7: fp16 over an fp8_e4m3 cache, d=128 (16 chunks of 8 bytes), v1 per KV head with 4 heads.
+// (kernel_common.cuh defined KV_DTYPE 0 for the configurations above.)
+#undef KV_DTYPE
+#define DTYPE 1
+#define KV_DTYPE 1
+#define HEAD_DIM 128
+#define BLOCK_SIZE 16
+#define THREADS 64
+#define VEC 8
+#define GROUP 1
+#define GQA 4
+#define PARTITION 0
+namespace cfg7 {
+#include "kernels/decode.cuh"
+}
+#undef DTYPE
+#undef KV_DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef THREADS
+#undef VEC
+#undef GROUP
+#undef GQA
+#undef PARTITION
+
+// 8: bf16 over an fp8_e5m2 cache, d=64 with 4-byte loads, v2 per query head, 32-token partitions.
+#define DTYPE 2
+#define KV_DTYPE 2
+#define HEAD_DIM 64
+#define BLOCK_SIZE 16
+#define THREADS 128
+#define VEC 4
+#define GROUP 0
+#define GQA 1
+#define PARTITION 32
+namespace cfg8 {
+#include "kernels/decode.cuh"
+}
+#undef DTYPE
+#undef KV_DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef THREADS
+#undef VEC
+#undef GROUP
+#undef GQA
+#undef PARTITION
+
+// 9: fp32 over an fp8_e4m3 cache, d=80 with 2-byte loads (40 chunks: partial rows), v2 per KV
+// head with 2 heads, 64-token partitions.
+#define DTYPE 0
+#define KV_DTYPE 1
+#define HEAD_DIM 80
+#define BLOCK_SIZE 32
+#define THREADS 64
+#define VEC 2
+#define GROUP 1
+#define GQA 2
+#define PARTITION 64
+namespace cfg9 {
+#include "kernels/decode.cuh"
+}
 
 using namespace attn;
 
@@ -148,6 +220,7 @@ namespace {
 struct Case {
   DType dtype;
   int head_dim, block_size, threads, vec, group, gqa, partition;
+  std::optional<DType> kv{}; // an fp8 cache: per-tensor and per-head scales far from 1
 };
 
 // Problem parameters for a configuration and mask variant `m`.
@@ -161,6 +234,7 @@ AttnParams make_params(const Case& c, int m) {
   p.head_dim = c.head_dim;
   p.block_size = c.block_size;
   p.dtype = c.dtype;
+  p.kv_dtype = c.kv;
   switch (m) {
   case 1:
     p.window_left = 21;
@@ -196,24 +270,34 @@ RunOutput fresh_output(const Problem& pr) {
 
 emu::Dim dim(const cuda::Dim3& d) { return {d.x, d.y, d.z}; }
 
-// Launches a decode_v1 entry point over the problem exactly as the CUDA backend does.
-template <typename E, typename Kernel>
+// An fp8 cache's scales as the CUDA backend passes them (null for other caches).
+struct Scales {
+  std::vector<float> k, v;
+  explicit Scales(const Problem& pr) : k(pr.kernel_key_scales()), v(pr.kernel_value_scales()) {}
+  const float* kp() const { return k.empty() ? nullptr : k.data(); }
+  const float* vp() const { return v.empty() ? nullptr : v.data(); }
+};
+
+// Launches a decode_v1 entry point over the problem exactly as the CUDA backend does; C is the
+// cache's element type (E, or unsigned char for fp8).
+template <typename E, typename C = E, typename Kernel>
 RunOutput run_v1(Kernel kernel, const Problem& pr, const cuda::DecodeVariant& v) {
   const AttnParams& p = pr.params;
   const cuda::DecodeLaunch l = cuda::decode_launch(v, pr);
   RunOutput o = fresh_output(pr);
   E* out = reinterpret_cast<E*>(o.out.raw());
+  const Scales sc(pr);
   emu::launch(dim(l.grid), int(l.block.x), 0, [&] {
-    kernel(out, o.lse.data(), in<E>(pr.query), in<E>(pr.key_cache), in<E>(pr.value_cache),
+    kernel(out, o.lse.data(), in<E>(pr.query), in<C>(pr.key_cache), in<C>(pr.value_cache),
            pr.block_tables.data(), pr.context_lens.data(), p.num_heads, p.num_kv_heads,
            pr.max_blocks_per_seq, float(p.effective_scale()), float(p.softcap), p.causal ? 1 : 0,
-           p.window_left, p.window_right);
+           p.window_left, p.window_right, sc.kp(), sc.vp(), pr.num_kv_scales());
   });
   return o;
 }
 
 // decode_v2 and its reduce, with a workspace poisoned so that reading an unwritten partial shows.
-template <typename E, typename Kernel, typename Reduce>
+template <typename E, typename C = E, typename Kernel, typename Reduce>
 RunOutput run_v2(Kernel kernel, Reduce reduce, const Problem& pr, const cuda::DecodeVariant& v) {
   const AttnParams& p = pr.params;
   const cuda::DecodeLaunch l = cuda::decode_launch(v, pr);
@@ -225,11 +309,13 @@ RunOutput run_v2(Kernel kernel, Reduce reduce, const Problem& pr, const cuda::De
   float* ws_m = ws.data();
   float* ws_l = ws_m + parts;
   float* ws_o = ws_l + parts;
+  const Scales sc(pr);
   emu::launch(dim(l.grid), int(l.block.x), 0, [&] {
-    kernel(out, o.lse.data(), in<E>(pr.query), in<E>(pr.key_cache), in<E>(pr.value_cache),
+    kernel(out, o.lse.data(), in<E>(pr.query), in<C>(pr.key_cache), in<C>(pr.value_cache),
            pr.block_tables.data(), pr.context_lens.data(), p.num_heads, p.num_kv_heads,
            pr.max_blocks_per_seq, float(p.effective_scale()), float(p.softcap), p.causal ? 1 : 0,
-           p.window_left, p.window_right, ws_m, ws_l, ws_o, l.max_parts);
+           p.window_left, p.window_right, sc.kp(), sc.vp(), pr.num_kv_scales(), ws_m, ws_l, ws_o,
+           l.max_parts);
   });
   emu::launch(dim(l.reduce_grid), int(l.reduce_block.x), std::size_t(l.reduce_smem / 4), [&] {
     reduce(out, o.lse.data(), pr.context_lens.data(), ws_m, ws_l, ws_o, p.num_heads, l.max_parts);
@@ -258,6 +344,13 @@ template <typename Run> void check_case(const Case& c, Run run, uint64_t seed) {
     lens.push_back(0);
     GenOptions g;
     g.seed = seed * 10 + m;
+    if (c.kv) {
+      // Scales far from 1, per tensor and per KV head in turn (values near E4M3's 448 and in
+      // the subnormals), and the formats' NaN patterns in the slots nobody reads.
+      g.k_scale = m % 2 == 0 ? std::vector<float>{1.0f / 64} : std::vector<float>{24.0f, 0.37f};
+      g.v_scale = m % 2 == 0 ? std::vector<float>{4.0f} : std::vector<float>{0.37f, 1.0f / 64};
+      g.nan_tails = true;
+    }
     const Problem pr = make_decode_problem(p, lens, g);
     const ReferenceResult ref = reference_attention(pr);
     const RunOutput o = run(pr, variant_of(c, p));
@@ -329,6 +422,36 @@ TEST(CudaKernelEmulation, V1Bf16ThreeChunksPerLane) {
         return run_v1<uint16_t>(cfg6::decode_v1, pr, v);
       },
       61);
+}
+
+TEST(CudaKernelEmulation, V1Fp16OverE4m3PerKvHead) {
+  const Case c{DType::f16, 128, 16, 64, 8, 1, 4, 0, DType::fp8_e4m3};
+  check_case(
+      c,
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
+        return run_v1<uint16_t, uint8_t>(cfg7::decode_v1, pr, v);
+      },
+      71);
+}
+
+TEST(CudaKernelEmulation, V2Bf16OverE5m2PerQueryHead) {
+  const Case c{DType::bf16, 64, 16, 128, 4, 0, 1, 32, DType::fp8_e5m2};
+  check_case(
+      c,
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
+        return run_v2<uint16_t, uint8_t>(cfg8::decode_v2, cfg8::decode_v2_reduce, pr, v);
+      },
+      81);
+}
+
+TEST(CudaKernelEmulation, V2Fp32OverE4m3PartialRows) {
+  const Case c{DType::f32, 80, 32, 64, 2, 1, 2, 64, DType::fp8_e4m3};
+  check_case(
+      c,
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
+        return run_v2<float, uint8_t>(cfg9::decode_v2, cfg9::decode_v2_reduce, pr, v);
+      },
+      91);
 }
 #else
 TEST(CudaKernelEmulation, NeedsTheCudaBackend) { GTEST_SKIP() << "built without the CUDA backend"; }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -41,7 +42,8 @@ bool full_compile() {
   return full != nullptr && std::string(full) == "1";
 }
 
-// ATTN_FULL_COMPILE=1: the whole config space of every dtype and head_dim, with the block size
+// ATTN_FULL_COMPILE=1: the whole config space of every dtype, cache (the query's, E4M3, E5M2)
+// and head_dim, with the block size
 // rotating through 8, 16, 24, 256 (it only enters the gather's division). Otherwise, for CI
 // time (each compile takes seconds; 12 compiles): for every dtype the register-heaviest
 // configurations, head_dim 256 (both architectures) and 192 (one, alternating) with the widest
@@ -53,11 +55,15 @@ std::vector<Job> jobs_to_compile() {
   int i = 0;
   if (full_compile()) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-      for (int d : kPrefillHeadDims) {
-        const AttnParams p = params_for(dt, d, block_sizes[i++ % 4]);
-        for (const auto& c : prefill_config_space(p)) {
-          out.push_back({prefill_variant(c, p), 80});
-          out.push_back({prefill_variant(c, p), 90});
+      for (std::optional<DType> kv : {std::optional<DType>{}, std::optional(DType::fp8_e4m3),
+                                      std::optional(DType::fp8_e5m2)}) {
+        for (int d : kPrefillHeadDims) {
+          AttnParams p = params_for(dt, d, block_sizes[i++ % 4]);
+          p.kv_dtype = kv;
+          for (const auto& c : prefill_config_space(p)) {
+            out.push_back({prefill_variant(c, p), 80});
+            out.push_back({prefill_variant(c, p), 90});
+          }
         }
       }
     }
@@ -82,6 +88,22 @@ std::vector<Job> jobs_to_compile() {
     const auto space = prefill_config_space(p);
     out.push_back({prefill_variant(space[std::size_t(i * 3 + 1) % space.size()], p), 80});
   }
+  // fp8 caches (KV_DTYPE): the heaviest configuration at head_dim 256 for each format under a
+  // 16-bit query, on sm_90 (the cvt.f16x2 conversions) and sm_80 (in software), and one fp32
+  // query over E4M3 at head_dim 128.
+  for (DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    AttnParams p = params_for(kv == DType::fp8_e4m3 ? DType::f16 : DType::bf16, 256, 16);
+    p.kv_dtype = kv;
+    const KernelConfig heavy{
+        Family::prefill, {{"q_tile", 64}, {"k_tile", 32}, {"warps", 4}, {"stages", 1}}};
+    out.push_back({prefill_variant(heavy, p), 80});
+    out.push_back({prefill_variant(heavy, p), 90});
+  }
+  AttnParams p32 = params_for(DType::f32, 128, 24);
+  p32.kv_dtype = DType::fp8_e4m3;
+  const KernelConfig two_stage{
+      Family::prefill, {{"q_tile", 64}, {"k_tile", 32}, {"warps", 4}, {"stages", 2}}};
+  out.push_back({prefill_variant(two_stage, p32), 90});
   return out;
 }
 

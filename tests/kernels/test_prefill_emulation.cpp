@@ -3,6 +3,7 @@
 // packing, which the emulated m16n8k16 reads back in the PTX ISA layout.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <vector>
 
 #include "kernels/attn_math.h"
@@ -85,6 +86,70 @@ namespace pcfg3 {
 namespace pcfg4 {
 #include "kernels/prefill.cuh"
 }
+#undef DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef BLOCK_M
+#undef BLOCK_N
+#undef WARPS
+#undef STAGES
+
+// 5: fp16 over an fp8_e4m3 cache (tiles converted on their way to shared memory), d=64,
+// double buffered. (kernel_common.cuh defined KV_DTYPE 0 for the configurations above.)
+#undef KV_DTYPE
+#define DTYPE 1
+#define KV_DTYPE 1
+#define HEAD_DIM 64
+#define BLOCK_SIZE 16
+#define BLOCK_M 64
+#define BLOCK_N 32
+#define WARPS 4
+#define STAGES 2
+namespace pcfg5 {
+#include "kernels/prefill.cuh"
+}
+#undef DTYPE
+#undef KV_DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef BLOCK_M
+#undef BLOCK_N
+#undef WARPS
+#undef STAGES
+
+// 6: bf16 over an fp8_e5m2 cache, d=80, 8-token pages, one stage.
+#define DTYPE 2
+#define KV_DTYPE 2
+#define HEAD_DIM 80
+#define BLOCK_SIZE 8
+#define BLOCK_M 64
+#define BLOCK_N 16
+#define WARPS 4
+#define STAGES 1
+namespace pcfg6 {
+#include "kernels/prefill.cuh"
+}
+#undef DTYPE
+#undef KV_DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef BLOCK_M
+#undef BLOCK_N
+#undef WARPS
+#undef STAGES
+
+// 7: fp32 over an fp8_e4m3 cache (4 bytes per 16-byte chunk), odd page size, double buffered.
+#define DTYPE 0
+#define KV_DTYPE 1
+#define HEAD_DIM 64
+#define BLOCK_SIZE 24
+#define BLOCK_M 64
+#define BLOCK_N 32
+#define WARPS 4
+#define STAGES 2
+namespace pcfg7 {
+#include "kernels/prefill.cuh"
+}
 
 using namespace attn;
 
@@ -93,6 +158,7 @@ namespace {
 struct Case {
   DType dtype;
   int head_dim, block_size, q_tile, k_tile, warps, stages;
+  std::optional<DType> kv{}; // an fp8 cache: per-tensor and per-head scales far from 1
 };
 
 // Mask variant m: 0 causal, 1 causal sliding window, 2 softcap with a custom scale, 3 window
@@ -104,6 +170,7 @@ AttnParams make_params(const Case& c, int m) {
   p.head_dim = c.head_dim;
   p.block_size = c.block_size;
   p.dtype = c.dtype;
+  p.kv_dtype = c.kv;
   switch (m) {
   case 1:
     p.window_left = 21;
@@ -130,8 +197,9 @@ template <typename E> const E* in(const HostTensor& t) {
   return reinterpret_cast<const E*>(t.raw());
 }
 
-// Launches a prefill entry point over the problem exactly as the CUDA backend does.
-template <typename E, typename Kernel>
+// Launches a prefill entry point over the problem exactly as the CUDA backend does; C is the
+// cache's element type (E, or unsigned char for fp8).
+template <typename E, typename C = E, typename Kernel>
 RunOutput run_prefill(Kernel kernel, const Problem& pr, const cuda::PrefillVariant& v) {
   const AttnParams& p = pr.params;
   const cuda::PrefillLaunch l = cuda::prefill_launch(v, pr);
@@ -141,12 +209,14 @@ RunOutput run_prefill(Kernel kernel, const Problem& pr, const cuda::PrefillVaria
   o.lse.assign(std::size_t(pr.num_rows()) * p.num_heads, 0.0f);
   poison(o.lse);
   E* out = reinterpret_cast<E*>(o.out.raw());
+  const std::vector<float> ks = pr.kernel_key_scales(), vs = pr.kernel_value_scales();
   emu::launch({l.grid.x, l.grid.y, l.grid.z}, int(l.block.x), std::size_t(l.smem / 4) + 4, [&] {
-    kernel(out, o.lse.data(), in<E>(pr.query), in<E>(pr.key_cache), in<E>(pr.value_cache),
+    kernel(out, o.lse.data(), in<E>(pr.query), in<C>(pr.key_cache), in<C>(pr.value_cache),
            pr.block_tables.data(), pr.cu_seqlens_q.data(), pr.cu_seqlens_k.data(),
            l.tile_map.data(), p.num_heads, p.num_kv_heads, pr.max_blocks_per_seq,
            float(p.effective_scale()), float(p.softcap), p.causal ? 1 : 0, p.window_left,
-           p.window_right);
+           p.window_right, ks.empty() ? nullptr : ks.data(), vs.empty() ? nullptr : vs.data(),
+           pr.num_kv_scales());
   });
   return o;
 }
@@ -161,6 +231,13 @@ template <typename Run> void check_case(const Case& c, Run run, uint64_t seed) {
     const AttnParams p = make_params(c, m);
     GenOptions g;
     g.seed = seed * 10 + m;
+    if (c.kv) {
+      // Scales far from 1, per tensor and per KV head in turn, and the formats' NaN patterns in
+      // the slots nobody reads.
+      g.k_scale = m % 2 == 0 ? std::vector<float>{1.0f / 64} : std::vector<float>{24.0f, 0.37f};
+      g.v_scale = m % 2 == 0 ? std::vector<float>{4.0f} : std::vector<float>{0.37f, 1.0f / 64};
+      g.nan_tails = true;
+    }
     const Problem pr = make_prefill_problem(p, q_lens, k_lens, g);
     KernelConfig cfg{
         Family::prefill,
@@ -212,6 +289,33 @@ TEST(CudaPrefillEmulation, Bf16Dim128EightWarps) {
         return run_prefill<uint16_t>(pcfg4::prefill, pr, v);
       },
       401);
+}
+
+TEST(CudaPrefillEmulation, Fp16OverE4m3DoubleBuffered) {
+  check_case(
+      {DType::f16, 64, 16, 64, 32, 4, 2, DType::fp8_e4m3},
+      [](const Problem& pr, const cuda::PrefillVariant& v) {
+        return run_prefill<uint16_t, uint8_t>(pcfg5::prefill, pr, v);
+      },
+      501);
+}
+
+TEST(CudaPrefillEmulation, Bf16OverE5m2Dim80OneStage) {
+  check_case(
+      {DType::bf16, 80, 8, 64, 16, 4, 1, DType::fp8_e5m2},
+      [](const Problem& pr, const cuda::PrefillVariant& v) {
+        return run_prefill<uint16_t, uint8_t>(pcfg6::prefill, pr, v);
+      },
+      601);
+}
+
+TEST(CudaPrefillEmulation, Fp32OverE4m3OddPageSize) {
+  check_case(
+      {DType::f32, 64, 24, 64, 32, 4, 2, DType::fp8_e4m3},
+      [](const Problem& pr, const cuda::PrefillVariant& v) {
+        return run_prefill<float, uint8_t>(pcfg7::prefill, pr, v);
+      },
+      701);
 }
 #else
 TEST(CudaPrefillEmulation, NeedsTheCudaBackend) {

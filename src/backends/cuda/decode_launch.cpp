@@ -14,12 +14,12 @@ bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 } // namespace
 
-int max_vec(DType t) { return int(16 / dtype_size(t)); }
+int max_vec(DType t) { return std::min(8, int(16 / dtype_size(t))); }
 
 const char* decode_entry(Family f) { return f == Family::decode_v2 ? "decode_v2" : "decode_v1"; }
 
 std::vector<std::string> DecodeVariant::defines() const {
-  std::vector<std::string> d = common_defines(dtype, head_dim, block_size);
+  std::vector<std::string> d = common_defines(dtype, kv_dtype, head_dim, block_size);
   d.insert(d.end(), {"-DTHREADS=" + std::to_string(threads), "-DVEC=" + std::to_string(vec),
                      "-DGROUP=" + std::to_string(group), "-DGQA=" + std::to_string(group ? gqa : 1),
                      "-DPARTITION=" + std::to_string(family == Family::decode_v2 ? partition : 0),
@@ -29,6 +29,7 @@ std::vector<std::string> DecodeVariant::defines() const {
 
 std::string DecodeVariant::describe() const {
   std::string s = std::string(family_name(family)) + " " + std::string(dtype_name(dtype)) +
+                  (kv_dtype ? " kv=" + std::string(dtype_name(*kv_dtype)) : std::string()) +
                   " d=" + std::to_string(head_dim) + " bs=" + std::to_string(block_size) +
                   " threads=" + std::to_string(threads) + " vec=" + std::to_string(vec) +
                   " group=" + std::to_string(group);
@@ -48,7 +49,8 @@ DecodeVariant decode_variant(const KernelConfig& cfg, const AttnParams& p) {
   v.head_dim = p.head_dim;
   v.block_size = p.block_size;
   v.threads = cfg.get("threads", kDefaultThreads);
-  v.vec = cfg.get("vec", max_vec(p.dtype));
+  v.kv_dtype = p.fp8_cache() ? p.kv_dtype : std::nullopt;
+  v.vec = cfg.get("vec", max_vec(p.cache_dtype()));
   v.group = cfg.get("split", 0);
   v.gqa = v.group ? p.group_size() : 1;
   v.partition = cfg.family == Family::decode_v2 ? cfg.get("partition", kDefaultPartition) : 0;
@@ -57,17 +59,21 @@ DecodeVariant decode_variant(const KernelConfig& cfg, const AttnParams& p) {
 
 const FamilyDecl& decode_family(Family f) {
   // partition outermost, then split, threads and vec: the order the tuner has always walked.
+  // Both fp8 formats are read, converted in registers.
+  static const std::vector<DType> kDecodeFp8 = {DType::fp8_e4m3, DType::fp8_e5m2};
   static const FamilyDecl v1{Family::decode_v1,
                              KvLayout::HND,
                              true,
-                             {{"split", {0, 1}}, {"threads", {64, 128, 256}}, {"vec", {8, 4, 2}}}};
+                             {{"split", {0, 1}}, {"threads", {64, 128, 256}}, {"vec", {8, 4, 2}}},
+                             kDecodeFp8};
   static const FamilyDecl v2{Family::decode_v2,
                              KvLayout::HND,
                              true,
                              {{"partition", {256, 512, 1024}},
                               {"split", {0, 1}},
                               {"threads", {64, 128, 256}},
-                              {"vec", {8, 4, 2}}}};
+                              {"vec", {8, 4, 2}}},
+                             kDecodeFp8};
   return f == Family::decode_v2 ? v2 : v1;
 }
 
@@ -80,9 +86,10 @@ bool decode_offers(const KernelConfig& c, const AttnParams& p) {
       !(p.num_kv_heads > 0 && p.group_size() > 1 && p.group_size() <= kDecodeMaxGroup)) {
     return false;
   }
-  // The widest load of the dtype and half of it.
-  const int vec = c.get("vec", max_vec(p.dtype));
-  if (vec != max_vec(p.dtype) && vec != max_vec(p.dtype) / 2) {
+  // The widest load of the cache's dtype and half of it.
+  const int widest = max_vec(p.cache_dtype());
+  const int vec = c.get("vec", widest);
+  if (vec != widest && vec != widest / 2) {
     return false;
   }
   if (c.family == Family::decode_v2) {
@@ -135,9 +142,10 @@ std::optional<std::string> decode_static_can_run(const KernelConfig& cfg, const 
     return "threads=" + std::to_string(v.threads) + " exceeds the device's " +
            std::to_string(lim.max_threads_per_block) + " threads per block";
   }
-  if (!is_pow2(v.vec) || v.vec > max_vec(p.dtype)) {
+  if (!is_pow2(v.vec) || v.vec > max_vec(p.cache_dtype()) || (p.fp8_cache() && v.vec < 2)) {
     return "vec=" + std::to_string(v.vec) + " must be a power of two up to " +
-           std::to_string(max_vec(p.dtype)) + " for " + std::string(dtype_name(p.dtype));
+           std::to_string(max_vec(p.cache_dtype())) + (p.fp8_cache() ? " and at least 2" : "") +
+           " for " + std::string(dtype_name(p.cache_dtype())) + (p.fp8_cache() ? " caches" : "");
   }
   if (p.head_dim % v.vec != 0) {
     return "vec=" + std::to_string(v.vec) + " does not divide head_dim " +

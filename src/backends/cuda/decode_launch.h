@@ -34,15 +34,19 @@ struct DecodeVariant {
   int group = 0;     // 1: a CTA per KV head
   int gqa = 1;       // heads per KV head, compiled in when group = 1
   int partition = 0; // 0 for decode_v1
+  // An fp8 cache's dtype (KV_DTYPE); nullopt: the caches have `dtype`.
+  std::optional<DType> kv_dtype{};
 
   // "-DDTYPE=1 -DHEAD_DIM=128 ...", with -std=c++17: the NVRTC options of this variant.
   [[nodiscard]] std::vector<std::string> defines() const;
-  // "decode_v2 fp16 d=128 bs=16 threads=128 vec=8 group=1 gqa=4 partition=512"
+  // "decode_v2 fp16 d=128 bs=16 threads=128 vec=8 group=1 gqa=4 partition=512", with
+  // " kv=fp8_e4m3" after the dtype for an fp8 cache
   [[nodiscard]] std::string describe() const;
   bool operator==(const DecodeVariant&) const = default;
 };
 
-// Widest vector load of a dtype: 16 bytes.
+// Widest vector load of a cache dtype, in elements: 16 bytes, at most 8 elements (an fp8 cache
+// loads 8 bytes: 16 would double the row elements each lane holds, and its registers).
 [[nodiscard]] int max_vec(DType t);
 
 // The variant that `cfg` compiles to for problems with parameters `p` (defaults filled in).

@@ -221,6 +221,15 @@ DeviceRun::DeviceRun(DeviceStream& stream, const Problem& pr) : stream_(stream) 
   lse_ = DeviceBuffer(lse_poison_.size() * sizeof(float));
   sc_ = {p.num_heads,      p.num_kv_heads,   pr.max_blocks_per_seq, float(p.effective_scale()),
          float(p.softcap), p.causal ? 1 : 0, p.window_left,         p.window_right};
+  if (pr.num_kv_scales() > 0) {
+    std::vector<float> scales = pr.kernel_key_scales();
+    const std::vector<float> v = pr.kernel_value_scales();
+    scales.insert(scales.end(), v.begin(), v.end());
+    upload(kv_scales_, scales.data(), scales.size() * sizeof(float));
+    sc_.num_kv_scales = pr.num_kv_scales();
+    sc_.k_scale = kv_scales_.get();
+    sc_.v_scale = static_cast<float*>(kv_scales_.get()) + sc_.num_kv_scales;
+  }
 }
 
 void DeviceRun::upload(DeviceBuffer& buf, const void* src, std::size_t bytes) {
@@ -334,18 +343,36 @@ void DecodeRun::launch() {
   }
   if (v_.family == Family::decode_v1) {
     void* args[] = {
-        &out_ptr_,    &lse_ptr_,    &q_ptr_,        &k_ptr_,           &v_ptr_,
-        &tables_ptr_, &lens_ptr_,   &sc_.num_heads, &sc_.num_kv_heads, &sc_.max_blocks_per_seq,
-        &sc_.scale,   &sc_.softcap, &sc_.causal,    &sc_.window_left,  &sc_.window_right};
+        &out_ptr_,    &lse_ptr_,    &q_ptr_,           &k_ptr_,           &v_ptr_,
+        &tables_ptr_, &lens_ptr_,   &sc_.num_heads,    &sc_.num_kv_heads, &sc_.max_blocks_per_seq,
+        &sc_.scale,   &sc_.softcap, &sc_.causal,       &sc_.window_left,  &sc_.window_right,
+        &sc_.k_scale, &sc_.v_scale, &sc_.num_kv_scales};
     ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->main), grid, block, args,
                                      0, stream_.get()));
     return;
   }
-  void* args[] = {
-      &out_ptr_,    &lse_ptr_,    &q_ptr_,        &k_ptr_,           &v_ptr_,
-      &tables_ptr_, &lens_ptr_,   &sc_.num_heads, &sc_.num_kv_heads, &sc_.max_blocks_per_seq,
-      &sc_.scale,   &sc_.softcap, &sc_.causal,    &sc_.window_left,  &sc_.window_right,
-      &ws_m_,       &ws_l_,       &ws_o_,         &max_parts_};
+  void* args[] = {&out_ptr_,
+                  &lse_ptr_,
+                  &q_ptr_,
+                  &k_ptr_,
+                  &v_ptr_,
+                  &tables_ptr_,
+                  &lens_ptr_,
+                  &sc_.num_heads,
+                  &sc_.num_kv_heads,
+                  &sc_.max_blocks_per_seq,
+                  &sc_.scale,
+                  &sc_.softcap,
+                  &sc_.causal,
+                  &sc_.window_left,
+                  &sc_.window_right,
+                  &sc_.k_scale,
+                  &sc_.v_scale,
+                  &sc_.num_kv_scales,
+                  &ws_m_,
+                  &ws_l_,
+                  &ws_o_,
+                  &max_parts_};
   ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->main), grid, block, args, 0,
                                    stream_.get()));
   const dim3 rgrid(shape_.reduce_grid.x, shape_.reduce_grid.y, shape_.reduce_grid.z);
@@ -378,11 +405,11 @@ void PrefillRun::launch() {
   }
   const dim3 grid(shape_.grid.x, shape_.grid.y, shape_.grid.z);
   const dim3 block(shape_.block.x, shape_.block.y, shape_.block.z);
-  void* args[] = {&ptrs_[0],        &ptrs_[1],      &ptrs_[2],         &ptrs_[3],
-                  &ptrs_[4],        &ptrs_[5],      &ptrs_[6],         &ptrs_[7],
-                  &ptrs_[8],        &sc_.num_heads, &sc_.num_kv_heads, &sc_.max_blocks_per_seq,
-                  &sc_.scale,       &sc_.softcap,   &sc_.causal,       &sc_.window_left,
-                  &sc_.window_right};
+  void* args[] = {&ptrs_[0],         &ptrs_[1],      &ptrs_[2],         &ptrs_[3],
+                  &ptrs_[4],         &ptrs_[5],      &ptrs_[6],         &ptrs_[7],
+                  &ptrs_[8],         &sc_.num_heads, &sc_.num_kv_heads, &sc_.max_blocks_per_seq,
+                  &sc_.scale,        &sc_.softcap,   &sc_.causal,       &sc_.window_left,
+                  &sc_.window_right, &sc_.k_scale,   &sc_.v_scale,      &sc_.num_kv_scales};
   ATTN_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(mod_->main), grid, block, args,
                                    std::size_t(shape_.smem), stream_.get()));
 }

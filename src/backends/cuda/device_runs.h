@@ -138,10 +138,15 @@ protected:
     int causal = 1;
     int window_left = -1;
     int window_right = -1;
+    // An fp8 cache's scales (device pointers into kv_scales_, null otherwise) and their count.
+    void* k_scale = nullptr;
+    void* v_scale = nullptr;
+    int num_kv_scales = 0;
   };
 
   DeviceStream& stream_;
   DeviceBuffer out_, lse_;
+  DeviceBuffer kv_scales_; // an fp8 cache's k_scale then v_scale, num_kv_scales each
   HostTensor out_poison_;
   std::vector<float> lse_poison_;
   PagedScalars sc_;

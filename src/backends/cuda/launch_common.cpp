@@ -15,9 +15,22 @@ int kernel_dtype_code(DType t) {
   }
 }
 
-std::vector<std::string> common_defines(DType dtype, int head_dim, int block_size) {
-  return {"-std=c++17", "-DDTYPE=" + std::to_string(kernel_dtype_code(dtype)),
-          "-DHEAD_DIM=" + std::to_string(head_dim), "-DBLOCK_SIZE=" + std::to_string(block_size)};
+int kernel_kv_dtype_code(std::optional<DType> kv) {
+  if (!kv || !is_fp8(*kv)) {
+    return 0;
+  }
+  return *kv == DType::fp8_e4m3 ? 1 : 2;
+}
+
+std::vector<std::string> common_defines(DType dtype, std::optional<DType> kv, int head_dim,
+                                        int block_size) {
+  std::vector<std::string> d = {"-std=c++17", "-DDTYPE=" + std::to_string(kernel_dtype_code(dtype)),
+                                "-DHEAD_DIM=" + std::to_string(head_dim),
+                                "-DBLOCK_SIZE=" + std::to_string(block_size)};
+  if (kernel_kv_dtype_code(kv) != 0) {
+    d.push_back("-DKV_DTYPE=" + std::to_string(kernel_kv_dtype_code(kv)));
+  }
+  return d;
 }
 
 std::optional<std::string> unknown_parameter(const KernelConfig& cfg,

@@ -35,10 +35,13 @@ struct Dim3 {
 
 // DTYPE of the kernel files: 0 fp32, 1 fp16, 2 bf16.
 [[nodiscard]] int kernel_dtype_code(DType t);
+// KV_DTYPE of the kernel files: 0 for a cache of the query dtype, 1 fp8_e4m3, 2 fp8_e5m2.
+[[nodiscard]] int kernel_kv_dtype_code(std::optional<DType> kv);
 
-// The NVRTC options every kernel file takes, in this order: -std=c++17, DTYPE, HEAD_DIM and
-// BLOCK_SIZE; a family appends its own defines.
-[[nodiscard]] std::vector<std::string> common_defines(DType dtype, int head_dim, int block_size);
+// The NVRTC options every kernel file takes, in this order: -std=c++17, DTYPE, HEAD_DIM,
+// BLOCK_SIZE and, for an fp8 cache only, KV_DTYPE; a family appends its own defines.
+[[nodiscard]] std::vector<std::string> common_defines(DType dtype, std::optional<DType> kv,
+                                                      int head_dim, int block_size);
 
 // "unknown parameter 'x' for <family> on CUDA" for the first parameter of `cfg` not in `known`.
 [[nodiscard]] std::optional<std::string>

@@ -24,7 +24,7 @@ int64_t tile_key_tiles(const Problem& pr, int b, int row0, int rows, int k_tile)
 } // namespace
 
 std::vector<std::string> PrefillVariant::defines() const {
-  std::vector<std::string> d = common_defines(dtype, head_dim, block_size);
+  std::vector<std::string> d = common_defines(dtype, kv_dtype, head_dim, block_size);
   d.insert(d.end(), {"-DBLOCK_M=" + std::to_string(q_tile), "-DBLOCK_N=" + std::to_string(k_tile),
                      "-DWARPS=" + std::to_string(warps), "-DSTAGES=" + std::to_string(stages)});
   return d;
@@ -32,6 +32,7 @@ std::vector<std::string> PrefillVariant::defines() const {
 
 std::string PrefillVariant::describe() const {
   return std::string("prefill ") + std::string(dtype_name(dtype)) +
+         (kv_dtype ? " kv=" + std::string(dtype_name(*kv_dtype)) : std::string()) +
          " d=" + std::to_string(head_dim) + " bs=" + std::to_string(block_size) +
          " q_tile=" + std::to_string(q_tile) + " k_tile=" + std::to_string(k_tile) +
          " warps=" + std::to_string(warps) + " stages=" + std::to_string(stages);
@@ -40,6 +41,7 @@ std::string PrefillVariant::describe() const {
 PrefillVariant prefill_variant(const KernelConfig& cfg, const AttnParams& p) {
   PrefillVariant v;
   v.dtype = p.dtype;
+  v.kv_dtype = p.fp8_cache() ? p.kv_dtype : std::nullopt;
   v.head_dim = p.head_dim;
   v.block_size = p.block_size;
   v.q_tile = cfg.get("q_tile", kDefaultQTile);
@@ -68,7 +70,9 @@ const FamilyDecl& prefill_family() {
       {{"q_tile", std::vector<int>(std::begin(kPrefillQTiles), std::end(kPrefillQTiles))},
        {"k_tile", std::vector<int>(std::begin(kPrefillKTiles), std::end(kPrefillKTiles))},
        {"warps", std::vector<int>(std::begin(kPrefillWarps), std::end(kPrefillWarps))},
-       {"stages", std::vector<int>(std::begin(kPrefillStages), std::end(kPrefillStages))}}};
+       {"stages", std::vector<int>(std::begin(kPrefillStages), std::end(kPrefillStages))}},
+      // Both fp8 formats: the tiles are converted to the dtype as they are gathered.
+      {DType::fp8_e4m3, DType::fp8_e5m2}};
   return decl;
 }
 

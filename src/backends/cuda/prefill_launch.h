@@ -43,9 +43,12 @@ struct PrefillVariant {
   int k_tile = kDefaultKTile; // BLOCK_N
   int warps = kDefaultWarps;  // WARPS
   int stages = kDefaultStages;
+  // An fp8 cache's dtype (KV_DTYPE); nullopt: the caches have `dtype`.
+  std::optional<DType> kv_dtype{};
 
   [[nodiscard]] std::vector<std::string> defines() const;
-  // "prefill bf16 d=128 bs=16 q_tile=64 k_tile=64 warps=4 stages=2"
+  // "prefill bf16 d=128 bs=16 q_tile=64 k_tile=64 warps=4 stages=2", with " kv=fp8_e4m3" after
+  // the dtype for an fp8 cache
   [[nodiscard]] std::string describe() const;
   [[nodiscard]] int threads() const { return warps * 32; }
   bool operator==(const PrefillVariant&) const = default;

@@ -491,12 +491,9 @@ attn_call plugin_call_shape(const Problem& pr, Family f, KvLayout layout, int th
   if (p.fp8_cache()) {
     c.kv_dtype =
         p.cache_dtype() == DType::fp8_e4m3 ? ATTN_KV_DTYPE_FP8_E4M3 : ATTN_KV_DTYPE_FP8_E5M2;
-    const bool per_head = pr.k_scale.size() > 1 || pr.v_scale.size() > 1;
-    c.num_kv_scales = per_head ? p.num_kv_heads : 1;
-    for (int h = 0; h < c.num_kv_scales; ++h) {
-      arrays.k_scale.push_back(pr.key_scale(h));
-      arrays.v_scale.push_back(pr.value_scale(h));
-    }
+    c.num_kv_scales = pr.num_kv_scales();
+    arrays.k_scale = pr.kernel_key_scales();
+    arrays.v_scale = pr.kernel_value_scales();
   }
   c.family = abi_family(f);
   c.dtype = p.dtype == DType::f32   ? ATTN_DTYPE_F32
