@@ -183,7 +183,7 @@ int run_sweep(const SweepOptions& o) {
   // Wrong results and faults (a configuration that crashed or hung) are the findings a sweep
   // must not bury: they set the exit code. Errors (a configuration that could not be measured)
   // leave the table incomplete: exit 4, so that a sweep in which nothing could be measured
-  // never passes for a success.
+  // never passes for a success; so does a sweep whose every configuration was refused.
   if (!s.teardown_failure.empty()) {
     std::fprintf(stderr, "sweep: the kernels failed after their measurements (which stand): %s\n",
                  s.teardown_failure.c_str());
@@ -203,6 +203,15 @@ int run_sweep(const SweepOptions& o) {
                  "sweep: %d measurements ended in an error (see results.jsonl); --resume retries "
                  "each once\n",
                  c.value("error", 0));
+    return kExitInternal;
+  }
+  if (c.value("ok", 0) == 0 && c.value("skipped", 0) > 0) {
+    // Every configuration was refused (kernels that cannot read the profile's cache dtype,
+    // head sizes or layouts): a table without a point must not pass for a tuned one.
+    std::fprintf(stderr,
+                 "sweep: nothing was timed: the kernels refused all %d measurements (each "
+                 "\"skipped\" line in results.jsonl says why), so the table has no point\n",
+                 c.value("skipped", 0));
     return kExitInternal;
   }
   return kExitOk;

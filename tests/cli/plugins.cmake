@@ -193,3 +193,20 @@ foreach(level default x86-64-v3 baseline)
                          SKIP_REGULAR_EXPRESSION "this processor cannot run the")
   endif()
 endforeach()
+
+# A plugin built before fp8 caches (ABI 3) swept over an fp8 profile: every configuration is
+# refused with its reason, and the sweep says that nothing was timed and exits 4 instead of
+# passing a table without a point for a tuned one.
+file(WRITE ${ATTN_CLI_DATA}/fp8_only_profile.json
+     "{\"name\": \"fp8-small\", \"decode\": {\"batch\": [1], \"context_len\": [300],\n"
+     " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
+     " \"dtype\": [\"fp32\"], \"kv_dtype\": [\"fp8_e4m3\"]},\n"
+     " \"timing\": {\"warmup\": 1, \"min_reps\": 3, \"max_reps\": 10, \"max_seconds\": 0.05}}\n")
+add_test(NAME cli.sweep_all_skipped_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${plugins_work}/all_skipped)
+set_tests_properties(cli.sweep_all_skipped_clean PROPERTIES LABELS "cli"
+                     FIXTURES_SETUP all_skipped_clean)
+attn_cli_test(NAME sweep_all_skipped EXIT 4
+              REGEX "0 timed, 0 failed validation, 3 skipped.*sweep: nothing was timed: the kernels refused all 3 measurements"
+              ARGS sweep --kernels ${ATTN_SPLIT_ABI3_PLUGIN} --profile ${ATTN_CLI_DATA}/fp8_only_profile.json
+                   --threads 2 --quiet --no-report --out ${plugins_work}/all_skipped)
+set_tests_properties(cli.sweep_all_skipped PROPERTIES FIXTURES_REQUIRED all_skipped_clean)

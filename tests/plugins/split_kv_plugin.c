@@ -1,3 +1,6 @@
+#if defined(SPLIT_SPIN)
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c99 */
+#endif
 /* A test-only host plugin: scalar paged decode in the HND layout, decode_v1 (one pass per
  * sequence and head) and decode_v2 (split-KV: per-partition max, sum and normalised partial
  * output in the workspace, then a reduce), fp32/fp16/bf16, writing lse. Built once correct and
@@ -57,6 +60,11 @@
  *                  which the host must still load and run unchanged.
  *   SPLIT_ABI3     built against ABI 3's header (tests/plugins/abi3): a plugin from before fp8
  *                  caches, which the host loads and never hands one.
+ *   SPLIT_SPIN     a kernel set whose costs are planted: each run computes, then waits (spinning
+ *                  on the monotonic clock) until its planted time since the call began has
+ *                  passed: decode_v1 500 ns per key of the batch, decode_v2 300 us plus 250 ns
+ *                  per key. v1 wins below 1200 keys and v2 above: the crossover a sweep must find
+ *                  (at batch 1, a context of 1200 tokens).
  *   SPLIT_PREPARE  ABI 2's prepare step, built against ABI 2's header (tests/plugins/abi2):
  *                  prepare copies both caches into the plugin's own memory (declared as its
  *                  ranges), run reads only that copy and fails when the host hands it no
@@ -69,6 +77,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#if defined(SPLIT_SPIN)
+#include <time.h>
+#endif
 
 #if defined(SPLIT_ABI1)
 #include "tests/plugins/abi1/attn_tune/plugin.h"
@@ -141,6 +152,8 @@
 #define SPLIT_NAME "split-kv-fp8-scales-swapped"
 #elif defined(SPLIT_ABI3)
 #define SPLIT_NAME "split-kv-abi3"
+#elif defined(SPLIT_SPIN)
+#define SPLIT_NAME "split-kv-spin"
 #elif defined(SPLIT_ABI1)
 #define SPLIT_NAME "split-kv-abi1"
 #elif defined(SPLIT_PREPARE)
@@ -685,6 +698,25 @@ static int run_v2(const attn_call* a, const attn_config* config, float* ws, uint
   return 0;
 }
 
+#if defined(SPLIT_SPIN)
+/* The monotonic clock in seconds. */
+static double spin_clock_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The planted cost of a call: v1 500 ns per key of the batch, v2 300 us + 250 ns per key. */
+static double planted_seconds(const attn_call* a) {
+  double keys = 0.0;
+  int b;
+  for (b = 0; b < a->batch; ++b) {
+    keys += a->context_lens[b];
+  }
+  return a->family == ATTN_FAMILY_DECODE_V1 ? 500e-9 * keys : 300e-6 + 250e-9 * keys;
+}
+#endif
+
 /* ---- the ABI -------------------------------------------------------------------------------- */
 
 static int refuse(char* reason, size_t size, const char* msg) {
@@ -856,11 +888,26 @@ static int run(void* state, const attn_config* config, const attn_call* a, void*
     }
   }
 #endif
+#if defined(SPLIT_SPIN)
+  {
+    const double start = spin_clock_s();
+    int rc = 0;
+    if (a->family == ATTN_FAMILY_DECODE_V1) {
+      run_v1(a);
+    } else {
+      rc = run_v2(a, config, (float*)workspace, workspace_bytes, err, err_size);
+    }
+    while (rc == 0 && spin_clock_s() - start < planted_seconds(a)) {
+    }
+    return rc;
+  }
+#else
   if (a->family == ATTN_FAMILY_DECODE_V1) {
     run_v1(a);
     return 0;
   }
   return run_v2(a, config, (float*)workspace, workspace_bytes, err, err_size);
+#endif
 }
 
 __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_abi_version,
