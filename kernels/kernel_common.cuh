@@ -150,20 +150,15 @@ struct PagedArgs {
   int num_kv_scales;
 
   // The dequantisation scales of KV head kvh (1 for caches of the query dtype).
-  __device__ __forceinline__ float key_scale(int kvh) const {
+  __device__ __forceinline__ float key_scale(int kvh) const { return scale_at(k_scale, kvh); }
+  __device__ __forceinline__ float value_scale(int kvh) const { return scale_at(v_scale, kvh); }
+  __device__ __forceinline__ float scale_at(const float* s, int kvh) const {
 #if KV_DTYPE == 0
+    (void)s;
     (void)kvh;
     return 1.0f;
 #else
-    return k_scale[num_kv_scales == 1 ? 0 : kvh];
-#endif
-  }
-  __device__ __forceinline__ float value_scale(int kvh) const {
-#if KV_DTYPE == 0
-    (void)kvh;
-    return 1.0f;
-#else
-    return v_scale[num_kv_scales == 1 ? 0 : kvh];
+    return s[num_kv_scales == 1 ? 0 : kvh];
 #endif
   }
 
