@@ -17,6 +17,7 @@ Command setup_devices(CLI::App& root);
 Command setup_merge(CLI::App& root);
 Command setup_plugin(CLI::App& root);
 Command setup_replay(CLI::App& root);
+Command setup_search_check(CLI::App& root);
 Command setup_report(CLI::App& root);
 Command setup_sweep(CLI::App& root);
 Command setup_table(CLI::App& root);

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
                                         cli::setup_devices(app), cli::setup_plugin(app)};
   commands.push_back(cli::setup_merge(app));
   commands.push_back(cli::setup_report(app));
+  commands.push_back(cli::setup_search_check(app));
   if (const auto done =
           cli::parse_or_exit(app, argc, argv, "attn-tune", [&](const CLI::ParseError& e) {
             return parse_error_message(app, e);

@@ -37,6 +37,8 @@ struct SweepOptions {
   std::string timing;  // "events" or "graph"; empty: the profile's timing.mode
   std::string kernels; // a kernel plugin library; empty: the built-in kernels
   std::string shard;   // "I/N": measure shard I of N (src/tuning/shard.h); empty: all
+  std::string
+      search; // "exhaustive" or "adaptive"; empty: the folder's when resuming, else exhaustive
   std::string traffic; // a traffic trace (docs/traffic.md); empty: none
   int traffic_batches = 32;
   double hold_out = 0.25;
@@ -103,6 +105,9 @@ int run_sweep(const SweepOptions& o) {
   if (o.out.empty() && so.shard.sharded()) {
     so.out_dir += "/shard-" + std::to_string(so.shard.index);
   }
+  if (!o.search.empty()) {
+    so.search = parse_search_mode(o.search);
+  }
   so.resume = o.resume;
   so.retry_faults = o.retry_faults;
   so.remeasure_noisy = o.remeasure_noisy;
@@ -144,10 +149,22 @@ int run_sweep(const SweepOptions& o) {
   };
   const SweepSummary s = run_sweep_isolated(make, prof, so);
   const auto& c = s.table.at("measurement_counts");
-  std::printf("sweep: %d measurements (%d from an earlier run): %d timed, %d failed validation, "
-              "%d skipped, %d errors, %d faults\n",
-              s.total, s.resumed, c.value("ok", 0), c.value("failed", 0), c.value("skipped", 0),
-              c.value("error", 0), c.value("fault", 0));
+  if (s.search == SearchMode::adaptive) {
+    const nlohmann::json& sp = s.table.at("provenance").at("search");
+    const int made = sp.value("measurements", 0);
+    const int of = sp.value("exhaustive_measurements", 0);
+    std::printf("sweep: adaptive search: %d of the %d measurements an exhaustive sweep makes "
+                "(%.0f%%), in %d timings (%d brief race timings): %d timed, %d failed "
+                "validation, %d skipped, %d errors, %d faults\n",
+                made, of, of > 0 ? 100.0 * made / of : 0.0, sp.value("timings", 0),
+                sp.value("race_timings", 0), c.value("ok", 0), c.value("failed", 0),
+                c.value("skipped", 0), c.value("error", 0), c.value("fault", 0));
+  } else {
+    std::printf("sweep: %d measurements (%d from an earlier run): %d timed, %d failed "
+                "validation, %d skipped, %d errors, %d faults\n",
+                s.total, s.resumed, c.value("ok", 0), c.value("failed", 0), c.value("skipped", 0),
+                c.value("error", 0), c.value("fault", 0));
+  }
   if (o.remeasure_noisy) {
     if (s.noisy_before == 0) {
       std::printf("sweep: --remeasure-noisy: no decision rested on timings within noise; nothing "
@@ -256,6 +273,12 @@ Command setup_sweep(CLI::App& root) {
                   "I/N: measure only shard I of N (counted from 0), a fixed part of the plan "
                   "balanced by estimated cost; `attn-tune merge` joins the shards' folders "
                   "(default --out: attn-tune-out/<profile>/shard-I)");
+  sub->add_option("--search", opt->search,
+                  "exhaustive: every (workload, configuration) of the profile; adaptive: race the "
+                  "configurations, bisect each shape's v1/v2 switch along the context axis and "
+                  "start each batch at its neighbour's switch (docs/adaptive-search.md). Default: "
+                  "the folder's search with --resume, else exhaustive")
+      ->check(CLI::IsMember({"exhaustive", "adaptive"}));
   sub->add_option("--traffic", opt->traffic,
                   "A traffic trace (JSONL of decode batches, docs/traffic.md): its batches are "
                   "measured too, and the table's batch rules and traffic regret come from them");

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/tuning/provenance.h"
 #include "src/tuning/regret.h"
 #include "src/tuning/sweep.h" // kRemeasureFactor
 
@@ -69,6 +70,7 @@ void describe_provenance(std::ostringstream& s, const json& t) {
   s << "\n";
   s << "profile:  " << pv.at("profile").value("name", "?") << " (hash "
     << pv.at("profile").value("hash", "?") << ")\n";
+  s << "search:   " << search_words(t) << "\n";
   s << "tool:     attn-tune " << pv.at("tool").value("version", "?") << " ("
     << pv.at("tool").value("git_hash", "?") << "), kernels sha256 "
     << pv.value("kernel_sources_sha256", "?").substr(0, 16) << "\n";
@@ -472,6 +474,13 @@ std::string describe_table(const nlohmann::json& t) {
   describe_batches(s, t);
   describe_decode_points(s, t.at("decode"), t.at("version").get<int>());
   describe_noisy_decisions(s, t);
+  if (const auto lines = inferred_decision_lines(t); !lines.empty()) {
+    s << "\ninferred decisions (adaptive search): " << lines.size() << " point"
+      << (lines.size() == 1 ? "" : "s") << " with lengths not measured\n";
+    for (const auto& line : lines) {
+      s << "  " << line << "\n";
+    }
+  }
   describe_prefill_points(s, t.at("prefill"));
   return s.str();
 }

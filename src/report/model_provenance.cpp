@@ -5,6 +5,7 @@
 
 #include "src/report/model_views.h"
 #include "src/report/svg_plot.h"
+#include "src/tuning/provenance.h"
 #include "src/tuning/results_file.h"
 
 namespace attn::report {
@@ -48,6 +49,10 @@ void add_provenance(ReportModel& m, const ReportSource& src) {
                                " (" + tool.value("git_hash", "?") + ")");
   const json prof = pv.value("profile", json::object());
   out.emplace_back("profile", prof.value("name", "?") + " (hash " + prof.value("hash", "?") + ")");
+  out.emplace_back("search", search_words(src.table));
+  for (const std::string& line : inferred_decision_lines(src.table)) {
+    out.emplace_back("inferred decision", line);
+  }
   out.emplace_back("timing mode", pv.value("timing_mode", "events"));
   out.emplace_back("timing method", pv.value("timing_method", "?"));
   if (pv.contains("timing_options")) {

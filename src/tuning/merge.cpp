@@ -48,6 +48,12 @@ std::string device_model(const json& h) {
   return s + ")";
 }
 
+// The search a results header names: exhaustive where it names none.
+std::string search_mode_of(const json& h) {
+  return h.contains("search") && h["search"].is_object() ? h["search"].value("mode", "exhaustive")
+                                                         : std::string("exhaustive");
+}
+
 Folder read_folder(const std::string& dir) {
   const std::string path = (fs::path(dir) / "results.jsonl").string();
   if (!fs::is_regular_file(path)) {
@@ -76,7 +82,10 @@ Folder read_folder(const std::string& dir) {
     }
   }
   f.info.measured = int(f.lines.size());
-  f.info.complete = f.info.expected < 0 || f.info.measured >= f.info.expected;
+  // An adaptive search measures part of its plan: it is complete when it says it has finished.
+  f.info.complete = search_mode_of(rf.header) == "adaptive"
+                        ? !rf.search_end.is_null()
+                        : f.info.expected < 0 || f.info.measured >= f.info.expected;
   return f;
 }
 
@@ -85,6 +94,11 @@ void check_same_sweep(const Folder& a, const Folder& b) {
   const json& x = a.header;
   const json& y = b.header;
   const std::string pair = "'" + b.info.dir + "' and '" + a.info.dir + "'";
+  if (search_mode_of(x) != search_mode_of(y)) {
+    throw InputError("cannot merge " + pair + ": one was swept with --search " + search_mode_of(y) +
+                     ", the other with --search " + search_mode_of(x) +
+                     "; a table's provenance names one search");
+  }
   if (device_model(x) != device_model(y)) {
     throw InputError("cannot merge " + pair + ": measured on " + device_model(y) + " and on " +
                      device_model(x) + "; a table holds one device model");
@@ -278,7 +292,9 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
     if (!f.info.complete) {
       gaps += std::string(gaps.empty() ? "" : ", ") + "shard " + f.info.shard.text() + " ('" +
               f.info.dir + "') has " + std::to_string(f.info.measured) + " of " +
-              std::to_string(f.info.expected) + " measurements";
+              std::to_string(f.info.expected) + " measurements" +
+              (search_mode_of(f.header) == "adaptive" ? " and has not finished its adaptive search"
+                                                      : "");
     }
   }
   if (expected_total > kMaxPlanMeasurements) {

@@ -1,8 +1,10 @@
 #include "src/tuning/provenance.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -83,6 +85,83 @@ std::string summarise_timing_methods(const std::vector<std::string>& methods) {
   return out;
 }
 
+json search_provenance(const json& header, const std::vector<json>& lines) {
+  const std::string mode = header.contains("search") && header["search"].is_object()
+                               ? header["search"].value("mode", "exhaustive")
+                               : std::string("exhaustive");
+  json out = {{"mode", mode}};
+  if (mode != "adaptive") {
+    return out;
+  }
+  std::set<std::string> pairs;
+  int race = 0;
+  for (const json& l : lines) {
+    pairs.insert(record_key(l.value("workload_key", ""), l.value("config_key", "")));
+    race +=
+        l.contains("search") && l["search"].is_object() && l["search"].value("stage", "") == "race"
+            ? 1
+            : 0;
+  }
+  const int exhaustive = header.contains("plan") ? header["plan"].value("measurements", -1) : -1;
+  out["measurements"] = int(pairs.size());
+  out["timings"] = int(lines.size());
+  out["race_timings"] = race;
+  out["exhaustive_measurements"] = exhaustive;
+  if (exhaustive > 0) {
+    out["fraction"] = double(pairs.size()) / exhaustive;
+  }
+  for (const char* k : {"race_margin", "direct_candidates", "race_timing"}) {
+    if (header["search"].contains(k)) {
+      out[k] = header["search"][k];
+    }
+  }
+  return out;
+}
+
+std::string search_words(const json& table) {
+  const json pv = table.value("provenance", json::object());
+  const json sp = pv.value("search", json::object());
+  const std::string mode = sp.value("mode", "exhaustive");
+  if (mode != "adaptive") {
+    return mode;
+  }
+  const int made = sp.value("measurements", 0);
+  const int of = sp.value("exhaustive_measurements", -1);
+  std::string w = "adaptive: " + std::to_string(made) + " measurements";
+  if (of > 0) {
+    w += " of the " + std::to_string(of) + " an exhaustive sweep makes (" +
+         std::to_string(int(std::lround(100.0 * made / of))) + "%)";
+  }
+  return w + ", in " + std::to_string(sp.value("timings", 0)) + " timings (" +
+         std::to_string(sp.value("race_timings", 0)) + " brief race timings)";
+}
+
+std::vector<std::string> inferred_decision_lines(const json& table) {
+  std::vector<std::string> out;
+  for (const json& p : table.value("decode", json::array())) {
+    if (!p.contains("search") || p["search"].value("inferred", json::array()).empty()) {
+      continue;
+    }
+    std::string ctx;
+    for (const json& c : p["search"]["inferred"]) {
+      ctx += (ctx.empty() ? "ctx " : ", ") + std::to_string(c.get<int>());
+    }
+    std::string measured;
+    for (const json& m : p.value("measured", json::array())) {
+      measured += (measured.empty() ? "" : ", ") + std::to_string(m.value("context_len", 0));
+    }
+    out.push_back(p.value("dtype", "?") + " d=" + std::to_string(p.value("head_dim", 0)) +
+                  " bs=" + std::to_string(p.value("block_size", 0)) +
+                  " kvh=" + std::to_string(p.value("num_kv_heads", 0)) +
+                  " gqa=" + std::to_string(p.value("gqa_ratio", 0)) +
+                  " batch=" + std::to_string(p.value("batch", 0)) + ": " + ctx +
+                  " not measured; the decision there rests on a bisection step (the winners at "
+                  "the measured lengths " +
+                  measured + " around it)");
+  }
+  return out;
+}
+
 json timing_options_json(const TimingOptions& t) {
   return {{"warmup", t.warmup},           {"warmup_seconds", t.warmup_seconds},
           {"min_reps", t.min_reps},       {"max_reps", t.max_reps},
@@ -133,6 +212,7 @@ json table_provenance(const json& header, const std::vector<MeasurementRecord>& 
     pv["timing_options"] = header["timing_options"];
   }
   pv["seed"] = header.value("seed", uint64_t(0));
+  pv["search"] = search_provenance(header, lines);
   if (header.contains("shard")) {
     pv["shard"] = {{"index", header["shard"].value("index", 0)},
                    {"count", header["shard"].value("count", 1)}};

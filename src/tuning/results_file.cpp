@@ -136,6 +136,14 @@ void check_header(const JsonDoor& door, const json& h) {
       (void)door.text_or(k, "kernels", f, "");
     }
   }
+  if (h.contains("search")) {
+    const json& sj = door.object(h["search"], "search");
+    const std::string mode = door.text_or(sj, "search", "mode", "exhaustive");
+    if (mode != "exhaustive" && mode != "adaptive") {
+      door.fail("search.mode",
+                "expected \"exhaustive\" or \"adaptive\", got " + JsonDoor::shown(sj["mode"]));
+    }
+  }
   if (h.contains("plan")) {
     const json& p = door.object(h["plan"], "plan");
     (void)door.integer_or(p, "plan", "measurements", -1, kMaxPlanMeasurements, -1);
@@ -251,8 +259,10 @@ ResultsFile read_results(const std::string& path) {
         throw InputError(what.rfind(where, 0) == 0 ? what : where + ": " + what);
       }
       rf.lines.push_back(std::move(j));
+    } else if (type == "search_end") {
+      rf.search_end = std::move(j);
     } else {
-      door.fail("", j.is_object() ? "has no known 'type' (header or measurement)"
+      door.fail("", j.is_object() ? "has no known 'type' (header, measurement or search_end)"
                                   : "expected a JSON object, got " + JsonDoor::shown(j));
     }
     rf.valid_bytes = pos;
@@ -286,6 +296,17 @@ std::vector<MeasurementRecord> to_records(const std::vector<json>& lines) {
       r.method = j["timing"].value("method", "");
     }
     r.remeasured = j.contains("remeasure_factor");
+    if (j.contains("search") && j["search"].is_object()) {
+      const json& sj = j["search"];
+      r.brief = sj.value("stage", "") == "race";
+      if (sj.contains("grid") && sj["grid"].is_array()) {
+        for (const json& c : sj["grid"]) {
+          if (c.is_number_integer()) {
+            r.search_grid.push_back(c.get<int>());
+          }
+        }
+      }
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -342,6 +363,16 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
       return std::to_string(hdr["shard"].value("index", 0)) + "/" +
              std::to_string(hdr["shard"].value("count", 1));
     };
+    // An adaptive search decides from what it measured; an exhaustive folder stays exhaustive.
+    const auto search_text = [](const json& hdr) {
+      return hdr.contains("search") && hdr["search"].is_object()
+                 ? hdr["search"].value("mode", "exhaustive")
+                 : std::string("exhaustive");
+    };
+    if (search_text(h) != search_text(header)) {
+      throw InputError(path + " was swept with --search " + search_text(h) + ", not " +
+                       search_text(header) + "; --resume needs the same search");
+    }
     if (shard_text(h) != shard_text(header)) {
       throw InputError(path + " holds shard " + shard_text(h) + " of the plan, not " +
                        shard_text(header) + "; --resume needs the same --shard");
@@ -390,6 +421,7 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
       (fs::exists(path) && fs::file_size(path) != existing.valid_bytes)) {
     fs::resize_file(path, existing.valid_bytes); // drop the half-written line
   }
+  r.lines = std::move(existing.lines);
   r.out = std::make_unique<DurableAppender>(path);
   if (!has_content) {
     r.out->append(header);

@@ -30,6 +30,12 @@ struct MeasurementRecord {
   std::string method; // timing method, for provenance
   // Timed again by `sweep --remeasure-noisy`: its line has `remeasure_factor`.
   bool remeasured = false;
+  // An adaptive search's brief race timing that no full timing followed: the configuration
+  // lost the race (src/tuning/adaptive_search.h). The table does not choose from these.
+  bool brief = false;
+  // An adaptive search's line of a decode grid point: the context lengths of its shape (the
+  // lengths the table's decisions cover, measured or inferred); empty otherwise.
+  std::vector<int> search_grid;
 };
 
 // Reads results.jsonl: the header and every complete measurement line. A last line without its
@@ -40,6 +46,9 @@ struct ResultsFile {
   std::vector<nlohmann::json> lines; // measurement records
   std::size_t valid_bytes = 0;
   bool truncated_tail = false;
+  // The last `search_end` line: an adaptive search wrote it when it had nothing left to measure
+  // (null when none did).
+  nlohmann::json search_end;
 };
 [[nodiscard]] ResultsFile read_results(const std::string& path);
 // One record per (workload, configuration): where a measurement was retried (an `error` line
@@ -75,13 +84,15 @@ private:
 // results.jsonl opened for a sweep: the keys already measured and the appender for new lines.
 struct OpenedResults {
   std::set<std::string> done; // record_key of every measurement line already in the file
+  std::vector<nlohmann::json> lines; // the measurement lines already in the file
   std::unique_ptr<DurableAppender> out;
 };
 
 // Opens `path` for the sweep described by `header` (type, schema, version, profile,
 // profile_hash, device, seed, ...). An empty or absent file gets `header` as its first line.
 // A file with content needs `resume` and the same profile hash, device (backend, name, uuid,
-// threads), seed, timing mode (absent: events) and shard (absent: 0/1), else InputError saying
+// threads), seed, timing mode (absent: events), search mode (absent: exhaustive) and shard
+// (absent: 0/1), else InputError saying
 // which differs; a half-written last line is cut off. Measurements recorded as `error` are not done
 // until they have been retried once; those recorded as `fault` (they crashed or hung a worker) are
 // done unless `retry_faults`.

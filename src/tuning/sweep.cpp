@@ -40,7 +40,7 @@ namespace {
 // check shards against each other and to build their table (timing options, kernel sources,
 // the shard and the size of its plan).
 json results_header(const Profile& prof, const Backend& be, uint64_t seed, const ShardSpec& shard,
-                    int workloads, int measurements) {
+                    SearchMode search, int workloads, int measurements) {
   const json kernels = kernels_provenance(be);
   const bool plugin = kernels.value("source", "") == "plugin";
   json h = {{"type", "header"},
@@ -58,8 +58,15 @@ json results_header(const Profile& prof, const Backend& be, uint64_t seed, const
             {"tool_version", ATTN_VERSION},
             {"git_hash", ATTN_GIT_HASH},
             {"started_utc", utc_now()}};
-  // The size of this folder's plan tells `merge` whether the folder is complete.
+  // The size of this folder's plan tells `merge` whether the folder is complete (an adaptive
+  // folder: its search_end line does); an adaptive search counts its measurements against it.
   h["plan"] = {{"workloads", workloads}, {"measurements", measurements}};
+  h["search"] = {{"mode", search_mode_name(search)}};
+  if (search == SearchMode::adaptive) {
+    h["search"]["race_margin"] = kRaceMargin;
+    h["search"]["direct_candidates"] = kDirectCandidates;
+    h["search"]["race_timing"] = timing_options_json(race_timing(prof.timing));
+  }
   if (shard.sharded()) {
     h["shard"] = {{"index", shard.index}, {"count", shard.count}};
   }
@@ -226,14 +233,101 @@ std::vector<PlannedWorkload> remeasure_plan(const std::vector<NoisyPoint>& noisy
   return plan;
 }
 
+// The worker's part of an adaptive sweep, once results.jsonl is open and the device taken: ask
+// the search for its next point and runs until it has none, each run a checked run (race runs
+// with race_timing) whose line is appended, then observed, before it is reported; then a
+// search_end line. The observations start from the lines already in the file that count as
+// done (so an error is retried once and --retry-faults measures faults again, as exhaustively).
+int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
+                    const AdaptiveSearch& search, int exhaustive, OpenedResults& log,
+                    const WorkerLink& link) {
+  SearchObservations obs;
+  for (const json& l : log.lines) {
+    if (log.done.count(record_key(l.value("workload_key", ""), l.value("config_key", "")))) {
+      observe(obs, l);
+    }
+  }
+  link.opened(be);
+  link.plan(exhaustive, int(obs.size()));
+  std::vector<PlannedWorkload> all;
+  for (std::size_t i = 0; i < search.size(); ++i) {
+    all.push_back(
+        {&search.point(i).workload, search.point(i).workload.key(), search.point(i).configs});
+  }
+  link.begin_phase("compiling the plan's kernels");
+  prepare_plan(be, all, link);
+  link.end();
+
+  RunRequest full;
+  full.timing = prof.timing;
+  RunRequest race;
+  race.timing = race_timing(prof.timing);
+  std::set<std::string> ran; // a run asked for twice is a fault of the search, not a loop
+  while (const auto due = search.next_point(obs)) {
+    const std::size_t i = due->index;
+    const SearchPoint& sp = search.point(i);
+    const PlannedWorkload pw{&sp.workload, sp.workload.key(), {}};
+    const uint64_t seed = workload_seed(opt.seed, sp.workload);
+    const std::vector<int> grid = search.shape_grid(i);
+    const auto identity = [&](const SearchRun& run) {
+      json base = record_base(pw, run.config, seed);
+      base["search"] = {{"stage", search_stage_name(run.stage)},
+                        {"why", due->why + "; " + run.why}};
+      if (!grid.empty()) {
+        base["search"]["grid"] = grid;
+      }
+      const std::string key =
+          record_key(pw.key, run.config.key()) + (run.stage == SearchStage::race ? " | race" : "");
+      if (!ran.insert(key).second) {
+        throw std::logic_error("the adaptive search asked for " + key + " twice");
+      }
+      return RunIdentity{key, run.config, base};
+    };
+    const auto record = [&](const RunIdentity& run, const CheckedRunResult& r, const Problem& pr) {
+      const json line = measurement_record(run.context, r, pr);
+      log.out->append(line);
+      observe(obs, line);
+      link.result(run, r);
+    };
+    std::optional<CheckSubject> subject;
+    try {
+      Problem pr = make_workload_problem(sp.workload, prof.pool_factor, seed);
+      std::vector<int> rows = sample_rows(pr, prof.validation, seed);
+      subject.emplace(pw.key, std::move(pr), std::move(rows), opt.reference_threads);
+    } catch (const std::exception& e) {
+      for (const SearchRun& run : search.runs_at(i, obs)) {
+        CheckedRunResult r;
+        r.status = RunStatus::error;
+        r.reason = std::string("cannot build the problem: ") + e.what();
+        record(identity(run), r, Problem{});
+      }
+      continue;
+    }
+    for (std::vector<SearchRun> runs = search.runs_at(i, obs); !runs.empty();
+         runs = search.runs_at(i, obs)) {
+      for (const SearchRun& run : runs) {
+        const RunIdentity id = identity(run);
+        const CheckedRunResult r =
+            checked_run(link, be, *subject, id, run.stage == SearchStage::race ? race : full);
+        record(id, r, subject->problem());
+      }
+    }
+  }
+  log.out->append({{"type", "search_end"},
+                   {"measured_pairs", int(obs.size())},
+                   {"exhaustive_pairs", exhaustive},
+                   {"utc", utc_now()}});
+  return 0;
+}
+
 // One worker's part of a sweep: open results.jsonl, take the device, measure what is neither in
 // it nor finished by earlier workers of this command, each a checked run, appending each line
 // before reporting it to the supervisor, which keeps the tally and builds the table. With
 // `remeasure` it times those configurations again instead, with remeasure_timing(); each new line
 // replaces the earlier one (to_records keeps the last), except after an error, which is reported
 // but not written, so a transient failure does not cost a measurement the table had.
-int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool resume,
-                 const std::vector<NoisyPoint>* remeasure, const WorkerLink& link) {
+int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, SearchMode search,
+                 bool resume, const std::vector<NoisyPoint>* remeasure, const WorkerLink& link) {
   const DeviceInfo& dev = be.info();
   // The plan: the profile's workloads (this shard's only) and the configurations of each.
   const std::vector<Workload> all_workloads = expand_workloads(prof);
@@ -256,7 +350,8 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
   // a wait.
   const std::string results = (fs::path(opt.out_dir) / "results.jsonl").string();
   OpenedResults log = open_results(
-      results, results_header(prof, be, opt.seed, opt.shard, int(mine.size()), shard_measurements),
+      results,
+      results_header(prof, be, opt.seed, opt.shard, search, int(mine.size()), shard_measurements),
       resume, opt.retry_faults);
   const DeviceLock timing_lock(
       device_lock_key(dev), opt.wait_for_device, [&](const std::string& pid) {
@@ -265,6 +360,14 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, bool
                  " is timing on it (--no-wait to stop instead)");
       });
 
+  if (search == SearchMode::adaptive && remeasure == nullptr) {
+    std::vector<SearchPoint> points;
+    for (const std::size_t i : mine) {
+      points.push_back({all_workloads[i], all_configs[i]});
+    }
+    return adaptive_worker(be, prof, opt, AdaptiveSearch(std::move(points)), shard_measurements,
+                           log, link);
+  }
   std::vector<PlannedWorkload> plan;
   int total = 0;
   int resumed = 0;
@@ -429,6 +532,7 @@ public:
   }
 
   void note(const std::string& text) { progress().note(text); }
+  void searched(SearchMode m) { sum_.search = m; }
   // The kernels' teardown (a plugin's destroy) crashed or hung after the measurements: they
   // stand, and the sweep fails as it does for a fault.
   void teardown_failed(const std::string& what) {
@@ -523,9 +627,25 @@ private:
   std::set<std::string> said_;
 };
 
+// The search a sweep runs: the one asked for; else, resuming, the folder's (an exhaustive
+// folder stays exhaustive); else exhaustive.
+SearchMode search_of(const SweepOptions& opt) {
+  if (opt.search) {
+    return *opt.search;
+  }
+  if (opt.resume) {
+    const ResultsFile rf = read_results((fs::path(opt.out_dir) / "results.jsonl").string());
+    if (rf.header.is_object() && rf.header.contains("search") && rf.header["search"].is_object()) {
+      return parse_search_mode(rf.header["search"].value("mode", "exhaustive"));
+    }
+  }
+  return SearchMode::exhaustive;
+}
+
 SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& backend,
                               const Profile& prof, const SweepOptions& opt, bool in_process) {
   SweepSession tally(prof, opt);
+  const SearchMode search = search_of(opt);
   // One supervised session for the sweep's own measurements, then (remeasure_noisy) one that
   // re-times the noisy decisions they and the earlier runs' make.
   const auto supervise = [&](const std::vector<NoisyPoint>* remeasure) {
@@ -533,7 +653,7 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
     session.work = [&](const WorkerLink& link, int worker) {
       // A later worker continues the file the first one started, whatever --resume said.
       const bool resume = opt.resume || worker > 0 || remeasure != nullptr;
-      return sweep_worker(backend(link), prof, opt, resume, remeasure, link);
+      return sweep_worker(backend(link), prof, opt, search, resume, remeasure, link);
     };
     session.on_opened = [&](const OpenedMsg& m) { tally.opened(m); };
     session.on_plan = [&](const PlanMsg& m) { tally.planned(m); };
@@ -548,6 +668,7 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
     }
   };
   supervise(nullptr);
+  tally.searched(search);
   if (opt.remeasure_noisy) {
     const std::vector<NoisyPoint> noisy = tally.noisy_now();
     if (!noisy.empty()) {

@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "src/backends/backend.h"
+#include "src/tuning/adaptive_search.h"
 #include "src/tuning/profile.h"
 #include "src/tuning/results_file.h"
 #include "src/tuning/shard.h"
@@ -34,6 +36,9 @@ struct SweepOptions {
   FILE* info = nullptr;                  // what the workers say, each line once
   bool progress_tty = false;             // rewrite one line in place instead of a line each
   ShardSpec shard;                       // measure only this part of the plan (src/tuning/shard.h)
+  // Exhaustive: every (workload, configuration) of the plan. Adaptive: what the search of
+  // src/tuning/adaptive_search.h asks for. Unset: the folder's own when resuming, else exhaustive.
+  std::optional<SearchMode> search;
 };
 
 struct SweepSummary {
@@ -56,6 +61,7 @@ struct SweepSummary {
   std::string table_path;
   std::string published_path;
   nlohmann::json table;
+  SearchMode search = SearchMode::exhaustive; // the search this sweep ran
 };
 
 // `sweep --remeasure-noisy` times every configuration timed at a noisy decision's length again

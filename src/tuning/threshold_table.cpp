@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <compare>
 #include <map>
+#include <set>
 #include <string>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
@@ -38,6 +39,7 @@ struct WorkloadBest {
   TimedConfig v1;                  // the fastest decode_v1 configuration
   TimedConfig v2;                  // the fastest decode_v2 configuration, any partition
   std::vector<KernelConfig> timed; // every configuration with a time, in record order
+  std::vector<int> search_grid;    // an adaptive search's: the lengths of this shape point
 };
 
 // The fastest configuration measured on one prefill workload.
@@ -107,7 +109,9 @@ DecodePoint point_of(const Workload& w) {
   return p;
 }
 
-attn_tune::Query query_of(const Workload& w) {
+} // namespace
+
+attn_tune::Query decode_query(const Workload& w) {
   attn_tune::Query q;
   q.batch = w.batch;
   q.context_len = w.context_len;
@@ -123,6 +127,10 @@ attn_tune::Query query_of(const Workload& w) {
   q.softcap = w.params.softcap;
   return q;
 }
+
+namespace {
+
+attn_tune::Query query_of(const Workload& w) { return decode_query(w); }
 
 ContextTiming context_timing(const WorkloadBest& b) {
   return {b.w.context_len, b.v1.median_s, b.v2.median_s, b.v1.iqr_s(), b.v2.iqr_s()};
@@ -153,6 +161,9 @@ void add_decode(BestTimings& t, const std::string& key, const MeasurementRecord&
   }
   b.pt.by_config[r.config.key()] = r.median_s;
   b.timed.push_back(r.config);
+  if (!r.search_grid.empty()) {
+    b.search_grid = r.search_grid;
+  }
   if (r.median_s < b.pt.best_s) {
     b.pt.best_s = r.median_s;
     b.best = timed_config(r);
@@ -176,8 +187,8 @@ BestTimings best_timings(const std::vector<MeasurementRecord>& records) {
     if (t.counts.contains(r.status)) {
       t.counts[r.status] = t.counts[r.status].get<int>() + 1;
     }
-    if (r.status != "ok" || !(r.median_s > 0)) {
-      continue;
+    if (r.status != "ok" || !(r.median_s > 0) || r.brief) {
+      continue; // a configuration that lost an adaptive search's race is not chosen
     }
     const std::string key = r.workload.key();
     if (r.workload.phase == Phase::prefill) {
@@ -327,6 +338,25 @@ json decode_points_json(const std::vector<ShapePoint>& shapes) {
     }
     pj["measured"] = measured;
     pj["noisy_decisions"] = noisy_json(sp);
+    // An adaptive search's point: its grid, and the lengths whose decision the bisection inferred
+    // from the measured lengths around them.
+    std::vector<int> grid;
+    std::set<int> seen;
+    for (const auto* b : sp.by_context) {
+      seen.insert(b->w.context_len);
+      if (!b->search_grid.empty()) {
+        grid = b->search_grid;
+      }
+    }
+    if (!grid.empty()) {
+      json inferred = json::array();
+      for (int c : grid) {
+        if (!seen.count(c)) {
+          inferred.push_back(c);
+        }
+      }
+      pj["search"] = {{"grid", grid}, {"inferred", inferred}};
+    }
     points.push_back(pj);
   }
   return points;

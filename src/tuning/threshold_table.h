@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "include/attn_tune/threshold_table_reader.hpp"
+
 #include "src/backends/backend.h"
 #include "src/tuning/crossover.h"
 #include "src/tuning/decode_point.h"
@@ -20,6 +22,9 @@ namespace attn {
 // copied in as given; `sm_count` is the device's (GPU SMs, CPU threads).
 [[nodiscard]] nlohmann::json build_threshold_table(const std::vector<MeasurementRecord>& records,
                                                    const nlohmann::json& provenance, int sm_count);
+
+// The table lookup's query for a decode workload (its shape, batch and longest context length).
+[[nodiscard]] attn_tune::Query decode_query(const Workload& w);
 
 // One decode workload of a sweep and its measurements as the crossover, the rule fit and the
 // regret see them (noise included), sweep and held-out workloads alike, in first-seen order.

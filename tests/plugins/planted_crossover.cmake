@@ -1,16 +1,51 @@
 # Sweeps the planted-cost plugin (SPLIT_SPIN) over PROFILE and checks that `table lookup` answers
 # decode_v1 at every grid length below the planted crossover (1200 keys at batch 1) and decode_v2
 # at every one above it.
-# -DEXE=attn-tune -DPLUGIN=the spin plugin -DPROFILE=profile.json -DWORK=folder
+# With -DSEARCH=adaptive the sweep searches adaptively: the switch must land the same, with fewer
+# measurements than the grid has (the table's provenance says so), and a resume of the folder
+# must keep the adaptive search, measure nothing more and refuse --search exhaustive.
+# -DEXE=attn-tune -DPLUGIN=the spin plugin -DPROFILE=profile.json -DWORK=folder [-DSEARCH=...]
 cmake_minimum_required(VERSION 3.20)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
+if(NOT SEARCH)
+  set(SEARCH exhaustive)
+endif()
 execute_process(COMMAND ${EXE} sweep --kernels ${PLUGIN} --profile ${PROFILE} --threads 1 --quiet
-                        --no-report --out ${WORK}/out
+                        --no-report --out ${WORK}/out --search ${SEARCH}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("sweep: exit ${rc}\n${out}${err}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the sweep exited ${rc}")
+endif()
+if(SEARCH STREQUAL "adaptive")
+  if(NOT out MATCHES "adaptive search: ([0-9]+) of the ([0-9]+) measurements")
+    message(FATAL_ERROR "the sweep did not account for its adaptive search")
+  endif()
+  if(NOT CMAKE_MATCH_1 LESS CMAKE_MATCH_2)
+    message(FATAL_ERROR "the adaptive search measured ${CMAKE_MATCH_1} of ${CMAKE_MATCH_2}")
+  endif()
+  file(READ ${WORK}/out/threshold_table.json table)
+  string(JSON mode GET "${table}" provenance search mode)
+  if(NOT mode STREQUAL "adaptive")
+    message(FATAL_ERROR "the table's provenance says search ${mode}")
+  endif()
+  execute_process(COMMAND ${EXE} sweep --kernels ${PLUGIN} --profile ${PROFILE} --threads 1
+                          --quiet --no-report --out ${WORK}/out --resume
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE again ERROR_VARIABLE err)
+  message("resume: exit ${rc}\n${again}${err}")
+  string(REGEX MATCH "adaptive search: [0-9]+ of" before "${out}")
+  string(REGEX MATCH "adaptive search: [0-9]+ of" after "${again}")
+  if(NOT rc EQUAL 0 OR NOT before STREQUAL after)
+    message(FATAL_ERROR "a resume of the finished adaptive sweep measured more or failed")
+  endif()
+  execute_process(COMMAND ${EXE} sweep --kernels ${PLUGIN} --profile ${PROFILE} --threads 1
+                          --quiet --no-report --out ${WORK}/out --resume --search exhaustive
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE again ERROR_VARIABLE err)
+  message("resume exhaustive: exit ${rc}\n${err}")
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "was swept with --search adaptive, not exhaustive")
+    message(FATAL_ERROR "a resume with another search was not refused in one line")
+  endif()
 endif()
 foreach(len 256 384 512 768 2048 2560 3072 4096)
   if(len LESS 1200)

@@ -236,6 +236,49 @@ TEST_F(Merge, IncompleteShardsAreRefusedUnlessPartial) {
   EXPECT_EQ(s.folders[1].measured, int(before.lines.size()) - 1); // the half line is not read
 }
 
+// Adaptive shards: each searches its own part of the plan and ends with a search_end line; their
+// merge is complete with every such line, says adaptive with the plans' exhaustive count, and is
+// refused without one (unless partial) or beside an exhaustive folder.
+TEST_F(Merge, AdaptiveShardsMergeWhenEachFinishedItsSearch) {
+  std::vector<std::string> dirs;
+  for (int i = 0; i < 2; ++i) {
+    SweepOptions o;
+    o.out_dir = dir("adaptive-" + std::to_string(i)).string();
+    o.reference_threads = 1;
+    o.search = SearchMode::adaptive;
+    o.shard = {.index = i, .count = 2};
+    (void)run_sweep(*be_, *prof_, o);
+    dirs.push_back(o.out_dir);
+    EXPECT_FALSE(read_results(o.out_dir + "/results.jsonl").search_end.is_null());
+  }
+  const MergeSummary s = merge_shards(dir("adaptive-out").string(), dirs, {});
+  EXPECT_TRUE(s.complete);
+  const json t = json::parse(std::ifstream(s.table_path));
+  EXPECT_EQ(t["provenance"]["search"]["mode"], "adaptive");
+  EXPECT_EQ(t["provenance"]["search"]["exhaustive_measurements"], int(lines_->size()));
+  EXPECT_LT(t["provenance"]["search"]["measurements"].get<int>(), int(lines_->size()));
+
+  // Shard 1 without its search_end: still searching.
+  const std::string f1 = dirs[1] + "/results.jsonl";
+  const ResultsFile rf = read_results(f1);
+  write_folder(dirs[1], rf.header, rf.lines);
+  try {
+    (void)merge_shards(dir("adaptive-out2").string(), dirs, {});
+    ADD_FAILURE() << "an unfinished adaptive shard was merged";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("has not finished its adaptive search"), std::string::npos)
+        << e.what();
+  }
+  // Beside an exhaustive shard of the same plan.
+  const auto exhaustive = split("adaptive-mixed", 2);
+  try {
+    (void)merge_shards(dir("adaptive-out3").string(), {dirs[0], exhaustive[1]}, {});
+    ADD_FAILURE() << "adaptive and exhaustive shards were merged";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--search"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Merge, ADuplicateKeyKeepsTheLowerSpreadAndSaysSo) {
   const auto dirs = split("dup", 2);
   // One timed line of shard 0 again in a second folder of shard 0, once noisier, once quieter.

@@ -474,6 +474,81 @@ TEST(Sweep, RefusesToMixSweeps) {
   fs::remove_all(o.out_dir);
 }
 
+// sweep --search adaptive on the test double: fewer measurements than the plan, each line saying
+// its stage and why, a search_end line, the exhaustive sweep's switch, and the same table again
+// after a kill and a resume that keeps the folder's search (and refuses the other one).
+TEST(Sweep, AdaptiveSearchMeasuresLessAndResumesToTheSameTable) {
+  json pj = json::parse(kProfile);
+  pj["decode"]["context_len"] = {16, 32, 48, 64, 128, 300};
+  const Profile prof = parse_profile(pj, "profile formula");
+  FormulaBackend ex_be;
+  SweepOptions ex;
+  ex.out_dir = test::fresh_path("sweep_adaptive_ex").string();
+  const SweepSummary exhaustive = run_sweep(ex_be, prof, ex);
+  FormulaBackend be;
+  SweepOptions o;
+  o.out_dir = test::fresh_path("sweep_adaptive").string();
+  o.search = SearchMode::adaptive;
+  const SweepSummary s = run_sweep(be, prof, o);
+  EXPECT_EQ(s.search, SearchMode::adaptive);
+  const json& sp = s.table["provenance"]["search"];
+  EXPECT_EQ(sp["mode"], "adaptive");
+  EXPECT_EQ(sp["exhaustive_measurements"], exhaustive.total);
+  EXPECT_LT(sp["measurements"].get<int>(), exhaustive.total);
+  const auto lines = lines_of(s.results_path);
+  EXPECT_EQ(json::parse(lines.back())["type"], "search_end");
+  EXPECT_EQ(json::parse(lines.front())["search"]["mode"], "adaptive");
+  for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
+    const json j = json::parse(lines[i]);
+    ASSERT_TRUE(j.contains("search")) << lines[i];
+    EXPECT_FALSE(j["search"]["why"].get<std::string>().empty());
+    if (j["workload"]["phase"] == "decode" && !j["workload"].value("held_out", false)) {
+      EXPECT_EQ(j["search"]["grid"], json::parse("[16, 32, 48, 64, 128, 300]"));
+    }
+  }
+  // The switch of batch 1, kvh 1 (v1 at 16, v2 from 32 on the formula) is where the exhaustive
+  // sweep put it.
+  for (const json& p : s.table["decode"]) {
+    for (const json& q : exhaustive.table["decode"]) {
+      if (p["batch"] == q["batch"] && p["num_kv_heads"] == q["num_kv_heads"]) {
+        EXPECT_EQ(p["v2_intervals"], q["v2_intervals"]) << p.dump();
+      }
+    }
+    EXPECT_TRUE(p.contains("search"));
+  }
+
+  // Killed after 40% of its lines: the resumed search (no --search: the folder's) finishes with
+  // the same table.
+  const fs::path dir = test::fresh_path("sweep_adaptive_resumed");
+  fs::create_directories(dir);
+  {
+    std::ofstream f(dir / "results.jsonl", std::ios::binary);
+    for (std::size_t i = 0; i < lines.size() * 2 / 5; ++i) {
+      f << lines[i] << "\n";
+    }
+  }
+  FormulaBackend again_be;
+  SweepOptions r;
+  r.out_dir = dir.string();
+  r.resume = true;
+  const SweepSummary resumed = run_sweep(again_be, prof, r);
+  EXPECT_EQ(resumed.search, SearchMode::adaptive);
+  json a = without_date(resumed.table);
+  json b = without_date(s.table);
+  EXPECT_EQ(a["decode"], b["decode"]);
+  EXPECT_EQ(a["provenance"]["search"], b["provenance"]["search"]);
+  r.search = SearchMode::exhaustive;
+  try {
+    (void)run_sweep(again_be, prof, r);
+    FAIL() << "an adaptive folder resumed exhaustively must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("same search"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+  fs::remove_all(o.out_dir);
+  fs::remove_all(ex.out_dir);
+}
+
 // The real thing: the quick profile on the CPU backend, once that backend is built in.
 TEST(Sweep, QuickProfileEndToEndOnTheCpuBackend) {
   std::unique_ptr<Backend> be;

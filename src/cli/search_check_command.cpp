@@ -1,0 +1,240 @@
+// attn-tune search-check: sweeps one profile exhaustively and adaptively on the same device, one
+// after the other, and reports what the adaptive search saved and what it cost
+// (docs/adaptive-search.md): its measurements and time against the exhaustive sweep's, how often
+// its table decides as the exhaustive one does, and its regret on the exhaustive measurements,
+// with the search replayed on those measurements beside it.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <unistd.h>
+
+#include "src/backends/registry.h"
+#include "src/cli/commands.h"
+#include "src/cli/exit_codes.h"
+#include "src/cli/kernels_option.h"
+#include "src/io/atomic_file.h"
+#include "src/model/errors.h"
+#include "src/tuning/provenance.h"
+#include "src/tuning/search_check.h"
+#include "src/tuning/sweep.h"
+#include "src/tuning/threshold_table.h"
+
+namespace attn::cli {
+
+namespace {
+
+struct SearchCheckOptions {
+  std::string device;
+  std::string profile = "quick";
+  std::string out;
+  std::string kernels;
+  int threads = 0;
+  uint64_t seed = 1;
+  bool quiet = false;
+  bool require_goals = false;
+  std::string replay; // an exhaustive sweep's folder: replay the search on it, sweep nothing
+};
+
+struct TimedSweep {
+  SweepSummary summary;
+  double seconds = 0.0;
+  std::vector<MeasurementRecord> records;
+  ResultsFile file;
+};
+
+TimedSweep timed_sweep(const BackendMaker& make, const Profile& prof, attn::SweepOptions so,
+                       SearchMode mode, const std::string& dir) {
+  so.out_dir = dir;
+  so.search = mode;
+  const auto t0 = std::chrono::steady_clock::now();
+  TimedSweep t;
+  t.summary = run_sweep_isolated(make, prof, so);
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  t.file = read_results(t.summary.results_path);
+  t.records = to_records(t.file.lines);
+  return t;
+}
+
+std::string pct(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * x);
+  return buf;
+}
+
+void print_judgement(const char* what, const TableJudgement& j) {
+  std::printf("search-check: %s: v1/v2 decision agrees at %d of %d points, configuration at %d; "
+              "regret mean %s, worst %s (%s); beyond the point's noise: mean %s, worst %s\n",
+              what, j.family_agree, j.points, j.config_agree, pct(j.mean_regret).c_str(),
+              pct(j.worst_regret).c_str(), j.worst_point.c_str(),
+              pct(j.mean_regret_beyond_noise).c_str(), pct(j.worst_regret_beyond_noise).c_str());
+}
+
+// --replay DIR: the search replayed on an exhaustive sweep's folder, judged against it.
+int replay_check(const std::string& dir, const std::string& out) {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::path(dir) / "results.jsonl").string();
+  const ResultsFile rf = read_results(path);
+  if (rf.header.is_null() || rf.lines.empty()) {
+    throw InputError(path + " holds no sweep (--replay takes an exhaustive sweep's folder)");
+  }
+  if (rf.header.contains("search") && rf.header["search"].value("mode", "") == "adaptive") {
+    throw InputError(path + " is an adaptive sweep's: --replay needs an exhaustive one");
+  }
+  const auto records = to_records(rf.lines);
+  const nlohmann::json& dev = rf.header.value("device", nlohmann::json::object());
+  const nlohmann::json table =
+      build_threshold_table(records, table_provenance(rf.header, records, rf.lines),
+                            dev.value("sm_count", dev.value("threads", 0)));
+  const ReplayedSearch replay = replay_on(rf.header, rf.lines);
+  const TableJudgement j = judge_table(records, table, replay.table);
+  print_judgement("exhaustive table (its own noise rules on its own timings)",
+                  judge_table(records, table, table));
+  const nlohmann::json& sp = replay.table.at("provenance").at("search");
+  int full = 0;
+  for (const MeasurementRecord& r : to_records(replay.lines)) {
+    full += r.brief ? 0 : 1;
+  }
+  std::printf("search-check: the search replayed on %s: %d of its %d measurements (%s), %d in "
+              "full, %d race timings\n",
+              path.c_str(), sp.value("measurements", 0), int(records.size()),
+              pct(double(sp.value("measurements", 0)) / double(records.size())).c_str(), full,
+              sp.value("race_timings", 0));
+  print_judgement("replayed table", j);
+  if (!out.empty()) {
+    fs::create_directories(out);
+    const std::string table_path = (fs::path(out) / "replayed_table.json").string();
+    write_json_atomically(table_path, replay.table);
+    std::printf("search-check: replayed table %s\n", table_path.c_str());
+  }
+  return kExitOk;
+}
+
+int run_search_check(const SearchCheckOptions& o) {
+  if (!o.replay.empty()) {
+    return replay_check(o.replay, o.out);
+  }
+  const Profile prof = load_profile(o.profile);
+  const std::string out = o.out.empty() ? "attn-tune-out/search-check-" + prof.name : o.out;
+  namespace fs = std::filesystem;
+  for (const char* sub : {"exhaustive", "adaptive"}) {
+    const fs::path results = fs::path(out) / sub / "results.jsonl";
+    if (fs::exists(results) && fs::file_size(results) > 0) {
+      throw InputError(results.string() + " exists: search-check starts both sweeps afresh; "
+                                          "choose another --out");
+    }
+  }
+  const std::shared_ptr<const PluginLibrary> plugin = open_kernels(o.kernels);
+  const BackendOptions bo{.threads = o.threads, .kernels = o.kernels};
+  const BackendMaker make = [&](const WorkerLink& link) {
+    const DeviceChoice choice = choose_device(o.device, plugin.get(), bo);
+    if (!choice.said.empty()) {
+      link.say("search-check: " + choice.said);
+    }
+    return make_backend(choice.spec, bo);
+  };
+  attn::SweepOptions so;
+  so.seed = o.seed;
+  so.reference_threads = o.threads;
+  so.progress = o.quiet ? nullptr : stderr;
+  so.progress_tty = ::isatty(STDERR_FILENO) != 0;
+  so.info = o.quiet ? nullptr : stdout;
+  const TimedSweep ex =
+      timed_sweep(make, prof, so, SearchMode::exhaustive, (fs::path(out) / "exhaustive").string());
+  const TimedSweep ad =
+      timed_sweep(make, prof, so, SearchMode::adaptive, (fs::path(out) / "adaptive").string());
+
+  const nlohmann::json& search = ad.summary.table.at("provenance").at("search");
+  const int exhaustive_pairs = int(ex.records.size());
+  const int adaptive_pairs = search.value("measurements", 0);
+  const double measurement_ratio =
+      exhaustive_pairs > 0 ? double(adaptive_pairs) / exhaustive_pairs : 0.0;
+  int full_pairs = 0;
+  for (const MeasurementRecord& r : ad.records) {
+    full_pairs += r.brief ? 0 : 1;
+  }
+  const double time_ratio = ex.seconds > 0 ? ad.seconds / ex.seconds : 0.0;
+  const TableJudgement real = judge_table(ex.records, ex.summary.table, ad.summary.table);
+  const TableJudgement self = judge_table(ex.records, ex.summary.table, ex.summary.table);
+  const ReplayedSearch replay = replay_on(ex.file.header, ex.file.lines);
+  const TableJudgement replayed = judge_table(ex.records, ex.summary.table, replay.table);
+  const int replay_pairs = replay.table.at("provenance").at("search").value("measurements", 0);
+
+  const bool goals = measurement_ratio <= kGoalMeasurements && time_ratio <= kGoalTime &&
+                     real.mean_regret <= kGoalMeanRegret && real.worst_regret <= kGoalWorstRegret;
+  const nlohmann::json report = {
+      {"profile", prof.name},
+      {"profile_hash", prof.hash},
+      {"device", ex.summary.table.at("provenance").at("device")},
+      {"exhaustive", {{"measurements", exhaustive_pairs}, {"seconds", ex.seconds}}},
+      {"adaptive",
+       {{"measurements", adaptive_pairs},
+        {"measured_in_full", full_pairs},
+        {"timings", search.value("timings", 0)},
+        {"race_timings", search.value("race_timings", 0)},
+        {"seconds", ad.seconds}}},
+      {"measurement_ratio", measurement_ratio},
+      {"time_ratio", time_ratio},
+      {"adaptive_table", real.to_json()},
+      {"exhaustive_table", self.to_json()},
+      {"replayed_search",
+       {{"measurements", replay_pairs},
+        {"measurement_ratio", exhaustive_pairs > 0 ? double(replay_pairs) / exhaustive_pairs : 0.0},
+        {"table", replayed.to_json()}}},
+      {"goals",
+       {{"measurement_ratio", kGoalMeasurements},
+        {"time_ratio", kGoalTime},
+        {"mean_regret", kGoalMeanRegret},
+        {"worst_regret", kGoalWorstRegret},
+        {"met", goals}}}};
+  const std::string path = (fs::path(out) / "search_check.json").string();
+  write_json_atomically(path, report);
+
+  std::printf("search-check: profile %s: exhaustive %d measurements in %.1f s; adaptive %d "
+              "(%d in full, %d timings with %d brief race timings) in %.1f s\n",
+              prof.name.c_str(), exhaustive_pairs, ex.seconds, adaptive_pairs, full_pairs,
+              search.value("timings", 0), search.value("race_timings", 0), ad.seconds);
+  std::printf("search-check: measurements %s of the exhaustive (goal <= %s), time %s (goal <= "
+              "%s)\n",
+              pct(measurement_ratio).c_str(), pct(kGoalMeasurements).c_str(),
+              pct(time_ratio).c_str(), pct(kGoalTime).c_str());
+  print_judgement("exhaustive table (its own noise rules on its own timings)", self);
+  print_judgement("adaptive table", real);
+  print_judgement("the search replayed on the exhaustive timings", replayed);
+  std::printf("search-check: the replayed search measures %d (%s)\n", replay_pairs,
+              pct(exhaustive_pairs > 0 ? double(replay_pairs) / exhaustive_pairs : 0.0).c_str());
+  std::printf("search-check: goals (measurements <= %s, time <= %s, regret mean <= %s, worst <= "
+              "%s): %s\nsearch-check: report %s\n",
+              pct(kGoalMeasurements).c_str(), pct(kGoalTime).c_str(), pct(kGoalMeanRegret).c_str(),
+              pct(kGoalWorstRegret).c_str(), goals ? "met" : "missed", path.c_str());
+  return o.require_goals && !goals ? kExitMismatch : kExitOk;
+}
+
+} // namespace
+
+Command setup_search_check(CLI::App& root) {
+  auto opt = std::make_shared<SearchCheckOptions>();
+  CLI::App* sub = root.add_subcommand(
+      "search-check", "Sweep a profile exhaustively and adaptively, and compare the two: "
+                      "measurements, time, decision agreement and regret");
+  sub->add_option("--profile", opt->profile, "Profile name or JSON path")->capture_default_str();
+  sub->add_option("--out", opt->out,
+                  "Output folder: exhaustive/ and adaptive/ sweeps and search_check.json "
+                  "(default: attn-tune-out/search-check-<profile>)");
+  sub->add_option("--device", opt->device, "Device (as for sweep; default: GPU 0, else cpu)");
+  sub->add_option("--threads", opt->threads, "CPU worker threads (backend and reference; 0: all)")
+      ->check(CLI::Range(0, 4096));
+  sub->add_option("--seed", opt->seed, "Seed of the test data")->capture_default_str();
+  add_kernels_option(sub, opt->kernels);
+  sub->add_flag("--quiet", opt->quiet, "No progress lines");
+  sub->add_option("--replay", opt->replay,
+                  "Sweep nothing: replay the adaptive search on this exhaustive sweep's folder "
+                  "(its results.jsonl answers every run) and judge its table against it; with "
+                  "--out, the replayed table goes to OUT/replayed_table.json");
+  sub->add_flag("--require-goals", opt->require_goals,
+                "Exit 1 when the adaptive sweep misses a goal (measurements, time or regret)");
+  return {sub, [opt] { return run_search_check(*opt); }};
+}
+
+} // namespace attn::cli

@@ -1,0 +1,523 @@
+// The adaptive search: decode shapes and the other points built once from the plan; the racing,
+// bisection and reuse rules evaluated afresh on every call from the observations alone.
+#include "src/tuning/adaptive_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "src/model/dtype.h"
+#include "src/model/errors.h"
+#include "src/tuning/crossover.h"
+#include "src/tuning/results_file.h"
+
+namespace attn {
+
+using nlohmann::json;
+
+const char* search_mode_name(SearchMode m) {
+  return m == SearchMode::adaptive ? "adaptive" : "exhaustive";
+}
+
+SearchMode parse_search_mode(const std::string& s) {
+  if (s == "adaptive") {
+    return SearchMode::adaptive;
+  }
+  if (s == "exhaustive") {
+    return SearchMode::exhaustive;
+  }
+  throw InputError("--search '" + s + "': expected exhaustive or adaptive");
+}
+
+const char* search_stage_name(SearchStage s) { return s == SearchStage::race ? "race" : "full"; }
+
+TimingOptions race_timing(TimingOptions t) {
+  t.min_reps = std::max(3, t.min_reps / 3);
+  t.max_reps = std::max(t.min_reps, t.max_reps / kRaceShare);
+  t.max_seconds /= kRaceShare;
+  t.warmup_seconds /= kRaceShare;
+  t.warmup = 1; // the point's earlier runs have warmed the device already
+  return t;
+}
+
+double SearchObservation::noise() const {
+  return median_s > 0 ? std::max(0.0, p75_s - p25_s) / median_s : 0.0;
+}
+
+SearchStage line_stage(const json& line) {
+  if (line.contains("search") && line["search"].is_object() &&
+      line["search"].value("stage", "") == "race") {
+    return SearchStage::race;
+  }
+  return SearchStage::full;
+}
+
+void observe(SearchObservations& obs, const json& line) {
+  SearchObservation o;
+  o.status = line.value("status", "");
+  o.stage = line_stage(line);
+  if (line.contains("timing") && line["timing"].is_object()) {
+    o.median_s = line["timing"].value("median_s", 0.0);
+    o.p25_s = line["timing"].value("p25_s", o.median_s);
+    o.p75_s = line["timing"].value("p75_s", o.median_s);
+  }
+  obs[record_key(line.value("workload_key", ""), line.value("config_key", ""))] = o;
+}
+
+SearchObservations search_observations(const std::vector<json>& lines) {
+  SearchObservations obs;
+  for (const json& l : lines) {
+    observe(obs, l);
+  }
+  return obs;
+}
+
+namespace {
+
+// The points searched together, in plan order: a phase with its dtypes, head size, block size and
+// mask. The batch, heads and lengths vary inside a scope.
+std::string scope_key(const Workload& w) {
+  const AttnParams& a = w.params;
+  return std::string(w.phase == Phase::decode ? "decode " : "prefill ") +
+         std::string(dtype_name(a.dtype)) + "/" + std::string(dtype_name(a.cache_dtype())) +
+         " d=" + std::to_string(a.head_dim) + " bs=" + std::to_string(a.block_size) +
+         (a.causal ? " causal" : "") + " wl=" + std::to_string(a.window_left) +
+         " wr=" + std::to_string(a.window_right) + " cap=" + std::to_string(a.softcap);
+}
+
+bool on_grid(const Workload& w) { return w.phase == Phase::decode && !w.held_out && !w.mixed(); }
+
+// A point's group: its heads and everything in its scope, over every batch and length (held-out
+// and mixed batches with their grid's group). A grid point's shape group; the points whose race
+// survivors a point's candidates come from.
+std::string pool_key(const Workload& w) {
+  Workload g = w;
+  g.batch = 1;
+  g.context_lens.clear();
+  g.held_out = false;
+  g.weight = 1.0;
+  g.context_len = w.phase == Phase::decode ? 1 : 0;
+  g.q_len = w.phase == Phase::prefill ? 1 : 0;
+  g.k_len = w.phase == Phase::prefill ? 1 : 0;
+  return g.key();
+}
+
+std::string ctx_words(int ctx) { return "ctx " + std::to_string(ctx); }
+
+} // namespace
+
+AdaptiveSearch::AdaptiveSearch(std::vector<SearchPoint> points) : points_(std::move(points)) {
+  std::map<std::string, std::size_t> scope_at;
+  std::map<std::string, std::size_t> pool_at;
+  // Per scope: group key -> batch -> points.
+  std::vector<std::vector<std::string>> group_order;
+  std::vector<std::map<std::string, std::map<int, std::vector<std::size_t>>>> grid;
+  for (std::size_t i = 0; i < points_.size(); ++i) {
+    const Workload& w = points_[i].workload;
+    keys_.push_back(w.key());
+    auto [pit, pfresh] = pool_at.try_emplace(pool_key(w), pool_members_.size());
+    if (pfresh) {
+      pool_members_.emplace_back();
+    }
+    pool_members_[pit->second].push_back(i);
+    pool_of_.push_back(pit->second);
+    auto [it, fresh] = scope_at.try_emplace(scope_key(w), scopes_.size());
+    if (fresh) {
+      scopes_.emplace_back();
+      group_order.emplace_back();
+      grid.emplace_back();
+    }
+    const std::size_t s = it->second;
+    scope_of_.push_back(s);
+    if (on_grid(w)) {
+      const std::string g = pool_key(w);
+      if (!grid[s].count(g)) {
+        group_order[s].push_back(g);
+      }
+      grid[s][g][w.batch].push_back(i);
+    } else {
+      scopes_[s].others.push_back(i);
+    }
+  }
+  for (std::size_t s = 0; s < scopes_.size(); ++s) {
+    Scope& sc = scopes_[s];
+    for (const std::string& g : group_order[s]) {
+      std::vector<Shape> shapes;
+      for (auto& [batch, list] : grid[s][g]) { // batches ascending
+        std::stable_sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) {
+          return points_[a].workload.context_len < points_[b].workload.context_len;
+        });
+        std::vector<int> ctx;
+        for (std::size_t i : list) {
+          ctx.push_back(points_[i].workload.context_len);
+          grid_shape_[i] = shape_grids_.size();
+        }
+        shape_grids_.push_back(ctx);
+        shapes.push_back({batch, list});
+      }
+      sc.groups.push_back(std::move(shapes));
+    }
+  }
+}
+
+std::vector<int> AdaptiveSearch::shape_grid(std::size_t i) const {
+  const auto it = grid_shape_.find(i);
+  return it == grid_shape_.end() ? std::vector<int>{} : shape_grids_[it->second];
+}
+
+const SearchObservation* AdaptiveSearch::seen(std::size_t i, const KernelConfig& c,
+                                              const SearchObservations& obs) const {
+  const auto it = obs.find(record_key(keys_[i], c.key()));
+  return it == obs.end() ? nullptr : &it->second;
+}
+
+bool AdaptiveSearch::measured(std::size_t i, const SearchObservations& obs) const {
+  for (const KernelConfig& c : points_[i].configs) {
+    const SearchObservation* o = seen(i, c, obs);
+    if (o != nullptr && o->ok() && o->stage == SearchStage::full) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Per family: the fastest kRaceSurvivors configurations whose medians are within kRaceMargin plus
+// both relative interquartile ranges of the family's best, from whatever timing each has.
+std::vector<KernelConfig> AdaptiveSearch::contenders(std::size_t i,
+                                                     const SearchObservations& obs) const {
+  std::map<Family, const SearchObservation*> best;
+  for (const KernelConfig& c : points_[i].configs) {
+    const SearchObservation* o = seen(i, c, obs);
+    if (o != nullptr && o->ok()) {
+      const SearchObservation*& b = best[c.family];
+      if (b == nullptr || o->median_s < b->median_s) {
+        b = o;
+      }
+    }
+  }
+  std::vector<std::pair<double, const KernelConfig*>> within;
+  for (const KernelConfig& c : points_[i].configs) {
+    const SearchObservation* o = seen(i, c, obs);
+    if (o == nullptr || !o->ok()) {
+      continue;
+    }
+    const SearchObservation* b = best.at(c.family);
+    if (o->median_s / b->median_s - 1.0 <= kRaceMargin + o->noise() + b->noise()) {
+      within.emplace_back(o->median_s, &c);
+    }
+  }
+  // The fastest kRaceSurvivors of each family, in the plan's order.
+  std::stable_sort(within.begin(), within.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::map<Family, int> kept;
+  std::set<std::string> keep;
+  for (const auto& [t, c] : within) {
+    if (++kept[c->family] <= kRaceSurvivors) {
+      keep.insert(c->key());
+    }
+  }
+  std::vector<KernelConfig> out;
+  for (const KernelConfig& c : points_[i].configs) {
+    if (keep.count(c.key())) {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+AdaptiveSearch::Pools AdaptiveSearch::pools(const SearchObservations& obs) const {
+  Pools p;
+  p.measured.resize(points_.size(), 0);
+  p.contenders.resize(points_.size());
+  for (std::size_t j = 0; j < points_.size(); ++j) {
+    if (measured(j, obs)) {
+      p.measured[j] = 1;
+      for (const KernelConfig& c : contenders(j, obs)) {
+        p.contenders[j].push_back(c.key());
+      }
+    }
+  }
+  return p;
+}
+
+// The first point of a pool: every configuration. Elsewhere: every configuration that survived
+// (contenders()) at a measured point of the pool, and every configuration of a family none did.
+std::vector<KernelConfig> AdaptiveSearch::candidates(std::size_t i, const Pools& pools,
+                                                     std::string& why) const {
+  const std::vector<KernelConfig>& all = points_[i].configs;
+  std::set<std::string> pooled;
+  int from = 0;
+  for (const std::size_t j : pool_members_[pool_of_[i]]) {
+    if (j != i && pools.measured[j] != 0) {
+      ++from;
+      pooled.insert(pools.contenders[j].begin(), pools.contenders[j].end());
+    }
+  }
+  if (from == 0) {
+    why = "the first point of its group: every configuration";
+    return all;
+  }
+  std::vector<KernelConfig> out;
+  std::set<Family> families;
+  for (const KernelConfig& c : all) {
+    if (pooled.count(c.key())) {
+      out.push_back(c);
+      families.insert(c.family);
+    }
+  }
+  why = "the configurations that survived at the group's " + std::to_string(from) +
+        " measured point" + (from == 1 ? "" : "s");
+  bool added = false;
+  for (const KernelConfig& c : all) {
+    if (!families.count(c.family)) {
+      out.push_back(c);
+      added = true;
+    }
+  }
+  if (added) {
+    why += ", and every configuration of a family none of them had";
+  }
+  return out;
+}
+
+std::vector<SearchRun> AdaptiveSearch::runs_at(std::size_t i, const SearchObservations& obs) const {
+  return runs_with(i, obs, pools(obs));
+}
+
+std::vector<SearchRun> AdaptiveSearch::runs_with(std::size_t i, const SearchObservations& obs,
+                                                 const Pools& pools) const {
+  std::string why;
+  const std::vector<KernelConfig> cands = candidates(i, pools, why);
+  std::vector<SearchRun> runs;
+  if (int(cands.size()) <= kDirectCandidates) {
+    for (const KernelConfig& c : cands) {
+      const SearchObservation* o = seen(i, c, obs);
+      if (o == nullptr || (o->ok() && o->stage == SearchStage::race)) {
+        runs.push_back({c, SearchStage::full, why + ", in full (few enough to skip a race)"});
+      }
+    }
+    return runs;
+  }
+  for (const KernelConfig& c : cands) {
+    if (seen(i, c, obs) == nullptr) {
+      runs.push_back({c, SearchStage::race, why + ": a race"});
+    }
+  }
+  if (!runs.empty()) {
+    return runs;
+  }
+  for (const KernelConfig& c : contenders(i, obs)) {
+    if (seen(i, c, obs)->stage == SearchStage::race) {
+      runs.push_back({c, SearchStage::full, why + ": a contender after the race"});
+    }
+  }
+  return runs;
+}
+
+ContextTiming AdaptiveSearch::timing_at(std::size_t i, const SearchObservations& obs) const {
+  ContextTiming t;
+  t.context_len = points_[i].workload.context_len;
+  for (const KernelConfig& c : points_[i].configs) {
+    const SearchObservation* o = seen(i, c, obs);
+    if (o == nullptr || !o->ok() || o->stage != SearchStage::full) {
+      continue;
+    }
+    double& best = c.family == Family::decode_v1 ? t.v1_s : t.v2_s;
+    double& iqr = c.family == Family::decode_v1 ? t.v1_iqr_s : t.v2_iqr_s;
+    if (o->median_s < best) {
+      best = o->median_s;
+      iqr = std::max(0.0, o->p75_s - o->p25_s);
+    }
+  }
+  return t;
+}
+
+AdaptiveSearch::Winner AdaptiveSearch::winner(std::size_t i, const SearchObservations& obs) const {
+  const Comparison cmp = compare(timing_at(i, obs));
+  if (!cmp.measured) {
+    return Winner::none;
+  }
+  if (cmp.within_noise) {
+    return Winner::tie;
+  }
+  return cmp.v2_faster ? Winner::v2 : Winner::v1;
+}
+
+std::vector<std::pair<std::size_t, std::string>>
+AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
+                       const SearchObservations& obs, const Pools& pools, bool& complete) const {
+  const std::vector<std::size_t>& axis = group[s].by_context;
+  const int n = int(axis.size());
+  const auto ctx = [&](int k) { return points_[axis[k]].workload.context_len; };
+  const auto done = [&](int k) { return runs_with(axis[k], obs, pools).empty(); };
+  const auto word = [](Winner w) {
+    return w == Winner::v1 ? "v1" : w == Winner::v2 ? "v2" : w == Winner::tie ? "a tie" : "none";
+  };
+  std::map<int, std::string> want; // axis index -> why
+  // Reuse: the lengths where the previous batch switched winner, when it did on this axis.
+  if (s > 0) {
+    const std::vector<std::size_t>& prev = group[s - 1].by_context;
+    std::vector<std::size_t> seen_prev;
+    for (std::size_t j : prev) {
+      if (pools.measured[j] != 0) {
+        seen_prev.push_back(j);
+      }
+    }
+    for (std::size_t k = 0; k + 1 < seen_prev.size() && want.empty(); ++k) {
+      const Winner a = winner(seen_prev[k], obs);
+      const Winner b = winner(seen_prev[k + 1], obs);
+      if (a == b || a == Winner::none || b == Winner::none) {
+        continue;
+      }
+      const int lo = points_[seen_prev[k]].workload.context_len;
+      const int hi = points_[seen_prev[k + 1]].workload.context_len;
+      for (int q = 0; q < n; ++q) {
+        if (ctx(q) == lo || ctx(q) == hi) {
+          want[q] = "batch " + std::to_string(group[s - 1].batch) + " switched from " + word(a) +
+                    " to " + word(b) + " between " + ctx_words(lo) + " and " + ctx_words(hi);
+        }
+      }
+      if (want.size() != 2) {
+        want.clear(); // this axis lacks one of those lengths
+      }
+    }
+  }
+  if (want.empty()) {
+    want[0] = "an end of the context axis";
+    want[n - 1] = "an end of the context axis";
+  }
+  for (;;) {
+    // Longest first: a shape's first point is its long end, where the kernels do the most work
+    // per launch and a race ranks them with the least noise.
+    std::vector<std::pair<std::size_t, std::string>> due;
+    for (auto it = want.rbegin(); it != want.rend(); ++it) {
+      if (!done(it->first)) {
+        due.emplace_back(axis[it->first], it->second);
+      }
+    }
+    if (!due.empty()) {
+      complete = false;
+      return due;
+    }
+    std::map<int, std::string> more;
+    const std::vector<int> ks = [&] {
+      std::vector<int> v;
+      for (const auto& [k, why] : want) {
+        v.push_back(k);
+      }
+      return v;
+    }();
+    // The decisions the table would make from what is measured now (ties carry, as there).
+    std::vector<ContextTiming> timings;
+    for (const int k : ks) {
+      timings.push_back(timing_at(axis[k], obs));
+    }
+    const Crossover cross = find_crossover(timings);
+    for (std::size_t m = 0; m + 1 < ks.size(); ++m) {
+      const int a = ks[m];
+      const int b = ks[m + 1];
+      const Winner wa = winner(axis[a], obs);
+      const Winner wb = winner(axis[b], obs);
+      bool settled = wa == wb && (wa == Winner::v1 || wa == Winner::v2);
+      if (wa == Winner::tie && wb == Winner::tie) {
+        // Two ties: the table carries one family across; settled unless a median at either
+        // end favours the other one, which a switch between them could hide.
+        const bool carried = cross.uses_v2(ctx(a));
+        settled = cross.comparisons[m].v2_faster == carried &&
+                  cross.comparisons[m + 1].v2_faster == carried;
+      }
+      if (b > a + 1 && !settled) {
+        more[(a + b) / 2] = "bisection: " + ctx_words(ctx(a)) + " had " + word(wa) + ", " +
+                            ctx_words(ctx(b)) + " " + word(wb);
+      } else if (b - a > kAgreeSpan && wa != Winner::tie) {
+        more[(a + b) / 2] = ctx_words(ctx(a)) + " and " + ctx_words(ctx(b)) + " agree (" +
+                            word(wa) + "), but " + std::to_string(b - a) +
+                            " grid steps apart: a look between them";
+      }
+    }
+    if (ks.front() > 0 && winner(axis[ks.front()], obs) != Winner::v1) {
+      more[0] = ctx_words(ctx(ks.front())) + " had " + word(winner(axis[ks.front()], obs)) +
+                ": the switch may lie below it";
+    }
+    if (ks.back() < n - 1 && winner(axis[ks.back()], obs) != Winner::v2) {
+      more[n - 1] = ctx_words(ctx(ks.back())) + " had " + word(winner(axis[ks.back()], obs)) +
+                    ": the switch may lie above it";
+    }
+    bool added = false;
+    for (auto& [k, why] : more) {
+      added = want.try_emplace(k, std::move(why)).second || added;
+    }
+    if (!added) {
+      complete = true;
+      return {};
+    }
+  }
+}
+
+std::optional<AdaptiveSearch::Due> AdaptiveSearch::next_point(const SearchObservations& obs) const {
+  const Pools p = pools(obs);
+  for (const Scope& sc : scopes_) {
+    for (const std::vector<Shape>& group : sc.groups) {
+      for (std::size_t s = 0; s < group.size(); ++s) {
+        bool complete = false;
+        auto due = wanted(group, s, obs, p, complete);
+        if (!due.empty()) {
+          return Due{due.front().first, std::move(due.front().second)};
+        }
+      }
+    }
+    for (std::size_t i : sc.others) {
+      if (!runs_with(i, obs, p).empty()) {
+        const Workload& w = points_[i].workload;
+        return Due{i, w.phase == Phase::prefill ? "a prefill workload"
+                      : w.held_out              ? "a held-out point"
+                                                : "a batch given sequence by sequence"};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<json> replay_search(const AdaptiveSearch& search,
+                                const std::map<std::string, json>& measured) {
+  std::vector<json> lines;
+  SearchObservations obs;
+  std::size_t guard = 0;
+  while (const auto due = search.next_point(obs)) {
+    const std::size_t i = due->index;
+    for (;;) {
+      const std::vector<SearchRun> runs = search.runs_at(i, obs);
+      if (runs.empty()) {
+        break;
+      }
+      for (const SearchRun& r : runs) {
+        const Workload& w = search.point(i).workload;
+        const std::string key = record_key(w.key(), r.config.key());
+        json line;
+        if (const auto it = measured.find(key); it != measured.end()) {
+          line = it->second;
+        } else {
+          line = {{"type", "measurement"},
+                  {"workload_key", w.key()},
+                  {"config_key", r.config.key()},
+                  {"workload", w.to_json()},
+                  {"config", r.config.to_json()},
+                  {"status", "error"},
+                  {"reason", "not in the measurements replayed"}};
+        }
+        line["search"] = {{"stage", search_stage_name(r.stage)}, {"why", due->why + "; " + r.why}};
+        if (const std::vector<int> grid = search.shape_grid(i); !grid.empty()) {
+          line["search"]["grid"] = grid;
+        }
+        observe(obs, line);
+        lines.push_back(std::move(line));
+        if (++guard > 64 * (search.size() + 1) * 64) {
+          throw std::logic_error("the adaptive search did not settle");
+        }
+      }
+    }
+  }
+  return lines;
+}
+
+} // namespace attn

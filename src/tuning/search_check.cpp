@@ -1,0 +1,91 @@
+// Judging a table on an exhaustive sweep's measurements, and replaying the adaptive search on
+// them.
+#include "src/tuning/search_check.h"
+
+#include <algorithm>
+#include <map>
+
+#include "src/tuning/adaptive_search.h"
+#include "src/tuning/provenance.h"
+#include "src/tuning/regret.h"
+#include "src/tuning/threshold_table.h"
+
+namespace attn {
+
+using nlohmann::json;
+
+json TableJudgement::to_json() const {
+  return {{"points", points},
+          {"family_agreement", points > 0 ? double(family_agree) / points : 0.0},
+          {"config_agreement", points > 0 ? double(config_agree) / points : 0.0},
+          {"mean_regret", mean_regret},
+          {"worst_regret", worst_regret},
+          {"mean_regret_beyond_noise", mean_regret_beyond_noise},
+          {"worst_regret_beyond_noise", worst_regret_beyond_noise},
+          {"worst_point", worst_point}};
+}
+
+TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
+                           const json& exhaustive_table, const json& table) {
+  const attn_tune::ThresholdTableReader ref(exhaustive_table);
+  const attn_tune::ThresholdTableReader judged(table);
+  TableJudgement j;
+  double sum = 0.0;
+  double sum_beyond = 0.0;
+  for (const WorkloadPoint& wp : decode_workload_points(exhaustive)) {
+    if (!wp.point.usable()) {
+      continue;
+    }
+    const attn_tune::Query q = decode_query(wp.workload);
+    const attn_tune::Choice want = ref.lookup(q);
+    const attn_tune::Choice got = judged.lookup(q);
+    ++j.points;
+    j.family_agree += want.family == got.family ? 1 : 0;
+    j.config_agree += want.config_key == got.config_key ? 1 : 0;
+    const double s =
+        slowdown(config_time(wp.point, KernelConfig::from_json(got.config)), wp.point.best_s);
+    const double beyond = std::max(0.0, s - wp.point.noise);
+    sum += s;
+    sum_beyond += beyond;
+    if (s > j.worst_regret || j.worst_point.empty()) {
+      j.worst_point = wp.workload.key();
+    }
+    j.worst_regret = std::max(j.worst_regret, s);
+    j.worst_regret_beyond_noise = std::max(j.worst_regret_beyond_noise, beyond);
+  }
+  if (j.points > 0) {
+    j.mean_regret = sum / j.points;
+    j.mean_regret_beyond_noise = sum_beyond / j.points;
+  }
+  return j;
+}
+
+ReplayedSearch replay_on(const json& exhaustive_header, const std::vector<json>& exhaustive_lines) {
+  // The plan as the exhaustive sweep ran it: its workloads in order, each with its configurations.
+  std::vector<SearchPoint> points;
+  std::map<std::string, std::size_t> at;
+  std::map<std::string, json> measured;
+  for (const MeasurementRecord& r : to_records(exhaustive_lines)) {
+    const std::string wk = r.workload.key();
+    auto [it, fresh] = at.try_emplace(wk, points.size());
+    if (fresh) {
+      points.push_back({r.workload, {}});
+    }
+    points[it->second].configs.push_back(r.config);
+  }
+  for (const json& l : exhaustive_lines) {
+    measured[record_key(l.value("workload_key", ""), l.value("config_key", ""))] = l;
+  }
+  const AdaptiveSearch search(std::move(points));
+  ReplayedSearch out;
+  out.lines = replay_search(search, measured);
+  json header = exhaustive_header;
+  header["search"] = {{"mode", "adaptive"}};
+  const auto records = to_records(out.lines);
+  const json& dev = header.value("device", json::object());
+  out.table = build_threshold_table(records, table_provenance(header, records, out.lines),
+                                    dev.value("sm_count", dev.value("threads", 0)));
+  return out;
+}
+
+} // namespace attn

@@ -1,0 +1,51 @@
+// `attn-tune search-check`: an adaptive sweep judged against an exhaustive sweep of the same
+// profile on the same device (docs/adaptive-search.md). Both tables are read through the reader
+// engines use, at every uniform decode point the exhaustive sweep measured.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "src/tuning/results_file.h"
+
+namespace attn {
+
+// The goals: at most this share of the exhaustive measurements and time, at most this
+// mean and worst regret.
+inline constexpr double kGoalMeasurements = 0.35;
+inline constexpr double kGoalTime = 0.40;
+inline constexpr double kGoalMeanRegret = 0.01;
+inline constexpr double kGoalWorstRegret = 0.03;
+
+// One table judged on the exhaustive measurements: how often its v1/v2 decision and its exact
+// configuration agree with the exhaustive table's, and its regret (the slowdown of its choice
+// against the fastest measured configuration, from the exhaustive timings), raw and beyond the
+// point's measured noise (the slowdown less the larger interquartile range of the best v1 and v2
+// over the faster, never below 0).
+struct TableJudgement {
+  int points = 0;
+  int family_agree = 0;
+  int config_agree = 0;
+  double mean_regret = 0.0;
+  double worst_regret = 0.0;
+  double mean_regret_beyond_noise = 0.0;
+  double worst_regret_beyond_noise = 0.0;
+  std::string worst_point; // the workload with the worst raw regret
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+[[nodiscard]] TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
+                                         const nlohmann::json& exhaustive_table,
+                                         const nlohmann::json& table);
+
+// The adaptive search replayed on the exhaustive lines (src/tuning/adaptive_search.h: every run
+// answered with the exhaustive timing of that pair): the search's own loss, free of the noise
+// between two sweeps. Its lines and table.
+struct ReplayedSearch {
+  std::vector<nlohmann::json> lines;
+  nlohmann::json table;
+};
+[[nodiscard]] ReplayedSearch replay_on(const nlohmann::json& exhaustive_header,
+                                       const std::vector<nlohmann::json>& exhaustive_lines);
+
+} // namespace attn

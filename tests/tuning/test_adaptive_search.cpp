@@ -1,0 +1,225 @@
+// Tests of the adaptive search on planted timings: a decode grid whose v1 and v2 costs are set
+// per context length (v2 wins from a planted length on), answered through replay_search. The
+// search must race every configuration of a measured point and time only the survivors in full,
+// put the table's switch between the grid lengths that bracket the planted one, start a second
+// batch at the first batch's switch, measure well under the exhaustive plan, and decide the same
+// way again when resumed from any prefix of its own lines.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/model/errors.h"
+#include "src/tuning/adaptive_search.h"
+#include "src/tuning/results_file.h"
+#include "src/tuning/search_check.h"
+#include "src/tuning/threshold_table.h"
+
+namespace attn {
+namespace {
+
+using nlohmann::json;
+
+const std::vector<int> kGrid = {128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+
+Workload decode(int batch, int ctx) {
+  Workload w;
+  w.phase = Phase::decode;
+  w.params.num_heads = 8;
+  w.params.num_kv_heads = 2;
+  w.params.head_dim = 64;
+  w.params.block_size = 16;
+  w.params.dtype = DType::f16;
+  w.batch = batch;
+  w.context_len = ctx;
+  return w;
+}
+
+KernelConfig cfg(Family f, std::map<std::string, int> params) { return {f, std::move(params)}; }
+
+// Two v1 and four v2 configurations: split 0 of each family is twice as slow as split 1, and v2's
+// partitions differ by 3% each.
+std::vector<KernelConfig> configs() {
+  return {cfg(Family::decode_v1, {{"split", 0}}),
+          cfg(Family::decode_v1, {{"split", 1}}),
+          cfg(Family::decode_v2, {{"partition", 256}, {"split", 1}}),
+          cfg(Family::decode_v2, {{"partition", 512}, {"split", 1}}),
+          cfg(Family::decode_v2, {{"partition", 1024}, {"split", 1}}),
+          cfg(Family::decode_v2, {{"partition", 512}, {"split", 0}})};
+}
+
+// Planted costs: v1 1 ns per key of the batch, v2 `fixed` + 0.5 ns per key, so v2 wins from
+// 2 * fixed keys on; a 1% interquartile range.
+double cost(const Workload& w, const KernelConfig& c, double fixed_s) {
+  const double keys = double(w.batch) * w.context_len;
+  double t = c.family == Family::decode_v1 ? 1e-9 * keys : fixed_s + 0.5e-9 * keys;
+  if (c.get("split", 1) == 0) {
+    t *= 2.0;
+  }
+  if (c.family == Family::decode_v2) {
+    t *= 1.0 + 0.03 * (c.get("partition", 512) == 256    ? 1
+                       : c.get("partition", 512) == 1024 ? 2
+                                                         : 0);
+  }
+  return t;
+}
+
+json line_of(const Workload& w, const KernelConfig& c, double t) {
+  return {{"type", "measurement"},
+          {"workload_key", w.key()},
+          {"config_key", c.key()},
+          {"workload", w.to_json()},
+          {"config", c.to_json()},
+          {"status", "ok"},
+          {"timing", {{"median_s", t}, {"p25_s", t * 0.995}, {"p75_s", t * 1.005}}}};
+}
+
+struct Planted {
+  std::vector<SearchPoint> points;
+  std::map<std::string, json> measured;
+  std::vector<json> lines; // the exhaustive sweep's, in plan order
+};
+
+// Batches 1 and 4 with the planted crossover at `keys_at` keys per sequence.
+Planted planted(double keys_at) {
+  Planted p;
+  for (int batch : {1, 4}) {
+    for (int ctx : kGrid) {
+      const Workload w = decode(batch, ctx);
+      p.points.push_back({w, configs()});
+      for (const KernelConfig& c : configs()) {
+        // v2's fixed cost scales with the batch so that the switch stays at keys_at per sequence.
+        json l = line_of(w, c, cost(w, c, 0.5e-9 * keys_at * batch));
+        p.measured[record_key(w.key(), c.key())] = l;
+        p.lines.push_back(l);
+      }
+    }
+  }
+  return p;
+}
+
+json table_of(const std::vector<json>& lines) {
+  const json prov = {{"device", {{"name", "test"}, {"backend", "cpu"}, {"threads", 2}}}};
+  return build_threshold_table(to_records(lines), prov, 2);
+}
+
+TEST(AdaptiveSearch, RacesTheFirstPointAndCarriesItsSurvivors) {
+  const Planted p = planted(1500);
+  const AdaptiveSearch search(p.points);
+  const std::vector<json> lines = replay_search(search, p.measured);
+  ASSERT_FALSE(lines.empty());
+  // The first point is batch 1's long end, and every configuration races there.
+  const std::string first = lines.front()["workload_key"];
+  EXPECT_EQ(first, decode(1, kGrid.back()).key());
+  std::map<std::string, std::set<std::string>> race;
+  std::map<std::string, std::set<std::string>> full;
+  for (const json& l : lines) {
+    (line_stage(l) == SearchStage::race ? race : full)[l["workload_key"]].insert(l["config_key"]);
+  }
+  EXPECT_EQ(race[first].size(), configs().size());
+  EXPECT_EQ(race.size(), 1u) << "later points time the survivors without a race";
+  for (const auto& [w, cs] : full) {
+    // split 0 is twice as slow: it never survives; at most kRaceSurvivors of each family do,
+    // and v1's survivor is timed at every measured point.
+    EXPECT_FALSE(cs.count("decode_v1[split=0]")) << w;
+    EXPECT_FALSE(cs.count("decode_v2[partition=512,split=0]")) << w;
+    EXPECT_TRUE(cs.count("decode_v1[split=1]")) << w;
+    EXPECT_LE(cs.size(), std::size_t(1 + kRaceSurvivors)) << w;
+  }
+  // The table chooses from full timings: never a configuration that lost its race.
+  const json t = table_of(lines);
+  for (const json& pt : t["decode"]) {
+    for (const json& m : pt["measured"]) {
+      EXPECT_EQ(m["best"]["config"]["key"].get<std::string>().find("split=0"), std::string::npos);
+    }
+  }
+}
+
+TEST(AdaptiveSearch, BisectsToThePlantedSwitchAndReusesItForTheNextBatch) {
+  for (const double keys_at : {300.0, 1500.0, 3000.0, 12000.0}) {
+    const Planted p = planted(keys_at);
+    const AdaptiveSearch search(p.points);
+    const std::vector<json> lines = replay_search(search, p.measured);
+    const json t = table_of(lines);
+    ASSERT_EQ(t["decode"].size(), 2u);
+    for (const json& pt : t["decode"]) {
+      // v2 from the first grid length past the planted switch: exact to the grid.
+      int want = 0;
+      for (int c : kGrid) {
+        if (want == 0 && c > keys_at) {
+          want = c;
+        }
+      }
+      EXPECT_EQ(pt["v2_from"], want) << "planted at " << keys_at << ", batch " << pt["batch"];
+      ASSERT_TRUE(pt.contains("search"));
+      EXPECT_EQ(pt["search"]["grid"].size(), kGrid.size());
+    }
+    // Batch 4 starts where batch 1 switched: it measures the two lengths around the switch only.
+    EXPECT_EQ(t["decode"][1]["measured"].size(), 2u) << "planted at " << keys_at;
+    // The exhaustive plan times 96 pairs; the search times far fewer in full.
+    int in_full = 0;
+    for (const MeasurementRecord& r : to_records(lines)) {
+      in_full += r.brief ? 0 : 1;
+    }
+    EXPECT_LE(in_full, int(0.35 * p.lines.size())) << "planted at " << keys_at;
+    // Judged on the exhaustive timings, the table loses nothing.
+    const TableJudgement j = judge_table(to_records(p.lines), table_of(p.lines), t);
+    EXPECT_EQ(j.family_agree, j.points);
+    EXPECT_LT(j.worst_regret, 1e-9);
+  }
+}
+
+TEST(AdaptiveSearch, AResumedSearchReplaysTheSameDecisions) {
+  const Planted p = planted(1500);
+  const AdaptiveSearch search(p.points);
+  const std::vector<json> lines = replay_search(search, p.measured);
+  for (std::size_t cut = 0; cut <= lines.size(); cut += 3) {
+    // What a sweep killed after `cut` lines finds in results.jsonl.
+    SearchObservations obs = search_observations({lines.begin(), lines.begin() + long(cut)});
+    std::vector<std::string> next;
+    while (const auto due = search.next_point(obs)) {
+      const std::size_t i = due->index;
+      const std::vector<SearchRun> runs = search.runs_at(i, obs);
+      ASSERT_FALSE(runs.empty());
+      for (const SearchRun& r : runs) {
+        json l = p.measured.at(record_key(search.point(i).workload.key(), r.config.key()));
+        l["search"] = {{"stage", search_stage_name(r.stage)}};
+        observe(obs, l);
+        next.push_back(l["workload_key"].get<std::string>() + l["config_key"].get<std::string>() +
+                       search_stage_name(r.stage));
+      }
+    }
+    ASSERT_EQ(next.size(), lines.size() - cut) << "cut " << cut;
+    for (std::size_t k = 0; k < next.size(); ++k) {
+      const json& l = lines[cut + k];
+      EXPECT_EQ(next[k], l["workload_key"].get<std::string>() + l["config_key"].get<std::string>() +
+                             search_stage_name(line_stage(l)));
+    }
+  }
+}
+
+TEST(AdaptiveSearch, AnswersWithoutMeasurementsAreErrorsNotLoops) {
+  Planted p = planted(1500);
+  p.measured.clear(); // every run errs: each point is raced once and then settled
+  const AdaptiveSearch search(p.points);
+  const std::vector<json> lines = replay_search(search, p.measured);
+  EXPECT_FALSE(lines.empty());
+  for (const json& l : lines) {
+    EXPECT_EQ(l["status"], "error");
+  }
+  EXPECT_LE(lines.size(), p.lines.size());
+}
+
+TEST(AdaptiveSearch, ParsesItsModes) {
+  EXPECT_EQ(parse_search_mode("adaptive"), SearchMode::adaptive);
+  EXPECT_EQ(parse_search_mode("exhaustive"), SearchMode::exhaustive);
+  EXPECT_THROW((void)parse_search_mode("greedy"), InputError);
+  const TimingOptions t = race_timing({});
+  EXPECT_GE(t.min_reps, 3);
+  EXPECT_LT(t.max_seconds, TimingOptions{}.max_seconds);
+}
+
+} // namespace
+} // namespace attn
