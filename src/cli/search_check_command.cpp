@@ -106,7 +106,12 @@ int replay_check(const std::string& dir, const std::string& out) {
     fs::create_directories(out);
     const std::string table_path = (fs::path(out) / "replayed_table.json").string();
     write_json_atomically(table_path, replay.table);
-    std::printf("search-check: replayed table %s\n", table_path.c_str());
+    std::string lines = rf.header.dump() + "\n";
+    for (const nlohmann::json& l : replay.lines) {
+      lines += l.dump() + "\n";
+    }
+    write_file_atomically((fs::path(out) / "replayed_results.jsonl").string(), lines);
+    std::printf("search-check: replayed table %s (its lines beside it)\n", table_path.c_str());
   }
   return kExitOk;
 }
@@ -231,7 +236,8 @@ Command setup_search_check(CLI::App& root) {
   sub->add_option("--replay", opt->replay,
                   "Sweep nothing: replay the adaptive search on this exhaustive sweep's folder "
                   "(its results.jsonl answers every run) and judge its table against it; with "
-                  "--out, the replayed table goes to OUT/replayed_table.json");
+                  "--out, the replayed table and lines go to OUT/replayed_table.json and "
+                  "OUT/replayed_results.jsonl");
   sub->add_flag("--require-goals", opt->require_goals,
                 "Exit 1 when the adaptive sweep misses a goal (measurements, time or regret)");
   return {sub, [opt] { return run_search_check(*opt); }};

@@ -9,6 +9,7 @@
 #include "src/model/dtype.h"
 #include "src/model/errors.h"
 #include "src/tuning/crossover.h"
+#include "src/tuning/decode_point.h"
 #include "src/tuning/results_file.h"
 
 namespace attn {
@@ -225,6 +226,16 @@ std::vector<KernelConfig> AdaptiveSearch::contenders(std::size_t i,
   return out;
 }
 
+double AdaptiveSearch::distance(std::size_t a, std::size_t b) const {
+  const Workload& x = points_[a].workload;
+  const Workload& y = points_[b].workload;
+  const auto gap = [](double u, double v) {
+    return u > 0 && v > 0 ? std::fabs(std::log2(u) - std::log2(v)) : 0.0;
+  };
+  return x.phase == Phase::decode ? gap(x.context_len, y.context_len)
+                                  : gap(x.q_len, y.q_len) + gap(x.k_len, y.k_len);
+}
+
 AdaptiveSearch::Pools AdaptiveSearch::pools(const SearchObservations& obs) const {
   Pools p;
   p.measured.resize(points_.size(), 0);
@@ -245,18 +256,32 @@ AdaptiveSearch::Pools AdaptiveSearch::pools(const SearchObservations& obs) const
 std::vector<KernelConfig> AdaptiveSearch::candidates(std::size_t i, const Pools& pools,
                                                      std::string& why) const {
   const std::vector<KernelConfig>& all = points_[i].configs;
-  std::set<std::string> pooled;
-  int from = 0;
+  // The nearest measured point of the group: by lengths, then batch, then plan order.
+  const auto batch_gap = [&](std::size_t j) {
+    return std::fabs(std::log2(double(points_[i].workload.batch)) -
+                     std::log2(double(points_[j].workload.batch)));
+  };
+  std::optional<std::size_t> nearest;
   for (const std::size_t j : pool_members_[pool_of_[i]]) {
-    if (j != i && pools.measured[j] != 0) {
-      ++from;
-      pooled.insert(pools.contenders[j].begin(), pools.contenders[j].end());
+    if (j == i || pools.measured[j] == 0) {
+      continue;
+    }
+    if (!nearest || distance(i, j) < distance(i, *nearest) ||
+        (distance(i, j) == distance(i, *nearest) && batch_gap(j) < batch_gap(*nearest))) {
+      nearest = j;
     }
   }
-  if (from == 0) {
+  if (!nearest) {
     why = "the first point of its group: every configuration";
     return all;
   }
+  if (distance(i, *nearest) > kRaceReach) {
+    why = "no measured point of its group within " + std::to_string(int(kRaceReach)) +
+          " doublings: every configuration";
+    return all;
+  }
+  const std::set<std::string> pooled(pools.contenders[*nearest].begin(),
+                                     pools.contenders[*nearest].end());
   std::vector<KernelConfig> out;
   std::set<Family> families;
   for (const KernelConfig& c : all) {
@@ -265,8 +290,7 @@ std::vector<KernelConfig> AdaptiveSearch::candidates(std::size_t i, const Pools&
       families.insert(c.family);
     }
   }
-  why = "the configurations that survived at the group's " + std::to_string(from) +
-        " measured point" + (from == 1 ? "" : "s");
+  why = "the configurations that survived at " + keys_[*nearest];
   bool added = false;
   for (const KernelConfig& c : all) {
     if (!families.count(c.family)) {
@@ -312,6 +336,21 @@ std::vector<SearchRun> AdaptiveSearch::runs_with(std::size_t i, const SearchObse
     }
   }
   return runs;
+}
+
+const KernelConfig* AdaptiveSearch::best_of(std::size_t i, Family f,
+                                            const SearchObservations& obs) const {
+  const KernelConfig* best = nullptr;
+  double best_s = kInf;
+  for (const KernelConfig& c : points_[i].configs) {
+    const SearchObservation* o = seen(i, c, obs);
+    if (c.family == f && o != nullptr && o->ok() && o->stage == SearchStage::full &&
+        o->median_s < best_s) {
+      best = &c;
+      best_s = o->median_s;
+    }
+  }
+  return best;
 }
 
 ContextTiming AdaptiveSearch::timing_at(std::size_t i, const SearchObservations& obs) const {
@@ -433,6 +472,23 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
         more[(a + b) / 2] = ctx_words(ctx(a)) + " and " + ctx_words(ctx(b)) + " agree (" +
                             word(wa) + "), but " + std::to_string(b - a) +
                             " grid steps apart: a look between them";
+      } else if (b > a + 1) {
+        // The lengths between take the configuration of the nearer end: when each end's best
+        // configuration of the family carried across was not even timed at the other, the
+        // configurations changed somewhere between, and the middle tells where.
+        const Family f = cross.uses_v2(ctx(a)) ? Family::decode_v2 : Family::decode_v1;
+        const KernelConfig* ca = best_of(axis[a], f, obs);
+        const KernelConfig* cb = best_of(axis[b], f, obs);
+        const auto timed_at = [&](int k, const KernelConfig* c) {
+          const SearchObservation* o = seen(axis[k], *c, obs);
+          return o != nullptr && o->ok() && o->stage == SearchStage::full;
+        };
+        if (ca != nullptr && cb != nullptr && ca->key() != cb->key() &&
+            (!timed_at(b, ca) || !timed_at(a, cb))) {
+          more[(a + b) / 2] = "the best " + std::string(family_name(f)) + " configuration at " +
+                              ctx_words(ctx(a)) + " (" + ca->key() + ") was not timed at " +
+                              ctx_words(ctx(b)) + ", or the other way: a look between them";
+        }
       }
     }
     if (ks.front() > 0 && winner(axis[ks.front()], obs) != Winner::v1) {

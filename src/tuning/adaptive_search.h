@@ -10,16 +10,19 @@
 //    (race_timing), drops those slower than their family's best by more than kRaceMargin plus
 //    both relative interquartile ranges, and times the fastest kRaceSurvivors of each family left
 //    in full, with the profile's timing. Every later point of the group starts from the
-//    configurations that survived at any measured point of it (a configuration that lost by more
-//    than the margin is not tried again) and races them the same way when there are more than
-//    kDirectCandidates, else times them in full. The table chooses from full timings only;
+//    configurations that survived at the nearest measured point of it (a configuration that lost
+//    by more than the margin there is not tried) and races them the same way when there are more
+//    than kDirectCandidates, else times them in full; a point farther than kRaceReach doublings
+//    from every measured point of its group races every configuration again. The table chooses
+//    from full timings only;
 //  - bisection: along a decode shape's context axis it measures the ends, then the middle of any
 //    two measured neighbours whose winners differ (v1, v2, or within noise), down to adjacent
 //    grid lengths, so a switch is exact to the profile's grid; between two lengths within noise
 //    it looks only when a median at either end favours the family the table would not carry
 //    across them (a switch the noise may hide), since otherwise either costs about the noise;
-//    and two lengths that one family wins more than kAgreeSpan grid steps apart get a look between
-//    them;
+//    two lengths that one family wins more than kAgreeSpan grid steps apart get a look between
+//    them, and so do two whose best configurations of the family carried across each went
+//    untimed at the other (the lengths between take the nearer one's, so the middle says which);
 //  - reuse across batches: a shape starts at the two lengths where the previous batch of its
 //    group switched, and goes out to an end only when the winner there says the switch moved.
 // Prefill, held-out and mixed-batch points are measured as any point of their group.
@@ -52,6 +55,9 @@ inline constexpr double kRaceMargin = 0.10;
 // Two measured lengths that one family wins beyond noise settle the lengths between them only when
 // they are at most this many grid steps apart; farther apart, the search looks at the middle.
 inline constexpr int kAgreeSpan = 3;
+// A point races every configuration again when no measured point of its group is within this
+// many doublings of its lengths (decode: the context; prefill: q and k), whatever the batch.
+inline constexpr double kRaceReach = 3.0;
 // At most this many configurations of a family survive a race.
 inline constexpr int kRaceSurvivors = 2;
 // A point with at most this many candidates times them in full without a race.
@@ -132,10 +138,15 @@ private:
     std::vector<std::vector<std::string>> contenders;
   };
   [[nodiscard]] Pools pools(const SearchObservations& obs) const;
+  // Doublings between two points' lengths: context (decode), q plus k (prefill).
+  [[nodiscard]] double distance(std::size_t a, std::size_t b) const;
   [[nodiscard]] std::vector<KernelConfig> candidates(std::size_t i, const Pools& pools,
                                                      std::string& why) const;
   [[nodiscard]] std::vector<SearchRun> runs_with(std::size_t i, const SearchObservations& obs,
                                                  const Pools& pools) const;
+  // The fastest configuration of family f timed in full at point i (nullptr: none).
+  [[nodiscard]] const KernelConfig* best_of(std::size_t i, Family f,
+                                            const SearchObservations& obs) const;
   [[nodiscard]] ContextTiming timing_at(std::size_t i, const SearchObservations& obs) const;
   [[nodiscard]] Winner winner(std::size_t i, const SearchObservations& obs) const;
   // The points of a shape the search wants, with why, in the order they are due; `complete` is

@@ -491,6 +491,11 @@ public:
     sum_.total = m.total;
     sum_.resumed = m.resumed;
     progress_.emplace(opt_.progress, opt_.progress_tty, sum_.total, sum_.resumed);
+    if (sum_.search == SearchMode::adaptive) {
+      progress_->note("adaptive search: the count is the exhaustive plan's " +
+                      std::to_string(sum_.total) +
+                      " measurements; the search stops when its decisions settle, well before");
+    }
     if (sum_.resumed > 0) {
       progress_->note("resuming: " + std::to_string(sum_.resumed) + " of " +
                       std::to_string(sum_.total) + " measurements already in " + sum_.results_path);
@@ -667,8 +672,8 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
       tally.teardown_failed(run.teardown_failure);
     }
   };
-  supervise(nullptr);
   tally.searched(search);
+  supervise(nullptr);
   if (opt.remeasure_noisy) {
     const std::vector<NoisyPoint> noisy = tally.noisy_now();
     if (!noisy.empty()) {

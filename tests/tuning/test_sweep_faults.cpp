@@ -108,6 +108,50 @@ TEST(SweepFaults, CrashesAndHangsAreFaultsAndTheSweepGoesOn) {
   fs::remove_all(dir);
 }
 
+// The same faults under --search adaptive: they strike in the race, are recorded as faults of the
+// race, the search carries on with the rest and ends with its search_end line; --resume
+// --retry-faults races them again once the kernels are fixed.
+TEST(SweepFaults, AnAdaptiveSearchRecordsFaultsAndGoesOn) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("attn_sweep_faults_adaptive_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const Profile prof = parse_profile(json::parse(kProfile), "profile faults");
+  SweepOptions o;
+  o.out_dir = dir.string();
+  o.search = SearchMode::adaptive;
+  SweepSummary s;
+  {
+    const FaultEnv env;
+    s = run_sweep_isolated(cpu_maker(), prof, o);
+  }
+  EXPECT_EQ(s.faults, 3);
+  EXPECT_EQ(s.table.at("measurement_counts").value("fault", 0), 3);
+  const ResultsFile rf = read_results(s.results_path);
+  EXPECT_FALSE(rf.search_end.is_null());
+  int faults = 0;
+  for (const json& l : rf.lines) {
+    if (l.value("status", "") == "fault") {
+      ++faults;
+      EXPECT_EQ(l["search"]["stage"], "race") << l.dump();
+    } else {
+      EXPECT_EQ(l.value("status", ""), "ok") << l.dump();
+    }
+  }
+  EXPECT_EQ(faults, 3);
+  // The table still has both families from the configurations that did not fault.
+  ASSERT_EQ(s.table["decode"].size(), 1u);
+  EXPECT_FALSE(s.table["decode"][0]["measured"][0]["v1"].is_null());
+  EXPECT_FALSE(s.table["decode"][0]["measured"][0]["v2"].is_null());
+
+  o.resume = true;
+  o.search.reset(); // the folder's search
+  o.retry_faults = true;
+  const SweepSummary fixed = run_sweep_isolated(cpu_maker(), prof, o);
+  EXPECT_EQ(fixed.search, SearchMode::adaptive);
+  EXPECT_EQ(fixed.table.at("measurement_counts").value("fault", 0), 0);
+  fs::remove_all(dir);
+}
+
 TEST(SweepFaults, UnknownHookEntryIsAnInputError) {
   ::setenv("ATTN_TUNE_TEST_FAULTS", "explode:decode_v1[split=0]", 1);
   EXPECT_THROW((void)make_cpu_backend(BackendOptions{}), InputError);
