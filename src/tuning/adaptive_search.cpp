@@ -457,14 +457,15 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
       const int b = ks[m + 1];
       const Winner wa = winner(axis[a], obs);
       const Winner wb = winner(axis[b], obs);
-      bool settled = wa == wb && (wa == Winner::v1 || wa == Winner::v2);
-      if (wa == Winner::tie && wb == Winner::tie) {
-        // Two ties: the table carries one family across; settled unless a median at either
-        // end favours the other one, which a switch between them could hide.
-        const bool carried = cross.uses_v2(ctx(a));
-        settled = cross.comparisons[m].v2_faster == carried &&
-                  cross.comparisons[m + 1].v2_faster == carried;
-      }
+      // Settled when the medians at both ends favour the family the table carries across them
+      // (a win beyond noise, or a tie leaning that way): any switch between them would have
+      // to switch back unseen. A win for the other family, or a tie leaning to it, may mark a
+      // switch (or one the noise hides) between them.
+      const Comparison& ka = cross.comparisons[m];
+      const Comparison& kb = cross.comparisons[m + 1];
+      const bool carried = cross.uses_v2(ctx(a));
+      const bool settled =
+          ka.both && kb.both && ka.v2_faster == carried && kb.v2_faster == carried;
       if (b > a + 1 && !settled) {
         more[(a + b) / 2] = "bisection: " + ctx_words(ctx(a)) + " had " + word(wa) + ", " +
                             ctx_words(ctx(b)) + " " + word(wb);

@@ -16,10 +16,9 @@
 //    from every measured point of its group races every configuration again. The table chooses
 //    from full timings only;
 //  - bisection: along a decode shape's context axis it measures the ends, then the middle of any
-//    two measured neighbours whose winners differ (v1, v2, or within noise), down to adjacent
-//    grid lengths, so a switch is exact to the profile's grid; between two lengths within noise
-//    it looks only when a median at either end favours the family the table would not carry
-//    across them (a switch the noise may hide), since otherwise either costs about the noise;
+//    two measured neighbours unless the medians at both favour the family the table carries
+//    across them (a win beyond noise, or a tie leaning that way), down to adjacent grid lengths,
+//    so a switch (or one the noise may hide) is exact to the profile's grid;
 //    two lengths that one family wins more than kAgreeSpan grid steps apart get a look between
 //    them, and so do two whose best configurations of the family carried across each went
 //    untimed at the other (the lengths between take the nearer one's, so the middle says which);

@@ -39,6 +39,21 @@ if(SEARCH STREQUAL "adaptive")
   if(NOT rc EQUAL 0 OR NOT before STREQUAL after)
     message(FATAL_ERROR "a resume of the finished adaptive sweep measured more or failed")
   endif()
+  # The lengths it did not measure are named as resting on a bisection step, in `table show` and
+  # in the report.
+  execute_process(COMMAND ${EXE} table show ${WORK}/out/threshold_table.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE shown ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT shown MATCHES "search: +adaptive: [0-9]+ measurements of the 24"
+     OR NOT shown MATCHES "inferred decisions \\(adaptive search\\)"
+     OR NOT shown MATCHES "rests on a bisection step")
+    message(FATAL_ERROR "table show does not say the search or its inferred decisions:\n${shown}${err}")
+  endif()
+  execute_process(COMMAND ${EXE} report ${WORK}/out --out ${WORK}/report.html
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE ignored ERROR_VARIABLE err)
+  file(READ ${WORK}/report.html page)
+  if(NOT rc EQUAL 0 OR NOT page MATCHES "inferred decision" OR NOT page MATCHES "adaptive: ")
+    message(FATAL_ERROR "the report does not say the search or its inferred decisions: ${err}")
+  endif()
   execute_process(COMMAND ${EXE} sweep --kernels ${PLUGIN} --profile ${PROFILE} --threads 1
                           --quiet --no-report --out ${WORK}/out --resume --search exhaustive
                   RESULT_VARIABLE rc OUTPUT_VARIABLE again ERROR_VARIABLE err)
