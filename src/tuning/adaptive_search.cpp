@@ -464,8 +464,7 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
       const Comparison& ka = cross.comparisons[m];
       const Comparison& kb = cross.comparisons[m + 1];
       const bool carried = cross.uses_v2(ctx(a));
-      const bool settled =
-          ka.both && kb.both && ka.v2_faster == carried && kb.v2_faster == carried;
+      const bool settled = ka.both && kb.both && ka.v2_faster == carried && kb.v2_faster == carried;
       if (b > a + 1 && !settled) {
         more[(a + b) / 2] = "bisection: " + ctx_words(ctx(a)) + " had " + word(wa) + ", " +
                             ctx_words(ctx(b)) + " " + word(wb);
