@@ -494,7 +494,7 @@ public:
     if (sum_.search == SearchMode::adaptive) {
       progress_->note("adaptive search: the count is the exhaustive plan's " +
                       std::to_string(sum_.total) +
-                      " measurements; the search stops when its decisions settle, well before");
+                      " measurements; the search stops when its decisions settle");
     }
     if (sum_.resumed > 0) {
       progress_->note("resuming: " + std::to_string(sum_.resumed) + " of " +
