@@ -491,6 +491,7 @@ TEST(Sweep, AdaptiveSearchMeasuresLessAndResumesToTheSameTable) {
   o.search = SearchMode::adaptive;
   const SweepSummary s = run_sweep(be, prof, o);
   EXPECT_EQ(s.search, SearchMode::adaptive);
+  EXPECT_NO_THROW(validate_table(s.table)); // its search fields keep it a valid table
   const json& sp = s.table["provenance"]["search"];
   EXPECT_EQ(sp["mode"], "adaptive");
   EXPECT_EQ(sp["exhaustive_measurements"], exhaustive.total);
