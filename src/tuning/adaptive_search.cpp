@@ -251,8 +251,9 @@ AdaptiveSearch::Pools AdaptiveSearch::pools(const SearchObservations& obs) const
   return p;
 }
 
-// The first point of a pool: every configuration. Elsewhere: every configuration that survived
-// (contenders()) at a measured point of the pool, and every configuration of a family none did.
+// The first point of a group, or one farther than kRaceReach from every measured point of it:
+// every configuration. Elsewhere: the configurations that survived (contenders()) at the nearest
+// measured point of the group, and every configuration of a family none survived in there.
 std::vector<KernelConfig> AdaptiveSearch::candidates(std::size_t i, const Pools& pools,
                                                      std::string& why) const {
   const std::vector<KernelConfig>& all = points_[i].configs;
@@ -299,7 +300,7 @@ std::vector<KernelConfig> AdaptiveSearch::candidates(std::size_t i, const Pools&
     }
   }
   if (added) {
-    why += ", and every configuration of a family none of them had";
+    why += ", and every configuration of a family with no survivor there";
   }
   return out;
 }
