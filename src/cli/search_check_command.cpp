@@ -16,10 +16,8 @@
 #include "src/cli/kernels_option.h"
 #include "src/io/atomic_file.h"
 #include "src/model/errors.h"
-#include "src/tuning/provenance.h"
 #include "src/tuning/search_check.h"
 #include "src/tuning/sweep.h"
-#include "src/tuning/threshold_table.h"
 
 namespace attn::cli {
 
@@ -79,14 +77,11 @@ int replay_check(const std::string& dir, const std::string& out) {
   if (rf.header.is_null() || rf.lines.empty()) {
     throw InputError(path + " holds no sweep (--replay takes an exhaustive sweep's folder)");
   }
-  if (rf.header.contains("search") && rf.header["search"].value("mode", "") == "adaptive") {
+  if (search_mode_of(rf.header) == "adaptive") {
     throw InputError(path + " is an adaptive sweep's: --replay needs an exhaustive one");
   }
   const auto records = to_records(rf.lines);
-  const nlohmann::json& dev = rf.header.value("device", nlohmann::json::object());
-  const nlohmann::json table =
-      build_threshold_table(records, table_provenance(rf.header, records, rf.lines),
-                            dev.value("sm_count", dev.value("threads", 0)));
+  const nlohmann::json table = table_of_results(rf.header, rf.lines);
   const ReplayedSearch replay = replay_on(rf.header, rf.lines);
   const TableJudgement j = judge_table(records, table, replay.table);
   print_judgement("exhaustive table (its own noise rules on its own timings)",

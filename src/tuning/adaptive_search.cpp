@@ -46,11 +46,7 @@ double SearchObservation::noise() const {
 }
 
 SearchStage line_stage(const json& line) {
-  if (line.contains("search") && line["search"].is_object() &&
-      line["search"].value("stage", "") == "race") {
-    return SearchStage::race;
-  }
-  return SearchStage::full;
+  return is_race_line(line) ? SearchStage::race : SearchStage::full;
 }
 
 void observe(SearchObservations& obs, const json& line) {

@@ -48,12 +48,6 @@ std::string device_model(const json& h) {
   return s + ")";
 }
 
-// The search a results header names: exhaustive where it names none.
-std::string search_mode_of(const json& h) {
-  return h.contains("search") && h["search"].is_object() ? h["search"].value("mode", "exhaustive")
-                                                         : std::string("exhaustive");
-}
-
 Folder read_folder(const std::string& dir) {
   const std::string path = (fs::path(dir) / "results.jsonl").string();
   if (!fs::is_regular_file(path)) {

@@ -86,9 +86,7 @@ std::string summarise_timing_methods(const std::vector<std::string>& methods) {
 }
 
 json search_provenance(const json& header, const std::vector<json>& lines) {
-  const std::string mode = header.contains("search") && header["search"].is_object()
-                               ? header["search"].value("mode", "exhaustive")
-                               : std::string("exhaustive");
+  const std::string mode = search_mode_of(header);
   json out = {{"mode", mode}};
   if (mode != "adaptive") {
     return out;
@@ -97,10 +95,7 @@ json search_provenance(const json& header, const std::vector<json>& lines) {
   int race = 0;
   for (const json& l : lines) {
     pairs.insert(record_key(l.value("workload_key", ""), l.value("config_key", "")));
-    race +=
-        l.contains("search") && l["search"].is_object() && l["search"].value("stage", "") == "race"
-            ? 1
-            : 0;
+    race += is_race_line(l) ? 1 : 0;
   }
   const int exhaustive = header.contains("plan") ? header["plan"].value("measurements", -1) : -1;
   out["measurements"] = int(pairs.size());

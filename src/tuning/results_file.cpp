@@ -95,6 +95,17 @@ void DurableAppender::append(const json& j) {
   }
 }
 
+std::string search_mode_of(const json& header) {
+  return header.contains("search") && header["search"].is_object()
+             ? header["search"].value("mode", "exhaustive")
+             : std::string("exhaustive");
+}
+
+bool is_race_line(const json& line) {
+  return line.contains("search") && line["search"].is_object() &&
+         line["search"].value("stage", "") == "race";
+}
+
 std::string record_key(const std::string& workload_key, const std::string& config_key) {
   return workload_key + " | " + config_key;
 }
@@ -296,9 +307,9 @@ std::vector<MeasurementRecord> to_records(const std::vector<json>& lines) {
       r.method = j["timing"].value("method", "");
     }
     r.remeasured = j.contains("remeasure_factor");
+    r.brief = is_race_line(j);
     if (j.contains("search") && j["search"].is_object()) {
       const json& sj = j["search"];
-      r.brief = sj.value("stage", "") == "race";
       if (sj.contains("grid") && sj["grid"].is_array()) {
         for (const json& c : sj["grid"]) {
           if (c.is_number_integer()) {
@@ -364,14 +375,9 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
              std::to_string(hdr["shard"].value("count", 1));
     };
     // An adaptive search decides from what it measured; an exhaustive folder stays exhaustive.
-    const auto search_text = [](const json& hdr) {
-      return hdr.contains("search") && hdr["search"].is_object()
-                 ? hdr["search"].value("mode", "exhaustive")
-                 : std::string("exhaustive");
-    };
-    if (search_text(h) != search_text(header)) {
-      throw InputError(path + " was swept with --search " + search_text(h) + ", not " +
-                       search_text(header) + "; --resume needs the same search");
+    if (search_mode_of(h) != search_mode_of(header)) {
+      throw InputError(path + " was swept with --search " + search_mode_of(h) + ", not " +
+                       search_mode_of(header) + "; --resume needs the same search");
     }
     if (shard_text(h) != shard_text(header)) {
       throw InputError(path + " holds shard " + shard_text(h) + " of the plan, not " +

@@ -77,6 +77,11 @@ private:
   int fd_ = -1;
 };
 
+// The search a results header names ("exhaustive" or "adaptive"): exhaustive where it names none.
+[[nodiscard]] std::string search_mode_of(const nlohmann::json& header);
+// Whether a measurement line is an adaptive search's brief race timing (search.stage "race").
+[[nodiscard]] bool is_race_line(const nlohmann::json& line);
+
 // "workload key | config key": what a measurement line is identified by when resuming.
 [[nodiscard]] std::string record_key(const std::string& workload_key,
                                      const std::string& config_key);

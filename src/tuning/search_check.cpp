@@ -60,6 +60,13 @@ TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
   return j;
 }
 
+json table_of_results(const json& header, const std::vector<json>& lines) {
+  const auto records = to_records(lines);
+  const json& dev = header.value("device", json::object());
+  return build_threshold_table(records, table_provenance(header, records, lines),
+                               dev.value("sm_count", dev.value("threads", 0)));
+}
+
 ReplayedSearch replay_on(const json& exhaustive_header, const std::vector<json>& exhaustive_lines) {
   // The plan as the exhaustive sweep ran it: its workloads in order, each with its configurations.
   std::vector<SearchPoint> points;
@@ -81,10 +88,7 @@ ReplayedSearch replay_on(const json& exhaustive_header, const std::vector<json>&
   out.lines = replay_search(search, measured);
   json header = exhaustive_header;
   header["search"] = {{"mode", "adaptive"}};
-  const auto records = to_records(out.lines);
-  const json& dev = header.value("device", json::object());
-  out.table = build_threshold_table(records, table_provenance(header, records, out.lines),
-                                    dev.value("sm_count", dev.value("threads", 0)));
+  out.table = table_of_results(header, out.lines);
   return out;
 }
 

@@ -38,6 +38,10 @@ struct TableJudgement {
                                          const nlohmann::json& exhaustive_table,
                                          const nlohmann::json& table);
 
+// The table a results file's header and lines make, as `sweep` and `merge` build it.
+[[nodiscard]] nlohmann::json table_of_results(const nlohmann::json& header,
+                                              const std::vector<nlohmann::json>& lines);
+
 // The adaptive search replayed on the exhaustive lines (src/tuning/adaptive_search.h: every run
 // answered with the exhaustive timing of that pair): the search's own loss, free of the noise
 // between two sweeps. Its lines and table.

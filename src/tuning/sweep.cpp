@@ -640,8 +640,8 @@ SearchMode search_of(const SweepOptions& opt) {
   }
   if (opt.resume) {
     const ResultsFile rf = read_results((fs::path(opt.out_dir) / "results.jsonl").string());
-    if (rf.header.is_object() && rf.header.contains("search") && rf.header["search"].is_object()) {
-      return parse_search_mode(rf.header["search"].value("mode", "exhaustive"));
+    if (rf.header.is_object()) {
+      return parse_search_mode(search_mode_of(rf.header));
     }
   }
   return SearchMode::exhaustive;

@@ -130,8 +130,6 @@ attn_tune::Query decode_query(const Workload& w) {
 
 namespace {
 
-attn_tune::Query query_of(const Workload& w) { return decode_query(w); }
-
 ContextTiming context_timing(const WorkloadBest& b) {
   return {b.w.context_len, b.v1.median_s, b.v2.median_s, b.v1.iqr_s(), b.v2.iqr_s()};
 }
@@ -404,7 +402,7 @@ json set_regret_json(const DecodeSet& set, const attn_tune::ThresholdTableReader
     unusable += p.usable() ? 0 : 1;
   }
   const auto table_pick = [&reader, &set](std::size_t i) {
-    return KernelConfig::from_json(reader.lookup(query_of(set.workloads[i]->w)).config);
+    return KernelConfig::from_json(reader.lookup(decode_query(set.workloads[i]->w)).config);
   };
   json out = json::object();
   for (const EngineRule& r : engine_rules()) {
@@ -468,7 +466,8 @@ json batch_rules_json(const json& table, const DecodeSets& sets) {
   auto sample = [&](const WorkloadBest& b) {
     BatchSample s = sample_of(b);
     if (has_points) {
-      s.lookup_s = config_time(b.pt, KernelConfig::from_json(reader.lookup(query_of(b.w)).config));
+      s.lookup_s =
+          config_time(b.pt, KernelConfig::from_json(reader.lookup(decode_query(b.w)).config));
     }
     return s;
   };
@@ -541,14 +540,14 @@ json traffic_regret_json(const json& table, const DecodeSets& sets, const RuleFi
                     }).to_json();
       } else if (!table.at("decode").empty()) {
         set[r.id] = traffic_regret(samples, [&](const BatchSample& s) {
-                      const attn_tune::Choice c = reader.lookup(query_of(from[index_of(s)]->w));
+                      const attn_tune::Choice c = reader.lookup(decode_query(from[index_of(s)]->w));
                       return config_time(s.point, KernelConfig::from_json(c.config));
                     }).to_json();
       }
     }
     if (reader.has_batch_rules()) {
       set["batch_rules"] = traffic_regret(samples, [&](const BatchSample& s) {
-                             attn_tune::Query q = query_of(from[index_of(s)]->w);
+                             attn_tune::Query q = decode_query(from[index_of(s)]->w);
                              q.seq_lens = from[index_of(s)]->w.decode_lens();
                              const attn_tune::Choice c = reader.lookup(q);
                              return config_time(s.point, KernelConfig::from_json(c.config));
