@@ -58,6 +58,26 @@ add_test(NAME engine.vllm_cpu.sweep
 set_tests_properties(engine.vllm_cpu.sweep PROPERTIES LABELS "engine" SKIP_RETURN_CODE 77
                      RESOURCE_LOCK cpu_timing TIMEOUT 600)
 
+# The environment's torch (2.x) has float8 dtypes: fp8 caches must reach a Python kernel as
+# torch.float8_e4m3fn / float8_e5m2 views of attn-tune's bytes (docs/python-kernels.md), in the
+# HND and vllm layouts; tests/python/fp8_arrival.py raises on anything else, and refuses a torch
+# without them here (ATTN_EXPECT_TORCH_FLOAT8).
+foreach(layout IN ITEMS hnd vllm)
+  set(factory python:fp8_arrival)
+  if(layout STREQUAL "vllm")
+    set(factory python:fp8_arrival:attn_tune_kernels_vllm)
+  endif()
+  add_test(NAME engine.vllm_cpu.fp8_float8_view_${layout}
+           COMMAND ${in_venv} ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
+                   "-DARGS=verify|--kernels|${factory}|--intensity|quick|--threads|1|--kv-dtypes|fp8_e4m3,fp8_e5m2"
+                   -DEXIT=0 "-DREGEX=108 passed, 0 failed, 0 skipped.*fp8 caches as float8"
+                   -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/fp8_float8_view_${layout}
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.cmake)
+  set_tests_properties(engine.vllm_cpu.fp8_float8_view_${layout} PROPERTIES
+                       LABELS "engine;python" SKIP_RETURN_CODE 77 TIMEOUT 300
+                       ENVIRONMENT "PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/python:${ATTN_ENGINE_PY};ATTN_EXPECT_TORCH_FLOAT8=1")
+endforeach()
+
 # Without the environment (the bridge's own Python, which has torch but no vLLM): one line that
 # says what to install, exit 2.
 if(ATTN_TEST_TORCH)
