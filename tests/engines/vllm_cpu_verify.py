@@ -1,9 +1,14 @@
 """engine.vllm_cpu.verify: `attn-tune verify --intensity quick` through vLLM's CPU attention
-passes, and every configuration of the paths that need a block size divisible by 32 (`vec`, and
+passes but for one known finding, and every configuration of the paths that need a block size divisible by 32 (`vec`, and
 `amx` where the CPU has AMX) is checked, not skipped, by the mask and GQA groups, and in decode
 by the long-context group too (its JUnit report says how many cases each testcase passed).
 
     python vllm_cpu_verify.py ATTN_TUNE WORKDIR
+
+The finding (docs/engines.md): vLLM's CPU op folds the slots past a sequence's length in its last
+block in with a zero weight, so NaN there (verify's nan-tails group) makes the row NaN, as
+vllm-project/vllm issue 641 was on CUDA. Every configuration must fail exactly those cases, each
+with that diagnosis, and nothing else; a vLLM that fixes it makes this test say so.
 
 Runs inside the engine's environment (in_engine_venv.sh)."""
 
@@ -17,6 +22,40 @@ import xml.etree.ElementTree as ET
 REQUIRED = {"decode": ("masks", "gqa", "long"), "prefill": ("masks", "gqa", "chunked")}
 # vLLM CPU's knob isa: 1 is vec, 2 is amx (attn_tune_engines.vllm_cpu.ISAS).
 WIDE = re.compile(r"\[isa=[12]\]$")
+# The known finding: the group that plants NaN past each sequence's length, and verify's words.
+KNOWN_GROUP = "nan-tails"
+KNOWN_DIAGNOSIS = "stale slots folded in with a zero weight"
+
+
+def known_failures(junit):
+    """None when every failed testcase is the known finding and every configuration shows it in
+    every nan-tails testcase it ran; else what differs."""
+    unexpected, shown, ran = [], set(), set()
+    for tc in ET.parse(junit).iter("testcase"):
+        config, group = tc.get("name").split(" ", 1)
+        is_known = "/%s" % KNOWN_GROUP in group
+        if is_known:
+            ran.add((config, group))
+        failure = tc.find("failure")
+        if failure is None:
+            continue
+        text = (failure.text or "") + failure.get("message", "")
+        if is_known and KNOWN_DIAGNOSIS in text:
+            shown.add((config, group))
+        else:
+            unexpected.append("%s %s" % (config, group))
+    if unexpected:
+        return "unexpected failures: " + "; ".join(unexpected)
+    if not ran:
+        return "verify ran no %s case" % KNOWN_GROUP
+    fixed = sorted(ran - shown)
+    if fixed:
+        return ("%s now passes for %s: vLLM no longer folds stale slots in; update "
+                "docs/engines.md and this test" % (KNOWN_GROUP, "; ".join(
+                    "%s %s" % c for c in fixed)))
+    print("known finding, as expected: %d %s testcases fail with '%s'"
+          % (len(shown), KNOWN_GROUP, KNOWN_DIAGNOSIS))
+    return None
 
 
 def main(exe, workdir):
@@ -27,8 +66,12 @@ def main(exe, workdir):
     run = subprocess.run(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          universal_newlines=True)
     print(run.stdout)
-    if run.returncode != 0 or not re.search(r" 0 failed, \d+ skipped", run.stdout):
-        return "verify exited %d without '0 failed'" % run.returncode
+    if run.returncode not in (0, 1) or not re.search(r"\d+ passed, \d+ failed, \d+ skipped",
+                                                     run.stdout):
+        return "verify exited %d without its summary line" % run.returncode
+    problem = known_failures(junit)
+    if problem:
+        return problem
     passed = {}  # (configuration, phase/group without its -bsN) -> cases passed
     for tc in ET.parse(junit).iter("testcase"):
         config, group = tc.get("name").split(" ", 1)
