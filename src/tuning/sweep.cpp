@@ -490,11 +490,12 @@ public:
     }
     sum_.total = m.total;
     sum_.resumed = m.resumed;
-    progress_.emplace(opt_.progress, opt_.progress_tty, sum_.total, sum_.resumed);
-    if (sum_.search == SearchMode::adaptive) {
-      progress_->note("adaptive search: the count is the exhaustive plan's " +
-                      std::to_string(sum_.total) +
-                      " measurements; the search stops when its decisions settle");
+    const bool adaptive = sum_.search == SearchMode::adaptive;
+    progress_.emplace(opt_.progress, opt_.progress_tty, sum_.total, sum_.resumed, adaptive);
+    if (adaptive) {
+      progress_->note("adaptive search: no ETA; the search stops when its decisions settle, "
+                      "within the exhaustive plan's " +
+                      std::to_string(sum_.total) + " measurements");
     }
     if (sum_.resumed > 0) {
       progress_->note("resuming: " + std::to_string(sum_.resumed) + " of " +

@@ -14,8 +14,9 @@ std::string fmt_duration(double s) {
   return buf;
 }
 
-SweepProgress::SweepProgress(std::FILE* out, bool tty, int total, int done)
-    : out_(out), tty_(tty), total_(total), finished_(done), t0_(std::chrono::steady_clock::now()) {}
+SweepProgress::SweepProgress(std::FILE* out, bool tty, int total, int done, bool open_ended)
+    : out_(out), tty_(tty), total_(total), finished_(done), open_ended_(open_ended),
+      t0_(std::chrono::steady_clock::now()) {}
 
 void SweepProgress::step(const std::string& status, const std::string& what) {
   ++finished_;
@@ -24,21 +25,29 @@ void SweepProgress::step(const std::string& status, const std::string& what) {
     return;
   }
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  const int left = total_ - finished_;
-  const std::string eta = fmt_duration(el / new_done_ * left);
-  const int pct = total_ ? int(100.0 * finished_ / total_) : 100;
+  char head[96];
+  if (open_ended_) {
+    std::snprintf(head, sizeof head, "[%d timings, %s elapsed]", finished_,
+                  fmt_duration(el).c_str());
+  } else {
+    const int left = total_ - finished_;
+    const std::string eta = fmt_duration(el / new_done_ * left);
+    const int pct = total_ ? int(100.0 * finished_ / total_) : 100;
+    if (tty_) {
+      std::snprintf(head, sizeof head, "[%d/%d %d%%] ETA %s", finished_, total_, pct, eta.c_str());
+    } else {
+      std::snprintf(head, sizeof head, "[%d/%d %d%% ETA %s]", finished_, total_, pct, eta.c_str());
+    }
+  }
   if (tty_) {
-    char head[64];
-    std::snprintf(head, sizeof head, "[%d/%d %d%%] ETA ", finished_, total_, pct);
-    std::string line = head + eta + "  " + what;
+    std::string line = head + std::string("  ") + what;
     if (line.size() > 150) {
       line = line.substr(0, 147) + "...";
     }
     std::fprintf(out_, "\r\033[K%s", line.c_str());
     open_line_ = true;
   } else {
-    std::fprintf(out_, "[%d/%d %d%% ETA %s] %s %s\n", finished_, total_, pct, eta.c_str(),
-                 status.c_str(), what.c_str());
+    std::fprintf(out_, "%s %s %s\n", head, status.c_str(), what.c_str());
   }
   std::fflush(out_);
 }

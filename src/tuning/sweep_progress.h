@@ -10,7 +10,10 @@ namespace attn {
 class SweepProgress {
 public:
   // `out` nullptr: silent. `done` counts measurements an earlier run already made.
-  SweepProgress(std::FILE* out, bool tty, int total, int done);
+  // `open_ended` (an adaptive search, which stops when its decisions settle): `total` is only the
+  // exhaustive plan's size, so the line counts timings and elapsed time, with no percent or ETA
+  // that would assume the whole plan.
+  SweepProgress(std::FILE* out, bool tty, int total, int done, bool open_ended = false);
   // One measurement finished with `status` ("ok 12.3 us", "skipped (...)") on `what`.
   void step(const std::string& status, const std::string& what);
   // A line of its own ("waiting for the device", "worker restarted"), above the progress line.
@@ -24,6 +27,7 @@ private:
   int total_;
   int finished_;
   int new_done_ = 0;
+  bool open_ended_;
   bool open_line_ = false; // a terminal line is being rewritten in place
   std::chrono::steady_clock::time_point t0_;
 };
