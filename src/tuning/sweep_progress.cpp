@@ -27,8 +27,8 @@ void SweepProgress::step(const std::string& status, const std::string& what) {
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   char head[96];
   if (open_ended_) {
-    std::snprintf(head, sizeof head, "[%d timings, %s elapsed]", finished_,
-                  fmt_duration(el).c_str());
+    std::snprintf(head, sizeof head, "[%d timing%s, %s elapsed]", finished_,
+                  finished_ == 1 ? "" : "s", fmt_duration(el).c_str());
   } else {
     const int left = total_ - finished_;
     const std::string eta = fmt_duration(el / new_done_ * left);
