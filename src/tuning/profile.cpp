@@ -388,7 +388,13 @@ Profile parse_text(const std::string& text, const std::string& origin) {
 void add_traffic(Profile& p, std::vector<Workload> traffic) {
   std::string keys = p.hash;
   for (const Workload& w : traffic) {
-    keys += "|" + w.key() + (w.held_out ? " held out" : "") + " w=" + std::to_string(w.weight);
+    // Appended piece by piece: GCC 12 warns (-Wstringop-overflow, a false positive) on
+    // `"|" + w.key()`, whose insert at the front it cannot bound.
+    keys += '|';
+    keys += w.key();
+    keys += w.held_out ? " held out" : "";
+    keys += " w=";
+    keys += std::to_string(w.weight);
   }
   p.hash = fnv1a_hex(keys);
   p.traffic = std::move(traffic);

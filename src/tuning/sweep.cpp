@@ -648,8 +648,12 @@ SearchMode search_of(const SweepOptions& opt) {
   return SearchMode::exhaustive;
 }
 
+// `backend` gives the worker its backend; `release`, called in the worker once its measurements
+// are sent, frees one it made, so that a plugin's destroy runs in the worker's teardown
+// (src/io/teardown.h) as it does after verify and plugin check.
 SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& backend,
-                              const Profile& prof, const SweepOptions& opt, bool in_process) {
+                              const std::function<void()>& release, const Profile& prof,
+                              const SweepOptions& opt, bool in_process) {
   SweepSession tally(prof, opt);
   const SearchMode search = search_of(opt);
   // One supervised session for the sweep's own measurements, then (remeasure_noisy) one that
@@ -659,7 +663,9 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
     session.work = [&](const WorkerLink& link, int worker) {
       // A later worker continues the file the first one started, whatever --resume said.
       const bool resume = opt.resume || worker > 0 || remeasure != nullptr;
-      return sweep_worker(backend(link), prof, opt, search, resume, remeasure, link);
+      const int code = sweep_worker(backend(link), prof, opt, search, resume, remeasure, link);
+      release();
+      return code;
     };
     session.on_opened = [&](const OpenedMsg& m) { tally.opened(m); };
     session.on_plan = [&](const PlanMsg& m) { tally.planned(m); };
@@ -701,7 +707,7 @@ uint64_t workload_seed(uint64_t sweep_seed, const Workload& w) {
 }
 
 SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt) {
-  return supervised_sweep([&](const WorkerLink&) -> Backend& { return be; }, prof, opt,
+  return supervised_sweep([&](const WorkerLink&) -> Backend& { return be; }, [] {}, prof, opt,
                           /*in_process=*/true);
 }
 
@@ -713,7 +719,7 @@ SweepSummary run_sweep_isolated(const BackendMaker& make, const Profile& prof,
         be = make(link);
         return *be;
       },
-      prof, opt, opt.in_process);
+      [&] { be.reset(); }, prof, opt, opt.in_process);
 }
 
 } // namespace attn

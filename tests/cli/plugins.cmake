@@ -40,8 +40,22 @@ attn_cli_test(NAME verify_kernels_destroy_crash EXIT 1
               ARGS verify --kernels ${ATTN_INIT_PLUGIN} --intensity quick --families decode_v1)
 attn_cli_test(NAME verify_kernels_run_exit EXIT 1 REGEX "fault: worker exited with status 0"
               ARGS verify --kernels ${ATTN_INIT_PLUGIN} --intensity quick --dtypes fp32)
+# A sweep's worker frees its backend once its measurements are sent, so the plugin's destroy
+# runs there too (it never ran in a sweep before 2026-12-03) and its crash is reported. The
+# output folder is removed first: a sweep refuses a folder it did not start.
+add_test(NAME cli.sweep_kernels_destroy_crash_clean
+         COMMAND ${CMAKE_COMMAND} -E rm -rf ${plugins_work}/destroy_crash)
+set_tests_properties(cli.sweep_kernels_destroy_crash_clean PROPERTIES LABELS "cli"
+                     FIXTURES_SETUP destroy_crash_clean)
+attn_cli_test(NAME sweep_kernels_destroy_crash EXIT 1
+              REGEX "the kernels failed after their measurements \\(which stand\\): the worker's teardown after its work \\(a plugin's destroy\\) ended it"
+              ARGS sweep --kernels ${ATTN_INIT_PLUGIN} --profile quick --threads 1 --quiet
+                   --no-report --out ${plugins_work}/destroy_crash)
 set_tests_properties(cli.plugin_check_destroy_crash cli.verify_kernels_destroy_crash
+                     cli.sweep_kernels_destroy_crash
                      PROPERTIES ENVIRONMENT ATTN_TEST_INIT=destroy:segv)
+set_tests_properties(cli.sweep_kernels_destroy_crash PROPERTIES
+                     FIXTURES_REQUIRED destroy_crash_clean)
 set_tests_properties(cli.verify_kernels_run_exit PROPERTIES ENVIRONMENT ATTN_TEST_INIT=run:exit0)
 # An fp8 mask with a bit no cache dtype has (plugin ABI 4): one line naming the bits.
 attn_cli_test(NAME plugin_check_bad_kv_dtypes EXIT 2
