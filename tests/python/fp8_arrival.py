@@ -1,7 +1,7 @@
 """attn-tune's own PyTorch kernels behind a check of how an fp8 cache reaches a Python kernel
 (docs/python-kernels.md): as torch.float8_e4m3fn / torch.float8_e5m2 where this torch has the
-format's dtype, as torch.uint8 otherwise, never copied out of attn-tune's memory, with k_scale
-and v_scale as float32 tensors of one element or one per KV head.
+format's dtype, as torch.uint8 otherwise, with k_scale and v_scale as float32 tensors of one
+element or one per KV head. The HND and vllm layouts are what the tests load.
 
 A run whose call breaks that raises, so verify fails the case with the reason. With
 ATTN_EXPECT_TORCH_FLOAT8=1 (the test in torch 2.x's environment) the factory also refuses a
@@ -62,10 +62,6 @@ def attn_tune_kernels(kv_layout="HND"):
     have = "float8" if hasattr(torch, TORCH_NAMES["fp8_e4m3"]) else "uint8"
     decl["name"] = "fp8-arrival (torch %s, fp8 caches as %s)" % (torch.__version__, have)
     return decl
-
-
-def attn_tune_kernels_nhd():
-    return attn_tune_kernels("NHD")
 
 
 def attn_tune_kernels_vllm():
