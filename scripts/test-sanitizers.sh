@@ -61,14 +61,16 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # prepare plugin's sweep (its verify, which makes and releases the prepared copies, stays); the
 # CPU example plugin's fp8 verify at the forced x86-64-v3 and baseline levels (the native level's
 # stays) and three of the four fp8 planted-mistake plugins (scales_swapped stays);
-# cli.sweep_planted_crossover_adaptive, whose table is judged on planted timings that the
-# instrumented build blurs (it failed 3 to 6 runs in 12 here, the same before 2026-12-03's
-# changes; 0 in 17 in the normal build): the adaptive sweep stays instrumented in test_sweep,
-# test_merge and test_sweep_faults, and the exhaustive planted sweep stays. The
+# the planted-crossover sweeps, cli.sweep_planted_crossover and its _adaptive twin, whose tables
+# are judged on planted timings that the instrumented build blurs (the adaptive one failed 3 to 6
+# runs in 12 here, the same before 2026-12-03's changes; the exhaustive one failed once in CI
+# beside a parallel test, v1's median winning at 3072 keys where v2's planted cost is 30% less;
+# neither failed in 17 runs of the normal build, where they run alone): the exhaustive and
+# adaptive sweeps stay instrumented in test_sweep, test_merge and test_sweep_faults. The
 # normal build runs all of them. CTest's regular expressions hold at most 9 parenthesised groups:
 # one more and the -E expression silently matches nothing, so new names go in without groups.
 # The check below stops the script when the expression excludes nothing.
-exclude='^(python\.table_reader|cli\.verify_(cpu_quick|junit_schema)|isa\.baseline\.CpuBackend\.grids|fuzz\.hostile_plugins|cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin|cli\.verify_cpu_example_fp8_x86-64-v3|cli\.verify_cpu_example_fp8_baseline|cli\.verify_planted_bug_fp8_scale_ignored|cli\.verify_planted_bug_fp8_scale_twice|cli\.verify_planted_bug_fp8_e4m3_as_e5m2|cli\.verify_planted_bug_(drop_last_key|overlap|last_partition|max_not_rescaled|lse_base2|full_last_block|one_past|stale_block|lse_log2|gqa_mod|zero_weight_tail)|cli\.verify_split_ok_(default|full)_fp32|Verify\.PlantedFaultIsCaughtReportedDumpedAndReplayed|Verify\.Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake|cli\.verify_kernels_layout_(nhd|vllm)|Host/Conformance\.PassesTheVerifyCases/cpu_example_plugin|cli\.(sweep|table_show|table_lookup)_own_splits|cli\.(sweep_kernels|table_show)_prepared?(_method)?|cli\.sweep_planted_crossover_adaptive)$'
+exclude='^(python\.table_reader|cli\.verify_(cpu_quick|junit_schema)|isa\.baseline\.CpuBackend\.grids|fuzz\.hostile_plugins|cli\.sweep_quick_.*|Sweep\.QuickProfileEndToEndOnTheCpuBackend|cli\.verify_kernels_same_as_builtin|cli\.verify_cpu_example_fp8_x86-64-v3|cli\.verify_cpu_example_fp8_baseline|cli\.verify_planted_bug_fp8_scale_ignored|cli\.verify_planted_bug_fp8_scale_twice|cli\.verify_planted_bug_fp8_e4m3_as_e5m2|cli\.verify_planted_bug_(drop_last_key|overlap|last_partition|max_not_rescaled|lse_base2|full_last_block|one_past|stale_block|lse_log2|gqa_mod|zero_weight_tail)|cli\.verify_split_ok_(default|full)_fp32|Verify\.PlantedFaultIsCaughtReportedDumpedAndReplayed|Verify\.Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake|cli\.verify_kernels_layout_(nhd|vllm)|Host/Conformance\.PassesTheVerifyCases/cpu_example_plugin|cli\.(sweep|table_show|table_lookup)_own_splits|cli\.(sweep_kernels|table_show)_prepared?(_method)?|cli\.sweep_planted_crossover.*)$'
 # A broken expression (one group too many) excludes nothing without a word: stop instead.
 total=$(ctest --test-dir "$BUILD" -N | awk '/^Total Tests:/ {print $3}')
 kept=$(ctest --test-dir "$BUILD" -N -E "$exclude" | awk '/^Total Tests:/ {print $3}')

@@ -4,7 +4,8 @@
 # lengths that bracket it, and `table lookup` must answer v1 below and v2 above. The grid's
 # lengths nearest the crossover (768, 2048) keep the two costs 26% or more apart, above the
 # timing noise of a shared machine. Both searches are held to it: the adaptive one (issue 30's
-# known-crossover case) must land its switch there too.
+# known-crossover case) must land its switch there too. Each runs alone (RUN_SERIAL): a test
+# beside it on a 2-core machine can hold the spinning worker off the CPU past its planted end.
 set(crossover_work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/planted_crossover)
 set(ATTN_CROSSOVER_PROFILE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/planted_crossover_profile.json)
 file(WRITE ${ATTN_CROSSOVER_PROFILE}
@@ -17,10 +18,9 @@ add_test(NAME cli.sweep_planted_crossover
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DPLUGIN=${ATTN_SPLIT_SPIN_PLUGIN}
                  -DPROFILE=${ATTN_CROSSOVER_PROFILE} -DWORK=${crossover_work}
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/plugins/planted_crossover.cmake)
-set_tests_properties(cli.sweep_planted_crossover PROPERTIES LABELS "cli" RESOURCE_LOCK cpu_timing)
+set_tests_properties(cli.sweep_planted_crossover PROPERTIES LABELS "cli" RUN_SERIAL TRUE)
 add_test(NAME cli.sweep_planted_crossover_adaptive
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DPLUGIN=${ATTN_SPLIT_SPIN_PLUGIN}
                  -DPROFILE=${ATTN_CROSSOVER_PROFILE} -DWORK=${crossover_work}_adaptive
                  -DSEARCH=adaptive -P ${CMAKE_CURRENT_SOURCE_DIR}/plugins/planted_crossover.cmake)
-set_tests_properties(cli.sweep_planted_crossover_adaptive PROPERTIES LABELS "cli"
-                     RESOURCE_LOCK cpu_timing)
+set_tests_properties(cli.sweep_planted_crossover_adaptive PROPERTIES LABELS "cli" RUN_SERIAL TRUE)
