@@ -2,6 +2,11 @@
 // thread is a coroutine, and a shuffle, __syncwarp or __syncthreads is a CTA-wide barrier (valid
 // for kernels in which every thread meets the same barriers in the same order). Also emulates
 // the PTX instructions the prefill kernel uses (mma.sync m16n8k16, packed conversions, cp.async).
+//
+// The coroutines switch stacks with a few instructions of their own on x86-64 (emu_switch
+// below), with ucontext's swapcontext elsewhere. swapcontext saves and restores the signal mask,
+// a system call per switch: with a switch per thread per barrier, the emulation tests spent half
+// their time in the kernel (16 of 52 CPU-seconds on the 2-core CI machine).
 #pragma once
 
 #include <ucontext.h>
@@ -21,7 +26,41 @@ struct Dim {
   unsigned x = 0, y = 0, z = 0;
 };
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ATTN_EMU_OWN_SWITCH 1
+// emu_switch(&from_sp, to_sp): pushes the System V callee-saved registers, stores the stack
+// pointer in *from_sp, takes to_sp as the stack and pops the registers that stack saved (weak: a
+// program of several files that include this header keeps one copy).
+extern "C" void emu_switch(void** from_sp, void* to_sp);
+asm(R"(
+  .text
+  .weak emu_switch
+  .type emu_switch, @function
+emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size emu_switch, .-emu_switch
+)");
+#endif
+
 struct State {
+#if ATTN_EMU_OWN_SWITCH
+  std::vector<void*> sp; // each thread's saved stack pointer
+  void* scheduler_sp = nullptr;
+#endif
   std::vector<ucontext_t> ctx;
   std::vector<std::unique_ptr<char[]>> stacks;
   std::vector<char> finished;
@@ -46,7 +85,11 @@ inline Dim block_idx() { return state().block; }
 // Returns to the scheduler; it resumes this thread after every other thread got here too.
 inline void barrier() {
   State& s = state();
+#if ATTN_EMU_OWN_SWITCH
+  emu_switch(&s.sp[std::size_t(s.current)], s.scheduler_sp);
+#else
   swapcontext(&s.ctx[std::size_t(s.current)], &s.scheduler);
+#endif
 }
 
 inline float shfl_xor(float v, int off) {
@@ -65,13 +108,43 @@ inline void trampoline() {
   s.finished[std::size_t(s.current)] = 1;
 }
 
+#if ATTN_EMU_OWN_SWITCH
+// A thread's first frame: runs the body, then hands the CPU back for good (the scheduler never
+// resumes a finished thread).
+[[noreturn]] inline void fiber_entry() {
+  trampoline();
+  State& s = state();
+  void* unused = nullptr;
+  emu_switch(&unused, s.scheduler_sp);
+  __builtin_unreachable();
+}
+
+// A stack whose first emu_switch "returns" into fiber_entry: six zero registers, then its
+// address, then a slot where a caller's return address would be, so that fiber_entry starts
+// with the stack pointer 8 past a 16-byte boundary, as after a call.
+inline void* fiber_stack(char* base, std::size_t size) {
+  auto top = (reinterpret_cast<std::uintptr_t>(base) + size) & ~std::uintptr_t(15);
+  auto* slot = reinterpret_cast<void**>(top);
+  *--slot = nullptr; // fiber_entry's (never used) return address
+  *--slot = reinterpret_cast<void*>(&fiber_entry);
+  for (int r = 0; r < 6; ++r) {
+    *--slot = nullptr;
+  }
+  return slot;
+}
+#endif
+
 // Runs `body` as a grid of CTAs of `threads` threads, one CTA after the other.
 inline void launch(Dim grid, int threads, std::size_t dynamic_floats,
                    const std::function<void()>& body) {
   constexpr std::size_t kStack = 256 * 1024;
   State& s = state();
   s.body = body;
+#if ATTN_EMU_OWN_SWITCH
+  s.sp.assign(std::size_t(threads), nullptr);
+#else
   s.ctx.assign(std::size_t(threads), ucontext_t{});
+#endif
   s.finished.assign(std::size_t(threads), 0);
   s.slots.assign(std::size_t(threads), 0.0f);
   s.frags.assign(std::size_t(threads), {});
@@ -86,19 +159,27 @@ inline void launch(Dim grid, int threads, std::size_t dynamic_floats,
         s.block = {x, y, z};
         std::fill(s.finished.begin(), s.finished.end(), 0);
         for (int t = 0; t < threads; ++t) {
+#if ATTN_EMU_OWN_SWITCH
+          s.sp[std::size_t(t)] = fiber_stack(s.stacks[std::size_t(t)].get(), kStack);
+#else
           ucontext_t& c = s.ctx[std::size_t(t)];
           getcontext(&c);
           c.uc_stack.ss_sp = s.stacks[std::size_t(t)].get();
           c.uc_stack.ss_size = kStack;
           c.uc_link = &s.scheduler;
           makecontext(&c, trampoline, 0);
+#endif
         }
         for (int done = 0; done < threads;) {
           done = 0;
           for (int t = 0; t < threads; ++t) {
             if (!s.finished[std::size_t(t)]) {
               s.current = t;
+#if ATTN_EMU_OWN_SWITCH
+              emu_switch(&s.scheduler_sp, s.sp[std::size_t(t)]);
+#else
               swapcontext(&s.scheduler, &s.ctx[std::size_t(t)]);
+#endif
             }
             done += s.finished[std::size_t(t)];
           }
