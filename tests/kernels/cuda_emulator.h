@@ -60,15 +60,16 @@ struct State {
 #if ATTN_EMU_OWN_SWITCH
   std::vector<void*> sp; // each thread's saved stack pointer
   void* scheduler_sp = nullptr;
-#endif
+#else
   std::vector<ucontext_t> ctx;
+  ucontext_t scheduler{};
+#endif
   std::vector<std::unique_ptr<char[]>> stacks;
   std::vector<char> finished;
   std::vector<float> slots;                   // shuffle exchange, one per thread
   std::vector<std::array<uint32_t, 6>> frags; // mma fragment exchange (a[4], b[2]), per thread
   std::vector<const void*> rows;              // ldmatrix row addresses, per thread
   std::vector<float> dynamic_smem;
-  ucontext_t scheduler{};
   std::function<void()> body;
   int current = 0;
   Dim block;

@@ -34,7 +34,6 @@ constexpr const char* kSegv = "decode_v2[partition=256,split=0]";
 constexpr const char* kAbort = "decode_v1[split=1]";
 constexpr const char* kHang = "decode_v2[partition=1024,split=1]";
 
-
 struct FaultEnv {
   FaultEnv() {
     const std::string spec = std::string("segv:") + kSegv + ";abort:" + kAbort + ";hang:" + kHang;

@@ -27,7 +27,6 @@ using nlohmann::json;
 
 RunIdentity unit_run(int i) { return {"unit " + std::to_string(i), std::nullopt, {{"unit", i}}}; }
 
-
 // Units 0..n-1; unit i misbehaves as `how[i]` says ("segv", "abort", "hang", "fault", or ok).
 struct Plan {
   std::vector<std::string> how;
