@@ -16,6 +16,7 @@
 // Nothing is validated here (the tests prove these kernels), so no exit code says "wrong":
 // 0 the table is complete (goals met or not: the summary says); 2 bad flags; 4 a run that could
 // not be timed, or another error (one line on stderr).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -93,6 +94,7 @@ int bench(int argc, char** argv) {
   std::vector<DType> dtypes = {DType::f32, DType::f16, DType::bf16};
   std::vector<DType> kv_dtypes = {DType::fp8_e4m3, DType::fp8_e5m2};
   int shape_batch = 0, shape_ctx = 0;
+  std::vector<std::string> only_configs; // --config: the decode configurations to time
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc && std::sscanf(argv[i + 1], "%d", &threads) == 1 &&
@@ -111,6 +113,8 @@ int bench(int argc, char** argv) {
                std::sscanf(argv[i + 1], "%dx%d", &shape_batch, &shape_ctx) == 2 &&
                shape_batch > 0 && shape_ctx > 0) {
       ++i;
+    } else if (a == "--config" && i + 1 < argc) {
+      only_configs.emplace_back(argv[++i]);
     } else if (a == "--kv-dtype" && i + 1 < argc) {
       const std::string v = argv[++i];
       try {
@@ -134,9 +138,33 @@ int bench(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "usage: bench_cpu [--threads N] [--quick] [--no-peer] [--warm] "
                            "[--only decode|prefill] [--dtype fp32|fp16|bf16] "
-                           "[--kv-dtype fp8_e4m3|fp8_e5m2|none] [--decode-shape BATCHxCTX]\n");
+                           "[--kv-dtype fp8_e4m3|fp8_e5m2|none] [--decode-shape BATCHxCTX] "
+                           "[--config KEY]...\n");
       return kExitUsage;
     }
+  }
+  std::vector<KernelConfig> decode_configs = {
+      KernelConfig{Family::decode_v1, {{"split", 0}}},
+      KernelConfig{Family::decode_v1, {{"split", 1}}},
+      KernelConfig{Family::decode_v2, {{"partition", 512}, {"split", 0}}},
+      KernelConfig{Family::decode_v2, {{"partition", 512}, {"split", 1}}}};
+  if (!only_configs.empty()) {
+    std::vector<KernelConfig> picked;
+    for (const std::string& key : only_configs) {
+      const auto it = std::find_if(decode_configs.begin(), decode_configs.end(),
+                                   [&](const KernelConfig& c) { return c.key() == key; });
+      if (it == decode_configs.end()) {
+        std::string known;
+        for (const KernelConfig& c : decode_configs) {
+          known += (known.empty() ? "" : ", ") + c.key();
+        }
+        std::fprintf(stderr, "bench_cpu: --config %s is not a decode configuration it times (%s)\n",
+                     key.c_str(), known.c_str());
+        return kExitUsage;
+      }
+      picked.push_back(*it);
+    }
+    decode_configs = picked;
   }
   auto be = make_cpu_backend({.threads = threads, .kernels = ""});
   const DeviceInfo& info = be->info();
@@ -210,11 +238,6 @@ int bench(int argc, char** argv) {
   if (shape_batch > 0) {
     decode_shapes = {{shape_batch, shape_ctx}};
   }
-  const std::vector<KernelConfig> decode_configs = {
-      KernelConfig{Family::decode_v1, {{"split", 0}}},
-      KernelConfig{Family::decode_v1, {{"split", 1}}},
-      KernelConfig{Family::decode_v2, {{"partition", 512}, {"split", 0}}},
-      KernelConfig{Family::decode_v2, {{"partition", 512}, {"split", 1}}}};
   std::printf(
       "\ndecode (h=32 kvh=8 d=128 bs=16, causal): K/V GB/s vs threaded memcpy of the "
       "same bytes; split=1 is one K/V pass per KV-head group, split=0 one per query head\n");

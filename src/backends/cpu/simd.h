@@ -28,16 +28,28 @@ typedef int32_t i32x16 __attribute__((vector_size(64)));
 typedef uint16_t u16x4 __attribute__((vector_size(8)));
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
 typedef uint16_t u16x16 __attribute__((vector_size(32)));
+typedef uint32_t u32x4 __attribute__((vector_size(16)));
+typedef uint32_t u32x8 __attribute__((vector_size(32)));
+typedef uint32_t u32x16 __attribute__((vector_size(64)));
+typedef int8_t i8x4 __attribute__((vector_size(4)));
+typedef int8_t i8x8 __attribute__((vector_size(8)));
+typedef int8_t i8x16 __attribute__((vector_size(16)));
 typedef uint8_t u8x4 __attribute__((vector_size(4)));
 typedef uint8_t u8x8 __attribute__((vector_size(8)));
 typedef uint8_t u8x16 __attribute__((vector_size(16)));
-// The 8-bit, 16-bit and int32 vectors of as many lanes as V (4, 8 or 16 floats).
+// The 8-bit, 16-bit and 32-bit integer vectors of as many lanes as V (4, 8 or 16 floats).
 template <class V>
 using u8_lanes =
     std::conditional_t<sizeof(V) == 64, u8x16, std::conditional_t<sizeof(V) == 32, u8x8, u8x4>>;
 template <class V>
 using u16_lanes =
     std::conditional_t<sizeof(V) == 64, u16x16, std::conditional_t<sizeof(V) == 32, u16x8, u16x4>>;
+template <class V>
+using i8_lanes =
+    std::conditional_t<sizeof(V) == 64, i8x16, std::conditional_t<sizeof(V) == 32, i8x8, i8x4>>;
+template <class V>
+using u32_lanes =
+    std::conditional_t<sizeof(V) == 64, u32x16, std::conditional_t<sizeof(V) == 32, u32x8, u32x4>>;
 template <class V>
 using i32_lanes =
     std::conditional_t<sizeof(V) == 64, i32x16, std::conditional_t<sizeof(V) == 32, i32x8, i32x4>>;

@@ -12,6 +12,8 @@
 #include <set>
 #include <sstream>
 
+#include <xmmintrin.h>
+
 #include "reference/reference.h"
 #include "src/backends/backend.h"
 #include "src/backends/cpu/cpu_backend.h"
@@ -344,6 +346,48 @@ TEST(CpuBackend, Fp8PrefillGrid) {
   run_prefill_grid(*be, 40, kGridSeed + 101, /*fp8=*/true);
 }
 
+// MXCSR's control bits (rounding, masks, flush-to-zero, denormals-are-zero), not its sticky
+// exception flags (bits 0-5), which any arithmetic may set.
+constexpr unsigned kMxcsrControl = ~0x3fu;
+
+// The decode loops read fp8 values as fp32 subnormals times a power of two; with MXCSR's
+// denormals-are-zero bit set (as torch.set_flush_denormal(True) leaves it, inherited by the
+// threads a process starts) they would read most of a cache whose scale puts its values in the
+// fp8 subnormals as zero. The kernels clear the bit while they read fp8 and restore it.
+TEST(CpuBackend, Fp8DecodeReadsSubnormalsWhileDenormalsAreZero) {
+  SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x40u); // before the backend starts its threads, which inherit it
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
+  for (const DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    AttnParams p;
+    p.num_heads = 8;
+    p.num_kv_heads = 2;
+    p.head_dim = 64;
+    p.block_size = 16;
+    p.dtype = DType::f16;
+    p.kv_dtype = kv;
+    GenOptions gen;
+    gen.seed = 7;
+    // Normal values over these scales are mostly below the format's smallest normal (2^-6 for
+    // E4M3, 2^-14 for E5M2).
+    const float scale = kv == DType::fp8_e4m3 ? 256.0f : 65536.0f;
+    gen.k_scale = {scale};
+    gen.v_scale = {scale};
+    const Problem pr = make_decode_problem(p, {300, 77}, gen);
+    const ReferenceResult ref = reference_attention(pr);
+    for (const KernelConfig& cfg :
+         {KernelConfig{Family::decode_v1, {{"split", 1}}},
+          KernelConfig{Family::decode_v2, {{"partition", 64}, {"split", 1}}},
+          KernelConfig{Family::decode_v1, {{"split", 0}}}}) {
+      expect_matches(run_once(*be, pr, cfg), ref, p.dtype,
+                     std::string(dtype_name(kv)) + " " + cfg.key());
+    }
+  }
+  EXPECT_EQ(_mm_getcsr() & kMxcsrControl, (csr | 0x40u) & kMxcsrControl);
+  _mm_setcsr(csr);
+}
+
 TEST(CpuBackend, IsaOverrideForcesALowerBuildAndRefusesWhatCannotRun) {
   const char* had = std::getenv(cpu::kIsaOverrideEnv);
   const std::string saved = had != nullptr ? had : "";
@@ -467,8 +511,9 @@ TEST(CpuBackend, OutputRoundingMatchesTheSoftwareConversion) {
 }
 
 // Every fp8 byte, at every lane position of the vector loop and in its scalar tail, converts
-// as the model's exact decoding does (E4M3 as value / 256, the kernels' load factor); NaN
-// patterns stay NaN (E4M3's S.1111.111 among them), E5M2's infinities stay infinite.
+// as the model's exact decoding does, also while MXCSR's denormals-are-zero bit is set (the
+// vector loads make fp32 subnormals of the fp8 values, times a power of two); NaN patterns stay
+// NaN (E4M3's S.1111.111 among them), E5M2's infinities stay infinite.
 TEST(CpuBackend, Fp8ConversionIsExactForEveryByte) {
   std::vector<uint8_t> bytes;
   for (int shift = 0; shift < 3; ++shift) { // each byte at several positions in a vector
@@ -480,21 +525,29 @@ TEST(CpuBackend, Fp8ConversionIsExactForEveryByte) {
     bytes.push_back(uint8_t(0x7f + 0x80 * (i & 1)));
   }
   std::vector<float> got(bytes.size());
-  for (cpu::Isa isa : supported_isas()) {
-    for (DType t : {DType::fp8_e4m3, DType::fp8_e5m2}) {
-      cpu::convert_to_float(isa, t, bytes.data(), got.data(), bytes.size());
-      const float factor = t == DType::fp8_e4m3 ? 1.0f / 256 : 1.0f;
-      for (std::size_t i = 0; i < bytes.size(); ++i) {
-        const float want = fp8_to_float(fp8_format(t), bytes[i]) * factor;
-        uint32_t gb, wb;
-        std::memcpy(&gb, &got[i], 4);
-        std::memcpy(&wb, &want, 4);
-        if (std::isnan(want)) {
-          ASSERT_TRUE(std::isnan(got[i]))
-              << cpu::isa_name(isa) << " " << dtype_name(t) << " byte " << int(bytes[i]);
-        } else {
-          ASSERT_EQ(gb, wb) << cpu::isa_name(isa) << " " << dtype_name(t) << " byte "
-                            << int(bytes[i]) << " at " << i;
+  const unsigned csr = _mm_getcsr();
+  for (const unsigned daz : {0u, 0x40u}) {
+    const char* mode = daz != 0 ? " (denormals-are-zero set)" : "";
+    for (cpu::Isa isa : supported_isas()) {
+      for (DType t : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+        _mm_setcsr(csr | daz);
+        cpu::convert_to_float(isa, t, bytes.data(), got.data(), bytes.size());
+        const unsigned after = _mm_getcsr();
+        _mm_setcsr(csr);
+        ASSERT_EQ(after & kMxcsrControl, (csr | daz) & kMxcsrControl)
+            << "the conversion left MXCSR's controls changed" << mode;
+        for (std::size_t i = 0; i < bytes.size(); ++i) {
+          const float want = fp8_to_float(fp8_format(t), bytes[i]);
+          uint32_t gb, wb;
+          std::memcpy(&gb, &got[i], 4);
+          std::memcpy(&wb, &want, 4);
+          if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(got[i]))
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " byte " << int(bytes[i]) << mode;
+          } else {
+            ASSERT_EQ(gb, wb) << cpu::isa_name(isa) << " " << dtype_name(t) << " byte "
+                              << int(bytes[i]) << " at " << i << mode;
+          }
         }
       }
     }
