@@ -388,6 +388,56 @@ TEST(CpuBackend, Fp8DecodeReadsSubnormalsWhileDenormalsAreZero) {
   _mm_setcsr(csr);
 }
 
+// A key tile holding an E4M3 NaN or an E5M2 infinity is read through the exact conversion into
+// a buffer, the others in place, with the scales folded differently (attend_dt): one V element
+// of a visible key set to the special value makes that output dimension NaN or infinite, as in
+// the reference, and every other element of the output still matches it.
+TEST(CpuBackend, Fp8SpecialValueInOneTileKeepsTheOthersExact) {
+  SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
+  for (const DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    AttnParams p;
+    p.num_heads = 8;
+    p.num_kv_heads = 2;
+    p.head_dim = 64;
+    p.block_size = 16;
+    p.dtype = DType::f16;
+    p.kv_dtype = kv;
+    GenOptions gen;
+    gen.seed = 11;
+    gen.k_scale = {0.37f};
+    gen.v_scale = {3.0f, 0.02f}; // per KV head
+    Problem pr = make_decode_problem(p, {300, 77}, gen);
+    // Key 150 of sequence 0, KV head 1, dimension 5: S.1111.111 (E4M3's NaN), 0.11111.00 (+inf).
+    const uint8_t special = kv == DType::fp8_e4m3 ? 0x7f : 0x7c;
+    static_cast<uint8_t*>(pr.value_cache.raw())[pr.value_index(0, 1, 150, 5)] = special;
+    const ReferenceResult ref = reference_attention(pr);
+    const Tolerance tol = tolerance_for(p.dtype);
+    for (const KernelConfig& cfg :
+         {KernelConfig{Family::decode_v1, {{"split", 1}}},
+          KernelConfig{Family::decode_v2, {{"partition", 64}, {"split", 1}}},
+          KernelConfig{Family::decode_v1, {{"split", 0}}}}) {
+      const RunOutput o = run_once(*be, pr, cfg);
+      int specials = 0;
+      for (std::size_t i = 0; i < ref.out.size(); ++i) {
+        const double want = ref.out[i];
+        const double got = o.out.get(i);
+        const std::string at = std::string(dtype_name(kv)) + " " + cfg.key() + " element " +
+                               std::to_string(i);
+        if (!std::isfinite(want)) {
+          ++specials;
+          ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << at << ": " << got;
+        } else {
+          ASSERT_LE(std::abs(got - want), tol.atol + tol.rtol * std::abs(want))
+              << at << ": got " << got << ", want " << want;
+        }
+      }
+      // Dimension 5 of the four query heads of KV head 1, sequence 0.
+      EXPECT_EQ(specials, 4) << dtype_name(kv) << " " << cfg.key();
+    }
+  }
+}
+
 TEST(CpuBackend, IsaOverrideForcesALowerBuildAndRefusesWhatCannotRun) {
   const char* had = std::getenv(cpu::kIsaOverrideEnv);
   const std::string saved = had != nullptr ? had : "";
