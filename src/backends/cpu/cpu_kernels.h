@@ -97,8 +97,9 @@ void combine_partials(Isa isa, const KernelArgs& a, int b, int head, float* tmp)
 // Stores n fp32 values as dtype t with the kernels' output loop (exposed for tests).
 void store_floats(Isa isa, DType t, const float* src, void* dst, std::size_t n);
 
-// Converts n stored values to fp32 with the kernels' vectorised loop (exposed for tests). E4M3
-// comes out as its value / 256, as the kernels load it (they fold the 256 into the scales).
+// Converts n stored values to fp32, exactly, with the kernels' vectorised loop (exposed for
+// tests): for fp8, the in-place loads times the power of two they leave out, and the test of
+// special values the buffer path makes.
 void convert_to_float(Isa isa, DType t, const void* src, float* dst, std::size_t n);
 
 } // namespace attn::cpu
