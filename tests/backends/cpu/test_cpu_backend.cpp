@@ -350,6 +350,18 @@ TEST(CpuBackend, Fp8PrefillGrid) {
 // exception flags (bits 0-5), which any arithmetic may set.
 constexpr unsigned kMxcsrControl = ~0x3fu;
 
+// fp16 queries over a small fp8 cache: 8 query heads on 2 KV heads, head_dim 64, 16-key blocks.
+AttnParams small_fp8_decode(DType kv) {
+  AttnParams p;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 64;
+  p.block_size = 16;
+  p.dtype = DType::f16;
+  p.kv_dtype = kv;
+  return p;
+}
+
 // The decode loops read fp8 values as fp32 subnormals times a power of two; with MXCSR's
 // denormals-are-zero bit set (as torch.set_flush_denormal(True) leaves it, inherited by the
 // threads a process starts) they would read most of a cache whose scale puts its values in the
@@ -360,13 +372,7 @@ TEST(CpuBackend, Fp8DecodeReadsSubnormalsWhileDenormalsAreZero) {
   _mm_setcsr(csr | 0x40u); // before the backend starts its threads, which inherit it
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   for (const DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
-    AttnParams p;
-    p.num_heads = 8;
-    p.num_kv_heads = 2;
-    p.head_dim = 64;
-    p.block_size = 16;
-    p.dtype = DType::f16;
-    p.kv_dtype = kv;
+    const AttnParams p = small_fp8_decode(kv);
     GenOptions gen;
     gen.seed = 7;
     // Normal values over these scales are mostly below the format's smallest normal (2^-6 for
@@ -396,13 +402,7 @@ TEST(CpuBackend, Fp8SpecialValueInOneTileKeepsTheOthersExact) {
   SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   for (const DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
-    AttnParams p;
-    p.num_heads = 8;
-    p.num_kv_heads = 2;
-    p.head_dim = 64;
-    p.block_size = 16;
-    p.dtype = DType::f16;
-    p.kv_dtype = kv;
+    const AttnParams p = small_fp8_decode(kv);
     GenOptions gen;
     gen.seed = 11;
     gen.k_scale = {0.37f};
