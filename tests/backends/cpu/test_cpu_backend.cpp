@@ -350,15 +350,14 @@ TEST(CpuBackend, Fp8PrefillGrid) {
 // exception flags (bits 0-5), which any arithmetic may set.
 constexpr unsigned kMxcsrControl = ~0x3fu;
 
-// fp16 queries over a small fp8 cache: 8 query heads on 2 KV heads, head_dim 64, 16-key blocks.
-AttnParams small_fp8_decode(DType kv) {
+// A small fp16 shape: 8 query heads on 2 KV heads, head_dim 64, 16-key blocks.
+AttnParams small_f16_params() {
   AttnParams p;
   p.num_heads = 8;
   p.num_kv_heads = 2;
   p.head_dim = 64;
   p.block_size = 16;
   p.dtype = DType::f16;
-  p.kv_dtype = kv;
   return p;
 }
 
@@ -372,7 +371,8 @@ TEST(CpuBackend, Fp8DecodeReadsSubnormalsWhileDenormalsAreZero) {
   _mm_setcsr(csr | 0x40u); // before the backend starts its threads, which inherit it
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   for (const DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
-    const AttnParams p = small_fp8_decode(kv);
+    AttnParams p = small_f16_params();
+    p.kv_dtype = kv;
     GenOptions gen;
     gen.seed = 7;
     // Normal values over these scales are mostly below the format's smallest normal (2^-6 for
@@ -402,7 +402,8 @@ TEST(CpuBackend, Fp8SpecialValueInOneTileKeepsTheOthersExact) {
   SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   for (const DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
-    const AttnParams p = small_fp8_decode(kv);
+    AttnParams p = small_f16_params();
+    p.kv_dtype = kv;
     GenOptions gen;
     gen.seed = 11;
     gen.k_scale = {0.37f};
@@ -896,12 +897,7 @@ TEST(CpuBackend, TimingReportsItsMethod) {
 // the very bytes it gives on the HND problem.
 TEST(CpuBackend, OtherKvLayoutsAreRearrangedInPrepare) {
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
-  AttnParams p;
-  p.num_heads = 8;
-  p.num_kv_heads = 2;
-  p.head_dim = 64;
-  p.block_size = 16;
-  p.dtype = DType::f16;
+  AttnParams p = small_f16_params();
   p.window_left = 40;
   const Problem dec = make_decode_problem(p, {1, 17, 300}, {.seed = 21});
   const Problem pre = make_prefill_problem(p, {9, 1}, {30, 65}, {.seed = 22});
