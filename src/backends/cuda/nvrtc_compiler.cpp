@@ -69,8 +69,26 @@ std::string key_material(const CompileRequest& req) {
   return m.str();
 }
 
+// NVRTC 12.4 and later take --minimal: no implicit declarations of textures, the device runtime
+// or the CUDA runtime's types, none of which the kernels use (they include nothing of CUDA's).
+// It makes the same images (checked byte for byte for decode, prefill and the timing helpers on
+// sm_80 and sm_90 with NVRTC 13.0) in less time: the decode compile sweep took a fifth less CPU
+// time, the prefill one a tenth.
+bool nvrtc_has_minimal() {
+  static const bool has = [] {
+    int major = 0;
+    int minor = 0;
+    return nvrtc().version(&major, &minor) == NVRTC_SUCCESS &&
+           (major > 12 || (major == 12 && minor >= 4));
+  }();
+  return has;
+}
+
 std::vector<std::string> full_options(const CompileRequest& req) {
   std::vector<std::string> opts = req.options;
+  if (nvrtc_has_minimal()) {
+    opts.push_back("--minimal");
+  }
   const std::string sm = std::to_string(req.arch);
   if (req.cubin) {
     opts.push_back("-arch=sm_" + sm);
