@@ -45,6 +45,7 @@ void size_scratch(Scratch& s, int max_rows, int max_heads, int head_dim, int k_t
   s.zero_row.assign(std::size_t(head_dim), 0.0f);
   s.rows.resize(keys);
   s.raw_rows.resize(keys);
+  s.ahead.resize(2 * std::size_t(k_tile));
   s.sm.resize(vectors);
   s.lo.resize(std::size_t(max_rows));
   s.hi.resize(std::size_t(max_rows));

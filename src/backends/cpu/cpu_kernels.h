@@ -82,6 +82,7 @@ struct Scratch {
   std::vector<float> zero_row;    // [head_dim] zeros: the rows that pad a tile to whole blocks
   std::vector<const float*> rows; // [k_tile + pad] fp32 row pointers (into kv, or the fp32 cache)
   std::vector<const void*> raw_rows;        // [k_tile + pad] row pointers into a 16-bit cache
+  std::vector<const void*> ahead; // [2 k_tile] the next tile's K and V rows, key by key
   std::vector<attn_math::OnlineSoftmax> sm; // [vectors] (few vectors)
   std::vector<int> lo, hi; // [rows] visible key range of each query row, clipped to the item
 };
