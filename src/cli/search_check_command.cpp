@@ -160,6 +160,10 @@ int run_search_check(const SearchCheckOptions& o) {
   const ReplayedSearch replay = replay_on(ex.file.header, ex.file.lines);
   const TableJudgement replayed = judge_table(ex.records, ex.summary.table, replay.table);
   const int replay_pairs = replay.table.at("provenance").at("search").value("measurements", 0);
+  const KernelCalls ex_calls = kernel_calls(ex.file.lines);
+  const KernelCalls ad_calls = kernel_calls(ad.file.lines);
+  const auto ratio = [](long long a, long long b) { return b > 0 ? double(a) / double(b) : 0.0; };
+  const SweepDrift drift = sweep_drift(ex.records, ad.records);
 
   const bool goals = measurement_ratio <= kGoalMeasurements && time_ratio <= kGoalTime &&
                      real.mean_regret <= kGoalMeanRegret && real.worst_regret <= kGoalWorstRegret;
@@ -176,6 +180,12 @@ int run_search_check(const SearchCheckOptions& o) {
         {"seconds", ad.seconds}}},
       {"measurement_ratio", measurement_ratio},
       {"time_ratio", time_ratio},
+      {"kernel_calls",
+       {{"exhaustive", {{"timed", ex_calls.timed}, {"warmup", ex_calls.warmup}}},
+        {"adaptive", {{"timed", ad_calls.timed}, {"warmup", ad_calls.warmup}}},
+        {"timed_ratio", ratio(ad_calls.timed, ex_calls.timed)},
+        {"warmup_ratio", ratio(ad_calls.warmup, ex_calls.warmup)}}},
+      {"drift", drift.to_json()},
       {"adaptive_table", real.to_json()},
       {"exhaustive_table", self.to_json()},
       {"replayed_search",
@@ -199,6 +209,17 @@ int run_search_check(const SearchCheckOptions& o) {
               "%s)\n",
               pct(measurement_ratio).c_str(), pct(kGoalMeasurements).c_str(),
               pct(time_ratio).c_str(), pct(kGoalTime).c_str());
+  std::printf("search-check: kernel calls, races included: timed repetitions %lld of %lld "
+              "(%s), warm-up calls %lld of %lld (%s)\n",
+              ad_calls.timed, ex_calls.timed, pct(ratio(ad_calls.timed, ex_calls.timed)).c_str(),
+              ad_calls.warmup, ex_calls.warmup,
+              pct(ratio(ad_calls.warmup, ex_calls.warmup)).c_str());
+  if (drift.pairs > 0) {
+    std::printf("search-check: the %d pairs both sweeps timed in full: adaptive/exhaustive time "
+                "median %.2f, 10th-90th percentile %.2f-%.2f (the machine's drift between two "
+                "sweeps, which the adaptive table's regret includes)\n",
+                drift.pairs, drift.median, drift.p10, drift.p90);
+  }
   print_judgement("exhaustive table (its own noise rules on its own timings)", self);
   print_judgement("adaptive table", real);
   print_judgement("the search replayed on the exhaustive timings", replayed);

@@ -60,6 +60,56 @@ TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
   return j;
 }
 
+KernelCalls kernel_calls(const std::vector<json>& lines) {
+  KernelCalls k;
+  for (const json& l : lines) {
+    const json& t = l.value("timing", json::object());
+    if (t.is_object()) {
+      k.timed += t.value("reps", 0LL);
+      k.warmup += t.value("warmup_calls", 0LL);
+    }
+  }
+  return k;
+}
+
+json SweepDrift::to_json() const {
+  return {{"pairs", pairs}, {"median", median}, {"p10", p10}, {"p90", p90}};
+}
+
+SweepDrift sweep_drift(const std::vector<MeasurementRecord>& a,
+                       const std::vector<MeasurementRecord>& b) {
+  std::map<std::string, double> at;
+  for (const MeasurementRecord& r : a) {
+    if (r.status == "ok" && !r.brief && r.median_s > 0) {
+      at[record_key(r.workload.key(), r.config.key())] = r.median_s;
+    }
+  }
+  std::vector<double> ratios;
+  for (const MeasurementRecord& r : b) {
+    const auto it = at.find(record_key(r.workload.key(), r.config.key()));
+    if (r.status == "ok" && !r.brief && r.median_s > 0 && it != at.end()) {
+      ratios.push_back(r.median_s / it->second);
+    }
+  }
+  SweepDrift d;
+  d.pairs = int(ratios.size());
+  if (ratios.empty()) {
+    return d;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  // Linear interpolation between the order statistics.
+  const auto quantile = [&](double q) {
+    const double x = q * double(ratios.size() - 1);
+    const std::size_t i = std::size_t(x);
+    const std::size_t j = std::min(i + 1, ratios.size() - 1);
+    return ratios[i] + (ratios[j] - ratios[i]) * (x - double(i));
+  };
+  d.median = quantile(0.5);
+  d.p10 = quantile(0.1);
+  d.p90 = quantile(0.9);
+  return d;
+}
+
 json table_of_results(const json& header, const std::vector<json>& lines) {
   const auto records = to_records(lines);
   const json& dev = header.value("device", json::object());

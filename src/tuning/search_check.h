@@ -38,6 +38,29 @@ struct TableJudgement {
                                          const nlohmann::json& exhaustive_table,
                                          const nlohmann::json& table);
 
+// The kernel calls a sweep's lines record: timed repetitions (timing.reps) and warm-up calls
+// (timing.warmup_calls), race timings included. On a device where the timed calls, not the
+// per-run costs, take the time, their ratio is what the search saves. (Warm-ups run for a set
+// time, so short kernels make many of them.)
+struct KernelCalls {
+  long long timed = 0;
+  long long warmup = 0;
+};
+[[nodiscard]] KernelCalls kernel_calls(const std::vector<nlohmann::json>& lines);
+
+// How far two sweeps of the same profile on the same device disagree: for every pair both timed
+// in full with status ok, b's median time over a's; the median of those ratios and their 10th and
+// 90th percentiles. The floor under a regret judged across two sweeps.
+struct SweepDrift {
+  int pairs = 0;
+  double median = 0.0;
+  double p10 = 0.0;
+  double p90 = 0.0;
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+[[nodiscard]] SweepDrift sweep_drift(const std::vector<MeasurementRecord>& a,
+                                     const std::vector<MeasurementRecord>& b);
+
 // The table a results file's header and lines make, as `sweep` and `merge` build it.
 [[nodiscard]] nlohmann::json table_of_results(const nlohmann::json& header,
                                               const std::vector<nlohmann::json>& lines);

@@ -215,6 +215,44 @@ TEST(AdaptiveSearch, AnswersWithoutMeasurementsAreErrorsNotLoops) {
   EXPECT_LE(lines.size(), p.lines.size());
 }
 
+TEST(SearchCheck, CountsKernelCallsAndTheDriftBetweenTwoSweeps) {
+  const Workload w = decode(1, 512);
+  const std::vector<KernelConfig> cs = configs();
+  json timed = line_of(w, cs[0], 1e-3);
+  timed["timing"]["reps"] = 10;
+  timed["timing"]["warmup_calls"] = 2;
+  json race = line_of(w, cs[1], 1e-3);
+  race["timing"]["reps"] = 3;
+  race["timing"]["warmup_calls"] = 1;
+  json failed = {{"type", "measurement"}, {"status", "error"}}; // no timing
+  const KernelCalls k = kernel_calls({timed, race, failed});
+  EXPECT_EQ(k.timed, 13);
+  EXPECT_EQ(k.warmup, 3);
+
+  const auto rec = [&](int c, double t, const char* status = "ok", bool brief = false) {
+    MeasurementRecord r;
+    r.workload = w;
+    r.config = cs[std::size_t(c)];
+    r.status = status;
+    r.median_s = t;
+    r.brief = brief;
+    return r;
+  };
+  const std::vector<MeasurementRecord> a = {rec(0, 1.0), rec(1, 2.0), rec(2, 4.0), rec(3, 1.0),
+                                            rec(4, 1.0)};
+  // Pairs 0-2 timed in full by both (ratios 1.1, 1.0, 0.5); 3 only raced by b, 4 failed there,
+  // 5 absent from a: none of those counts.
+  const std::vector<MeasurementRecord> b = {rec(0, 1.1),         rec(1, 2.0),
+                                            rec(2, 2.0),         rec(3, 9.0, "ok", true),
+                                            rec(4, 9.0, "fault"), rec(5, 9.0)};
+  const SweepDrift d = sweep_drift(a, b);
+  EXPECT_EQ(d.pairs, 3);
+  EXPECT_DOUBLE_EQ(d.median, 1.0);
+  EXPECT_NEAR(d.p10, 0.6, 1e-12); // 0.5 + 0.2 * (1.0 - 0.5)
+  EXPECT_NEAR(d.p90, 1.08, 1e-12); // 1.0 + 0.8 * (1.1 - 1.0)
+  EXPECT_EQ(sweep_drift(a, {}).pairs, 0);
+}
+
 TEST(AdaptiveSearch, ParsesItsModes) {
   EXPECT_EQ(parse_search_mode("adaptive"), SearchMode::adaptive);
   EXPECT_EQ(parse_search_mode("exhaustive"), SearchMode::exhaustive);
