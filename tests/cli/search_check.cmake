@@ -1,0 +1,41 @@
+# `attn-tune search-check` end to end on the CPU backend (issue 30, point 3): a small decode grid
+# swept exhaustively and adaptively, its report written with every figure the docs promise
+# (docs/adaptive-search.md), the search replayed on the exhaustive folder, and the one-line
+# refusals. The grid is small and the timing short: the test checks the command, not the goals.
+if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
+  set(sc_work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/search_check)
+  set(sc_profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/search_check_profile.json)
+  file(WRITE ${sc_profile}
+       "{\"name\": \"search-check-small\", \"decode\": {\"batch\": [1, 2],\n"
+       " \"context_len\": [64, 256, 1024], \"num_kv_heads\": [1], \"gqa_ratio\": [2],\n"
+       " \"head_dim\": [32], \"block_size\": [16], \"dtype\": [\"fp32\"]},\n"
+       " \"timing\": {\"warmup\": 1, \"min_reps\": 3, \"max_reps\": 5, \"max_seconds\": 0.01}}\n")
+  add_test(NAME cli.search_check_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${sc_work}/out)
+  set_tests_properties(cli.search_check_clean PROPERTIES LABELS "cli"
+                                                         FIXTURES_SETUP search_check_clean)
+  attn_cli_test(NAME search_check_cpu EXIT 0
+                REGEX "exhaustive 48 measurements.*kernel calls, races included: timed repetitions [0-9]+ of [0-9]+.*the [0-9]+ pairs both sweeps timed in full: adaptive/exhaustive time median [0-9.]+.*adaptive table: v1/v2 decision agrees at [0-9]+ of 6 points.*replayed search measures.*report .*search_check\\.json"
+                WORKDIR ${sc_work}
+                ARGS search-check --device cpu --profile ${sc_profile} --threads 1 --quiet --out out)
+  set_tests_properties(cli.search_check_cpu PROPERTIES FIXTURES_REQUIRED search_check_clean
+                                                       FIXTURES_SETUP search_check_out
+                                                       RESOURCE_LOCK cpu_timing)
+  # The report holds what the output said, for tools.
+  add_test(NAME cli.search_check_report
+           COMMAND ${CMAKE_COMMAND} -DREPORT=${sc_work}/out/search_check.json
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/tuning/search_check_report.cmake)
+  set_tests_properties(cli.search_check_report PROPERTIES LABELS "cli"
+                                                          FIXTURES_REQUIRED search_check_out)
+  attn_cli_test(NAME search_check_replay EXIT 0
+                REGEX "the search replayed on .*exhaustive/results\\.jsonl: [0-9]+ of its 48 measurements.*replayed table: v1/v2 decision agrees at [0-9]+ of 6 points"
+                WORKDIR ${sc_work}
+                ARGS search-check --replay out/exhaustive --out out/replayed)
+  attn_cli_test(NAME search_check_out_exists EXIT 2
+                REGEX "exists: search-check starts both sweeps afresh" WORKDIR ${sc_work}
+                ARGS search-check --device cpu --profile ${sc_profile} --quiet --out out)
+  attn_cli_test(NAME search_check_replay_adaptive EXIT 2 REGEX "needs an exhaustive one"
+                WORKDIR ${sc_work} ARGS search-check --replay out/adaptive)
+  set_tests_properties(cli.search_check_replay cli.search_check_out_exists
+                       cli.search_check_replay_adaptive
+                       PROPERTIES FIXTURES_REQUIRED search_check_out)
+endif()
