@@ -13,10 +13,16 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   add_test(NAME cli.search_check_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${sc_work}/out)
   set_tests_properties(cli.search_check_clean PROPERTIES LABELS "cli"
                                                          FIXTURES_SETUP search_check_clean)
-  attn_cli_test(NAME search_check_cpu EXIT 0
-                REGEX "exhaustive 48 measurements.*kernel calls, races included: timed repetitions [0-9]+ of [0-9]+.*the [0-9]+ pairs both sweeps timed in full: adaptive/exhaustive time median [0-9.]+.*adaptive table: v1/v2 decision agrees at [0-9]+ of 6 points.*replayed search measures.*report .*search_check\\.json"
+  string(CONCAT sc_regex
+         "exhaustive 48 measurements.*"
+         "kernel calls, races included: timed repetitions [0-9]+ of [0-9]+.*"
+         "the [0-9]+ pairs both sweeps timed in full: adaptive/exhaustive time median [0-9.]+.*"
+         "adaptive table: v1/v2 decision agrees at [0-9]+ of 6 points.*"
+         "replayed search measures.*report .*search_check\\.json")
+  attn_cli_test(NAME search_check_cpu EXIT 0 REGEX "${sc_regex}"
                 WORKDIR ${sc_work}
-                ARGS search-check --device cpu --profile ${sc_profile} --threads 1 --quiet --out out)
+                ARGS search-check --device cpu --profile ${sc_profile} --threads 1 --quiet
+                     --out out)
   set_tests_properties(cli.search_check_cpu PROPERTIES FIXTURES_REQUIRED search_check_clean
                                                        FIXTURES_SETUP search_check_out
                                                        RESOURCE_LOCK cpu_timing)
@@ -26,8 +32,10 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/tuning/search_check_report.cmake)
   set_tests_properties(cli.search_check_report PROPERTIES LABELS "cli"
                                                           FIXTURES_REQUIRED search_check_out)
-  attn_cli_test(NAME search_check_replay EXIT 0
-                REGEX "the search replayed on .*exhaustive/results\\.jsonl: [0-9]+ of its 48 measurements.*replayed table: v1/v2 decision agrees at [0-9]+ of 6 points"
+  string(CONCAT sc_replay_regex
+         "the search replayed on .*exhaustive/results\\.jsonl: [0-9]+ of its 48 measurements.*"
+         "replayed table: v1/v2 decision agrees at [0-9]+ of 6 points")
+  attn_cli_test(NAME search_check_replay EXIT 0 REGEX "${sc_replay_regex}"
                 WORKDIR ${sc_work}
                 ARGS search-check --replay out/exhaustive --out out/replayed)
   attn_cli_test(NAME search_check_out_exists EXIT 2
