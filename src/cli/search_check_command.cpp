@@ -55,6 +55,9 @@ TimedSweep timed_sweep(const BackendMaker& make, const Profile& prof, attn::Swee
   return t;
 }
 
+// part / whole, 0 when there is no whole.
+double share(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
+
 std::string pct(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * x);
@@ -148,13 +151,12 @@ int run_search_check(const SearchCheckOptions& o) {
   const nlohmann::json& search = ad.summary.table.at("provenance").at("search");
   const int exhaustive_pairs = int(ex.records.size());
   const int adaptive_pairs = search.value("measurements", 0);
-  const double measurement_ratio =
-      exhaustive_pairs > 0 ? double(adaptive_pairs) / exhaustive_pairs : 0.0;
+  const double measurement_ratio = share(adaptive_pairs, exhaustive_pairs);
   int full_pairs = 0;
   for (const MeasurementRecord& r : ad.records) {
     full_pairs += r.brief ? 0 : 1;
   }
-  const double time_ratio = ex.seconds > 0 ? ad.seconds / ex.seconds : 0.0;
+  const double time_ratio = share(ad.seconds, ex.seconds);
   const TableJudgement real = judge_table(ex.records, ex.summary.table, ad.summary.table);
   const TableJudgement self = judge_table(ex.records, ex.summary.table, ex.summary.table);
   const ReplayedSearch replay = replay_on(ex.file.header, ex.file.lines);
@@ -162,7 +164,9 @@ int run_search_check(const SearchCheckOptions& o) {
   const int replay_pairs = replay.table.at("provenance").at("search").value("measurements", 0);
   const KernelCalls ex_calls = kernel_calls(ex.file.lines);
   const KernelCalls ad_calls = kernel_calls(ad.file.lines);
-  const auto ratio = [](long long a, long long b) { return b > 0 ? double(a) / double(b) : 0.0; };
+  const double replay_ratio = share(replay_pairs, exhaustive_pairs);
+  const double timed_ratio = share(double(ad_calls.timed), double(ex_calls.timed));
+  const double warmup_ratio = share(double(ad_calls.warmup), double(ex_calls.warmup));
   const SweepDrift drift = sweep_drift(ex.records, ad.records);
 
   const bool goals = measurement_ratio <= kGoalMeasurements && time_ratio <= kGoalTime &&
@@ -183,14 +187,14 @@ int run_search_check(const SearchCheckOptions& o) {
       {"kernel_calls",
        {{"exhaustive", {{"timed", ex_calls.timed}, {"warmup", ex_calls.warmup}}},
         {"adaptive", {{"timed", ad_calls.timed}, {"warmup", ad_calls.warmup}}},
-        {"timed_ratio", ratio(ad_calls.timed, ex_calls.timed)},
-        {"warmup_ratio", ratio(ad_calls.warmup, ex_calls.warmup)}}},
+        {"timed_ratio", timed_ratio},
+        {"warmup_ratio", warmup_ratio}}},
       {"drift", drift.to_json()},
       {"adaptive_table", real.to_json()},
       {"exhaustive_table", self.to_json()},
       {"replayed_search",
        {{"measurements", replay_pairs},
-        {"measurement_ratio", exhaustive_pairs > 0 ? double(replay_pairs) / exhaustive_pairs : 0.0},
+        {"measurement_ratio", replay_ratio},
         {"table", replayed.to_json()}}},
       {"goals",
        {{"measurement_ratio", kGoalMeasurements},
@@ -211,9 +215,8 @@ int run_search_check(const SearchCheckOptions& o) {
               pct(time_ratio).c_str(), pct(kGoalTime).c_str());
   std::printf("search-check: kernel calls, races included: timed repetitions %lld of %lld "
               "(%s), warm-up calls %lld of %lld (%s)\n",
-              ad_calls.timed, ex_calls.timed, pct(ratio(ad_calls.timed, ex_calls.timed)).c_str(),
-              ad_calls.warmup, ex_calls.warmup,
-              pct(ratio(ad_calls.warmup, ex_calls.warmup)).c_str());
+              ad_calls.timed, ex_calls.timed, pct(timed_ratio).c_str(), ad_calls.warmup,
+              ex_calls.warmup, pct(warmup_ratio).c_str());
   if (drift.pairs > 0) {
     std::printf("search-check: the %d pairs both sweeps timed in full: adaptive/exhaustive time "
                 "median %.2f, 10th-90th percentile %.2f-%.2f (the machine's drift between two "
@@ -224,7 +227,7 @@ int run_search_check(const SearchCheckOptions& o) {
   print_judgement("adaptive table", real);
   print_judgement("the search replayed on the exhaustive timings", replayed);
   std::printf("search-check: the replayed search measures %d (%s)\n", replay_pairs,
-              pct(exhaustive_pairs > 0 ? double(replay_pairs) / exhaustive_pairs : 0.0).c_str());
+              pct(replay_ratio).c_str());
   std::printf("search-check: goals (measurements <= %s, time <= %s, regret mean <= %s, worst <= "
               "%s): %s\nsearch-check: report %s\n",
               pct(kGoalMeasurements).c_str(), pct(kGoalTime).c_str(), pct(kGoalMeanRegret).c_str(),

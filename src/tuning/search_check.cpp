@@ -63,10 +63,10 @@ TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
 KernelCalls kernel_calls(const std::vector<json>& lines) {
   KernelCalls k;
   for (const json& l : lines) {
-    const json& t = l.value("timing", json::object());
-    if (t.is_object()) {
-      k.timed += t.value("reps", 0LL);
-      k.warmup += t.value("warmup_calls", 0LL);
+    const auto t = l.find("timing");
+    if (t != l.end() && t->is_object()) {
+      k.timed += t->value("reps", 0LL);
+      k.warmup += t->value("warmup_calls", 0LL);
     }
   }
   return k;
