@@ -1,10 +1,14 @@
 // attn-cuda-bandwidth: decode v1 and v2 bandwidth (KV bytes read over time) against a
-// device-to-device copy measured in the same run, every configuration validated first.
+// device-to-device copy measured in the same run, every configuration validated first, over each
+// cache dtype asked for (fp16 by default, then fp8 E4M3 and E5M2: their bytes are one per
+// element, so a row's share of the copy says how close the kernel comes to reading the cache at
+// the copy's speed, whatever it stores).
 // Exit codes (tools/tool_exit.h): 0 all passed; 1 a configuration failed validation, after the
 // whole table and JSON are out; 2 bad flags; 3 no usable GPU (one line on stderr); 4 an error.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +39,14 @@ struct Best {
   double median_s = 0.0;
 };
 
-int run(int device, bool quick, const std::string& json_path) {
+int run(int device, bool quick, const std::vector<std::string>& kv_names,
+        const std::string& json_path) {
+  // The cache dtypes first: a bad name is exit 2 with or without a GPU.
+  std::vector<std::optional<DType>> caches;
+  for (const std::string& name : kv_names) {
+    const DType t = parse_kv_dtype(name, DType::f16);
+    caches.push_back(is_fp8(t) ? std::optional<DType>(t) : std::nullopt);
+  }
   auto be = make_cuda_backend(device);
   const DeviceInfo& d = be->info();
   std::printf("device %s: %s, %d SMs, L2 %.0f MiB\n", d.id.c_str(), d.name.c_str(), d.sm_count,
@@ -62,9 +73,12 @@ int run(int device, bool quick, const std::string& json_path) {
   const std::vector<Case> cases = {{"long", 8, quick ? 16384 : 32768}, {"short", 64, 1024}};
 
   std::vector<cuda::DecodeVariant> variants;
-  for (Family f : {Family::decode_v1, Family::decode_v2}) {
-    for (const auto& c : be->config_space(f, p)) {
-      variants.push_back(cuda::decode_variant(c, p));
+  for (const auto& kv : caches) {
+    p.kv_dtype = kv;
+    for (Family f : {Family::decode_v1, Family::decode_v2}) {
+      for (const auto& c : be->config_space(f, p)) {
+        variants.push_back(cuda::decode_variant(c, p));
+      }
     }
   }
   (void)cuda::precompile_decode(variants, d.cc_major * 10 + d.cc_minor);
@@ -75,61 +89,63 @@ int run(int device, bool quick, const std::string& json_path) {
                         {"cases", nlohmann::json::array()}};
   std::vector<std::string> table;
   int failed = 0;
-  for (const Case& cs : cases) {
-    GenOptions g;
-    g.seed = 20261129;
-    g.pool_factor = 1.0; // timing only needs the bytes; the layout is still a permutation
-    const Problem pr =
-        make_decode_problem(p, std::vector<int>(std::size_t(cs.batch), cs.context), g);
-    // The first and last sequences are checked: enough to catch a wrong kernel, cheap enough
-    // for contexts of 32k.
-    CheckSubject subject(cs.name, pr, {0, cs.batch - 1});
-    RunRequest req;
-    req.timing = topt;
-    const double kv_bytes = double(pr.kv_bytes_touched());
-    nlohmann::json jc = {{"case", cs.name},
-                         {"batch", cs.batch},
-                         {"context", cs.context},
-                         {"kv_bytes", kv_bytes},
-                         {"results", nlohmann::json::array()}};
-    for (Family f : {Family::decode_v1, Family::decode_v2}) {
-      Best best;
-      for (const auto& cfg : be->config_space(f, p)) {
-        const CheckedRunResult r = checked_run_here(*be, subject, cfg, req);
-        if (r.status == RunStatus::skipped) {
-          jc["results"].push_back({{"config", cfg.key()}, {"skipped", r.reason}});
-          continue;
+  for (const auto& kv : caches) {
+    p.kv_dtype = kv;
+    const std::string cache = std::string(dtype_name(p.cache_dtype()));
+    for (const Case& cs : cases) {
+      GenOptions g;
+      g.seed = 20261129;
+      g.pool_factor = 1.0; // timing only needs the bytes; the layout is still a permutation
+      const Problem pr =
+          make_decode_problem(p, std::vector<int>(std::size_t(cs.batch), cs.context), g);
+      // The first and last sequences are checked: enough to catch a wrong kernel, cheap enough
+      // for contexts of 32k.
+      CheckSubject subject(cs.name, pr, {0, cs.batch - 1});
+      RunRequest req;
+      req.timing = topt;
+      const double kv_bytes = double(pr.kv_bytes_touched());
+      nlohmann::json jc = {{"case", cs.name},      {"kv_dtype", cache},
+                           {"batch", cs.batch},    {"context", cs.context},
+                           {"kv_bytes", kv_bytes}, {"results", nlohmann::json::array()}};
+      for (Family f : {Family::decode_v1, Family::decode_v2}) {
+        Best best;
+        for (const auto& cfg : be->config_space(f, p)) {
+          const CheckedRunResult r = checked_run_here(*be, subject, cfg, req);
+          if (r.status == RunStatus::skipped) {
+            jc["results"].push_back({{"config", cfg.key()}, {"skipped", r.reason}});
+            continue;
+          }
+          if (r.status != RunStatus::passed) {
+            const std::string what = r.check ? r.check->report.summary() : r.reason;
+            std::printf("FAIL %s %s %s: %s\n%s", cs.name.c_str(), cache.c_str(), cfg.key().c_str(),
+                        what.c_str(), r.check ? r.check->report.details().c_str() : "");
+            jc["results"].push_back({{"config", cfg.key()}, {"check", what}});
+            ++failed;
+            continue;
+          }
+          const TimingResult& t = *r.timing;
+          const CheckReport& rep = r.check->report;
+          const double bw = kv_bytes / t.median_s;
+          jc["results"].push_back({{"config", cfg.key()},
+                                   {"bytes_per_s", bw},
+                                   {"timing", to_json(t)},
+                                   {"check", rep.summary()}});
+          if (bw > best.bytes_per_s) {
+            best = {cfg.key(), bw, t.median_s};
+          }
         }
-        if (r.status != RunStatus::passed) {
-          const std::string what = r.check ? r.check->report.summary() : r.reason;
-          std::printf("FAIL %s %s: %s\n%s", cs.name.c_str(), cfg.key().c_str(), what.c_str(),
-                      r.check ? r.check->report.details().c_str() : "");
-          jc["results"].push_back({{"config", cfg.key()}, {"check", what}});
-          ++failed;
-          continue;
-        }
-        const TimingResult& t = *r.timing;
-        const CheckReport& rep = r.check->report;
-        const double bw = kv_bytes / t.median_s;
-        jc["results"].push_back({{"config", cfg.key()},
-                                 {"bytes_per_s", bw},
-                                 {"timing", to_json(t)},
-                                 {"check", rep.summary()}});
-        if (bw > best.bytes_per_s) {
-          best = {cfg.key(), bw, t.median_s};
-        }
+        char line[256];
+        std::snprintf(line, sizeof line, "%-6s %-8s %-10s %9.1f %7.1f%%  %9.3f  %s",
+                      cs.name.c_str(), cache.c_str(), family_name(f), best.bytes_per_s / 1e9,
+                      100.0 * best.bytes_per_s / copy.bytes_per_s, best.median_s * 1e3,
+                      best.key.c_str());
+        table.push_back(line);
       }
-      char line[256];
-      std::snprintf(line, sizeof line, "%-6s %-10s %9.1f %7.1f%%  %9.3f  %s", cs.name.c_str(),
-                    family_name(f), best.bytes_per_s / 1e9,
-                    100.0 * best.bytes_per_s / copy.bytes_per_s, best.median_s * 1e3,
-                    best.key.c_str());
-      table.push_back(line);
+      out["cases"].push_back(jc);
     }
-    out["cases"].push_back(jc);
   }
-  std::printf("\n%-6s %-10s %9s %8s  %9s  %s\n", "case", "family", "GB/s", "of copy", "ms",
-              "best configuration");
+  std::printf("\n%-6s %-8s %-10s %9s %8s  %9s  %s\n", "case", "cache", "family", "GB/s", "of copy",
+              "ms", "best configuration");
   for (const auto& l : table) {
     std::printf("%s\n", l.c_str());
   }
@@ -151,13 +167,18 @@ int main(int argc, char** argv) {
   int device = 0;
   bool quick = false;
   std::string json_path;
+  std::vector<std::string> kv_names = {"auto", "fp8_e4m3", "fp8_e5m2"};
   app.add_option("--device", device, "CUDA device index")->check(CLI::NonNegativeNumber);
   app.add_flag("--quick", quick, "Shorter contexts and timing budgets");
+  app.add_option("--kv-dtype", kv_names,
+                 "KV cache dtypes to time, in order: auto (fp16, the queries' dtype), fp8_e4m3 "
+                 "(fp8), fp8_e5m2")
+      ->default_str("auto fp8_e4m3 fp8_e5m2");
   app.add_option("--json", json_path, "Also write every measurement to this JSON file");
   app.footer(tools::kSpeedToolExitCodes);
   if (const auto done = cli::parse_or_exit(app, argc, argv, "attn-cuda-bandwidth")) {
     return *done;
   }
   return cli::run_reporting_errors("attn-cuda-bandwidth",
-                                   [&] { return run(device, quick, json_path); });
+                                   [&] { return run(device, quick, kv_names, json_path); });
 }

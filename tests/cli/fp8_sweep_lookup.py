@@ -2,7 +2,9 @@
 "auto" and "fp8_e4m3" writes a table whose fp8 points `table lookup --kv-dtype fp8_e4m3` returns,
 decision and configuration, while calls without --kv-dtype get the points of the fp16 cache.
 
-    usage: fp8_sweep_lookup.py ATTN_TUNE QUICK_PROFILE WORKDIR
+    usage: fp8_sweep_lookup.py ATTN_TUNE QUICK_PROFILE WORKDIR [DEVICE]
+
+DEVICE is `cpu` (the default; CTest) or a GPU such as `cuda:0` (scripts/device-check.sh).
 """
 import json
 import os
@@ -20,7 +22,11 @@ def uses_v2(point, ctx):
 
 
 def main():
+    if len(sys.argv) not in (4, 5):
+        sys.exit("usage: fp8_sweep_lookup.py ATTN_TUNE QUICK_PROFILE WORKDIR [DEVICE]")
     tool, quick, work = sys.argv[1:4]
+    device = sys.argv[4] if len(sys.argv) == 5 else "cpu"
+    threads = ["--threads", "2"] if device == "cpu" else []
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     with open(quick) as f:
@@ -38,8 +44,8 @@ def main():
     with open(path, "w") as f:
         json.dump(profile, f, indent=1)
     out = os.path.join(work, "out")
-    r = subprocess.run([tool, "sweep", "--device", "cpu", "--profile", path, "--threads", "2",
-                        "--quiet", "--no-report", "--out", out], capture_output=True, text=True)
+    r = subprocess.run([tool, "sweep", "--device", device, "--profile", path] + threads +
+                       ["--quiet", "--no-report", "--out", out], capture_output=True, text=True)
     if r.returncode != 0:
         fail("the sweep exited %d: %s" % (r.returncode, r.stderr))
     table_path = os.path.join(out, "threshold_table.json")
@@ -57,7 +63,7 @@ def main():
         kv = p.get("kv_dtype", "auto")
         for m in p["measured"]:
             ctx = m["context_len"]
-            args = [tool, "table", "lookup", table_path, "--device", "cpu", "--json",
+            args = [tool, "table", "lookup", table_path, "--device", device, "--json",
                     "--batch", str(p["batch"]), "--context-len", str(ctx),
                     "--num-heads", str(p["num_heads"]), "--num-kv-heads", str(p["num_kv_heads"]),
                     "--head-dim", str(p["head_dim"]), "--block-size", str(p["block_size"]),
@@ -84,8 +90,8 @@ def main():
     r = subprocess.run([tool, "table", "show", table_path], capture_output=True, text=True)
     if r.returncode != 0 or "kv=fp8_e4m3" not in r.stdout:
         fail("table show does not name the fp8 points (exit %d)" % r.returncode)
-    print("fp8_sweep_lookup: %d lookups of %d fp8_e4m3 and %d fp16-cache points agree with the "
-          "table" % (checked, len(fp8), len(plain)))
+    print("fp8_sweep_lookup: %s: %d lookups of %d fp8_e4m3 and %d fp16-cache points agree with the "
+          "table" % (device, checked, len(fp8), len(plain)))
 
 
 if __name__ == "__main__":

@@ -20,3 +20,8 @@ foreach(tool attn-cuda-bandwidth attn-cuda-prefill-speed)
                    --help)
   endif()
 endforeach()
+# A cache dtype it does not know is a usage error before any device is opened.
+if(TARGET attn-cuda-bandwidth)
+  attn_tool_test(attn-cuda-bandwidth bad_kv_dtype 2
+                 "^attn-cuda-bandwidth: error: [^\n]*fp9[^\n]*\n$" --kv-dtype fp9)
+endif()

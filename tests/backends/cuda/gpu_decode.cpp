@@ -82,6 +82,18 @@ AttnParams space_params() {
   return p;
 }
 
+// The fp8 cases: both cache formats under each query dtype, over the shapes in turn, with
+// scales far from 1 (per tensor, then per KV head) so that a dropped or doubled scale fails.
+constexpr DType kFp8Formats[] = {DType::fp8_e4m3, DType::fp8_e5m2};
+constexpr int kFp8Cases = 12;
+
+AttnParams fp8_case_params(int case_index) {
+  AttnParams p = case_params(case_index);
+  p.kv_dtype = kFp8Formats[case_index % 2];
+  p.dtype = kDtypes[(case_index / 2) % 3];
+  return p;
+}
+
 // Compiles every variant the suite runs on all cores first: the backend compiles one at a time.
 class GpuDecode : public ::testing::Test {
 protected:
@@ -96,6 +108,12 @@ protected:
     for (Family f : {Family::decode_v1, Family::decode_v2}) {
       for (const auto& cfg : cuda::decode_config_space(f, space_params())) {
         variants.push_back(cuda::decode_variant(cfg, space_params()));
+      }
+    }
+    for (int c = 0; c < kFp8Cases; ++c) {
+      const AttnParams p = fp8_case_params(c);
+      for (const auto& cfg : case_configs(c, p)) {
+        variants.push_back(cuda::decode_variant(cfg, p));
       }
     }
     const DeviceInfo& d = gpu().info();
@@ -148,6 +166,43 @@ TEST_F(GpuDecode, RandomizedAgainstReference) {
                               << rep.details();
       }
       ++case_index;
+    }
+  }
+}
+
+// fp8 caches on the device: sm_89 and later convert with cvt.*x2 instructions, which the CPU
+// emulation tests cannot reach; the values near E4M3's 448 and in the subnormals, the NaNs in
+// the slots nobody reads and the masks are the emulation tests' cases.
+TEST_F(GpuDecode, Fp8CachesAgainstReference) {
+  for (int c = 0; c < kFp8Cases; ++c) {
+    AttnParams p = fp8_case_params(c);
+    if (c % 3 == 1) {
+      p.window_left = 37;
+    } else if (c % 3 == 2) {
+      p.softcap = 30.0;
+    }
+    std::vector<int> lens = ragged_lengths(500 + c, 7, p.block_size, {256, 512, 1024}, 1100);
+    lens.push_back(0);
+    GenOptions g;
+    g.seed = 7000 + c;
+    g.nan_tails = true;
+    if ((c / 3) % 2 == 0) {
+      g.k_scale = {1.0f / 64};
+      g.v_scale = {4.0f};
+    } else {
+      for (int h = 0; h < p.num_kv_heads; ++h) {
+        g.k_scale.push_back(h % 2 == 0 ? 24.0f : 0.37f);
+        g.v_scale.push_back(h % 2 == 0 ? 0.37f : 1.0f / 64);
+      }
+    }
+    const Problem pr = make_decode_problem(p, lens, g);
+    const ReferenceResult ref = reference_attention(pr);
+    for (const KernelConfig& cfg : case_configs(c, p)) {
+      ASSERT_EQ(gpu().can_run(cfg, pr), std::nullopt) << cfg.key() << " " << pr.describe();
+      const CheckReport rep = run_and_check(pr, cfg, ref);
+      EXPECT_TRUE(rep.pass) << "seed " << g.seed << " " << cfg.key() << " " << pr.describe() << "\n"
+                            << rep.summary() << "\n"
+                            << rep.details();
     }
   }
 }

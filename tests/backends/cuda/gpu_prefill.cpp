@@ -92,6 +92,17 @@ void case_lengths(uint64_t seed, const AttnParams& p, std::vector<int>& q, std::
   k.insert(k.end(), {400, 257, 129, 20, 0});
 }
 
+// The fp8 cases: both cache formats under each query dtype, over the shapes in turn.
+constexpr DType kFp8Formats[] = {DType::fp8_e4m3, DType::fp8_e5m2};
+constexpr int kFp8Cases = 12;
+
+AttnParams fp8_case_params(int case_index) {
+  AttnParams p = case_params(case_index);
+  p.kv_dtype = kFp8Formats[case_index % 2];
+  p.dtype = kDtypes[(case_index / 2) % 3];
+  return p;
+}
+
 class GpuPrefill : public ::testing::Test {
 protected:
   // Compiles every variant the suite runs on all cores first: the backend compiles one at a time.
@@ -105,6 +116,12 @@ protected:
     }
     for (const auto& cfg : cuda::prefill_config_space(space_params())) {
       variants.push_back(cuda::prefill_variant(cfg, space_params()));
+    }
+    for (int c = 0; c < kFp8Cases; ++c) {
+      const AttnParams p = fp8_case_params(c);
+      for (const auto& cfg : case_configs(c, p)) {
+        variants.push_back(cuda::prefill_variant(cfg, p));
+      }
     }
     const DeviceInfo& d = gpu().info();
     (void)cuda::precompile_prefill(variants, d.cc_major * 10 + d.cc_minor);
@@ -154,6 +171,42 @@ TEST_F(GpuPrefill, RandomizedAgainstReference) {
                               << rep.details();
       }
       ++case_index;
+    }
+  }
+}
+
+// fp8 caches on the device (sm_89 and later convert with cvt.*x2 instructions, out of the CPU
+// emulation's reach): scales far from 1, per tensor and per KV head, values near E4M3's 448 and
+// in the subnormals, NaN in the slots nobody reads, every mask of the randomized cases.
+TEST_F(GpuPrefill, Fp8CachesAgainstReference) {
+  for (int c = 0; c < kFp8Cases; ++c) {
+    const AttnParams p = fp8_case_params(c);
+    std::vector<int> q, k;
+    case_lengths(900 + c, p, q, k);
+    GenOptions g;
+    g.seed = 9000 + c;
+    g.nan_tails = true;
+    if ((c / 3) % 2 == 0) {
+      g.k_scale = {1.0f / 64};
+      g.v_scale = {4.0f};
+    } else {
+      for (int h = 0; h < p.num_kv_heads; ++h) {
+        g.k_scale.push_back(h % 2 == 0 ? 24.0f : 0.37f);
+        g.v_scale.push_back(h % 2 == 0 ? 0.37f : 1.0f / 64);
+      }
+    }
+    const Problem pr = make_prefill_problem(p, q, k, g);
+    const ReferenceResult ref = reference_attention(pr);
+    for (const KernelConfig& cfg : case_configs(c, p)) {
+      const auto why = gpu().can_run(cfg, pr);
+      if (p.dtype == DType::f32 && why && why->find("shared memory") != std::string::npos) {
+        continue; // as in the randomized cases
+      }
+      ASSERT_EQ(why, std::nullopt) << cfg.key() << " " << pr.describe();
+      const CheckReport rep = run_and_check(pr, cfg, ref);
+      EXPECT_TRUE(rep.pass) << "seed " << g.seed << " " << cfg.key() << " " << pr.describe() << "\n"
+                            << rep.summary() << "\n"
+                            << rep.details();
     }
   }
 }
