@@ -162,7 +162,8 @@ prebuild() {
     echo "source_sha256 $(source_hash)"
     echo "built $(date -u +%FT%TZ) on $(hostname) from $build"
     echo "commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)$(
-      [[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] && echo ' (with uncommitted changes)')"
+      [[ -n $(git -C "$ROOT" status --porcelain -- "${SOURCE_PATHS[@]}" 2>/dev/null) ]] &&
+        echo ' (with uncommitted changes)')"
     echo "compiler $(c++ --version | head -n 1)"
     echo "cuda $("$CUDA_DIR/bin/nvcc" --version 2>/dev/null | tail -n 1)"
     # The newest glibc and libstdc++ symbol versions the binaries need: the device image must
