@@ -11,7 +11,8 @@
 // and spilled some configurations at 48-64 registers.
 //   decode_v1         grid (GROUP ? num_kv_heads : num_heads, batch),        block THREADS
 //   decode_v2         grid (GROUP ? num_kv_heads : num_heads, batch, parts), block THREADS
-//   decode_v2_reduce  grid (num_heads, batch), block REDUCE_THREADS, dynamic smem parts floats
+//   decode_v2_reduce  grid (num_heads, batch), block REDUCE_THREADS, dynamic smem max_parts
+//                     floats rounded up to a multiple of 4
 //   static shared memory of the main kernels: (THREADS / 32) * (HEAD_DIM + 2) floats
 //   (the cross-warp combine); none depends on the context length.
 //
@@ -442,7 +443,8 @@ ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(THREADS, 1)
 }
 
 // Combines the partials of (b, h) as SPEC.md "Split-KV partials"; w holds one weight per
-// partition in dynamic shared memory (max_parts floats).
+// partition in dynamic shared memory (max_parts floats, rounded up to a multiple of 4: the
+// compiled loop over w reads 16-byte groups, past `parts` in its remainder).
 ATTN_KERNEL_LINKAGE __global__ void __launch_bounds__(REDUCE_THREADS)
     decode_v2_reduce(attn_decode::elem_t* out, float* lse, const int* __restrict__ context_lens,
                      const float* __restrict__ ws_m, const float* __restrict__ ws_l,

@@ -6,6 +6,7 @@
 // Exit codes (tools/tool_exit.h): 0 all passed; 1 a configuration failed validation, after the
 // whole table and JSON are out; 2 bad flags; 3 no usable GPU (one line on stderr); 4 an error.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -81,7 +82,10 @@ int run(int device, bool quick, const std::vector<std::string>& kv_names,
       }
     }
   }
+  const auto t0 = std::chrono::steady_clock::now();
   (void)cuda::precompile_decode(variants, d.cc_major * 10 + d.cc_minor);
+  std::printf("%zu kernel variants compiled or loaded from the cache in %.1f s\n", variants.size(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
   nlohmann::json out = {{"device", d.to_json()},
                         {"copy_bytes_per_s", copy.bytes_per_s},
@@ -139,6 +143,7 @@ int run(int device, bool quick, const std::vector<std::string>& kv_names,
                       cs.name.c_str(), cache.c_str(), family_name(f), best.bytes_per_s / 1e9,
                       100.0 * best.bytes_per_s / copy.bytes_per_s, best.median_s * 1e3,
                       best.key.c_str());
+        std::printf("%s\n", line); // as it comes; the table below repeats it
         table.push_back(line);
       }
       out["cases"].push_back(jc);
@@ -163,6 +168,8 @@ int run(int device, bool quick, const std::vector<std::string>& kv_names,
 } // namespace
 
 int main(int argc, char** argv) {
+  // Line by line, also into a file or pipe: a run stopped by a time limit keeps what it printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"Decode kernel bandwidth against a device-to-device copy"};
   int device = 0;
   bool quick = false;

@@ -173,6 +173,8 @@ int run(const Options& o) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // Line by line, also into a file or pipe: a run stopped by a time limit keeps what it printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"Prefill kernel TFLOP/s (visible query-key pairs) on prompt shapes"};
   Options o;
   app.add_option("--device", o.device, "CUDA device index")->check(CLI::NonNegativeNumber);

@@ -200,7 +200,11 @@ DecodeLaunch decode_launch(const DecodeVariant& v, const Problem& pr) {
     l.reduce = true;
     l.reduce_grid = {unsigned(p.num_heads), unsigned(pr.batch), 1};
     l.reduce_block = {unsigned(kReduceThreads), 1, 1};
-    l.reduce_smem = int64_t(l.max_parts) * 4;
+    // One float per partition, rounded up to whole 16-byte groups: ptxas reads the weights
+    // four at a time with LDS.128, the loop's remainder included (seen in the sm_90 SASS of
+    // decode_v2_reduce, and by compute-sanitizer's memcheck on an H200 as a read past the end
+    // when the partitions were not a multiple of four).
+    l.reduce_smem = int64_t(l.max_parts + 3) / 4 * 16;
     l.workspace_floats = int64_t(pr.batch) * p.num_heads * l.max_parts * (v.head_dim + 2);
   }
   return l;

@@ -74,7 +74,7 @@ struct DecodeLaunch {
   bool reduce = false;     // decode_v2: the reduce kernel follows
   Dim3 reduce_grid;
   Dim3 reduce_block;
-  int64_t reduce_smem = 0;      // dynamic shared memory of the reduce (one float per partition)
+  int64_t reduce_smem = 0; // dynamic shared memory of the reduce (a float per partition, in 16 B)
   int max_parts = 0;            // partitions of the longest sequence
   int64_t workspace_floats = 0; // m, l and partial o of every (sequence, head, partition)
 };

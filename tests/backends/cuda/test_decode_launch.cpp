@@ -154,7 +154,7 @@ TEST(CudaDecodeLaunch, LaunchShapes) {
   EXPECT_TRUE(l2.reduce);
   EXPECT_EQ(l2.reduce_grid, (Dim3{32, 3, 1}));
   EXPECT_EQ(l2.reduce_block, (Dim3{unsigned(kReduceThreads), 1, 1}));
-  EXPECT_EQ(l2.reduce_smem, 3 * 4);
+  EXPECT_EQ(l2.reduce_smem, 16); // 3 floats, in whole 16-byte groups (the reduce reads 4 at once)
   EXPECT_EQ(l2.workspace_floats, int64_t(3) * 32 * 3 * (128 + 2));
 
   // Every sequence empty: still one partition slot, so the grid is valid.
