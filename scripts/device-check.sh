@@ -72,7 +72,8 @@ SOURCE_PATHS=(CMakeLists.txt src include kernels plugins reference profiles test
 
 # The plan: name, limit (s), expected time (s), kind (host: runs anywhere; gpu: answers "no GPU"
 # without one). Limits sum to 555 s, inside the default budget of 570 s. Expected times are
-# those of the first run on an H200 (2026-12-04), where one was known.
+# those of the first runs on an H200 (2026-12-04); gpu-plugin timed out there (the built-in CUDA
+# kernels' conformance verify compiled a kernel per size to aim its cases, since fixed).
 PLAN=(
   "env 15 8 host"
   "probe 10 1 gpu"
@@ -81,7 +82,7 @@ PLAN=(
   "gpu-decode 60 36 gpu"
   "gpu-prefill 45 19 gpu"
   "sweep-quick 90 63 gpu"
-  "gpu-plugin 100 60 gpu"
+  "gpu-plugin 100 ? gpu"
   "python-cuda 45 32 gpu"
   "sanitizers 45 25 gpu"
   "bandwidth 60 40 gpu"
@@ -346,9 +347,11 @@ step_devices() {
 gtest_sharded() {
   local bin=$1 filter=$2 shards=$3 i rc=0 pids=() tag
   tag=$(basename "$bin")
+  # Each shard's lines go out as they come (a step its limit stops keeps what its tests said), and
+  # into a file for the SKIPPED test below; the pipeline's status is the test binary's.
   for ((i = 0; i < shards; ++i)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$bin" --gtest_filter="$filter" \
-      >"$WORK/$tag.$i.txt" 2>&1 &
+    (GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$bin" --gtest_filter="$filter" 2>&1 |
+      tee "$WORK/$tag.$i.txt" | sed -u "s/^/[$tag $i] /") &
     pids+=($!)
   done
   for i in "${!pids[@]}"; do
@@ -357,7 +360,6 @@ gtest_sharded() {
       ((r != 77)) && rc=1
       ((rc == 0 && r == 77)) && rc=77
     }
-    sed "s/^/[$tag $i] /" "$WORK/$tag.$i.txt"
   done
   # A skipped test (GTEST_SKIP: no GPU) is not a pass on a GPU machine.
   if ((rc == 0)) && grep -q '\[  SKIPPED \]' "$WORK/$tag".*.txt; then
@@ -399,7 +401,7 @@ step_gpu_plugin() {
     "$BIN/attn-tune" verify --kernels "$plugin" --device cuda:0 --intensity quick || rc=$?
   fi
   ATTN_TEST_CPU_EXAMPLE_PLUGIN=$BIN/libattn_plugin_cpu_example.so \
-    ATTN_TEST_CUDA_EXAMPLE_PLUGIN=$plugin gtest_sharded "$BIN/test_conformance" 'Gpu/*' 4 || {
+    ATTN_TEST_CUDA_EXAMPLE_PLUGIN=$plugin gtest_sharded "$BIN/test_conformance" 'Gpu/*' 2 || {
     r=$?
     ((rc == 0 || rc == 3)) && rc=$r
   }
@@ -488,7 +490,10 @@ step_sanitizers() {
 }
 
 step_bandwidth() {
-  "$BIN/attn-cuda-bandwidth" --device 0 --quick --json "$WORK/bandwidth.json"
+  # fp16 and E4M3 (E5M2's loads and loop are E4M3's but for the conversion): 60 s was not enough
+  # for all three caches on an H200.
+  "$BIN/attn-cuda-bandwidth" --device 0 --quick --kv-dtype auto --kv-dtype fp8_e4m3 \
+    --json "$WORK/bandwidth.json"
   local rc=$?
   [[ -f $WORK/bandwidth.json ]] && cp "$WORK/bandwidth.json" "$OUTDIR/bandwidth.json"
   ((rc == 3)) && return 77

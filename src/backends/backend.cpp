@@ -35,6 +35,22 @@ std::vector<KernelConfig> Backend::config_space(Family f, const AttnParams& p) c
 }
 
 std::optional<std::string> Backend::can_run(const KernelConfig& cfg, const Problem& pr) const {
+  if (auto why = contract_refusal(cfg, pr)) {
+    return why;
+  }
+  return refuse(cfg, pr);
+}
+
+std::optional<std::string> Backend::can_run_unbuilt(const KernelConfig& cfg,
+                                                    const Problem& pr) const {
+  if (auto why = contract_refusal(cfg, pr)) {
+    return why;
+  }
+  return refuse_unbuilt(cfg, pr);
+}
+
+std::optional<std::string> Backend::contract_refusal(const KernelConfig& cfg,
+                                                     const Problem& pr) const {
   if (auto why = phase_mismatch(cfg.family, pr.phase)) {
     return why;
   }
@@ -56,7 +72,7 @@ std::optional<std::string> Backend::can_run(const KernelConfig& cfg, const Probl
              std::to_string(pr.params.head_dim);
     }
   }
-  return refuse(cfg, pr);
+  return std::nullopt;
 }
 
 std::unique_ptr<PreparedRun> Backend::prepare(const Problem& pr, const KernelConfig& cfg) {

@@ -83,6 +83,12 @@ public:
   // the set's own refuse().
   [[nodiscard]] virtual std::optional<std::string> can_run(const KernelConfig& cfg,
                                                            const Problem& pr) const;
+  // can_run as far as the set can tell without building its kernels: the contract's checks, then
+  // refuse_unbuilt(). For questions over many shapes that run nothing (verify's aim at the block
+  // and head sizes a set accepts): the CUDA backend's can_run compiles the variant to read its
+  // registers and spills, one at a time, which over every size took minutes on an H200.
+  [[nodiscard]] std::optional<std::string> can_run_unbuilt(const KernelConfig& cfg,
+                                                           const Problem& pr) const;
   // Gets every pair of a plan ready before the first is timed, so that no compile falls inside a
   // measurement (the CUDA backend compiles their kernels on all cores), calling
   // progress(done, total) as it goes (progress(0, total) first). Nothing to do by default.
@@ -112,11 +118,22 @@ protected:
   // What only this set knows about why `cfg` cannot run `pr`; the contract's checks passed.
   [[nodiscard]] virtual std::optional<std::string> refuse(const KernelConfig& cfg,
                                                           const Problem& pr) const = 0;
+  // refuse() without building anything (the CUDA backend's host rules); refuse() by default.
+  [[nodiscard]] virtual std::optional<std::string> refuse_unbuilt(const KernelConfig& cfg,
+                                                                  const Problem& pr) const {
+    return refuse(cfg, pr);
+  }
   // The run of `cfg` on `pr`, which is valid, accepted by can_run and in the family's layout.
   [[nodiscard]] virtual std::unique_ptr<PreparedRun>
   make_run(const Problem& pr, const KernelConfig& cfg, const FamilyDecl& fam) = 0;
   // "the CPU", "plugin NAME", "cuda:0": who refuses, in prepare's error.
   [[nodiscard]] virtual std::string refuser() const { return info().id; }
+
+private:
+  // The contract's checks of can_run (phase, family, the cache dtype it reads, the layout's
+  // head_dim), before the set's own refusal.
+  [[nodiscard]] std::optional<std::string> contract_refusal(const KernelConfig& cfg,
+                                                            const Problem& pr) const;
 };
 
 struct BackendOptions {

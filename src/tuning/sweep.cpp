@@ -163,8 +163,7 @@ std::string shown(const CheckedRunResult& r) {
   return "FAULT " + r.reason;
 }
 
-// Has the backend compile every kernel the plan still needs before the first timing, saying
-// "compiling N kernels: i/N" at every tenth and at the end.
+// Has the backend compile every kernel the plan still needs before the first timing.
 void prepare_plan(Backend& be, const std::vector<PlannedWorkload>& plan, const WorkerLink& link) {
   std::vector<PlanItem> items;
   for (const PlannedWorkload& pw : plan) {
@@ -172,20 +171,7 @@ void prepare_plan(Backend& be, const std::vector<PlannedWorkload>& plan, const W
       items.push_back({pw.workload->params, cfg});
     }
   }
-  if (items.empty()) {
-    return;
-  }
-  int shown_tenth = -1;
-  be.prepare_plan(items, [&](int done, int total) {
-    if (total == 0) {
-      return;
-    }
-    if (const int tenth = done * 10 / total; tenth != shown_tenth) {
-      shown_tenth = tenth;
-      link.log("compiling " + std::to_string(total) + " kernels: " + std::to_string(done) + "/" +
-               std::to_string(total));
-    }
-  });
+  prepare_logged(be, items, link);
 }
 
 // The device a timing lock is taken on: a GPU by its UUID, a CPU by its host.

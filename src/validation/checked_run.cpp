@@ -103,6 +103,23 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
   return r;
 }
 
+void prepare_logged(Backend& be, const std::vector<PlanItem>& items, const WorkerLink& link) {
+  if (items.empty()) {
+    return;
+  }
+  int shown_tenth = -1;
+  be.prepare_plan(items, [&](int done, int total) {
+    if (total == 0) {
+      return;
+    }
+    if (const int tenth = done * 10 / total; tenth != shown_tenth) {
+      shown_tenth = tenth;
+      link.log("compiling " + std::to_string(total) + " kernels: " + std::to_string(done) + "/" +
+               std::to_string(total));
+    }
+  });
+}
+
 CheckedRunResult checked_run_here(Backend& be, CheckSubject& subject, const KernelConfig& cfg,
                                   const RunRequest& req, RunOutput* output) {
   static const std::set<std::string> none;

@@ -61,6 +61,11 @@ private:
                                            CheckSubject& subject, const RunIdentity& run,
                                            const RunRequest& req, RunOutput* output = nullptr);
 
+// Has the backend build every pair's kernels before the first run (prepare_plan: the CUDA backend
+// compiles them on all cores instead of one by one inside the runs), logging "compiling N
+// kernels: i/N" at every tenth and at the end.
+void prepare_logged(Backend& be, const std::vector<PlanItem>& items, const WorkerLink& link);
+
 // The same run in this process, unsupervised, for the benchmark tools (bench_cpu and the device
 // measurements): a crash there ends the tool, and nothing is reported anywhere.
 [[nodiscard]] CheckedRunResult checked_run_here(Backend& be, CheckSubject& subject,

@@ -29,7 +29,9 @@ std::vector<int> declared_values(const KernelSetDecl& decl, Phase phase, const c
   return {out.begin(), out.end()};
 }
 
-// The configurations of the phase's families (by key) that accept a small problem of this shape.
+// The configurations of the phase's families (by key) that accept a small problem of this shape,
+// as far as the set can tell without building them (can_run_unbuilt: every size of every
+// configuration, which the CUDA backend would otherwise compile one by one).
 std::set<std::string> accepting(const Backend& be, Phase phase, DType dt, int block_size,
                                 int head_dim) {
   AttnParams p;
@@ -48,7 +50,7 @@ std::set<std::string> accepting(const Backend& be, Phase phase, DType dt, int bl
       continue;
     }
     for (const KernelConfig& cfg : be.config_space(f.family, p)) {
-      if (!be.can_run(cfg, pr)) {
+      if (!be.can_run_unbuilt(cfg, pr)) {
         out.insert(cfg.key());
       }
     }

@@ -1,7 +1,8 @@
 // What verify aims at in a kernel set (verify_cases.h KernelTargets): the values it declares
 // (decode_v2's "partition", or none where the kernel chooses its splits; prefill's "q_tile" and
 // "k_tile") and the block and head sizes some configuration of the phase accepts, found by
-// asking can_run on small problems of each candidate size. The plugin ABI declares no block or
+// asking can_run_unbuilt on small problems of each candidate size (can_run for plugins and Python
+// modules; the CUDA backend's host rules without a compile). The plugin ABI declares no block or
 // head sizes: can_run's answers are the declaration.
 #pragma once
 #include <set>

@@ -133,6 +133,10 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
                               kKernelPhaseSeconds);
       const KernelTargets aim = kernel_targets(be, phase, dt);
       link.end();
+      // What is left to check, case by case (an earlier worker's runs are not repeated), and
+      // every kernel that needs built before the first run.
+      std::vector<std::pair<VerifyCase, std::vector<std::pair<Family, KernelConfig>>>> work;
+      std::vector<PlanItem> plan;
       for (const VerifyCase& c : verify_cases(phase, dt, opt.intensity, opt.seed, aim)) {
         const bool selected =
             c.params.fp8_cache()
@@ -146,12 +150,19 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
           for (const KernelConfig& cfg : be.config_space(f, c.params)) {
             if (!link.finished(check_key(device, cfg, c))) {
               todo.emplace_back(f, cfg);
+              plan.push_back({c.params, cfg});
             }
           }
         }
-        if (todo.empty()) {
-          continue; // an earlier worker checked this case: do not even build it
+        if (!todo.empty()) {
+          work.emplace_back(c, std::move(todo));
         }
+      }
+      link.begin_phase(std::string("building the ") + phase_name(phase) + " kernels of " +
+                       std::to_string(work.size()) + " cases");
+      prepare_logged(be, plan, link);
+      link.end();
+      for (const auto& [c, todo] : work) {
         CheckSubject subject(c.name(), c.make(), {}, opt.reference_threads);
         for (const auto& [f, cfg] : todo) {
           const RunIdentity run{check_key(device, cfg, c), cfg,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -325,6 +326,81 @@ TEST(Verify, EveryConfigurationGetsTheGroupsAtABlockSizeItAccepts) {
                         "decode/long-bs32/fp32", "decode/shared-prefix-bs32/fp32"}) {
     EXPECT_TRUE(checked32.count(g)) << g;
   }
+}
+
+namespace {
+
+// The CPU kernels behind a set that, like the CUDA backend, builds a kernel to answer can_run
+// (counted) and knows its rules without building (refuse_unbuilt), and records what
+// prepare_plan was handed and what ran without having been prepared.
+class BuildsToAnswer : public Backend {
+public:
+  BuildsToAnswer() : inner_(make_cpu_backend({.threads = 2, .kernels = ""})) {}
+  const DeviceInfo& info() const override { return inner_->info(); }
+  const KernelSetDecl& declaration() const override { return inner_->declaration(); }
+  std::vector<KernelConfig> config_space(Family f, const AttnParams& p) const override {
+    return inner_->config_space(f, p);
+  }
+  void prepare_plan(const std::vector<PlanItem>& plan,
+                    const std::function<void(int, int)>& progress) override {
+    for (const PlanItem& it : plan) {
+      prepared_.insert(pair_key(it.params, it.config));
+    }
+    progress(int(plan.size()), int(plan.size()));
+  }
+  mutable int builds = 0;
+  mutable int rule_checks = 0;
+  int ran = 0;
+  int ran_unprepared = 0;
+
+protected:
+  std::optional<std::string> refuse(const KernelConfig& c, const Problem& p) const override {
+    ++builds;
+    return inner_->can_run(c, p);
+  }
+  std::optional<std::string> refuse_unbuilt(const KernelConfig& c,
+                                            const Problem& p) const override {
+    ++rule_checks;
+    return inner_->can_run(c, p);
+  }
+  std::unique_ptr<PreparedRun> make_run(const Problem& p, const KernelConfig& c,
+                                        const FamilyDecl&) override {
+    ++ran;
+    ran_unprepared += prepared_.count(pair_key(p.params, c)) == 0 ? 1 : 0;
+    return inner_->prepare(p, c);
+  }
+
+private:
+  static std::string pair_key(const AttnParams& p, const KernelConfig& c) {
+    return c.key() + " d=" + std::to_string(p.head_dim) + " bs=" + std::to_string(p.block_size) +
+           " " + std::string(dtype_name(p.dtype)) + " kv=" +
+           std::string(dtype_name(p.cache_dtype()));
+  }
+  std::unique_ptr<Backend> inner_;
+  std::set<std::string> prepared_;
+};
+
+} // namespace
+
+// verify asks which block and head sizes a set accepts without building a kernel per size (the
+// CUDA backend's answer over every size and configuration, one compile at a time, outran the
+// probe's two-minute deadline on an H200), and hands every kernel its cases run to prepare_plan
+// before the first run (the CUDA backend compiles them on all cores).
+TEST(Verify, AimsWithoutBuildingAndPreparesEveryKernelItRuns) {
+  BuildsToAnswer be;
+  (void)kernel_targets(be, Phase::decode, DType::f16);
+  EXPECT_EQ(be.builds, 0);
+  EXPECT_GT(be.rule_checks, 50); // every candidate size of every configuration
+  VerifyOptions opt;
+  opt.families = {Family::decode_v1, Family::decode_v2};
+  opt.dtypes = {DType::f16};
+  opt.intensity = Intensity::quick;
+  opt.reference_threads = 2;
+  const VerifyReport rep = run_verify(be, opt, nullptr);
+  EXPECT_GT(rep.passed, 0);
+  EXPECT_EQ(rep.failed, 0);
+  EXPECT_GT(be.ran, 0);
+  EXPECT_EQ(be.ran_unprepared, 0) << "of " << be.ran << " runs";
 }
 
 namespace {

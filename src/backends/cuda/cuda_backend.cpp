@@ -171,6 +171,13 @@ protected:
                             lim_.regs_per_block);
   }
 
+  // The host rules alone: no compile (can_run's compile adds the register and spill checks).
+  [[nodiscard]] std::optional<std::string> refuse_unbuilt(const KernelConfig& cfg,
+                                                          const Problem& pr) const override {
+    return cfg.family == Family::prefill ? prefill_static_can_run(cfg, pr, lim_)
+                                         : decode_static_can_run(cfg, pr, lim_);
+  }
+
   [[nodiscard]] std::unique_ptr<PreparedRun> make_run(const Problem& pr, const KernelConfig& cfg,
                                                       const FamilyDecl&) override {
     if (cfg.family == Family::prefill) {
