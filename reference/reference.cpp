@@ -105,11 +105,15 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
         }
         s.noalias() = K * q;
         double m = kNegInf;
+        int lo = kl; // the visible keys, an interval: [lo, hi)
+        int hi = 0;
         for (int j = 0; j < kl; ++j) {
           if (!reference_visible(p, ql, kl, i, j)) {
             s(j) = kNegInf;
             continue;
           }
+          lo = std::min(lo, j);
+          hi = j + 1;
           double x = scale * s(j);
           if (p.softcap > 0) {
             x = p.softcap * std::tanh(x / p.softcap);
@@ -129,7 +133,9 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
           s(j) = s(j) == kNegInf ? 0.0 : std::exp(s(j) - m);
           sum += s(j);
         }
-        Eigen::VectorXd o = V.transpose() * s / sum;
+        // Over the visible keys only (SPEC.md): a NaN or an infinity in the value of a key the
+        // row does not see stays out of it (its zero weight times NaN would be NaN).
+        Eigen::VectorXd o = V.middleRows(lo, hi - lo).transpose() * s.segment(lo, hi - lo) / sum;
         std::copy(o.data(), o.data() + D, out);
         lse = m + std::log(sum);
       }

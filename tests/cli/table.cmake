@@ -40,6 +40,16 @@ attn_cli_test(NAME table_lookup_v1 EXIT 0 REGEX "^decode_v2 decode_v2\\[partitio
                    --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
 attn_cli_test(NAME table_show_shipped EXIT 0 REGEX "AMD EPYC.*kvh=8 gqa=4 batch=4: v2 "
               ARGS table show ${PROJECT_SOURCE_DIR}/results/cpu-amd-epyc-quick.json)
+# The first table measured on a GPU (an H200 in the device check of 2026-12-04), read on a
+# machine without one: `table show` reads it and the lookup answers from its points.
+attn_cli_test(NAME table_show_shipped_h200 EXIT 0
+              REGEX "NVIDIA H200 \\(cuda:0\\), 132 SMs.*measured: 880 timed, 0 failed validation"
+              ARGS table show ${PROJECT_SOURCE_DIR}/results/nvidia-h200-quick.json)
+attn_cli_test(NAME table_lookup_shipped_h200 EXIT 0
+              REGEX "^decode_v2 decode_v2\\[partition=256,split=0,threads=256,vec=8\\]"
+              ARGS table lookup ${PROJECT_SOURCE_DIR}/results/nvidia-h200-quick.json --batch 1
+                   --context-len 2048 --num-heads 32 --num-kv-heads 8 --head-dim 128
+                   --block-size 16 --dtype fp16)
 attn_cli_test(NAME table_show_json EXIT 0 REGEX "\"schema\": \"attn-tune/threshold-table\""
               ARGS table show --json ${ATTN_TABLE_FIXTURE})
 attn_cli_test(NAME table_lookup_exact EXIT 0 REGEX "decode_v2 decode_v2\\[partition=256\\]"

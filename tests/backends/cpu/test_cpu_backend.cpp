@@ -439,6 +439,59 @@ TEST(CpuBackend, Fp8SpecialValueInOneTileKeepsTheOthersExact) {
   }
 }
 
+// A NaN or an infinity in V at a key that only some rows of a prefill tile see stays out of the
+// rows that do not see it (their probability for it is 0, and 0 * NaN is NaN): a prompt's rows
+// before the key (the tile-of-many-rows loops) and a chunk's first row (the few-rows loops).
+TEST(CpuBackend, NonFiniteValueReachesOnlyTheRowsThatSeeIt) {
+  SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
+  for (const DType dt : {DType::f16, DType::bf16, DType::f32}) {
+    AttnParams p = small_f16_params();
+    p.dtype = dt;
+    GenOptions gen;
+    gen.seed = 12;
+    Problem pr = make_prefill_problem(p, {100, 3}, {100, 100}, gen);
+    // KV head 1, dimension 5: a NaN at key 40 of the prompt (rows 0..39 do not see it) and an
+    // infinity at key 98 of the chunk (its first row, at position 97, does not).
+    auto put = [&](int b, int key, bool nan) {
+      const std::size_t at = std::size_t(pr.value_index(b, 1, key, 5));
+      if (dt == DType::f32) {
+        static_cast<float*>(pr.value_cache.raw())[at] =
+            nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+      } else {
+        const uint16_t bits = dt == DType::f16 ? (nan ? 0x7e00 : 0x7c00) : (nan ? 0x7fc0 : 0x7f80);
+        static_cast<uint16_t*>(pr.value_cache.raw())[at] = bits;
+      }
+    };
+    put(0, 40, true);
+    put(1, 98, false);
+    const ReferenceResult ref = reference_attention(pr);
+    const Tolerance tol = tolerance_for(p.dtype);
+    for (const KernelConfig& cfg :
+         {KernelConfig{Family::prefill, {{"split", 0}, {"q_tile", 32}, {"k_tile", 64}}},
+          KernelConfig{Family::prefill, {{"split", 1}, {"q_tile", 16}, {"k_tile", 32}}}}) {
+      const RunOutput o = run_once(*be, pr, cfg);
+      int specials = 0;
+      for (std::size_t i = 0; i < ref.out.size(); ++i) {
+        const double want = ref.out[i];
+        const double got = o.out.get(i);
+        const std::string at = std::string(dtype_name(dt)) + " " + cfg.key() + " element " +
+                               std::to_string(i);
+        if (!std::isfinite(want)) {
+          ++specials;
+          ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << at << ": " << got;
+        } else {
+          ASSERT_LE(std::abs(got - want), tol.atol + tol.rtol * std::abs(want))
+              << at << ": got " << got << ", want " << want;
+        }
+      }
+      // Dimension 5 of KV head 1's four query heads: the prompt's rows 40..99, the chunk's two
+      // rows that see key 98 (the infinity times a positive probability stays infinite).
+      EXPECT_EQ(specials, 4 * (60 + 2)) << dtype_name(dt) << " " << cfg.key();
+    }
+  }
+}
+
 TEST(CpuBackend, IsaOverrideForcesALowerBuildAndRefusesWhatCannotRun) {
   const char* had = std::getenv(cpu::kIsaOverrideEnv);
   const std::string saved = had != nullptr ? had : "";
