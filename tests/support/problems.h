@@ -33,6 +33,23 @@ inline GenOptions gen(uint64_t seed, bool shared_prefix = false, double pool_fac
   return o;
 }
 
+// An fp8 cache's test scales, far from 1 so that a dropped, doubled or swapped scale fails:
+// 1/64 for K and 4 for V per tensor, or per KV head 24 and 0.37 for K, 0.37 and 1/64 for V in
+// turn (values near E4M3's 448 and in the subnormals).
+inline void far_fp8_scales(GenOptions& g, bool per_head, int num_kv_heads) {
+  g.k_scale.clear();
+  g.v_scale.clear();
+  if (!per_head) {
+    g.k_scale = {1.0f / 64};
+    g.v_scale = {4.0f};
+    return;
+  }
+  for (int h = 0; h < num_kv_heads; ++h) {
+    g.k_scale.push_back(h % 2 == 0 ? 24.0f : 0.37f);
+    g.v_scale.push_back(h % 2 == 0 ? 0.37f : 1.0f / 64);
+  }
+}
+
 // Runs `f`, expects an InputError whose one-line message contains every fragment.
 inline void expect_input_error(const std::function<void()>& f,
                                std::initializer_list<std::string> parts, const std::string& what) {

@@ -398,6 +398,33 @@ TEST(CpuBackend, Fp8DecodeReadsSubnormalsWhileDenormalsAreZero) {
 // a buffer, the others in place, with the scales folded differently (attend_dt): one V element
 // of a visible key set to the special value makes that output dimension NaN or infinite, as in
 // the reference, and every other element of the output still matches it.
+namespace {
+
+// Compares every output element with the reference: a non-finite one must be the same (NaN for
+// NaN, an infinity for that infinity), a finite one within the tolerance. Returns how many were
+// non-finite; the first mismatch is a failure and ends the comparison.
+int specials_matching(const ReferenceResult& ref, const RunOutput& o, const Tolerance& tol,
+                      const std::string& what) {
+  int specials = 0;
+  for (std::size_t i = 0; i < ref.out.size(); ++i) {
+    const double want = ref.out[i];
+    const double got = o.out.get(i);
+    if (!std::isfinite(want)) {
+      ++specials;
+      if (std::isnan(want) ? !std::isnan(got) : got != want) {
+        ADD_FAILURE() << what << " element " << i << ": got " << got << ", want " << want;
+        return specials;
+      }
+    } else if (!(std::abs(got - want) <= tol.atol + tol.rtol * std::abs(want))) {
+      ADD_FAILURE() << what << " element " << i << ": got " << got << ", want " << want;
+      return specials;
+    }
+  }
+  return specials;
+}
+
+} // namespace
+
 TEST(CpuBackend, Fp8SpecialValueInOneTileKeepsTheOthersExact) {
   SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
@@ -418,21 +445,8 @@ TEST(CpuBackend, Fp8SpecialValueInOneTileKeepsTheOthersExact) {
          {KernelConfig{Family::decode_v1, {{"split", 1}}},
           KernelConfig{Family::decode_v2, {{"partition", 64}, {"split", 1}}},
           KernelConfig{Family::decode_v1, {{"split", 0}}}}) {
-      const RunOutput o = run_once(*be, pr, cfg);
-      int specials = 0;
-      for (std::size_t i = 0; i < ref.out.size(); ++i) {
-        const double want = ref.out[i];
-        const double got = o.out.get(i);
-        const std::string at = std::string(dtype_name(kv)) + " " + cfg.key() + " element " +
-                               std::to_string(i);
-        if (!std::isfinite(want)) {
-          ++specials;
-          ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << at << ": " << got;
-        } else {
-          ASSERT_LE(std::abs(got - want), tol.atol + tol.rtol * std::abs(want))
-              << at << ": got " << got << ", want " << want;
-        }
-      }
+      const int specials = specials_matching(ref, run_once(*be, pr, cfg), tol,
+                                             std::string(dtype_name(kv)) + " " + cfg.key());
       // Dimension 5 of the four query heads of KV head 1, sequence 0.
       EXPECT_EQ(specials, 4) << dtype_name(kv) << " " << cfg.key();
     }
@@ -470,21 +484,8 @@ TEST(CpuBackend, NonFiniteValueReachesOnlyTheRowsThatSeeIt) {
     for (const KernelConfig& cfg :
          {KernelConfig{Family::prefill, {{"split", 0}, {"q_tile", 32}, {"k_tile", 64}}},
           KernelConfig{Family::prefill, {{"split", 1}, {"q_tile", 16}, {"k_tile", 32}}}}) {
-      const RunOutput o = run_once(*be, pr, cfg);
-      int specials = 0;
-      for (std::size_t i = 0; i < ref.out.size(); ++i) {
-        const double want = ref.out[i];
-        const double got = o.out.get(i);
-        const std::string at = std::string(dtype_name(dt)) + " " + cfg.key() + " element " +
-                               std::to_string(i);
-        if (!std::isfinite(want)) {
-          ++specials;
-          ASSERT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << at << ": " << got;
-        } else {
-          ASSERT_LE(std::abs(got - want), tol.atol + tol.rtol * std::abs(want))
-              << at << ": got " << got << ", want " << want;
-        }
-      }
+      const int specials = specials_matching(ref, run_once(*be, pr, cfg), tol,
+                                             std::string(dtype_name(dt)) + " " + cfg.key());
       // Dimension 5 of KV head 1's four query heads: the prompt's rows 40..99, the chunk's two
       // rows that see key 98 (the infinity times a positive probability stays infinite).
       EXPECT_EQ(specials, 4 * (60 + 2)) << dtype_name(dt) << " " << cfg.key();

@@ -24,6 +24,7 @@
 #include "src/model/errors.h"
 #include "src/model/problem_gen.h"
 #include "src/validation/check.h"
+#include "tests/support/problems.h"
 
 using namespace attn;
 
@@ -186,15 +187,7 @@ TEST_F(GpuDecode, Fp8CachesAgainstReference) {
     GenOptions g;
     g.seed = 7000 + c;
     g.nan_tails = true;
-    if ((c / 3) % 2 == 0) {
-      g.k_scale = {1.0f / 64};
-      g.v_scale = {4.0f};
-    } else {
-      for (int h = 0; h < p.num_kv_heads; ++h) {
-        g.k_scale.push_back(h % 2 == 0 ? 24.0f : 0.37f);
-        g.v_scale.push_back(h % 2 == 0 ? 0.37f : 1.0f / 64);
-      }
-    }
+    test::far_fp8_scales(g, (c / 3) % 2 == 1, p.num_kv_heads);
     const Problem pr = make_decode_problem(p, lens, g);
     const ReferenceResult ref = reference_attention(pr);
     for (const KernelConfig& cfg : case_configs(c, p)) {
