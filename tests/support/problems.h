@@ -33,6 +33,14 @@ inline GenOptions gen(uint64_t seed, bool shared_prefix = false, double pool_fac
   return o;
 }
 
+// Case `c` of a suite's fp8 cases: p over an E4M3 cache for even c, E5M2 for odd, under the
+// three query dtypes in the suite's order, in turn every two cases (every pairing in six).
+inline AttnParams fp8_variant(AttnParams p, int c, const DType (&queries)[3]) {
+  p.kv_dtype = c % 2 == 0 ? DType::fp8_e4m3 : DType::fp8_e5m2;
+  p.dtype = queries[(c / 2) % 3];
+  return p;
+}
+
 // An fp8 cache's test scales, far from 1 so that a dropped, doubled or swapped scale fails:
 // 1/64 for K and 4 for V per tensor, or per KV head 24 and 0.37 for K, 0.37 and 1/64 for V in
 // turn (values near E4M3's 448 and in the subnormals).

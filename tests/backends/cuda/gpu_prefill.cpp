@@ -93,16 +93,11 @@ void case_lengths(uint64_t seed, const AttnParams& p, std::vector<int>& q, std::
   k.insert(k.end(), {400, 257, 129, 20, 0});
 }
 
-// The fp8 cases: both cache formats under each query dtype, over the shapes in turn.
-constexpr DType kFp8Formats[] = {DType::fp8_e4m3, DType::fp8_e5m2};
+// The fp8 cases: both cache formats under each query dtype, over the shapes in turn, with
+// scales far from 1 (per tensor, then per KV head) so that a dropped or doubled scale fails.
 constexpr int kFp8Cases = 12;
 
-AttnParams fp8_case_params(int case_index) {
-  AttnParams p = case_params(case_index);
-  p.kv_dtype = kFp8Formats[case_index % 2];
-  p.dtype = kDtypes[(case_index / 2) % 3];
-  return p;
-}
+AttnParams fp8_case_params(int c) { return test::fp8_variant(case_params(c), c, kDtypes); }
 
 class GpuPrefill : public ::testing::Test {
 protected:
