@@ -136,7 +136,6 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
       // What is left to check, case by case (an earlier worker's runs are not repeated), and
       // every kernel that needs built before the first run.
       std::vector<std::pair<VerifyCase, std::vector<std::pair<Family, KernelConfig>>>> work;
-      std::vector<PlanItem> plan;
       for (const VerifyCase& c : verify_cases(phase, dt, opt.intensity, opt.seed, aim)) {
         const bool selected =
             c.params.fp8_cache()
@@ -150,12 +149,17 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
           for (const KernelConfig& cfg : be.config_space(f, c.params)) {
             if (!link.finished(check_key(device, cfg, c))) {
               todo.emplace_back(f, cfg);
-              plan.push_back({c.params, cfg});
             }
           }
         }
         if (!todo.empty()) {
           work.emplace_back(c, std::move(todo));
+        }
+      }
+      std::vector<PlanItem> plan;
+      for (const auto& [c, todo] : work) {
+        for (const auto& [f, cfg] : todo) {
+          plan.push_back({c.params, cfg});
         }
       }
       link.begin_phase(std::string("building the ") + phase_name(phase) + " kernels of " +

@@ -155,23 +155,21 @@ protected:
     return cfg.family == Family::prefill ? prefill_offers(cfg, p) : decode_offers(cfg, p);
   }
 
+  // The host rules, then the compiled kernel's registers and spills.
   [[nodiscard]] std::optional<std::string> refuse(const KernelConfig& cfg,
                                                   const Problem& pr) const override {
+    if (auto why = refuse_unbuilt(cfg, pr)) {
+      return why;
+    }
     if (cfg.family == Family::prefill) {
-      if (auto why = prefill_static_can_run(cfg, pr, lim_)) {
-        return why;
-      }
       return modules_.can_run(module_spec(prefill_variant(cfg, pr.params), target_),
                               lim_.regs_per_block);
-    }
-    if (auto why = decode_static_can_run(cfg, pr, lim_)) {
-      return why;
     }
     return modules_.can_run(module_spec(decode_variant(cfg, pr.params), target_),
                             lim_.regs_per_block);
   }
 
-  // The host rules alone: no compile (can_run's compile adds the register and spill checks).
+  // The host rules alone: no compile.
   [[nodiscard]] std::optional<std::string> refuse_unbuilt(const KernelConfig& cfg,
                                                           const Problem& pr) const override {
     return cfg.family == Family::prefill ? prefill_static_can_run(cfg, pr, lim_)
