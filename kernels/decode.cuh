@@ -137,6 +137,27 @@ __device__ __forceinline__ void unpack(const vec_t& v, float (&f)[VEC]) {
 #endif
 }
 
+// v, or zeros when !keep: the V vectors of the keys past the range (a re-read of the last key,
+// whose infinity times their zero weight would be NaN). A select per 32-bit word.
+__device__ __forceinline__ unsigned short keep_if(unsigned short v, bool keep) {
+  return keep ? v : static_cast<unsigned short>(0);
+}
+__device__ __forceinline__ unsigned int keep_if(unsigned int v, bool keep) { return keep ? v : 0u; }
+__device__ __forceinline__ uint2 keep_if(const uint2& v, bool keep) {
+  uint2 r;
+  r.x = keep ? v.x : 0u;
+  r.y = keep ? v.y : 0u;
+  return r;
+}
+__device__ __forceinline__ uint4 keep_if(const uint4& v, bool keep) {
+  uint4 r;
+  r.x = keep ? v.x : 0u;
+  r.y = keep ? v.y : 0u;
+  r.z = keep ? v.z : 0u;
+  r.w = keep ? v.w : 0u;
+  return r;
+}
+
 __device__ __forceinline__ vec_t load_vec(const cache_t* p) {
   return __ldg(reinterpret_cast<const vec_t*>(p));
 }
@@ -270,12 +291,12 @@ __device__ __forceinline__ void attend(const Common& c, int b, int head0, int kv
       }
       ATTN_UNROLL
       for (int u = 0; u < UNROLL; ++u) {
-        const float w = st[g].weight(s[u][g]); // 0 for the masked (-inf) keys
+        const float w = st[g].weight(s[u][g]); // 0 for the masked (-inf) keys, whose V is 0
         st[g].add(w);
         ATTN_UNROLL
         for (int k = 0; k < NCH; ++k) {
           float vf[VEC];
-          unpack(vv[u][k], vf);
+          unpack(keep_if(vv[u][k], valid[u]), vf);
           ATTN_UNROLL
           for (int i = 0; i < VEC; ++i) {
             acc[g][k * VEC + i] += w * vf[i];

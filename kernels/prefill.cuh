@@ -59,6 +59,14 @@
 #endif
 // Partial unrolling of the fp32 engine's dot-product loops: fully unrolled, ptxas hoisted enough
 // loads to spill at head_dim 80 on sm_80.
+// A loop kept rolled (a rare path whose unrolled copies would only cost compile time).
+#ifndef ATTN_UNROLL1
+#if defined(ATTN_EMULATE_HOST)
+#define ATTN_UNROLL1
+#else
+#define ATTN_UNROLL1 _Pragma("unroll 1")
+#endif
+#endif
 #ifndef ATTN_UNROLL4
 #if defined(ATTN_EMULATE_HOST)
 #define ATTN_UNROLL4
@@ -401,6 +409,66 @@ __device__ __forceinline__ void accumulate_pv(float o[MT][DT][4], const float p[
 }
 #endif
 
+// Whether the V tile holds a NaN or an infinity (a 32-bit word with every exponent bit of one of
+// its elements set). A CTA-wide barrier: every thread scans its share of the 16-byte chunks.
+__device__ __forceinline__ bool tile_has_special(const elem_t* vs) {
+#if DTYPE == 0
+  constexpr unsigned int LO = 0x7f800000u, HI = 0x7f800000u;
+#elif DTYPE == 1
+  constexpr unsigned int LO = 0x7c00u, HI = 0x7c000000u;
+#else
+  constexpr unsigned int LO = 0x7f80u, HI = 0x7f800000u;
+#endif
+  int any = 0;
+  for (int c = threadIdx.x; c < BLOCK_N * CPR; c += THREADS) {
+    const uint4 w = *reinterpret_cast<const uint4*>(vs + (c / CPR) * LD + (c % CPR) * (16 / ES));
+    const unsigned int words[4] = {w.x, w.y, w.z, w.w};
+    ATTN_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      any |= ((words[i] & LO) == LO || (words[i] & HI) == HI) ? 1 : 0;
+    }
+  }
+  return __syncthreads_or(any) != 0;
+}
+
+// O += P V over the keys each row sees, skipping the others: the path of a boundary tile whose V
+// holds a NaN or an infinity, where a masked key's zero probability would still make 0 * NaN in
+// the engines above. The lane that owns output (row, dims 2t and 2t + 1) takes the row's
+// probability of key k from the lane of its quad that holds it (keys 2t' and 2t' + 1 of each
+// 8-key fragment). Slow (a shuffle per key and row, the products one by one) and rare; the key
+// loop stays rolled, picking the fragment by compares, so that it adds little code.
+__device__ __forceinline__ void accumulate_pv_visible(float o[MT][DT][4], const float p[MT][NT][4],
+                                                      const elem_t* vs, int k0,
+                                                      const int rlo[MT][2], const int rhi[MT][2],
+                                                      int lane) {
+  const int t = lane % 4;
+  ATTN_UNROLL1
+  for (int k = 0; k < BLOCK_N; ++k) {
+    const int j = k0 + k;
+    const elem_t* vrow = vs + k * LD + 2 * t;
+    ATTN_UNROLL
+    for (int mt = 0; mt < MT; ++mt) {
+      ATTN_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        float mine = 0.0f; // this lane's probability of key k's pair in the row, if it holds it
+        ATTN_UNROLL
+        for (int nt = 0; nt < NT; ++nt) {
+          const float pair = k % 2 == 0 ? p[mt][nt][2 * half] : p[mt][nt][2 * half + 1];
+          mine = nt == k / 8 ? pair : mine;
+        }
+        const float w = __shfl_sync(0xffffffffu, mine, (lane & ~3) | (k % 8 / 2));
+        if (rlo[mt][half] <= j && j < rhi[mt][half]) {
+          ATTN_UNROLL
+          for (int dt = 0; dt < DT; ++dt) {
+            o[mt][dt][2 * half] += w * attn_kernel::to_float(vrow[dt * 8]);
+            o[mt][dt][2 * half + 1] += w * attn_kernel::to_float(vrow[dt * 8 + 1]);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Max over the 4 lanes of a quad (the lanes that share a row).
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -555,7 +623,12 @@ __device__ __forceinline__ void prefill_tile(const Args& a) {
         }
       }
     }
-    accumulate_pv(o, s, vs, scratch, lane);
+    // A boundary tile may hold a NaN or an infinity at a key that some rows do not see.
+    if (!full && tile_has_special(vs)) {
+      accumulate_pv_visible(o, s, vs, k0, rlo, rhi, lane);
+    } else {
+      accumulate_pv(o, s, vs, scratch, lane);
+    }
     __syncthreads(); // every warp is done with this buffer before it is refilled
     if (STAGES == 1 && k0 + BLOCK_N < hi) {
       load_kv(a, table, kvh, k0 + BLOCK_N, hi, ks_base, vs_base);

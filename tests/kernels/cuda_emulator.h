@@ -103,6 +103,30 @@ inline float shfl_xor(float v, int off) {
   return r;
 }
 
+// __shfl_sync: every lane reads the value lane `src` of its warp gave.
+inline float shfl(float v, int src) {
+  State& s = state();
+  const int t = s.current;
+  s.slots[std::size_t(t)] = v;
+  barrier();
+  const float r = s.slots[std::size_t((t & ~31) | (src & 31))];
+  barrier();
+  return r;
+}
+
+// __syncthreads_or: a barrier that returns whether any thread of the CTA gave a nonzero pred.
+inline int syncthreads_or(int pred) {
+  State& s = state();
+  s.slots[std::size_t(s.current)] = pred != 0 ? 1.0f : 0.0f;
+  barrier();
+  int any = 0;
+  for (const float v : s.slots) {
+    any |= v != 0.0f ? 1 : 0;
+  }
+  barrier();
+  return any;
+}
+
 inline void trampoline() {
   State& s = state();
   s.body();
@@ -300,6 +324,8 @@ struct uint4 {
 #define blockIdx (::emu::block_idx())
 #define __syncthreads() ::emu::barrier()
 #define __shfl_xor_sync(mask, v, off) ::emu::shfl_xor((v), (off))
+#define __shfl_sync(mask, v, src) ::emu::shfl((v), (src))
+#define __syncthreads_or(pred) ::emu::syncthreads_or(pred)
 #define __syncwarp() ::emu::barrier()
 #define __ldg(p) ::emu::ldg(p)
 #define ATTN_KERNEL_LINKAGE

@@ -13,10 +13,11 @@
 
 #include "kernels/attn_math.h"
 #include "reference/reference.h"
-#include "src/validation/check.h"
 #include "src/model/dtype.h"
 #include "src/model/problem.h"
 #include "src/model/problem_gen.h"
+#include "src/validation/check.h"
+#include "tests/support/specials.h"
 
 #ifdef ATTN_HAVE_CUDA
 #include "src/backends/cuda/decode_launch.h"
@@ -362,6 +363,28 @@ template <typename Run> void check_case(const Case& c, Run run, uint64_t seed) {
   }
 }
 
+// An infinity in V at the last key a CTA reads: the keys past the range re-read that key with
+// weight 0, and 0 * infinity is NaN, so they must not add their products. KV head 1, dimension
+// 5, the last key of a 300-token and a 77-token context (E4M3, without infinities, puts its NaN
+// there instead).
+template <typename Run> void check_special_values(const Case& c, Run run) {
+  const AttnParams p = make_params(c, 0);
+  GenOptions g;
+  g.seed = 13;
+  if (c.kv) {
+    g.k_scale = {1.0f / 64};
+    g.v_scale = {4.0f};
+  }
+  Problem pr = make_decode_problem(p, {300, 77}, g);
+  test::put_special_value(pr, 0, 1, 299, 5, false);
+  test::put_special_value(pr, 1, 1, 76, 5, false);
+  const ReferenceResult ref = reference_attention(pr);
+  const int specials = test::specials_matching(ref, run(pr, variant_of(c, p)),
+                                               tolerance_for(p.dtype), pr.describe());
+  // Dimension 5 of KV head 1's query heads, in both sequences.
+  EXPECT_EQ(specials, p.num_heads) << pr.describe();
+}
+
 } // namespace
 
 TEST(CudaKernelEmulation, V1Fp16PerQueryHead) {
@@ -452,6 +475,25 @@ TEST(CudaKernelEmulation, V2Fp32OverE4m3PartialRows) {
         return run_v2<float, uint8_t>(cfg9::decode_v2, cfg9::decode_v2_reduce, pr, v);
       },
       91);
+}
+TEST(CudaKernelEmulation, SpecialValueAtTheLastKeyStaysExact) {
+  check_special_values({DType::f16, 64, 16, 64, 8, 0, 1, 0},
+                       [](const Problem& pr, const cuda::DecodeVariant& v) {
+                         return run_v1<uint16_t>(cfg1::decode_v1, pr, v);
+                       });
+  check_special_values({DType::f32, 96, 32, 64, 4, 0, 1, 64},
+                       [](const Problem& pr, const cuda::DecodeVariant& v) {
+                         return run_v2<float>(cfg3::decode_v2, cfg3::decode_v2_reduce, pr, v);
+                       });
+  check_special_values({DType::f16, 128, 16, 64, 8, 1, 4, 0, DType::fp8_e4m3},
+                       [](const Problem& pr, const cuda::DecodeVariant& v) {
+                         return run_v1<uint16_t, uint8_t>(cfg7::decode_v1, pr, v);
+                       });
+  check_special_values({DType::bf16, 64, 16, 128, 4, 0, 1, 32, DType::fp8_e5m2},
+                       [](const Problem& pr, const cuda::DecodeVariant& v) {
+                         return run_v2<uint16_t, uint8_t>(cfg8::decode_v2, cfg8::decode_v2_reduce,
+                                                          pr, v);
+                       });
 }
 #else
 TEST(CudaKernelEmulation, NeedsTheCudaBackend) { GTEST_SKIP() << "built without the CUDA backend"; }

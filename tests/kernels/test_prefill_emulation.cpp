@@ -12,6 +12,7 @@
 #include "src/model/problem.h"
 #include "src/model/problem_gen.h"
 #include "src/validation/check.h"
+#include "tests/support/specials.h"
 
 #ifdef ATTN_HAVE_CUDA
 #include "src/backends/cuda/prefill_launch.h"
@@ -253,6 +254,32 @@ template <typename Run> void check_case(const Case& c, Run run, uint64_t seed) {
   }
 }
 
+// A NaN or an infinity in V at a key that only some rows of a boundary tile see reaches only
+// the rows that see it: their probability for it is 0, and 0 * NaN is NaN (in an mma as in an
+// FMA). KV head 1, dimension 5: a NaN at key 40 of a 100-row prompt (rows 0..39 do not see it),
+// an infinity at key 98 of a 3-row chunk over 100 keys (its first row, at 97, does not).
+template <typename Run> void check_special_values(const Case& c, Run run) {
+  const AttnParams p = make_params(c, 0);
+  GenOptions g;
+  g.seed = 12;
+  if (c.kv) {
+    g.k_scale = {1.0f / 64};
+    g.v_scale = {4.0f};
+  }
+  Problem pr = make_prefill_problem(p, {100, 3}, {100, 100}, g);
+  test::put_special_value(pr, 0, 1, 40, 5, true);
+  test::put_special_value(pr, 1, 1, 98, 5, false);
+  KernelConfig cfg{
+      Family::prefill,
+      {{"q_tile", c.q_tile}, {"k_tile", c.k_tile}, {"warps", c.warps}, {"stages", c.stages}}};
+  const ReferenceResult ref = reference_attention(pr);
+  const int specials = test::specials_matching(ref, run(pr, cuda::prefill_variant(cfg, p)),
+                                               tolerance_for(p.dtype), pr.describe());
+  // Dimension 5 of KV head 1's two query heads: the prompt's rows 40..99, the chunk's two rows
+  // that see key 98.
+  EXPECT_EQ(specials, 2 * (60 + 2)) << pr.describe();
+}
+
 } // namespace
 
 TEST(CudaPrefillEmulation, Fp16TensorCoresDoubleBuffered) {
@@ -316,6 +343,25 @@ TEST(CudaPrefillEmulation, Fp32OverE4m3OddPageSize) {
         return run_prefill<float, uint8_t>(pcfg7::prefill, pr, v);
       },
       701);
+}
+TEST(CudaPrefillEmulation, SpecialValuesReachOnlyTheRowsThatSeeThem) {
+  check_special_values({DType::f16, 64, 16, 64, 32, 4, 2}, [](const Problem& pr, const auto& v) {
+    return run_prefill<uint16_t>(pcfg1::prefill, pr, v);
+  });
+  check_special_values({DType::bf16, 80, 8, 64, 16, 4, 1}, [](const Problem& pr, const auto& v) {
+    return run_prefill<uint16_t>(pcfg2::prefill, pr, v);
+  });
+  check_special_values({DType::f32, 64, 24, 64, 32, 4, 2}, [](const Problem& pr, const auto& v) {
+    return run_prefill<float>(pcfg3::prefill, pr, v);
+  });
+  check_special_values({DType::f16, 64, 16, 64, 32, 4, 2, DType::fp8_e4m3},
+                       [](const Problem& pr, const auto& v) {
+                         return run_prefill<uint16_t, uint8_t>(pcfg5::prefill, pr, v);
+                       });
+  check_special_values({DType::bf16, 80, 8, 64, 16, 4, 1, DType::fp8_e5m2},
+                       [](const Problem& pr, const auto& v) {
+                         return run_prefill<uint16_t, uint8_t>(pcfg6::prefill, pr, v);
+                       });
 }
 #else
 TEST(CudaPrefillEmulation, NeedsTheCudaBackend) {

@@ -24,6 +24,7 @@
 #include "src/model/problem_gen.h"
 #include "src/model/rng.h"
 #include "src/validation/check.h"
+#include "tests/support/specials.h"
 
 using namespace attn;
 
@@ -310,9 +311,9 @@ std::vector<cpu::Isa> supported_isas() {
   do {                                                                                             \
     try {                                                                                          \
       const char* forced = std::getenv(cpu::kIsaOverrideEnv);                                      \
-      if (forced != nullptr && *forced != '\0' && std::string(forced) != "native" &&                \
+      if (forced != nullptr && *forced != '\0' && std::string(forced) != "native" &&               \
           cpu::selected_isa() == cpu::best_isa()) {                                                \
-        GTEST_SKIP() << forced << " is this processor's best kernel build: the unforced "           \
+        GTEST_SKIP() << forced << " is this processor's best kernel build: the unforced "          \
                      << "CpuBackend tests ran it";                                                 \
       }                                                                                            \
     } catch (const InputError& e) {                                                                \
@@ -398,33 +399,6 @@ TEST(CpuBackend, Fp8DecodeReadsSubnormalsWhileDenormalsAreZero) {
 // a buffer, the others in place, with the scales folded differently (attend_dt): one V element
 // of a visible key set to the special value makes that output dimension NaN or infinite, as in
 // the reference, and every other element of the output still matches it.
-namespace {
-
-// Compares every output element with the reference: a non-finite one must be the same (NaN for
-// NaN, an infinity for that infinity), a finite one within the tolerance. Returns how many were
-// non-finite; the first mismatch is a failure and ends the comparison.
-int specials_matching(const ReferenceResult& ref, const RunOutput& o, const Tolerance& tol,
-                      const std::string& what) {
-  int specials = 0;
-  for (std::size_t i = 0; i < ref.out.size(); ++i) {
-    const double want = ref.out[i];
-    const double got = o.out.get(i);
-    if (!std::isfinite(want)) {
-      ++specials;
-      if (std::isnan(want) ? !std::isnan(got) : got != want) {
-        ADD_FAILURE() << what << " element " << i << ": got " << got << ", want " << want;
-        return specials;
-      }
-    } else if (!(std::abs(got - want) <= tol.atol + tol.rtol * std::abs(want))) {
-      ADD_FAILURE() << what << " element " << i << ": got " << got << ", want " << want;
-      return specials;
-    }
-  }
-  return specials;
-}
-
-} // namespace
-
 TEST(CpuBackend, Fp8SpecialValueInOneTileKeepsTheOthersExact) {
   SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
@@ -437,18 +411,54 @@ TEST(CpuBackend, Fp8SpecialValueInOneTileKeepsTheOthersExact) {
     gen.v_scale = {3.0f, 0.02f}; // per KV head
     Problem pr = make_decode_problem(p, {300, 77}, gen);
     // Key 150 of sequence 0, KV head 1, dimension 5: S.1111.111 (E4M3's NaN), 0.11111.00 (+inf).
-    const uint8_t special = kv == DType::fp8_e4m3 ? 0x7f : 0x7c;
-    static_cast<uint8_t*>(pr.value_cache.raw())[pr.value_index(0, 1, 150, 5)] = special;
+    test::put_special_value(pr, 0, 1, 150, 5, false);
     const ReferenceResult ref = reference_attention(pr);
     const Tolerance tol = tolerance_for(p.dtype);
     for (const KernelConfig& cfg :
          {KernelConfig{Family::decode_v1, {{"split", 1}}},
           KernelConfig{Family::decode_v2, {{"partition", 64}, {"split", 1}}},
           KernelConfig{Family::decode_v1, {{"split", 0}}}}) {
-      const int specials = specials_matching(ref, run_once(*be, pr, cfg), tol,
-                                             std::string(dtype_name(kv)) + " " + cfg.key());
+      const int specials = test::specials_matching(ref, run_once(*be, pr, cfg), tol,
+                                                   std::string(dtype_name(kv)) + " " + cfg.key());
       // Dimension 5 of the four query heads of KV head 1, sequence 0.
       EXPECT_EQ(specials, 4) << dtype_name(kv) << " " << cfg.key();
+    }
+  }
+}
+
+// An infinity in V at the last key of a context stays an infinity: the key loops' tails (keys
+// past the context, a partition's end, a vector's unused lanes) must not multiply it by a zero
+// weight. The last key of a 300-token and a 77-token context, KV head 1, dimension 5, over every
+// cache dtype with infinities.
+TEST(CpuBackend, InfinityAtTheLastKeyStaysAnInfinity) {
+  SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
+  for (const DType dt : {DType::f16, DType::bf16, DType::f32, DType::fp8_e5m2}) {
+    AttnParams p = small_f16_params();
+    if (is_fp8(dt)) {
+      p.kv_dtype = dt;
+    } else {
+      p.dtype = dt;
+    }
+    GenOptions gen;
+    gen.seed = 13;
+    if (is_fp8(dt)) {
+      gen.k_scale = {0.37f};
+      gen.v_scale = {3.0f};
+    }
+    Problem pr = make_decode_problem(p, {300, 77}, gen);
+    test::put_special_value(pr, 0, 1, 299, 5, false);
+    test::put_special_value(pr, 1, 1, 76, 5, false);
+    const ReferenceResult ref = reference_attention(pr);
+    for (const KernelConfig& cfg :
+         {KernelConfig{Family::decode_v1, {{"split", 1}}},
+          KernelConfig{Family::decode_v2, {{"partition", 64}, {"split", 1}}},
+          KernelConfig{Family::decode_v1, {{"split", 0}}}}) {
+      const int specials =
+          test::specials_matching(ref, run_once(*be, pr, cfg), tolerance_for(p.dtype),
+                                  std::string(dtype_name(dt)) + " " + cfg.key());
+      // Dimension 5 of the four query heads of KV head 1, in both sequences.
+      EXPECT_EQ(specials, 8) << dtype_name(dt) << " " << cfg.key();
     }
   }
 }
@@ -467,25 +477,15 @@ TEST(CpuBackend, NonFiniteValueReachesOnlyTheRowsThatSeeIt) {
     Problem pr = make_prefill_problem(p, {100, 3}, {100, 100}, gen);
     // KV head 1, dimension 5: a NaN at key 40 of the prompt (rows 0..39 do not see it) and an
     // infinity at key 98 of the chunk (its first row, at position 97, does not).
-    auto put = [&](int b, int key, bool nan) {
-      const std::size_t at = std::size_t(pr.value_index(b, 1, key, 5));
-      if (dt == DType::f32) {
-        static_cast<float*>(pr.value_cache.raw())[at] =
-            nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-      } else {
-        const uint16_t bits = dt == DType::f16 ? (nan ? 0x7e00 : 0x7c00) : (nan ? 0x7fc0 : 0x7f80);
-        static_cast<uint16_t*>(pr.value_cache.raw())[at] = bits;
-      }
-    };
-    put(0, 40, true);
-    put(1, 98, false);
+    test::put_special_value(pr, 0, 1, 40, 5, true);
+    test::put_special_value(pr, 1, 1, 98, 5, false);
     const ReferenceResult ref = reference_attention(pr);
     const Tolerance tol = tolerance_for(p.dtype);
     for (const KernelConfig& cfg :
          {KernelConfig{Family::prefill, {{"split", 0}, {"q_tile", 32}, {"k_tile", 64}}},
           KernelConfig{Family::prefill, {{"split", 1}, {"q_tile", 16}, {"k_tile", 32}}}}) {
-      const int specials = specials_matching(ref, run_once(*be, pr, cfg), tol,
-                                             std::string(dtype_name(dt)) + " " + cfg.key());
+      const int specials = test::specials_matching(ref, run_once(*be, pr, cfg), tol,
+                                                   std::string(dtype_name(dt)) + " " + cfg.key());
       // Dimension 5 of KV head 1's four query heads: the prompt's rows 40..99, the chunk's two
       // rows that see key 98 (the infinity times a positive probability stays infinite).
       EXPECT_EQ(specials, 4 * (60 + 2)) << dtype_name(dt) << " " << cfg.key();
@@ -742,9 +742,9 @@ TEST(CpuBackend, NanInTheUnreadTailsOfBlocksChangesNothing) {
   for (cpu::Isa isa : supported_isas()) {
     SCOPED_TRACE(std::string("kernel build ") + cpu::isa_name(isa));
     auto be = make_cpu_backend({.threads = 2, .kernels = ""}, isa);
-    for (const Dtypes dt : {Dtypes{DType::f32, {}}, Dtypes{DType::f16, {}}, Dtypes{DType::bf16, {}},
-                            Dtypes{DType::f16, DType::fp8_e4m3},
-                            Dtypes{DType::bf16, DType::fp8_e5m2}}) {
+    for (const Dtypes dt :
+         {Dtypes{DType::f32, {}}, Dtypes{DType::f16, {}}, Dtypes{DType::bf16, {}},
+          Dtypes{DType::f16, DType::fp8_e4m3}, Dtypes{DType::bf16, DType::fp8_e5m2}}) {
       AttnParams p;
       p.dtype = dt.query;
       p.kv_dtype = dt.cache;
@@ -768,8 +768,9 @@ TEST(CpuBackend, NanInTheUnreadTailsOfBlocksChangesNothing) {
           nans += std::isnan(b.value_cache.get(i)) ? 1 : 0;
         }
         ASSERT_GT(nans, 0u) << "the generator planted no NaN";
-        for (Family f : phase == Phase::decode ? std::vector<Family>{Family::decode_v1, Family::decode_v2}
-                                               : std::vector<Family>{Family::prefill}) {
+        for (Family f : phase == Phase::decode
+                            ? std::vector<Family>{Family::decode_v1, Family::decode_v2}
+                            : std::vector<Family>{Family::prefill}) {
           for (const KernelConfig& cfg : be->config_space(f, p)) {
             if (be->can_run(cfg, b)) {
               continue;
