@@ -2,10 +2,28 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace attn {
 
+namespace {
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+} // namespace
+
 ThreadPool::ThreadPool(int threads) {
-  const int n = threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int n = threads > 0 ? threads : hw;
+  spin_ = n <= hw;
   for (int w = 1; w < n; ++w) {
     workers_.emplace_back([this, w] { worker_loop(w); });
   }
@@ -14,11 +32,29 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   start_cv_.notify_all();
   for (auto& t : workers_) {
     t.join();
+  }
+}
+
+template <typename Done> bool ThreadPool::spin_until(Done done) const {
+  if (!spin_) {
+    return done();
+  }
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) {
+        return true;
+      }
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= until) {
+      return done();
+    }
   }
 }
 
@@ -39,20 +75,24 @@ void ThreadPool::drain(int worker) {
 void ThreadPool::worker_loop(int worker) {
   uint64_t seen = 0;
   for (;;) {
-    {
+    const auto started = [&] { return stop_.load() || generation_.load() != seen; };
+    if (!spin_until(started)) {
       std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) {
-        return;
-      }
-      seen = generation_;
+      start_cv_.wait(lock, started);
+    }
+    if (stop_.load()) {
+      return;
+    }
+    {
+      // fn_ and n_tasks_ were written under mu_ before the generation moved.
+      std::lock_guard<std::mutex> lock(mu_);
+      seen = generation_.load();
     }
     drain(worker);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      --busy_;
+    if (busy_.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(mu_); // the caller checks busy_ under mu_ before it waits
+      done_cv_.notify_one();
     }
-    done_cv_.notify_one();
   }
 }
 
@@ -72,15 +112,19 @@ void ThreadPool::run(int n_tasks, const std::function<void(int task, int worker)
     n_tasks_ = n_tasks;
     next_.store(0);
     error_ = nullptr;
-    busy_ = int(workers_.size());
-    ++generation_;
+    busy_.store(int(workers_.size()));
+    generation_.fetch_add(1);
   }
   start_cv_.notify_all();
   drain(0);
+  const auto all_done = [&] { return busy_.load() == 0; };
+  if (!spin_until(all_done)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, all_done);
+  }
   std::exception_ptr err;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return busy_ == 0; });
+    std::lock_guard<std::mutex> lock(mu_);
     fn_ = nullptr;
     err = error_;
   }
