@@ -2,6 +2,9 @@
 // still spinning from the previous run or had blocked; a task's exception reaches the caller.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
@@ -71,3 +74,38 @@ TEST(ThreadPool, ATaskExceptionReachesTheCallerAndThePoolGoesOn) {
                std::runtime_error);
   expect_each_task_once(pool, 100);
 }
+
+#if defined(__linux__)
+// Workers that share one CPU with the caller (another process holds the other CPUs, or an
+// affinity mask holds them to one) must not spin it away from each other: before the spin
+// yielded, every run cost a whole spin (1 ms per parallel step of a kernel). The median run of
+// two trivial tasks stays far under the spin; the test measures a pathology, not a speed.
+TEST(ThreadPool, WorkersHeldToOneCpuWithTheCallerDoNotSpinItAway) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  int cpu = -1;
+  for (int c = 0; c < CPU_SETSIZE && cpu < 0; ++c) {
+    cpu = CPU_ISSET(c, &saved) ? c : -1;
+  }
+  ASSERT_GE(cpu, 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0); // the workers inherit it
+  std::vector<double> us;
+  {
+    ThreadPool pool(2);
+    std::atomic<int> sink{0};
+    for (int r = 0; r < 101; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      pool.run(2, [&](int task, int) { sink.fetch_add(task); });
+      us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+  std::nth_element(us.begin(), us.begin() + 50, us.end());
+  const double spin_us = std::chrono::duration<double, std::micro>(ThreadPool::kSpin).count();
+  EXPECT_LT(us[50], spin_us / 4) << "median run " << us[50] << " us on one CPU";
+}
+#endif
