@@ -53,7 +53,7 @@ enum class SearchStage { race, full };
 inline constexpr double kRaceMargin = 0.10;
 // Two measured lengths that one family wins beyond noise settle the lengths between them only when
 // they are at most this many grid steps apart; farther apart, the search looks at the middle.
-inline constexpr int kAgreeSpan = 3;
+inline constexpr int kAgreeSpan = 2;
 // A point races every configuration again when no measured point of its group is within this
 // many doublings of its lengths (decode: the context; prefill: q and k), whatever the batch.
 inline constexpr double kRaceReach = 3.0;

@@ -14,8 +14,30 @@ namespace attn {
 
 using nlohmann::json;
 
+void TableJudgement::Regret::add(double r, const std::string& point) {
+  if (points == 0 || r > worst) {
+    worst = r;
+    worst_point = point;
+  }
+  ++points;
+  mean += r;
+}
+
+void TableJudgement::Regret::finish() {
+  if (points > 0) {
+    mean /= points;
+  }
+}
+
+json TableJudgement::Regret::to_json() const {
+  return {{"points", points}, {"mean", mean}, {"worst", worst}, {"worst_point", worst_point}};
+}
+
 json TableJudgement::to_json() const {
-  return {{"points", points},
+  return {{"grid", grid.to_json()},
+          {"held_out", held_out.to_json()},
+          {"beyond_exhaustive_table", added.to_json()},
+          {"points", points},
           {"family_agreement", points > 0 ? double(family_agree) / points : 0.0},
           {"config_agreement", points > 0 ? double(config_agree) / points : 0.0},
           {"mean_regret", mean_regret},
@@ -45,6 +67,10 @@ TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
     const double s =
         slowdown(config_time(wp.point, KernelConfig::from_json(got.config)), wp.point.best_s);
     const double beyond = std::max(0.0, s - wp.point.noise);
+    const double s_ref =
+        slowdown(config_time(wp.point, KernelConfig::from_json(want.config)), wp.point.best_s);
+    (wp.workload.held_out ? j.held_out : j.grid).add(s, wp.workload.key());
+    j.added.add(std::max(0.0, s - s_ref), wp.workload.key());
     sum += s;
     sum_beyond += beyond;
     if (s > j.worst_regret || j.worst_point.empty()) {
@@ -57,6 +83,9 @@ TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
     j.mean_regret = sum / j.points;
     j.mean_regret_beyond_noise = sum_beyond / j.points;
   }
+  j.grid.finish();
+  j.held_out.finish();
+  j.added.finish();
   return j;
 }
 

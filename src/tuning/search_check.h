@@ -23,7 +23,21 @@ inline constexpr double kGoalWorstRegret = 0.03;
 // against the fastest measured configuration, from the exhaustive timings), raw and beyond the
 // point's measured noise (the slowdown less the larger interquartile range of the best v1 and v2
 // over the faster, never below 0).
+//
+// Also the same regret split between the profile's grid points and its held-out points (which no
+// table holds: their regret is the table's interpolation), and the regret it adds to the
+// exhaustive table's at each point (max(0, its regret - the exhaustive table's)): what measuring
+// less cost, apart from what the table's own rules cost both tables.
 struct TableJudgement {
+  struct Regret {
+    int points = 0;
+    double mean = 0.0;
+    double worst = 0.0;
+    std::string worst_point;
+    void add(double r, const std::string& point);
+    void finish(); // sum to mean
+    [[nodiscard]] nlohmann::json to_json() const;
+  };
   int points = 0;
   int family_agree = 0;
   int config_agree = 0;
@@ -32,6 +46,9 @@ struct TableJudgement {
   double mean_regret_beyond_noise = 0.0;
   double worst_regret_beyond_noise = 0.0;
   std::string worst_point; // the workload with the worst raw regret
+  Regret grid;             // raw regret at the grid points
+  Regret held_out;         // raw regret at the held-out points
+  Regret added;            // raw regret beyond the exhaustive table's at each point
   [[nodiscard]] nlohmann::json to_json() const;
 };
 [[nodiscard]] TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,

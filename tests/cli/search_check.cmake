@@ -18,7 +18,11 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
          "kernel calls, races included: timed repetitions [0-9]+ of [0-9]+.*"
          "the [0-9]+ pairs both sweeps timed in full: adaptive/exhaustive time median [0-9.]+.*"
          "adaptive table: v1/v2 decision agrees at [0-9]+ of 6 points.*"
-         "replayed search measures.*report .*search_check\\.json")
+         "adaptive table, regret at the 6 grid points: mean [0-9.]+%.*held-out points: none; "
+         "beyond the exhaustive table's regret at each point: mean [0-9.]+%.*"
+         "replayed search measures.*"
+         "the same goals with the regret beyond the exhaustive table's at each point: "
+         "(met|missed).*report .*search_check\\.json")
   attn_cli_test(NAME search_check_cpu EXIT 0 REGEX "${sc_regex}"
                 WORKDIR ${sc_work}
                 ARGS search-check --device cpu --profile ${sc_profile} --threads 1 --quiet
@@ -34,7 +38,8 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                                                           FIXTURES_REQUIRED search_check_out)
   string(CONCAT sc_replay_regex
          "the search replayed on .*exhaustive/results\\.jsonl: [0-9]+ of its 48 measurements.*"
-         "replayed table: v1/v2 decision agrees at [0-9]+ of 6 points")
+         "replayed table: v1/v2 decision agrees at [0-9]+ of 6 points.*"
+         "replayed table, regret at the 6 grid points")
   attn_cli_test(NAME search_check_replay EXIT 0 REGEX "${sc_replay_regex}"
                 WORKDIR ${sc_work}
                 ARGS search-check --replay out/exhaustive --out out/replayed)

@@ -174,6 +174,36 @@ TEST(AdaptiveSearch, BisectsToThePlantedSwitchAndReusesItForTheNextBatch) {
   }
 }
 
+TEST(SearchCheck, JudgementSplitsGridFromHeldOutAndCountsOnlyTheRegretItAdds) {
+  Planted p = planted(1500);
+  // One held-out point (no table holds it): batch 2 at 3000 tokens, where v2 wins.
+  Workload h = decode(2, 3000);
+  h.held_out = true;
+  for (const KernelConfig& c : configs()) {
+    p.lines.push_back(line_of(h, c, cost(h, c, 0.5e-9 * 1500 * 2)));
+  }
+  const std::vector<MeasurementRecord> records = to_records(p.lines);
+  const json exhaustive = table_of(p.lines);
+  const TableJudgement self = judge_table(records, exhaustive, exhaustive);
+  EXPECT_EQ(self.grid.points, 16);
+  EXPECT_EQ(self.held_out.points, 1);
+  EXPECT_EQ(self.points, 17);
+  EXPECT_LT(self.grid.worst, 1e-9);
+  EXPECT_EQ(self.added.worst, 0.0); // a table adds nothing to its own regret
+  // A table that switches to v2 only past 12000 tokens: v1 where v2 wins, from 2048 to 8192.
+  const json late = table_of(planted(12000).lines);
+  const TableJudgement j = judge_table(records, exhaustive, late);
+  EXPECT_GT(j.grid.worst, 0.1);
+  EXPECT_DOUBLE_EQ(j.grid.worst, j.worst_regret);
+  EXPECT_EQ(j.grid.worst_point, j.worst_point);
+  // Where the exhaustive table loses nothing, all of the regret is added.
+  EXPECT_DOUBLE_EQ(j.added.worst, j.grid.worst);
+  EXPECT_NEAR(j.added.mean * j.added.points,
+              j.grid.mean * j.grid.points + j.held_out.mean * j.held_out.points -
+                  self.held_out.mean * self.held_out.points,
+              1e-9);
+}
+
 TEST(AdaptiveSearch, AResumedSearchReplaysTheSameDecisions) {
   const Planted p = planted(1500);
   const AdaptiveSearch search(p.points);
@@ -242,13 +272,13 @@ TEST(SearchCheck, CountsKernelCallsAndTheDriftBetweenTwoSweeps) {
                                             rec(4, 1.0)};
   // Pairs 0-2 timed in full by both (ratios 1.1, 1.0, 0.5); 3 only raced by b, 4 failed there,
   // 5 absent from a: none of those counts.
-  const std::vector<MeasurementRecord> b = {rec(0, 1.1),         rec(1, 2.0),
-                                            rec(2, 2.0),         rec(3, 9.0, "ok", true),
+  const std::vector<MeasurementRecord> b = {rec(0, 1.1),          rec(1, 2.0),
+                                            rec(2, 2.0),          rec(3, 9.0, "ok", true),
                                             rec(4, 9.0, "fault"), rec(5, 9.0)};
   const SweepDrift d = sweep_drift(a, b);
   EXPECT_EQ(d.pairs, 3);
   EXPECT_DOUBLE_EQ(d.median, 1.0);
-  EXPECT_NEAR(d.p10, 0.6, 1e-12); // 0.5 + 0.2 * (1.0 - 0.5)
+  EXPECT_NEAR(d.p10, 0.6, 1e-12);  // 0.5 + 0.2 * (1.0 - 0.5)
   EXPECT_NEAR(d.p90, 1.08, 1e-12); // 1.0 + 0.8 * (1.1 - 1.0)
   EXPECT_EQ(sweep_drift(a, {}).pairs, 0);
 }
