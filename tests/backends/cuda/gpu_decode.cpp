@@ -25,6 +25,7 @@
 #include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 #include "tests/support/problems.h"
+#include "tests/support/specials.h"
 
 using namespace attn;
 
@@ -208,6 +209,26 @@ TEST_F(GpuDecode, EveryConfigurationOfTheSpace) {
       EXPECT_TRUE(rep.pass) << "seed " << g.seed << " " << cfg.key() << "\n"
                             << rep.summary() << "\n"
                             << rep.details();
+    }
+  }
+}
+
+// An infinity in V at the last key of a context stays an infinity in every configuration: the
+// keys past a CTA's range re-read its last key with weight 0, and must not add 0 * infinity.
+TEST_F(GpuDecode, InfinityAtTheLastKeyStaysAnInfinity) {
+  const AttnParams p = space_params();
+  GenOptions g;
+  g.seed = 4343;
+  Problem pr = make_decode_problem(p, {300, 77}, g);
+  test::put_special_value(pr, 0, 1, 299, 5, false);
+  test::put_special_value(pr, 1, 1, 76, 5, false);
+  const ReferenceResult ref = reference_attention(pr);
+  for (Family f : {Family::decode_v1, Family::decode_v2}) {
+    for (const auto& cfg : gpu().config_space(f, p)) {
+      const int specials =
+          test::specials_matching(ref, run_once(gpu(), pr, cfg), tolerance_for(p.dtype), cfg.key());
+      // Dimension 5 of KV head 1's four query heads, in both sequences.
+      EXPECT_EQ(specials, 2 * (p.num_heads / p.num_kv_heads)) << cfg.key();
     }
   }
 }

@@ -19,6 +19,7 @@
 #include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 #include "tests/support/problems.h"
+#include "tests/support/specials.h"
 
 using namespace attn;
 
@@ -212,6 +213,26 @@ TEST_F(GpuPrefill, EveryConfigurationOfTheSpace) {
     EXPECT_TRUE(rep.pass) << "seed " << g.seed << " " << cfg.key() << "\n"
                           << rep.summary() << "\n"
                           << rep.details();
+  }
+}
+
+// A NaN or an infinity in V at a key that only some rows of a boundary tile see reaches only the
+// rows that see it, in every configuration (the kernel's accumulate_pv_visible path): a NaN at
+// key 40 of a 100-row prompt, an infinity at key 98 of a 3-row chunk over 100 keys, KV head 1,
+// dimension 5.
+TEST_F(GpuPrefill, SpecialValuesReachOnlyTheRowsThatSeeThem) {
+  const AttnParams p = space_params();
+  GenOptions g;
+  g.seed = 4444;
+  Problem pr = make_prefill_problem(p, {100, 3}, {100, 100}, g);
+  test::put_special_value(pr, 0, 1, 40, 5, true);
+  test::put_special_value(pr, 1, 1, 98, 5, false);
+  const ReferenceResult ref = reference_attention(pr);
+  for (const auto& cfg : gpu().config_space(Family::prefill, p)) {
+    const int specials =
+        test::specials_matching(ref, run_once(gpu(), pr, cfg), tolerance_for(p.dtype), cfg.key());
+    // KV head 1's four query heads: the prompt's rows 40..99, the chunk's two rows that see 98.
+    EXPECT_EQ(specials, (p.num_heads / p.num_kv_heads) * (60 + 2)) << cfg.key();
   }
 }
 
