@@ -17,6 +17,7 @@
 #include "src/model/problem.h"
 #include "src/model/problem_gen.h"
 #include "src/validation/check.h"
+#include "tests/support/problems.h"
 #include "tests/support/specials.h"
 
 #ifdef ATTN_HAVE_CUDA
@@ -372,12 +373,9 @@ template <typename Run> void check_special_values(const Case& c, Run run) {
   GenOptions g;
   g.seed = 13;
   if (c.kv) {
-    g.k_scale = {1.0f / 64};
-    g.v_scale = {4.0f};
+    test::far_fp8_scales(g, false, p.num_kv_heads);
   }
-  Problem pr = make_decode_problem(p, {300, 77}, g);
-  test::put_special_value(pr, 0, 1, 299, 5, false);
-  test::put_special_value(pr, 1, 1, 76, 5, false);
+  const Problem pr = test::decode_with_last_key_infinities(p, g);
   const ReferenceResult ref = reference_attention(pr);
   const int specials = test::specials_matching(ref, run(pr, variant_of(c, p)),
                                                tolerance_for(p.dtype), pr.describe());

@@ -12,6 +12,7 @@
 #include "src/model/problem.h"
 #include "src/model/problem_gen.h"
 #include "src/validation/check.h"
+#include "tests/support/problems.h"
 #include "tests/support/specials.h"
 
 #ifdef ATTN_HAVE_CUDA
@@ -263,12 +264,9 @@ template <typename Run> void check_special_values(const Case& c, Run run) {
   GenOptions g;
   g.seed = 12;
   if (c.kv) {
-    g.k_scale = {1.0f / 64};
-    g.v_scale = {4.0f};
+    test::far_fp8_scales(g, false, p.num_kv_heads);
   }
-  Problem pr = make_prefill_problem(p, {100, 3}, {100, 100}, g);
-  test::put_special_value(pr, 0, 1, 40, 5, true);
-  test::put_special_value(pr, 1, 1, 98, 5, false);
+  const Problem pr = test::prefill_with_specials(p, g);
   KernelConfig cfg{
       Family::prefill,
       {{"q_tile", c.q_tile}, {"k_tile", c.k_tile}, {"warps", c.warps}, {"stages", c.stages}}};
@@ -277,7 +275,7 @@ template <typename Run> void check_special_values(const Case& c, Run run) {
                                                tolerance_for(p.dtype), pr.describe());
   // Dimension 5 of KV head 1's two query heads: the prompt's rows 40..99, the chunk's two rows
   // that see key 98.
-  EXPECT_EQ(specials, 2 * (60 + 2)) << pr.describe();
+  EXPECT_EQ(specials, 2 * test::kPrefillSpecialRows) << pr.describe();
 }
 
 } // namespace

@@ -12,6 +12,7 @@
 #include "reference/reference.h"
 #include "src/backends/backend.h"
 #include "src/model/problem.h"
+#include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 
 namespace attn::test {
@@ -41,6 +42,27 @@ inline void put_special_value(Problem& pr, int b, int kvh, int key, int dim, boo
     static_cast<uint8_t*>(cache)[at] = nan ? 0x7f : 0x7c; // S.11111.11, 0.11111.00
     return;
   }
+}
+
+// The prefill problem of the special-value tests: a 100-row prompt and a 3-row chunk over 100
+// keys, with a NaN at key 40 of the prompt (rows 0..39 do not see it) and an infinity at key 98
+// of the chunk (its first row, at 97, does not), KV head 1, dimension 5. Under a causal mask,
+// each query head of KV head 1 gets kPrefillSpecialRows non-finite outputs.
+inline constexpr int kPrefillSpecialRows = 60 + 2;
+inline Problem prefill_with_specials(const AttnParams& p, const GenOptions& g) {
+  Problem pr = make_prefill_problem(p, {100, 3}, {100, 100}, g);
+  put_special_value(pr, 0, 1, 40, 5, true);
+  put_special_value(pr, 1, 1, 98, 5, false);
+  return pr;
+}
+
+// The decode problem of the special-value tests: an infinity at the last key of a 300-token and a
+// 77-token context, KV head 1, dimension 5: two non-finite outputs per query head of KV head 1.
+inline Problem decode_with_last_key_infinities(const AttnParams& p, const GenOptions& g) {
+  Problem pr = make_decode_problem(p, {300, 77}, g);
+  put_special_value(pr, 0, 1, 299, 5, false);
+  put_special_value(pr, 1, 1, 76, 5, false);
+  return pr;
 }
 
 // Compares every output element with the reference: a non-finite one must be the same (NaN for

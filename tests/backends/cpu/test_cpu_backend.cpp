@@ -446,9 +446,7 @@ TEST(CpuBackend, InfinityAtTheLastKeyStaysAnInfinity) {
       gen.k_scale = {0.37f};
       gen.v_scale = {3.0f};
     }
-    Problem pr = make_decode_problem(p, {300, 77}, gen);
-    test::put_special_value(pr, 0, 1, 299, 5, false);
-    test::put_special_value(pr, 1, 1, 76, 5, false);
+    const Problem pr = test::decode_with_last_key_infinities(p, gen);
     const ReferenceResult ref = reference_attention(pr);
     for (const KernelConfig& cfg :
          {KernelConfig{Family::decode_v1, {{"split", 1}}},
@@ -474,11 +472,7 @@ TEST(CpuBackend, NonFiniteValueReachesOnlyTheRowsThatSeeIt) {
     p.dtype = dt;
     GenOptions gen;
     gen.seed = 12;
-    Problem pr = make_prefill_problem(p, {100, 3}, {100, 100}, gen);
-    // KV head 1, dimension 5: a NaN at key 40 of the prompt (rows 0..39 do not see it) and an
-    // infinity at key 98 of the chunk (its first row, at position 97, does not).
-    test::put_special_value(pr, 0, 1, 40, 5, true);
-    test::put_special_value(pr, 1, 1, 98, 5, false);
+    const Problem pr = test::prefill_with_specials(p, gen);
     const ReferenceResult ref = reference_attention(pr);
     const Tolerance tol = tolerance_for(p.dtype);
     for (const KernelConfig& cfg :
@@ -488,7 +482,7 @@ TEST(CpuBackend, NonFiniteValueReachesOnlyTheRowsThatSeeIt) {
                                                    std::string(dtype_name(dt)) + " " + cfg.key());
       // Dimension 5 of KV head 1's four query heads: the prompt's rows 40..99, the chunk's two
       // rows that see key 98 (the infinity times a positive probability stays infinite).
-      EXPECT_EQ(specials, 4 * (60 + 2)) << dtype_name(dt) << " " << cfg.key();
+      EXPECT_EQ(specials, 4 * test::kPrefillSpecialRows) << dtype_name(dt) << " " << cfg.key();
     }
   }
 }

@@ -219,9 +219,7 @@ TEST_F(GpuDecode, InfinityAtTheLastKeyStaysAnInfinity) {
   const AttnParams p = space_params();
   GenOptions g;
   g.seed = 4343;
-  Problem pr = make_decode_problem(p, {300, 77}, g);
-  test::put_special_value(pr, 0, 1, 299, 5, false);
-  test::put_special_value(pr, 1, 1, 76, 5, false);
+  const Problem pr = test::decode_with_last_key_infinities(p, g);
   const ReferenceResult ref = reference_attention(pr);
   for (Family f : {Family::decode_v1, Family::decode_v2}) {
     for (const auto& cfg : gpu().config_space(f, p)) {

@@ -224,15 +224,13 @@ TEST_F(GpuPrefill, SpecialValuesReachOnlyTheRowsThatSeeThem) {
   const AttnParams p = space_params();
   GenOptions g;
   g.seed = 4444;
-  Problem pr = make_prefill_problem(p, {100, 3}, {100, 100}, g);
-  test::put_special_value(pr, 0, 1, 40, 5, true);
-  test::put_special_value(pr, 1, 1, 98, 5, false);
+  const Problem pr = test::prefill_with_specials(p, g);
   const ReferenceResult ref = reference_attention(pr);
   for (const auto& cfg : gpu().config_space(Family::prefill, p)) {
     const int specials =
         test::specials_matching(ref, run_once(gpu(), pr, cfg), tolerance_for(p.dtype), cfg.key());
     // KV head 1's four query heads: the prompt's rows 40..99, the chunk's two rows that see 98.
-    EXPECT_EQ(specials, (p.num_heads / p.num_kv_heads) * (60 + 2)) << cfg.key();
+    EXPECT_EQ(specials, (p.num_heads / p.num_kv_heads) * test::kPrefillSpecialRows) << cfg.key();
   }
 }
 
