@@ -57,8 +57,6 @@
 #ifndef ATTN_DYNAMIC_SHARED
 #define ATTN_DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
 #endif
-// Partial unrolling of the fp32 engine's dot-product loops: fully unrolled, ptxas hoisted enough
-// loads to spill at head_dim 80 on sm_80.
 // A loop kept rolled (a rare path whose unrolled copies would only cost compile time).
 #ifndef ATTN_UNROLL1
 #if defined(ATTN_EMULATE_HOST)
@@ -67,6 +65,8 @@
 #define ATTN_UNROLL1 _Pragma("unroll 1")
 #endif
 #endif
+// Partial unrolling of the fp32 engine's dot-product loops: fully unrolled, ptxas hoisted enough
+// loads to spill at head_dim 80 on sm_80.
 #ifndef ATTN_UNROLL4
 #if defined(ATTN_EMULATE_HOST)
 #define ATTN_UNROLL4
