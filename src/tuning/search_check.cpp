@@ -52,8 +52,8 @@ TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
   const attn_tune::ThresholdTableReader ref(exhaustive_table);
   const attn_tune::ThresholdTableReader judged(table);
   TableJudgement j;
-  double sum = 0.0;
-  double sum_beyond = 0.0;
+  TableJudgement::Regret all;
+  TableJudgement::Regret beyond_noise;
   for (const WorkloadPoint& wp : decode_workload_points(exhaustive)) {
     if (!wp.point.usable()) {
       continue;
@@ -66,23 +66,20 @@ TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
     j.config_agree += want.config_key == got.config_key ? 1 : 0;
     const double s =
         slowdown(config_time(wp.point, KernelConfig::from_json(got.config)), wp.point.best_s);
-    const double beyond = std::max(0.0, s - wp.point.noise);
     const double s_ref =
         slowdown(config_time(wp.point, KernelConfig::from_json(want.config)), wp.point.best_s);
     (wp.workload.held_out ? j.held_out : j.grid).add(s, wp.workload.key());
     j.added.add(std::max(0.0, s - s_ref), wp.workload.key());
-    sum += s;
-    sum_beyond += beyond;
-    if (s > j.worst_regret || j.worst_point.empty()) {
-      j.worst_point = wp.workload.key();
-    }
-    j.worst_regret = std::max(j.worst_regret, s);
-    j.worst_regret_beyond_noise = std::max(j.worst_regret_beyond_noise, beyond);
+    all.add(s, wp.workload.key());
+    beyond_noise.add(std::max(0.0, s - wp.point.noise), wp.workload.key());
   }
-  if (j.points > 0) {
-    j.mean_regret = sum / j.points;
-    j.mean_regret_beyond_noise = sum_beyond / j.points;
-  }
+  all.finish();
+  beyond_noise.finish();
+  j.mean_regret = all.mean;
+  j.worst_regret = all.worst;
+  j.worst_point = all.worst_point;
+  j.mean_regret_beyond_noise = beyond_noise.mean;
+  j.worst_regret_beyond_noise = beyond_noise.worst;
   j.grid.finish();
   j.held_out.finish();
   j.added.finish();

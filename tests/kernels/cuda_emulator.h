@@ -93,16 +93,6 @@ inline void barrier() {
 #endif
 }
 
-inline float shfl_xor(float v, int off) {
-  State& s = state();
-  const int t = s.current;
-  s.slots[std::size_t(t)] = v;
-  barrier();
-  const float r = s.slots[std::size_t((t & ~31) | ((t & 31) ^ off))];
-  barrier(); // nobody overwrites a slot before every lane has read
-  return r;
-}
-
 // __shfl_sync: every lane reads the value lane `src` of its warp gave.
 inline float shfl(float v, int src) {
   State& s = state();
@@ -110,9 +100,11 @@ inline float shfl(float v, int src) {
   s.slots[std::size_t(t)] = v;
   barrier();
   const float r = s.slots[std::size_t((t & ~31) | (src & 31))];
-  barrier();
+  barrier(); // nobody overwrites a slot before every lane has read
   return r;
 }
+
+inline float shfl_xor(float v, int off) { return shfl(v, (state().current & 31) ^ off); }
 
 // __syncthreads_or: a barrier that returns whether any thread of the CTA gave a nonzero pred.
 inline int syncthreads_or(int pred) {

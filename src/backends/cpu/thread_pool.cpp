@@ -87,11 +87,9 @@ void ThreadPool::worker_loop(int worker) {
     if (stop_.load()) {
       return;
     }
-    {
-      // fn_ and n_tasks_ were written under mu_ before the generation moved.
-      std::lock_guard<std::mutex> lock(mu_);
-      seen = generation_.load();
-    }
+    // fn_ and n_tasks_ were written before the generation moved (a sequentially consistent
+    // atomic: seeing the new value sees them), and no new run starts before this one's end.
+    seen = generation_.load();
     drain(worker);
     if (busy_.fetch_sub(1) == 1) {
       std::lock_guard<std::mutex> lock(mu_); // the caller checks busy_ under mu_ before it waits
