@@ -78,7 +78,8 @@ class ReaderTest(unittest.TestCase):
         c = self.t.lookup(**query(1, 512))
         self.assertTrue(c.exact_point)
         self.assertEqual((c.family, c.config_key), ("decode_v1", "decode_v1[]"))
-        self.assertEqual(c.point["v2_from"], 2048)
+        # Where log(v2 / v1) between the measured 512 and 2048 crosses zero.
+        self.assertEqual(c.point["v2_from"], 1821)
         c = self.t.lookup(**query(1, 2048))
         self.assertEqual((c.family, c.config_key), ("decode_v2", "decode_v2[partition=256]"))
         c = self.t.lookup(**query(64, 32768))
@@ -86,13 +87,15 @@ class ReaderTest(unittest.TestCase):
         self.assertEqual(c.point["v2_from"], "never")
 
     def test_v2_intervals_where_no_threshold_holds(self):
-        # kvh 8, batch 4: v2 by 28% at ctx 64, within noise at 512, v1 at 4096.
+        # kvh 8, batch 4: v2 by 28% at ctx 64, within noise at 512, v1 at 4096. v2's median is
+        # the lower one at 512, so v2 ends right after it, at 558.
         c = self.t.lookup(**query(4, 64))
         self.assertTrue(c.exact_point)
-        self.assertEqual(c.point["v2_intervals"], [[1, 4096]])
+        self.assertEqual(c.point["v2_intervals"], [[1, 558]])
         self.assertNotIn("v2_from", c.point)
         self.assertEqual((c.family, c.config_key), ("decode_v2", "decode_v2[partition=256]"))
-        self.assertEqual(self.t.lookup(**query(4, 4095)).family, "decode_v2")
+        self.assertEqual(self.t.lookup(**query(4, 557)).family, "decode_v2")
+        self.assertEqual(self.t.lookup(**query(4, 558)).family, "decode_v1")
         self.assertEqual(self.t.lookup(**query(4, 4096)).family, "decode_v1")
         self.assertEqual(self.t.table["regret"]["sweep"]["table_lookup"]["beyond_noise"], 0)
 
@@ -630,8 +633,8 @@ class UseV2Test(unittest.TestCase):
             t.use_v2(4096, 8)
         t.bind(head_dim=128, dtype="float16")
         self.assertEqual(t.bound, {"num_heads": 32, "head_dim": 128, "dtype": "fp16"})
-        self.assertTrue(t.use_v2(4095, 8, batch=4))
-        self.assertFalse(t.use_v2(4096, 8, batch=4))
+        self.assertTrue(t.use_v2(557, 8, batch=4))
+        self.assertFalse(t.use_v2(558, 8, batch=4))
 
     def test_arguments(self):
         t = self.tables[FIXTURE]

@@ -330,7 +330,7 @@ std::string noisy_words(const json& p, const json& n) {
        pct(n.at("margin").get<double>()) + " faster (within the noise of " +
        pct(n.at("noise").get<double>()) + ")";
   if (!n.at("switch_at").is_null()) {
-    w += "; the switch to " + std::string(decision == "v1" ? "v2" : "v1") + " at ctx " +
+    w += "; the switch to " + std::string(decision == "v1" ? "v2" : "v1") + " before ctx " +
          std::to_string(n.at("switch_at").get<int>()) + " could lie this early";
   }
   if (n.value("hides_switch", false)) {

@@ -169,7 +169,7 @@ std::string noisy_words(const NoisyMark& k) {
        format_sig(k.margin * 100, 2) + "% faster (within the noise of " +
        format_sig(k.noise * 100, 2) + "%)";
   if (k.switch_at) {
-    w += "; the switch to " + std::string(k.decision == "v1" ? "v2" : "v1") + " at " +
+    w += "; the switch to " + std::string(k.decision == "v1" ? "v2" : "v1") + " before " +
          std::to_string(k.switch_at) + " could lie this early";
   }
   if (k.remeasured) {

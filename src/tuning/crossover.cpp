@@ -8,6 +8,25 @@
 
 namespace attn {
 
+int switch_between(const ContextTiming& a, const ContextTiming& b) {
+  const int lo = a.context_len + 1;
+  const int hi = b.context_len;
+  if (!(a.v1_s < kInf && a.v2_s < kInf && b.v1_s < kInf && b.v2_s < kInf) || lo >= hi ||
+      a.context_len <= 0) {
+    return hi;
+  }
+  // log(v2 / v1) at both ends, interpolated linearly in log context length to its zero.
+  const double ra = std::log(a.v2_s / a.v1_s);
+  const double rb = std::log(b.v2_s / b.v1_s);
+  if (!(std::isfinite(ra) && std::isfinite(rb)) || ra == rb) {
+    return hi;
+  }
+  const double t = std::clamp(ra / (ra - rb), 0.0, 1.0);
+  const double x = double(a.context_len) * std::pow(double(b.context_len) / a.context_len, t);
+  // Rounded up, less a hair of rounding error: a crossing computed as 1024.0000000001 is 1024.
+  return int(std::clamp(std::ceil(x * (1.0 - 1e-12)), double(lo), double(hi)));
+}
+
 Comparison compare(const ContextTiming& t) {
   Comparison c;
   const bool has1 = t.v1_s < kInf;
@@ -140,9 +159,9 @@ Crossover find_crossover(const std::vector<ContextTiming>& sorted) {
     const bool v2 = cmp.within_noise ? previous : cmp.v2_faster;
     const int ctx = sorted[measured[k]].context_len;
     if (v2 && open_from == 0) {
-      open_from = k == 0 ? 1 : ctx;
+      open_from = k == 0 ? 1 : switch_between(sorted[measured[k - 1]], sorted[measured[k]]);
     } else if (!v2 && open_from != 0) {
-      c.v2.push_back({open_from, ctx});
+      c.v2.push_back({open_from, switch_between(sorted[measured[k - 1]], sorted[measured[k]])});
       open_from = 0;
     }
     previous = v2;

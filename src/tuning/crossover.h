@@ -33,6 +33,12 @@ struct Comparison {
 };
 [[nodiscard]] Comparison compare(const ContextTiming& t);
 
+// Where the decision switches between two neighbouring measured lengths a < b whose decisions
+// differ: the length where log(v2 / v1), interpolated linearly in log context length between the
+// two, crosses zero, rounded up and kept in (a, b] so that both keep their own decisions; b when
+// a family is missing at either.
+[[nodiscard]] int switch_between(const ContextTiming& a, const ContextTiming& b);
+
 // A context range [from, to) where v2 is chosen; `to` empty: no upper end.
 struct V2Interval {
   int from = 1;
@@ -55,8 +61,9 @@ struct NoisyDecision {
   // The beyond-noise length whose decision this one carries: the nearest shorter one, else (for
   // leading lengths) the first longer one; empty when no length is beyond noise (v1 stands).
   std::optional<int> carried_from;
-  // The length where the table switches family right after this length's run of within-noise
-  // lengths: the switch could lie anywhere in that run, so re-measuring it can move the switch.
+  // The first measured length of the other family's run right after this length's run of
+  // within-noise lengths (the table's switch lies between that run and it): the switch could lie
+  // anywhere in that run, so re-measuring it can move the switch.
   std::optional<int> switch_at;
   // Every length of this run has the other family's median faster (and there are two or more).
   bool hides_switch = false;
@@ -67,8 +74,9 @@ struct NoisyDecision {
 // The v1/v2 decision over context length. Each measured length decides for its winner when the
 // win is beyond noise and keeps the previous length's decision when it is within noise; leading
 // lengths within noise take the first decision beyond noise, and v1 stands where none is. Runs of
-// equal decisions become intervals that switch at the first measured length of the new run; the
-// first run starts at context 1 and the last one is open, so every context length has a decision.
+// equal decisions become intervals that switch between the last measured length of one run and
+// the first of the next, at switch_between(); the first run starts at context 1 and the last one
+// is open, so every context length has a decision.
 struct Crossover {
   std::vector<V2Interval> v2;          // ascending, disjoint, none empty
   std::vector<Comparison> comparisons; // index for index with the timings given

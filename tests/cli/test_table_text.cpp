@@ -31,8 +31,9 @@ json provenance() {
           {"timing_method", "synthetic"}};
 }
 
-// One point, batch 1: v1 twice as fast at 512, `v2` twice as fast at 4096.
-std::vector<MeasurementRecord> v2_from_4096(const KernelConfig& v2) {
+// One point, batch 1: v1 twice as fast at 512, `v2` twice as fast at 4096, so the switch lies
+// halfway in log length: at sqrt(512 * 4096) = 1448.2, rounded up.
+std::vector<MeasurementRecord> v2_from_1449(const KernelConfig& v2) {
   const KernelConfig v1{Family::decode_v1, {}};
   return {rec(1, 512, 8, v1, 1.0), rec(1, 512, 8, v2, 2.0), rec(1, 4096, 8, v1, 4.0),
           rec(1, 4096, 8, v2, 2.0)};
@@ -47,10 +48,10 @@ std::vector<MeasurementRecord> v2_from_4096(const KernelConfig& v2) {
 }
 
 TEST(ThresholdTable, ShowExplainsTheTable) {
-  const std::vector<MeasurementRecord> rs = v2_from_4096({Family::decode_v2, {{"partition", 512}}});
+  const std::vector<MeasurementRecord> rs = v2_from_1449({Family::decode_v2, {{"partition", 512}}});
   const std::string text = cli::describe_table(build_threshold_table(rs, provenance(), 16));
   EXPECT_NE(text.find("Synthetic GPU (cuda:0), 16 SMs"), std::string::npos) << text;
-  EXPECT_NE(text.find("fp16 d=128 bs=16 kvh=8 gqa=4 batch=1: v2 from ctx 4096"), std::string::npos)
+  EXPECT_NE(text.find("fp16 d=128 bs=16 kvh=8 gqa=4 batch=1: v2 from ctx 1449"), std::string::npos)
       << text;
   EXPECT_NE(text.find("fitted rule: use v2 (partition 512) when"), std::string::npos) << text;
 }
@@ -93,7 +94,9 @@ TEST(ThresholdTable, ShowSaysWhenAMergedTableIsIncomplete) {
 TEST(ThresholdTable, ShowSpellsOutIntervalsAndNoiseCalls) {
   const KernelConfig v1{Family::decode_v1, {}};
   const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};
-  // v1, then v2 beyond noise from 512, within noise at 2048, v1 beyond noise from 8192.
+  // v1, then v2 beyond noise from 512, within noise at 2048, v1 beyond noise from 8192. The
+  // switches: halfway between 128 and 512 (each family twice as fast at one of them), and right
+  // after 2048, where v1's median is already the lower one.
   std::vector<MeasurementRecord> rs = {
       spread_rec(2, 128, 8, v1, 1e-6, 0.01e-6),  spread_rec(2, 128, 8, v2, 2e-6, 0.01e-6),
       spread_rec(2, 512, 8, v1, 4e-6, 0.01e-6),  spread_rec(2, 512, 8, v2, 2e-6, 0.01e-6),
@@ -101,7 +104,7 @@ TEST(ThresholdTable, ShowSpellsOutIntervalsAndNoiseCalls) {
       spread_rec(2, 8192, 8, v1, 10e-6, 0.1e-6), spread_rec(2, 8192, 8, v2, 20e-6, 0.1e-6)};
   const std::string text = cli::describe_table(build_threshold_table(rs, provenance(), 16));
   EXPECT_NE(text.find("schema attn-tune/threshold-table v5"), std::string::npos) << text;
-  EXPECT_NE(text.find("kvh=8 gqa=4 batch=2: v1 below ctx 512, v2 from 512, v1 from 8192"),
+  EXPECT_NE(text.find("kvh=8 gqa=4 batch=2: v1 below ctx 256, v2 from 256, v1 from 2049"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("ctx 512: v1 4.0 us, v2 2.0 us, best decode_v2[partition=512]; v2 faster by "
@@ -135,7 +138,7 @@ TEST(ThresholdTable, ShowListsNoisyDecisionsWithTheRemedy) {
       << text;
   EXPECT_NE(text.find("  fp16 d=128 bs=16 kvh=8 gqa=4 batch=2 ctx 2048: v1 carried from ctx 512, "
                       "though v2's median is 1.0% faster (within the noise of 5.0%); the switch "
-                      "to v2 at ctx 8192 could lie this early\n"),
+                      "to v2 before ctx 8192 could lie this early\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("re-time them with 4x the repetitions: attn-tune sweep --resume "
@@ -171,7 +174,7 @@ TEST(ThresholdTable, ShowListsNoisyDecisionsWithTheRemedy) {
 // The kernels name the rule they replace: table show says which, lists it first among the
 // engines' rules as the kernel set's own, and calls vLLM's CUDA rule vllm_cuda, never "vllm".
 TEST(ThresholdTable, ShowNamesTheKernelSetsOwnRule) {
-  const std::vector<MeasurementRecord> rs = v2_from_4096({Family::decode_v2, {{"partition", 512}}});
+  const std::vector<MeasurementRecord> rs = v2_from_1449({Family::decode_v2, {{"partition", 512}}});
   json pv = provenance();
   pv["kernels"] = {{"source", "built-in"}, {"name", "attn-tune"}, {"engine_rule", "vllm-cpu"}};
   std::string text = cli::describe_table(build_threshold_table(rs, pv, 16));
@@ -194,7 +197,7 @@ TEST(ThresholdTable, ShowNamesTheKernelSetsOwnRule) {
 // A v2 without a partition: the rule and every measured v2 say the kernel chooses its splits.
 TEST(ThresholdTable, ShowSaysTheKernelChoosesItsSplits) {
   const std::string text = cli::describe_table(
-      build_threshold_table(v2_from_4096({Family::decode_v2, {}}), provenance(), 16));
+      build_threshold_table(v2_from_1449({Family::decode_v2, {}}), provenance(), 16));
   EXPECT_TRUE(holds(text, "fitted rule: use v2 (the kernel chooses its splits) when "
                           "batch*num_kv_heads*context_len > "));
   EXPECT_TRUE(holds(text, "ctx 4096: v1 4000000.0 us, v2 2000000.0 us (the kernel chooses its "

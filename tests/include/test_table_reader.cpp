@@ -150,8 +150,9 @@ TEST(TableReader, ExactPointsFollowTheCrossover) {
   EXPECT_TRUE(c.exact_point);
   EXPECT_EQ(c.family, "decode_v1");
   EXPECT_EQ(c.config_key, "decode_v1[]");
-  EXPECT_EQ(c.point["v2_from"], 2048);
-  EXPECT_EQ(c.point["v2_intervals"], json::parse("[[2048, null]]"));
+  // v2 from where log(v2 / v1) between 512 and 2048 (below) crosses zero: 512 * 4^0.915.
+  EXPECT_EQ(c.point["v2_from"], 1821);
+  EXPECT_EQ(c.point["v2_intervals"], json::parse("[[1821, null]]"));
   EXPECT_FALSE(c.point.contains("measured"));
   // At 2048: v1 = 23.48 us; v2(256) = 4 waves * 2.56 + 12 = 22.24 us (v2(512) ties; the first
   // measured wins the tie).
@@ -164,28 +165,34 @@ TEST(TableReader, ExactPointsFollowTheCrossover) {
   EXPECT_EQ(c.family, "decode_v1");
   EXPECT_EQ(c.config_key, "decode_v1[]");
   EXPECT_EQ(c.point["v2_from"], "never");
-  // batch 8, kvh 1: v1 = ctx*0.01+3; v2 wins once partitions fill the SMs: from 2048.
+  // batch 8, kvh 1: v1 = ctx*0.01+3; v2 wins once partitions fill the SMs: measured at 2048,
+  // not at 512, with the same times as batch 1 with 8 KV heads.
   c = r.lookup(query(8, 512, 1, 4));
   EXPECT_EQ(c.family, "decode_v1");
   c = r.lookup(query(8, 2048, 1, 4));
   EXPECT_EQ(c.family, "decode_v2");
-  EXPECT_EQ(c.point["v2_from"], 2048);
+  EXPECT_EQ(c.point["v2_from"], 1821);
 }
 
 TEST(TableReader, FollowsV2IntervalsWhereNoSingleThresholdHolds) {
   const auto r = attn_tune::ThresholdTableReader::from_file(kFixture);
   EXPECT_EQ(r.version(), attn_tune::kTableSchemaVersion);
-  // The issue-11 shape: v2 by 28% at 64, within noise at 512 (keeps v2), v1 at 4096.
+  // The issue-11 shape: v2 by 28% at 64, within noise at 512 (keeps v2), v1 at 4096. v2's median
+  // is the lower one at 512 (44.5 against 45), so v2 ends where log(v2 / v1) between 512 and
+  // 4096 crosses zero, just after 512: 512 * 8^0.041 = 557.4.
   auto c = r.lookup(query(4, 64));
   EXPECT_TRUE(c.exact_point);
-  EXPECT_EQ(c.point["v2_intervals"], json::parse("[[1, 4096]]"));
+  EXPECT_EQ(c.point["v2_intervals"], json::parse("[[1, 558]]"));
   EXPECT_FALSE(c.point.contains("v2_from"));
   EXPECT_EQ(c.family, "decode_v2");
   EXPECT_EQ(c.config_key, "decode_v2[partition=256]");
   EXPECT_EQ(r.lookup(query(4, 512)).family, "decode_v2");
-  c = r.lookup(query(4, 4095)); // below the switch: v2, at its nearest measured length (4096)
+  c = r.lookup(query(4, 557)); // below the switch: v2, at its nearest measured length (512)
   EXPECT_EQ(c.family, "decode_v2");
-  EXPECT_EQ(c.measured_context, 4096);
+  EXPECT_EQ(c.measured_context, 512);
+  c = r.lookup(query(4, 558));
+  EXPECT_EQ(c.family, "decode_v1");
+  EXPECT_EQ(c.config_key, "decode_v1[]");
   EXPECT_EQ(r.lookup(query(4, 4096)).family, "decode_v1");
   EXPECT_EQ(r.lookup(query(4, 100000)).family, "decode_v1");
   // The table's own lookup is exact at the sweep's points here.
@@ -194,17 +201,25 @@ TEST(TableReader, FollowsV2IntervalsWhereNoSingleThresholdHolds) {
 }
 
 // Version 3 changed the regret's keys and allowed a v2 without a partition; the lookup reads
-// version 2 as it did, to the same answers on the same measurements.
+// version 2 as it did, to the same answers on the same measurements at every measured length.
+// (Between measured lengths the two files differ: the version-2 file was built when a switch
+// lay at the first measured length of the new decision; newer builds put it where log(v2 / v1)
+// crosses zero.)
 TEST(TableReader, StillReadsVersion2Tables) {
   const auto r2 = attn_tune::ThresholdTableReader::from_file(kFixtureV2);
   const auto r3 = attn_tune::ThresholdTableReader::from_file(kFixture);
   EXPECT_EQ(r2.version(), 2);
   EXPECT_EQ(r2.engine_rule(), "") << "made before kernel sets named their rule";
   EXPECT_EQ(r3.engine_rule(), "vllm-cuda");
+  int compared = 0;
   for (int batch : {1, 4, 8, 64}) {
-    for (int ctx : {64, 512, 2048, 4095, 4096, 32768}) {
+    for (int ctx : {64, 512, 2048, 4095, 4096, 8192, 32768}) {
       const auto a = r2.lookup(query(batch, ctx));
       const auto b = r3.lookup(query(batch, ctx));
+      if (b.measured_context != ctx) {
+        continue;
+      }
+      ++compared;
       EXPECT_EQ(a.family, b.family) << batch << " " << ctx;
       EXPECT_EQ(a.config_key, b.config_key) << batch << " " << ctx;
       EXPECT_EQ(a.partition, b.partition) << batch << " " << ctx;
@@ -212,6 +227,7 @@ TEST(TableReader, StillReadsVersion2Tables) {
       EXPECT_FALSE(a.kernel_chooses_splits());
     }
   }
+  EXPECT_EQ(compared, 15) << "4 measured lengths each at batches 1, 8 and 64, 3 at batch 4";
 }
 
 TEST(TableReader, StillReadsVersion1Tables) {

@@ -1,6 +1,6 @@
 # Sweeps the planted-cost plugin (SPLIT_SPIN) over PROFILE and checks that `table lookup` answers
 # decode_v1 at every grid length below the planted crossover (1200 keys at batch 1) and decode_v2
-# at every one above it.
+# at every one above it, and at two lengths between the grid lengths around it.
 # With -DSEARCH=adaptive the sweep searches adaptively: the switch must land the same, with fewer
 # measurements than the grid has (the table's provenance says so), and a resume of the folder
 # must keep the adaptive search, measure nothing more and refuse --search exhaustive.
@@ -72,7 +72,10 @@ if(SEARCH STREQUAL "adaptive")
     message(FATAL_ERROR "a resume with another search was not refused in one line")
   endif()
 endif()
-foreach(len 256 384 512 768 2048 2560 3072 4096)
+# The grid lengths, and two between the pair that brackets the crossover (768 and 2048): the
+# table's switch lies where log(v2 / v1) between those two crosses zero, at 1274 for these costs
+# exactly, so 1000 is v1's and 1500 is v2's (the old rule, a switch at 2048, answered v1 at 1500).
+foreach(len 256 384 512 768 1000 1500 2048 2560 3072 4096)
   if(len LESS 1200)
     set(want decode_v1)
   else()

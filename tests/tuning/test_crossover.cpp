@@ -1,5 +1,6 @@
 // Tests of the noise-aware v1/v2 crossover on hand-made timings: wins beyond the measured noise
-// switch the decision, wins within it do not, and a v2 win that ends becomes a closed interval.
+// switch the decision, wins within it do not, a v2 win that ends becomes a closed interval, and a
+// switch lies where log(v2 / v1) crosses zero between the two lengths around it.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -45,13 +46,14 @@ TEST(Crossover, ComparesAgainstTheLargerInterquartileRange) {
 }
 
 TEST(Crossover, SingleThresholdsKeepTheirVersion1Form) {
-  Crossover c = find_crossover(timings(kCtx, {1, 2, 4, 8}, {2, 3, 3, 4}));
+  // v2 twice as slow at 512, twice as fast at 2048: the switch lies halfway in log length.
+  Crossover c = find_crossover(timings(kCtx, {1, 2, 4, 8}, {2, 4, 2, 4}));
   ASSERT_EQ(c.v2.size(), 1u);
-  EXPECT_EQ(c.v2[0], (V2Interval{2048, std::nullopt}));
-  EXPECT_EQ(c.intervals_json(), json::parse("[[2048, null]]"));
-  EXPECT_EQ(c.v2_from_json(), json(2048));
-  EXPECT_FALSE(c.uses_v2(2047));
-  EXPECT_TRUE(c.uses_v2(2048));
+  EXPECT_EQ(c.v2[0], (V2Interval{1024, std::nullopt}));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[1024, null]]"));
+  EXPECT_EQ(c.v2_from_json(), json(1024));
+  EXPECT_FALSE(c.uses_v2(1023));
+  EXPECT_TRUE(c.uses_v2(1024));
   EXPECT_TRUE(c.uses_v2(1 << 20));
   c = find_crossover(timings(kCtx, {5, 5, 5, 5}, {1, 2, 3, 4}));
   EXPECT_EQ(c.intervals_json(), json::parse("[[1, null]]"));
@@ -64,20 +66,22 @@ TEST(Crossover, SingleThresholdsKeepTheirVersion1Form) {
 }
 
 TEST(Crossover, AWinThatEndsBecomesAnInterval) {
-  // The case: v2 wins by 28% at 64 and at 512, v1 wins at 4096. The old single
-  // threshold made this "never" and lost 28% at 64.
+  // The case: v2 wins by 28% at 64 and by 20% at 512, v1 by 20% at 4096. The old single
+  // threshold made this "never" and lost 28% at 64. The switch back lies at sqrt(512 * 4096),
+  // 1448.2, rounded up.
   Crossover c = find_crossover(
-      timings({64, 512, 4096}, {27.1e-6, 60e-6, 300e-6}, {21.2e-6, 50e-6, 400e-6}, 0.2e-6));
-  EXPECT_EQ(c.intervals_json(), json::parse("[[1, 4096]]"));
+      timings({64, 512, 4096}, {27.1e-6, 60e-6, 300e-6}, {21.2e-6, 50e-6, 360e-6}, 0.2e-6));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[1, 1449]]"));
   EXPECT_FALSE(c.v2_from_json().has_value());
   EXPECT_TRUE(c.uses_v2(64));
-  EXPECT_TRUE(c.uses_v2(4095));
-  EXPECT_FALSE(c.uses_v2(4096));
+  EXPECT_TRUE(c.uses_v2(1448));
+  EXPECT_FALSE(c.uses_v2(1449));
   EXPECT_FALSE(c.comparisons[0].within_noise);
   EXPECT_NEAR(c.comparisons[0].margin, 27.1 / 21.2 - 1, 1e-12);
-  // v1, v2, v1, v2 beyond noise: two closed switches and an open end.
-  c = find_crossover(timings({128, 512, 2048, 8192, 32768}, {1, 5, 1, 5, 5}, {2, 1, 2, 1, 1}));
-  EXPECT_EQ(c.intervals_json(), json::parse("[[512, 2048], [8192, null]]"));
+  // v1, v2, v1, v2 beyond noise, each by a factor of 2: two closed switches and an open end,
+  // each halfway between its two lengths.
+  c = find_crossover(timings({128, 512, 2048, 8192, 32768}, {1, 2, 1, 2, 2}, {2, 1, 2, 1, 1}));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[256, 1024], [4096, null]]"));
   EXPECT_FALSE(c.uses_v2(128));
   EXPECT_TRUE(c.uses_v2(512));
   EXPECT_FALSE(c.uses_v2(2048));
@@ -86,14 +90,20 @@ TEST(Crossover, AWinThatEndsBecomesAnInterval) {
 
 TEST(Crossover, WinsWithinNoiseDoNotFlipTheDecision) {
   // IQR 0.5: v2 wins beyond noise at 128, v1 "wins" by 0.3 at 512 and 2048 (noise), v1 beyond
-  // noise at 8192. The within-noise lengths keep v2.
+  // noise at 8192. The within-noise lengths keep v2; since v1's median is already the lower one
+  // at 2048, the switch to v1 comes right after it.
   Crossover c = find_crossover(timings(kCtx, {3, 4.0, 8.0, 9}, {1, 4.3, 8.3, 12}, 0.5));
-  EXPECT_EQ(c.intervals_json(), json::parse("[[1, 8192]]"));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[1, 2049]]"));
+  EXPECT_TRUE(c.uses_v2(512));
+  EXPECT_TRUE(c.uses_v2(2048));
   EXPECT_TRUE(c.comparisons[1].within_noise);
   EXPECT_TRUE(c.comparisons[2].within_noise);
-  // The same medians measured without spread flip at every length.
+  // The same medians measured without spread flip at every length: v1 from 512 on.
   c = find_crossover(timings(kCtx, {3, 4.0, 8.0, 9}, {1, 4.3, 8.3, 12}));
-  EXPECT_EQ(c.intervals_json(), json::parse("[[1, 512]]"));
+  ASSERT_EQ(c.v2.size(), 1u);
+  EXPECT_EQ(c.v2[0].from, 1);
+  EXPECT_TRUE(c.uses_v2(128));
+  EXPECT_FALSE(c.uses_v2(512));
   // Leading lengths within noise take the first decision beyond noise.
   c = find_crossover(timings(kCtx, {1.0, 2.0, 4, 8}, {1.1, 1.9, 2, 4}, 0.2));
   EXPECT_EQ(c.v2_from_json(), json("always"));
@@ -102,7 +112,27 @@ TEST(Crossover, WinsWithinNoiseDoNotFlipTheDecision) {
   EXPECT_EQ(c.v2_from_json(), json("never"));
   // Ties are within noise and keep the decision before them.
   c = find_crossover(timings(kCtx, {1, 2, 4, 8}, {2, 1, 1, 8}));
-  EXPECT_EQ(c.intervals_json(), json::parse("[[512, null]]"));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[256, null]]"));
+}
+
+TEST(Crossover, TheSwitchLiesWhereTheLogRatioCrossesZero) {
+  // log(v2 / v1) goes from log 2 at 512 to -2 log 2 at 2048: zero a third of the way, in log
+  // length: 512 * 4^(1/3) = 812.7, rounded up.
+  EXPECT_EQ(switch_between({512, 1, 2}, {2048, 4, 1}), 813);
+  // Halfway: exactly sqrt(512 * 2048), not one more for rounding error.
+  EXPECT_EQ(switch_between({512, 1, 2}, {2048, 2, 1}), 1024);
+  EXPECT_EQ(switch_between({512, 2, 1}, {2048, 1, 2}), 1024) << "v2 to v1 the same way";
+  // Both medians on the same side of zero: the line crosses outside the two lengths, and the
+  // switch is kept between them, right after the shorter one or at the longer one.
+  EXPECT_EQ(switch_between({8192, 40, 39.6}, {12288, 60, 50}), 8193);
+  EXPECT_EQ(switch_between({8192, 40, 45}, {12288, 60, 61}), 12288);
+  // A family missing at either length: the switch stays at the longer one.
+  EXPECT_EQ(switch_between({512, 1, kInf}, {2048, 2, 1}), 2048);
+  EXPECT_EQ(switch_between({512, 1, 2}, {2048, kInf, 1}), 2048);
+  // Adjacent lengths: nothing between them.
+  EXPECT_EQ(switch_between({512, 1, 2}, {513, 2, 1}), 513);
+  // Through find_crossover: v1 by 2x at 512, v2 by 4x at 2048.
+  EXPECT_EQ(find_crossover(timings({512, 2048}, {1, 4}, {2, 1})).v2_from_json(), json(813));
 }
 
 TEST(Crossover, MissingTimingsLoseAndEmptyLengthsAreSkipped) {
@@ -118,8 +148,8 @@ TEST(Crossover, MissingTimingsLoseAndEmptyLengthsAreSkipped) {
 TEST(NoisyDecisions, AClearCrossoverFlagsNothing) {
   // v1 beyond noise at the short lengths, v2 beyond noise at the long ones: every decision is
   // measured where it is made, as on a quiet machine with clear margins.
-  Crossover c = find_crossover(timings(kCtx, {1, 2, 4, 8}, {2, 3, 3, 4}, 0.1));
-  EXPECT_EQ(c.v2_from_json(), json(2048));
+  Crossover c = find_crossover(timings(kCtx, {1, 2, 4, 8}, {2, 4, 2, 4}, 0.1));
+  EXPECT_EQ(c.v2_from_json(), json(1024));
   EXPECT_TRUE(c.noisy.empty());
   // Missing families lose beyond noise: nothing to flag either.
   c = find_crossover(timings(kCtx, {1, 2, kInf, 8}, {2, kInf, kInf, 4}));
@@ -129,10 +159,11 @@ TEST(NoisyDecisions, AClearCrossoverFlagsNothing) {
 
 TEST(NoisyDecisions, AWithinNoiseLengthCarriesItsDecisionAndIsFlagged) {
   // The case: the crossover lies near 6400 keys; at 8192 v2's median is 1% faster but
-  // the noise is 5%, so the table keeps v1 there and switches at 12288 instead.
+  // the noise is 5%, so the table keeps v1 there. v2 is the faster median at both 8192 and
+  // 12288, so the switch comes right after 8192, where the old rule put it at 12288.
   const std::vector<int> ctx = {2048, 4096, 8192, 12288, 16384};
   Crossover c = find_crossover(timings(ctx, {10, 20, 40.0, 60, 80}, {14, 24, 39.6, 50, 60}, 2.0));
-  EXPECT_EQ(c.v2_from_json(), json(12288));
+  EXPECT_EQ(c.v2_from_json(), json(8193));
   ASSERT_EQ(c.noisy.size(), 1u);
   const NoisyDecision& n = c.noisy[0];
   EXPECT_EQ(n.context_len, 8192);
@@ -142,7 +173,7 @@ TEST(NoisyDecisions, AWithinNoiseLengthCarriesItsDecisionAndIsFlagged) {
   EXPECT_NEAR(n.margin, 40.0 / 39.6 - 1, 1e-12);
   EXPECT_NEAR(n.noise, 2.0 / 39.6, 1e-12);
   EXPECT_EQ(n.carried_from, 4096);
-  EXPECT_EQ(n.switch_at, 12288) << "the switch could lie as early as 8192";
+  EXPECT_EQ(n.switch_at, 12288) << "the first length measured on the new side";
   // Two within-noise lengths before the switch: both could move it, both carry from 2048.
   c = find_crossover(timings(ctx, {10, 20.0, 40.0, 60, 80}, {14, 19.8, 40.2, 50, 60}, 2.0));
   ASSERT_EQ(c.noisy.size(), 2u);
@@ -195,8 +226,8 @@ TEST(NoisyDecisions, ARunWhoseMediansAllFavourTheOtherFamilyHidesASwitch) {
 
 TEST(NoisyDecisions, AWithinNoiseRunInsideAV2RunBordersTheSwitchBack) {
   const Crossover c =
-      find_crossover(timings({128, 512, 2048, 8192}, {1, 5, 5.0, 1}, {2, 1, 5.1, 2}, 0.2));
-  EXPECT_EQ(c.intervals_json(), json::parse("[[512, 8192]]"));
+      find_crossover(timings({128, 512, 2048, 8192}, {1, 2, 5.0, 1}, {2, 1, 5.1, 2}, 0.2));
+  EXPECT_EQ(c.intervals_json(), json::parse("[[256, 2049]]"));
   ASSERT_EQ(c.noisy.size(), 1u);
   EXPECT_EQ(c.noisy[0].context_len, 2048);
   EXPECT_EQ(c.noisy[0].carried_from, 512);

@@ -271,15 +271,17 @@ TEST(Sweep, RecordsEveryMeasurementAndBuildsTheTable) {
   }
 
   // The table on disk is the one returned, and its crossovers follow the formula:
-  // batch 1, kvh 1: v1 = ctx, v2(16) = ceil(ctx/16/8)*16 + 2 -> v1 at 16, v2 from 48.
+  // batch 1, kvh 1: v1 = ctx, v2(16) = ceil(ctx/16/8)*16 + 2 -> v1 at 16, v2 at 48; the two
+  // cross at 18 (v2 is 18 up to 128 keys), which is where log(v2 / v1) between 16 and 48 crosses
+  // zero: the table switches there.
   const json t = json::parse(std::ifstream(s.table_path));
   EXPECT_EQ(without_date(t), without_date(s.table));
   EXPECT_NO_THROW(validate_table(t));
   ASSERT_EQ(t["decode"].size(), 4u); // (batch, kvh) shape points
   for (const auto& p : t["decode"]) {
     if (p["batch"] == 1 && p["num_kv_heads"] == 1) {
-      EXPECT_EQ(p["v2_intervals"], json::parse("[[48, null]]"));
-      EXPECT_EQ(p.value("v2_from", json()), 48);
+      EXPECT_EQ(p["v2_intervals"], json::parse("[[18, null]]"));
+      EXPECT_EQ(p.value("v2_from", json()), 18);
       EXPECT_EQ(p["measured"][0]["best"]["config"]["key"], "decode_v1[]");
       EXPECT_EQ(p["measured"][2]["best"]["config"]["key"], "decode_v2[partition=16]");
     }

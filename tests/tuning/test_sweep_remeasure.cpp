@@ -156,9 +156,11 @@ TEST(SweepRemeasure, ReTimesTheNoisyDecisionsAndRebuildsTheTable) {
   const SweepSummary first = run_sweep_isolated(made_up_times(), prof, o);
   ASSERT_EQ(first.total, 3 * 8);
   ASSERT_EQ(first.ok, 3 * 8);
-  // 300 is within noise (1.7% apart, 5% spread): v1 is carried from 64, the switch is at 600.
+  // 300 is within noise (1.7% apart, 5% spread): v1 is carried from 64. v2's median is the
+  // lower one at 300 and at 600, so the switch comes right after 300 (switch_at names 600, the
+  // first length measured on v2's side).
   const json& p = first.table["decode"][0];
-  EXPECT_EQ(p["v2_from"], 600);
+  EXPECT_EQ(p["v2_from"], 301);
   ASSERT_EQ(p["noisy_decisions"].size(), 1u);
   EXPECT_EQ(p["noisy_decisions"][0]["context_len"], 300);
   EXPECT_EQ(p["noisy_decisions"][0]["decision"], "v1");
@@ -190,12 +192,14 @@ TEST(SweepRemeasure, ReTimesTheNoisyDecisionsAndRebuildsTheTable) {
     EXPECT_EQ(l["timing"]["method"], "made up: min_reps 12, max_reps 40, max_seconds 0.2, "
                                      "noise 0.005");
   }
+  // v2 now wins 300 beyond noise: the switch lies between 64 (v1 by 15/10) and 300 (v2 by
+  // 12/11.8), where log(v2 / v1) crosses zero: 64 * (300/64)^0.960 = 282.1.
   const json& p2 = again.table["decode"][0];
-  EXPECT_EQ(p2["v2_from"], 300);
+  EXPECT_EQ(p2["v2_from"], 283);
   EXPECT_EQ(p2["noisy_decisions"], json::array());
   EXPECT_EQ(again.table["measurement_counts"]["ok"], 3 * 8) << "replaced, not added";
   EXPECT_EQ(json::parse(test::read_file(dir / "threshold_table.json"))["decode"][0]["v2_from"],
-            300);
+            283);
 
   // Nothing rests on noise any more: a third run re-times nothing.
   const SweepSummary third = run_sweep_isolated(made_up_times(), prof, o);

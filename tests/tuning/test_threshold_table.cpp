@@ -71,8 +71,10 @@ TEST(ThresholdTable, BuildsPointsBestConfigsAndRegret) {
     (p["batch"] == 1 ? b1 : b64) = &p;
   }
   ASSERT_TRUE(b1 && b64);
-  EXPECT_EQ((*b1)["v2_from"], 2048);
-  EXPECT_EQ((*b1)["v2_intervals"], json::parse("[[2048, null]]"));
+  // v2 is 1.5 times slower at 512 and twice as fast at 2048: log(v2 / v1) crosses zero at
+  // 512 * 4^(log 1.5 / log 3) = 854.1.
+  EXPECT_EQ((*b1)["v2_from"], 855);
+  EXPECT_EQ((*b1)["v2_intervals"], json::parse("[[855, null]]"));
   EXPECT_EQ((*b64)["v2_from"], "never");
   EXPECT_EQ((*b64)["v2_intervals"], json::array());
   // Without recorded spreads only exact ties are within noise; the margins are still recorded.
@@ -148,7 +150,8 @@ TEST(ThresholdTable, RecordsAKernelThatChoosesItsSplitsAsSuch) {
     }
   }
   ASSERT_NE(b1, nullptr);
-  EXPECT_EQ((*b1)["v2_from"], 4096);
+  // 1.4 times slower at 256, 16/6 times faster at 4096: the switch at 519.8, rounded up.
+  EXPECT_EQ((*b1)["v2_from"], 520);
   EXPECT_EQ((*b1)["measured"][1]["best"]["config"]["key"], "decode_v2[split=1]");
   EXPECT_FALSE((*b1)["measured"][1]["v2"]["config"]["params"].contains("partition"));
   const attn_tune::ThresholdTableReader reader(t);
@@ -177,7 +180,9 @@ TEST(ThresholdTable, AV2WinThatEndsIsKeptAsAnInterval) {
   const json t = build_threshold_table(rs, {{"device", {{"name", "synthetic"}}}}, 16);
   ASSERT_EQ(t["decode"].size(), 1u);
   const json& p = t["decode"][0];
-  EXPECT_EQ(p["v2_intervals"], json::parse("[[1, 4096]]"));
+  // v2 ends between 512 (v2 by 80/70) and 4096 (v1 by 620/500), where log(v2 / v1) crosses
+  // zero: 512 * 8^0.383 = 1135.6.
+  EXPECT_EQ(p["v2_intervals"], json::parse("[[1, 1136]]"));
   EXPECT_FALSE(p.contains("v2_from")) << "no single threshold says this";
   const json& m64 = p["measured"][0];
   EXPECT_FALSE(m64["within_noise"].get<bool>());
@@ -203,8 +208,9 @@ TEST(ThresholdTable, AWinWithinNoiseDoesNotFlipTheDecision) {
       spread_rec(1, 8192, 8, kV1, 120e-6, 2.0e-6),  spread_rec(1, 8192, 8, kV2, 90e-6, 2.0e-6)};
   const json t = build_threshold_table(rs, {{"device", {{"name", "synthetic"}}}}, 16);
   const json& p = t["decode"][0];
-  EXPECT_EQ(p["v2_from"], 2048);
-  EXPECT_EQ(p["v2_intervals"], json::parse("[[2048, null]]"));
+  // The switch between 512 (v1 by 12/10) and 2048 (v2 by 40/30): 512 * 4^0.388 = 876.6.
+  EXPECT_EQ(p["v2_from"], 877);
+  EXPECT_EQ(p["v2_intervals"], json::parse("[[877, null]]"));
   const json& m4k = p["measured"][2];
   EXPECT_TRUE(m4k["within_noise"].get<bool>());
   EXPECT_NEAR(m4k["margin"].get<double>(), 1.0 / 60.0, 1e-12);
@@ -277,7 +283,9 @@ TEST(ThresholdTable, ListsTheDecisionsThatRestOnNoise) {
   settled[3] = again2;
   const json t2 = build_threshold_table(settled, {{"device", {{"name", "synthetic"}}}}, 16);
   EXPECT_EQ(t2["decode"][0]["noisy_decisions"], json::array());
-  EXPECT_EQ(t2["decode"][0]["v2_from"], 2048);
+  // v2 now wins 2048 beyond noise, by 40/39.5, where v1 won 512 by a factor of 2: the line
+  // through log(v2 / v1) crosses zero just before 2048 (at 1998.0).
+  EXPECT_EQ(t2["decode"][0]["v2_from"], 1999);
   // Timed again and still within noise: the entry says that more repetitions did not settle it.
   again1.p25_s = 39e-6;
   again1.p75_s = 41e-6;
