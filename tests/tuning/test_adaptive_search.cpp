@@ -119,10 +119,13 @@ TEST(AdaptiveSearch, RacesTheFirstPointAndCarriesItsSurvivors) {
     (line_stage(l) == SearchStage::race ? race : full)[l["workload_key"]].insert(l["config_key"]);
   }
   EXPECT_EQ(race[first].size(), configs().size());
-  // Batch 1's short end is 7 doublings from its long end (beyond kRaceReach): it races too;
-  // every later point times the survivors of its nearest measured point without a race.
-  EXPECT_EQ(race.size(), 2u);
+  // Batch 1's short end is 7 doublings from its long end (beyond kRaceReach, 2): it races too,
+  // and so does the first bisection step, 1024, 3 doublings from 128 and 4 from 16384. Every
+  // later point is within 2 doublings of a measured one and times the survivors of the nearest
+  // without a race.
+  EXPECT_EQ(race.size(), 3u);
   EXPECT_EQ(race[decode(1, kGrid.front()).key()].size(), configs().size());
+  EXPECT_EQ(race[decode(1, 1024).key()].size(), configs().size());
   for (const auto& [w, cs] : full) {
     // split 0 is twice as slow: it never survives; at most kRaceSurvivors of each family do,
     // and v1's survivor is timed at every measured point.
