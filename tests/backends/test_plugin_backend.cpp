@@ -84,15 +84,25 @@ TEST(PluginLibrary, OpeningRunsNothingOfThePluginHereTheFirstCallLoadsIt) {
   EXPECT_TRUE(mapped());
 }
 
-// A copy of the init test plugin under a path of its own: the declaration is kept per path.
-std::string init_plugin_copy(const std::string& name) {
-  const std::filesystem::path dir = test::fresh_dir(name);
-  std::filesystem::copy_file(ATTN_INIT_PLUGIN, dir / "libinit.so");
-  return (dir / "libinit.so").string();
-}
+// A copy of the init test plugin under a path of its own (the declaration is kept per path),
+// removed with its folder when the test ends.
+struct InitPluginCopy {
+  explicit InitPluginCopy(const std::string& name) : dir(test::fresh_dir(name)) {
+    std::filesystem::copy_file(ATTN_INIT_PLUGIN, dir / "libinit.so");
+  }
+  InitPluginCopy(const InitPluginCopy&) = delete;
+  InitPluginCopy& operator=(const InitPluginCopy&) = delete;
+  ~InitPluginCopy() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  [[nodiscard]] std::string path() const { return (dir / "libinit.so").string(); }
+  std::filesystem::path dir;
+};
 
 TEST(PluginLibrary, AnInitThatCrashesExitsOrHangsIsOneLineAndThisProcessGoesOn) {
-  const std::string path = init_plugin_copy("init_fault");
+  const InitPluginCopy copy("init_fault");
+  const std::string path = copy.path();
   ::setenv("ATTN_TEST_INIT", "abort", 1);
   std::string e = error_of(path);
   EXPECT_NE(e.find("plugin " + path +
@@ -117,7 +127,8 @@ TEST(PluginLibrary, AnInitThatCrashesExitsOrHangsIsOneLineAndThisProcessGoesOn) 
 }
 
 TEST(PluginLibrary, ALoadThatFindsAnotherDeclarationThanTheProbeSaysWhatChanged) {
-  const std::string path = init_plugin_copy("init_changed");
+  const InitPluginCopy copy("init_changed");
+  const std::string path = copy.path();
   ::setenv("ATTN_TEST_INIT", "1.0", 1);
   const auto lib = PluginLibrary::open(path);
   EXPECT_EQ(lib->identity().version, "1.0");
