@@ -348,15 +348,15 @@ class Call:
     "fp8_e5m2" (only for a family that lists it in kv_dtypes). An fp8 cache arrives as
     torch.float8_e4m3fn / float8_e5m2 where this torch has them, else as torch.uint8 holding the
     bytes; k_scale and v_scale are then fp32 tensors of shape [1] (per tensor) or [num_kv_heads],
-    None for "auto"."""
+    None for "auto". num_kv_scales is that length (0 for "auto"), in can_run too."""
 
     __slots__ = ("family", "dtype", "kv_layout", "num_heads", "num_kv_heads", "head_dim",
                  "block_size", "scale", "softcap", "causal", "window_left", "window_right",
                  "batch", "num_rows", "max_q_len", "max_k_len", "num_blocks",
                  "max_blocks_per_seq", "threads", "query", "key_cache", "value_cache",
                  "block_tables", "context_lens", "cu_seqlens_q", "cu_seqlens_k", "out", "lse",
-                 "device", "workspace", "prepared", "q_lens", "k_lens", "kv_dtype", "k_scale",
-                 "v_scale")
+                 "device", "workspace", "prepared", "q_lens", "k_lens", "kv_dtype",
+                 "num_kv_scales", "k_scale", "v_scale")
 
     def __repr__(self):
         return "Call(%s)" % ", ".join("%s=%r" % (s, getattr(self, s)) for s in self.__slots__
@@ -366,7 +366,7 @@ class Call:
 _SCALARS = ("family", "dtype", "kv_layout", "num_heads", "num_kv_heads", "head_dim", "block_size",
             "scale", "softcap", "causal", "window_left", "window_right", "batch", "num_rows",
             "max_q_len", "max_k_len", "num_blocks", "max_blocks_per_seq", "threads", "q_lens",
-            "k_lens", "kv_dtype")
+            "k_lens", "kv_dtype", "num_kv_scales")
 _TENSORS = ("query", "key_cache", "value_cache", "block_tables", "context_lens", "cu_seqlens_q",
             "cu_seqlens_k", "out", "lse", "k_scale", "v_scale")
 
