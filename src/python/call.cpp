@@ -95,13 +95,12 @@ PyObject* config_dict(const attn_config* c) {
 }
 
 PyObject* scalars_tuple(const attn_call* c) {
-  return Py_BuildValue("(iiiiiiiddiiiiiiiiiiNNii)", int(c->family), int(c->dtype),
-                       int(c->kv_layout), c->num_heads, c->num_kv_heads, c->head_dim,
-                       c->block_size, double(c->scale), double(c->softcap), c->causal,
-                       c->window_left, c->window_right, c->batch, c->num_rows, c->max_q_len,
-                       c->max_k_len, c->num_blocks, c->max_blocks_per_seq, c->host_threads,
-                       lens_list(c->seq_q_lens, c->batch), lens_list(c->seq_k_lens, c->batch),
-                       int(c->kv_dtype), c->num_kv_scales);
+  return Py_BuildValue(
+      "(iiiiiiiddiiiiiiiiiiNNii)", int(c->family), int(c->dtype), int(c->kv_layout), c->num_heads,
+      c->num_kv_heads, c->head_dim, c->block_size, double(c->scale), double(c->softcap), c->causal,
+      c->window_left, c->window_right, c->batch, c->num_rows, c->max_q_len, c->max_k_len,
+      c->num_blocks, c->max_blocks_per_seq, c->host_threads, lens_list(c->seq_q_lens, c->batch),
+      lens_list(c->seq_k_lens, c->batch), int(c->kv_dtype), c->num_kv_scales);
 }
 
 PyObject* call_object(const attn_call* c) {
