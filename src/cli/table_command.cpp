@@ -283,6 +283,17 @@ int run_table_combine(const TableOptions& o) {
 
 } // namespace
 
+// CLI11's PositiveNumber says "Value 0 not in range 0.000000 to 1.797...e308" for 0.
+const CLI::Validator kPositiveInt(
+    [](const std::string& text) {
+      char* end = nullptr;
+      const long long v = std::strtoll(text.c_str(), &end, 10);
+      return end != text.c_str() && *end == '\0' && v > 0
+                 ? std::string()
+                 : "expected an integer > 0, got '" + text + "'";
+    },
+    "INT > 0");
+
 Command setup_table(CLI::App& root) {
   auto opt = std::make_shared<TableOptions>();
   CLI::App* sub = root.add_subcommand(
@@ -293,24 +304,20 @@ Command setup_table(CLI::App& root) {
   show->add_flag("--json", opt->json, "Print the table itself (pretty JSON)");
   CLI::App* lk = sub->add_subcommand("lookup", "v1 or v2, and the configuration, for one call");
   lk->add_option("FILE", opt->file, "threshold_table.json or a fleet table")->required();
-  lk->add_option("--batch", opt->q.batch, "Sequences in the batch")->check(CLI::PositiveNumber);
+  lk->add_option("--batch", opt->q.batch, "Sequences in the batch")->check(kPositiveInt);
   lk->add_option("--context-len", opt->q.context_len, "Longest context length")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveInt);
   lk->add_option("--seq-lens", opt->seq_lens,
                  "The batch's context lengths, comma-separated (in place of --batch and "
                  "--context-len): a table with batch rules decides for the whole batch");
-  lk->add_option("--num-heads", opt->q.num_heads, "Query heads")
-      ->required()
-      ->check(CLI::PositiveNumber);
+  lk->add_option("--num-heads", opt->q.num_heads, "Query heads")->required()->check(kPositiveInt);
   lk->add_option("--num-kv-heads", opt->q.num_kv_heads, "KV heads")
       ->required()
-      ->check(CLI::PositiveNumber);
-  lk->add_option("--head-dim", opt->q.head_dim, "Head dimension")
-      ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveInt);
+  lk->add_option("--head-dim", opt->q.head_dim, "Head dimension")->required()->check(kPositiveInt);
   lk->add_option("--block-size", opt->q.block_size, "KV cache block size")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveInt);
   lk->add_option("--dtype", opt->q.dtype, "fp32, fp16 or bf16")->required();
   lk->add_option("--kv-dtype", opt->q.kv_dtype,
                  "The KV cache's dtype: auto (the --dtype), fp8_e4m3 (fp8) or fp8_e5m2")
@@ -335,7 +342,7 @@ Command setup_table(CLI::App& root) {
                "SM count and memory bandwidth instead of failing");
   lk->add_option("--sm-count", opt->fleet.sm_count,
                  "With --nearest: the device's SM count, when attn-tune does not know the model")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveInt);
   // CLI11's PositiveNumber lets NaN through (no comparison with it is true).
   const CLI::Validator finite_positive(
       [](const std::string& text) {

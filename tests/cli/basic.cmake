@@ -14,3 +14,9 @@ attn_cli_test(NAME extra_argument EXIT 2 REGEX "not expected: extra" ARGS device
 attn_cli_test(NAME negative_threads EXIT 2 REGEX "--threads: Value -3 not in range" ARGS devices --threads -3)
 attn_cli_test(NAME threads_not_a_number EXIT 2 REGEX "--threads" ARGS devices --threads many)
 attn_cli_test(NAME no_subcommand EXIT 2 REGEX "subcommand is required" ARGS)
+# A shape of 0 (or not a whole number) is one line that says what is expected.
+attn_cli_test(NAME table_lookup_zero_batch EXIT 2
+              REGEX "--batch: expected an integer > 0, got '0'"
+              ARGS table lookup ${PROJECT_SOURCE_DIR}/python/testdata/synthetic_table.json
+                   --batch 0 --context-len 2048 --num-heads 32 --num-kv-heads 8 --head-dim 128
+                   --block-size 16 --dtype fp16)
