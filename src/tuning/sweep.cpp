@@ -486,6 +486,10 @@ public:
     if (sum_.resumed > 0) {
       progress_->note("resuming: " + std::to_string(sum_.resumed) + " of " +
                       std::to_string(sum_.total) + " measurements already in " + sum_.results_path);
+    } else if (opt_.resume) {
+      // A sweep killed before its first line resumes from nothing; a mistyped --out does too.
+      progress_->note("--resume: " + sum_.results_path +
+                      " holds no measurement yet; the sweep starts from the first");
     }
   }
 

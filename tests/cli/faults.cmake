@@ -31,6 +31,19 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                        ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=${ATTN_FAULTS}"
                        FIXTURES_REQUIRED faults_table RESOURCE_LOCK cpu_timing)
 
+  # --resume into a folder that holds nothing yet (a sweep killed before its first line, or a
+  # mistyped --out) says so and measures everything.
+  set(resume_nothing ${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_resume_nothing)
+  add_test(NAME cli.sweep_resume_nothing_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${resume_nothing})
+  set_tests_properties(cli.sweep_resume_nothing_clean PROPERTIES LABELS "cli"
+                       FIXTURES_SETUP resume_nothing_clean)
+  attn_cli_test(NAME sweep_resume_nothing EXIT 0
+                REGEX "--resume: [^\n]*results.jsonl holds no measurement yet; the sweep starts from the first.*8 measurements \\(0 from an earlier run\\)"
+                ARGS sweep --device cpu --profile ${ATTN_CLI_DATA}/faults_profile.json --threads 2
+                     --resume --no-report --out ${resume_nothing})
+  set_tests_properties(cli.sweep_resume_nothing PROPERTIES RESOURCE_LOCK cpu_timing
+                       FIXTURES_REQUIRED resume_nothing_clean)
+
   attn_cli_test(NAME verify_fault EXIT 1 REGEX "FAIL cpu decode_v1\\[split=1\\] [^\n]*: fault: worker"
                 ARGS verify --device cpu --intensity quick --families decode_v1 --dtypes fp32)
   set_tests_properties(cli.verify_fault PROPERTIES
