@@ -11,9 +11,9 @@ The findings (docs/engines.md):
 - vLLM's CPU op folds the slots past a sequence's length in its last block in with a zero
   weight, so NaN there (verify's nan-tails group) makes the row NaN, as vllm-project/vllm issue
   641 was on CUDA: a nan-tails case failing with that diagnosis.
-- Its AMX path over an fp8 cache drops softmax weights below the format's smallest normal
-  number and reads subnormals as 0 (about 1% normwise error where vec has 0.16%): any failure of
-  an fp8 case on `amx`.
+- Its AMX path over an fp8 cache loses small softmax weights from the weighted sum of the values
+  and reads subnormals as 0 (1.4% normwise error and more over E4M3, where vec has 0.16%): any
+  failure of an fp8 case on `amx`.
 Any other failure fails the test. A configuration that passes nan-tails (another library or
 path of vLLM's) gets a note in the output, and so does an AMX configuration that passes its fp8
 cases.
