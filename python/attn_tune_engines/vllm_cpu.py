@@ -381,14 +381,22 @@ def fp8_layout(isa, kv_dtype, block_size, head_dim, dtype):
     return _layouts[key]
 
 
+# Blocks _fill_fp8 rearranges at a time: its temporary copy stays near 64 MiB, not a cache's size.
+_FILL_BYTES = 64 << 20
+
+
 def _fill_fp8(call, isa, dtype, key, value):
     """attn-tune's fp8 bytes (NHD: [num_blocks, block_size, kvh, d]) into vLLM's block layout,
     byte for byte (fp8_layout)."""
     nb, bs, kvh, d = call.num_blocks, call.block_size, call.num_kv_heads, call.head_dim
     maps = fp8_layout(isa, call.kv_dtype, bs, d, dtype)
+    step = max(1, _FILL_BYTES // (bs * kvh * d))
     for src, dst, where in zip((call.key_cache, call.value_cache), (key, value), maps):
-        per_head = src.view(torch.uint8).permute(0, 2, 1, 3).reshape(nb, kvh, bs * d)
-        dst.copy_(per_head[:, :, where].view(nb, kvh, bs, d))
+        src = src.view(torch.uint8)
+        for b in range(0, nb, step):
+            n = min(step, nb - b)
+            per_head = src[b:b + n].permute(0, 2, 1, 3).reshape(n, kvh, bs * d)
+            dst[b:b + n].copy_(per_head[:, :, where].view(n, kvh, bs, d))
 
 
 def prepare(call, config):
