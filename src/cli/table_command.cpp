@@ -281,8 +281,6 @@ int run_table_combine(const TableOptions& o) {
   return kExitOk;
 }
 
-} // namespace
-
 // CLI11's PositiveNumber says "Value 0 not in range 0.000000 to 1.797...e308" for 0.
 const CLI::Validator kPositiveInt(
     [](const std::string& text) {
@@ -293,6 +291,8 @@ const CLI::Validator kPositiveInt(
                  : "expected an integer > 0, got '" + text + "'";
     },
     "INT > 0");
+
+} // namespace
 
 Command setup_table(CLI::App& root) {
   auto opt = std::make_shared<TableOptions>();
