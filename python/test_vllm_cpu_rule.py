@@ -5,6 +5,7 @@ Standard library only (no torch, no vLLM):
     /usr/bin/python3 -m unittest test_vllm_cpu_rule     # from python/
 """
 
+import copy
 import json
 import os
 import subprocess
@@ -154,6 +155,57 @@ class RegretTest(unittest.TestCase):
         path = self.write([results_line(1, 512, "decode_v1", VEC16, 1.0)])
         r = rule.rule_regret(path, rule.vllm_rule({}, amx=False))
         self.assertEqual((r["points"], r["wrong"], r["missing"]), (0, [], ["decode b=1 ctx=512"]))
+
+
+def isa_table(isas_by_cache):
+    """The synthetic table's batch-1 point (version 5) once per cache dtype, its measured
+    lengths' best configurations on the ISAs given: {"auto": ["amx", "amx", "vec"], ...}."""
+    with open(TABLE, encoding="utf-8") as f:
+        base = json.load(f)
+    template = base["decode"][0]
+    points = []
+    for kv, isas in isas_by_cache.items():
+        p = copy.deepcopy(template)
+        if kv != "auto":
+            p["kv_dtype"] = kv
+        m0 = p["measured"][0]
+        p["measured"] = []
+        for i, isa in enumerate(isas):
+            m = copy.deepcopy(m0)
+            m["context_len"] = 256 << i
+            m["best"]["config"]["params"]["isa"] = rule.ISAS.index(isa)
+            p["measured"].append(m)
+        points.append(p)
+    return ThresholdTable(dict(base, version=5, decode=points))
+
+
+class BuildIsaTest(unittest.TestCase):
+    def setUp(self):
+        self.table = isa_table({"auto": ["amx", "amx", "vec"], "fp8_e4m3": ["vec", "vec", "amx"],
+                                "fp8_e5m2": ["vec16", "vec16", "amx"]})
+
+    def test_the_path_the_points_choose_most(self):
+        isa = lambda **kw: rule.table_isa(self.table, "bf16", 32, 128, **kw)  # noqa: E731
+        self.assertEqual(isa(), "amx")
+        self.assertEqual(isa(kv_dtype="fp8_e4m3"), "vec")
+        self.assertEqual(isa(kv_dtype="fp8"), "vec")  # vLLM's name for E4M3
+        # vec16 reads no fp8 cache: its two wins do not count.
+        self.assertEqual(isa(kv_dtype="fp8_e5m2"), "amx")
+        self.assertEqual(isa(num_kv_heads=8, num_heads=32), "amx")
+        self.assertIsNone(isa(num_kv_heads=4))
+        self.assertIsNone(rule.table_isa(self.table, "bf16", 32, 64))
+        self.assertIsNone(rule.table_isa(self.table, "fp16", 32, 128))
+
+    def test_patched_get_attn_isa(self):
+        module = types.SimpleNamespace(
+            _get_attn_isa=lambda dtype, block_size, head_size=None, kv_cache_dtype=None: (
+                "neon" if head_size == 96 else "amx"))
+        original = rule.patch_attn_isa(module, self.table)
+        self.assertEqual(original("torch.bfloat16", 32, 128, "fp8_e4m3"), "amx")
+        self.assertEqual(module._get_attn_isa("torch.bfloat16", 32, 128, "fp8_e4m3"), "vec")
+        self.assertEqual(module._get_attn_isa("torch.bfloat16", 32, 128, "auto"), "amx")
+        self.assertEqual(module._get_attn_isa("torch.bfloat16", 32, 64, "fp8"), "amx")  # no point
+        self.assertEqual(module._get_attn_isa("torch.bfloat16", 32, 96), "neon")  # not x86's
 
 
 class PatchTest(unittest.TestCase):

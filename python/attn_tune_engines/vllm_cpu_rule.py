@@ -40,6 +40,12 @@ vLLM's rule (split-KV on and off) and, given the sweep's table, for the table's 
 In vLLM, `patch_scheduler_metadata` makes every CPUAttentionMetadataBuilder.build() ask the
 table (python/examples/vllm_cpu_rule.py shows it on a stand-in; docs/engines.md says where to
 call it).
+
+The ISA a model is built with fixes its cache layout, so a batch cannot leave it. `table_isa`
+says which path to build with instead: the one the table's points of the model's dtypes, head
+size and block size choose most often (a table only chooses configurations that passed
+attn-tune's check, so a path that computes wrong answers there is never it), and
+`patch_attn_isa` makes vLLM's `_get_attn_isa` return it.
 """
 
 import argparse
@@ -49,10 +55,10 @@ import sys
 from dataclasses import dataclass, field
 
 try:
-    from attn_tune_table import ThresholdTable, canonical_dtype
+    from attn_tune_table import ThresholdTable, canonical_dtype, dtype_category, point_dtypes
 except ImportError:  # imported as a package from outside python/: the reader sits beside it
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from attn_tune_table import ThresholdTable, canonical_dtype
+    from attn_tune_table import ThresholdTable, canonical_dtype, dtype_category, point_dtypes
 
 # The knob `isa` of the kernel set: a configuration's value is its index here (as vllm_cpu.ISAS,
 # repeated so that this file needs no torch).
@@ -165,6 +171,63 @@ def table_choice(table, seq_lens, num_heads, num_kv_heads, head_dim, block_size,
         return Choice(split, cache_isa, why + "; its isa %s needs another cache layout" % isa,
                       c.config)
     return Choice(split, isa, why, c.config)
+
+
+def table_isa(table, dtype, block_size, head_dim, kv_dtype=None, num_kv_heads=None,
+              num_heads=None):
+    """The ISA path to build a model with: the one the table's decode points of this query
+    dtype and cache (kv_dtype: vLLM's kv_cache_dtype), head size and block size (and KV heads and
+    query heads per KV head, when given) choose most often over their measured lengths, among
+    the paths vLLM runs there; a tie goes to vLLM's own choice where it is among them, else to
+    the first in ISAS. None when the table has no such point."""
+    if not isinstance(table, ThresholdTable):
+        table = ThresholdTable.load(table)
+    category = dtype_category(dtype, kv_dtype or "auto")
+    counts = {}
+    for p in table.table["decode"]:
+        if (point_dtypes(p) != category or p["block_size"] != block_size
+                or p["head_dim"] != head_dim
+                or (num_kv_heads is not None and p["num_kv_heads"] != num_kv_heads)
+                or (num_heads is not None and num_kv_heads is not None
+                    and p["gqa_ratio"] * num_kv_heads != num_heads)):
+            continue
+        for m in p.get("measured", []):
+            index = m.get("best", {}).get("config", {}).get("params", {}).get("isa")
+            if index is None or not 0 <= index < len(ISAS):
+                continue
+            isa = ISAS[index]
+            if isa_runs(isa, dtype, block_size, head_dim, kv_dtype):
+                counts[isa] = counts.get(isa, 0) + 1
+    if not counts:
+        return None
+    most = max(counts.values())
+    tied = [isa for isa in ISAS if counts.get(isa) == most]
+    try:
+        own = vllm_isa(dtype, block_size, head_dim, kv_dtype=kv_dtype)
+    except ValueError:
+        own = None
+    return own if own in tied else tied[0]
+
+
+def patch_attn_isa(cpu_attn_module, table):
+    """Makes vLLM's _get_attn_isa (in cpu_attn_module, vLLM's
+    vllm.v1.attention.backends.cpu_attn, whose CPUAttentionMetadataBuilder looks it up when a
+    model is built) return table_isa for the model's dtype, block size, head size and
+    kv_cache_dtype, where vLLM's own answer is an x86 path and the table has points there; its
+    own answer otherwise. Call it before the model is built. Returns the original."""
+    if not isinstance(table, ThresholdTable):
+        table = ThresholdTable.load(table)
+    original = cpu_attn_module._get_attn_isa
+
+    def _get_attn_isa(dtype, block_size, head_size=None, kv_cache_dtype=None):
+        own = original(dtype, block_size, head_size, kv_cache_dtype)
+        if own not in CACHE_LAYOUT or head_size is None:
+            return own
+        isa = table_isa(table, dtype, block_size, head_size, kv_cache_dtype)
+        return own if isa is None else isa
+
+    cpu_attn_module._get_attn_isa = _get_attn_isa
+    return original
 
 
 def _ints(x):
@@ -323,6 +386,19 @@ def main(argv=None):
                      % len(r["wrong"]) if r["wrong"] else "",
                      "; %d without its choice measured" % len(r["missing"])
                      if r["missing"] else ""))
+    if a.table:
+        # The path a model is built with (its cache layout), per shape the table holds.
+        table = ThresholdTable.load(a.table)
+        shapes = sorted({(p["dtype"], p.get("kv_dtype") or "auto", p["head_dim"], p["block_size"])
+                         for p in table.table["decode"]})
+        for dtype, kv, head_dim, block_size in shapes:
+            try:
+                own = vllm_isa(dtype, block_size, head_dim, amx, kv)
+            except ValueError as e:
+                own = "none (%s)" % e
+            print("build-time ISA for %s%s, head size %d, block size %d: the table's %s, vLLM's %s"
+                  % (dtype, "" if kv == "auto" else " over " + kv, head_dim, block_size,
+                     table_isa(table, dtype, block_size, head_dim, kv), own))
     return 0
 
 
