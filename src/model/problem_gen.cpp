@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -237,8 +239,40 @@ void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const G
     }
   }
   fill_normal(pr.query, rng.fork_seed());
-  fill_cache(pr.key_cache, rng.fork_seed(), used, pr.k_scale, bs * p.head_dim, p.num_kv_heads);
-  fill_cache(pr.value_cache, rng.fork_seed(), used, pr.v_scale, bs * p.head_dim, p.num_kv_heads);
+  const uint64_t k_seed = rng.fork_seed();
+  const uint64_t v_seed = rng.fork_seed();
+  const auto fill_keys = [&] {
+    fill_cache(pr.key_cache, k_seed, used, pr.k_scale, bs * p.head_dim, p.num_kv_heads);
+  };
+  const auto fill_values = [&] {
+    fill_cache(pr.value_cache, v_seed, used, pr.v_scale, bs * p.head_dim, p.num_kv_heads);
+  };
+  const int threads = opt.threads > 0 ? opt.threads : int(std::thread::hardware_concurrency());
+  // Side by side only where it pays for a thread: caches of a few MB and up (drawing a normal
+  // costs tens of nanoseconds, so 1M elements take tens of milliseconds).
+  if (threads >= 2 && pr.key_cache.data.size() >= (std::size_t(1) << 20)) {
+    std::exception_ptr failed;
+    std::thread keys([&] {
+      try {
+        fill_keys();
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    });
+    try {
+      fill_values();
+    } catch (...) {
+      keys.join();
+      throw;
+    }
+    keys.join();
+    if (failed) {
+      std::rethrow_exception(failed);
+    }
+  } else {
+    fill_keys();
+    fill_values();
+  }
   if (opt.nan_tails) {
     // After every draw, so that the slots read hold what they hold without NaN tails. Tails are
     // private to their sequence (a shared prefix covers full blocks only).

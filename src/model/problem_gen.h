@@ -28,6 +28,10 @@ struct GenOptions {
   // outputs into NaN (vLLM's paged attention zeroes such values for this reason, vllm-project/vllm
   // issue 641). The slots read keep exactly the values they have without it.
   bool nan_tails = false;
+  // Threads that may draw the values: with 2 or more (0: every hardware thread), the key and
+  // value caches are filled side by side, each from its own stream, so the values are the same
+  // whatever the count.
+  int threads = 1;
 };
 
 // Decode batch: one query row per sequence, context_lens[b] keys each.

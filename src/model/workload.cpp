@@ -179,10 +179,11 @@ Workload Workload::from_json(const nlohmann::json& j) {
   return w;
 }
 
-Problem make_workload_problem(const Workload& w, double pool_factor, uint64_t seed) {
+Problem make_workload_problem(const Workload& w, double pool_factor, uint64_t seed, int threads) {
   GenOptions g;
   g.seed = seed;
   g.pool_factor = pool_factor;
+  g.threads = threads;
   if (w.phase == Phase::decode) {
     return make_decode_problem(w.params, w.decode_lens(), g);
   }

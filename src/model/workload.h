@@ -65,7 +65,8 @@ struct Workload {
 
 // The problem a workload stands for, with seeded data (`pool_factor` cache blocks allocated per
 // block needed).
-[[nodiscard]] Problem make_workload_problem(const Workload& w, double pool_factor, uint64_t seed);
+[[nodiscard]] Problem make_workload_problem(const Workload& w, double pool_factor, uint64_t seed,
+                                            int threads = 1);
 
 // 64-bit FNV-1a, as 16 lower-case hex digits (profile and record hashes).
 [[nodiscard]] std::string fnv1a_hex(const std::string& s);

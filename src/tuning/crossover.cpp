@@ -157,7 +157,6 @@ Crossover find_crossover(const std::vector<ContextTiming>& sorted) {
   for (std::size_t k = 0; k < measured.size(); ++k) {
     const Comparison& cmp = c.comparisons[measured[k]];
     const bool v2 = cmp.within_noise ? previous : cmp.v2_faster;
-    const int ctx = sorted[measured[k]].context_len;
     if (v2 && open_from == 0) {
       open_from = k == 0 ? 1 : switch_between(sorted[measured[k - 1]], sorted[measured[k]]);
     } else if (!v2 && open_from != 0) {

@@ -277,7 +277,8 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
     };
     std::optional<CheckSubject> subject;
     try {
-      Problem pr = make_workload_problem(sp.workload, prof.pool_factor, seed);
+      Problem pr =
+          make_workload_problem(sp.workload, prof.pool_factor, seed, opt.reference_threads);
       std::vector<int> rows = sample_rows(pr, prof.validation, seed);
       subject.emplace(pw.key, std::move(pr), std::move(rows), opt.reference_threads);
     } catch (const std::exception& e) {
@@ -410,7 +411,8 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, Sear
     const uint64_t seed = workload_seed(opt.seed, *pw.workload);
     std::optional<CheckSubject> subject;
     try {
-      Problem pr = make_workload_problem(*pw.workload, prof.pool_factor, seed);
+      Problem pr =
+          make_workload_problem(*pw.workload, prof.pool_factor, seed, opt.reference_threads);
       std::vector<int> rows = sample_rows(pr, prof.validation, seed);
       subject.emplace(pw.key, std::move(pr), std::move(rows), opt.reference_threads);
     } catch (const std::exception& e) {

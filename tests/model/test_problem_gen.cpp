@@ -9,6 +9,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -50,6 +51,33 @@ TEST(Generator, SameSeedGivesIdenticalBytes) {
   EXPECT_EQ(d1.query.data, d2.query.data);
   EXPECT_EQ(d1.key_cache.data, d2.key_cache.data);
   EXPECT_EQ(d1.value_cache.data, d2.value_cache.data);
+}
+
+// The key and value caches drawn side by side (GenOptions::threads) hold the bytes one thread
+// draws: caches large enough to take the second thread, fp16 and fp8, per-head scales.
+TEST(Generator, ThreadsDrawTheSameBytes) {
+  AttnParams p = params();
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.block_size = 16;
+  p.dtype = DType::f16;
+  for (std::optional<DType> kv : {std::optional<DType>{}, std::optional{DType::fp8_e5m2}}) {
+    p.kv_dtype = kv;
+    GenOptions one = gen(77);
+    if (p.fp8_cache()) {
+      one.k_scale = {0.5f, 3.0f};
+      one.v_scale = {0.25f};
+    }
+    GenOptions two = one;
+    two.threads = 2;
+    const Problem a = make_decode_problem(p, {3000, 17, 4000}, one);
+    const Problem b = make_decode_problem(p, {3000, 17, 4000}, two);
+    ASSERT_GE(a.key_cache.data.size(), std::size_t(1) << 20) << "too small to take a thread";
+    EXPECT_EQ(a.block_tables, b.block_tables);
+    EXPECT_EQ(a.query.data, b.query.data);
+    EXPECT_EQ(a.key_cache.data, b.key_cache.data);
+    EXPECT_EQ(a.value_cache.data, b.value_cache.data);
+  }
 }
 
 // nan_tails: exactly the slots past each sequence's length in its last block become NaN, in
