@@ -248,8 +248,8 @@ void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const G
     fill_cache(pr.value_cache, v_seed, used, pr.v_scale, bs * p.head_dim, p.num_kv_heads);
   };
   const int threads = opt.threads > 0 ? opt.threads : int(std::thread::hardware_concurrency());
-  // Side by side only where it pays for a thread: caches of a few MB and up (drawing a normal
-  // costs tens of nanoseconds, so 1M elements take tens of milliseconds).
+  // Side by side only where it pays for a thread: caches of 1 MiB and up (half a million
+  // elements or more; a normal costs tens of nanoseconds to draw, so tens of milliseconds).
   if (threads >= 2 && pr.key_cache.data.size() >= (std::size_t(1) << 20)) {
     std::exception_ptr failed;
     std::thread keys([&] {
