@@ -6,6 +6,8 @@
 #include <functional>
 #include <numeric>
 
+#include "src/model/dtype.h"
+#include "src/model/fp8.h"
 #include "src/model/kv_layout.h"
 #include "src/model/rng.h"
 #include "src/validation/engine_bugs.h"
@@ -170,11 +172,10 @@ bool scale_not_one(const std::vector<float>& s) {
   return std::any_of(s.begin(), s.end(), [](float x) { return x != 1.0f; });
 }
 
-// An fp8 byte of a subnormal number: exponent field 0, mantissa not 0 (both formats).
+// An fp8 byte of a subnormal number: exponent field 0, mantissa not 0.
 bool fp8_subnormal(std::byte b, DType format) {
-  const auto bits = std::to_integer<unsigned>(b);
-  const unsigned man_mask = format == DType::fp8_e4m3 ? 0x07u : 0x03u;
-  return (bits & 0x7fu) != 0 && (bits & 0x7fu & ~man_mask) == 0;
+  const auto magnitude = std::to_integer<unsigned>(b) & 0x7fu;
+  return magnitude != 0 && (magnitude >> fp8_spec(fp8_format(format)).man_bits) == 0;
 }
 
 bool has_fp8_subnormals(const Problem& p) {
