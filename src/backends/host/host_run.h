@@ -57,6 +57,9 @@ private:
 // "upload"), out and lse, and scratch the subclass declares. Subclasses launch.
 class HostRun : public PreparedRun {
 public:
+  ~HostRun() override; // leaves its copy's memory to the next run (host_run.cpp)
+  HostRun(const HostRun&) = delete;
+  HostRun& operator=(const HostRun&) = delete;
   void poison_outputs() override; // out, lse and the scratch
   [[nodiscard]] RunOutput download() override { return {out_, lse_, writes_lse_}; }
   // A steady clock around run(), with the problem, out, lse and the scratch flushed before each

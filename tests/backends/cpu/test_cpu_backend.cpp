@@ -801,6 +801,34 @@ TEST(CpuBackend, ThreadCountDoesNotChangeResults) {
   EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4));
 }
 
+// A host run copies its problem into the memory the previous run's copy held (host_run.cpp):
+// larger, smaller or of another dtype, the bytes a run reads are its own problem's.
+TEST(CpuBackend, RunsAfterLargerAndSmallerProblemsComputeTheSame) {
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
+  AttnParams p;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 64;
+  p.dtype = DType::f16;
+  const Problem small = make_decode_problem(p, {40, 7}, {.seed = 5});
+  const Problem large = make_decode_problem(p, {3000, 900, 1700}, {.seed = 6});
+  AttnParams q = p;
+  q.dtype = DType::bf16;
+  q.kv_dtype = DType::fp8_e4m3;
+  const Problem fp8 = make_decode_problem(q, {500, 60}, {.seed = 7});
+  const KernelConfig cfg{Family::decode_v2, {{"partition", 256}, {"split", 1}}};
+  const RunOutput small_first = run_once(*be, small, cfg);
+  const RunOutput large_first = run_once(*be, large, cfg);
+  const RunOutput small_after = run_once(*be, small, cfg); // into the large copy's memory
+  const RunOutput fp8_after = run_once(*be, fp8, cfg);
+  const RunOutput large_after = run_once(*be, large, cfg); // larger than what was kept
+  EXPECT_EQ(small_first.out.data, small_after.out.data);
+  EXPECT_EQ(large_first.out.data, large_after.out.data);
+  expect_matches(small_after, reference_attention(small), p.dtype, "small after large");
+  expect_matches(large_after, reference_attention(large), p.dtype, "large after fp8");
+  expect_matches(fp8_after, reference_attention(fp8), q.dtype, "fp8 after small");
+}
+
 TEST(CpuBackend, PoisonReachesEveryOutput) {
   auto be = make_cpu_backend({.threads = 1, .kernels = ""});
   AttnParams p;
