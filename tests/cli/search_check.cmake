@@ -21,6 +21,8 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
          "adaptive table, regret at the 6 grid points: mean [0-9.]+%.*held-out points: none; "
          "beyond the exhaustive table's regret at each point: mean [0-9.]+%.*"
          "replayed search measures.*"
+         "goals \\(measurements <= 35.0%, time <= 40.0%, regret mean <= 1.0%, worst <= 3.0%\\): "
+         "(met|missed: [a-z ]+ [0-9.]+%).*"
          "the same goals with the regret beyond the exhaustive table's at each point: "
          "(met|missed).*report .*search_check\\.json")
   attn_cli_test(NAME search_check_cpu EXIT 0 REGEX "${sc_regex}"
