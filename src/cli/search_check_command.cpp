@@ -66,6 +66,12 @@ std::string pct(double x) {
   return buf;
 }
 
+std::string three_digits(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", x);
+  return buf;
+}
+
 void print_judgement(const char* what, const TableJudgement& j) {
   std::printf("search-check: %s: v1/v2 decision agrees at %d of %d points, configuration at %d; "
               "regret mean %s, worst %s (%s); beyond the point's noise: mean %s, worst %s\n",
@@ -271,6 +277,17 @@ int run_search_check(const SearchCheckOptions& o) {
                 "median %.2f, 10th-90th percentile %.2f-%.2f (the machine's drift between two "
                 "sweeps, which the adaptive table's regret includes)\n",
                 drift.pairs, drift.median, drift.p10, drift.p90);
+  }
+  if (drift.outliers > 0) {
+    std::string named;
+    for (const DriftOutlier& f : drift.farthest) {
+      named += (named.empty() ? "" : "; ") + f.workload_key + " " + f.config_key + " " +
+               three_digits(f.ratio) + "x";
+    }
+    std::printf("search-check: %d of those pairs came out %sx apart or more (a disturbance of the "
+                "machine during one sweep, which a regret judged across the two takes as the "
+                "truth), the farthest: %s\n",
+                drift.outliers, three_digits(kDriftOutlier).c_str(), named.c_str());
   }
   print_judgement("exhaustive table (its own noise rules on its own timings)", self);
   print_judgement("adaptive table", real);

@@ -3,6 +3,7 @@
 #include "src/tuning/search_check.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "src/tuning/adaptive_search.h"
@@ -99,7 +100,18 @@ KernelCalls kernel_calls(const std::vector<json>& lines) {
 }
 
 json SweepDrift::to_json() const {
-  return {{"pairs", pairs}, {"median", median}, {"p10", p10}, {"p90", p90}};
+  json far = json::array();
+  for (const DriftOutlier& o : farthest) {
+    far.push_back(
+        {{"workload_key", o.workload_key}, {"config_key", o.config_key}, {"ratio", o.ratio}});
+  }
+  return {{"pairs", pairs},
+          {"median", median},
+          {"p10", p10},
+          {"p90", p90},
+          {"outlier_ratio", kDriftOutlier},
+          {"outliers", outliers},
+          {"farthest", far}};
 }
 
 SweepDrift sweep_drift(const std::vector<MeasurementRecord>& a,
@@ -111,13 +123,25 @@ SweepDrift sweep_drift(const std::vector<MeasurementRecord>& a,
     }
   }
   std::vector<double> ratios;
+  SweepDrift d;
   for (const MeasurementRecord& r : b) {
     const auto it = at.find(record_key(r.workload.key(), r.config.key()));
     if (r.status == "ok" && !r.brief && r.median_s > 0 && it != at.end()) {
-      ratios.push_back(r.median_s / it->second);
+      const double ratio = r.median_s / it->second;
+      ratios.push_back(ratio);
+      if (ratio >= kDriftOutlier || ratio <= 1.0 / kDriftOutlier) {
+        ++d.outliers;
+        d.farthest.push_back({r.workload.key(), r.config.key(), ratio});
+      }
     }
   }
-  SweepDrift d;
+  const auto apart = [](const DriftOutlier& o) { return std::fabs(std::log(o.ratio)); };
+  std::stable_sort(
+      d.farthest.begin(), d.farthest.end(),
+      [&](const DriftOutlier& x, const DriftOutlier& y) { return apart(x) > apart(y); });
+  if (d.farthest.size() > 3) {
+    d.farthest.resize(3);
+  }
   d.pairs = int(ratios.size());
   if (ratios.empty()) {
     return d;

@@ -67,12 +67,24 @@ struct KernelCalls {
 
 // How far two sweeps of the same profile on the same device disagree: for every pair both timed
 // in full with status ok, b's median time over a's; the median of those ratios and their 10th and
-// 90th percentiles. The floor under a regret judged across two sweeps.
+// 90th percentiles. The floor under a regret judged across two sweeps. Pairs kDriftOutlier times
+// apart or more, either way, are counted and the farthest few named: a disturbance of the machine
+// during one sweep (a few seconds of another tenant) moves several consecutive measurements that
+// much, each with a small interquartile range, and a regret judged across the two sweeps takes
+// such a timing as the truth.
+inline constexpr double kDriftOutlier = 1.5;
+struct DriftOutlier {
+  std::string workload_key;
+  std::string config_key;
+  double ratio = 0.0; // b over a
+};
 struct SweepDrift {
   int pairs = 0;
   double median = 0.0;
   double p10 = 0.0;
   double p90 = 0.0;
+  int outliers = 0;
+  std::vector<DriftOutlier> farthest; // the outliers farthest from 1 first, at most 3
   [[nodiscard]] nlohmann::json to_json() const;
 };
 [[nodiscard]] SweepDrift sweep_drift(const std::vector<MeasurementRecord>& a,

@@ -3,7 +3,7 @@ file(READ "${REPORT}" report)
 foreach(path "exhaustive;measurements" "adaptive;measurements" "adaptive;seconds"
              "measurement_ratio" "time_ratio" "kernel_calls;exhaustive;timed"
              "kernel_calls;adaptive;warmup" "kernel_calls;timed_ratio" "drift;pairs"
-             "drift;median" "drift;p10" "drift;p90" "adaptive_table;mean_regret"
+             "drift;median" "drift;p10" "drift;p90" "drift;outliers" "drift;farthest" "adaptive_table;mean_regret"
              "exhaustive_table;worst_regret" "replayed_search;table;points" "goals;met"
              "goals;missed" "goals;exhaustive_table_meets_regret"
              "goals;met_beyond_exhaustive_table" "adaptive_table;grid;worst"

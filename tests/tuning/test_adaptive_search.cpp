@@ -293,6 +293,16 @@ TEST(SearchCheck, CountsKernelCallsAndTheDriftBetweenTwoSweeps) {
   EXPECT_NEAR(d.p10, 0.6, 1e-12);  // 0.5 + 0.2 * (1.0 - 0.5)
   EXPECT_NEAR(d.p90, 1.08, 1e-12); // 1.0 + 0.8 * (1.1 - 1.0)
   EXPECT_EQ(sweep_drift(a, {}).pairs, 0);
+  // 1.5x apart or more, either way, is an outlier; the farthest from 1 first (0.5 before 1.6).
+  ASSERT_EQ(d.outliers, 1);
+  EXPECT_EQ(d.farthest.at(0).config_key, cs[2].key());
+  EXPECT_DOUBLE_EQ(d.farthest.at(0).ratio, 0.5);
+  const SweepDrift o = sweep_drift(a, {rec(0, 1.6), rec(1, 2.9), rec(2, 2.0)});
+  EXPECT_EQ(o.outliers, 2);
+  ASSERT_EQ(o.farthest.size(), 2u);
+  EXPECT_DOUBLE_EQ(o.farthest[0].ratio, 0.5);
+  EXPECT_DOUBLE_EQ(o.farthest[1].ratio, 1.6);
+  EXPECT_EQ(o.to_json().at("outliers"), 2);
 }
 
 TEST(AdaptiveSearch, ParsesItsModes) {
