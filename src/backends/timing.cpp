@@ -133,6 +133,12 @@ nlohmann::json to_json(const TimingResult& t) {
       {"p25_s", t.p25_s},       {"p75_s", t.p75_s},         {"rel_noise", t.rel_noise},
       {"reps", t.reps},         {"converged", t.converged}, {"warmup_calls", t.warmup_calls},
       {"warmup_s", t.warmup_s}, {"method", t.method}};
+  if (t.cpu_wait_share) {
+    j["cpu_wait_share"] = *t.cpu_wait_share;
+  }
+  if (t.attempts > 1) {
+    j["attempts"] = t.attempts;
+  }
   if (t.clocks) {
     if (t.clocks->available()) {
       j["sm_clock_mhz"] = t.clocks->sm_clock_mhz;
@@ -144,6 +150,28 @@ nlohmann::json to_json(const TimingResult& t) {
     }
   }
   return j;
+}
+
+nlohmann::json cpu_wait_summary(const std::vector<nlohmann::json>& timings) {
+  int recorded = 0;
+  int over = 0;
+  int again = 0;
+  double worst = 0.0;
+  for (const auto& t : timings) {
+    if (!t.is_object() || !t.contains("cpu_wait_share") || !t["cpu_wait_share"].is_number()) {
+      continue;
+    }
+    const double share = t["cpu_wait_share"].get<double>();
+    ++recorded;
+    over += share > kCpuWaitLimit ? 1 : 0;
+    again += t.value("attempts", 1) > 1 ? 1 : 0;
+    worst = std::max(worst, share);
+  }
+  if (recorded == 0) {
+    return nullptr;
+  }
+  return {{"source", "schedstat"}, {"limit", kCpuWaitLimit}, {"measurements", recorded},
+          {"over_limit", over},    {"made_again", again},    {"worst_share", worst}};
 }
 
 nlohmann::json clock_summary(const std::vector<nlohmann::json>& timings) {

@@ -53,7 +53,22 @@ struct TimingResult {
   double warmup_s = 0.0;  // how long they took
   std::string method;     // "cuda-events, L2 flushed", "steady_clock, inputs rotated", ...
   std::optional<ClockReading> clocks; // absent where the backend reads no clocks (CPU)
+  // Host timings: the seconds the process's threads spent ready to run but waiting for a CPU
+  // during the measurement (warm-up and reps), over its wall time (Linux schedstat); absent where
+  // that is not known (GPU timings, no /proc). Above kCpuWaitLimit, other processes (or more
+  // threads than cores) took the CPUs from the call: its times include the waits.
+  std::optional<double> cpu_wait_share;
+  int attempts = 1; // measurements made: more than 1 where earlier ones waited above the limit
 };
+
+// A host measurement whose threads waited for a CPU for more than this share of its wall time is
+// made again, up to kCpuWaitRetries more times, and the one that waited least is kept.
+inline constexpr double kCpuWaitLimit = 0.25;
+inline constexpr int kCpuWaitRetries = 2;
+// What the timings' cpu_wait_share say together, for a table's provenance: the measurements that
+// recorded one, those still above the limit, those made again, and the largest share; empty
+// where none recorded one.
+[[nodiscard]] nlohmann::json cpu_wait_summary(const std::vector<nlohmann::json>& timings);
 
 // A byte count as a timing method states it: "3.2 MiB", "48 KiB", "512 B" (one decimal from
 // 10 MiB down, so a small flush is not rounded up to a whole MiB).

@@ -44,6 +44,24 @@ struct SweepOptions {
   double hold_out = 0.25;
 };
 
+// Host timings whose threads still waited for a CPU above the limit after being made again:
+// other processes ran on this machine (or the kernels ran more threads than it has cores), and
+// those times include the waits. One line on stderr; nothing when every timing ran unhindered.
+void warn_cpu_waits(const nlohmann::json& table) {
+  const nlohmann::json waits =
+      table.value("provenance", nlohmann::json::object()).value("cpu_wait", nlohmann::json());
+  if (!waits.is_object() || waits.value("over_limit", 0) == 0) {
+    return;
+  }
+  std::fprintf(stderr,
+               "sweep: warning: %d of %d measurements waited for a CPU for more than %.0f%% of "
+               "their time even when made again (up to %d times; the worst %.0f%%): other "
+               "processes ran on this machine, or the kernels ran more threads than it has cores; "
+               "their times include the waits: sweep again, into a new --out, on an idle machine\n",
+               waits.value("over_limit", 0), waits.value("measurements", 0), 100.0 * kCpuWaitLimit,
+               1 + kCpuWaitRetries, 100.0 * waits.value("worst_share", 0.0));
+}
+
 // The end of a sweep whose table has decisions resting on timings within noise says so on stderr,
 // with the points (those that could move a switch first) and the remedy.
 void warn_noisy_decisions(const nlohmann::json& table, const std::string& profile,
@@ -196,6 +214,7 @@ int run_sweep(const SweepOptions& o) {
     }
   }
   std::fflush(stdout);
+  warn_cpu_waits(s.table);
   warn_noisy_decisions(s.table, o.profile, so.out_dir, s.table_path);
   // Wrong results and faults (a configuration that crashed or hung) are the findings a sweep
   // must not bury: they set the exit code. Errors (a configuration that could not be measured)

@@ -206,6 +206,9 @@ json table_provenance(const json& header, const std::vector<MeasurementRecord>& 
   if (header.contains("timing_options")) {
     pv["timing_options"] = header["timing_options"];
   }
+  if (json waits = cpu_wait_summary(timings); !waits.is_null()) {
+    pv["cpu_wait"] = std::move(waits);
+  }
   pv["seed"] = header.value("seed", uint64_t(0));
   pv["search"] = search_provenance(header, lines);
   if (header.contains("shard")) {

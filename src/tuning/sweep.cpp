@@ -149,6 +149,11 @@ std::string shown(const CheckedRunResult& r) {
     if (r.timing->clocks && r.timing->clocks->throttled) {
       s += " (throttled)";
     }
+    if (r.timing->cpu_wait_share && *r.timing->cpu_wait_share > kCpuWaitLimit) {
+      std::snprintf(buf, sizeof buf, " (waited for a CPU %.0f%% of the time)",
+                    100.0 * *r.timing->cpu_wait_share);
+      s += buf;
+    }
     return s;
   }
   case RunStatus::failed:

@@ -154,7 +154,12 @@ json timing_json(const TimingResult& t) {
             {"warmup_calls", t.warmup_calls},
             {"warmup_s", real(t.warmup_s)},
             {"method", t.method},
+            {"cpu_wait_share", nullptr},
+            {"attempts", t.attempts},
             {"clocks", nullptr}};
+  if (t.cpu_wait_share) {
+    j["cpu_wait_share"] = real(*t.cpu_wait_share);
+  }
   if (t.clocks) {
     j["clocks"] = {{"source", t.clocks->source},
                    {"sm_clock_mhz", t.clocks->sm_clock_mhz},
@@ -178,6 +183,10 @@ TimingResult read_timing(const Fields& f) {
   t.warmup_calls = f.small("warmup_calls");
   t.warmup_s = f.number("warmup_s");
   t.method = f.str("method");
+  if (f.has("cpu_wait_share")) {
+    t.cpu_wait_share = f.number("cpu_wait_share");
+  }
+  t.attempts = f.has("attempts") ? f.small("attempts") : 1;
   if (f.has("clocks")) {
     const Fields c = f.object("clocks");
     ClockReading r;

@@ -3,15 +3,22 @@
 // be computed by hand; and the timing JSON with its clock fields and their sweep summary.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "src/backends/host/host_run.h"
 #include "src/backends/timing.h"
 
 using namespace attn;
@@ -257,6 +264,85 @@ TEST(Timing, JsonCarriesEveryField) {
   EXPECT_FALSE(j.contains("sm_clock_mhz"));
   EXPECT_FALSE(j.contains("clocks"));
   EXPECT_FALSE(j.contains("throttled"));
+  // No CPU wait recorded (a GPU timing, or no schedstat), one attempt: neither field.
+  EXPECT_FALSE(j.contains("cpu_wait_share"));
+  EXPECT_FALSE(j.contains("attempts"));
+}
+
+TEST(Timing, CpuWaitSummaryCountsMeasurementsOverTheLimit) {
+  const auto waited = [](double share, int attempts) {
+    TimingResult t;
+    t.median_s = 1e-3;
+    t.cpu_wait_share = share;
+    t.attempts = attempts;
+    return to_json(t);
+  };
+  const nlohmann::json made_again = waited(0.6, 3);
+  EXPECT_DOUBLE_EQ(made_again.at("cpu_wait_share").get<double>(), 0.6);
+  EXPECT_EQ(made_again.at("attempts").get<int>(), 3);
+  const nlohmann::json s = cpu_wait_summary(
+      {waited(0.01, 1), waited(0.1, 2), made_again, nlohmann::json(), to_json(TimingResult{})});
+  EXPECT_EQ(s.at("source"), "schedstat");
+  EXPECT_EQ(s.at("measurements").get<int>(), 3);
+  EXPECT_EQ(s.at("over_limit").get<int>(), 1);
+  EXPECT_EQ(s.at("made_again").get<int>(), 2);
+  EXPECT_DOUBLE_EQ(s.at("worst_share").get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(s.at("limit").get<double>(), kCpuWaitLimit);
+  EXPECT_TRUE(cpu_wait_summary({to_json(TimingResult{})}).is_null());
+}
+
+// A host call that shares its one CPU with a busy process waits for it about half the time: the
+// measurement says so, and is made again up to the limit of attempts. Without that process it
+// still records its wait.
+TEST(HostTiming, WaitsForACpuAreMeasuredAndMadeAgain) {
+  if (!std::ifstream("/proc/thread-self/schedstat")) {
+    GTEST_SKIP() << "no /proc/thread-self/schedstat: the wait for a CPU is not known here";
+  }
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &before)) {
+    ++cpu;
+  }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0); // this thread, and a child forked now
+  const auto spin_1ms = [] {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+    while (std::chrono::steady_clock::now() < end) {
+    }
+  };
+  // Ten reps of 1 ms at least: several of the scheduler's time slices, so the busy process gets
+  // the CPU during each measurement.
+  TimingOptions opt = options(1, 10, 20, 0.05, 0.0);
+  opt.flush_cache = false;
+  int started[2];
+  ASSERT_EQ(pipe(started), 0);
+  const pid_t busy = fork();
+  ASSERT_GE(busy, 0);
+  if (busy == 0) {
+    const char ready = 1;
+    (void)!write(started[1], &ready, 1);
+    for (;;) {
+      asm volatile("" ::: "memory"); // a loop the compiler keeps: busy until killed
+    }
+  }
+  char ready = 0;
+  (void)!read(started[0], &ready, 1); // it runs: it took this CPU at least once
+  close(started[0]);
+  close(started[1]);
+  const TimingResult shared = time_host_call(spin_1ms, opt, 0, "steady_clock");
+  kill(busy, SIGKILL);
+  waitpid(busy, nullptr, 0);
+  const TimingResult alone = time_host_call(spin_1ms, opt, 0, "steady_clock");
+  ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);
+  ASSERT_TRUE(shared.cpu_wait_share.has_value());
+  EXPECT_GT(*shared.cpu_wait_share, kCpuWaitLimit);
+  EXPECT_EQ(shared.attempts, 1 + kCpuWaitRetries);
+  EXPECT_EQ(to_json(shared).at("attempts").get<int>(), 1 + kCpuWaitRetries);
+  ASSERT_TRUE(alone.cpu_wait_share.has_value());
+  EXPECT_GE(*alone.cpu_wait_share, 0.0); // not asserted small: CTest may run a test beside it
 }
 
 TimingResult with_clocks(std::optional<ClockReading> c) {

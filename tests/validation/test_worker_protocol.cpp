@@ -67,6 +67,8 @@ CheckedRunResult full_result() {
   t.warmup_s = 0.05;
   t.method = "cuda-events, L2 flushed";
   t.clocks = ClockReading{"nvml", 1755, 1980, {"sw_thermal", "hw_slowdown"}, true};
+  t.cpu_wait_share = 0.375;
+  t.attempts = 3;
   r.timing = t;
   r.causes = {"the sliding window is ignored", "ünïcödé"};
   r.saved = "/tmp/dump.safetensors";
@@ -139,6 +141,8 @@ TEST(WorkerProtocol, EveryMessageTypeRoundTrips) {
   EXPECT_EQ(got.timing->median_s, want.timing->median_s);
   EXPECT_EQ(got.timing->min_s, 1e-300);
   EXPECT_TRUE(std::isnan(got.timing->rel_noise));
+  EXPECT_EQ(got.timing->cpu_wait_share, 0.375);
+  EXPECT_EQ(got.timing->attempts, 3);
   EXPECT_EQ(to_json(*got.timing).dump(), to_json(*want.timing).dump());
   EXPECT_EQ(got.causes, want.causes);
   EXPECT_EQ(got.saved, want.saved);
