@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "build_info.h"
+#include "src/backends/host/host_run.h"
 #include "src/backends/registry.h"
 #include "src/cli/commands.h"
 #include "src/cli/kernels_option.h"
@@ -44,10 +45,11 @@ struct SweepOptions {
   double hold_out = 0.25;
 };
 
-// Host timings whose threads still waited for a CPU above the limit after being made again:
-// other processes ran on this machine (or the kernels ran more threads than it has cores), and
-// those times include the waits. One line on stderr; nothing when every timing ran unhindered.
-void warn_cpu_waits(const nlohmann::json& table) {
+// Host timings whose threads still waited for a CPU above the limit: with more --threads than
+// the CPUs this process may use, the kernels' threads waited for one another; otherwise other
+// processes ran on this machine, even while those timings were made again. Their times include
+// the waits. One line on stderr; nothing when every timing ran unhindered.
+void warn_cpu_waits(const nlohmann::json& table, int threads) {
   const nlohmann::json waits =
       table.value("provenance", nlohmann::json::object()).value("cpu_wait", nlohmann::json());
   if (!waits.is_object() || waits.value("over_limit", 0) == 0) {
@@ -55,11 +57,22 @@ void warn_cpu_waits(const nlohmann::json& table) {
   }
   std::fprintf(stderr,
                "sweep: warning: %d of %d measurements waited for a CPU for more than %.0f%% of "
-               "their time even when made again (up to %d times; the worst %.0f%%): other "
-               "processes ran on this machine, or the kernels ran more threads than it has cores; "
-               "their times include the waits: sweep again, into a new --out, on an idle machine\n",
+               "their time (the worst %.0f%%), and their times include the waits: ",
                waits.value("over_limit", 0), waits.value("measurements", 0), 100.0 * kCpuWaitLimit,
-               1 + kCpuWaitRetries, 100.0 * waits.value("worst_share", 0.0));
+               100.0 * waits.value("worst_share", 0.0));
+  const int cpus = usable_cpus();
+  if (threads > cpus) {
+    std::fprintf(stderr,
+                 "--threads %d is more than the %d CPUs this process may use, so the kernels' "
+                 "threads waited for one another: sweep with --threads %d or fewer, into a new "
+                 "--out\n",
+                 threads, cpus, cpus);
+  } else {
+    std::fprintf(stderr,
+                 "other processes ran on this machine, even while those were made again (up to "
+                 "%d times): sweep again, into a new --out, on an idle machine\n",
+                 1 + kCpuWaitRetries);
+  }
 }
 
 // The end of a sweep whose table has decisions resting on timings within noise says so on stderr,
@@ -214,7 +227,7 @@ int run_sweep(const SweepOptions& o) {
     }
   }
   std::fflush(stdout);
-  warn_cpu_waits(s.table);
+  warn_cpu_waits(s.table, o.threads);
   warn_noisy_decisions(s.table, o.profile, so.out_dir, s.table_path);
   // Wrong results and faults (a configuration that crashed or hung) are the findings a sweep
   // must not bury: they set the exit code. Errors (a configuration that could not be measured)

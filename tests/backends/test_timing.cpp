@@ -292,8 +292,9 @@ TEST(Timing, CpuWaitSummaryCountsMeasurementsOverTheLimit) {
 }
 
 // A host call that shares its one CPU with a busy process waits for it about half the time: the
-// measurement says so, and is made again up to the limit of attempts. Without that process it
-// still records its wait.
+// measurement says so, and is made again up to the limit of attempts (but once only where the
+// call runs more threads than the CPUs it may use). Without that process it still records its
+// wait.
 TEST(HostTiming, WaitsForACpuAreMeasuredAndMadeAgain) {
   if (!std::ifstream("/proc/thread-self/schedstat")) {
     GTEST_SKIP() << "no /proc/thread-self/schedstat: the wait for a CPU is not known here";
@@ -333,6 +334,10 @@ TEST(HostTiming, WaitsForACpuAreMeasuredAndMadeAgain) {
   close(started[0]);
   close(started[1]);
   const TimingResult shared = time_host_call(spin_1ms, opt, 0, "steady_clock");
+  // A call that says it runs on more threads than the one CPU it may use waits for its own
+  // threads: made once, its wait recorded.
+  ASSERT_EQ(usable_cpus(), 1);
+  const TimingResult crowded = time_host_call(spin_1ms, opt, 0, "steady_clock", {}, 2);
   kill(busy, SIGKILL);
   waitpid(busy, nullptr, 0);
   const TimingResult alone = time_host_call(spin_1ms, opt, 0, "steady_clock");
@@ -341,6 +346,9 @@ TEST(HostTiming, WaitsForACpuAreMeasuredAndMadeAgain) {
   EXPECT_GT(*shared.cpu_wait_share, kCpuWaitLimit);
   EXPECT_EQ(shared.attempts, 1 + kCpuWaitRetries);
   EXPECT_EQ(to_json(shared).at("attempts").get<int>(), 1 + kCpuWaitRetries);
+  ASSERT_TRUE(crowded.cpu_wait_share.has_value());
+  EXPECT_GT(*crowded.cpu_wait_share, kCpuWaitLimit);
+  EXPECT_EQ(crowded.attempts, 1);
   ASSERT_TRUE(alone.cpu_wait_share.has_value());
   EXPECT_GE(*alone.cpu_wait_share, 0.0); // not asserted small: CTest may run a test beside it
 }

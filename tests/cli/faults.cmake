@@ -44,6 +44,20 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   set_tests_properties(cli.sweep_resume_nothing PROPERTIES RESOURCE_LOCK cpu_timing
                        FIXTURES_REQUIRED resume_nothing_clean)
 
+  # More --threads than the CPUs: the kernels' threads wait for one another in every measurement,
+  # which the sweep records (cpu_wait_share), does not make again, and names at its end.
+  cmake_host_system_information(RESULT attn_cores QUERY NUMBER_OF_LOGICAL_CORES)
+  math(EXPR attn_crowded "2 * ${attn_cores} + 2")
+  set(crowded_out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/sweep_crowded_out)
+  add_test(NAME cli.sweep_crowded_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${crowded_out})
+  set_tests_properties(cli.sweep_crowded_clean PROPERTIES LABELS "cli" FIXTURES_SETUP crowded_clean)
+  attn_cli_test(NAME sweep_crowded EXIT 0
+                REGEX "warning: [0-9]+ of 8 measurements waited for a CPU [^\n]*--threads ${attn_crowded} is more than the [0-9]+ CPUs this process may use"
+                ARGS sweep --device cpu --profile ${ATTN_CLI_DATA}/faults_profile.json
+                     --threads ${attn_crowded} --quiet --no-report --out ${crowded_out})
+  set_tests_properties(cli.sweep_crowded PROPERTIES RESOURCE_LOCK cpu_timing
+                       FIXTURES_REQUIRED crowded_clean)
+
   attn_cli_test(NAME verify_fault EXIT 1 REGEX "FAIL cpu decode_v1\\[split=1\\] [^\n]*: fault: worker"
                 ARGS verify --device cpu --intensity quick --families decode_v1 --dtypes fp32)
   set_tests_properties(cli.verify_fault PROPERTIES

@@ -148,6 +148,7 @@ private:
     return "steady_clock, " + std::to_string(pool_->size()) + " threads, " + cpu::isa_name(isa_) +
            " kernels";
   }
+  int call_threads() const override { return pool_->size(); }
 
   std::shared_ptr<ThreadPool> pool_;
   cpu::Isa isa_;

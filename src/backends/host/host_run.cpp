@@ -9,6 +9,8 @@
 #include <dirent.h>
 #include <mutex>
 #include <optional>
+#include <sched.h>
+#include <thread>
 #include <utility>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -114,9 +116,18 @@ std::vector<HostRange> problem_read_ranges(const Problem& pr) {
   return out;
 }
 
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    return std::max(1, CPU_COUNT(&set));
+  }
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 TimingResult time_host_call(const std::function<void()>& call, const TimingOptions& opt,
                             int64_t llc_bytes, std::string method,
-                            const std::vector<HostRange>& touched) {
+                            const std::vector<HostRange>& touched, int threads) {
   if (opt.mode == TimingMode::graph) {
     throw InputError("--timing graph needs a CUDA device; host-memory kernels have no graphs");
   }
@@ -168,7 +179,8 @@ TimingResult time_host_call(const std::function<void()>& call, const TimingOptio
   // Each measurement with the waits for a CPU it saw; one that waited above the limit is made
   // again, and the one that waited least is kept.
   std::optional<TimingResult> kept;
-  for (int attempt = 1; attempt <= 1 + kCpuWaitRetries; ++attempt) {
+  const int attempts = threads > usable_cpus() ? 1 : 1 + kCpuWaitRetries;
+  for (int attempt = 1; attempt <= attempts; ++attempt) {
     const std::optional<double> waited0 = cpu_wait_seconds();
     const auto start = std::chrono::steady_clock::now();
     TimingResult r = measure(one_rep, call, opt, method);
@@ -258,7 +270,7 @@ TimingResult HostRun::time(const TimingOptions& opt) {
   for (const HostRange& r : scratch()) {
     touched.push_back(r);
   }
-  return time_host_call([this] { run(); }, opt, llc_bytes_, method(), touched);
+  return time_host_call([this] { run(); }, opt, llc_bytes_, method(), touched, call_threads());
 }
 
 } // namespace attn

@@ -29,10 +29,15 @@ struct HostRange {
 // processor has CLFLUSHOPT, the lines of `touched` are flushed from every level (cheap: only
 // what the call touches); elsewhere a buffer twice `llc_bytes` is read and written. `method`
 // starts the method string. Refuses TimingMode::graph.
-[[nodiscard]] TimingResult time_host_call(const std::function<void()>& call,
-                                          const TimingOptions& opt, int64_t llc_bytes,
-                                          std::string method,
-                                          const std::vector<HostRange>& touched = {});
+// The measurement records the share of its time the process's threads waited for a CPU
+// (TimingResult::cpu_wait_share) and is made again while that is above kCpuWaitLimit, unless
+// the call runs on more threads (`threads`, 0: not known) than this process may use CPUs: those
+// waits are the call's own, and would come back every time.
+[[nodiscard]] TimingResult
+time_host_call(const std::function<void()>& call, const TimingOptions& opt, int64_t llc_bytes,
+               std::string method, const std::vector<HostRange>& touched = {}, int threads = 0);
+// The CPUs this process may run on (its affinity mask), at least 1.
+[[nodiscard]] int usable_cpus();
 
 // Memory that a host call reads and writes besides the problem: 64-byte aligned, like a device
 // buffer.
@@ -68,6 +73,9 @@ public:
 
 protected:
   HostRun(const Problem& pr, bool writes_lse, int64_t llc_bytes);
+  // The threads one call runs on (0: not known), so that the timing knows when the call's own
+  // threads outnumber the CPUs.
+  [[nodiscard]] virtual int call_threads() const { return 0; }
   // What the call writes besides out and lse (split-KV partials, a plugin's workspace), so that
   // the timing flushes it too.
   [[nodiscard]] virtual std::vector<HostRange> scratch() const { return {}; }

@@ -58,6 +58,7 @@ public:
   void run() override { lib_->run(cfg_, call_, ws_->get(), ws_bytes_, nullptr); }
 
 private:
+  int call_threads() const override { return threads_; } // what the call offers it (host_threads)
   // The workspace too: a kernel that reads partials nobody wrote gets NaN.
   void poison_scratch() override { std::memset(ws_->get(), 0xff, std::size_t(ws_bytes_)); }
   // The workspace and what the prepare step laid out: the plugin's own copy of the cache is
