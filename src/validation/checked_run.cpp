@@ -14,6 +14,17 @@ CheckSubject::CheckSubject(std::string name, Problem problem, std::vector<int> r
     : name_(std::move(name)), problem_(std::move(problem)), rows_(std::move(rows)),
       reference_threads_(reference_threads) {}
 
+const Problem& CheckSubject::problem_in(KvLayout layout) {
+  if (layout == problem_.kv_layout) {
+    return problem_;
+  }
+  if (!relaid_ || relaid_->kv_layout != layout) {
+    relaid_.reset(); // the old copy goes before the new one is made
+    relaid_ = with_kv_layout(problem_, layout);
+  }
+  return *relaid_;
+}
+
 const ReferenceResult& CheckSubject::reference(const WorkerLink& link) {
   if (!ref_) {
     link.begin_phase("reference of " + name_);
@@ -31,6 +42,17 @@ CheckFigures CheckSubject::check_answer(const WorkerLink& link, const HostTensor
           lse != nullptr, {}, {}};
 }
 
+namespace {
+
+// The layout the family of `cfg` reads its caches in (the problem's own where the set does not
+// declare the family: prepare refuses it then).
+KvLayout family_layout(const Backend& be, const KernelConfig& cfg, const Problem& pr) {
+  const FamilyDecl* fam = be.declaration().family(cfg.family);
+  return fam != nullptr ? fam->layout : pr.kv_layout;
+}
+
+} // namespace
+
 CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& subject,
                              const RunIdentity& run, const RunRequest& req, RunOutput* output) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -46,7 +68,7 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
       r.reason = *why;
     } else if (!req.check) {
       // Timing alone (the benchmark tools): no reference, no launch before the timing's own.
-      auto prepared = be.prepare(pr, cfg);
+      auto prepared = be.prepare(subject.problem_in(family_layout(be, cfg, pr)), cfg);
       if (req.timing) {
         r.timing = prepared->time(*req.timing);
       }
@@ -58,7 +80,7 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
         link.begin_run(run, deadline);
       }
       const ReferenceResult& ref = subject.reference(link);
-      auto prepared = be.prepare(pr, cfg);
+      auto prepared = be.prepare(subject.problem_in(family_layout(be, cfg, pr)), cfg);
       prepared->poison_outputs();
       prepared->run();
       RunOutput got = prepared->download();

@@ -30,6 +30,11 @@ public:
                int reference_threads = 0);
   [[nodiscard]] const std::string& name() const { return name_; }
   [[nodiscard]] const Problem& problem() const { return problem_; }
+  // The problem in `layout`: the subject's own where it is in that layout, else a copy rearranged
+  // on first use and kept for the configurations that follow (a kernel set that reads another
+  // layout, as vLLM's CPU attention reads NHD, would otherwise have every run's prepare
+  // rearrange the whole cache).
+  [[nodiscard]] const Problem& problem_in(KvLayout layout);
   [[nodiscard]] const std::vector<int>& rows() const { return rows_; }
   [[nodiscard]] int reference_threads() const { return reference_threads_; }
   [[nodiscard]] bool has_reference() const { return ref_.has_value(); }
@@ -44,6 +49,7 @@ public:
 private:
   std::string name_;
   Problem problem_;
+  std::optional<Problem> relaid_; // problem_in's copy in another layout
   std::vector<int> rows_;
   int reference_threads_ = 0;
   std::optional<ReferenceResult> ref_;

@@ -114,6 +114,31 @@ TEST(CheckedRun, PassesThenTimesOnlyWhenAsked) {
   EXPECT_GT(t.timing->median_s, 0.0);
 }
 
+// A subject in another layout than the kernel set reads is rearranged once and the copy kept for
+// every configuration; in its own layout it is handed over as it is.
+TEST(CheckedRun, ASubjectIsRearrangedOnceForAKernelSetThatReadsAnotherLayout) {
+  Problem nhd = with_kv_layout(small_decode(), KvLayout::NHD);
+  CheckSubject subject("decode nhd", nhd);
+  EXPECT_EQ(&subject.problem_in(KvLayout::NHD), &subject.problem());
+  const Problem& hnd = subject.problem_in(KvLayout::HND);
+  EXPECT_EQ(&subject.problem_in(KvLayout::HND), &hnd);
+  EXPECT_EQ(hnd.kv_layout, KvLayout::HND);
+  EXPECT_EQ(hnd.key_cache.data, small_decode().key_cache.data);
+  EXPECT_EQ(hnd.value_cache.data, small_decode().value_cache.data);
+  EXPECT_EQ(subject.problem().kv_layout, KvLayout::NHD); // the subject's own is untouched
+
+  // The CPU kernels read HND: each configuration runs on the kept copy and passes.
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
+  Recorder rec;
+  for (const KernelConfig& cfg :
+       {KernelConfig{Family::decode_v1, {{"split", 1}}},
+        KernelConfig{Family::decode_v2, {{"partition", 256}, {"split", 1}}}}) {
+    const CheckedRunResult r = checked_run(rec.link(), *be, subject, run_of(cfg), {});
+    EXPECT_EQ(r.status, RunStatus::passed) << cfg.key() << ": " << r.reason;
+  }
+  EXPECT_EQ(&subject.problem_in(KvLayout::HND), &hnd);
+}
+
 TEST(CheckedRun, TheReferenceIsAPhaseOutsideTheRunsFaultUnitAndIsComputedOnce) {
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
   CheckSubject subject("decode", small_decode());
