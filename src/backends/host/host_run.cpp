@@ -191,7 +191,6 @@ TimingResult time_host_call(const std::function<void()>& call, const TimingOptio
       return r; // no schedstat here: nothing to judge by
     }
     r.cpu_wait_share = std::max(0.0, *waited1 - *waited0) / wall;
-    r.attempts = attempt;
     if (!kept || *r.cpu_wait_share < *kept->cpu_wait_share) {
       kept = std::move(r);
     }
