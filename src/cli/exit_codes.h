@@ -14,6 +14,50 @@
 
 namespace attn::cli {
 
+// An error message as the one line it must be: control characters (a newline, an escape
+// sequence from a file's tensor name or an environment variable) and bytes that are not UTF-8
+// written as \xNN, and the whole cut to kMessageChars with "..." where it was cut.
+[[nodiscard]] inline std::string one_line(const std::string& text) {
+  constexpr std::size_t kMessageChars = 2000;
+  std::string out;
+  const auto hex = [&](unsigned char c) {
+    static const char digits[] = "0123456789abcdef";
+    out += "\\x";
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  };
+  for (std::size_t i = 0; i < text.size() && out.size() < kMessageChars; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      hex(c);
+      continue;
+    }
+    if (c < 0x80) {
+      out += char(c);
+      continue;
+    }
+    // A well-formed UTF-8 sequence (2 to 4 bytes) is kept whole; anything else byte by byte.
+    const std::size_t n = (c & 0xe0) == 0xc0   ? 2
+                          : (c & 0xf0) == 0xe0 ? 3
+                          : (c & 0xf8) == 0xf0 ? 4
+                                               : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    for (std::size_t k = 1; ok && k < n; ++k) {
+      ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    }
+    if (ok) {
+      out.append(text, i, n);
+      i += n - 1;
+    } else {
+      hex(c);
+    }
+  }
+  if (out.size() >= kMessageChars) {
+    out += "...";
+  }
+  return out;
+}
+
 // Parses the command line. --help and --version print and end with 0; a bad flag is one line on
 // stderr, worded by `message` (CLI11's own words when it is empty), and kExitUsage. nullopt:
 // the flags parsed, carry on.
@@ -30,7 +74,7 @@ parse_or_exit(CLI::App& app, int argc, char** argv, const char* name,
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     const std::string what = message ? message(e) : std::string(e.what());
-    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", name, what.c_str(), name);
+    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", name, one_line(what).c_str(), name);
     return kExitUsage;
   }
   return std::nullopt;
@@ -41,16 +85,16 @@ parse_or_exit(CLI::App& app, int argc, char** argv, const char* name,
   try {
     return work();
   } catch (const InputError& e) {
-    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    std::fprintf(stderr, "%s: error: %s\n", name, one_line(e.what()).c_str());
     return kExitUsage;
   } catch (const KernelFault& e) {
-    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    std::fprintf(stderr, "%s: error: %s\n", name, one_line(e.what()).c_str());
     return kExitMismatch;
   } catch (const DeviceUnavailable& e) {
-    std::fprintf(stderr, "%s: device unavailable: %s\n", name, e.what());
+    std::fprintf(stderr, "%s: device unavailable: %s\n", name, one_line(e.what()).c_str());
     return kExitNoDevice;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: internal error: %s\n", name, e.what());
+    std::fprintf(stderr, "%s: internal error: %s\n", name, one_line(e.what()).c_str());
     return kExitInternal;
   }
 }

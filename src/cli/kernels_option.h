@@ -14,6 +14,9 @@ namespace attn::cli {
 
 void add_kernels_option(CLI::App* sub, std::string& path);
 
+// Refuses an empty plugin path or module: the check of every option that names kernels.
+[[nodiscard]] const CLI::Validator& named_kernels();
+
 // The plugin at `path`, checked; null when `path` is empty (the built-in kernels).
 [[nodiscard]] std::shared_ptr<const PluginLibrary> open_kernels(const std::string& path);
 

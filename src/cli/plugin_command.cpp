@@ -88,7 +88,8 @@ Command setup_plugin(CLI::App& root) {
       ->add_option("library", opt->path,
                    "The plugin's shared library (PATH.so), or python:MODULE[:FACTORY] "
                    "(docs/python-kernels.md)")
-      ->required();
+      ->required()
+      ->check(named_kernels());
   check->add_option("--device", opt->device,
                     "cpu for host-memory plugins, cuda:N for CUDA ones (default: by its kind)");
   check->add_option("--threads", opt->threads, "Threads for host-memory plugins (0: all)")

@@ -179,7 +179,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
       specs.push_back(choice.spec);
     }
     for (const auto& spec : specs) {
-      std::unique_ptr<Backend> be = factory(spec, bo);
+      std::unique_ptr<Backend> be = link.start_kernels([&] { return factory(spec, bo); });
       char line[512];
       std::snprintf(line, sizeof line, "verify: %s (%s) with %s, seed %llu, intensity %s",
                     be->info().id.c_str(), be->info().name.c_str(),

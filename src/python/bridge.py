@@ -291,26 +291,66 @@ def _kernels(spec, attn_python_dir):
                            "define the seed engine's dispatch_prefill and dispatch_decode" % who)
 
 
+def _file_sha256(path):
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def _imported_beside(base, skip):
+    """The .py files of the modules imported so far from under folder `base`, less `skip` (a
+    folder whose files are counted already). None when `base` holds installed packages
+    (site-packages, the standard library): those are not the kernels' own code."""
+    parts = os.path.abspath(base).split(os.sep)
+    if "site-packages" in parts or "dist-packages" in parts:
+        return []
+    for lib in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
+        if lib and os.path.abspath(base).startswith(os.path.join(os.path.abspath(lib), "lib")):
+            return []
+    out = set()
+    for m in list(sys.modules.values()):
+        f = getattr(m, "__file__", None)
+        if not f or not f.endswith(".py"):
+            continue
+        f = os.path.abspath(f)
+        if f.startswith(os.path.abspath(base) + os.sep) and not (
+                skip and f.startswith(os.path.abspath(skip) + os.sep)):
+            out.add(f)
+    return sorted(out)
+
+
 def _sources_sha256(module):
-    """SHA-256 of the module's source: its file, or every .py file of its package (as
-    "relative/path:sha256\\n" lines, sorted), so a table names the code it timed."""
+    """SHA-256 of the module's source, so a table names the code it timed: its file, or every
+    .py file of its top-level package, as "relative/path:sha256\n" lines, sorted; with the
+    modules it imported from the same folder (a helper beside a single-file module, a module
+    beside the package) added as lines too. A single file that imports nothing beside it is
+    hashed alone, as sha256sum would."""
     path = getattr(module, "__file__", None)
     if not path:
         return hashlib.sha256(module.__name__.encode()).hexdigest(), ""
-    if os.path.basename(path) == "__init__.py":
-        root = os.path.dirname(path)
-        lines = []
+    top = sys.modules.get(module.__name__.split(".")[0], module)
+    top_file = getattr(top, "__file__", None) or path
+    lines = []
+    if os.path.basename(top_file) == "__init__.py":
+        root = os.path.dirname(top_file)
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for f in filenames:
                 if f.endswith(".py"):
                     full = os.path.join(dirpath, f)
-                    with open(full, "rb") as fh:
-                        digest = hashlib.sha256(fh.read()).hexdigest()
-                    lines.append("%s:%s\n" % (os.path.relpath(full, root), digest))
-        return hashlib.sha256("".join(sorted(lines)).encode()).hexdigest(), root
-    with open(path, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest(), path
+                    lines.append("%s:%s\n" % (os.path.relpath(full, root), _file_sha256(full)))
+        beside = os.path.dirname(root)
+        skip, shown = root, root
+    else:
+        beside = os.path.dirname(path)
+        skip, shown = None, path
+    extra = [f for f in _imported_beside(beside, skip) if f != os.path.abspath(path)]
+    if not lines and not extra:
+        return _file_sha256(path), shown
+    if not lines:
+        lines.append("%s:%s\n" % (os.path.basename(path), _file_sha256(path)))
+    for f in extra:
+        lines.append("%s:%s\n" % (os.path.relpath(f, beside), _file_sha256(f)))
+    return hashlib.sha256("".join(sorted(lines)).encode()).hexdigest(), shown
 
 
 _KERNELS = None

@@ -69,8 +69,8 @@ extern std::string g_identity; // {"module": ..., "sources_sha256": ..., "file":
 bool take_declaration(PyObject* decl, const std::string& spec, std::string& err);
 // Index of family `f` in g_decl.families, or -1 when the module does not declare it.
 int declared_index(attn_family f);
-// The text of a Python str, or "" for anything else.
-const char* str_of(PyObject* o);
+// The text of a Python str as UTF-8 (lone surrogates escaped), or "" for anything else.
+std::string str_of(PyObject* o);
 
 // ---- DLPack capsules (dlpack.cpp) -----------------------------------------------------------
 

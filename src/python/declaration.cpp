@@ -35,8 +35,20 @@ std::string json_escape(const std::string& s) {
 
 } // namespace
 
-const char* str_of(PyObject* o) {
-  return o != nullptr && PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : "";
+std::string str_of(PyObject* o) {
+  if (o == nullptr || !PyUnicode_Check(o)) {
+    return "";
+  }
+  // Not PyUnicode_AsUTF8: a str holding a lone surrogate (a path decoded with surrogateescape)
+  // has no UTF-8 form, and its NULL would be read as text. Such characters become \udcff.
+  PyObject* b = PyUnicode_AsEncodedString(o, "utf-8", "backslashreplace");
+  if (b == nullptr) {
+    PyErr_Clear();
+    return "(text that cannot be encoded)";
+  }
+  std::string out(PyBytes_AS_STRING(b), std::size_t(PyBytes_GET_SIZE(b)));
+  Py_DECREF(b);
+  return out;
 }
 
 bool take_declaration(PyObject* decl, const std::string& spec, std::string& err) {
@@ -44,7 +56,7 @@ bool take_declaration(PyObject* decl, const std::string& spec, std::string& err)
   g_decl = Decl{};
   g_decl.name = str_of(PyTuple_GetItem(decl, 0));
   g_decl.version = str_of(PyTuple_GetItem(decl, 1));
-  g_cuda = std::strcmp(str_of(PyTuple_GetItem(decl, 2)), "cuda") == 0;
+  g_cuda = str_of(PyTuple_GetItem(decl, 2)) == "cuda";
   g_decl.engine_rule = str_of(PyTuple_GetItem(decl, 6));
   g_decl.has_prepare = PyObject_IsTrue(PyTuple_GetItem(decl, 7)) == 1;
   g_identity = "{\"module\": \"" + json_escape(spec) + "\", \"sources_sha256\": \"" +

@@ -51,15 +51,13 @@ std::string python_error() {
   std::string text;
   if (g_describe != nullptr && value != nullptr) {
     PyObject* s = PyObject_CallOneArg(g_describe, value);
-    if (s != nullptr && PyUnicode_Check(s)) {
-      text = PyUnicode_AsUTF8(s);
-    }
+    text = str_of(s);
     Py_XDECREF(s);
     PyErr_Clear();
   }
   if (text.empty() && value != nullptr) {
     PyObject* s = PyObject_Str(value);
-    text = s != nullptr && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : "unprintable exception";
+    text = s != nullptr && PyUnicode_Check(s) ? str_of(s) : "unprintable exception";
     Py_XDECREF(s);
     PyErr_Clear();
   }

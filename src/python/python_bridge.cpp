@@ -57,12 +57,14 @@ int bridge_can_run(void*, const attn_config* config, const attn_call* call, char
   std::string msg;
   PyObject* why = call_on_shapes(g_can_run, "can_run", config, call, msg);
   if (why == nullptr) {
+    // Raised, not refused: -1, which attn-tune's side reads as the module's error (a refusal
+    // would make the case vanish as "skipped").
     attn_plugin_write_message(reason, reason_size, msg.c_str());
-    return 1;
+    return -1;
   }
   int rc = 0;
   if (why != Py_None) {
-    attn_plugin_write_message(reason, reason_size, str_of(why));
+    attn_plugin_write_message(reason, reason_size, str_of(why).c_str());
     rc = 1;
   }
   Py_DECREF(why);

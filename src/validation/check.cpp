@@ -48,8 +48,17 @@ ElementVerdict judge_element(const HostTensor& out, std::size_t i, double want,
   if (!std::isfinite(got)) {
     return std::isnan(got) ? ElementVerdict::nan : ElementVerdict::inf;
   }
+  if (!std::isfinite(want)) {
+    // A finite answer never matches a NaN or infinite expectation (a bug model's output that
+    // read a NaN slot): |got - NaN| > tol is false, which would pass it.
+    return ElementVerdict::mismatch;
+  }
   return std::abs(got - want) > tol.atol + tol.rtol * std::abs(want) ? ElementVerdict::mismatch
                                                                      : ElementVerdict::ok;
+}
+
+double lse_bound(const Tolerance& tol, double want) {
+  return tol.lse_atol + kLseRelative * std::abs(want);
 }
 
 ElementVerdict judge_lse(float got, double want, const Tolerance& tol) {
@@ -65,7 +74,8 @@ ElementVerdict judge_lse(float got, double want, const Tolerance& tol) {
                ? ElementVerdict::ok
                : ElementVerdict::mismatch;
   }
-  return std::abs(got - want) > tol.lse_atol ? ElementVerdict::mismatch : ElementVerdict::ok;
+  return std::abs(got - want) > lse_bound(tol, want) ? ElementVerdict::mismatch
+                                                     : ElementVerdict::ok;
 }
 
 namespace {
@@ -213,7 +223,7 @@ std::string CheckReport::details() const {
       std::snprintf(buf, sizeof buf, "  out[row=%d, head=%d, dim=%d] got %.6g want %.6g (%s)\n",
                     m.row, m.head, m.dim, m.got, m.want, m.what.c_str());
     } else {
-      std::snprintf(buf, sizeof buf, "  lse[row=%d, head=%d] got %.6g want %.6g (%s)\n", m.row,
+      std::snprintf(buf, sizeof buf, "  lse[row=%d, head=%d] got %.9g want %.9g (%s)\n", m.row,
                     m.head, m.got, m.want, m.what.c_str());
     }
     s << buf;

@@ -11,8 +11,8 @@
 namespace attn {
 
 // An element passes when |got - ref| <= atol + rtol * |ref|; the whole output passes when every
-// element does and ||got - ref|| / ||ref|| <= norm_rel. lse is checked with lse_atol.
-// Values and their reasons are in README.md "Accuracy".
+// element does and ||got - ref|| / ||ref|| <= norm_rel. lse passes within lse_bound: lse_atol
+// plus kLseRelative of its size. Values and their reasons are in README.md "Accuracy".
 struct Tolerance {
   double atol;
   double rtol;
@@ -20,6 +20,12 @@ struct Tolerance {
   double lse_atol;
 };
 [[nodiscard]] Tolerance tolerance_for(DType t);
+
+// lse is fp32 whatever the dtype, and above 2048 fp32's spacing (2.4e-4) exceeds the fp32
+// lse_atol: four fp32 ulps of the value (2^-21 of it) are added to every dtype's bound, so that a
+// correctly rounded lse of any size passes. Scores that large come with large scales or logits.
+inline constexpr double kLseRelative = 0x1p-21;
+[[nodiscard]] double lse_bound(const Tolerance& tol, double want);
 
 struct Mismatch {
   int row = 0;

@@ -173,7 +173,9 @@ std::optional<std::string> nan_tail_pattern(const Problem& pr, const RunOutput& 
       return std::nullopt; // no partly filled last block
     }
     for (int d = 0; d < pr.params.head_dim; ++d) {
-      if (!std::isnan(got.out.get(out_index(pr, w, d)))) {
+      // NaN computed, not the poison left in an element never written (also a NaN pattern).
+      const std::size_t i = out_index(pr, w, d);
+      if (is_poison(got.out, i) || !std::isnan(got.out.get(i))) {
         return std::nullopt;
       }
     }
@@ -236,6 +238,93 @@ std::optional<std::string> lse_pattern(const Problem& pr, const RunOutput& got,
     return std::string("lse is finite for rows that see no key (it should be -inf)");
   }
   return std::nullopt;
+}
+
+// Whether sequence b's last block is partly filled and a slot past its length there holds NaN in
+// the keys or values of KV head kvh (a nan-tails case).
+bool nan_past_length(const Problem& pr, int b, int kvh) {
+  const int bs = pr.params.block_size;
+  const int k = pr.k_len(b);
+  if (k % bs == 0) {
+    return false;
+  }
+  for (int j = k; j < (k + bs - 1) / bs * bs; ++j) {
+    for (int d = 0; d < pr.params.head_dim; ++d) {
+      if (std::isnan(pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)))) ||
+          std::isnan(pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d))))) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// A nan-tails case whose wrong pairs are exactly those of the sequences with NaN past their
+// length, with outputs that are not NaN: the kernel reads past the length with a weight (a
+// valid length one too long, the whole last block), and makes what it makes of a NaN score.
+// (The exact models cannot tell which: their outputs there are NaN.)
+std::optional<std::string> past_length_pattern(const Problem& pr, const RunOutput& got,
+                                               const std::vector<WrongPair>& wrong) {
+  const int H = pr.params.num_heads;
+  std::set<std::pair<int, int>> wrong_pairs;
+  bool all_nan = true;
+  for (const WrongPair& w : wrong) {
+    if (!w.out_wrong) {
+      continue;
+    }
+    wrong_pairs.insert({w.row, w.head});
+    for (int d = 0; d < pr.params.head_dim && all_nan; ++d) {
+      all_nan = std::isnan(got.out.get(out_index(pr, w, d)));
+    }
+  }
+  if (wrong_pairs.empty() || all_nan) {
+    return std::nullopt;
+  }
+  for (int b = 0; b < pr.batch; ++b) {
+    for (int r = pr.q_start(b); r < pr.q_start(b) + pr.q_len(b); ++r) {
+      for (int h = 0; h < H; ++h) {
+        const bool tail = nan_past_length(pr, b, h / pr.params.group_size());
+        if (tail != (wrong_pairs.count({r, h}) != 0)) {
+          return std::nullopt;
+        }
+      }
+    }
+  }
+  return std::string("slots past the valid length are read: exactly the sequences whose partly "
+                     "filled last block holds NaN past the length come out wrong (a valid "
+                     "length one too long, or the whole last block read)");
+}
+
+// Wrong output pairs whose only wrong elements are ones the kernel never wrote (the poison the
+// output was filled with is still there): a kernel that skips a head, a row or a tail of
+// head_dim. Unwritten elements among written wrong ones are the other mistake's to explain.
+std::optional<std::string> unwritten_pattern(const Problem& pr, const RunOutput& got,
+                                             const ReferenceResult& ref,
+                                             const std::vector<WrongPair>& wrong,
+                                             const Tolerance& tol) {
+  std::size_t unwritten = 0;
+  int pairs = 0;
+  for (const WrongPair& w : wrong) {
+    if (!w.out_wrong) {
+      continue;
+    }
+    for (int d = 0; d < pr.params.head_dim; ++d) {
+      const std::size_t i = out_index(pr, w, d);
+      const ElementVerdict v = judge_element(got.out, i, ref.out[i], tol);
+      if (v == ElementVerdict::unwritten) {
+        ++unwritten;
+      } else if (v != ElementVerdict::ok) {
+        return std::nullopt;
+      }
+    }
+    ++pairs;
+  }
+  if (unwritten == 0 || pairs == 0) {
+    return std::nullopt;
+  }
+  // One wording for every count (the summary groups failures by it; `unwritten=` counts them).
+  return std::string("output left unwritten: the wrong (row, head) pairs still hold the fill "
+                     "the kernel was handed where it wrote nothing, and what it wrote is right");
 }
 
 } // namespace
@@ -364,8 +453,12 @@ std::vector<std::string> explain_engine_bug(const Problem& pr, const KernelConfi
     found.push_back(*why);
   } else if (auto tail = nan_tail_pattern(pr, got, wrong)) {
     found.push_back(*tail);
+  } else if (auto past = past_length_pattern(pr, got, wrong)) {
+    found.push_back(*past);
   } else if (auto lse = lse_pattern(pr, got, ref, wrong, tol)) {
     found.push_back(*lse);
+  } else if (auto unwritten = unwritten_pattern(pr, got, ref, wrong, tol)) {
+    found.push_back(*unwritten);
   }
   return found;
 }

@@ -100,7 +100,9 @@ std::vector<int> home_block_sizes(const std::vector<std::pair<int, std::set<std:
 
 
 std::vector<int> candidate_block_sizes(const std::vector<int>& partitions) {
-  std::set<int> out = {8, 16, 32, 64, 128};
+  // 48: one size that is not a power of two, whatever the partitions, so that a kernel finding
+  // its block by shift and mask is caught wherever it accepts one.
+  std::set<int> out = {8, 16, 32, 48, 64, 128};
   for (int part : partitions) {
     for (int bs = 8; bs <= 256 && bs <= part; bs += 8) {
       if (part % bs == 0) {

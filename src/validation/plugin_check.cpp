@@ -14,6 +14,9 @@ using nlohmann::json;
 
 namespace {
 
+// A family's crashes after which its check stops (each one restarts the worker).
+constexpr int kCrashesPerFamily = 3;
+
 // The tiny cases of a family: first causal only, then with a sliding window, then with a soft
 // cap that bends the scores without making the softmax one-hot (default scale, cap 2), so that a
 // failure says which part of the mask is wrong. Decode lengths cross a block edge and, for
@@ -71,7 +74,7 @@ std::vector<TinyCase> tiny_cases(const FamilyDecl& f) {
 }
 
 // Runs every configuration of every family on each of its tiny cases, skipping what earlier
-// workers finished (a crash ends its family's check).
+// workers finished (kCrashesPerFamily crashes end a family's check).
 int check_worker(Backend& be, const WorkerLink& link) {
   RunRequest req;
   req.diagnose = true;
@@ -120,7 +123,8 @@ std::string failure_line(const json& ctx, const CheckedRunResult& r) {
   const std::string what = ctx.value("what", "");
   const std::string config = ctx.value("config", "");
   if (r.status == RunStatus::fault) {
-    return "FAIL: the plugin crashed the process with " + config + " (" + what + "): " + r.reason;
+    return "FAIL: the plugin crashed or hung its worker with " + config + " (" + what +
+           "): " + r.reason;
   }
   if (r.status == RunStatus::error || !r.check) {
     return "FAIL (" + what + ") with " + config + ": " + r.reason;
@@ -168,10 +172,11 @@ PluginCheckResult check_plugin(const PluginLibrary& lib, const std::string& spec
   std::set<std::string> failed_families;
   CheckedSession session;
   session.work = [&](const WorkerLink& link, int) {
-    auto be = make_backend(spec, bo);
+    auto be = link.start_kernels([&] { return make_backend(spec, bo); });
     return check_worker(*be, link);
   };
   std::map<std::string, CaseTally> tallies; // by case key
+  std::map<std::string, int> crashes;       // by family
   session.on_result = [&](const RunIdentity& run, const CheckedRunResult& r) {
     const json& ctx = run.context;
     const std::string fam = ctx.value("family", "?");
@@ -200,8 +205,12 @@ PluginCheckResult check_plugin(const PluginLibrary& lib, const std::string& spec
       print("  " + fam + ": " + failure_line(ctx, r));
       break;
     }
-    if (r.status == RunStatus::fault) {
-      session.finished.insert(fam); // a crash ends the family's check
+    if (r.status == RunStatus::fault && ++crashes[fam] == kCrashesPerFamily) {
+      // Each crash costs a new worker: past a few, the family's other runs say no more.
+      session.finished.insert(fam);
+      print("  " + fam +
+            ": its other configurations and cases not run: it crashed or hung its worker " +
+            std::to_string(kCrashesPerFamily) + " times");
       return;
     }
     if (t.seen == ctx.value("configs", 0)) {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 
+#include "reference/reference.h"
 #include "src/model/errors.h"
 
 namespace attn {
@@ -108,6 +109,59 @@ std::string format_double(double v) {
   char buf[32];
   auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v); // shortest text that reads back exactly
   return std::string(buf, p);
+}
+
+// The first NaN or infinity the call reads: an element of a query row that sees a key, or of a
+// key or value that some row sees. SPEC.md's function is one of finite inputs (its lse is never
+// NaN), so no answer to such a call can be judged; slots nobody reads may hold anything (an
+// engine's cache does: fp8 NaN bytes, stale blocks).
+std::optional<std::string> nonfinite_read(const Problem& pr) {
+  const AttnParams& a = pr.params;
+  const int H = a.num_heads;
+  const int D = a.head_dim;
+  const auto word = [](double x) {
+    return std::isnan(x) ? std::string("NaN") : std::string("inf");
+  };
+  for (int b = 0; b < pr.batch; ++b) {
+    const int ql = pr.q_len(b);
+    const int kl = pr.k_len(b);
+    std::vector<char> seen(std::size_t(std::max(kl, 0)), 0);
+    for (int i = 0; i < ql; ++i) {
+      bool any = false;
+      for (int j = 0; j < kl; ++j) {
+        if (reference_visible(a, ql, kl, i, j)) {
+          seen[std::size_t(j)] = 1;
+          any = true;
+        }
+      }
+      const int row = pr.q_start(b) + i;
+      for (int h = 0; any && h < H; ++h) {
+        for (int d = 0; d < D; ++d) {
+          const double x = pr.query.get((std::size_t(row) * H + h) * D + d);
+          if (!std::isfinite(x)) {
+            return "query[" + std::to_string(row) + ", " + std::to_string(h) + ", " +
+                   std::to_string(d) + "] is " + word(x) + " (sequence " + std::to_string(b) + ")";
+          }
+        }
+      }
+    }
+    for (int j = 0; j < kl; ++j) {
+      for (int kvh = 0; seen[std::size_t(j)] != 0 && kvh < a.num_kv_heads; ++kvh) {
+        for (int d = 0; d < D; ++d) {
+          const double k = pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
+          const double v = pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
+          if (!std::isfinite(k) || !std::isfinite(v)) {
+            return std::string(std::isfinite(k) ? "value" : "key") + " " + std::to_string(j) +
+                   " of sequence " + std::to_string(b) + ", KV head " + std::to_string(kvh) +
+                   ", dim " + std::to_string(d) + " (block " +
+                   std::to_string(pr.physical_block(b, j)) + ") is " +
+                   word(std::isfinite(k) ? v : k);
+          }
+        }
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 } // namespace
@@ -328,6 +382,11 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
                       shape_str(ks) + " as kv_layout " + kv_layout_name(layout) + " " +
                       key_cache_shape_pattern(layout) + ")");
       }
+    }
+    if (const auto where = nonfinite_read(pr)) {
+      bad(file, "the call reads a value that is not finite: " + *where +
+                    "; attention is defined on finite inputs (SPEC.md), so no answer can be "
+                    "judged: the value came from before the attention");
     }
 
     if (auto it = f.tensors.find("out"); it != f.tensors.end()) {

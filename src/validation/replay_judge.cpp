@@ -66,7 +66,8 @@ std::string reference_summary(const ReferenceResult& ref) {
 
 std::string check_lines(const std::string& what, const CheckReport& rep, const Tolerance& tol) {
   char buf[600];
-  std::snprintf(buf, sizeof buf, "%s: %s %s (tolerance atol=%g rtol=%g norm_rel=%g lse_atol=%g)",
+  std::snprintf(buf, sizeof buf,
+                "%s: %s %s (tolerance atol=%g rtol=%g norm_rel=%g lse_atol=%g + 2^-21 |lse|)",
                 what.c_str(), rep.pass ? "MATCH" : "MISMATCH", rep.summary().c_str(), tol.atol,
                 tol.rtol, tol.norm_rel, tol.lse_atol);
   std::string out = buf;
@@ -94,7 +95,8 @@ int replay_worker(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
     const std::string spec = plugin != nullptr && o.backend == "reference"
                                  ? choose_device("", plugin, {.threads = 0, .kernels = ""}).spec
                                  : o.backend;
-    be = make_backend(spec, {.threads = o.threads, .kernels = kernels});
+    be = link.start_kernels(
+        [&] { return make_backend(spec, {.threads = o.threads, .kernels = kernels}); });
     if (asked.empty()) { // a plugin's every configuration for the phase
       for (Family f : {Family::decode_v1, Family::decode_v2, Family::prefill}) {
         if (family_is_decode(f) == (pr.phase == Phase::decode)) {
@@ -199,7 +201,13 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
       return;
     case RunStatus::error:
       print(run.context.value("who", cfg) + ": ERROR: " + r.reason);
-      error = true;
+      // A kernel's run that ended in its own error (a plugin's nonzero return, a Python
+      // exception) fails the replay, as in verify (exit 1); anything else is attn-tune's (4).
+      if (run.config) {
+        pass = false;
+      } else {
+        error = true;
+      }
       return;
     case RunStatus::fault:
       print(run.context.value("who", cfg) + ": FAULT: " + r.reason);

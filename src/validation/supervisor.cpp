@@ -70,6 +70,11 @@ double teardown_seconds() {
   } catch (const DeviceFault& e) {
     emit(ExceptionMsg{ExceptionKind::fault, e.what()});
     code = kWorkerReportedExit;
+  } catch (const KernelFault& e) {
+    // The kernels' own error outside a run (a Python module's can_run raising while asked what
+    // it accepts): the unit in flight is charged, as for a crash there.
+    emit(ExceptionMsg{ExceptionKind::fault, e.what()});
+    code = kWorkerReportedExit;
   } catch (const std::exception& e) {
     emit(ExceptionMsg{ExceptionKind::internal, e.what()});
     code = kWorkerReportedExit;

@@ -38,11 +38,12 @@ struct VerifyTestcase {
   int passed = 0;
   int failed = 0;
   int skipped = 0;
+  int faults = 0; // of the failed: a crash, hang or error rather than a wrong result
   double seconds = 0.0;
   std::vector<std::string> failures; // one line per failing case
   // What the failing cases look like (diagnose_failure) and in how many cases each.
   std::map<std::string, int> causes;
-  std::string skip_reason; // when every case was skipped
+  std::string skip_reason; // the last skipped case's (every case's, when all were skipped)
 };
 
 struct VerifyReport {

@@ -292,6 +292,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
         std::vector<int> lens = block_edges(bs, partitions, sz.max_len);
         lens.push_back(0);
         add("edges", base_params(dt, 4, 2, d, bs), {}, lens);
+        last->probed_size = !power_of_two(bs);
       }
     }
     for (std::size_t h = 0; h < homes.size(); ++h) {
@@ -350,6 +351,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
       std::vector<int> lens = block_edges(bs, {}, L);
       lens.push_back(0);
       add("varlen", base_params(dt, 4, 2, d, bs), lens, lens);
+      last->probed_size = !power_of_two(bs);
     }
   }
   for (std::size_t h = 0; h < homes.size(); ++h) {

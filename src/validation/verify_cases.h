@@ -28,6 +28,10 @@ struct VerifyCase {
   std::vector<float> v_scale;
   // NaN in the slots past each sequence's length in its last block (GenOptions::nan_tails).
   bool nan_tails = false;
+  // A block size verify probes on its own account (not a power of two): a configuration that
+  // refuses it is left out of the case, not counted as skipped (a v2 partition of 512 cannot
+  // be a multiple of 48).
+  bool probed_size = false;
 
   [[nodiscard]] Problem make() const;
   [[nodiscard]] std::string name() const { return group + "#" + std::to_string(index); }

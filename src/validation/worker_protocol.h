@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/backends/backend.h"
+#include "src/backends/plugin/plugin_library.h"
 #include "src/validation/run_result.h"
 
 namespace attn {
@@ -102,6 +103,16 @@ public:
     emit_(BeginMsg{what, deadline_s, true, {}});
   }
   void end() const { emit_(EndMsg{}); }
+  // The worker's backend, made by `make` inside a kernel phase with the plugins' time to start
+  // (plugin_probe_timeout_s): a plugin's init or a Python module's import that hangs or crashes
+  // in the worker, after its probe declared it, ends the command as the kernels' fault.
+  template <class Make> auto start_kernels(Make&& make) const {
+    begin_kernel_phase("starting the kernels (a plugin's init, a Python module's import)",
+                       plugin_probe_timeout_s());
+    auto be = make();
+    end();
+    return be;
+  }
   // Whether a run (or whatever the command marked, by key) is done: a later worker skips it.
   [[nodiscard]] bool finished(const std::string& key) const { return finished_.count(key) != 0; }
 

@@ -62,10 +62,30 @@ attn_cli_test(NAME plugin_check_bad_kv_dtypes EXIT 2
               REGEX "declares KV-cache dtype mask 0x42 for decode_v1; its bits are ATTN_KV_DTYPE_BIT"
               ARGS plugin check ${ATTN_INIT_PLUGIN})
 set_tests_properties(cli.plugin_check_bad_kv_dtypes PROPERTIES ENVIRONMENT ATTN_TEST_INIT=decl:kv_dtypes)
+# An init that refuses before it set a version says why (not "built for plugin ABI 0"); a name
+# with a newline would forge a second line in every message that names the plugin.
+attn_cli_test(NAME plugin_check_init_refuses_early EXIT 2
+              REGEX "refused to start: no licence for this machine"
+              ARGS plugin check ${ATTN_INIT_PLUGIN})
+set_tests_properties(cli.plugin_check_init_refuses_early PROPERTIES
+                     ENVIRONMENT ATTN_TEST_INIT=refuse-early)
+attn_cli_test(NAME plugin_check_name_newline EXIT 2
+              REGEX "declares a name with a control character"
+              ARGS plugin check ${ATTN_INIT_PLUGIN})
+set_tests_properties(cli.plugin_check_name_newline PROPERTIES
+                     ENVIRONMENT ATTN_TEST_INIT=decl:newline)
+# A run that crashes fails its configuration and the check goes on with the family's other cases
+# in a new worker, until the family has crashed three times.
+attn_cli_test(NAME plugin_check_run_crash EXIT 1
+              REGEX "decode_v1: FAIL: the plugin crashed or hung its worker with decode_v1\\[\\] \\(causal\\): worker killed by SIGSEGV.*decode_v1: FAIL \\(causal\\): 1 of 1 configurations failed.*\\(causal, window_left=25\\)"
+              ARGS plugin check ${ATTN_INIT_PLUGIN} --threads 1)
+set_tests_properties(cli.plugin_check_run_crash PROPERTIES ENVIRONMENT ATTN_TEST_INIT=run:segv)
 attn_cli_test(NAME plugin_check_not_a_plugin EXIT 2 REGEX "cannot load it"
               ARGS plugin check ${PROJECT_SOURCE_DIR}/README.md)
 attn_cli_test(NAME plugin_check_missing EXIT 2 REGEX "plugin /nonexistent/x.so: no such file"
               ARGS plugin check /nonexistent/x.so)
+attn_cli_test(NAME plugin_check_folder EXIT 2 REGEX "not a regular file"
+              ARGS plugin check ${PROJECT_SOURCE_DIR}/tests)
 attn_cli_test(NAME verify_kernels_host_plugin_on_gpu EXIT 2
               REGEX "plugin cpu-example runs on host memory: use --device cpu"
               ARGS verify --kernels ${ATTN_CPU_EXAMPLE_PLUGIN} --device cuda:0)

@@ -10,6 +10,7 @@
 
 #include "reference/reference.h"
 #include "src/backends/registry.h"
+#include "src/cli/exit_codes.h"
 #include "src/cli/verify_command.h"
 #include "src/validation/check.h"
 #include "src/validation/replay.h"
@@ -144,16 +145,36 @@ TEST(Verify, CrashingConfigurationIsAFailedCaseAndTheRunGoesOn) {
   o.dtypes = "fp32";
   o.intensity = "quick";
   o.kv_dtypes = "auto"; // the fault path, not the caches
+  const auto dir = test::fresh_dir("verify_crash");
+  o.junit = (dir / "report.xml").string();
   std::FILE* out = std::tmpfile();
   const int rc = cli::run_verify(o, make_backend, out, stderr);
   ::unsetenv("ATTN_TUNE_TEST_FAULTS");
+  // In JUnit, a testcase whose every failing case crashed is an <error> of type "fault", counted
+  // in `errors`, not a mismatch.
+  const std::string xml = test::read_file(o.junit);
+  EXPECT_NE(xml.find("<error message="), std::string::npos);
+  EXPECT_NE(xml.find("type=\"fault\""), std::string::npos);
+  EXPECT_EQ(xml.find("type=\"mismatch\""), std::string::npos);
+  EXPECT_EQ(xml.find("errors=\"0\""), std::string::npos);
+  std::filesystem::remove_all(dir);
   const std::string text = test::drain(out);
   EXPECT_EQ(rc, 1) << text;
   EXPECT_NE(text.find("FAIL cpu decode_v1[split=1] decode/edges/fp32#0"), std::string::npos)
       << text;
   EXPECT_NE(text.find(": fault: worker "), std::string::npos) << text;
   EXPECT_NE(text.find("SIGABRT"), std::string::npos) << text;
-  // Only the two planted configurations fail: 8 configurations, 2 crashing, on every case.
+  // Only the two planted configurations fail, on every case they run; the other six pass. (The
+  // edge cases at block size 48 run the two decode_v1 configurations alone: no v2 partition is
+  // a multiple of 48.)
+  std::size_t line_at = 0;
+  int fail_lines = 0;
+  while ((line_at = text.find("FAIL cpu ", line_at)) != std::string::npos) {
+    const std::string cfg = text.substr(line_at + 9, text.find(' ', line_at + 9) - line_at - 9);
+    EXPECT_TRUE(cfg == "decode_v1[split=1]" || cfg == "decode_v2[partition=512,split=0]") << cfg;
+    ++fail_lines;
+    ++line_at;
+  }
   int passed = 0;
   int failed = 0;
   const auto at = text.rfind(" passed, ");
@@ -162,6 +183,19 @@ TEST(Verify, CrashingConfigurationIsAFailedCaseAndTheRunGoesOn) {
                         &failed),
             2)
       << text;
-  EXPECT_EQ(passed, 3 * failed) << text;
+  EXPECT_EQ(fail_lines, failed) << text;
   EXPECT_GT(failed, 0);
+  EXPECT_GT(passed, 2 * failed) << text;
+}
+
+// Whatever an error message carries (a file's tensor name, an environment variable) it is printed
+// as one line: control characters and bytes that are not UTF-8 escaped, the length capped.
+TEST(ExitCodes, ErrorMessagesAreOneLine) {
+  EXPECT_EQ(cli::one_line("tensor 'a\nattn-tune: fake'"), "tensor 'a\\x0aattn-tune: fake'");
+  EXPECT_EQ(cli::one_line("esc \x1b[31mred"), "esc \\x1b[31mred");
+  EXPECT_EQ(cli::one_line("caf\xc3\xa9 ok, bad \xbe byte"), "caf\xc3\xa9 ok, bad \\xbe byte");
+  EXPECT_EQ(cli::one_line("cut \xe2\x82"), "cut \\xe2\\x82");
+  const std::string longer = cli::one_line(std::string(100000, 'x'));
+  EXPECT_LE(longer.size(), 2010u);
+  EXPECT_EQ(longer.substr(longer.size() - 3), "...");
 }

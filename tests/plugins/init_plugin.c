@@ -8,10 +8,12 @@
  *                  can_run, workspace, run, destroy; ACTION is segv (a write through a null
  *                  pointer), abort, exit0, exit7 (exit with that status) or hang
  *                  (tests/fuzz/hostile_plugins.py tries each pair)
+ *   refuse-early   returns 3 with a reason before it sets any ABI version
  *   decl:WHAT      a declaration with garbage in it: WHAT is families (a pointer to nowhere),
  *                  count (2^30 families behind a pointer to one), negative (-5 families),
  *                  params (a parameter list at a garbage address), name (a name pointer to
- *                  nowhere) or kv_dtypes (an fp8 mask with a bit no format has); attn-tune reads
+ *                  nowhere), newline (a name with a newline in it) or kv_dtypes (an fp8 mask
+ *                  with a bit no format has); attn-tune reads
  *                  declarations in its probe, never in its own process
  *   other   (or unset) declares decode_v1 without parameters, refusing every call, with that
  *           text as its version: a process that sees another value than the declaration probe
@@ -134,11 +136,16 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
                                                                  attn_plugin_api* api,
                                                                  size_t api_size, char* err,
                                                                  size_t err_size) {
-  ATTN_PLUGIN_CHECK_HOST(host_abi_version, api, api_size, err, err_size);
   const char* what = getenv("ATTN_TEST_INIT");
   if (what == NULL) {
     what = "";
   }
+  if (strcmp(what, "refuse-early") == 0) {
+    /* Refused before ATTN_PLUGIN_CHECK_HOST set any version: the reason is what counts. */
+    attn_plugin_write_message(err, err_size, "no licence for this machine");
+    return 3;
+  }
+  ATTN_PLUGIN_CHECK_HOST(host_abi_version, api, api_size, err, err_size);
   if (strcmp(what, "abort") == 0) {
     abort();
   }
@@ -182,6 +189,10 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   }
   if (strcmp(what, "decl:name") == 0) {
     api->name = (const char*)(uintptr_t)0x8;
+    return 0;
+  }
+  if (strcmp(what, "decl:newline") == 0) {
+    api->name = "init-test\nattn-tune: a forged line";
     return 0;
   }
   if (strcmp(what, "decl:kv_dtypes") == 0) {

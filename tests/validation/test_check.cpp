@@ -229,6 +229,33 @@ TEST(Check, LseMismatchesFail) {
   EXPECT_EQ(r.first[0].what, "unwritten");
 }
 
+// lse is fp32 at every dtype: above 2048 its spacing exceeds the fp32 lse_atol, and the bound
+// grows with the value (kLseRelative) so that a correctly rounded lse of any size passes.
+TEST(Check, LargeLseRoundedToFp32Passes) {
+  const Tolerance tol = tolerance_for(DType::f32);
+  for (double want : {1741.3086312345678, -2987.6543210987, 30000.123456789}) {
+    const float rounded = float(want);
+    EXPECT_EQ(judge_lse(rounded, want, tol), ElementVerdict::ok) << want;
+    // One ulp is inside; a miss of 1e-3 relative is not.
+    EXPECT_EQ(judge_lse(std::nextafter(rounded, 1e9f), want, tol), ElementVerdict::ok) << want;
+    EXPECT_EQ(judge_lse(float(want * (1 + 1e-3)), want, tol), ElementVerdict::mismatch) << want;
+  }
+  // Small values keep the absolute bound.
+  EXPECT_EQ(judge_lse(float(2.5 + 2 * tol.lse_atol), 2.5, tol), ElementVerdict::mismatch);
+}
+
+// A finite answer never matches a NaN or infinite expectation (a bug model's output that read a
+// NaN slot): |got - NaN| > tol is false, which once passed it.
+TEST(Check, AFiniteElementDoesNotMatchANanExpectation) {
+  HostTensor out(DType::f32, {1, 1, 2});
+  out.set(0, 0.5f);
+  out.set(1, 0.0f);
+  const Tolerance tol = tolerance_for(DType::f32);
+  EXPECT_EQ(judge_element(out, 0, std::nan(""), tol), ElementVerdict::mismatch);
+  EXPECT_EQ(judge_element(out, 1, kInf, tol), ElementVerdict::mismatch);
+  EXPECT_EQ(judge_element(out, 0, 0.5, tol), ElementVerdict::ok);
+}
+
 TEST(Check, ListingStopsAfterTheFirstFew) {
   Fixture f(DType::f16);
   std::vector<std::size_t> spoiled;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "reference/reference.h"
 #include "src/validation/engine_bugs.h"
@@ -120,6 +121,36 @@ TEST(EngineBugs, NanOnPartitionMultiplesIsAnEmptyLastPartition) {
       explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_NE(found[0].find("multiple of the partition (256) come out NaN"), std::string::npos);
+}
+
+// A kernel that leaves part of its output unwritten is told so (not "the cache is not read", not
+// NaN tails): its poison is a NaN pattern, which the NaN patterns must not take for computed NaN.
+TEST(EngineBugs, UnwrittenOutputIsNamedAsSuch) {
+  const Problem pr = around_partition();
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  KernelConfig cfg;
+  cfg.family = Family::decode_v1;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  HostTensor fill(DType::f32, {1, 1, 1});
+  poison(fill);
+  for (int r : {0, 6}) { // the last element of every head of two rows
+    for (int h = 0; h < H; ++h) {
+      std::memcpy(static_cast<char*>(o.out.raw()) + ((std::size_t(r) * H + h) * D + D - 1) * 4,
+                  fill.raw(), 4);
+    }
+  }
+  const auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].find("output left unwritten"), std::string::npos) << found[0];
+  // Written wrong values beside the unwritten ones are another mistake's to explain.
+  o.out.set(1, 7.0f);
+  const auto other = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  for (const std::string& f : other) {
+    EXPECT_EQ(f.find("output left unwritten"), std::string::npos) << f;
+  }
 }
 
 // A GQA mapping bug in a failure line: heads 1 and 2 of 4 wrong, 0 and 3 right; the sequence of

@@ -177,6 +177,23 @@ TEST(VerifyCases, GroupsUseABlockSizeTheSetAccepts) {
   }
 }
 
+// A block size that is not a power of two (48) is probed whatever the partitions, so a kernel
+// that finds its block by shift and mask fails somewhere; its edge cases are marked as probed,
+// so that the configurations refusing 48 (a v2 partition of 512) are left out, not skipped.
+TEST(KernelTargets, ABlockSizeThatIsNoPowerOfTwoIsProbedAndItsEdgesRun) {
+  const std::vector<int> c = candidate_block_sizes({256, 512, 1024});
+  EXPECT_NE(std::find(c.begin(), c.end(), 48), c.end());
+  const std::unique_ptr<Backend> cpu = make_cpu_backend({.threads = 1}, cpu::best_isa());
+  const KernelTargets aim = kernel_targets(*cpu, Phase::decode, DType::f32);
+  ASSERT_NE(std::find(aim.block_sizes.begin(), aim.block_sizes.end(), 48), aim.block_sizes.end());
+  int probed = 0;
+  for (const auto& vc : verify_cases(Phase::decode, DType::f32, Intensity::quick, 1, aim)) {
+    EXPECT_EQ(vc.probed_size, vc.params.block_size == 48) << vc.name();
+    probed += vc.probed_size ? 1 : 0;
+  }
+  EXPECT_GT(probed, 0);
+}
+
 // Declared prefill tiles put query and key lengths around them.
 TEST(VerifyCases, PrefillAimsAtDeclaredTiles) {
   KernelTargets aim;

@@ -3,6 +3,9 @@
 #include "src/backends/plugin/plugin_backend.h"
 
 #include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
 
 #include "src/backends/host/host_info.h"
 #include "src/backends/host/host_run.h"
@@ -33,7 +36,12 @@ public:
         threads_(threads) {
     call_ = plugin_call_shape(pr_, cfg.family, fam.layout, threads, arrays_);
     ws_bytes_ = lib_->workspace_size(cfg_, call_);
-    ws_ = std::make_unique<HostBuffer>(std::size_t(ws_bytes_));
+    try {
+      ws_ = std::make_unique<HostBuffer>(std::size_t(ws_bytes_));
+    } catch (const std::bad_alloc&) {
+      throw std::runtime_error("the workspace the plugin asks for, " + std::to_string(ws_bytes_) +
+                               " bytes, cannot be allocated in host memory");
+    }
     call_.query = pr_.query.raw();
     call_.key_cache = pr_.key_cache.raw();
     call_.value_cache = pr_.value_cache.raw();

@@ -187,8 +187,13 @@ PluginTable PluginTable::from_json(const nlohmann::json& j) {
 }
 
 KernelSetDecl check_plugin_table(const PluginTable& t, const std::string& who, PluginIdentity& id) {
-  // The version first: nothing else in the table means anything under another version.
+  // The version first: nothing else in the table means anything under another version. An init
+  // that refused before it set any version says why it refused, not "ABI 0".
   const std::size_t size = plugin_api_size(t.abi_version);
+  if (t.init_rc != 0 && t.abi_version == 0) {
+    throw InputError(who + " refused to start: " +
+                     (t.init_message.empty() ? std::string("no reason given") : t.init_message));
+  }
   if (size == 0) {
     throw InputError(who + " was built for plugin ABI " + std::to_string(t.abi_version) +
                      "; this attn-tune speaks ABI " + std::to_string(ATTN_PLUGIN_ABI_OLDEST) +
@@ -206,6 +211,16 @@ KernelSetDecl check_plugin_table(const PluginTable& t, const std::string& who, P
   }
   if (!t.name || t.name->empty()) {
     throw InputError(who + " declares no name");
+  }
+  // Names and versions go into one-line messages, tables and file names: no control characters.
+  for (const auto& [what, text] :
+       {std::pair{"name", *t.name}, {"version", t.version.value_or("")}}) {
+    if (std::any_of(text.begin(), text.end(),
+                    [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; })) {
+      throw InputError(who + " declares a " + what +
+                       " with a control character (a newline or a "
+                       "tab): one line of printable text is expected");
+    }
   }
   id.name = *t.name;
   id.version = t.version.value_or("");

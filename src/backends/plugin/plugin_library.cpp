@@ -273,7 +273,9 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
   } else {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
-      throw InputError(who + ": no such file");
+      throw InputError(who + (std::filesystem::exists(path, ec)
+                                  ? ": not a regular file (a shared library is expected)"
+                                  : ": no such file"));
     }
     lib->id_.library_sha256 = sha256_file(path);
   }
@@ -371,8 +373,13 @@ std::optional<std::string> PluginLibrary::can_run(const KernelConfig& cfg,
   }
   load();
   char reason[kMessageBytes] = {};
-  if (api_.can_run(api_.state, &v.c, &shape, reason, sizeof reason) != 0) {
-    reason[sizeof reason - 1] = '\0';
+  const int rc = api_.can_run(api_.state, &v.c, &shape, reason, sizeof reason);
+  reason[sizeof reason - 1] = '\0';
+  if (rc < 0 && !id_.python_module.empty()) {
+    // The Python bridge's can_run raised (python_bridge.cpp): the module's error, not a refusal.
+    throw KernelFault(who() + ": " + message_or(reason, "can_run raised an exception"));
+  }
+  if (rc != 0) {
     return message_or(reason, "refused without a reason");
   }
   return std::nullopt;
