@@ -1,5 +1,10 @@
 // attn-tune: wires the subcommands together and turns errors into exit codes (README.md).
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "build_info.h"
@@ -30,6 +35,17 @@ std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
 
 int main(int argc, char** argv) {
   using namespace attn;
+  // Started with stdin, stdout or stderr closed, the next file opened (a lock, results.jsonl, a
+  // pipe to a worker) would take that number and receive what is printed: keep 0-2 taken.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      const int null_fd = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (null_fd >= 0 && null_fd != fd) {
+        ::dup2(null_fd, fd);
+        ::close(null_fd);
+      }
+    }
+  }
   CLI::App app{"attn-tune: tune and validate paged attention kernels for LLM inference engines"};
   app.set_version_flag("--version",
                        std::string("attn-tune ") + ATTN_VERSION + " (" + ATTN_GIT_HASH + ")");
@@ -48,7 +64,14 @@ int main(int argc, char** argv) {
   }
   for (auto& c : commands) {
     if (c.app->parsed()) {
-      return cli::run_reporting_errors("attn-tune", c.run);
+      const int rc = cli::run_reporting_errors("attn-tune", c.run);
+      // What was printed must have arrived (a full disk, /dev/full): a lost report is no success.
+      if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && rc == kExitOk) {
+        std::fprintf(stderr, "attn-tune: error: cannot write the standard output: %s\n",
+                     std::strerror(errno));
+        return kExitInternal;
+      }
+      return rc;
     }
   }
   return kExitUsage;

@@ -263,6 +263,14 @@ int run_sweep(const SweepOptions& o) {
                  c.value("skipped", 0));
     return kExitInternal;
   }
+  if (c.value("ok", 0) == 0 && s.total == 0 && !so.shard.sharded()) {
+    // No configuration at all: a kernel set without a family for the profile's phases (a plugin
+    // with decode only, on a prefill profile).
+    std::fprintf(stderr, "sweep: nothing was timed: the kernels have no configuration for any "
+                         "workload of the profile (no family of theirs runs its phases), so the "
+                         "table has no point\n");
+    return kExitInternal;
+  }
   return kExitOk;
 }
 } // namespace
@@ -276,7 +284,14 @@ Command setup_sweep(CLI::App& root) {
   sub->add_option("--profile", opt->profile,
                   "Built-in profile name (quick, default, llama-3-8b, ...) or a .json path")
       ->capture_default_str();
-  sub->add_option("--out", opt->out, "Output folder (default: attn-tune-out/<profile>)");
+  sub->add_option("--out", opt->out, "Output folder (default: attn-tune-out/<profile>)")
+      ->check(
+          [](const std::string& s) {
+            return s.empty() ? std::string("is empty: name a folder, or leave --out out for "
+                                           "attn-tune-out/<profile>")
+                             : std::string();
+          },
+          "a folder");
   sub->add_flag("--resume", opt->resume, "Continue the sweep whose results.jsonl is in --out");
   sub->add_option("--threads", opt->threads, "CPU worker threads (backend and reference; 0: all)")
       ->check(CLI::Range(0, 4096));

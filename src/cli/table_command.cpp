@@ -17,6 +17,7 @@
 #include "src/backends/plugin/plugin_library.h"
 #include "src/backends/registry.h"
 #include "src/cli/commands.h"
+#include "src/cli/kernels_option.h"
 #include "src/cli/table_text.h"
 #include "src/io/atomic_file.h"
 #include "src/model/errors.h"
@@ -105,10 +106,16 @@ void warn_if_other_kernels(const nlohmann::json& table, const std::string& named
                                  : nlohmann::json{{"source", "built-in"}, {"name", "attn-tune"}};
   nlohmann::json want;
   std::error_code ec;
-  if (is_python_kernels(named) || std::filesystem::is_regular_file(named, ec)) {
+  if (is_python_kernels(named) || std::filesystem::is_regular_file(named, ec) ||
+      named.find('/') != std::string::npos || named.ends_with(".so")) {
+    // A path (PluginLibrary::open refuses one that is no plugin library, exit 2).
     want = PluginLibrary::open(named)->identity().to_json();
   } else if (named == "attn-tune" || named == "built-in") {
+    // The built-in kernels at whatever build level the table's were (the caller's is not known).
     want = {{"source", "built-in"}, {"name", "attn-tune"}};
+    if (had.contains("isa")) {
+      want["isa"] = had["isa"];
+    }
   } else {
     // A bare name: the same plugin by name, whatever its build.
     want = {
@@ -332,7 +339,8 @@ Command setup_table(CLI::App& root) {
                  "Device to compare the table's with (default: GPU 0, else cpu)");
   lk->add_option("--kernels", opt->kernels,
                  "The kernels you run: a plugin library (PATH.so), a plugin's name, or attn-tune "
-                 "(built-in); warns when the table timed others");
+                 "(built-in); warns when the table timed others")
+      ->check(named_kernels());
   lk->add_option("--device-name", opt->fleet.device_name,
                  "The device to answer for, by any of its names (\"NVIDIA H100 80GB HBM3\", "
                  "H100-SXM, h100-sxm): picks its entry of a fleet table (default: this "

@@ -131,6 +131,11 @@ void describe_provenance(std::ostringstream& s, const json& t) {
 }
 
 void describe_rule(std::ostringstream& s, const json& rule) {
+  if (rule.value("points", 0) == 0) {
+    // Nothing to fit: its k and partition are the fit's starting values, not a decision.
+    s << "fitted rule: none (no decode point of the sweep timed both v1 and v2)\n\n";
+    return;
+  }
   char kbuf[64];
   std::snprintf(kbuf, sizeof kbuf, "%.4g", rule.at("k").get<double>());
   const json& part = rule.at("partition");

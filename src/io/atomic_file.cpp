@@ -1,6 +1,7 @@
 #include "src/io/atomic_file.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,8 @@
 #include "src/model/errors.h"
 
 namespace attn {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -92,13 +95,25 @@ void write_file_atomically(const std::string& path, std::string_view text) {
   write_file_atomically(path, text.data(), text.size());
 }
 
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    const std::size_t at = n.rfind(".tmp.");
+    if (at == std::string::npos || at == 0 || n.size() - at != 5 + 6 || !e.is_regular_file(ec) ||
+        !std::all_of(n.begin() + long(at) + 5, n.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; })) {
+      continue;
+    }
+    fs::remove(e.path(), ec);
+  }
+}
+
 void write_json_atomically(const std::string& path, const nlohmann::json& j) {
   write_file_atomically(path, j.dump(1) + "\n");
 }
 
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr const char* kCurrent = ".attn-tune-current";
 constexpr const char* kGenPrefix = ".attn-tune-gen-";

@@ -22,6 +22,11 @@ void write_file_atomically(const std::string& path, std::string_view text);
 // temporary file first, and only when all are there are they renamed into place.
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
 
+// Removes what write_file_atomically leaves when it is killed between creating its temporary
+// file and renaming it: the regular files of `dir` named NAME.tmp.XXXXXX (mkstemp's six
+// characters). The caller holds the folder's lock, so no writer is using one.
+void remove_stale_temporaries(const std::string& dir);
+
 // `j` as indented JSON plus a newline, atomically.
 void write_json_atomically(const std::string& path, const nlohmann::json& j);
 

@@ -195,9 +195,15 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
     throw InputError("merge needs at least one shard folder");
   }
   std::error_code ec;
-  for (const auto& d : dirs) {
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    const std::string& d = dirs[i];
     if (fs::exists(out_dir, ec) && fs::exists(d, ec) && fs::equivalent(out_dir, d, ec)) {
       throw InputError("the output folder '" + out_dir + "' is also an input; choose another");
+    }
+    for (std::size_t k = 0; k < i; ++k) {
+      if (fs::exists(d, ec) && fs::exists(dirs[k], ec) && fs::equivalent(dirs[k], d, ec)) {
+        throw InputError("'" + d + "' is given twice (as '" + dirs[k] + "'): each shard once");
+      }
     }
   }
   // One writer per folder: a sweep (or another merge) writing into OUT holds its lock. Taken

@@ -1,5 +1,7 @@
 #include "src/tuning/results_file.h"
 
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <fcntl.h>
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "build_info.h"
 #include "src/io/json_fields.h"
 #include "src/model/errors.h"
 #include "src/tuning/shard.h"
@@ -20,7 +23,8 @@ namespace fs = std::filesystem;
 
 std::string kernels_label(const json& k) {
   if (k.value("source", "built-in") != "plugin") {
-    return "the built-in attn-tune kernels";
+    const std::string isa = k.value("isa", "");
+    return "the built-in attn-tune kernels" + (isa.empty() ? "" : " (" + isa + " build)");
   }
   std::string s = k.value("bridge", "") == "python" ? "Python kernels " : "plugin ";
   s += k.value("name", "?");
@@ -41,7 +45,9 @@ std::string kernels_label(const json& k) {
 
 std::string kernels_identity(const json& k) {
   if (k.value("source", "built-in") != "plugin") {
-    return "built-in";
+    // The CPU backend names its build level; GPU kernels and files from before it name none.
+    const std::string isa = k.value("isa", "");
+    return isa.empty() ? "built-in" : "built-in " + isa;
   }
   return "plugin " + k.value("name", "") + " " + k.value("library_sha256", "");
 }
@@ -82,16 +88,24 @@ DurableAppender::~DurableAppender() {
 
 void DurableAppender::append(const json& j) {
   const std::string line = j.dump() + "\n";
+  // Where the file ended: a line that cannot be written whole (a full disk) is cut off again,
+  // so the file never ends in half a line.
+  const off_t before = ::lseek(fd_, 0, SEEK_END);
   std::size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n <= 0) {
-      throw std::runtime_error("cannot write to '" + path_ + "'");
+      const int err = n < 0 ? errno : ENOSPC;
+      if (before >= 0 && ::ftruncate(fd_, before) == 0) {
+        (void)::fsync(fd_);
+      }
+      throw std::runtime_error("cannot write to '" + path_ + "': " + std::strerror(err) +
+                               " (the line was not kept)");
     }
     done += std::size_t(n);
   }
   if (::fsync(fd_) != 0) {
-    throw std::runtime_error("cannot fsync '" + path_ + "'");
+    throw std::runtime_error("cannot fsync '" + path_ + "': " + std::strerror(errno));
   }
 }
 
@@ -332,10 +346,19 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
     throw InputError(path + " already holds " + std::to_string(existing.lines.size()) +
                      " measurements; pass --resume to continue that sweep or choose another --out");
   }
+  if (fs::is_directory(path)) {
+    throw InputError(path + " is a folder, where the sweep keeps its results file");
+  }
   if (has_content) {
     const json& h = existing.header;
     if (h.is_null()) {
       throw InputError(path + " has no header line; start a new --out folder");
+    }
+    if (h.contains("merged")) {
+      // merge's results and table are one pair behind links; a sweep appending to the one and
+      // rewriting the other would split them.
+      throw InputError(path + " is the output of `attn-tune merge`; resume the shard folders "
+                              "it was merged from and merge them again");
     }
     const std::string profile = header.value("profile", "");
     const std::string profile_hash = header.value("profile_hash", "");
@@ -392,6 +415,17 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
       throw InputError(path + " timed the kernels of " + kernels_label(had) + ", not " +
                        kernels_label(want) + "; --resume needs the same kernels");
     }
+    // The same kernels means the same sources too: a folder started by another attn-tune build
+    // whose kernels changed would mix two kernel sets in one table (merge refuses it as well).
+    const std::string had_src = h.value("kernel_sources_sha256", "");
+    const std::string want_src = header.value("kernel_sources_sha256", "");
+    if (!had_src.empty() && had_src != want_src) {
+      throw InputError(path + " timed kernels built from other sources (sha256 " +
+                       had_src.substr(0, 12) + ", this attn-tune's " + want_src.substr(0, 12) +
+                       ", version " + ATTN_VERSION +
+                       "; the folder's: " + h.value("tool_version", "?") +
+                       "); --resume needs the attn-tune that started it, or a new --out");
+    }
     // An `error` (a transient failure: out of memory, a busy device) is retried once: its key
     // counts as done only when a line of another status exists or it already failed twice. A
     // `fault` crashed or hung a worker; it is tried again only when asked to. The last line of
@@ -428,6 +462,7 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
     fs::resize_file(path, existing.valid_bytes); // drop the half-written line
   }
   r.lines = std::move(existing.lines);
+  r.search_ended = !existing.search_end.is_null();
   r.out = std::make_unique<DurableAppender>(path);
   if (!has_content) {
     r.out->append(header);

@@ -90,6 +90,7 @@ private:
 struct OpenedResults {
   std::set<std::string> done; // record_key of every measurement line already in the file
   std::vector<nlohmann::json> lines; // the measurement lines already in the file
+  bool search_ended = false;         // the file already holds a search_end line
   std::unique_ptr<DurableAppender> out;
 };
 

@@ -305,10 +305,12 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
       }
     }
   }
-  log.out->append({{"type", "search_end"},
-                   {"measured_pairs", int(obs.size())},
-                   {"exhaustive_pairs", exhaustive},
-                   {"utc", utc_now()}});
+  if (!ran.empty() || !log.search_ended) { // a resume that found nothing to do adds none
+    log.out->append({{"type", "search_end"},
+                     {"measured_pairs", int(obs.size())},
+                     {"exhaustive_pairs", exhaustive},
+                     {"utc", utc_now()}});
+  }
   return 0;
 }
 
@@ -456,6 +458,7 @@ public:
       throw InputError("cannot create output folder '" + opt.out_dir + "'");
     }
     lock_.emplace(opt.out_dir); // one sweep per folder: the second stops here
+    remove_stale_temporaries(opt.out_dir); // a table or report write that a kill cut short
     sum_.results_path = (fs::path(opt.out_dir) / "results.jsonl").string();
   }
 
@@ -713,7 +716,7 @@ SweepSummary run_sweep_isolated(const BackendMaker& make, const Profile& prof,
   std::unique_ptr<Backend> be; // made in each worker, never in the supervisor
   return supervised_sweep(
       [&](const WorkerLink& link) -> Backend& {
-        be = make(link);
+        be = link.start_kernels([&] { return make(link); });
         return *be;
       },
       [&] { be.reset(); }, prof, opt, opt.in_process);

@@ -34,6 +34,30 @@ TEST(AtomicFile, WritesAtomically) {
   fs::remove_all(dir);
 }
 
+// A kill between a writer's mkstemp and its rename leaves NAME.tmp.XXXXXX; a sweep clears them
+// from its folder, and nothing else.
+TEST(AtomicFile, StaleTemporariesAreRemovedAndNothingElse) {
+  const fs::path dir = fs::temp_directory_path() / ("attn_stale_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* n :
+       {"threshold_table.json.tmp.Ab12Cd", "report.html.tmp.xYz789", "threshold_table.json",
+        "notes.tmp.short", "my.tmp.folder1", ".tmp.abcdef"}) {
+    std::ofstream(dir / n) << "x";
+  }
+  fs::remove(dir / "my.tmp.folder1");
+  fs::create_directories(dir / "my.tmp.folder1"); // a folder of that shape stays
+  remove_stale_temporaries(dir.string());
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    left.push_back(e.path().filename().string());
+  }
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{".tmp.abcdef", "my.tmp.folder1", "notes.tmp.short",
+                                            "threshold_table.json"}));
+  fs::remove_all(dir);
+}
+
 // A set of files switches as one: the first time, the plain files already there become a
 // generation of their own; every later switch is one rename, and a reader through the names
 // sees either set whole.

@@ -202,8 +202,14 @@ TEST_F(Merge, RefusesFoldersThatDoNotBelongTogether) {
   refused("timing_mode", "graph", "--timing graph");
   refused("kernels.engine_rule", "seed", "name different engine rules ('seed' vs 'vllm-cpu')");
   EXPECT_FALSE(fs::exists(dir("refused") / "threshold_table.json"));
-  // The output folder cannot be an input.
+  // The output folder cannot be an input, nor can one folder be two shards.
   EXPECT_THROW((void)merge_shards(dirs[0], dirs, {}), InputError);
+  try {
+    (void)merge_shards(dir("twice").string(), {dirs[0], dirs[0], dirs[1]}, {});
+    ADD_FAILURE() << "a folder given twice was merged";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is given twice"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Merge, IncompleteShardsAreRefusedUnlessPartial) {

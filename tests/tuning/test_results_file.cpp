@@ -171,4 +171,83 @@ TEST(ResultsFile, RefusesHeadersWithImpossibleShardsAndPlans) {
 }
 
 } // namespace
+
+// The header a sweep of the built-in CPU kernels at `isa`, built from `sources`, writes.
+nlohmann::json cpu_header(const std::string& isa, const std::string& sources) {
+  return {{"type", "header"},
+          {"schema", "attn-tune/results"},
+          {"version", 1},
+          {"profile", "p"},
+          {"profile_hash", "0123456789abcdef"},
+          {"device", {{"backend", "cpu"}, {"id", "cpu"}, {"name", "X"}, {"threads", 2}}},
+          {"kernels", {{"source", "built-in"}, {"name", "attn-tune"}, {"isa", isa}}},
+          {"kernel_sources_sha256", sources},
+          {"seed", 1},
+          {"tool_version", "0.1.0"}};
+}
+
+// The message open_results throws resuming `f` (started with `first`) as `again`, or "".
+std::string resume_refusal(const fs::path& f, const nlohmann::json& first,
+                           const nlohmann::json& again) {
+  fs::remove(f);
+  {
+    OpenedResults o = open_results(f.string(), first, /*resume=*/false);
+    o.out->append(ok_line());
+  }
+  try {
+    (void)open_results(f.string(), again, /*resume=*/true);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A sweep resumed by another build of the kernels (another ISA level of the CPU kernels, other
+// kernel sources) would mix two kernel sets in one table: refused, as merge refuses it.
+TEST(ResultsFile, ResumeRefusesAnotherBuildOfTheKernels) {
+  const fs::path dir = test::fresh_dir("resume_build");
+  const fs::path f = dir / "results.jsonl";
+  const nlohmann::json v4 = cpu_header("x86-64-v4", "aaaa");
+  EXPECT_EQ(resume_refusal(f, v4, v4), "");
+  const std::string isa = resume_refusal(f, v4, cpu_header("baseline", "aaaa"));
+  EXPECT_NE(isa.find("(x86-64-v4 build), not the built-in attn-tune kernels (baseline build)"),
+            std::string::npos)
+      << isa;
+  const std::string src = resume_refusal(f, v4, cpu_header("x86-64-v4", "bbbb"));
+  EXPECT_NE(src.find("timed kernels built from other sources"), std::string::npos) << src;
+  // A folder from before the level was recorded is another build too.
+  nlohmann::json old = v4;
+  old["kernels"].erase("isa");
+  EXPECT_NE(resume_refusal(f, old, v4).find("--resume needs the same kernels"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// merge's output is a results file and a table behind links that change together: a sweep
+// resumed into it would append to one and rewrite the other. A folder where results.jsonl is
+// a folder is an input error. A resume that finds the search ended says so.
+TEST(ResultsFile, ResumeRefusesAMergedFolderAndAFolderForAFile) {
+  const fs::path dir = test::fresh_dir("resume_merged");
+  const fs::path f = dir / "results.jsonl";
+  nlohmann::json merged = cpu_header("x86-64-v4", "aaaa");
+  merged["merged"] = {{"shards", 2}};
+  const std::string m = resume_refusal(f, merged, cpu_header("x86-64-v4", "aaaa"));
+  EXPECT_NE(m.find("is the output of `attn-tune merge`"), std::string::npos) << m;
+  fs::remove(f);
+  fs::create_directories(f);
+  try {
+    (void)open_results(f.string(), cpu_header("x86-64-v4", "aaaa"), true);
+    ADD_FAILURE() << "a folder named results.jsonl was opened";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a folder"), std::string::npos) << e.what();
+  }
+  fs::remove_all(f);
+  {
+    OpenedResults o = open_results(f.string(), cpu_header("x86-64-v4", "aaaa"), false);
+    EXPECT_FALSE(o.search_ended);
+    o.out->append({{"type", "search_end"}, {"measured_pairs", 0}, {"exhaustive_pairs", 0}});
+  }
+  EXPECT_TRUE(open_results(f.string(), cpu_header("x86-64-v4", "aaaa"), true).search_ended);
+  fs::remove_all(dir);
+}
+
 } // namespace attn

@@ -165,6 +165,12 @@ public:
 
   const DeviceInfo& info() const override { return info_; }
   const KernelSetDecl& declaration() const override { return cpu_kernels_declaration(); }
+  // The build that runs (ATTN_TUNE_CPU_ISA picks another): a baseline build times 3 to 8 times
+  // slower than x86-64-v4 on one machine, so a sweep resumed or merged across levels would mix
+  // two kernel sets in one table.
+  nlohmann::json kernels() const override {
+    return {{"source", "built-in"}, {"name", "attn-tune"}, {"isa", cpu::isa_name(isa_)}};
+  }
 
 protected:
   std::optional<std::string> refuse(const KernelConfig& cfg, const Problem& pr) const override {

@@ -1,0 +1,49 @@
+# Inputs that name nothing, and standard streams closed or full: one line and the right exit code.
+# A path that is not there is no plugin name.
+# An empty --kernels is no way of saying "the built-in kernels": `--kernels "$PLUGIN"` with the
+# variable unset must not pass a CI gate on the built-in kernels. An empty --out is no folder.
+# (An empty argument cannot pass through attn_cli_test; tests/support/stdio_faults.cmake gives
+# `--kernels ""` and `plugin check ""`.)
+attn_cli_test(NAME verify_kernels_no_value EXIT 2 REGEX "--kernels: "
+              ARGS verify --device cpu --kernels=)
+attn_cli_test(NAME table_lookup_kernels_missing_file EXIT 2 REGEX "no such file"
+              ARGS table lookup ${PROJECT_SOURCE_DIR}/results/cpu-amd-epyc-quick.json
+                   --kernels ./nope.so --batch 1 --num-heads 8 --num-kv-heads 2 --head-dim 128
+                   --context-len 512 --block-size 16 --dtype fp16 --device-name "AMD EPYC")
+
+if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp AND UNIX)
+  set(inputs_data ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs)
+  file(WRITE ${inputs_data}/one_point.json
+       "{\"name\": \"one-point\", \"decode\": {\"batch\": [1], \"context_len\": [64],\n"
+       " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
+       " \"dtype\": [\"fp32\"]},\n"
+       " \"timing\": {\"warmup\": 1, \"min_reps\": 3, \"max_reps\": 3, \"max_seconds\": 0.01}}\n")
+  add_test(NAME cli.stdio_closed_and_full
+           COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
+                   -DPROFILE=${inputs_data}/one_point.json -DWORK=${inputs_data}/stdio
+                   -P ${PROJECT_SOURCE_DIR}/tests/support/stdio_faults.cmake)
+  set_tests_properties(cli.stdio_closed_and_full PROPERTIES LABELS "cli" RESOURCE_LOCK cpu_timing)
+endif()
+
+# A kernel set with no family for the profile's phases (a decode-only plugin, a prefill profile)
+# times nothing: exit 4 saying so, not a success with an empty table; the table's fitted rule is
+# "none", not a rule fitted on nothing.
+set(inputs_work ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/prefill_only.json
+     "{\"name\": \"prefill-only\", \"prefill\": {\"batch\": [1], \"q_len\": [16],\n"
+     " \"k_len\": [16], \"num_kv_heads\": [1], \"gqa_ratio\": [1], \"head_dim\": [32],\n"
+     " \"block_size\": [16], \"dtype\": [\"fp32\"]}}\n")
+add_test(NAME cli.sweep_no_family_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${inputs_work}/no_family)
+set_tests_properties(cli.sweep_no_family_clean PROPERTIES LABELS "cli"
+                     FIXTURES_SETUP no_family_clean)
+attn_cli_test(NAME sweep_no_family EXIT 4
+              REGEX "nothing was timed: the kernels have no configuration for any workload"
+              ARGS sweep --kernels ${ATTN_INIT_PLUGIN} --device cpu --threads 1 --quiet --no-report
+                   --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/prefill_only.json
+                   --out ${inputs_work}/no_family)
+set_tests_properties(cli.sweep_no_family PROPERTIES FIXTURES_REQUIRED no_family_clean
+                     FIXTURES_SETUP no_family_table)
+attn_cli_test(NAME table_show_no_rule EXIT 0
+              REGEX "fitted rule: none \\(no decode point of the sweep timed both v1 and v2\\)"
+              ARGS table show ${inputs_work}/no_family/threshold_table.json)
+set_tests_properties(cli.table_show_no_rule PROPERTIES FIXTURES_REQUIRED no_family_table)
