@@ -45,13 +45,16 @@ set(REPLAY_BAD
   "bad_head_dim_mismatch|head_dim 16 differs from query head_dim 8"
   "bad_dtype_mixed|must share a dtype"
   "bad_out_dtype|out is F16 but query is F32"
-  "bad_cu_seqlens_decreasing|cu_seqlens_k decreases")
+  "bad_cu_seqlens_decreasing|cu_seqlens_k decreases"
+  "bad_nan_query|reads a value that is not finite: query\\[0, 1, 3\\] is NaN"
+  "bad_inf_visible_key|reads a value that is not finite: key 5 of sequence 0, KV head 0, dim 2 \\(block 0\\) is inf")
 
 if(NOT ATTN_DUMPS_PYTHON)
   message(WARNING "attn-tune: no python3; the replay cross-check tests are not registered "
                   "(scripts/install-deps.sh installs what they need)")
 else()
-  set(replay_names ${REPLAY_GOOD} ${REPLAY_WRONG} noout_prefill_q_longer_than_k_fp16)
+  set(replay_names ${REPLAY_GOOD} ${REPLAY_WRONG} noout_prefill_q_longer_than_k_fp16
+                   noout_nan_unread)
   foreach(entry ${REPLAY_BAD})
     string(REGEX REPLACE "\\|.*" "" name "${entry}")
     list(APPEND replay_names ${name})
@@ -80,6 +83,11 @@ else()
                   ARGS replay ${REPLAY_DUMPS}/${name}.safetensors)
     set_tests_properties(cli.replay.bad.${name} PROPERTIES FIXTURES_REQUIRED replay_dumps)
   endforeach()
+
+  # NaN in the slots past a sequence's length (an engine's cache as it is) is no input error.
+  attn_cli_test(NAME replay.nan_unread EXIT 0 REGEX "cpu decode_v1\\[\\] vs reference: MATCH"
+                ARGS replay ${REPLAY_DUMPS}/noout_nan_unread.safetensors --backend cpu)
+  set_tests_properties(cli.replay.nan_unread PROPERTIES FIXTURES_REQUIRED replay_dumps)
 
   # --save writes out and lse; the file it writes is a valid safetensors file (but no replay).
   set(save_dir ${CMAKE_CURRENT_BINARY_DIR}/cli_work/replay.save)

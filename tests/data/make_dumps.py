@@ -352,6 +352,19 @@ def write_bad(outdir, written):
     q16 = q.astype(np.float16)
     variant("bad_dtype_mixed", tensors=dict(base, query=("F16", q16.shape, q16.tobytes())))
     variant("bad_out_dtype", tensors=dict(base, out=("F16", q16.shape, q16.tobytes())))
+    # A NaN or an infinity the call reads: the function is not defined there (exit 2); the
+    # same in a slot nobody reads is an engine's cache as it is (judged).
+    q_nan = q.copy()
+    q_nan[0, 1, 3] = np.nan
+    variant("bad_nan_query", tensors=dict(base, query=("F32", q_nan.shape, q_nan.tobytes())))
+    k_inf = kc.copy()
+    k_inf[0, 0, 1, 2] = np.inf  # block 0 holds keys 4 and 5 (block_tables [[1, 0]]): key 5
+    variant("bad_inf_visible_key",
+            tensors=dict(base, key_cache=("F32", k_inf.shape, k_inf.tobytes())))
+    k_tail = kc.copy()
+    k_tail[0, 0, 2:, :] = np.nan  # keys 6 and 7 of a 6-key sequence: never read
+    tail = ("F32", k_tail.shape, k_tail.tobytes())
+    variant("noout_nan_unread", tensors=dict(base, key_cache=tail, value_cache=tail))
     variant("bad_cu_seqlens_decreasing", tensors={
         **{k: v for k, v in base.items() if k != "context_lens"},
         "cu_seqlens_q": ("I32", (2,), np.array([0, 1], np.int32).tobytes()),
