@@ -99,3 +99,44 @@ set_tests_properties(cli.python_sweep_table PROPERTIES LABELS "cli;python" RESOU
 attn_python_test(python_verify_prepared 0 " 0 failed, "
                  verify --kernels python:prepared_kernels --intensity quick --threads 1
                  --dtypes fp32 --families decode_v1,decode_v2)
+
+# A can_run that raises is an error, not a refusal (tests/python/can_run_raising.py raises for
+# head_dim 128 only): verify ends with exit 1 naming the exception, where a refusal would let the
+# head_dim-128 cases vanish and pass the rest with exit 0.
+attn_python_test(python_can_run_raises 1 "can_run raised ValueError: no tile for head_dim 128"
+                 verify --kernels python:can_run_raising --device cpu --intensity quick
+                 --threads 1 --dtypes fp32 --families decode_v1)
+
+# An exception whose message holds a lone surrogate ("\udcff", from a surrogateescape-decoded
+# path; tests/python/surrogate_raising.py) is a failure line with its type and the surrogate
+# escaped, not a crash of the worker.
+attn_python_test(python_surrogate_message 1
+                 "decode_v1: FAIL [^\n]*CacheFileError: cannot map /models/kv-\\\\udcff\\.bin"
+                 plugin check python:surrogate_raising --threads 1)
+set_tests_properties(cli.python_surrogate_message PROPERTIES
+                     FAIL_REGULAR_EXPRESSION "SIGSEGV|FAULT")
+
+# A module whose import hangs in the worker (after the declaration probe's returned) has the
+# probe's time limit there too: exit 1 within seconds, "starting the kernels", no process left.
+add_test(NAME cli.python_worker_import_hangs
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DPYTHONPATH=${ATTN_PY_FIXTURES}
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/python_worker_import_hangs
+                 -P ${ATTN_PY_FIXTURES}/hang_in_worker.cmake)
+set_tests_properties(cli.python_worker_import_hangs PROPERTIES LABELS "cli;python" TIMEOUT 90)
+
+# The sources SHA-256 covers the modules a module imports from beside it (an edit to the helper
+# alone changes it), and is the file's own SHA-256 for a module that imports nothing from there.
+add_test(NAME cli.python_sources_hash
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DFIXTURES=${ATTN_PY_FIXTURES}
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/python_sources_hash
+                 -P ${ATTN_PY_FIXTURES}/sources_hash.cmake)
+set_tests_properties(cli.python_sources_hash PROPERTIES LABELS "cli;python")
+
+# replay with Python kernels that raise: an ERROR line and exit 1 (the kernels failed), not exit 4
+# (attn-tune's own error), on a file that attn-tune's own PyTorch kernels pass.
+add_test(NAME cli.python_replay_raising
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DPYTHON=${Python3_EXECUTABLE}
+                 -DPYTHONPATH=${ATTN_PY_FIXTURES}
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/python_replay_raising
+                 -P ${ATTN_PY_FIXTURES}/replay_raising.cmake)
+set_tests_properties(cli.python_replay_raising PROPERTIES LABELS "cli;python")
