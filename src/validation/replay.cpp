@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "reference/reference.h"
 #include "src/model/errors.h"
@@ -85,6 +86,9 @@ int parse_int(const std::string& file, const std::string& key, const std::string
   int v = 0;
   const char* end = s.data() + s.size();
   auto [p, ec] = std::from_chars(s.data(), end, v);
+  if (ec == std::errc::result_out_of_range && p == end) {
+    bad(file, "__metadata__ " + key + " = '" + s + "' is out of range (a 32-bit integer)");
+  }
   if (s.empty() || ec != std::errc() || p != end) {
     bad(file, "__metadata__ " + key + " = '" + s + "' is not an integer");
   }
@@ -169,6 +173,14 @@ std::optional<std::string> nonfinite_read(const Problem& pr) {
 ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
   ReplayFile rf;
   rf.metadata = f.metadata;
+  for (const auto& [name, t] : f.tensors) {
+    static const std::set<std::string> kRead = {
+        "query",        "key_cache", "value_cache", "block_tables", "context_lens", "cu_seqlens_q",
+        "cu_seqlens_k", "out",       "lse",         "k_scale",      "v_scale"};
+    if (!kRead.count(name)) {
+      rf.unread.push_back(name);
+    }
+  }
   Problem& pr = rf.problem;
   AttnParams& p = pr.params;
 
@@ -340,6 +352,10 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
     }
     if (auto* s = optional_meta("scale")) {
       p.scale = parse_double(file, "scale", *s);
+      // Kernels take the scale as an fp32 (SPEC.md): one that is no finite fp32 is no call.
+      if (!std::isfinite(float(*p.scale))) {
+        bad(file, "__metadata__ scale = '" + *s + "' does not fit an fp32");
+      }
     }
     if (auto* s = optional_meta("window_left")) {
       p.window_left = parse_int(file, "window_left", *s);

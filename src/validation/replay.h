@@ -18,6 +18,8 @@ struct ReplayFile {
   std::optional<HostTensor> out;               // the engine's answer, [rows, num_heads, head_dim]
   std::optional<std::vector<float>> lse;       // the engine's lse, [rows, num_heads]
   std::map<std::string, std::string> metadata; // as stored, including keys attn-tune ignores
+  // Tensors the file holds that attn-tune does not read (a typo such as `output` for `out`).
+  std::vector<std::string> unread;
 };
 
 // Reads and validates a replay file; every problem is an InputError naming the file.

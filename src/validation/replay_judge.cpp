@@ -1,6 +1,7 @@
 #include "src/validation/replay_judge.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "src/backends/registry.h"
@@ -77,6 +78,16 @@ std::string check_lines(const std::string& what, const CheckReport& rep, const T
   }
   if (!details.empty()) {
     out += "\n" + details;
+  }
+  if (!rep.pass && rep.bad == 0 && rep.lse_bad == 0 && rep.unwritten == 0 && rep.nonfinite == 0 &&
+      rep.norm_rel_err > tol.norm_rel) {
+    // No single element is out of bounds: the whole output is, by its normwise error.
+    char why[200];
+    std::snprintf(why, sizeof why,
+                  "  every element is within atol + rtol |ref|, but the normwise error %.3e "
+                  "exceeds its bound %g: small errors everywhere (a precision loss)",
+                  rep.norm_rel_err, tol.norm_rel);
+    out += std::string("\n") + why;
   }
   return out;
 }
@@ -178,6 +189,20 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
   const Problem& pr = rf.problem;
   print("replay " + o.file + ": " + pr.describe() +
         (rf.out ? " (file holds out" : " (file holds no out") + (rf.lse ? " and lse)" : ")"));
+  if (!rf.unread.empty()) {
+    // A misnamed answer would otherwise be judged as no answer at all.
+    std::string names;
+    for (std::string n : rf.unread) {
+      for (char& c : n) { // a name from the file: the warning stays one line
+        c = static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+      }
+      names += (names.empty() ? "" : ", ") + n;
+    }
+    std::fprintf(stderr,
+                 "replay: warning: %s holds tensors attn-tune does not read: %s (the answer is "
+                 "`out`, its lse `lse`, the fp8 scales `k_scale` and `v_scale`)\n",
+                 o.file.c_str(), names.c_str());
+  }
   // The configuration asked for is checked here, before any worker: a typo is exit 2 at once.
   // A plugin without --config runs every configuration it declares for the phase.
   std::vector<KernelConfig> asked;

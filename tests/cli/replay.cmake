@@ -54,7 +54,7 @@ if(NOT ATTN_DUMPS_PYTHON)
                   "(scripts/install-deps.sh installs what they need)")
 else()
   set(replay_names ${REPLAY_GOOD} ${REPLAY_WRONG} noout_prefill_q_longer_than_k_fp16
-                   noout_nan_unread)
+                   noout_nan_unread noout_misnamed_answer)
   foreach(entry ${REPLAY_BAD})
     string(REGEX REPLACE "\\|.*" "" name "${entry}")
     list(APPEND replay_names ${name})
@@ -88,6 +88,11 @@ else()
   attn_cli_test(NAME replay.nan_unread EXIT 0 REGEX "cpu decode_v1\\[\\] vs reference: MATCH"
                 ARGS replay ${REPLAY_DUMPS}/noout_nan_unread.safetensors --backend cpu)
   set_tests_properties(cli.replay.nan_unread PROPERTIES FIXTURES_REQUIRED replay_dumps)
+
+  attn_cli_test(NAME replay.misnamed_answer EXIT 0
+                REGEX "holds tensors attn-tune does not read: output \\(the answer is `out`"
+                ARGS replay ${REPLAY_DUMPS}/noout_misnamed_answer.safetensors)
+  set_tests_properties(cli.replay.misnamed_answer PROPERTIES FIXTURES_REQUIRED replay_dumps)
 
   # --save writes out and lse; the file it writes is a valid safetensors file (but no replay).
   set(save_dir ${CMAKE_CURRENT_BINARY_DIR}/cli_work/replay.save)

@@ -363,6 +363,8 @@ def write_bad(outdir, written):
             tensors=dict(base, key_cache=("F32", k_inf.shape, k_inf.tobytes())))
     k_tail = kc.copy()
     k_tail[0, 0, 2:, :] = np.nan  # keys 6 and 7 of a 6-key sequence: never read
+    # The answer under another name: judged as no answer, with a warning naming the tensor.
+    variant("noout_misnamed_answer", tensors=dict(base, output=("F32", q.shape, q.tobytes())))
     tail = ("F32", k_tail.shape, k_tail.tobytes())
     variant("noout_nan_unread", tensors=dict(base, key_cache=tail, value_cache=tail))
     variant("bad_cu_seqlens_decreasing", tensors={
