@@ -22,8 +22,8 @@ struct Tolerance {
 [[nodiscard]] Tolerance tolerance_for(DType t);
 
 // lse is fp32 whatever the dtype, and above 2048 fp32's spacing (2.4e-4) exceeds the fp32
-// lse_atol: four fp32 ulps of the value (2^-21 of it) are added to every dtype's bound, so that a
-// correctly rounded lse of any size passes. Scores that large come with large scales or logits.
+// lse_atol: 2^-21 of the value (four to eight fp32 ulps of it) is added to every dtype's bound, so
+// that a correctly rounded lse of any size passes. Scores that large come with large scales or logits.
 inline constexpr double kLseRelative = 0x1p-21;
 [[nodiscard]] double lse_bound(const Tolerance& tol, double want);
 
