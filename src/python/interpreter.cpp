@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -96,6 +97,14 @@ bool start_python(std::string& err) {
   std::string exe = ATTN_PYTHON_EXECUTABLE;
   if (const char* venv = std::getenv("VIRTUAL_ENV"); venv != nullptr && *venv != '\0') {
     exe = std::string(venv) + "/bin/python3";
+    // A venv that is not there would be passed over in silence, and the module imported from
+    // the system's site-packages instead: say so (the probe's error is one line, exit 2).
+    if (::access(exe.c_str(), F_OK) != 0) {
+      err = "VIRTUAL_ENV is '" + std::string(venv) +
+            "', which has no bin/python3: activate an "
+            "existing virtual environment or unset VIRTUAL_ENV";
+      return false;
+    }
   }
   PyStatus st = PyConfig_SetBytesString(&config, &config.executable, exe.c_str());
   if (!PyStatus_Exception(st)) {

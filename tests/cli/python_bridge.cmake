@@ -140,3 +140,10 @@ add_test(NAME cli.python_replay_raising
                  -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/python_replay_raising
                  -P ${ATTN_PY_FIXTURES}/replay_raising.cmake)
 set_tests_properties(cli.python_replay_raising PROPERTIES LABELS "cli;python")
+
+# A VIRTUAL_ENV that is not there is refused in one line, not passed over for the system's
+# site-packages.
+attn_python_test(python_venv_missing 2 "VIRTUAL_ENV is '/nonexistent/venv', which has no bin"
+                 plugin check python:attn_tune_torch --threads 1)
+set_tests_properties(cli.python_venv_missing PROPERTIES
+                     ENVIRONMENT "PYTHONPATH=${ATTN_PY_FIXTURES};VIRTUAL_ENV=/nonexistent/venv")
