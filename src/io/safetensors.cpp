@@ -70,7 +70,26 @@ struct Entry {
   std::vector<int64_t> shape;
   uint64_t begin;
   uint64_t end;
+  std::string other_dtype; // a safetensors dtype attn-tune does not read: the tensor is skipped
 };
+
+// The element size of the safetensors dtypes attn-tune does not read (0: not a safetensors
+// dtype): their tensors are checked for size and place, and skipped.
+uint64_t other_dtype_size(const std::string& s) {
+  if (s == "F64" || s == "I64" || s == "U64") {
+    return 8;
+  }
+  if (s == "U32") {
+    return 4;
+  }
+  if (s == "I16" || s == "U16") {
+    return 2;
+  }
+  if (s == "I8" || s == "BOOL" || s == "F8_E8M0") {
+    return 1;
+  }
+  return 0;
+}
 
 uint64_t non_negative_integer(const nlohmann::json& v, const std::string& file,
                               const std::string& what) {
@@ -126,7 +145,13 @@ std::vector<Entry> parse_header(const std::string& header, uint64_t data_size,
       bad(file, where + " has a dtype that is not a string");
     }
     const std::string dt = v["dtype"].get<std::string>();
-    if (!parse_st_dtype(dt, e.dtype)) {
+    uint64_t bytes = 0;
+    if (parse_st_dtype(dt, e.dtype)) {
+      bytes = st_dtype_size(e.dtype);
+    } else if ((bytes = other_dtype_size(dt)) != 0) {
+      e.other_dtype = dt; // kept out of `tensors`; the reader of a tensor it needs refuses it
+      e.dtype = StDType::u8;
+    } else {
       bad(file, where + " has unsupported dtype " + dt +
                     " (attn-tune reads F32, F16, BF16, I32, F8_E4M3, F8_E5M2, U8)");
     }
@@ -134,7 +159,6 @@ std::vector<Entry> parse_header(const std::string& header, uint64_t data_size,
       bad(file, where + " has a shape that is not an array");
     }
     // numel * itemsize must not wrap: the product is compared with the data size below.
-    uint64_t bytes = st_dtype_size(e.dtype);
     for (std::size_t d = 0; d < v["shape"].size(); ++d) {
       const uint64_t n =
           non_negative_integer(v["shape"][d], file, where + " shape[" + std::to_string(d) + "]");
@@ -213,6 +237,10 @@ SafetensorsFile parse_image(uint64_t size, const std::string& file,
   const uint64_t data_start = 8 + header_len;
   const std::vector<Entry> entries = parse_header(header, size - data_start, file, f.metadata);
   for (const Entry& e : entries) {
+    if (!e.other_dtype.empty()) {
+      f.skipped.emplace(e.name, e.other_dtype);
+      continue;
+    }
     StTensor t;
     t.dtype = e.dtype;
     t.shape = e.shape;

@@ -29,6 +29,9 @@ struct StTensor {
 struct SafetensorsFile {
   std::map<std::string, StTensor> tensors;
   std::map<std::string, std::string> metadata; // the "__metadata__" map, empty when absent
+  // Tensors of a safetensors dtype attn-tune does not read (F64, I64, ...), name to dtype: their
+  // size and place are checked, their bytes not read (an engine's extra int64 tensor).
+  std::map<std::string, std::string> skipped;
 };
 
 // Parses a file; every size and offset is checked against the file before any data is read.

@@ -173,13 +173,20 @@ std::optional<std::string> nonfinite_read(const Problem& pr) {
 ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
   ReplayFile rf;
   rf.metadata = f.metadata;
+  static const std::set<std::string> kRead = {
+      "query",        "key_cache", "value_cache", "block_tables", "context_lens", "cu_seqlens_q",
+      "cu_seqlens_k", "out",       "lse",         "k_scale",      "v_scale"};
   for (const auto& [name, t] : f.tensors) {
-    static const std::set<std::string> kRead = {
-        "query",        "key_cache", "value_cache", "block_tables", "context_lens", "cu_seqlens_q",
-        "cu_seqlens_k", "out",       "lse",         "k_scale",      "v_scale"};
     if (!kRead.count(name)) {
       rf.unread.push_back(name);
     }
+  }
+  for (const auto& [name, dtype] : f.skipped) {
+    if (kRead.count(name)) {
+      bad(file, "tensor '" + name + "' has unsupported dtype " + dtype +
+                    " (attn-tune reads F32, F16, BF16, I32, F8_E4M3, F8_E5M2, U8)");
+    }
+    rf.unread.push_back(name + " (" + dtype + ")");
   }
   Problem& pr = rf.problem;
   AttnParams& p = pr.params;

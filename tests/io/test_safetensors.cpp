@@ -198,10 +198,28 @@ TEST(Safetensors, RejectsInvalidJson) {
 }
 
 TEST(Safetensors, RejectsUnsupportedDtypesByName) {
-  for (const char* dt : {"F64", "I64", "I8", "BOOL", "F8_E4M3FNUZ", "f32"}) {
+  for (const char* dt : {"F8_E4M3FNUZ", "f32", "Q4_K"}) {
     const std::string h =
         std::string(R"({"kv":{"dtype":")") + dt + R"(","shape":[1],"data_offsets":[0,8]}})";
     expect_refused(image(h, 8), std::string("tensor 'kv' has unsupported dtype ") + dt);
+  }
+}
+
+// Safetensors dtypes attn-tune does not read (an engine's extra int64 tensor) are skipped, their
+// size and place checked like any tensor's; a reader that needs one refuses it (replay).
+TEST(Safetensors, SkipsTensorsOfDtypesItDoesNotRead) {
+  for (const char* dt : {"F64", "I64", "U64"}) {
+    const std::string h =
+        std::string(R"({"kv":{"dtype":")") + dt + R"(","shape":[1],"data_offsets":[0,8]}})";
+    const SafetensorsFile f = parse_safetensors(image(h, 8), "t");
+    EXPECT_TRUE(f.tensors.empty()) << dt;
+    ASSERT_EQ(f.skipped.count("kv"), 1u) << dt;
+    EXPECT_EQ(f.skipped.at("kv"), dt);
+  }
+  for (const char* dt : {"I8", "BOOL"}) { // one byte each: 8 bytes are not [1]
+    const std::string h =
+        std::string(R"({"kv":{"dtype":")") + dt + R"(","shape":[1],"data_offsets":[0,8]}})";
+    expect_refused(image(h, 8), "hold 8 bytes but dtype " + std::string(dt));
   }
 }
 
