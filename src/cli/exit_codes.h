@@ -2,7 +2,11 @@
 // (src/model/errors.h): help and version end with 0, anything that is not a result is one line
 // on stderr. attn-tune's main and the tools/ programs share it.
 #pragma once
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <optional>
@@ -56,6 +60,36 @@ namespace attn::cli {
     out += "...";
   }
   return out;
+}
+
+// A 64-bit unsigned number as typed (--seed): digits only, at most 2^64 - 1. CLI11 would read
+// -1 and 2^64 as 2^64 - 1 (wrapped), where a file's reader refuses them.
+inline const CLI::Validator& unsigned_64() {
+  static const CLI::Validator v(
+      [](const std::string& s) {
+        uint64_t x = 0;
+        const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+        return !s.empty() && s[0] != '-' && s[0] != '+' && ec == std::errc() &&
+                       p == s.data() + s.size()
+                   ? std::string()
+                   : "'" + s + "' is not an integer from 0 to 18446744073709551615";
+      },
+      "0..2^64-1", "unsigned 64-bit");
+  return v;
+}
+
+// A number that is one (not NaN): CLI11's Range lets NaN through, every comparison being false.
+inline const CLI::Validator& a_number() {
+  static const CLI::Validator v(
+      [](const std::string& s) {
+        char* end = nullptr;
+        const double x = std::strtod(s.c_str(), &end);
+        return end != s.c_str() && *end == '\0' && std::isfinite(x)
+                   ? std::string()
+                   : "'" + s + "' is not a finite number";
+      },
+      "", "finite number");
+  return v;
 }
 
 // Parses the command line. --help and --version print and end with 0; a bad flag is one line on

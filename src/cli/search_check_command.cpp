@@ -327,7 +327,9 @@ Command setup_search_check(CLI::App& root) {
   sub->add_option("--device", opt->device, "Device (as for sweep; default: GPU 0, else cpu)");
   sub->add_option("--threads", opt->threads, "CPU worker threads (backend and reference; 0: all)")
       ->check(CLI::Range(0, 4096));
-  sub->add_option("--seed", opt->seed, "Seed of the test data")->capture_default_str();
+  sub->add_option("--seed", opt->seed, "Seed of the test data")
+      ->check(unsigned_64())
+      ->capture_default_str();
   add_kernels_option(sub, opt->kernels);
   sub->add_flag("--quiet", opt->quiet, "No progress lines");
   sub->add_option("--replay", opt->replay,

@@ -295,7 +295,9 @@ Command setup_sweep(CLI::App& root) {
   sub->add_flag("--resume", opt->resume, "Continue the sweep whose results.jsonl is in --out");
   sub->add_option("--threads", opt->threads, "CPU worker threads (backend and reference; 0: all)")
       ->check(CLI::Range(0, 4096));
-  sub->add_option("--seed", opt->seed, "Seed of the test data")->capture_default_str();
+  sub->add_option("--seed", opt->seed, "Seed of the test data")
+      ->check(unsigned_64())
+      ->capture_default_str();
   sub->add_flag("--publish", opt->publish,
                 "Also write the table to results/<device>-<profile>.json in the source tree");
   sub->add_flag("--quiet", opt->quiet, "No progress lines");
@@ -336,7 +338,7 @@ Command setup_sweep(CLI::App& root) {
       ->capture_default_str();
   sub->add_option("--hold-out", opt->hold_out,
                   "The share of the measured trace batches held out of the fit, to test it")
-      ->check(CLI::Range(0.0, 0.9))
+      ->check(a_number() & CLI::Range(0.0, 0.9))
       ->capture_default_str();
   sub->add_flag("--no-report", opt->no_report,
                 "Do not write report.html (attn-tune report) next to the table");

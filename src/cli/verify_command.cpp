@@ -15,6 +15,7 @@
 #include "src/backends/backend.h"
 #include "src/backends/registry.h"
 #include "src/cli/commands.h"
+#include "src/cli/exit_codes.h"
 #include "src/cli/kernels_option.h"
 #include "src/model/errors.h"
 #include "src/validation/junit.h"
@@ -247,7 +248,8 @@ Command setup_verify(CLI::App& root) {
                   "Comma-separated caches to check: auto (the query's dtype), fp8_e4m3, fp8_e5m2 "
                   "(default: all; fp8 where the kernels read it)");
   sub->add_option("--junit", o->junit, "Write a JUnit XML report to this file");
-  sub->add_option("--seed", o->seed, "Seed of every case's data (failures print it)");
+  sub->add_option("--seed", o->seed, "Seed of every case's data (failures print it)")
+      ->check(unsigned_64());
   sub->add_option("--intensity", o->intensity, "quick, default or full")
       ->check(CLI::IsMember({"quick", "default", "full"}));
   sub->add_option("--dump-failures", o->dump_dir, "Write failing cases as replay files here");

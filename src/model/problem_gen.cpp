@@ -177,10 +177,13 @@ void build_cache_and_tables(Problem& pr, const std::vector<int>& k_lens, const G
   for (int n : nblocks) {
     needed += n - shared;
   }
-  const int64_t pool = std::max<int64_t>(1, int64_t(std::ceil(double(needed) * opt.pool_factor)));
-  if (pool > (int64_t(1) << 30)) {
-    bad_options("the problem needs " + std::to_string(pool) + " cache blocks, more than 2^30");
+  // In double first: a huge pool_factor must not overflow the conversion to a pool of one block.
+  const double wanted = std::ceil(double(needed) * opt.pool_factor);
+  if (!(wanted <= double(int64_t(1) << 30))) {
+    bad_options("the problem needs " + std::to_string(needed) + " cache blocks times pool_factor " +
+                std::to_string(opt.pool_factor) + ", more than 2^30");
   }
+  const int64_t pool = std::max<int64_t>(1, int64_t(wanted));
   std::vector<int32_t> perm(static_cast<std::size_t>(pool));
   for (int64_t i = 0; i < pool; ++i) {
     perm[std::size_t(i)] = int32_t(i);

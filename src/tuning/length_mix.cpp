@@ -115,12 +115,17 @@ LengthDist parse_dist(const json& j, const MixWhere& w, const std::set<std::stri
     }
     not_for({"median", "sigma", "long_count", "short", "long"});
   } else if (d.dist == "mixture") {
-    not_for({"median", "sigma", "s"});
+    // A mixture's draws are its parts' draws: the bounds go on the parts, and a part is drawn
+    // by one of the three laws (a mixture of mixtures is not drawn).
+    not_for({"median", "sigma", "s", "min", "max"});
     for (const char* part : {"short", "long"}) {
       if (!j.contains(part)) {
         w.fail(part, "missing (required for dist \"mixture\")");
       }
       d.parts.push_back(parse_dist(j[part], MixWhere{w.origin, w.path + "." + part}, {}));
+      if (d.parts.back().dist == "mixture") {
+        w.fail(std::string(part) + ".dist", "a mixture's parts are lognormal, uniform or zipf");
+      }
     }
     d.long_count = mix_integer(w, j, "long_count", 0, kMixMaxBatch, 1);
   } else {

@@ -32,19 +32,30 @@ std::string shown(const json& v) {
   return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
 
-// An integer in [lo, 2^30], checked by the door's integer gate (src/io/json_fields.h): an
-// unsigned value past INT64_MAX is refused, never wrapped (2^64 - 1 is not -1).
-int get_int(const Ctx& c, const std::string& path, const json& v, int lo, const char* what) {
+// An integer in [lo, hi] (hi at most 2^30), checked by the door's integer gate
+// (src/io/json_fields.h): an unsigned value past INT64_MAX is refused, never wrapped (2^64 - 1 is
+// not -1). The bounds of a workload's fields are the ones results.jsonl's reader holds them to, so
+// that a profile that parses never makes lines its own results file refuses.
+int get_int(const Ctx& c, const std::string& path, const json& v, int lo, const char* what,
+            int hi = 1 << 30) {
   try {
-    return int(JsonDoor().integer(v, path, lo, int64_t(1) << 30));
+    return int(JsonDoor().integer(v, path, lo, hi));
   } catch (const InputError&) {
-    c.fail(path, std::string("expected ") + what + ", got " + shown(v));
+    // The bound is named where it is what the value broke.
+    const bool over = v.is_number() && !(v.get<double>() <= double(hi));
+    c.fail(path, std::string("expected ") + what +
+                     (over ? " (at most " + std::to_string(hi) + ")" : std::string()) + ", got " +
+                     shown(v));
   }
 }
 
-double get_num(const Ctx& c, const std::string& path, const json& v, double lo, const char* what) {
-  if (!v.is_number() || !(v.get<double>() >= lo) || !std::isfinite(v.get<double>())) {
-    c.fail(path, std::string("expected ") + what + ", got " + shown(v));
+double get_num(const Ctx& c, const std::string& path, const json& v, double lo, const char* what,
+               double hi = 1e30) {
+  if (!v.is_number() || !(v.get<double>() >= lo) || !(v.get<double>() <= hi)) {
+    const bool over = v.is_number() && v.get<double>() > hi;
+    c.fail(path, std::string("expected ") + what +
+                     (over ? " (at most " + shown(json(hi)) + ")" : std::string()) + ", got " +
+                     shown(v));
   }
   return v.get<double>();
 }
@@ -133,6 +144,11 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
   auto pos_int = [&](const std::string& p, const json& v) {
     return get_int(c, p, v, 1, "a positive integer");
   };
+  auto bounded = [&](int hi) {
+    return [&c, hi](const std::string& p, const json& v) {
+      return get_int(c, p, v, 1, "a positive integer", hi);
+    };
+  };
   auto window = [&](const std::string& p, const json& v) {
     return get_int(c, p, v, -1, "-1 (unbounded) or a non-negative integer");
   };
@@ -143,13 +159,14 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
     return g[key];
   };
   PhaseGrid r;
-  r.batch = get_axis<int>(c, path + ".batch", req("batch"), pos_int);
+  r.batch = get_axis<int>(c, path + ".batch", req("batch"), bounded(kMaxBatch));
   if (phase == Phase::decode) {
     if (!g.contains("context_len") && !g.contains("context_lens") && !g.contains("length_mix")) {
       c.fail(path + ".context_len", "missing (give context_len, context_lens or length_mix)");
     }
     if (g.contains("context_len")) {
-      r.context_len = get_axis<int>(c, path + ".context_len", g["context_len"], pos_int);
+      r.context_len =
+          get_axis<int>(c, path + ".context_len", g["context_len"], bounded(kMaxContextLen));
     }
     if (g.contains("context_lens")) {
       const json& l = g["context_lens"];
@@ -161,7 +178,11 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
         if (!l[i].is_array() || l[i].empty()) {
           c.fail(at, "expected a non-empty list of context lengths, got " + shown(l[i]));
         }
-        r.context_lens.push_back(get_axis<int>(c, at, l[i], pos_int));
+        if (l[i].size() > std::size_t(kMaxBatch)) {
+          c.fail(at, "a batch of " + std::to_string(l[i].size()) + " sequences (at most " +
+                         std::to_string(kMaxBatch) + ")");
+        }
+        r.context_lens.push_back(get_axis<int>(c, at, l[i], bounded(kMaxContextLen)));
       }
     }
     if (g.contains("length_mix")) {
@@ -175,20 +196,21 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
       }
     }
   } else {
-    r.q_len = get_axis<int>(c, path + ".q_len", req("q_len"), pos_int);
-    r.k_len = get_axis<int>(c, path + ".k_len", req("k_len"), pos_int);
+    r.q_len = get_axis<int>(c, path + ".q_len", req("q_len"), bounded(kMaxContextLen));
+    r.k_len = get_axis<int>(c, path + ".k_len", req("k_len"), bounded(kMaxContextLen));
   }
-  r.num_kv_heads = get_axis<int>(c, path + ".num_kv_heads", req("num_kv_heads"), pos_int);
+  r.num_kv_heads =
+      get_axis<int>(c, path + ".num_kv_heads", req("num_kv_heads"), bounded(kMaxHeads));
   if (g.contains("gqa_ratio") == g.contains("num_heads")) {
     c.fail(path, "give exactly one of gqa_ratio and num_heads");
   }
   if (g.contains("gqa_ratio")) {
-    r.gqa_ratio = get_axis<int>(c, path + ".gqa_ratio", g["gqa_ratio"], pos_int);
+    r.gqa_ratio = get_axis<int>(c, path + ".gqa_ratio", g["gqa_ratio"], bounded(kMaxHeads));
   } else {
-    r.num_heads = get_axis<int>(c, path + ".num_heads", g["num_heads"], pos_int);
+    r.num_heads = get_axis<int>(c, path + ".num_heads", g["num_heads"], bounded(kMaxHeads));
   }
-  r.head_dim = get_axis<int>(c, path + ".head_dim", req("head_dim"), pos_int);
-  r.block_size = get_axis<int>(c, path + ".block_size", req("block_size"), pos_int);
+  r.head_dim = get_axis<int>(c, path + ".head_dim", req("head_dim"), bounded(kMaxHeadDim));
+  r.block_size = get_axis<int>(c, path + ".block_size", req("block_size"), bounded(kMaxBlockSize));
   r.dtype =
       get_axis<DType>(c, path + ".dtype", req("dtype"),
                       [&](const std::string& p, const json& v) { return get_dtype(c, p, v); });
@@ -252,7 +274,7 @@ TimingOptions parse_timing(const Ctx& c, const json& t) {
   }
   if (t.contains("warmup_seconds")) {
     o.warmup_seconds =
-        get_num(c, "timing.warmup_seconds", t["warmup_seconds"], 0.0, "seconds >= 0");
+        get_num(c, "timing.warmup_seconds", t["warmup_seconds"], 0.0, "seconds >= 0", 3600.0);
   }
   if (t.contains("min_reps")) {
     o.min_reps = get_int(c, "timing.min_reps", t["min_reps"], 1, "a positive integer");
@@ -264,7 +286,7 @@ TimingOptions parse_timing(const Ctx& c, const json& t) {
     c.fail("timing.max_reps", "must be >= timing.min_reps (" + std::to_string(o.min_reps) + ")");
   }
   if (t.contains("max_seconds")) {
-    o.max_seconds = get_num(c, "timing.max_seconds", t["max_seconds"], 0.0, "seconds >= 0");
+    o.max_seconds = get_num(c, "timing.max_seconds", t["max_seconds"], 0.0, "seconds >= 0", 3600.0);
   }
   if (t.contains("target_noise")) {
     o.target_noise = get_num(c, "timing.target_noise", t["target_noise"], 0.0, "a number >= 0");
@@ -475,7 +497,7 @@ Profile parse_profile(const json& j, const std::string& origin) {
     }
   }
   if (j.contains("pool_factor")) {
-    p.pool_factor = get_num(c, "pool_factor", j["pool_factor"], 1.0, "a number >= 1");
+    p.pool_factor = get_num(c, "pool_factor", j["pool_factor"], 1.0, "a number >= 1", 1024.0);
   }
   if (j.contains("held_out")) {
     const json& h = j["held_out"];

@@ -396,7 +396,7 @@ json rule_json(const RuleFit& fit, const std::vector<RuleFit>& candidates) {
 
 // The table lookup is charged through the reader engines use, so it sees what they would.
 json set_regret_json(const DecodeSet& set, const attn_tune::ThresholdTableReader& reader,
-                     const Rule& fitted) {
+                     const Rule& fitted, bool has_points) {
   int unusable = 0;
   for (const auto& p : set.pts) {
     unusable += p.usable() ? 0 : 1;
@@ -406,6 +406,11 @@ json set_regret_json(const DecodeSet& set, const attn_tune::ThresholdTableReader
   };
   json out = json::object();
   for (const EngineRule& r : engine_rules()) {
+    if (!r.picks_family() && !has_points) {
+      // A table without decode points (a shard that drew only held-out ones) looks nothing up.
+      out[r.id] = Regret{}.to_json();
+      continue;
+    }
     out[r.id] = (r.picks_family() ? regret_of(set.pts, family_rule(r, fitted))
                                   : regret_of_configs(set.pts, table_pick))
                     .to_json();
@@ -420,8 +425,9 @@ json regret_json(const json& table, const DecodeSets& sets, const RuleFit& fit) 
   const attn_tune::ThresholdTableReader reader(table);
   const Rule fitted = fitted_rule(fit);
   json regret;
-  regret["sweep"] = set_regret_json(sets.sweep, reader, fitted);
-  regret["held_out"] = set_regret_json(sets.held_out, reader, fitted);
+  const bool has_points = table.contains("decode") && !table["decode"].empty();
+  regret["sweep"] = set_regret_json(sets.sweep, reader, fitted, has_points);
+  regret["held_out"] = set_regret_json(sets.held_out, reader, fitted, has_points);
   return regret;
 }
 

@@ -1,5 +1,7 @@
 #include "src/tuning/workloads.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <utility>
@@ -7,6 +9,24 @@
 #include "src/model/errors.h"
 
 namespace attn {
+
+namespace {
+
+// A grid's workloads before they are built: the product of its axes (the length pairs counted
+// as given; mixed batches apart). Past kMaxGridWorkloads the profile is refused up front.
+double grid_size(const PhaseGrid& g, Phase phase) {
+  double n = phase == Phase::decode ? double(g.context_len.size())
+                                    : double(g.q_len.size()) * double(g.k_len.size());
+  for (std::size_t axis :
+       {g.batch.size(), g.softcap.size(), g.window_right.size(), g.window_left.size(),
+        g.causal.size(), std::max(g.gqa_ratio.size(), g.num_heads.size()), g.num_kv_heads.size(),
+        g.block_size.size(), g.head_dim.size(), g.dtype.size(), g.kv_dtype.size()}) {
+    n *= double(std::max<std::size_t>(axis, 1));
+  }
+  return n;
+}
+
+} // namespace
 
 std::vector<Workload> expand_workloads(const Profile& p) {
   std::vector<Workload> out;
@@ -16,6 +36,11 @@ std::vector<Workload> expand_workloads(const Profile& p) {
       continue;
     }
     const PhaseGrid& g = *grid;
+    if (const double n = grid_size(g, phase); n > double(kMaxGridWorkloads)) {
+      throw InputError("profile '" + p.name + "': its " + phase_name(phase) + " grid crosses to " +
+                       std::to_string(int64_t(std::min(n, 9e18))) + " workloads (at most " +
+                       std::to_string(kMaxGridWorkloads) + "): a sweep of that many would not end");
+    }
     // Lengths as (q, k) pairs; decode has q = 1 and k = context_len.
     std::vector<std::pair<int, int>> lens;
     if (phase == Phase::decode) {
@@ -93,6 +118,14 @@ std::vector<Workload> expand_workloads(const Profile& p) {
     cross(g.head_dim, [](Workload& w, int v) { w.params.head_dim = v; });
     cross(g.dtype, [](Workload& w, DType v) { w.params.dtype = v; });
     cross(g.kv_dtype, [](Workload& w, std::optional<DType> v) { w.params.kv_dtype = v; });
+    for (const Workload& w : ws) {
+      if (w.params.num_heads > kMaxHeads) {
+        throw InputError("profile '" + p.name + "': num_kv_heads " +
+                         std::to_string(w.params.num_kv_heads) + " x gqa_ratio makes " +
+                         std::to_string(w.params.num_heads) + " query heads (at most " +
+                         std::to_string(kMaxHeads) + ")");
+      }
+    }
     out.insert(out.end(), ws.begin(), ws.end());
   }
   out.insert(out.end(), p.traffic.begin(), p.traffic.end());

@@ -1,6 +1,7 @@
 // From a profile to the plan a sweep runs: the grid expanded into workloads, and the kernel
 // configurations to try on each.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "src/backends/backend.h"
@@ -8,6 +9,10 @@
 #include "src/tuning/profile.h"
 
 namespace attn {
+
+// The most workloads one phase's grid may cross to (before mixed batches): a million, days of
+// sweeping on a GPU; a larger grid is a mistake in the profile, refused in one line.
+inline constexpr int64_t kMaxGridWorkloads = 1'000'000;
 
 // The grid's workloads in a stable order (phase, then the axes in schema order; a decode grid's
 // mixed batches after its uniform ones at each combination of the other axes), followed by the

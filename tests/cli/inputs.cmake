@@ -47,3 +47,24 @@ attn_cli_test(NAME table_show_no_rule EXIT 0
               REGEX "fitted rule: none \\(no decode point of the sweep timed both v1 and v2\\)"
               ARGS table show ${inputs_work}/no_family/threshold_table.json)
 set_tests_properties(cli.table_show_no_rule PROPERTIES FIXTURES_REQUIRED no_family_table)
+
+# Numbers on the command line are never wrapped or NaN: --seed -1 is not 2^64 - 1 (CLI11 reads it
+# so), and --hold-out nan passed the range check (every comparison with NaN is false).
+attn_cli_test(NAME sweep_seed_negative EXIT 2 REGEX "--seed: '-1' is not an integer from 0 to"
+              ARGS sweep --device cpu --profile quick --seed -1)
+attn_cli_test(NAME sweep_seed_past_64_bits EXIT 2 REGEX "'18446744073709551616' is not an integer"
+              ARGS sweep --device cpu --profile quick --seed 18446744073709551616)
+attn_cli_test(NAME sweep_hold_out_nan EXIT 2 REGEX "--hold-out: 'nan' is not a finite number"
+              ARGS sweep --device cpu --profile quick --hold-out nan)
+
+# A profile's configuration with a parameter the kernels do not declare (a misspelt "partitoin")
+# made every run of its family a refusal and the table lose the family, exit 0; now exit 2.
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/misspelt_config.json
+     "{\"name\": \"misspelt\", \"decode\": {\"batch\": [1], \"context_len\": [64],\n"
+     " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
+     " \"dtype\": [\"fp32\"]}, \"configs\": {\"decode_v2\": [{\"partitoin\": 256}]}}\n")
+attn_cli_test(NAME sweep_config_param_unknown EXIT 2
+              REGEX "configs.decode_v2: 'partitoin' is not a parameter the kernels declare"
+              ARGS sweep --device cpu --threads 1 --quiet
+                   --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/misspelt_config.json
+                   --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs/misspelt)

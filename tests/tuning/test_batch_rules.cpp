@@ -64,7 +64,7 @@ TEST(LengthMix, DrawsAreSeededClampedAndShaped) {
 }
 
 TEST(LengthMix, BadDistributionsNameTheirKey) {
-  auto err = [](const char* text) {
+  auto err = [](const std::string& text) {
     try {
       (void)parse_length_mix(json::parse(text), "profile t", "decode.length_mix[0]");
     } catch (const InputError& e) {
@@ -83,6 +83,16 @@ TEST(LengthMix, BadDistributionsNameTheirKey) {
             "profile t: decode.length_mix[0].sigma: not a parameter of dist \"zipf\"");
   EXPECT_EQ(err(R"({"dist": "mixture", "short": {"dist": "uniform", "min": 1, "max": 5}})"),
             "profile t: decode.length_mix[0].long: missing (required for dist \"mixture\")");
+  // A mixture's bounds are its parts', and its parts are drawn by one of the three laws: bounds
+  // on the mixture were accepted and ignored, a nested mixture drawn as a uniform to 2^20.
+  const std::string part = R"({"dist": "uniform", "min": 1, "max": 5})";
+  EXPECT_EQ(
+      err(R"({"dist": "mixture", "max": 200, "short": )" + part + ", \"long\": " + part + "}"),
+      "profile t: decode.length_mix[0].max: not a parameter of dist \"mixture\"");
+  EXPECT_EQ(err(R"({"dist": "mixture", "short": )" + part +
+                R"(, "long": {"dist": "mixture", "short": )" + part + ", \"long\": " + part + "}}"),
+            "profile t: decode.length_mix[0].long.dist: a mixture's parts are lognormal, uniform "
+            "or zipf");
 }
 
 TEST(Trace, ReadsMergesAndSamples) {

@@ -162,10 +162,14 @@ TEST(Profile, ErrorsNameTheKeyPath) {
   EXPECT_EQ(error_of(base_with("/decode/window_left", {-2})),
             "profile t: decode.window_left[0]: expected -1 (unbounded) or a non-negative integer, "
             "got -2");
-  // 2^64 - 1 is an unsigned JSON integer that a signed read would take for -1: refused.
+  // 2^64 - 1 is an unsigned JSON integer that a signed read would take for -1: refused, with the
+  // bound it broke.
   EXPECT_EQ(error_of(base_with("/decode/window_left", json::array({json(UINT64_MAX)}))),
-            "profile t: decode.window_left[0]: expected -1 (unbounded) or a non-negative integer, "
-            "got 18446744073709551615");
+            "profile t: decode.window_left[0]: expected -1 (unbounded) or a non-negative integer "
+            "(at most 1073741824), got 18446744073709551615");
+  // A workload's fields are held to the bounds results.jsonl's reader holds its lines to.
+  EXPECT_EQ(error_of(base_with("/decode/batch", {65537})),
+            "profile t: decode.batch[0]: expected a positive integer (at most 65536), got 65537");
   EXPECT_EQ(error_of(base_with("/decode/batch", json::array())),
             "profile t: decode.batch: expected a non-empty list");
   EXPECT_EQ(error_of(base_with("/timing/warmup", "3")),

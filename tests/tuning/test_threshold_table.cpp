@@ -58,6 +58,23 @@ void expect_lookup_within_noise(const json& t, const std::string& what) {
   EXPECT_EQ(t["regret"]["sweep"]["table_lookup"]["beyond_noise"], 0) << what;
 }
 
+// A shard that drew only held-out decode points (and prefill) has a table without decode points:
+// its held-out regret names what it can and looks nothing up (it ended in "threshold table has
+// no decode points", exit 4).
+TEST(ThresholdTable, HeldOutPointsWithoutGridPointsBuildATable) {
+  std::vector<MeasurementRecord> held;
+  for (const MeasurementRecord& r : fixtures::two_points_and_held_out()) {
+    if (r.workload.held_out) {
+      held.push_back(r);
+    }
+  }
+  ASSERT_EQ(held.size(), 2u);
+  const json t = build_threshold_table(held, {{"device", {{"name", "synthetic"}}}}, 16);
+  EXPECT_TRUE(t["decode"].empty());
+  EXPECT_EQ(t["regret"]["held_out"]["table_lookup"]["points"], 0);
+  EXPECT_EQ(t["regret"]["held_out"]["vllm_cuda"]["points"], 1);
+}
+
 TEST(ThresholdTable, BuildsPointsBestConfigsAndRegret) {
   const json t = build_threshold_table(fixtures::two_points_and_held_out(),
                                        {{"device", {{"name", "synthetic"}}}}, 16);
