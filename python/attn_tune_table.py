@@ -798,7 +798,11 @@ def select_fleet_entry(fleet, device_name, nearest=False, sm_count=None, bandwid
     want = canonical_device_name(device_name)
     hit = next((e for e in devices if e.get("device") == want), None)
     if hit is None:
-        sized = [e for e in devices if e.get("device", "").startswith(want + "-")]
+        # Only a memory size may follow ("a100-sxm4" -> "a100-sxm4-80gb"), never another model.
+        def sized_form(d):
+            rest = d[len(want) + 1:] if d.startswith(want + "-") else ""
+            return len(rest) > 2 and rest.endswith("gb") and rest[:-2].isdigit()
+        sized = [e for e in devices if sized_form(e.get("device", ""))]
         hit = sized[0] if len(sized) == 1 else None
     if hit is not None:
         return hit, Selection(hit["device"], hit.get("raw_name", ""), True, 0.0,

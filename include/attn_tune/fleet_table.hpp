@@ -3,6 +3,7 @@
 // includes this file, names the device it runs on (any alias: "NVIDIA H100 80GB HBM3", "H100-SXM",
 // ...) and gets that device's ThresholdTableReader and the entry it came from.
 #pragma once
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -223,11 +224,21 @@ public:
       }
     }
     if (hit == nullptr) {
-      // A name without the memory size ("A100-SXM4") matches the one sized entry of its form.
+      // A name without the memory size ("A100-SXM4") matches the one sized entry of its form
+      // ("a100-sxm4-80gb"): the rest is a size, digits and "gb", never another model
+      // ("h200" is not "h200-nvl", "rtx" not "rtx-4090").
+      const auto sized_form = [&want](const std::string& d) {
+        if (d.rfind(want + "-", 0) != 0 || d.size() < want.size() + 4) {
+          return false;
+        }
+        const std::string rest = d.substr(want.size() + 1);
+        return rest.ends_with("gb") && std::all_of(rest.begin(), rest.end() - 2,
+                                                   [](char ch) { return ch >= '0' && ch <= '9'; });
+      };
       const nlohmann::json* only = nullptr;
       int n = 0;
       for (const auto& e : f_["devices"]) {
-        if (e.value("device", "").rfind(want + "-", 0) == 0) {
+        if (sized_form(e.value("device", ""))) {
           only = &e;
           ++n;
         }

@@ -236,7 +236,10 @@ int run_table_lookup(const TableOptions& o) {
   } catch (const std::exception& e) {
     throw InputError("'" + o.file + "': " + e.what());
   }
-  if (c.batch_rule && !c.exact_point) {
+  // A rule's leaf that defers to the decode points hands back their Choice: its point and
+  // distance are the decode point's, and the note says so.
+  const bool via_points = c.batch_rule && c.batch_path.ends_with("decode points");
+  if (c.batch_rule && !via_points && !c.exact_point) {
     std::fprintf(stderr,
                  "attn-tune: note: no batch rule with this shape; using the nearest (kvh=%d gqa=%d "
                  "d=%d bs=%d %s, distance %.2f)\n",

@@ -111,6 +111,21 @@ TEST(FleetTable, EachDeviceAndItsAliasesGetTheirOwnEntry) {
   }
 }
 
+// A name without the memory size reaches the one sized entry of its form ("A100-SXM4" above),
+// and only that: an entry of another model that starts with the name ("h200-nvl" for an H200,
+// "h100-sxm" for "H1") is no match, so a device is not tuned with another one's table unless
+// --nearest says so.
+TEST(FleetTable, ASizelessNameMatchesOnlyASize) {
+  json j = fleet();
+  j["devices"][1]["device"] = "h200-nvl";
+  j["devices"][1]["raw_name"] = "NVIDIA H200 NVL";
+  const FleetTable f(j);
+  for (const char* name : {"NVIDIA H200", "H1", "NVIDIA H"}) {
+    const FleetQuery q{.device_name = name, .nearest = false, .sm_count = 0, .bandwidth_gbps = 0.0};
+    EXPECT_THROW((void)f.select(q), std::out_of_range) << name;
+  }
+}
+
 TEST(FleetTable, NearestOnlyWhenAsked) {
   const FleetTable f(fleet());
   try {
