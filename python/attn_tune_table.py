@@ -487,7 +487,9 @@ class ThresholdTable:
                 if m.get(slot) is None:
                     continue
                 d = _lr(m["context_len"], context_len)
-                if pick is None or d < pick_d - TIE_EPSILON:
+                # A tie goes to the shorter length, whatever order the list is in.
+                if pick is None or d < pick_d - TIE_EPSILON or (
+                        abs(d - pick_d) <= TIE_EPSILON and m["context_len"] < pick["context_len"]):
                     pick, pick_d = m, d
             if pick is not None:
                 cfg = pick[slot]["config"]

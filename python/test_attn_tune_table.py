@@ -109,6 +109,16 @@ class ReaderTest(unittest.TestCase):
         c = self.t.lookup(**query(8, 8192, window=4096))
         self.assertEqual((c.point["window_left"], c.point["batch"]), (4096, 1))
 
+    def test_a_tie_between_measured_lengths_goes_to_the_shorter(self):
+        # 1024 is one doubling from 512 and from 2048: the shorter answers, whatever order a
+        # point lists its lengths in (the C++ reader's test does the same).
+        doc = copy.deepcopy(self.t.table)
+        for p in doc["decode"]:
+            p["measured"].reverse()
+        t = att.ThresholdTable(doc)
+        self.assertEqual(t.lookup(**query(8, 1024)).measured_context, 512)
+        self.assertEqual(t.lookup(**query(8, 4096)).measured_context, 2048)
+
     def test_rejects_what_is_not_a_table(self):
         with self.assertRaises(att.TableError):
             att.ThresholdTable({})

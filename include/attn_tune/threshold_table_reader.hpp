@@ -335,7 +335,11 @@ public:
         }
         const double d = std::fabs(std::log2(m.at("context_len").get<double>()) -
                                    std::log2(double(q.context_len)));
-        if (pick == nullptr || d < pick_d - kTieEpsilon) {
+        // A tie goes to the shorter length, whatever order the list is in (attn-tune writes
+        // it ascending; a table edited by hand need not be).
+        if (pick == nullptr || d < pick_d - kTieEpsilon ||
+            (std::fabs(d - pick_d) <= kTieEpsilon &&
+             m.at("context_len").get<int>() < pick->at("context_len").get<int>())) {
           pick = &m;
           pick_d = d;
         }

@@ -3,6 +3,7 @@
 // before): exact points, v2 intervals, nearest-point fallback, the kernels' engine rule, schema
 // checks. ATTN_WRITE_FIXTURE=path regenerates the version-3 fixture
 // (python/testdata/synthetic_table.json).
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -282,6 +283,19 @@ TEST(TableReader, FallsBackToTheNearestPoint) {
   // Heads between measured GQA ratios: ratio 2 vs the table's 4.
   c = r.lookup(query(1, 512, 8, 16));
   EXPECT_NEAR(c.distance, 1.0, 1e-12);
+}
+
+// Between two measured lengths at the same log2 distance (1024: one doubling from 512 and from
+// 2048) the shorter one answers, whatever order a point lists its lengths in (a table edited by
+// hand; the readers took the first in file order).
+TEST(TableReader, ATieBetweenMeasuredLengthsGoesToTheShorter) {
+  json t = attn_tune::ThresholdTableReader::from_file(kFixture).json();
+  for (auto& p : t["decode"]) {
+    std::reverse(p["measured"].begin(), p["measured"].end());
+  }
+  const attn_tune::ThresholdTableReader r(t);
+  EXPECT_EQ(r.lookup(query(8, 1024)).measured_context, 512);
+  EXPECT_EQ(r.lookup(query(8, 4096)).measured_context, 2048);
 }
 
 // An fp8 KV cache (version 5): points measured with one carry `kv_dtype`, and a lookup answers
