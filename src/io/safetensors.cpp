@@ -152,8 +152,8 @@ std::vector<Entry> parse_header(const std::string& header, uint64_t data_size,
       e.other_dtype = dt; // kept out of `tensors`; the reader of a tensor it needs refuses it
       e.dtype = StDType::u8;
     } else {
-      bad(file, where + " has unsupported dtype " + dt +
-                    " (attn-tune reads F32, F16, BF16, I32, F8_E4M3, F8_E5M2, U8)");
+      bad(file,
+          where + " has unsupported dtype " + dt + " (attn-tune reads " + kStDtypesRead + ")");
     }
     if (!v["shape"].is_array()) {
       bad(file, where + " has a shape that is not an array");

@@ -16,6 +16,9 @@ namespace attn {
 enum class StDType { f32, f16, bf16, i32, f8_e4m3, f8_e5m2, u8 };
 // "F32", "F16", "BF16", "I32", "F8_E4M3", "F8_E5M2", "U8"
 [[nodiscard]] const char* st_dtype_name(StDType t);
+// The safetensors dtypes attn-tune reads, for messages: "F32, F16, BF16, I32, F8_E4M3, F8_E5M2,
+// U8".
+inline constexpr const char* kStDtypesRead = "F32, F16, BF16, I32, F8_E4M3, F8_E5M2, U8";
 [[nodiscard]] std::size_t st_dtype_size(StDType t);
 
 struct StTensor {

@@ -156,21 +156,34 @@ std::optional<std::string> empty_partition_pattern(const Problem& pr, const Kern
          ") come out NaN or unwritten (an empty last partition)";
 }
 
+// Whether sequence b's last block is partly filled and a slot past its length there holds NaN in
+// the keys or values of KV head kvh (a nan-tails case).
+bool nan_past_length(const Problem& pr, int b, int kvh) {
+  const int bs = pr.params.block_size;
+  const int k = pr.k_len(b);
+  if (k % bs == 0) {
+    return false;
+  }
+  for (int j = k; j < (k + bs - 1) / bs * bs; ++j) {
+    for (int d = 0; d < pr.params.head_dim; ++d) {
+      if (std::isnan(pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)))) ||
+          std::isnan(pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d))))) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 // Rows that come out NaN where their sequence's last block is partly filled and its slots past
 // the length hold NaN: those slots folded in with a zero weight (0 * NaN is NaN), the bug vLLM's
 // paged attention guards against by zeroing them (vllm-project/vllm issue 641).
 std::optional<std::string> nan_tail_pattern(const Problem& pr, const RunOutput& got,
                                             const std::vector<WrongPair>& wrong) {
-  const int bs = pr.params.block_size;
   bool any = false;
   for (const WrongPair& w : wrong) {
     if (!w.out_wrong) {
       continue;
-    }
-    const int b = sequence_of_row(pr, w.row);
-    const int k = pr.k_len(b);
-    if (k % bs == 0) {
-      return std::nullopt; // no partly filled last block
     }
     for (int d = 0; d < pr.params.head_dim; ++d) {
       // NaN computed, not the poison left in an element never written (also a NaN pattern).
@@ -179,15 +192,7 @@ std::optional<std::string> nan_tail_pattern(const Problem& pr, const RunOutput& 
         return std::nullopt;
       }
     }
-    const int kvh = w.head / pr.params.group_size();
-    bool nan_tail = false;
-    for (int j = k; j < (k + bs - 1) / bs * bs && !nan_tail; ++j) {
-      for (int d = 0; d < pr.params.head_dim && !nan_tail; ++d) {
-        nan_tail = std::isnan(pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)))) ||
-                   std::isnan(pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d))));
-      }
-    }
-    if (!nan_tail) {
+    if (!nan_past_length(pr, sequence_of_row(pr, w.row), w.head / pr.params.group_size())) {
       return std::nullopt;
     }
     any = true;
@@ -238,25 +243,6 @@ std::optional<std::string> lse_pattern(const Problem& pr, const RunOutput& got,
     return std::string("lse is finite for rows that see no key (it should be -inf)");
   }
   return std::nullopt;
-}
-
-// Whether sequence b's last block is partly filled and a slot past its length there holds NaN in
-// the keys or values of KV head kvh (a nan-tails case).
-bool nan_past_length(const Problem& pr, int b, int kvh) {
-  const int bs = pr.params.block_size;
-  const int k = pr.k_len(b);
-  if (k % bs == 0) {
-    return false;
-  }
-  for (int j = k; j < (k + bs - 1) / bs * bs; ++j) {
-    for (int d = 0; d < pr.params.head_dim; ++d) {
-      if (std::isnan(pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)))) ||
-          std::isnan(pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d))))) {
-        return true;
-      }
-    }
-  }
-  return false;
 }
 
 // A nan-tails case whose wrong pairs are exactly those of the sequences with NaN past their

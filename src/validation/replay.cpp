@@ -183,8 +183,8 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
   }
   for (const auto& [name, dtype] : f.skipped) {
     if (kRead.count(name)) {
-      bad(file, "tensor '" + name + "' has unsupported dtype " + dtype +
-                    " (attn-tune reads F32, F16, BF16, I32, F8_E4M3, F8_E5M2, U8)");
+      bad(file, "tensor '" + name + "' has unsupported dtype " + dtype + " (attn-tune reads " +
+                    kStDtypesRead + ")");
     }
     rf.unread.push_back(name + " (" + dtype + ")");
   }
