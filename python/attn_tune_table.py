@@ -451,6 +451,11 @@ class ThresholdTable:
             if value is None:
                 raise TypeError("lookup() missing required argument: '%s'" % name)
         dtype = dtype_category(dtype, kv_dtype)  # kv_dtype: an fp8 cache (module docstring)
+        if (_is_int(num_heads) and _is_int(num_kv_heads) and num_kv_heads >= 1
+                and num_heads % num_kv_heads != 0):
+            # As `attn-tune table lookup`: a fractional gqa ratio is no call an engine makes.
+            raise ValueError("lookup: num_heads=%r is not a multiple of num_kv_heads=%r"
+                             % (num_heads, num_kv_heads))
         if seq_lens is not None:
             if hasattr(seq_lens, "tolist") and not isinstance(seq_lens, (list, tuple)):
                 seq_lens = seq_lens.tolist()

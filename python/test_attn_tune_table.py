@@ -386,6 +386,12 @@ class BatchRulesTest(unittest.TestCase):
                           block_size=16)
         with self.assertRaises(ValueError):
             self.t.lookup(**batch_query([1], kvh=0))
+        # A fractional gqa ratio is refused, as `attn-tune table lookup` refuses it.
+        with self.assertRaisesRegex(ValueError, r"num_heads=12 is not a multiple of num_kv_heads=8"):
+            self.t.lookup(**batch_query([1], heads=12))
+        with self.assertRaisesRegex(ValueError, r"num_heads=5 is not a multiple"):
+            self.t3.lookup(batch=1, context_len=64, num_heads=5, num_kv_heads=2, head_dim=128,
+                           block_size=16, dtype="fp16")
 
         class Tensor:  # what an engine holds: anything with tolist()
             def tolist(self):

@@ -213,6 +213,17 @@ int run_table_lookup(const TableOptions& o) {
     }
     q.batch = int(q.seq_lens.size());
     q.context_len = *std::max_element(q.seq_lens.begin(), q.seq_lens.end());
+    // As the Python reader: --batch or --context-len next to --seq-lens must agree with it, or
+    // one of the two descriptions of the batch would be silently ignored.
+    if (o.q.batch > 0 && o.q.batch != q.batch) {
+      throw InputError("--batch " + std::to_string(o.q.batch) + " disagrees with --seq-lens (" +
+                       std::to_string(q.batch) + " lengths)");
+    }
+    if (o.q.context_len > 0 && o.q.context_len != q.context_len) {
+      throw InputError("--context-len " + std::to_string(o.q.context_len) +
+                       " disagrees with --seq-lens (longest " + std::to_string(q.context_len) +
+                       ")");
+    }
   } else if (o.q.batch < 1 || o.q.context_len < 1) {
     throw InputError("give --batch and --context-len, or a batch's --seq-lens");
   }
@@ -319,7 +330,8 @@ Command setup_table(CLI::App& root) {
       ->check(kPositiveInt);
   lk->add_option("--seq-lens", opt->seq_lens,
                  "The batch's context lengths, comma-separated (in place of --batch and "
-                 "--context-len): a table with batch rules decides for the whole batch");
+                 "--context-len; given too, they must be its size and longest): a table with "
+                 "batch rules decides for the whole batch");
   lk->add_option("--num-heads", opt->q.num_heads, "Query heads")->required()->check(kPositiveInt);
   lk->add_option("--num-kv-heads", opt->q.num_kv_heads, "KV heads")
       ->required()
@@ -328,7 +340,9 @@ Command setup_table(CLI::App& root) {
   lk->add_option("--block-size", opt->q.block_size, "KV cache block size")
       ->required()
       ->check(kPositiveInt);
-  lk->add_option("--dtype", opt->q.dtype, "fp32, fp16 or bf16")->required();
+  lk->add_option("--dtype", opt->q.dtype,
+                 "fp32, fp16 or bf16 (or torch's names: float16, half, ...)")
+      ->required();
   lk->add_option("--kv-dtype", opt->q.kv_dtype,
                  "The KV cache's dtype: auto (the --dtype), fp8_e4m3 (fp8) or fp8_e5m2")
       ->capture_default_str();

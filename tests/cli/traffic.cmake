@@ -20,6 +20,22 @@ attn_cli_test(NAME traffic_lookup_needs_lengths EXIT 2
               REGEX "give --batch and --context-len, or a batch's --seq-lens"
               ARGS table lookup ${PROJECT_SOURCE_DIR}/python/testdata/synthetic_table_v3.json --num-heads 4
                    --num-kv-heads 2 --head-dim 32 --block-size 16 --dtype fp32)
+# The hand-written table the vLLM CPU rule example reads by default is a table attn-tune reads.
+attn_cli_test(NAME table_lookup_vllm_cpu_fixture EXIT 0 REGEX "^decode_v1 decode_v1\\[isa=1\\]\n"
+              ARGS table lookup ${PROJECT_SOURCE_DIR}/python/testdata/vllm_cpu_synthetic_table.json
+                   --batch 1 --context-len 600 --num-heads 32 --num-kv-heads 8 --head-dim 128
+                   --block-size 32 --dtype bf16)
+# --batch or --context-len next to --seq-lens must agree with it (as the Python reader).
+attn_cli_test(NAME traffic_lookup_batch_disagrees EXIT 2
+              REGEX "--batch 3 disagrees with --seq-lens \\(2 lengths\\)"
+              ARGS table lookup ${PROJECT_SOURCE_DIR}/python/testdata/synthetic_table_v3.json --batch 3
+                   --seq-lens 9000,1 --num-heads 4 --num-kv-heads 1 --head-dim 128 --block-size 16
+                   --dtype fp16)
+attn_cli_test(NAME traffic_lookup_context_disagrees EXIT 2
+              REGEX "--context-len 64 disagrees with --seq-lens \\(longest 9000\\)"
+              ARGS table lookup ${PROJECT_SOURCE_DIR}/python/testdata/synthetic_table_v3.json
+                   --context-len 64 --seq-lens 9000,1 --num-heads 4 --num-kv-heads 1 --head-dim 128
+                   --block-size 16 --dtype fp16)
 attn_cli_test(NAME traffic_lookup_bad_lengths EXIT 2 REGEX "--seq-lens: 'x' is not a context length"
               ARGS table lookup ${PROJECT_SOURCE_DIR}/python/testdata/synthetic_table_v3.json --seq-lens 4,x
                    --num-heads 4 --num-kv-heads 2 --head-dim 32 --block-size 16 --dtype fp32)
