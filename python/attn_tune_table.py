@@ -129,6 +129,11 @@ class Choice:
     batch_rule: bool = False  # a `batch_rules` tree answered (a lookup with seq_lens)
     batch_path: str = ""  # the splits the batch took to its leaf: "max_len >= 4096, batch < 8",
     # ending "decode points" where the leaf defers to them (the rest is then their answer)
+    # The batch rule whose tree answered (without "tree") and its distance from the query's
+    # shape; where its leaf defers to the decode points, `point` and `distance` are the decode
+    # point's, and these still say whether the rule had the query's shape.
+    rule: dict = field(default=None, repr=False)
+    rule_distance: float = 0.0
 
     @property
     def partition(self):
@@ -523,16 +528,18 @@ class ThresholdTable:
         best, best_d = self._nearest_rule(num_heads, num_kv_heads, head_dim, block_size, dtype,
                                           causal, window_left, window_right, softcap)
         leaf, path = batch_tree_leaf(best["tree"], batch_features(seq_lens))
+        rule = {k: v for k, v in best.items() if k != "tree"}
         if "lookup" in leaf:  # the decode points answer, read with size and longest length
             c = self.lookup(len(seq_lens), max(seq_lens), num_heads, num_kv_heads, head_dim,
                             block_size, dtype, causal, window_left, window_right, softcap)
             return replace(c, batch_rule=True,
-                           batch_path=path + (", " if path else "") + "decode points")
+                           batch_path=path + (", " if path else "") + "decode points",
+                           rule=rule, rule_distance=best_d)
         cfg = leaf["config"]
         return Choice(family=leaf["family"], config=cfg, config_key=cfg["key"],
                       exact_point=best_d == 0.0, distance=best_d, measured_context=0,
-                      point={k: v for k, v in best.items() if k != "tree"}, batch_rule=True,
-                      batch_path=path)
+                      point=rule, batch_rule=True, batch_path=path, rule=rule,
+                      rule_distance=best_d)
 
     # ---- v1/v2 answers for an engine's hot path -------------------------------------------
 

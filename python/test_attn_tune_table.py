@@ -414,8 +414,17 @@ class BatchRulesTest(unittest.TestCase):
             plain = t.lookup(len(lens), max(lens), 32, 8, 128, 16, "fp16")
             self.assertTrue(c.batch_rule)
             self.assertEqual(c.batch_path, "max_len < 4096, decode points")
+            self.assertEqual((c.rule["num_kv_heads"], c.rule_distance), (8, 0.0))
             self.assertEqual((c.family, c.config_key, c.measured_context),
                              (plain.family, plain.config_key, plain.measured_context))
+        # A shape no rule has: the nearest rule's distance says so, though the decode points
+        # then answer from a point of the query's own shape.
+        c = t.lookup(**batch_query([30, 2000, 512], kvh=4, heads=16))
+        plain = t.lookup(3, 2000, 16, 4, 128, 16, "fp16")
+        self.assertEqual(c.batch_path, "max_len < 4096, decode points")
+        self.assertEqual((c.distance, c.exact_point), (plain.distance, plain.exact_point))
+        self.assertGreater(c.rule_distance, 0.0)
+        self.assertNotIn("tree", c.rule)
         # The other side keeps its leaves.
         self.assertEqual(t.lookup(**batch_query([30, 20000, 512])).config_key,
                          self.t.lookup(**batch_query([30, 20000, 512])).config_key)

@@ -126,6 +126,11 @@ struct Choice {
   // ending "decode points" where that leaf defers to them (the rest of the Choice is then theirs).
   bool batch_rule = false;
   std::string batch_path;
+  // The batch rule whose tree the batch went down (without its tree) and its distance from the
+  // query's shape; where its leaf defers to the decode points, `point` and `distance` are the
+  // decode point's, and these still say whether the rule had the query's shape.
+  nlohmann::json rule;
+  double rule_distance = 0.0;
   // v2 whose kernel chooses its own splits: launch it without a partition.
   [[nodiscard]] bool kernel_chooses_splits() const {
     return family == "decode_v2" && partition == 0;
@@ -380,6 +385,8 @@ private:
     c.exact_point = best_d == 0.0;
     c.point = *best;
     c.point.erase("tree");
+    c.rule = c.point;
+    c.rule_distance = best_d;
     const nlohmann::json& leaf =
         batch_tree_leaf(best->at("tree"), BatchFeatures::of(q.seq_lens), &c.batch_path);
     if (leaf.contains("lookup")) { // the decode points answer, read with size and longest length
@@ -390,6 +397,8 @@ private:
       Choice from_points = lookup(u);
       from_points.batch_rule = true;
       from_points.batch_path = c.batch_path + (c.batch_path.empty() ? "" : ", ") + "decode points";
+      from_points.rule = c.point;
+      from_points.rule_distance = best_d;
       return from_points;
     }
     c.family = leaf.at("family").get<std::string>();

@@ -250,14 +250,16 @@ int run_table_lookup(const TableOptions& o) {
   // A rule's leaf that defers to the decode points hands back their Choice: its point and
   // distance are the decode point's, and the note says so.
   const bool via_points = c.batch_rule && c.batch_path.ends_with("decode points");
-  if (c.batch_rule && !via_points && !c.exact_point) {
+  if (c.batch_rule && c.rule_distance > 0.0) {
     std::fprintf(stderr,
                  "attn-tune: note: no batch rule with this shape; using the nearest (kvh=%d gqa=%d "
-                 "d=%d bs=%d %s, distance %.2f)\n",
-                 c.point.at("num_kv_heads").get<int>(), c.point.at("gqa_ratio").get<int>(),
-                 c.point.at("head_dim").get<int>(), c.point.at("block_size").get<int>(),
-                 attn_tune::ThresholdTableReader::dtypes_of(c.point).c_str(), c.distance);
-  } else if (!c.exact_point) {
+                 "d=%d bs=%d %s, distance %.2f)%s\n",
+                 c.rule.at("num_kv_heads").get<int>(), c.rule.at("gqa_ratio").get<int>(),
+                 c.rule.at("head_dim").get<int>(), c.rule.at("block_size").get<int>(),
+                 attn_tune::ThresholdTableReader::dtypes_of(c.rule).c_str(), c.rule_distance,
+                 via_points ? ", whose leaf defers to the decode points" : "");
+  }
+  if ((!c.batch_rule || via_points) && !c.exact_point) {
     std::fprintf(stderr,
                  "attn-tune: note: no measured point with this shape; using the nearest (batch=%d "
                  "kvh=%d gqa=%d d=%d bs=%d %s, distance %.2f)\n",
@@ -275,6 +277,8 @@ int run_table_lookup(const TableOptions& o) {
                         {"point", c.point}};
     if (c.batch_rule) {
       j["batch_rule"] = c.batch_path;
+      j["rule"] = c.rule;
+      j["rule_distance"] = c.rule_distance;
     }
     std::printf("%s\n", j.dump(2).c_str());
   } else {

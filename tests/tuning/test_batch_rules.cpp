@@ -307,6 +307,17 @@ TEST(BatchRules, NoiseAloneLeavesTheDecisionToTheDecodePoints) {
   const attn_tune::Choice c = reader.lookup(q);
   EXPECT_TRUE(c.batch_rule);
   EXPECT_EQ(c.batch_path, "decode points");
+  EXPECT_EQ(c.rule_distance, 0.0);
+  EXPECT_EQ(c.rule.at("num_kv_heads"), 8);
+  EXPECT_FALSE(c.rule.contains("tree"));
+  // Another shape: the rule's distance says the rule is not the query's, though the decode
+  // points answer with their own distance.
+  attn_tune::Query other = q;
+  other.num_kv_heads = 2;
+  other.num_heads = 8;
+  const attn_tune::Choice far = reader.lookup(other);
+  EXPECT_EQ(far.batch_path, "decode points");
+  EXPECT_GT(far.rule_distance, 0.0);
   attn_tune::Query u = q;
   u.seq_lens.clear();
   u.batch = 3;
