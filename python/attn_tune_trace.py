@@ -41,8 +41,10 @@ TRACE_VERSION = 1
 MAX_SEQS = 65536  # sequences in one batch
 MAX_LEN = 10_000_000  # one sequence's context length
 DTYPES = ("fp32", "fp16", "bf16")
-SHAPE_INTS = ("num_heads", "num_kv_heads", "head_dim", "block_size")
-MAX_SHAPE = 1 << 20  # largest value of a shape field
+# A shape field's largest value: the bounds a sweep holds a profile's axes to.
+SHAPE_MAX = {"num_heads": 4096, "num_kv_heads": 4096, "head_dim": 512, "block_size": 1024}
+SHAPE_INTS = tuple(SHAPE_MAX)
+MAX_COUNT = 1 << 53  # a batch line's largest count (exact in a double)
 ENV_VAR = "ATTN_TUNE_TRACE"
 
 
@@ -119,8 +121,8 @@ def check_seq_lens(value):
 
 
 def check_count(value):
-    if not _is_int(value) or value < 1:
-        raise TraceError("count: expected a positive integer, not %s" % _short(value))
+    if not _is_int(value) or not 1 <= value <= MAX_COUNT:
+        raise TraceError("count: expected an integer from 1 to 2^53, not %s" % _short(value))
     return value
 
 
@@ -140,15 +142,21 @@ def check_header(obj):
 def check_shape(shape):
     if not isinstance(shape, dict):
         raise TraceError("shape: expected an object, not %s" % _kind(shape))
-    for key in SHAPE_INTS:
-        if key in shape and (not _is_int(shape[key]) or not 1 <= shape[key] <= MAX_SHAPE):
-            raise TraceError("shape.%s: expected a positive integer (at most %d), not %s"
-                             % (key, MAX_SHAPE, _short(shape[key])))
+    for key, most in SHAPE_MAX.items():
+        if key in shape and (not _is_int(shape[key]) or not 1 <= shape[key] <= most):
+            raise TraceError("shape.%s: expected an integer from 1 to %d, not %s"
+                             % (key, most, _short(shape[key])))
+    if "head_dim" in shape and shape["head_dim"] % 8 != 0:
+        raise TraceError("shape.head_dim: %d is not a multiple of 8" % shape["head_dim"])
+    if ("num_heads" in shape and "num_kv_heads" in shape
+            and shape["num_heads"] % shape["num_kv_heads"] != 0):
+        raise TraceError("shape.num_heads: %d is not a multiple of shape.num_kv_heads %d"
+                         % (shape["num_heads"], shape["num_kv_heads"]))
+    # A num_heads that is no multiple of the profile's num_kv_heads (or the reverse) is left to
+    # `sweep --traffic`, which crosses the two.
     if "dtype" in shape and shape["dtype"] not in DTYPES:
         raise TraceError("shape.dtype: %s is not one of %s" % (_short(shape["dtype"]),
                                                                ", ".join(DTYPES)))
-    # num_heads must be a multiple of num_kv_heads too; `sweep --traffic` checks that against
-    # the profile's grid as well, so it is left to it.
     return shape
 
 
@@ -294,6 +302,8 @@ def read_trace(path):
         raise TraceError("traffic trace %s: cannot read it (%s)" % (path, e.strerror or e)) \
             from None
     header, batches = {}, []
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # a UTF-8 byte order mark, as some editors write one
     lines = data.split(b"\n")
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():

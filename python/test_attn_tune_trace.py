@@ -126,10 +126,15 @@ class RoundTripTest(TempDir):
                          ("12", r"seq_lens: expected a list")):
             with self.assertRaisesRegex(att.TraceError, msg):
                 w.record(bad)
-        with self.assertRaisesRegex(att.TraceError, r"count: expected a positive integer"):
+        with self.assertRaisesRegex(att.TraceError, r"count: expected an integer from 1 to 2\^53"):
             w.record([1], count=0)
         with self.assertRaisesRegex(att.TraceError, r"shape\.dtype"):
             att.TraceWriter(io.StringIO(), shape={"dtype": "int8"})
+
+    def test_a_byte_order_mark_is_skipped(self):
+        path = self.write("bom.jsonl", b'\xef\xbb\xbf{"attn_tune_trace": 1}\n'
+                                       b'{"seq_lens": [3], "count": 9007199254740992}\n')
+        self.assertEqual(att.read_trace(path), ({"attn_tune_trace": 1}, [([3], 1 << 53)]))
 
     def test_blank_lines_and_unknown_keys_are_ignored(self):
         path = self.write("t.jsonl", '\n{"seq_lens": [3], "t": 1.5, "rank": 0}\n\n  \n'
@@ -154,17 +159,26 @@ class MalformedTest(TempDir):
         ('{"seq_lens": ["3"]}', r'seq_lens\[0\]: expected an integer, not "3"'),
         ('{"seq_lens": [null]}', r"seq_lens\[0\]: expected an integer, not null"),
         ('{"seq_lens": [true]}', r"seq_lens\[0\]: expected an integer, not true"),
-        ('{"seq_lens": [1], "count": 0}', r"count: expected a positive integer, not 0"),
-        ('{"seq_lens": [1], "count": 1.5}', r"count: expected a positive integer, not 1.5"),
-        ('{"seq_lens": [1], "count": "2"}', r'count: expected a positive integer, not "2"'),
+        ('{"seq_lens": [1], "count": 0}', r"count: expected an integer from 1 to 2\^53, not 0"),
+        ('{"seq_lens": [1], "count": 1.5}', r"count: expected an integer from 1 to 2\^53, not 1.5"),
+        ('{"seq_lens": [1], "count": "2"}', r'count: expected an integer from 1 to 2\^53, not "2"'),
+        ('{"seq_lens": [1], "count": 9007199254740993}',
+         r"count: expected an integer from 1 to 2\^53, not 9007199254740993"),
         ('{"attn_tune_trace": 2}', r"attn_tune_trace: 2 is not a trace version"),
         ('{"attn_tune_trace": true}', r"attn_tune_trace: true is not a trace version"),
         ('{"attn_tune_trace": 1, "source": 5}', r"source: expected a string, not an integer"),
         ('{"attn_tune_trace": 1, "shape": []}', r"shape: expected an object, not a list"),
+        # A shape is held to the bounds a sweep holds a profile's axes to, as attn-tune does.
         ('{"attn_tune_trace": 1, "shape": {"head_dim": 0}}',
-         r"shape\.head_dim: expected a positive integer \(at most 1048576\), not 0"),
-        ('{"attn_tune_trace": 1, "shape": {"num_heads": 2097152}}',
-         r"shape\.num_heads: expected a positive integer"),
+         r"shape\.head_dim: expected an integer from 1 to 512, not 0"),
+        ('{"attn_tune_trace": 1, "shape": {"head_dim": 12}}',
+         r"shape\.head_dim: 12 is not a multiple of 8"),
+        ('{"attn_tune_trace": 1, "shape": {"num_heads": 8192}}',
+         r"shape\.num_heads: expected an integer from 1 to 4096, not 8192"),
+        ('{"attn_tune_trace": 1, "shape": {"block_size": 2048}}',
+         r"shape\.block_size: expected an integer from 1 to 1024, not 2048"),
+        ('{"attn_tune_trace": 1, "shape": {"num_heads": 3, "num_kv_heads": 2}}',
+         r"shape\.num_heads: 3 is not a multiple of shape\.num_kv_heads 2"),
         ('{"attn_tune_trace": 1, "shape": {"dtype": "fp8"}}',
          r'shape\.dtype: "fp8" is not one of fp32, fp16, bf16'),
     ]

@@ -2,6 +2,7 @@
 // traffic traces read line by line with errors that name the line.
 #include "src/tuning/length_mix.h"
 
+#include "src/model/problem.h"
 #include "src/model/workload.h"
 
 #include <algorithm>
@@ -22,6 +23,7 @@ namespace {
 
 constexpr int kMixMaxLen = kMaxContextLen; // longest context a trace or profile may name
 constexpr int kMixMaxBatch = kMaxBatch;   // most sequences in one batch
+constexpr uint64_t kMaxTraceCount = uint64_t(1) << 53; // a batch line's largest count
 
 struct MixWhere {
   std::string origin;
@@ -225,6 +227,9 @@ Trace read_trace(const std::string& path) {
   bool seen_batch = false;
   while (std::getline(f, line)) {
     ++n;
+    if (n == 1 && line.starts_with("\xEF\xBB\xBF")) {
+      line.erase(0, 3); // a UTF-8 byte order mark, as some editors write one
+    }
     const std::string at = "traffic trace " + path + " line " + std::to_string(n) + ": ";
     if (line.find_first_not_of(" \t\r") == std::string::npos) {
       continue;
@@ -257,21 +262,33 @@ Trace read_trace(const std::string& path) {
         if (!s.is_object()) {
           throw InputError(at + "shape: expected an object");
         }
-        auto field = [&](const char* key, std::optional<int>& out) {
+        // The bounds a sweep holds a profile's axes to (docs/traffic.md), so a trace names no
+        // shape that only fails later, in the profile it is crossed with.
+        auto field = [&](const char* key, std::optional<int>& out, int most) {
           if (!s.contains(key)) {
             return;
           }
           if (!s[key].is_number_integer() || s[key].get<int64_t>() < 1 ||
-              s[key].get<int64_t>() > 1 << 20) {
-            throw InputError(at + "shape." + key + ": expected a positive integer, got " +
-                             mix_shown(s[key]));
+              s[key].get<int64_t>() > most) {
+            throw InputError(at + "shape." + key + ": expected an integer from 1 to " +
+                             std::to_string(most) + ", got " + mix_shown(s[key]));
           }
           out = s[key].get<int>();
         };
-        field("num_heads", t.shape.num_heads);
-        field("num_kv_heads", t.shape.num_kv_heads);
-        field("head_dim", t.shape.head_dim);
-        field("block_size", t.shape.block_size);
+        field("num_heads", t.shape.num_heads, kMaxHeads);
+        field("num_kv_heads", t.shape.num_kv_heads, kMaxHeads);
+        field("head_dim", t.shape.head_dim, kMaxHeadDim);
+        field("block_size", t.shape.block_size, kMaxBlockSize);
+        if (t.shape.head_dim && *t.shape.head_dim % 8 != 0) {
+          throw InputError(at + "shape.head_dim: " + std::to_string(*t.shape.head_dim) +
+                           " is not a multiple of 8");
+        }
+        if (t.shape.num_heads && t.shape.num_kv_heads &&
+            *t.shape.num_heads % *t.shape.num_kv_heads != 0) {
+          throw InputError(at + "shape.num_heads: " + std::to_string(*t.shape.num_heads) +
+                           " is not a multiple of shape.num_kv_heads " +
+                           std::to_string(*t.shape.num_kv_heads));
+        }
         if (s.contains("dtype")) {
           const std::string d = s["dtype"].is_string() ? s["dtype"].get<std::string>() : "?";
           if (d != "fp32" && d != "fp16" && d != "bf16") { // the names, as the format says
@@ -302,8 +319,16 @@ Trace read_trace(const std::string& path) {
       b.seq_lens.push_back(l[i].get<int>());
     }
     if (j.contains("count")) {
-      if (!j["count"].is_number_integer() || j["count"].get<int64_t>() < 1) {
-        throw InputError(at + "count: expected a positive integer, got " + mix_shown(j["count"]));
+      // At most 2^53, where every count is still exact in the double the weights are kept in.
+      const json& c = j["count"];
+      const bool in_range =
+          c.is_number_unsigned() ? c.get<uint64_t>() >= 1 && c.get<uint64_t>() <= kMaxTraceCount
+          : c.is_number_integer()
+              ? c.get<int64_t>() >= 1 && uint64_t(c.get<int64_t>()) <= kMaxTraceCount
+              : false;
+      if (!in_range) {
+        throw InputError(at + "count: expected an integer from 1 to 2^53, got " +
+                         mix_shown(j["count"]));
       }
       b.count = double(j["count"].get<int64_t>());
     }

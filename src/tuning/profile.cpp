@@ -141,9 +141,6 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
     allowed.insert({"q_len", "k_len"});
   }
   check_keys(c, path, g, allowed);
-  auto pos_int = [&](const std::string& p, const json& v) {
-    return get_int(c, p, v, 1, "a positive integer");
-  };
   auto bounded = [&](int hi) {
     return [&c, hi](const std::string& p, const json& v) {
       return get_int(c, p, v, 1, "a positive integer", hi);

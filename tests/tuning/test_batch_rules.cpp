@@ -139,12 +139,36 @@ TEST(Trace, MalformedLinesAreOneLineWithTheLine) {
   EXPECT_EQ(err("{\"lens\": [3]}\n"),
             "line 1: seq_lens: missing (each line after the header is one decode batch)");
   EXPECT_EQ(err("{\"seq_lens\": [3], \"count\": 0}\n"),
-            "line 1: count: expected a positive integer, got 0");
+            "line 1: count: expected an integer from 1 to 2^53, got 0");
+  EXPECT_EQ(err("{\"seq_lens\": [3], \"count\": 9007199254740993}\n"),
+            "line 1: count: expected an integer from 1 to 2^53, got 9007199254740993");
+  EXPECT_EQ(err("{\"seq_lens\": [3], \"count\": 18446744073709551615}\n"),
+            "line 1: count: expected an integer from 1 to 2^53, got 18446744073709551615");
+  // The header's shape is held to the bounds a sweep holds a profile's axes to.
+  EXPECT_EQ(
+      err("{\"attn_tune_trace\": 1, \"shape\": {\"block_size\": 2048}}\n{\"seq_lens\": [3]}\n"),
+      "line 1: shape.block_size: expected an integer from 1 to 1024, got 2048");
+  EXPECT_EQ(
+      err("{\"attn_tune_trace\": 1, \"shape\": {\"num_heads\": 8192}}\n{\"seq_lens\": [3]}\n"),
+      "line 1: shape.num_heads: expected an integer from 1 to 4096, got 8192");
+  EXPECT_EQ(err("{\"attn_tune_trace\": 1, \"shape\": {\"head_dim\": 12}}\n{\"seq_lens\": [3]}\n"),
+            "line 1: shape.head_dim: 12 is not a multiple of 8");
+  EXPECT_EQ(err("{\"attn_tune_trace\": 1, \"shape\": {\"num_heads\": 3, \"num_kv_heads\": 2}}\n"
+                "{\"seq_lens\": [3]}\n"),
+            "line 1: shape.num_heads: 3 is not a multiple of shape.num_kv_heads 2");
   EXPECT_EQ(err("{\"seq_lens\": [3]}\n{\"attn_tune_trace\": 1}\n"),
             "line 2: a header must be the first line");
   EXPECT_EQ(err("{\"attn_tune_trace\": 2}\n{\"seq_lens\": [3]}\n"),
             "line 1: attn_tune_trace 2 is not a trace version this attn-tune reads (1)");
   EXPECT_NE(err("\n\n").find("no decode batches"), std::string::npos);
+}
+
+TEST(Trace, AByteOrderMarkIsSkippedAndACountOf2To53Read) {
+  const Trace t = read_trace(write_temp(
+      "bom.jsonl", "\xEF\xBB\xBF{\"attn_tune_trace\": 1}\n{\"seq_lens\": [3], \"count\": "
+                   "9007199254740992}\n"));
+  ASSERT_EQ(t.batches.size(), 1u);
+  EXPECT_EQ(t.batches[0].count, 9007199254740992.0);
 }
 
 TEST(Workloads, MixedBatchesRoundTripAndKeyTheirLengths) {
