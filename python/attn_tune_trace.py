@@ -291,6 +291,27 @@ def parse_line(obj):
     return check_seq_lens(obj["seq_lens"]), check_count(obj.get("count", 1))
 
 
+class _KeysOnce(dict):
+    """A JSON object as read, remembering a key it holds twice (json keeps the last)."""
+
+    def __init__(self, pairs):
+        super().__init__(pairs)
+        seen = set()
+        self.repeated = next((k for k, _ in pairs if k in seen or seen.add(k)), None)
+
+
+def _refuse_repeated_keys(obj, path=""):
+    """TraceError naming a key some object of `obj` holds twice, as attn-tune refuses it."""
+    if isinstance(obj, _KeysOnce) and obj.repeated is not None:
+        raise TraceError("%s: the key appears twice in its object (JSON keeps only the last; "
+                         "give it once)" % (path + ("." if path else "") + obj.repeated))
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) \
+        if isinstance(obj, list) else ()
+    for k, v in items:
+        _refuse_repeated_keys(v, "%s[%d]" % (path, k) if isinstance(obj, list)
+                              else path + ("." if path else "") + k)
+
+
 def read_trace(path):
     """(header, batches) of the trace at `path`: the header object ({} without one) and a list of
     (seq_lens, count), one per batch line in file order (equal batches are not merged). Any
@@ -315,7 +336,7 @@ def read_trace(path):
         except UnicodeDecodeError as e:
             raise TraceError("%s: not UTF-8 (byte %d)" % (where, e.start + 1)) from None
         try:
-            obj = json.loads(text)
+            obj = json.loads(text, object_pairs_hook=_KeysOnce)
         except ValueError as e:
             msg = "%s: not JSON: %s (column %d)" % (where, e.msg, e.colno) \
                 if isinstance(e, json.JSONDecodeError) else "%s: not JSON: %s" % (where, e)
@@ -323,6 +344,7 @@ def read_trace(path):
                 msg += "; the last line has no newline: a writer killed mid-line?"
             raise TraceError(msg) from None
         try:
+            _refuse_repeated_keys(obj)
             if isinstance(obj, dict) and "attn_tune_trace" in obj:
                 if number != 1:
                     raise TraceError("a header (attn_tune_trace) must be the first line")

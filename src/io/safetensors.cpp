@@ -1,6 +1,7 @@
 // Reader and writer of the safetensors format. Hostile files are expected (engine dumps that a
 // crash cut short, hand-edited headers), so nothing is read before the whole header checks out.
 #include "src/io/safetensors.h"
+#include "src/io/json_unique.h"
 
 #include "src/io/atomic_file.h"
 
@@ -108,7 +109,9 @@ std::vector<Entry> parse_header(const std::string& header, uint64_t data_size,
                                 const std::string& file, std::map<std::string, std::string>& meta) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(header);
+    j = parse_json_unique_keys(header);
+  } catch (const DuplicateKey& e) {
+    bad(file, std::string("the header: ") + e.what());
   } catch (const nlohmann::json::exception& e) {
     const std::string what = e.what();
     bad(file, "the header is not valid JSON (" + what.substr(what.find(']') + 2) + ")");

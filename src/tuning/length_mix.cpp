@@ -1,6 +1,7 @@
 // Mixed-length decode batches: distributions drawn from with the project's seeded generator, and
 // traffic traces read line by line with errors that name the line.
 #include "src/tuning/length_mix.h"
+#include "src/io/json_unique.h"
 
 #include "src/model/problem.h"
 #include "src/model/workload.h"
@@ -236,7 +237,9 @@ Trace read_trace(const std::string& path) {
     }
     json j;
     try {
-      j = json::parse(line);
+      j = parse_json_unique_keys(line);
+    } catch (const DuplicateKey& e) {
+      throw InputError(at + e.what());
     } catch (const json::exception&) {
       throw InputError(at + "not a JSON object");
     }

@@ -1,5 +1,6 @@
 // Sweep profiles: parsing with errors that name the key path, and lookup by name or path.
 #include "src/tuning/profile.h"
+#include "src/io/json_unique.h"
 
 #include <algorithm>
 #include <cmath>
@@ -100,14 +101,20 @@ std::optional<DType> get_kv_dtype(const Ctx& c, const std::string& path, const j
 
 // An axis is a non-empty list of values, or one bare value (a list of one).
 template <class T, class F>
-std::vector<T> get_axis(const Ctx& c, const std::string& path, const json& v, F one) {
+std::vector<T> get_axis(const Ctx& c, const std::string& path, const json& v, F one,
+                        bool distinct = true) {
   std::vector<T> out;
   if (v.is_array()) {
     if (v.empty()) {
       c.fail(path, "expected a non-empty list");
     }
     for (std::size_t i = 0; i < v.size(); ++i) {
-      out.push_back(one(path + "[" + std::to_string(i) + "]", v[i]));
+      const std::string at = path + "[" + std::to_string(i) + "]";
+      out.push_back(one(at, v[i]));
+      // An axis lists each value once: a repeat would be measured twice over, or be a typo.
+      if (distinct && std::find(out.begin(), out.end() - 1, out.back()) != out.end() - 1) {
+        c.fail(at, shown(v[i]) + " is listed twice (an axis lists each value once)");
+      }
     }
   } else {
     out.push_back(one(path, v));
@@ -179,7 +186,9 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
           c.fail(at, "a batch of " + std::to_string(l[i].size()) + " sequences (at most " +
                          std::to_string(kMaxBatch) + ")");
         }
-        r.context_lens.push_back(get_axis<int>(c, at, l[i], bounded(kMaxContextLen)));
+        // One batch's lengths: sequences of one length are common.
+        r.context_lens.push_back(
+            get_axis<int>(c, at, l[i], bounded(kMaxContextLen), /*distinct=*/false));
       }
     }
     if (g.contains("length_mix")) {
@@ -206,7 +215,14 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
   } else {
     r.num_heads = get_axis<int>(c, path + ".num_heads", g["num_heads"], bounded(kMaxHeads));
   }
-  r.head_dim = get_axis<int>(c, path + ".head_dim", req("head_dim"), bounded(kMaxHeadDim));
+  r.head_dim = get_axis<int>(c, path + ".head_dim", req("head_dim"),
+                             [&](const std::string& p, const json& v) {
+                               const int d = bounded(kMaxHeadDim)(p, v);
+                               if (d % 8 != 0) {
+                                 c.fail(p, std::to_string(d) + " is not a multiple of 8");
+                               }
+                               return d;
+                             });
   r.block_size = get_axis<int>(c, path + ".block_size", req("block_size"), bounded(kMaxBlockSize));
   r.dtype =
       get_axis<DType>(c, path + ".dtype", req("dtype"),
@@ -394,7 +410,9 @@ std::string read_file_text(const std::filesystem::path& p) {
 Profile parse_text(const std::string& text, const std::string& origin) {
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json_unique_keys(text);
+  } catch (const DuplicateKey& e) {
+    throw InputError(origin + ": " + e.what());
   } catch (const json::exception& e) {
     std::string what = e.what();
     throw InputError(origin + ": not valid JSON (" + what.substr(what.find(']') + 2) + ")");
@@ -502,7 +520,14 @@ Profile parse_profile(const json& j, const std::string& origin) {
       c.fail("held_out", "expected a list of workloads, got " + shown(h));
     }
     for (std::size_t i = 0; i < h.size(); ++i) {
-      p.held_out.push_back(parse_held_out(c, "held_out[" + std::to_string(i) + "]", h[i], p));
+      const std::string at = "held_out[" + std::to_string(i) + "]";
+      Workload w = parse_held_out(c, at, h[i], p);
+      for (std::size_t k = 0; k < p.held_out.size(); ++k) {
+        if (p.held_out[k].key() == w.key()) {
+          c.fail(at, "the same workload as held_out[" + std::to_string(k) + "]");
+        }
+      }
+      p.held_out.push_back(std::move(w));
     }
   }
   // Every grid combination must be a valid problem; say which axis value breaks it.
@@ -519,19 +544,7 @@ Profile parse_profile(const json& j, const std::string& origin) {
         }
       }
     }
-    for (int d : (*g)->head_dim) {
-      if (d % 8 != 0 || d > kMaxHeadDim) {
-        c.fail(std::string(gname) + ".head_dim", std::to_string(d) +
-                                                     " is unsupported (a multiple of 8 up to " +
-                                                     std::to_string(kMaxHeadDim) + ")");
-      }
-    }
-    for (int bs : (*g)->block_size) {
-      if (bs > kMaxBlockSize) {
-        c.fail(std::string(gname) + ".block_size",
-               std::to_string(bs) + " is above " + std::to_string(kMaxBlockSize));
-      }
-    }
+    // head_dim and block_size are held to their bounds where their axes are read.
   }
   p.hash = fnv1a_hex(j.dump());
   return p;

@@ -195,6 +195,11 @@ TEST(Safetensors, RejectsInvalidJson) {
   expect_refused(image(R"({"a": {"dtype": "F32", "shape": [0]}})", 0), "has no data_offsets");
   expect_refused(image(R"({"__metadata__": {"x": 1}})", 0), "'x' is not a string");
   expect_refused(image(R"({"__metadata__": ["x"]})", 0), "__metadata__ is not an object");
+  // A tensor named twice: JSON keeps the last, so the first one's bytes would be read as nobody's.
+  expect_refused(image(R"({"a":{"dtype":"I32","shape":[1],"data_offsets":[0,4]},)"
+                       R"("a":{"dtype":"I32","shape":[1],"data_offsets":[4,8]}})",
+                       8),
+                 "the header: a: the key appears twice in its object");
 }
 
 TEST(Safetensors, RejectsUnsupportedDtypesByName) {

@@ -144,6 +144,14 @@ TEST(Trace, MalformedLinesAreOneLineWithTheLine) {
             "line 1: count: expected an integer from 1 to 2^53, got 9007199254740993");
   EXPECT_EQ(err("{\"seq_lens\": [3], \"count\": 18446744073709551615}\n"),
             "line 1: count: expected an integer from 1 to 2^53, got 18446744073709551615");
+  // A key given twice (JSON would keep the last one silently), as the Python reader says.
+  EXPECT_EQ(err("{\"seq_lens\": [3], \"count\": 2, \"count\": 3}\n"),
+            "line 1: count: the key appears twice in its object (JSON keeps only the last; give "
+            "it once)");
+  EXPECT_EQ(err("{\"attn_tune_trace\": 1, \"shape\": {\"head_dim\": 64, \"head_dim\": 128}}\n"
+                "{\"seq_lens\": [3]}\n"),
+            "line 1: shape.head_dim: the key appears twice in its object (JSON keeps only the "
+            "last; give it once)");
   // The header's shape is held to the bounds a sweep holds a profile's axes to.
   EXPECT_EQ(
       err("{\"attn_tune_trace\": 1, \"shape\": {\"block_size\": 2048}}\n{\"seq_lens\": [3]}\n"),

@@ -200,7 +200,25 @@ TEST(Profile, ErrorsNameTheKeyPath) {
   odd["decode"]["num_heads"] = {3};
   EXPECT_EQ(error_of(odd), "profile t: decode.num_heads: 3 is not a multiple of num_kv_heads 2");
   EXPECT_EQ(error_of(base_with("/decode/head_dim", {20})),
-            "profile t: decode.head_dim: 20 is unsupported (a multiple of 8 up to 512)");
+            "profile t: decode.head_dim[0]: 20 is not a multiple of 8");
+  // A grid value is named where it is, not through a held-out point that inherits it.
+  json ho = base_with("/decode/head_dim", {64, 20});
+  ho["held_out"] = json::array({{{"batch", 3}}});
+  EXPECT_EQ(error_of(ho), "profile t: decode.head_dim[1]: 20 is not a multiple of 8");
+  EXPECT_EQ(
+      error_of(base_with("/decode/block_size", {2048})),
+      "profile t: decode.block_size[0]: expected a positive integer (at most 1024), got 2048");
+  // An axis lists each value once; a held-out point is listed once.
+  EXPECT_EQ(error_of(base_with("/decode/batch", {1, 4, 1})),
+            "profile t: decode.batch[2]: 1 is listed twice (an axis lists each value once)");
+  EXPECT_EQ(error_of(base_with("/decode/dtype", {"fp16", "half"})),
+            "profile t: decode.dtype[1]: \"half\" is listed twice (an axis lists each value once)");
+  EXPECT_EQ(error_of(base_with("/configs/decode_v2",
+                               json::array({{{"partition", json::array({256, 256})}}}))),
+            "profile t: configs.decode_v2[0].partition[1]: 256 is listed twice (an axis lists "
+            "each value once)");
+  EXPECT_EQ(error_of(base_with("/held_out", json::array({{{"batch", 3}}, {{"batch", 3}}}))),
+            "profile t: held_out[1]: the same workload as held_out[0]");
   EXPECT_EQ(error_of(json::array()), "profile t: (top level): expected an object, got []");
   json no_grid = json::parse(kBase);
   no_grid.erase("decode");
@@ -251,6 +269,17 @@ TEST(Profile, LoadErrorsNameTheFileOrListTheNames) {
     EXPECT_NE(std::string(e.what()).find("profile " + f.string() + ": not valid JSON"),
               std::string::npos)
         << e.what();
+  }
+  // A key given twice: JSON would keep the last one silently.
+  std::ofstream(f) << R"({"name": "bad", "decode": {"batch": [1], "batch": [2], "context_len": 64,
+      "num_kv_heads": 1, "gqa_ratio": 2, "head_dim": 32, "block_size": 16, "dtype": "fp32"}})";
+  try {
+    (void)load_profile(f.string());
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "profile " + f.string() +
+                                         ": decode.batch: the key appears twice in its object "
+                                         "(JSON keeps only the last; give it once)");
   }
   std::filesystem::remove(f);
 }
