@@ -7,6 +7,7 @@ It turns `python:MODULE[:FACTORY]` into kernels: it imports MODULE, finds what i
 whatever they raise into one line for a failure record.
 """
 
+import difflib
 import hashlib
 import importlib
 import logging
@@ -124,10 +125,35 @@ def _module_version(module):
     return str(version) if version is not None else "unversioned"
 
 
+# The keys a declaration's dicts are read for (docs/python-kernels.md); any other key in a dict
+# is most likely a misspelling, which would otherwise pass unnoticed ("writes_lze" leaves the
+# lse unchecked), so it is warned about. Objects with attributes are not checked: they have
+# attributes of their own.
+DECLARATION_KEYS = ("name", "version", "device", "engine_rule", "families")
+FAMILY_KEYS = ("run", "kv_layout", "writes_lse", "params", "can_run", "prepare", "workspace",
+               "kv_dtypes", "family")
+_warned_keys = set()
+
+
+def _warn_unknown_keys(decl, known, where):
+    if not isinstance(decl, dict):
+        return
+    for key in decl:
+        if key in known or (where, key) in _warned_keys:
+            continue
+        _warned_keys.add((where, key))
+        near = difflib.get_close_matches(str(key), known, n=1)
+        sys.stderr.write("python: warning: %s: key %r is not one attn-tune reads (%s); ignored\n"
+                         % (where, key, "did you mean %r?" % near[0] if near
+                            else "it reads " + ", ".join(known)))
+        sys.stderr.flush()
+
+
 def _family(name, decl, who):
     if name not in FAMILIES:
         raise DeclarationError("%s declares family '%s'; families are %s"
                                % (who, name, ", ".join(FAMILIES)))
+    _warn_unknown_keys(decl, FAMILY_KEYS, "%s: family %s" % (who, name))
     run = _get(decl, "run")
     if not callable(run):
         raise DeclarationError("%s: family %s has no callable 'run'" % (who, name))
@@ -176,6 +202,7 @@ def _family(name, decl, who):
 
 def _declared_kernels(module, decl, spec):
     who = "python:" + spec
+    _warn_unknown_keys(decl, DECLARATION_KEYS, who)
     families_decl = _get(decl, "families")
     if families_decl is None:
         raise DeclarationError("%s declares no 'families' (a dict of family name -> run, "

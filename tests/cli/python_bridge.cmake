@@ -107,6 +107,15 @@ attn_python_test(python_can_run_raises 1 "can_run raised ValueError: no tile for
                  verify --kernels python:can_run_raising --device cpu --intensity quick
                  --threads 1 --dtypes fp32 --families decode_v1)
 
+# A misspelt key of a declaration dict is warned about, naming the key it most likely meant
+# (tests/python/misspelt_keys.py); the kernels still pass as declared without it.
+string(CONCAT misspelt_keys_re
+       "key 'engine_rul' is not one attn-tune reads \\(did you mean 'engine_rule'\\?\\).*"
+       "family decode_v1: key 'writes_lze' is not one attn-tune reads \\(did you mean "
+       "'writes_lse'\\?\\)")
+attn_python_test(python_misspelt_keys 0 "${misspelt_keys_re}"
+                 plugin check python:misspelt_keys --threads 1)
+
 # An exception whose message holds a lone surrogate ("\udcff", from a surrogateescape-decoded
 # path; tests/python/surrogate_raising.py) is a failure line with its type and the surrogate
 # escaped, not a crash of the worker.
