@@ -27,9 +27,9 @@ std::string holder_pid(int fd) {
   return s;
 }
 
-void write_pid(int fd) {
+void write_pid(int fd, pid_t pid = ::getpid()) {
   // The pid only serves the message a second process prints; the lock holds without it.
-  const std::string me = std::to_string(::getpid()) + "\n";
+  const std::string me = std::to_string(pid) + "\n";
   if (::ftruncate(fd, 0) == 0) {
     (void)!::pwrite(fd, me.data(), me.size(), 0);
   }
@@ -81,7 +81,7 @@ std::string DeviceLock::path_for(const std::string& device_key) {
 }
 
 DeviceLock::DeviceLock(const std::string& device_key, bool wait,
-                       const std::function<void(const std::string&)>& waiting) {
+                       const std::function<void(const std::string&)>& waiting, pid_t owner_pid) {
   const std::string path = path_for(device_key);
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd_ >= 0) {
@@ -121,7 +121,8 @@ DeviceLock::DeviceLock(const std::string& device_key, bool wait,
       }
     }
   }
-  write_pid(fd_); // fails quietly on a read-only descriptor: the lock holds regardless
+  // Fails quietly on a read-only descriptor: the lock holds regardless.
+  write_pid(fd_, owner_pid > 0 ? owner_pid : ::getpid());
 }
 
 DeviceLock::~DeviceLock() {

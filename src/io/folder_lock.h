@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <sys/types.h>
 
 namespace attn {
 
@@ -28,9 +29,11 @@ public:
   // Locks the device named `device_key` ("cuda-GPU-<uuid>", "cpu-<host>") through a file in
   // lock_dir(). When another process holds it: with `wait`, calls `waiting` once with the
   // holder's pid ("" when unknown) and blocks until it is free; without, throws
-  // DeviceUnavailable naming the holder.
+  // DeviceUnavailable naming the holder. `owner_pid` is the pid written for others to see
+  // (0: this process's): a sweep's worker names the sweep, the process a user would stop.
   DeviceLock(const std::string& device_key, bool wait,
-             const std::function<void(const std::string& holder_pid)>& waiting);
+             const std::function<void(const std::string& holder_pid)>& waiting,
+             pid_t owner_pid = 0);
   ~DeviceLock();
   DeviceLock(const DeviceLock&) = delete;
   DeviceLock& operator=(const DeviceLock&) = delete;

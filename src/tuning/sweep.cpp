@@ -321,7 +321,8 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
 // replaces the earlier one (to_records keeps the last), except after an error, which is reported
 // but not written, so a transient failure does not cost a measurement the table had.
 int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, SearchMode search,
-                 bool resume, const std::vector<NoisyPoint>* remeasure, const WorkerLink& link) {
+                 pid_t sweep_pid, bool resume, const std::vector<NoisyPoint>* remeasure,
+                 const WorkerLink& link) {
   const DeviceInfo& dev = be.info();
   // A profile's configurations name parameters the kernels declare: a misspelt one would make
   // every run of its family a refusal, and the table lose that family in silence.
@@ -368,11 +369,13 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, Sear
       results_header(prof, be, opt.seed, opt.shard, search, int(mine.size()), shard_measurements),
       resume, opt.retry_faults);
   const DeviceLock timing_lock(
-      device_lock_key(dev), opt.wait_for_device, [&](const std::string& pid) {
+      device_lock_key(dev), opt.wait_for_device,
+      [&](const std::string& pid) {
         link.log("sweep: waiting for " + dev.id + ": another attn-tune process" +
                  (pid.empty() ? "" : " (pid " + pid + ")") +
                  " is timing on it (--no-wait to stop instead)");
-      });
+      },
+      sweep_pid);
 
   if (search == SearchMode::adaptive && remeasure == nullptr) {
     std::vector<SearchPoint> points;
@@ -518,8 +521,12 @@ public:
                       std::to_string(sum_.total) + " measurements already in " + sum_.results_path);
     } else if (opt_.resume) {
       // A sweep killed before its first line resumes from nothing; a mistyped --out does too.
-      progress_->note("--resume: " + sum_.results_path +
-                      " holds no measurement yet; the sweep starts from the first");
+      // Killed before its header, it left no word of the search it was asked for either.
+      progress_->note(
+          "--resume: " + sum_.results_path +
+          " holds no measurement yet; the sweep starts from the first, " +
+          (adaptive ? "adaptive" : "exhaustive") +
+          (adaptive || opt_.search ? "" : " (give --search adaptive for an adaptive one)"));
     }
   }
 
@@ -676,6 +683,7 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
                               const SweepOptions& opt, bool in_process) {
   SweepSession tally(prof, opt);
   const SearchMode search = search_of(opt);
+  const pid_t sweep_pid = ::getpid(); // the workers are forked: they lock the device for it
   // One supervised session for the sweep's own measurements, then (remeasure_noisy) one that
   // re-times the noisy decisions they and the earlier runs' make.
   const auto supervise = [&](const std::vector<NoisyPoint>* remeasure) {
@@ -683,7 +691,8 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
     session.work = [&](const WorkerLink& link, int worker) {
       // A later worker continues the file the first one started, whatever --resume said.
       const bool resume = opt.resume || worker > 0 || remeasure != nullptr;
-      const int code = sweep_worker(backend(link), prof, opt, search, resume, remeasure, link);
+      const int code =
+          sweep_worker(backend(link), prof, opt, search, sweep_pid, resume, remeasure, link);
       release();
       return code;
     };

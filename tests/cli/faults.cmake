@@ -38,7 +38,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   set_tests_properties(cli.sweep_resume_nothing_clean PROPERTIES LABELS "cli"
                        FIXTURES_SETUP resume_nothing_clean)
   attn_cli_test(NAME sweep_resume_nothing EXIT 0
-                REGEX "--resume: [^\n]*results.jsonl holds no measurement yet; the sweep starts from the first.*8 measurements \\(0 from an earlier run\\)"
+                REGEX "--resume: [^\n]*results.jsonl holds no measurement yet; the sweep starts from the first, exhaustive \\(give --search adaptive for an adaptive one\\).*8 measurements \\(0 from an earlier run\\)"
                 ARGS sweep --device cpu --profile ${ATTN_CLI_DATA}/faults_profile.json --threads 2
                      --resume --no-report --out ${resume_nothing})
   set_tests_properties(cli.sweep_resume_nothing PROPERTIES RESOURCE_LOCK cpu_timing

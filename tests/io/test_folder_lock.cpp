@@ -97,6 +97,21 @@ TEST(DeviceLock, SecondTimerWithoutWaitIsRefusedNamingTheHolder) {
   EXPECT_NO_THROW({ const DeviceLock other("cpu-otherhost", false, nullptr); });
 }
 
+// A sweep's worker locks the device for the sweep: the pid the second timer is told is the one
+// a user would stop (the sweep), not its forked worker's.
+TEST(DeviceLock, TheHolderNamedIsTheOwnerPidGiven) {
+  const LockDir ld("device_owner");
+  const pid_t sweep = ::getppid();
+  const DeviceLock held("cpu-host", /*wait=*/false, nullptr, sweep);
+  try {
+    const DeviceLock second("cpu-host", /*wait=*/false, nullptr);
+    FAIL() << "two timers on one device";
+  } catch (const DeviceUnavailable& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("(pid " + std::to_string(sweep) + ")"), std::string::npos) << msg;
+  }
+}
+
 TEST(DeviceLock, SecondTimerWaitsAndSaysSo) {
   const LockDir ld("device_wait");
   auto held = std::make_unique<DeviceLock>("cpu-host", false, nullptr);
