@@ -506,7 +506,8 @@ void save_replay(const std::string& path, const Problem& pr, const HostTensor* o
   write_safetensors(path, replay_to_safetensors(pr, out, lse));
 }
 
-void save_outputs(const std::string& path, const HostTensor& out, const std::vector<float>& lse) {
+void save_outputs(const std::string& path, const HostTensor& out, const std::vector<float>& lse,
+                  const std::map<std::string, std::string>& metadata) {
   if (out.shape.size() != 3 ||
       lse.size() != std::size_t(out.shape[0]) * std::size_t(out.shape[1])) {
     throw InputError("out " + shape_str(out.shape) + " and " + std::to_string(lse.size()) +
@@ -515,6 +516,7 @@ void save_outputs(const std::string& path, const HostTensor& out, const std::vec
   SafetensorsFile f;
   f.tensors["out"] = to_st(out);
   f.tensors["lse"] = to_st(lse, {out.shape[0], out.shape[1]});
+  f.metadata = metadata;
   write_safetensors(path, f);
 }
 

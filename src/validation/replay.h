@@ -35,8 +35,10 @@ struct ReplayFile {
 void save_replay(const std::string& path, const Problem& pr, const HostTensor* out = nullptr,
                  const std::vector<float>* lse = nullptr);
 
-// `--save`: a file with just `out` (the problem's dtype) and `lse` (F32).
-void save_outputs(const std::string& path, const HostTensor& out, const std::vector<float>& lse);
+// `--save`: a file with just `out` (the problem's dtype) and `lse` (F32), and `metadata` as the
+// file's string metadata (what computed them, from which file).
+void save_outputs(const std::string& path, const HostTensor& out, const std::vector<float>& lse,
+                  const std::map<std::string, std::string>& metadata = {});
 
 // The reference's double results in storage form: out rounded once (to nearest even) to `t`,
 // lse to the nearest float.

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "build_info.h"
 #include "src/backends/registry.h"
 #include "src/model/errors.h"
 #include "src/validation/checked_run.h"
@@ -127,6 +128,7 @@ int replay_worker(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
   int ran = 0;
   bool saved = false;
   RunOutput first;
+  std::string first_name; // who computed `first`
   for (const KernelConfig& cfg : cfgs) {
     const std::string name = be->info().id + " " + cfg.key() + who;
     const RunIdentity run{cfg.key(), cfg, json{{"who", name}, {"what", name + " vs reference"}}};
@@ -144,6 +146,7 @@ int replay_worker(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
       ++ran;
       if (!saved && r.status != RunStatus::error) {
         first = std::move(out); // --save keeps the first configuration's answer
+        first_name = name;
         saved = true;
       }
     }
@@ -167,10 +170,16 @@ int replay_worker(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
       const ReferenceResult& ref = subject.reference(link);
       first.out = reference_out_as(ref, pr.params.dtype);
       first.lse = reference_lse_as_float(ref);
+      first_name = "reference (in double; out rounded once to " +
+                   std::string(dtype_name(pr.params.dtype)) + ", lse to fp32)";
       saved = true;
     }
     if (saved) {
-      save_outputs(o.save, first.out, first.lse);
+      // Whose answer the file holds, so that a saved file compared later says what it was.
+      save_outputs(o.save, first.out, first.lse,
+                   {{"attn_tune_computed_by", first_name},
+                    {"attn_tune_replay_of", o.file},
+                    {"attn_tune_version", ATTN_VERSION " (" ATTN_GIT_HASH ")"}});
       link.say("saved out (" + std::string(dtype_name(first.out.dtype)) + ") and lse (fp32) to " +
                o.save);
     }

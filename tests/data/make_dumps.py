@@ -10,6 +10,7 @@ Usage: make_dumps.py OUTDIR [--expect NAME ...]   (--expect: fail unless exactly
        make_dumps.py --compare-saved SAVED DUMP
          reads `attn-tune replay DUMP --save SAVED` with the safetensors package and checks its
          out (and lse, when DUMP has one) against DUMP's answer to within one unit in the last place
+         and that its metadata names the reference as the one that computed it, and DUMP
 """
 import argparse
 import json
@@ -400,6 +401,14 @@ def compare_saved(saved_path, dump_path):
             why = within_one_ulp(saved[name], dump[name])
             if why:
                 sys.exit(f"make_dumps: {saved_path} {name} disagrees with {dump_path}: {why}")
+    # The file says whose answer it holds (README, replay --save): here the reference's.
+    from safetensors import safe_open
+    with safe_open(saved_path, framework="numpy") as f:
+        meta = f.metadata() or {}
+    if (not meta.get("attn_tune_computed_by", "").startswith("reference")
+            or os.path.basename(meta.get("attn_tune_replay_of", "")) != os.path.basename(dump_path)
+            or not meta.get("attn_tune_version")):
+        sys.exit(f"make_dumps: {saved_path} metadata does not say whose answer it is: {meta}")
     print(f"make_dumps: {saved_path} agrees with {dump_path}")
 
 
