@@ -47,7 +47,7 @@ void add_prefill(ReportModel& m, const ReportSource& src) {
     ps.title = "b=" + std::to_string(s.batch) + " q=" + std::to_string(q) +
                " k=" + std::to_string(k) + " h=" + std::to_string(s.num_heads) +
                " kvh=" + std::to_string(s.num_kv_heads) + " d=" + std::to_string(s.head_dim) + " " +
-               s.dtype + (s.causal ? " causal" : " non-causal") + mask_words(s);
+               s.dtype + (s.causal ? " causal" : "") + mask_words(s); // it says non-causal
     const double flops = 4.0 * s.head_dim * visible_pairs(s, q, k);
     const std::string best = p.at("best").at("config").at("key").get<std::string>();
     auto it = timed.find(prefill_key(s, q, k));
