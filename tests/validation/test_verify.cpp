@@ -183,7 +183,9 @@ TEST(VerifyCases, GroupsUseABlockSizeTheSetAccepts) {
 TEST(KernelTargets, ABlockSizeThatIsNoPowerOfTwoIsProbedAndItsEdgesRun) {
   const std::vector<int> c = candidate_block_sizes({256, 512, 1024});
   EXPECT_NE(std::find(c.begin(), c.end(), 48), c.end());
-  const std::unique_ptr<Backend> cpu = make_cpu_backend({.threads = 1}, cpu::best_isa());
+  BackendOptions one_thread;
+  one_thread.threads = 1;
+  const std::unique_ptr<Backend> cpu = make_cpu_backend(one_thread, cpu::best_isa());
   const KernelTargets aim = kernel_targets(*cpu, Phase::decode, DType::f32);
   ASSERT_NE(std::find(aim.block_sizes.begin(), aim.block_sizes.end(), 48), aim.block_sizes.end());
   int probed = 0;
