@@ -540,6 +540,18 @@ TEST(Sweep, AdaptiveSearchMeasuresLessAndResumesToTheSameTable) {
   json b = without_date(s.table);
   EXPECT_EQ(a["decode"], b["decode"]);
   EXPECT_EQ(a["provenance"]["search"], b["provenance"]["search"]);
+  // Resumed once more with nothing left to measure: the file still ends in one search_end line.
+  const auto count_ends = [&] {
+    int n = 0;
+    for (const std::string& l : lines_of((dir / "results.jsonl").string())) {
+      n += json::parse(l).value("type", "") == "search_end";
+    }
+    return n;
+  };
+  EXPECT_EQ(count_ends(), 1);
+  FormulaBackend done_be;
+  (void)run_sweep(done_be, prof, r);
+  EXPECT_EQ(count_ends(), 1);
   r.search = SearchMode::exhaustive;
   try {
     (void)run_sweep(again_be, prof, r);

@@ -244,6 +244,20 @@ TEST(Check, LargeLseRoundedToFp32Passes) {
   EXPECT_EQ(judge_lse(float(2.5 + 2 * tol.lse_atol), 2.5, tol), ElementVerdict::mismatch);
 }
 
+// An lse mismatch of a large value is printed with the digits that tell got from want: at six
+// digits 1741.3086 and 1741.3123 would both read 1741.31.
+TEST(Check, LseMismatchesArePrintedToNineDigits) {
+  CheckReport r;
+  r.first.push_back({2, 1, -1, 1741.30859375, 1741.3123456789, "mismatch"});
+  r.first.push_back({0, 0, 3, 0.123456789, 0.5, "mismatch"});
+  const std::string d = r.details();
+  EXPECT_NE(d.find("lse[row=2, head=1] got 1741.30859 want 1741.31235 (mismatch)"),
+            std::string::npos)
+      << d;
+  EXPECT_NE(d.find("out[row=0, head=0, dim=3] got 0.123457 want 0.5 (mismatch)"), std::string::npos)
+      << d;
+}
+
 // A finite answer never matches a NaN or infinite expectation (a bug model's output that read a
 // NaN slot): |got - NaN| > tol is false, which once passed it.
 TEST(Check, AFiniteElementDoesNotMatchANanExpectation) {
