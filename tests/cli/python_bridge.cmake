@@ -116,6 +116,14 @@ string(CONCAT misspelt_keys_re
 attn_python_test(python_misspelt_keys 0 "${misspelt_keys_re}"
                  plugin check python:misspelt_keys --threads 1)
 
+# A workspace no host can map (2^60 bytes, tests/python/workspace_huge.py) fails the run with a
+# sentence naming the bytes asked for, not a bare std::bad_alloc.
+string(CONCAT workspace_huge_re "decode_v1: FAIL [^\n]*the workspace the plugin asks for, "
+       "1152921504606846976 bytes, cannot be allocated in host memory")
+attn_python_test(python_workspace_huge 1 "${workspace_huge_re}"
+                 plugin check python:workspace_huge --threads 1)
+set_tests_properties(cli.python_workspace_huge PROPERTIES FAIL_REGULAR_EXPRESSION "bad_alloc")
+
 # An exception whose message holds a lone surrogate ("\udcff", from a surrogateescape-decoded
 # path; tests/python/surrogate_raising.py) is a failure line with its type and the surrogate
 # escaped, not a crash of the worker.
