@@ -32,8 +32,8 @@ std::vector<int> declared_values(const KernelSetDecl& decl, Phase phase, const c
 // The configurations of the phase's families (by key) that accept a small problem of this shape,
 // as far as the set can tell without building them (can_run_unbuilt: every size of every
 // configuration, which the CUDA backend would otherwise compile one by one).
-std::set<std::string> accepting(const Backend& be, Phase phase, DType dt, int block_size,
-                                int head_dim) {
+std::vector<KernelConfig> accepted_configs(const Backend& be, Phase phase, DType dt, int block_size,
+                                           int head_dim) {
   AttnParams p;
   p.dtype = dt;
   p.num_heads = 4;
@@ -44,18 +44,31 @@ std::set<std::string> accepting(const Backend& be, Phase phase, DType dt, int bl
   g.pool_factor = 1.0;
   const Problem pr = phase == Phase::decode ? make_decode_problem(p, {1}, g)
                                             : make_prefill_problem(p, {1}, {1}, g);
-  std::set<std::string> out;
+  std::vector<KernelConfig> out;
   for (const FamilyDecl& f : be.declaration().families) {
     if (family_is_decode(f.family) != (phase == Phase::decode)) {
       continue;
     }
     for (const KernelConfig& cfg : be.config_space(f.family, p)) {
       if (!be.can_run_unbuilt(cfg, pr)) {
-        out.insert(cfg.key());
+        out.push_back(cfg);
       }
     }
   }
   return out;
+}
+
+std::set<std::string> keys_of(const std::vector<KernelConfig>& cfgs) {
+  std::set<std::string> out;
+  for (const KernelConfig& c : cfgs) {
+    out.insert(c.key());
+  }
+  return out;
+}
+
+std::set<std::string> accepting(const Backend& be, Phase phase, DType dt, int block_size,
+                                int head_dim) {
+  return keys_of(accepted_configs(be, phase, dt, block_size, head_dim));
 }
 
 bool accepts(const Backend& be, Phase phase, DType dt, int block_size, int head_dim) {
@@ -171,7 +184,22 @@ KernelTargets kernel_targets(const Backend& be, Phase phase, DType dt) {
   // Which configurations accept each candidate block size (at d0), the usual sizes first.
   std::map<int, std::set<std::string>> keys_by_size;
   for (int bs : blocks) {
-    std::set<std::string> keys = accepting(be, phase, dt, bs, d0);
+    const std::vector<KernelConfig> cfgs = accepted_configs(be, phase, dt, bs, d0);
+    for (const KernelConfig& c : cfgs) {
+      // SPEC.md's partitions are multiples of the block size; docs/plugins.md asks can_run to
+      // refuse a call where they are not. Said, not failed: the answer may still be right.
+      const int part = c.get("partition", 0);
+      if (c.family == Family::decode_v2 && part > 0 && part % bs != 0) {
+        t.contract_notes.push_back(
+            c.key() + " accepts block_size " + std::to_string(bs) +
+            ", which does not divide its "
+            "partition " +
+            std::to_string(part) +
+            ": partitions are multiples of the block size "
+            "(SPEC.md); can_run should refuse such a call (docs/plugins.md)");
+      }
+    }
+    std::set<std::string> keys = keys_of(cfgs);
     if (!keys.empty()) {
       t.block_sizes.push_back(bs);
       keys_by_size.emplace(bs, std::move(keys));

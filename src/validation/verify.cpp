@@ -133,6 +133,9 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
                               kKernelPhaseSeconds);
       const KernelTargets aim = kernel_targets(be, phase, dt);
       link.end();
+      for (const std::string& note : aim.contract_notes) {
+        link.say("verify: note: " + device + " " + note);
+      }
       // What is left to check, case by case (an earlier worker's runs are not repeated), and
       // every kernel that needs built before the first run.
       std::vector<std::pair<VerifyCase, std::vector<std::pair<Family, KernelConfig>>>> work;

@@ -57,6 +57,9 @@ struct KernelTargets {
   // The fp8 KV-cache dtypes some family of the phase reads (FamilyDecl::fp8_kv): their fp8
   // groups run.
   std::vector<DType> fp8;
+  // Where can_run accepts what the plugin contract says it should refuse: a decode_v2 partition
+  // that the block size does not divide. verify says these; they fail nothing by themselves.
+  std::vector<std::string> contract_notes;
 };
 
 // The edge cases of SPEC.md for one phase and dtype, aimed at a kernel set's targets: lengths at

@@ -124,6 +124,16 @@ attn_python_test(python_workspace_huge 1 "${workspace_huge_re}"
                  plugin check python:workspace_huge --threads 1)
 set_tests_properties(cli.python_workspace_huge PROPERTIES FAIL_REGULAR_EXPRESSION "bad_alloc")
 
+# A can_run that accepts a block size not dividing a declared partition (48 for 256; the kernel
+# still computes right, tests/python/partition_unaligned.py): verify passes it and notes the
+# broken contract.
+string(CONCAT partition_unaligned_re
+       "[1-9][0-9]* passed, 0 failed, 0 skipped.*verify: note: cpu decode_v2\\[partition=256\\] "
+       "accepts block_size 48, which does not divide its partition 256")
+attn_python_test(python_partition_unaligned 0 "${partition_unaligned_re}"
+                 verify --kernels python:partition_unaligned --intensity quick --threads 2
+                 --dtypes fp32)
+
 # An exception whose message holds a lone surrogate ("\udcff", from a surrogateescape-decoded
 # path; tests/python/surrogate_raising.py) is a failure line with its type and the surrogate
 # escaped, not a crash of the worker.
