@@ -107,16 +107,7 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, const BackendOpti
     lib = PluginLibrary::open(opt.kernels);
   }
   if (lib) {
-    const PluginIdentity& id = lib->identity();
-    const bool host = lib->declaration().memory == MemoryKind::host;
-    if (host && spec != "cpu") {
-      throw InputError("plugin " + id.name + " runs on host memory: use --device cpu, not '" +
-                       spec + "'");
-    }
-    if (!host && spec == "cpu") {
-      throw InputError("plugin " + id.name +
-                       " runs on CUDA devices: use --device cuda:N, not 'cpu'");
-    }
+    check_plugin_device(*lib, spec);
   }
   const DeviceSpec dev = parse_device(spec);
   for (const KernelSetRow& row : kKernelSets) {
@@ -134,9 +125,24 @@ DeviceList list_devices(const BackendOptions& opt) {
   return l;
 }
 
+void check_plugin_device(const PluginLibrary& lib, const std::string& spec) {
+  const PluginIdentity& id = lib.identity();
+  const bool host = lib.declaration().memory == MemoryKind::host;
+  if (host && spec != "cpu") {
+    throw InputError("plugin " + id.name + " runs on host memory: use --device cpu, not '" + spec +
+                     "'");
+  }
+  if (!host && spec == "cpu") {
+    throw InputError("plugin " + id.name + " runs on CUDA devices: use --device cuda:N, not 'cpu'");
+  }
+}
+
 DeviceChoice choose_device(const std::string& given, const PluginLibrary* lib,
                            const BackendOptions& opt) {
   if (!given.empty()) {
+    if (lib != nullptr) {
+      check_plugin_device(*lib, given); // refused before the command prints or starts anything
+    }
     return {given, ""};
   }
   if (lib != nullptr) {

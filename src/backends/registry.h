@@ -40,10 +40,14 @@ struct DeviceChoice {
   std::string spec;
   std::string said;
 };
-// `given` when set; else for a plugin its kind of device (the CPU for host-memory plugins, GPU 0
-// for CUDA ones); else GPU 0 when there is one, else the CPU, saying why there is no GPU.
+// `given` when set (InputError when a plugin cannot run there); else for a plugin its kind of
+// device (the CPU for host-memory plugins, GPU 0 for CUDA ones); else GPU 0 when there is one,
+// else the CPU, saying why there is no GPU.
 [[nodiscard]] DeviceChoice choose_device(const std::string& given, const PluginLibrary* lib,
                                          const BackendOptions& opt);
+// InputError when `lib`'s kernels cannot run on device `spec` (host-memory kernels on a GPU, or
+// CUDA ones on the CPU), naming the device to use.
+void check_plugin_device(const PluginLibrary& lib, const std::string& spec);
 // The devices `verify --device all` checks: every GPU, then the CPU.
 [[nodiscard]] std::vector<std::string> every_device(const BackendOptions& opt);
 // The device `spec` names on this machine ("" or "cuda:N", "N", "cpu"; "" is the default

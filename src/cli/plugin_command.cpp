@@ -54,9 +54,10 @@ void print_declarations(const PluginLibrary& lib) {
 
 int run_plugin_check(const PluginCheckOptions& o) {
   const std::shared_ptr<const PluginLibrary> lib = open_kernels(o.path);
-  print_declarations(*lib);
   const BackendOptions bo{.threads = o.threads, .kernels = o.path};
+  // A device the kernels cannot run on is refused before anything is printed of them.
   const DeviceChoice choice = choose_device(o.device, lib.get(), bo);
+  print_declarations(*lib);
   std::printf("tiny cases (%s):\n", choice.spec.c_str());
   std::fflush(stdout);
   const PluginCheckResult r =

@@ -127,6 +127,9 @@ int run_sweep(const SweepOptions& o) {
                      "--resume");
   }
   const std::shared_ptr<const PluginLibrary> plugin = open_kernels(o.kernels);
+  if (plugin && !o.device.empty()) {
+    check_plugin_device(*plugin, o.device); // before the output folder is touched
+  }
   const BackendOptions bo{.threads = o.threads, .kernels = o.kernels};
   attn::SweepOptions so;
   if (!o.shard.empty()) {

@@ -476,6 +476,7 @@ class SweepSession {
 public:
   SweepSession(const Profile& prof, const SweepOptions& opt) : prof_(prof), opt_(opt) {
     std::error_code ec;
+    made_folder_ = !fs::exists(opt.out_dir, ec);
     fs::create_directories(opt.out_dir, ec);
     if (!fs::is_directory(opt.out_dir)) {
       throw InputError("cannot create output folder '" + opt.out_dir + "'");
@@ -484,6 +485,28 @@ public:
     remove_stale_temporaries(opt.out_dir); // a table or report write that a kill cut short
     sum_.results_path = (fs::path(opt.out_dir) / "results.jsonl").string();
   }
+
+  // A sweep that stopped before its first line (a device it cannot use, a refused plugin) leaves
+  // no folder it made holding nothing but its lock.
+  ~SweepSession() {
+    if (!made_folder_ || !lock_) {
+      return;
+    }
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(opt_.out_dir, ec)) {
+      if (e.path().filename() != FolderLock::file_name()) {
+        return;
+      }
+    }
+    if (ec) {
+      return;
+    }
+    lock_.reset();
+    fs::remove(fs::path(opt_.out_dir) / FolderLock::file_name(), ec);
+    fs::remove(opt_.out_dir, ec); // only while empty
+  }
+  SweepSession(const SweepSession&) = delete;
+  SweepSession& operator=(const SweepSession&) = delete;
 
   void opened(const OpenedMsg& m) {
     device_ = m.device.to_json();
@@ -649,6 +672,7 @@ private:
   const Profile& prof_;
   const SweepOptions& opt_;
   std::optional<FolderLock> lock_;
+  bool made_folder_ = false; // the folder did not exist before this sweep
   std::optional<SweepProgress> progress_;
   bool started_ = false;     // the first worker's plan has been seen
   bool remeasuring_ = false; // the re-timing of noisy decisions is under way

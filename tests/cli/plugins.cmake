@@ -89,6 +89,16 @@ attn_cli_test(NAME plugin_check_folder EXIT 2 REGEX "not a regular file"
 attn_cli_test(NAME verify_kernels_host_plugin_on_gpu EXIT 2
               REGEX "plugin cpu-example runs on host memory: use --device cpu"
               ARGS verify --kernels ${ATTN_CPU_EXAMPLE_PLUGIN} --device cuda:0)
+# plugin check refuses the device before it prints anything of the plugin.
+attn_cli_test(NAME plugin_check_host_plugin_on_gpu EXIT 2
+              REGEX "^attn-tune: error: plugin cpu-example runs on host memory: use --device cpu"
+              ARGS plugin check ${ATTN_CPU_EXAMPLE_PLUGIN} --device cuda:0)
+# A sweep refused before its first line leaves no folder behind.
+add_test(NAME cli.sweep_refused_leaves_no_folder
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DPLUGIN=${ATTN_CPU_EXAMPLE_PLUGIN}
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/refused_sweep
+                 -P ${PROJECT_SOURCE_DIR}/tests/support/no_folder_left.cmake)
+set_tests_properties(cli.sweep_refused_leaves_no_folder PROPERTIES LABELS "cli")
 attn_cli_test(NAME plugin_check_mask_bug EXIT 1
               REGEX "decode_v1: ok \\(causal\\).*decode_v1: FAIL: wrong results \\(causal, window_left=25\\).*families failed"
               ARGS plugin check ${ATTN_MASK_BUG_PLUGIN} --threads 2)
