@@ -414,6 +414,7 @@ TEST(Timing, ClockSummaryCountsThrottledMeasurements) {
 // its own enqueue for `enqueue_ns` (a host synchronisation waits for the hold to give up, which
 // looks the same as an enqueue longer than any timeout).
 struct HeldProbe {
+  explicit HeldProbe(unsigned long long enqueue) : enqueue_ns(enqueue) {}
   unsigned long long enqueue_ns = 0;
   std::vector<unsigned long long> timeouts;
   bool operator()(unsigned long long timeout_ns) {
