@@ -6,6 +6,7 @@
 
 #include "build_info.h"
 #include "src/backends/registry.h"
+#include "src/io/json_unique.h"
 #include "src/model/errors.h"
 #include "src/validation/checked_run.h"
 #include "src/validation/replay.h"
@@ -24,7 +25,9 @@ KernelConfig pick_config(const ReplayJudgeOptions& o, const Problem& pr) {
   }
   json j;
   try {
-    j = json::parse(o.config);
+    j = parse_json_unique_keys(o.config);
+  } catch (const DuplicateKey& e) {
+    throw InputError(std::string("--config: ") + e.what());
   } catch (const json::exception& e) {
     const std::string what = e.what();
     throw InputError("--config is not valid JSON (" + what.substr(what.find(']') + 2) + ")");

@@ -162,6 +162,13 @@ else()
                 ARGS replay ${REPLAY_DUMPS}/decode_defaults_fp32.safetensors
                      --config {})
   set_tests_properties(cli.replay.config_without_backend PROPERTIES FIXTURES_REQUIRED replay_dumps)
+  # A parameter given twice is refused, not the last one silently taken.
+  set(twice "{\"family\":\"decode_v2\",\"params\":{\"partition\":512,\"partition\":256}}")
+  attn_cli_test(NAME replay.config_key_twice EXIT 2
+                REGEX "--config: params.partition: the key appears twice in its object"
+                ARGS replay ${REPLAY_DUMPS}/decode_defaults_fp32.safetensors --backend cpu
+                     --config "${twice}")
+  set_tests_properties(cli.replay.config_key_twice PROPERTIES FIXTURES_REQUIRED replay_dumps)
 endif()
 
 attn_cli_test(NAME replay.missing_file EXIT 2 REGEX "no_such_file.safetensors: cannot open"
