@@ -225,6 +225,14 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
         o.kv_dtypes.empty() ? "" : " --kv-dtypes ", o.kv_dtypes.c_str());
   }
   std::fprintf(out, "%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  if (skipped > 0 && skipped >= passed + failed) {
+    // A gate that passes having checked a minority of its cases says so where CI logs show it.
+    std::fprintf(err,
+                 "verify: warning: %d of the %d cases were skipped (the kernels refused them; "
+                 "--junit lists why): this gate checked %.0f%% of them\n",
+                 skipped, passed + failed + skipped,
+                 100.0 * double(passed + failed) / double(passed + failed + skipped));
+  }
   if (!teardown_failure.empty()) {
     std::fprintf(err, "verify: the kernels failed after their cases: %s: failing the gate\n",
                  teardown_failure.c_str());

@@ -280,6 +280,90 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
                   {40, 7}, {160, 97}, {4.0f}, {1.0f});
         }
       }
+      // Per-KV-head scales over four KV heads, each its own (a kernel that indexes them by
+      // kv_head & 1, or by the query head, passes every two-head case).
+      const std::vector<float> ks = {0.5f, 2.0f, 8.0f, 0.125f};
+      const std::vector<float> vs = {4.0f, 0.25f, 1.0f, 16.0f};
+      if (phase == Phase::decode) {
+        add_fp8(kv, base_params(dt, 8, 4, d0, bs0), {}, {1, 70, bs0 + 1, 300}, ks, vs);
+      } else {
+        add_fp8(kv, base_params(dt, 8, 4, d0, bs0), {5, 17, 1}, {40, 17, 90}, ks, vs);
+      }
+    }
+  };
+
+  // Shapes and batches the groups above leave out, each a kernel bug that passes them: GQA
+  // ratios that are no power of two (a group found by shift), more than 32 heads, empty
+  // sequences before non-empty ones, more than 16 sequences, every accepted head size (the
+  // intensity's list holds only some), windows whose first visible key sits on a block or
+  // partition boundary at every block size the edges run, and (prefill) keys past 512.
+  // Appended in groups of their own, so that the cases above keep their seeds.
+  const auto add_coverage_groups = [&] {
+    const bool dec = phase == Phase::decode;
+    const int short_max = std::min(sz.max_len, 700);
+    for (const auto& [heads, kvh] : {std::pair{12, 4}, std::pair{15, 3}, std::pair{6, 1}}) {
+      const AttnParams p = base_params(dt, heads, kvh, d0, bs0);
+      if (dec) {
+        add("gqa-odd", p, {},
+            ragged_lengths(mix_seed(seed, "decode-gqa-odd", heads), 4, bs0, partitions, short_max));
+      } else {
+        add("gqa-odd", p, {33, 5, 70}, {33, 40, 70});
+      }
+    }
+    if (dec) {
+      add("many-heads", base_params(dt, 64, 8, d0, bs0), {}, {1, bs0 + 1, 300});
+      add("many-heads", base_params(dt, 40, 40, d0, bs0), {}, {70, 2});
+      add("empty-first", base_params(dt, 4, 2, d0, bs0), {}, {0, 37, 0, bs0 + 1, 1, 0, 300});
+      add("many-seqs", base_params(dt, 4, 2, d0, bs0), {},
+          ragged_lengths(mix_seed(seed, "decode-many-seqs", 0), 21, bs0, partitions, short_max));
+    } else {
+      add("many-heads", base_params(dt, 64, 8, d0, bs0), {5, 17}, {40, 17});
+      add("empty-first", base_params(dt, 4, 2, d0, bs0), {0, 17, 0, 5, 9}, {0, 33, 0, 22, 9});
+      std::vector<int> q = ragged_lengths(mix_seed(seed, "prefill-many-seqs", 0), 21, bs0, {}, 40);
+      std::vector<int> k = q;
+      for (std::size_t i = 0; i < k.size(); i += 3) {
+        k[i] += 11; // a chunked sequence every third
+      }
+      add("many-seqs", base_params(dt, 4, 2, d0, bs0), q, k);
+      // Keys past 512 (and past 1024) under a few query rows: a prefill that stops at 512
+      // keys passes every other prefill group.
+      add("long-keys", base_params(dt, 4, 2, d0, bs0), {4, 1, 9}, {1100, 517, 9});
+    }
+    for (int d : aim.head_dims) {
+      if (std::find(edge_dims.begin(), edge_dims.end(), d) == edge_dims.end()) {
+        const AttnParams p = base_params(dt, 4, 2, d, bs0);
+        if (dec) {
+          add("head-dims", p, {}, {1, bs0 + 1, 2 * bs0 + 3, 97, 0});
+        } else {
+          add("head-dims", p, {1, 17, 40}, {1, 33, 40});
+        }
+      }
+    }
+    std::vector<int> window_blocks = edge_blocks;
+    if (std::find(window_blocks.begin(), window_blocks.end(), bs0) == window_blocks.end()) {
+      window_blocks.push_back(bs0);
+    }
+    const int w = 100; // window_left: the first visible key of the last row is k_len - 1 - w
+    for (int bs : window_blocks) {
+      AttnParams p = base_params(dt, 4, 2, d_mask, bs);
+      p.window_left = w;
+      std::vector<int> lens = {w + bs, w + bs + 1, w + 2 * bs, w + 2 * bs - 1, w, w + 1};
+      if (dec) {
+        for (int part : partitions) {
+          if (part % bs == 0) {
+            lens.insert(lens.end(), {w + part, w + part + 1, w + 2 * part, w + 2 * part + 1});
+          }
+        }
+        shuffle(lens, mix_seed(seed, "decode-window-edges", bs));
+        add("window-edges", p, {}, lens);
+      } else {
+        std::vector<int> q;
+        for (std::size_t i = 0; i < lens.size(); ++i) {
+          q.push_back(std::min(lens[i], int(1 + 2 * i)));
+        }
+        add("window-edges", p, q, lens);
+      }
+      last->probed_size = !power_of_two(bs);
     }
   };
 
@@ -340,6 +424,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
       last->nan_tails = true;
       add("long" + tag, base_params(dt, 8, 1, d0, home), {}, sz.long_lens);
     }
+    add_coverage_groups();
     add_fp8_groups();
     return cases;
   }
@@ -417,6 +502,7 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
     add("nan-tails" + tag, base_params(dt, 4, 2, d0, home), {5, 1, 20}, {home + 3, 2 * home - 1, 20});
     last->nan_tails = true;
   }
+  add_coverage_groups();
   add_fp8_groups();
   return cases;
 }

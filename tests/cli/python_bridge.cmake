@@ -134,6 +134,19 @@ attn_python_test(python_partition_unaligned 0 "${partition_unaligned_re}"
                  verify --kernels python:partition_unaligned --intensity quick --threads 2
                  --dtypes fp32)
 
+# Planted bugs an outside audit of verify found passing it, each wrong only in a shape or batch
+# the cases once left out (tests/python/planted_coverage_bugs.py): quick fails each, in the
+# group made for it.
+foreach(bug "heads_over_32|many-heads" "batch_over_16|many-seqs" "after_empty|empty-first"
+            "gqa_odd|gqa-odd" "window_block_edge|window-edges" "fp8_scale_two_heads|fp8-e4m3")
+  string(REPLACE "|" ";" bug "${bug}")
+  list(GET bug 0 factory)
+  list(GET bug 1 group)
+  attn_python_test(python_planted_${factory} 1 "FAIL cpu decode_v1\\[\\] decode/${group}/fp32#"
+                   verify --kernels python:planted_coverage_bugs:${factory} --intensity quick
+                   --threads 2 --dtypes fp32)
+endforeach()
+
 # An exception whose message holds a lone surrogate ("\udcff", from a surrogateescape-decoded
 # path; tests/python/surrogate_raising.py) is a failure line with its type and the surrogate
 # escaped, not a crash of the worker.

@@ -530,3 +530,58 @@ TEST(Verify, Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake) {
     }
   }
 }
+
+// The shapes and batches an outside audit's planted bugs passed through: at every intensity,
+// for both phases, GQA ratios that are no power of two, more than 32 heads, an empty sequence
+// before non-empty ones, more than 16 sequences (even where a declared partition shortens the
+// edge batch), every head size the set accepts, windows whose first visible key is a block's
+// and a partition's first key at every edge block size, fp8 scales over four KV heads and
+// (prefill) keys past 1024.
+TEST(VerifyCases, ShapesBatchesAndWindowEdgesThePlantedBugsNeeded) {
+  KernelTargets aim;
+  aim.partitions = {384};
+  aim.block_sizes = {8, 16, 32, 48};
+  aim.home_block_sizes = {16};
+  aim.head_dims = {64, 80, 112, 128};
+  aim.fp8 = {DType::fp8_e4m3};
+  for (Phase ph : {Phase::decode, Phase::prefill}) {
+    for (Intensity in : {Intensity::quick, Intensity::standard, Intensity::full}) {
+      const auto cases = verify_cases(ph, DType::f32, in, 5, aim);
+      bool odd_gqa = false, many_heads = false, empty_first = false, many_seqs = false;
+      bool fp8_four = false, long_keys = ph == Phase::decode;
+      std::set<int> dims;
+      std::set<int> window_blocks;
+      bool window_on_partition = ph == Phase::prefill;
+      for (const auto& c : cases) {
+        const AttnParams& p = c.params;
+        const int group = p.num_heads / p.num_kv_heads;
+        odd_gqa |= (group & (group - 1)) != 0;
+        many_heads |= p.num_heads > 32;
+        many_seqs |= c.k_lens.size() > 16;
+        dims.insert(p.head_dim);
+        fp8_four |= p.fp8_cache() && p.num_kv_heads >= 4 && c.k_scale.size() >= 4;
+        for (std::size_t b = 0; b + 1 < c.k_lens.size(); ++b) {
+          empty_first |= c.k_lens[b] == 0 && c.k_lens[b + 1] > 0;
+        }
+        for (int k : c.k_lens) {
+          long_keys |= k > 1024 && !c.q_lens.empty();
+          if (p.window_left >= 0 && k > p.window_left + 1) {
+            if ((k - 1 - p.window_left) % p.block_size == 0) {
+              window_blocks.insert(p.block_size);
+            }
+            window_on_partition |= (k - 1 - p.window_left) % 384 == 0;
+          }
+        }
+      }
+      const std::string at = std::string(phase_name(ph)) + " " + std::to_string(int(in));
+      EXPECT_TRUE(odd_gqa && many_heads && empty_first && many_seqs && fp8_four && long_keys)
+          << at << ": " << odd_gqa << many_heads << empty_first << many_seqs << fp8_four
+          << long_keys;
+      for (int d : aim.head_dims) {
+        EXPECT_TRUE(dims.count(d)) << at << ": head_dim " << d << " unchecked";
+      }
+      EXPECT_TRUE(window_blocks.count(16) && window_blocks.count(48)) << at;
+      EXPECT_TRUE(window_on_partition) << at;
+    }
+  }
+}
