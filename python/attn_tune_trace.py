@@ -28,6 +28,8 @@ published length statistics where there are any (the constants below name them):
 """
 
 import argparse
+import fcntl
+import io
 import json
 import math
 import operator
@@ -169,6 +171,21 @@ def make_header(source=None, shape=None):
     return check_header(header)
 
 
+def _is_empty(f):
+    """Whether the open file `f` holds nothing yet (not merely: is at its start)."""
+    try:
+        return os.fstat(f.fileno()).st_size == 0 and f.tell() == 0
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+    try:
+        here = f.tell()
+        end = f.seek(0, os.SEEK_END)
+        f.seek(here)
+        return end == 0
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _line(obj):
     return (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")
 
@@ -186,20 +203,31 @@ class TraceWriter:
         self._header = make_header(source, shape)
         self._fd = self._file = None
         self.path = None
+        self._cut = False  # a write of this writer's failed part way
         if hasattr(path_or_file, "write"):
             self._file = path_or_file
-            try:
-                fresh = path_or_file.tell() == 0
-            except (OSError, ValueError, AttributeError):
-                fresh = False
-            if fresh:
+            if _is_empty(path_or_file):
                 self._write(_line(self._header))
+            else:
+                try:  # a trace is appended to, wherever the caller's file was positioned
+                    path_or_file.seek(0, os.SEEK_END)
+                except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+                    pass
             return
         self.path = os.fspath(path_or_file)
-        created = self._create_with_header()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-        if not created and not self._ends_with_newline():
-            self._write(b"\n")  # a line cut off earlier stays one bad line, not two
+        try:
+            # An existing trace is appended to as it is: no temporary file beside it (its folder
+            # may not be writable) and no second header.
+            created = not os.path.exists(self.path) and self._create_with_header()
+            try:  # readable too, to see whether the file ends part way through a line
+                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+            except PermissionError:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except OSError as e:
+            raise TraceError("traffic trace %s: cannot open it for appending (%s)"
+                             % (self.path, e.strerror or e)) from None
+        if not created:
+            self._check_existing()
 
     def _create_with_header(self):
         """Creates the file holding just the header, unless it exists: written aside and linked
@@ -232,20 +260,63 @@ class TraceWriter:
                 os.close(fd)
             os.unlink(tmp)
 
-    def _ends_with_newline(self):
+    def _check_existing(self):
+        """An existing trace must be one this writer's batches belong in: a header of another
+        version, or of another shape than this writer's, is refused (the batches would be read
+        as the other's). An existing empty file gets the header, under a lock, once."""
         with open(self.path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() == 0:
-                return True
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) == b"\n"
+            first = f.readline()
+        if not first:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                if os.fstat(self._fd).st_size == 0:
+                    self._write(_line(self._header))
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            return
+        try:
+            theirs = json.loads(first.decode("utf-8"))
+        except ValueError:
+            return  # a first line torn or not a header: the readers say what it is
+        if not isinstance(theirs, dict) or "attn_tune_trace" not in theirs:
+            return
+        if theirs.get("attn_tune_trace") != TRACE_VERSION:
+            self.close()
+            raise TraceError("traffic trace %s: its header says version %s; this writer writes "
+                             "version %d: write to a new file" % (
+                                 self.path, _short(theirs.get("attn_tune_trace")), TRACE_VERSION))
+        mine = self._header.get("shape")
+        if mine and theirs.get("shape", {}) != mine:
+            self.close()
+            raise TraceError("traffic trace %s: it was begun with shape %s, not this writer's %s: "
+                             "write to a new file" % (self.path,
+                                                      json.dumps(theirs.get("shape", {})),
+                                                      json.dumps(mine)))
+
+    def _ends_cut(self):
+        """Whether the file ends part way through a line (a writer killed mid-line)."""
+        try:
+            size = os.fstat(self._fd).st_size
+            return size > 0 and os.pread(self._fd, 1, size - 1) != b"\n"
+        except OSError:
+            return False
 
     def _write(self, data):
         if self._fd is not None:
-            # One write per line (O_APPEND): lines of processes sharing the file do not mix.
+            # One buffer per line (O_APPEND): lines of processes sharing the file do not mix. A
+            # line that a killed writer (or this one, on a full disk) left cut short gets a
+            # newline first, so that this line is not glued onto it.
+            if self._cut or self._ends_cut():
+                data = b"\n" + data
             view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view):]
+            try:
+                while view:
+                    view = view[os.write(self._fd, view):]
+            except OSError as e:
+                self._cut = len(view) < len(data)
+                raise TraceError("traffic trace %s: cannot append (%s)"
+                                 % (self.path, e.strerror or e)) from None
+            self._cut = False
             return
         f = self._file
         if "b" in getattr(f, "mode", "") or not hasattr(f, "encoding"):
@@ -312,10 +383,42 @@ def _refuse_repeated_keys(obj, path=""):
                               else path + ("." if path else "") + k)
 
 
-def read_trace(path):
+def _torn(text):
+    """A line a writer was killed in the middle of: the start of a JSON object that ends before
+    the object does (its parse fails only at the end of the text)."""
+    text = text.strip()
+    if not text.startswith("{"):
+        return False
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as e:
+        return e.pos >= len(text) or e.msg.startswith("Unterminated string")
+    except ValueError:
+        return False
+    return False
+
+
+def _after_torn(text):
+    """A whole line that another writer appended to a torn one (`...,4{"seq_lens":[1,2]}`): the
+    object after the fragment, or None when the line is not that."""
+    i = text.rfind('{"')
+    while i > 0:
+        if _torn(text[:i]):
+            try:
+                return json.loads(text[i:], object_pairs_hook=_KeysOnce)
+            except ValueError:
+                pass
+        i = text.rfind('{"', 0, i)
+    return None
+
+
+def read_trace(path, torn=None):
     """(header, batches) of the trace at `path`: the header object ({} without one) and a list of
     (seq_lens, count), one per batch line in file order (equal batches are not merged). Any
-    malformed line raises TraceError("traffic trace PATH line N: problem")."""
+    malformed line raises TraceError("traffic trace PATH line N: problem"), except a line cut
+    short by a writer killed in the middle of it (the start of an object, never closed), which
+    is skipped, as is such a fragment left before a whole line: given a list `torn`, the numbers
+    of those lines are appended to it."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -330,7 +433,6 @@ def read_trace(path):
         if not raw.strip():
             continue
         where = "traffic trace %s line %d" % (path, number)
-        cut = number == len(lines) and not data.endswith(b"\n")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -338,11 +440,19 @@ def read_trace(path):
         try:
             obj = json.loads(text, object_pairs_hook=_KeysOnce)
         except ValueError as e:
-            msg = "%s: not JSON: %s (column %d)" % (where, e.msg, e.colno) \
-                if isinstance(e, json.JSONDecodeError) else "%s: not JSON: %s" % (where, e)
-            if cut:
-                msg += "; the last line has no newline: a writer killed mid-line?"
-            raise TraceError(msg) from None
+            # A writer killed mid-line left the start of an object (alone, or with another
+            # writer's whole line after it): that batch is lost, the rest of the trace is not.
+            rest = None if _torn(text) else _after_torn(text)
+            if _torn(text) or rest is not None:
+                if torn is not None:
+                    torn.append(number)
+                if rest is None:
+                    continue
+                obj = rest
+            else:
+                msg = "%s: not JSON: %s (column %d)" % (where, e.msg, e.colno) \
+                    if isinstance(e, json.JSONDecodeError) else "%s: not JSON: %s" % (where, e)
+                raise TraceError(msg) from None
         try:
             _refuse_repeated_keys(obj)
             if isinstance(obj, dict) and "attn_tune_trace" in obj:
@@ -605,17 +715,27 @@ def make_trace(mix, batches, batch_size, seed):
 # ---- command line ----------------------------------------------------------------------------
 
 def _cmd_check(a):
+    torn = []
     try:
-        header, batches = read_trace(a.file)
+        header, batches = read_trace(a.file, torn)
     except TraceError as e:
         print(e, file=sys.stderr)
         return 2
+    if torn:
+        print("traffic trace %s: warning: %s cut short by a writer killed mid-line, skipped "
+              "(those batches are lost, the rest are read)"
+              % (a.file, _lines_named(torn)), file=sys.stderr)
     if not batches:
         print("traffic trace %s: no decode batches (lines with seq_lens)" % a.file,
               file=sys.stderr)
         return 2
     print(summarize(a.file, header, batches))
     return 0
+
+
+def _lines_named(numbers):
+    shown = ", ".join(str(n) for n in numbers[:5]) + (", ..." if len(numbers) > 5 else "")
+    return "%d line%s (%s)" % (len(numbers), "" if len(numbers) == 1 else "s", shown)
 
 
 def _cmd_make(a):

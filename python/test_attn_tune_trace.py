@@ -91,14 +91,73 @@ class RoundTripTest(TempDir):
             self.assertEqual([b[-1] for b in mine], list(range(1, 201)))
         self.assertEqual([f for f in os.listdir(self.tmp)], ["shared.jsonl"])
 
-    def test_a_cut_off_line_stays_one_bad_line(self):
+    def test_a_line_cut_short_loses_only_its_batch(self):
+        # A writer killed mid-line left the start of a batch; the next writer starts a new line,
+        # and readers skip the fragment (naming it) and read the rest.
         path = self.write("t.jsonl", '{"seq_lens": [1]}\n{"seq_lens": [2, 3')
-        with self.assertRaisesRegex(att.TraceError, r"t\.jsonl line 2: not JSON: .*no newline"):
-            att.read_trace(path)
         with att.TraceWriter(path) as w:
             w.record([4])
         with open(path, encoding="utf-8") as f:
             self.assertEqual(f.read().splitlines()[-1], '{"seq_lens":[4]}')
+        torn = []
+        self.assertEqual(att.read_trace(path, torn), ({}, [([1], 1), ([4], 1)]))
+        self.assertEqual(torn, [2])
+
+    def test_a_writer_open_during_another_ones_kill_is_not_glued(self):
+        # Another process dies mid-line while this writer is open: its next line still starts
+        # on a line of its own.
+        path = self.path("t.jsonl")
+        with att.TraceWriter(path) as w:
+            w.record([1])
+            with open(path, "ab") as other:
+                other.write(b'{"seq_lens":[7,8888')
+            w.record([2])
+        self.assertEqual(att.read_trace(path), ({"attn_tune_trace": 1}, [([1], 1), ([2], 1)]))
+        # A line glued on before a writer checked (an older writer): the whole line after the
+        # fragment is read, the fragment skipped.
+        glued = self.write("g.jsonl", '{"seq_lens":[1,88882{"seq_lens":[5,6]}\n')
+        torn = []
+        self.assertEqual(att.read_trace(glued, torn), ({}, [([5, 6], 1)]))
+        self.assertEqual(torn, [1])
+
+    def test_an_existing_trace_of_another_version_or_shape_is_refused(self):
+        other = self.write("v2.jsonl", '{"attn_tune_trace": 2}\n{"seq_lens": [1]}\n')
+        with self.assertRaisesRegex(att.TraceError, r"v2\.jsonl: its header says version 2"):
+            att.TraceWriter(other)
+        shaped = self.write("s.jsonl", '{"attn_tune_trace": 1, "shape": {"num_heads": 64}}\n')
+        with self.assertRaisesRegex(att.TraceError, r"begun with shape \{\"num_heads\": 64\}"):
+            att.TraceWriter(shaped, shape={"num_heads": 8})
+        with att.TraceWriter(shaped) as w:  # a writer that names no shape appends
+            w.record([3])
+        # An existing empty file (made by `touch`) gets the header once.
+        empty = self.write("e.jsonl", "")
+        with att.TraceWriter(empty, shape={"num_heads": 8}) as w:
+            w.record([2])
+        self.assertEqual(att.read_trace(empty)[0]["shape"], {"num_heads": 8})
+        # An open file positioned at its start but not empty keeps its first line.
+        path = self.write("r.jsonl", '{"seq_lens":[11,12]}\n')
+        with open(path, "r+b") as f:
+            att.TraceWriter(f, shape={"num_heads": 8}).record([5])
+        self.assertEqual(att.read_trace(path)[1][0], ([11, 12], 1))
+
+    def test_a_short_write_is_not_glued_to_the_next_line(self):
+        path = self.path("t.jsonl")
+        # A file size limit stands in for a full disk: the line that does not fit is cut short,
+        # the writer says so, and its next line starts a line of its own.
+        code = ("import resource, signal, sys; sys.path.insert(0, %r); "
+                "import attn_tune_trace as t; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+                "w = t.TraceWriter(%r); hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]; "
+                "resource.setrlimit(resource.RLIMIT_FSIZE, (200, hard))\n"
+                "try:\n    w.record(list(range(1, 200)))\nexcept t.TraceError as e:\n"
+                "    print('refused:', e)\n"
+                "resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard)); w.record([9])"
+                % (os.path.dirname(os.path.abspath(att.__file__)), path))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("refused: traffic trace", out.stdout)
+        torn = []
+        self.assertEqual(att.read_trace(path, torn)[1], [([9], 1)])
+        self.assertEqual(len(torn), 1)
 
     def test_open_files_tensors_and_numpy_like_values(self):
         class FakeTensor:
@@ -146,7 +205,7 @@ class MalformedTest(TempDir):
     """Every kind of malformed line: one line naming the file, the line and the problem."""
 
     CASES = [
-        ('{"seq_lens": [1, 2]', r"not JSON: .*\(column \d+\)"),
+        ('{"seq_lens": [1, 2]]', r"not JSON: .*\(column \d+\)"),
         ("[1, 2, 3]", r"expected a JSON object, not a list"),
         ('"hello"', r"expected a JSON object, not a string"),
         ('{"count": 2}', r"seq_lens: missing"),

@@ -117,6 +117,15 @@ int run_sweep(const SweepOptions& o) {
                    std::to_string(sample.size()) + " of them on " +
                    std::to_string(sample.empty() ? 0 : batches.size() / sample.size()) +
                    " shapes, " + std::to_string(held) + " held out";
+    if (!trace.torn_lines.empty()) {
+      traffic_said += "\nsweep: warning: traffic " + o.traffic + ": " +
+                      std::to_string(trace.torn_lines.size()) +
+                      " line(s) cut short by a writer "
+                      "killed mid-line (line " +
+                      std::to_string(trace.torn_lines.front()) +
+                      (trace.torn_lines.size() > 1 ? ", ..." : "") +
+                      "), skipped: those batches are lost, the rest are read";
+    }
     add_traffic(prof, std::move(batches));
   }
   if (o.retry_faults && !o.resume) {

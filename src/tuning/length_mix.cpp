@@ -215,6 +215,40 @@ std::vector<std::vector<int>> draw_batches(const LengthMix& mix, int batch_size)
   return out;
 }
 
+namespace {
+
+// The start of a JSON object that ends before the object does: its parse fails only at the end
+// of the text (what a writer killed in the middle of a line leaves).
+bool torn_json(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  if (!text.starts_with('{')) {
+    return false;
+  }
+  try {
+    const json whole = json::parse(text);
+    (void)whole;
+  } catch (const json::parse_error& e) {
+    return e.byte > text.size();
+  }
+  return false;
+}
+
+// A whole line another writer appended right after a torn one ('...,4{"seq_lens":[1,2]}'): the
+// position where it starts, or npos.
+std::size_t after_torn(const std::string& line) {
+  for (std::size_t i = line.rfind("{\""); i != std::string::npos && i > 0;
+       i = line.rfind("{\"", i - 1)) {
+    if (torn_json(std::string_view(line).substr(0, i)) && json::accept(line.substr(i))) {
+      return i;
+    }
+  }
+  return std::string::npos;
+}
+
+} // namespace
+
 Trace read_trace(const std::string& path) {
   std::ifstream f(path);
   if (!f) {
@@ -234,6 +268,19 @@ Trace read_trace(const std::string& path) {
     const std::string at = "traffic trace " + path + " line " + std::to_string(n) + ": ";
     if (line.find_first_not_of(" \t\r") == std::string::npos) {
       continue;
+    }
+    if (!json::accept(line)) {
+      // A writer killed mid-line loses that batch only: the fragment is skipped (and a whole
+      // line glued after it is read).
+      const std::size_t rest = torn_json(line) ? line.size() : after_torn(line);
+      if (rest == std::string::npos) {
+        throw InputError(at + "not a JSON object");
+      }
+      t.torn_lines.push_back(n);
+      line.erase(0, rest);
+      if (line.empty()) {
+        continue;
+      }
     }
     json j;
     try {

@@ -70,6 +70,10 @@ struct Trace {
   std::vector<TraceBatch> batches; // distinct batches (equal ones merged, counts added), first-seen
   double total_count = 0.0;
   int lines = 0; // batch lines read
+  // Lines cut short by a writer killed in the middle of them (the start of a JSON object that
+  // ends before the object does, alone or with a whole line glued after it): skipped, their
+  // batches lost (docs/traffic.md).
+  std::vector<int> torn_lines;
 };
 
 // Reads a trace; a malformed line is an InputError naming the file, the line and the problem.

@@ -171,6 +171,27 @@ TEST(Trace, MalformedLinesAreOneLineWithTheLine) {
   EXPECT_NE(err("\n\n").find("no decode batches"), std::string::npos);
 }
 
+// A writer killed mid-line loses that batch only (docs/traffic.md): the fragment is skipped and
+// named, a whole line another writer glued after it is read, the Python reader agreeing.
+TEST(Trace, ALineCutShortLosesOnlyItsBatch) {
+  const Trace t = read_trace(write_temp("torn.jsonl", "{\"attn_tune_trace\": 1}\n"
+                                                      "{\"seq_lens\":[30,200]}\n"
+                                                      "{\"seq_lens\":[1,8888{\"seq_lens\":[5,6]}\n"
+                                                      "{\"seq_lens\":[2, 3\n"
+                                                      "{\"seq_lens\":[9],\"count\":2}\n"));
+  ASSERT_EQ(t.batches.size(), 3u);
+  EXPECT_EQ(t.batches[1].seq_lens, (std::vector<int>{5, 6}));
+  EXPECT_EQ(t.batches[2].count, 2.0);
+  EXPECT_EQ(t.torn_lines, (std::vector<int>{3, 4}));
+  // Not every bad line is a torn one: a closing bracket too many is still an error.
+  try {
+    (void)read_trace(write_temp("bad.jsonl", "{\"seq_lens\":[1,2]]}\n"));
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("line 1: not a JSON object"), std::string::npos);
+  }
+}
+
 TEST(Trace, AByteOrderMarkIsSkippedAndACountOf2To53Read) {
   const Trace t = read_trace(write_temp(
       "bom.jsonl", "\xEF\xBB\xBF{\"attn_tune_trace\": 1}\n{\"seq_lens\": [3], \"count\": "
