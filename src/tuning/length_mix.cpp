@@ -231,6 +231,8 @@ bool torn_json(std::string_view text) {
     (void)whole;
   } catch (const json::parse_error& e) {
     return e.byte > text.size();
+  } catch (const json::exception&) {
+    return false; // a number out of range (1e999): whole, and wrong
   }
   return false;
 }
@@ -268,6 +270,11 @@ Trace read_trace(const std::string& path) {
     const std::string at = "traffic trace " + path + " line " + std::to_string(n) + ": ";
     if (line.find_first_not_of(" \t\r") == std::string::npos) {
       continue;
+    }
+    if (line.find('\0') != std::string::npos) {
+      // The parser would stop at it and drop the rest of the line (what a power loss may
+      // leave: NUL bytes in place of a line); the Python reader refuses it too.
+      throw InputError(at + "holds a NUL byte at column " + std::to_string(line.find('\0') + 1));
     }
     if (!json::accept(line)) {
       // A writer killed mid-line loses that batch only: the fragment is skipped (and a whole

@@ -183,6 +183,16 @@ TEST(Trace, ALineCutShortLosesOnlyItsBatch) {
   EXPECT_EQ(t.batches[1].seq_lens, (std::vector<int>{5, 6}));
   EXPECT_EQ(t.batches[2].count, 2.0);
   EXPECT_EQ(t.torn_lines, (std::vector<int>{3, 4}));
+  // A NUL byte would stop the parser and drop the rest of its line: refused, as in Python.
+  try {
+    (void)read_trace(
+        write_temp("nul.jsonl", std::string("{\"seq_lens\":[6]}\0{\"seq_lens\":[7]}\n", 34)));
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("line 1: holds a NUL byte at column 17"),
+              std::string::npos)
+        << e.what();
+  }
   // Not every bad line is a torn one: a closing bracket too many is still an error.
   try {
     (void)read_trace(write_temp("bad.jsonl", "{\"seq_lens\":[1,2]]}\n"));
