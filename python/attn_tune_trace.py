@@ -196,8 +196,9 @@ class TraceWriter:
 
     `path_or_file` is a path or an open file. A path that does not exist yet is created with the
     header first (`source`, `shape`: see docs/traffic.md); a file that exists is appended to
-    without a second header. An open file gets the header when it is empty (its position is 0)
-    and is left open by close()."""
+    without a second header (and refused when its header is of another version or shape). An
+    open file gets the header when it is empty, is appended to otherwise, and is left open by
+    close()."""
 
     def __init__(self, path_or_file, source=None, shape=None):
         self._header = make_header(source, shape)
@@ -264,8 +265,11 @@ class TraceWriter:
         """An existing trace must be one this writer's batches belong in: a header of another
         version, or of another shape than this writer's, is refused (the batches would be read
         as the other's). An existing empty file gets the header, under a lock, once."""
-        with open(self.path, "rb") as f:
-            first = f.readline()
+        try:
+            with open(self.path, "rb") as f:
+                first = f.readline()
+        except OSError:
+            return  # a file this process may append to but not read: nothing to compare
         if not first:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
