@@ -136,6 +136,11 @@ def check_header(obj):
                          % (_short(version), TRACE_VERSION))
     if "source" in obj and not isinstance(obj["source"], str):
         raise TraceError("source: expected a string, not %s" % _kind(obj["source"]))
+    if "source" in obj:
+        try:
+            obj["source"].encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: JSON can escape it, UTF-8 cannot hold it
+            raise TraceError("source: not valid Unicode text (a lone surrogate)") from None
     if "shape" in obj:
         check_shape(obj["shape"])
     return obj
@@ -443,6 +448,8 @@ def read_trace(path, torn=None):
             raise TraceError("%s: not UTF-8 (byte %d)" % (where, e.start + 1)) from None
         try:
             obj = json.loads(text, object_pairs_hook=_KeysOnce)
+        except RecursionError:
+            raise TraceError("%s: nested too deeply to read" % where) from None
         except ValueError as e:
             # A writer killed mid-line left the start of an object (alone, or with another
             # writer's whole line after it): that batch is lost, the rest of the trace is not.
@@ -467,6 +474,8 @@ def read_trace(path, torn=None):
                 batches.append(parse_line(obj))
         except TraceError as e:
             raise TraceError("%s: %s" % (where, e)) from None
+        except RecursionError:
+            raise TraceError("%s: nested too deeply to read" % where) from None
     return header, batches
 
 
