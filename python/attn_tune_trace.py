@@ -453,11 +453,12 @@ def read_trace(path, torn=None):
         except ValueError as e:
             # A writer killed mid-line left the start of an object (alone, or with another
             # writer's whole line after it): that batch is lost, the rest of the trace is not.
-            rest = None if _torn(text) else _after_torn(text)
-            if _torn(text) or rest is not None:
+            cut = _torn(text)
+            rest = None if cut else _after_torn(text)
+            if cut or rest is not None:
                 if torn is not None:
                     torn.append(number)
-                if rest is None:
+                if cut:
                     continue
                 obj = rest
             else:

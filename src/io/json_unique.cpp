@@ -20,7 +20,7 @@ std::string path_of(const std::vector<Frame>& frames) {
   for (const Frame& f : frames) {
     if (f.array) {
       p += "[" + std::to_string(f.index) + "]";
-    } else if (!f.key.empty() || !f.keys.empty()) {
+    } else if (!f.keys.empty()) { // an object whose key is being read
       p += (p.empty() ? "" : ".") + f.key;
     }
   }

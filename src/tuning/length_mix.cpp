@@ -276,26 +276,35 @@ Trace read_trace(const std::string& path) {
       // leave: NUL bytes in place of a line); the Python reader refuses it too.
       throw InputError(at + "holds a NUL byte at column " + std::to_string(line.find('\0') + 1));
     }
-    if (!json::accept(line)) {
-      // A writer killed mid-line loses that batch only: the fragment is skipped (and a whole
-      // line glued after it is read).
+    // Parsed once; only a line that is not JSON is looked at again.
+    json j;
+    bool not_json = false;
+    try {
+      j = parse_json_unique_keys(line);
+    } catch (const DuplicateKey& e) {
+      if (json::accept(line)) {
+        throw InputError(at + e.what());
+      }
+      not_json = true; // a key repeated before the line was cut short
+    } catch (const json::exception&) {
+      not_json = true;
+    }
+    if (not_json) {
+      // A writer killed mid-line loses that batch only: the fragment is skipped, and a whole
+      // line glued after it is read.
       const std::size_t rest = torn_json(line) ? line.size() : after_torn(line);
       if (rest == std::string::npos) {
         throw InputError(at + "not a JSON object");
       }
       t.torn_lines.push_back(n);
-      line.erase(0, rest);
-      if (line.empty()) {
+      if (rest == line.size()) {
         continue;
       }
-    }
-    json j;
-    try {
-      j = parse_json_unique_keys(line);
-    } catch (const DuplicateKey& e) {
-      throw InputError(at + e.what());
-    } catch (const json::exception&) {
-      throw InputError(at + "not a JSON object");
+      try {
+        j = parse_json_unique_keys(line.substr(rest));
+      } catch (const DuplicateKey& e) {
+        throw InputError(at + e.what());
+      }
     }
     if (!j.is_object()) {
       throw InputError(at + "not a JSON object");
