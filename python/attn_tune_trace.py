@@ -46,6 +46,7 @@ DTYPES = ("fp32", "fp16", "bf16")
 # A shape field's largest value: the bounds a sweep holds a profile's axes to.
 SHAPE_MAX = {"num_heads": 4096, "num_kv_heads": 4096, "head_dim": 512, "block_size": 1024}
 SHAPE_INTS = tuple(SHAPE_MAX)
+SHAPE_FIELDS = SHAPE_INTS + ("dtype",)
 MAX_COUNT = 1 << 53  # a batch line's largest count (exact in a double)
 ENV_VAR = "ATTN_TUNE_TRACE"
 
@@ -86,6 +87,24 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _boolean(value):
+    """A boolean of Python, numpy (np.bool_) or torch (a bool tensor): not a length or a count."""
+    return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+
+
+def _as_int(value):
+    """`value` as a Python int when it is an integer (numpy and torch integer scalars included),
+    else None: floats and booleans are not integers here."""
+    if _is_int(value):
+        return value
+    if _boolean(value) or isinstance(value, float):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _tolist(values):
     """A plain list from a list, tuple, numpy array or torch tensor (anything with tolist())."""
     if hasattr(values, "tolist") and not isinstance(values, (list, tuple)):
@@ -106,15 +125,9 @@ def check_seq_lens(value):
         raise TraceError("seq_lens: %d sequences (at most %d)" % (len(value), MAX_SEQS))
     out = []
     for i, n in enumerate(value):
-        if not _is_int(n):
-            # numpy and torch integer scalars are integers too; floats and booleans are not.
-            try:
-                n = operator.index(n) if not isinstance(n, (bool, float)) else None
-            except TypeError:
-                n = None
-            if n is None:
-                raise TraceError("seq_lens[%d]: expected an integer, not %s"
-                                 % (i, _short(value[i])))
+        n = _as_int(n)  # numpy and torch integer scalars are integers too
+        if n is None:
+            raise TraceError("seq_lens[%d]: expected an integer, not %s" % (i, _short(value[i])))
         if not 1 <= n <= MAX_LEN:
             raise TraceError("seq_lens[%d]: %d is not a context length (1 to %d)"
                              % (i, n, MAX_LEN))
@@ -123,9 +136,10 @@ def check_seq_lens(value):
 
 
 def check_count(value):
-    if not _is_int(value) or not 1 <= value <= MAX_COUNT:
+    n = _as_int(value)  # numpy and torch integer scalars are integers too
+    if n is None or not 1 <= n <= MAX_COUNT:
         raise TraceError("count: expected an integer from 1 to 2^53, not %s" % _short(value))
-    return value
+    return n
 
 
 def check_header(obj):
@@ -149,6 +163,9 @@ def check_header(obj):
 def check_shape(shape):
     if not isinstance(shape, dict):
         raise TraceError("shape: expected an object, not %s" % _kind(shape))
+    for key in shape:
+        if key not in SHAPE_FIELDS:  # a typo would leave the profile's value in its place
+            raise TraceError("shape.%s: not a shape field (%s)" % (key, ", ".join(SHAPE_FIELDS)))
     for key, most in SHAPE_MAX.items():
         if key in shape and (not _is_int(shape[key]) or not 1 <= shape[key] <= most):
             raise TraceError("shape.%s: expected an integer from 1 to %d, not %s"
@@ -343,7 +360,8 @@ class TraceWriter:
         batch a reader would accept."""
         lens = check_seq_lens(_tolist(seq_lens))
         obj = {"seq_lens": lens}
-        if check_count(count) != 1:
+        count = check_count(count)
+        if count != 1:
             obj["count"] = count
         if self._fd is None and self._file is None:
             raise ValueError("record() on a closed TraceWriter")
@@ -360,6 +378,27 @@ class TraceWriter:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def _not_json_number(text):
+    raise ValueError("%s is not a JSON number" % text)
+
+
+def _finite(text, convert):
+    """A number as JSON holds it in a double: one too large for that is refused, as attn-tune's
+    reader refuses it."""
+    if not math.isfinite(float(text)):  # from the text: int() of 400 digits would be exact
+        raise ValueError("%s is out of range for a number" % (text if len(text) <= 20
+                                                               else text[:17] + "..."))
+    return convert(text)
+
+
+def _loads(text):
+    """json.loads as strict as attn-tune's reader: no NaN or Infinity, no number beyond a
+    double's range, objects as _KeysOnce."""
+    return json.loads(text, object_pairs_hook=_KeysOnce, parse_constant=_not_json_number,
+                      parse_float=lambda t: _finite(t, float),
+                      parse_int=lambda t: _finite(t, int))
 
 
 def parse_line(obj):
@@ -380,16 +419,31 @@ class _KeysOnce(dict):
         self.repeated = next((k for k, _ in pairs if k in seen or seen.add(k)), None)
 
 
+def _unicode(text, path):
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: JSON can escape it, UTF-8 cannot hold it
+        raise TraceError("%s: not valid Unicode text (a lone surrogate)" % (path or "a key")) \
+            from None
+
+
 def _refuse_repeated_keys(obj, path=""):
-    """TraceError naming a key some object of `obj` holds twice, as attn-tune refuses it."""
+    """TraceError naming a key some object of `obj` holds twice, or a string (a key too) that is
+    no Unicode text, as attn-tune refuses both."""
+    if isinstance(obj, str):
+        _unicode(obj, path)
+        return
     if isinstance(obj, _KeysOnce) and obj.repeated is not None:
         raise TraceError("%s: the key appears twice in its object (JSON keeps only the last; "
                          "give it once)" % (path + ("." if path else "") + obj.repeated))
-    items = obj.items() if isinstance(obj, dict) else enumerate(obj) \
-        if isinstance(obj, list) else ()
-    for k, v in items:
-        _refuse_repeated_keys(v, "%s[%d]" % (path, k) if isinstance(obj, list)
-                              else path + ("." if path else "") + k)
+    if isinstance(obj, list):
+        for k, v in enumerate(obj):
+            if isinstance(v, (str, list, dict)):  # a list of lengths is only numbers
+                _refuse_repeated_keys(v, "%s[%d]" % (path, k))
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _unicode(k, path)
+            _refuse_repeated_keys(v, path + ("." if path else "") + k)
 
 
 def _torn(text):
@@ -399,7 +453,7 @@ def _torn(text):
     if not text.startswith("{"):
         return False
     try:
-        json.loads(text)
+        _loads(text)
     except json.JSONDecodeError as e:
         return e.pos >= len(text) or e.msg.startswith("Unterminated string")
     except ValueError:
@@ -414,7 +468,7 @@ def _after_torn(text):
     while i > 0:
         if _torn(text[:i]):
             try:
-                return json.loads(text[i:], object_pairs_hook=_KeysOnce)
+                return _loads(text[i:])
             except ValueError:
                 pass
         i = text.rfind('{"', 0, i)
@@ -439,7 +493,7 @@ def read_trace(path, torn=None):
         data = data[3:]  # a UTF-8 byte order mark, as some editors write one
     lines = data.split(b"\n")
     for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
+        if not raw.strip(b" \t\r"):  # JSON's blanks (a line of \x0b or \x0c is not blank)
             continue
         where = "traffic trace %s line %d" % (path, number)
         try:
@@ -447,7 +501,7 @@ def read_trace(path, torn=None):
         except UnicodeDecodeError as e:
             raise TraceError("%s: not UTF-8 (byte %d)" % (where, e.start + 1)) from None
         try:
-            obj = json.loads(text, object_pairs_hook=_KeysOnce)
+            obj = _loads(text)
         except RecursionError:
             raise TraceError("%s: nested too deeply to read" % where) from None
         except ValueError as e:
@@ -470,6 +524,9 @@ def read_trace(path, torn=None):
             if isinstance(obj, dict) and "attn_tune_trace" in obj:
                 if number != 1:
                     raise TraceError("a header (attn_tune_trace) must be the first line")
+                if "seq_lens" in obj:
+                    raise TraceError("seq_lens: a header holds no batch (give the batch a line "
+                                     "of its own)")
                 header = check_header(obj)
             else:
                 batches.append(parse_line(obj))
@@ -522,12 +579,17 @@ def log_batch(seq_lens, count=1):
     The file is opened on the first call (created with a header naming this process, appended
     to if it exists); "{pid}" in the path becomes the process id, for engines whose workers all
     log (tensor-parallel ranks see the same batches). A batch equal to the one this process
-    logged last is skipped: a dispatch function runs once per layer, and consecutive decode
-    steps always differ (every sequence grows by one token). Thread-safe."""
+    logged last (lengths and count) is skipped: a dispatch function runs once per layer, and
+    consecutive decode steps always differ (every sequence grows by one token). Thread-safe.
+
+    Raises TraceError for a batch a reader would refuse, and, naming the trace, when the file
+    cannot be opened or written (a full disk): wrap the call where a tracing failure must not
+    stop the engine."""
     path = os.environ.get(ENV_VAR)
     if not path:
         return False
     lens = check_seq_lens(_tolist(seq_lens))
+    count = check_count(count)
     with _log_lock:
         pid = os.getpid()
         if _log["writer"] is None or _log["path"] != path or _log["pid"] != pid:
@@ -536,10 +598,10 @@ def log_batch(seq_lens, count=1):
             _log.update(writer=TraceWriter(path.replace("{pid}", str(pid)),
                                            source="log_batch, pid %d" % pid),
                         path=path, pid=pid, last=None)
-        if lens == _log["last"]:
+        if (lens, count) == _log["last"]:
             return False
         _log["writer"].record(lens, count)
-        _log["last"] = lens
+        _log["last"] = (lens, count)
     return True
 
 
@@ -555,7 +617,8 @@ def decode_seq_lens(query_lens, seq_lens, decode_threshold=1, is_prefilling=None
     p = _tolist(is_prefilling) if is_prefilling is not None else [False] * len(q)
     if len(p) != len(q):
         raise ValueError("is_prefilling has %d rows, query_lens %d" % (len(p), len(q)))
-    return [int(n) for ql, n, pre in zip(q, s, p) if 0 < ql <= decode_threshold and not pre]
+    # The lengths as given: record() refuses a float or a boolean, where int() would truncate it.
+    return [n for ql, n, pre in zip(q, s, p) if 0 < ql <= decode_threshold and not pre]
 
 
 def vllm_hook(writer=None, decode_threshold=1):
@@ -719,8 +782,9 @@ def make_trace(mix, batches, batch_size, seed):
     Deterministic given `seed`."""
     if mix not in MIXES:
         raise ValueError("unknown mix %r (expected one of %s)" % (mix, ", ".join(MIXES)))
-    if not _is_int(batches) or batches < 0:
-        raise ValueError("batches must be a non-negative int, not %r" % (batches,))
+    if not _is_int(batches) or batches < 1:
+        # A trace without a batch is one no reader accepts.
+        raise ValueError("batches must be a positive int, not %r" % (batches,))
     lo, hi = parse_batch_size(batch_size)
     rng = random.Random(seed)
     return [_batch(rng, mix, lo if lo == hi else rng.randint(lo, hi)) for _ in range(batches)]

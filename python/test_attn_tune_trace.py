@@ -187,6 +187,24 @@ class RoundTripTest(TempDir):
                 w.record(bad)
         with self.assertRaisesRegex(att.TraceError, r"count: expected an integer from 1 to 2\^53"):
             w.record([1], count=0)
+
+        class Scalar:  # an integer as numpy and torch hold one: it has __index__ and a dtype
+            def __init__(self, value, dtype):
+                self.value, self.dtype = value, dtype
+
+            def __index__(self):
+                return int(self.value)
+
+        # Integer scalars count as lengths and counts alike; booleans of any kind do neither.
+        w.record([Scalar(5, "int64")], count=Scalar(3, "torch.int64"))
+        for dtype in ("bool", "torch.bool"):
+            with self.assertRaisesRegex(att.TraceError, r"seq_lens\[0\]: expected an integer"):
+                w.record([Scalar(1, dtype)])
+            with self.assertRaisesRegex(att.TraceError, r"count: expected an integer"):
+                w.record([1], count=Scalar(1, dtype))
+        self.assertEqual(w._file.getvalue().splitlines()[-1], '{"seq_lens":[5],"count":3}')
+        with self.assertRaisesRegex(att.TraceError, r"shape\.heads: not a shape field"):
+            att.TraceWriter(io.StringIO(), shape={"heads": 8})
         with self.assertRaisesRegex(att.TraceError, r"shape\.dtype"):
             att.TraceWriter(io.StringIO(), shape={"dtype": "int8"})
 
@@ -248,6 +266,17 @@ class MalformedTest(TempDir):
          r"shape\.num_heads: 3 is not a multiple of shape\.num_kv_heads 2"),
         ('{"attn_tune_trace": 1, "shape": {"dtype": "fp8"}}',
          r'shape\.dtype: "fp8" is not one of fp32, fp16, bf16'),
+        # A misspelt shape field would leave the profile's value in its place, unsaid.
+        ('{"attn_tune_trace": 1, "shape": {"heads": 8}}',
+         r"shape\.heads: not a shape field \(num_heads, num_kv_heads, head_dim, block_size, "
+         r"dtype\)"),
+        ('{"attn_tune_trace": 1, "seq_lens": [3]}', r"seq_lens: a header holds no batch"),
+        # Keys a batch does not need are still JSON, as attn-tune's reader holds them to be.
+        ('{"seq_lens": [1], "t": NaN}', r"not JSON: NaN is not a JSON number"),
+        ('{"seq_lens": [1], "t": -Infinity}', r"not JSON: -Infinity is not a JSON number"),
+        ('{"seq_lens": [1], "t": 1e400}', r"not JSON: 1e400 is out of range for a number"),
+        ('{"seq_lens": [1], "t": 1' + "0" * 400 + '}', r"not JSON: 1000.* is out of range"),
+        ("\x0b", r"not JSON: Expecting value"),
     ]
 
     def check(self, text, line, pattern):
@@ -282,6 +311,78 @@ class MalformedTest(TempDir):
         with self.assertRaisesRegex(att.TraceError,
                                     r"^traffic trace .*nope\.jsonl: cannot read it"):
             att.read_trace(self.path("nope.jsonl"))
+
+
+class ReadersAgreeTest(TempDir):
+    """attn-tune's own reader (src/tuning/length_mix.cpp, through `sweep --traffic`) and this one
+    accept and refuse the same traces, at the same line: with ATTN_TUNE_BIN set, each trace below
+    goes to both. The sweep reads its trace before it asks for a device, so a device that does
+    not exist makes it stop right after the read: exit 2 for a trace it refuses, 3 otherwise."""
+
+    PROFILE = os.path.join(HERE, "..", "tests", "traffic", "mixed_profile.json")
+    GOOD = '{"seq_lens": [4, 5]}'
+    TRACES = [
+        GOOD,
+        '{"attn_tune_trace": 1, "source": "x", "shape": {"num_heads": 4, "num_kv_heads": 2}}\n'
+        + GOOD,
+        GOOD + "\n \t\r\n" + GOOD,  # JSON's blanks only
+        GOOD + "\n\x0b\n" + GOOD,
+        GOOD + "\n\x0c\n" + GOOD,
+        GOOD + '\n{"seq_lens": [3], "t": 1.5e300, "rank": 0}',
+        GOOD + '\n{"seq_lens": [3], "t": 1e400}',
+        GOOD + '\n{"seq_lens": [3], "t": -1e400}',
+        GOOD + '\n{"seq_lens": [3], "t": 1' + "0" * 400 + "}",
+        GOOD + '\n{"seq_lens": [3], "t": NaN}',
+        GOOD + '\n{"seq_lens": [3], "t": Infinity}',
+        GOOD + '\n{"seq_lens": [3]}\n[1]',
+        GOOD + '\n{"seq_lens": [3], "count": 9007199254740992}',
+        GOOD + '\n{"seq_lens": [3], "count": 9007199254740993}',
+        GOOD + '\n{"seq_lens": [3], "count": 2.0}',
+        GOOD + '\n{"seq_lens": [3.0]}',
+        GOOD + '\n{"seq_lens": [3], "seq_lens": [4]}',
+        '{"attn_tune_trace": 1, "seq_lens": [3]}\n' + GOOD,
+        '{"attn_tune_trace": 1, "shape": {"heads": 4}}\n' + GOOD,
+        '{"attn_tune_trace": 1, "shape": {"dtype": "fp8"}}\n' + GOOD,
+        GOOD + '\n{"attn_tune_trace": 1}',
+        GOOD + '\n{"seq_lens": [1, 2',  # cut short by a killed writer: skipped
+        GOOD + '\n{"seq_lens": [1, 2{"seq_lens": [6]}',  # another writer's line glued on
+        GOOD + '\n{"seq_lens": [1, 2]]}',
+        "\ufeff" + GOOD,
+        GOOD + "\n\ufeff" + GOOD,
+        GOOD + '\n{"seq_lens": [3], "t": "\\ud800"}',
+    ]
+
+    @staticmethod
+    def _line(message):
+        found = re.search(r" line (\d+): ", message)
+        return int(found.group(1)) if found else None
+
+    @unittest.skipUnless(os.environ.get("ATTN_TUNE_BIN"), "ATTN_TUNE_BIN not set")
+    def test_both_readers_give_the_same_verdict(self):
+        exe = os.environ["ATTN_TUNE_BIN"]
+        for i, text in enumerate(self.TRACES):
+            with self.subTest(trace=text[:60]):
+                self._agree(exe, i, text)
+
+    def _agree(self, exe, i, text):
+        if True:
+            path = self.write("t%d.jsonl" % i, text + "\n")
+            try:
+                att.read_trace(path)
+                mine = None
+            except att.TraceError as e:
+                mine = str(e)
+            run = subprocess.run([exe, "sweep", "--traffic", path, "--profile", self.PROFILE,
+                                  "--device", "999", "--out", self.path("out%d" % i)],
+                                 capture_output=True, text=True, timeout=60)
+            theirs = run.stderr.strip() if run.returncode == 2 else None
+            self.assertIn(run.returncode, (2, 3), run.stderr)
+            self.assertEqual(mine is None, theirs is None,
+                             "%r: Python %s, attn-tune %s" % (text, mine or "accepts",
+                                                              theirs or "accepts"))
+            if mine is not None:
+                self.assertEqual(self._line(mine), self._line(theirs), "%r: %s / %s"
+                                 % (text, mine, theirs))
 
 
 class LogBatchTest(TempDir):
@@ -320,9 +421,10 @@ class LogBatchTest(TempDir):
             self.assertIs(att._log["writer"], writer)  # opened once
             with self.assertRaises(att.TraceError):
                 att.log_batch([0])
+            self.assertTrue(att.log_batch([31, 20001], count=2))  # a count makes it another line
         header, batches = att.read_trace(path)
         self.assertEqual(header["source"], "log_batch, pid %d" % os.getpid())
-        self.assertEqual(batches, [([30, 20000], 1), ([31, 20001], 1)])
+        self.assertEqual(batches, [([30, 20000], 1), ([31, 20001], 1), ([31, 20001], 2)])
 
     def test_pid_in_the_path(self):
         with mock.patch.dict(os.environ, {att.ENV_VAR: self.path("r{pid}.jsonl")}):
@@ -339,6 +441,9 @@ class LogBatchTest(TempDir):
         self.assertEqual(att.decode_seq_lens([3, 1], [50, 60], decode_threshold=4), [50, 60])
         with self.assertRaises(ValueError):
             att.decode_seq_lens([1], [1, 2])
+        # A length that is not an integer is refused, not truncated (int(3.9) would write 3).
+        with self.assertRaisesRegex(att.TraceError, r"seq_lens\[0\]: expected an integer, not 3.9"):
+            att.vllm_hook(att.TraceWriter(io.StringIO()))([1, 1], [3.9, 7])
         buf = io.StringIO()
         step = att.vllm_hook(att.TraceWriter(buf))
         self.assertTrue(step(query_lens, seq_lens))
@@ -400,6 +505,8 @@ class GeneratorTest(unittest.TestCase):
         for bad in (0, "0", "5-2", "a", "1-70000", (3, 1)):
             with self.assertRaises(ValueError, msg=repr(bad)):
                 att.make_trace("chat", 1, bad, 0)
+        with self.assertRaisesRegex(ValueError, r"batches must be a positive int"):
+            att.make_trace("chat", 0, 8, 0)  # a trace without a batch no reader accepts
         with self.assertRaisesRegex(ValueError, r"unknown mix"):
             att.make_trace("video", 1, 1, 0)
         self.assertEqual(att.parse_batch_size("1-32"), (1, 32))

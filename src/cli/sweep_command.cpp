@@ -112,8 +112,14 @@ int run_sweep(const SweepOptions& o) {
     for (const TrafficSample& t : sample) {
       held += t.held_out ? 1 : 0;
     }
-    traffic_said = "sweep: traffic " + o.traffic + ": " + std::to_string(trace.lines) +
-                   " batches (" + std::to_string(trace.batches.size()) + " distinct); measuring " +
+    // Batches as `attn_tune_trace.py check` counts them: counts included, then the lines where
+    // counts make the two differ, then the distinct batches the sample draws from.
+    char total[32];
+    std::snprintf(total, sizeof total, "%.0f", trace.total_count); // counts reach past 2^63
+    const std::string lines =
+        trace.total_count == double(trace.lines) ? "" : std::to_string(trace.lines) + " lines, ";
+    traffic_said = "sweep: traffic " + o.traffic + ": " + std::string(total) + " batches (" +
+                   lines + std::to_string(trace.batches.size()) + " distinct); measuring " +
                    std::to_string(sample.size()) + " of them on " +
                    std::to_string(sample.empty() ? 0 : batches.size() / sample.size()) +
                    " shapes, " + std::to_string(held) + " held out";

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "src/io/json_fields.h"
@@ -249,6 +250,38 @@ std::size_t after_torn(const std::string& line) {
   return std::string::npos;
 }
 
+// Why a line is not JSON, from the parser's exception: its own words less its prefix, and the
+// column ("not JSON: syntax error while parsing value - unexpected ']' (column 16)").
+std::string not_json(const json::exception& e) {
+  std::string what = e.what();
+  if (const auto* p = dynamic_cast<const json::parse_error*>(&e)) {
+    const std::size_t at = what.find(": ", what.find("column"));
+    const std::string why = at == std::string::npos ? "not JSON" : what.substr(at + 2);
+    return "not JSON: " + why + " (column " + std::to_string(p->byte) + ")";
+  }
+  if (dynamic_cast<const json::out_of_range*>(&e) != nullptr) {
+    return "not JSON: a number out of range for a double";
+  }
+  return "not JSON";
+}
+
+// How JSON calls a value's type, for "expected a JSON object, not an array".
+std::string json_kind(const json& v) {
+  if (v.is_array()) {
+    return "a list";
+  }
+  if (v.is_string()) {
+    return "a string";
+  }
+  if (v.is_boolean()) {
+    return "a boolean";
+  }
+  if (v.is_null()) {
+    return "null";
+  }
+  return v.is_number_integer() ? "an integer" : "a number";
+}
+
 } // namespace
 
 Trace read_trace(const std::string& path) {
@@ -264,10 +297,15 @@ Trace read_trace(const std::string& path) {
   bool seen_batch = false;
   while (std::getline(f, line)) {
     ++n;
-    if (n == 1 && line.starts_with("\xEF\xBB\xBF")) {
-      line.erase(0, 3); // a UTF-8 byte order mark, as some editors write one
-    }
     const std::string at = "traffic trace " + path + " line " + std::to_string(n) + ": ";
+    if (line.starts_with("\xEF\xBB\xBF")) {
+      // A UTF-8 byte order mark, as some editors write one: at the start of the file only (the
+      // parser would skip one anywhere; JSON and the Python reader do not).
+      if (n != 1) {
+        throw InputError(at + "a byte order mark (only the start of the file may hold one)");
+      }
+      line.erase(0, 3);
+    }
     if (line.find_first_not_of(" \t\r") == std::string::npos) {
       continue;
     }
@@ -278,23 +316,28 @@ Trace read_trace(const std::string& path) {
     }
     // Parsed once; only a line that is not JSON is looked at again.
     json j;
-    bool not_json = false;
+    std::optional<std::string> bad; // why the line is not JSON
     try {
       j = parse_json_unique_keys(line);
     } catch (const DuplicateKey& e) {
-      if (json::accept(line)) {
+      try {
+        const json whole = json::parse(line);
+        (void)whole;
+      } catch (const json::exception& inner) {
+        bad = not_json(inner); // a key repeated before the line was cut short
+      }
+      if (!bad) {
         throw InputError(at + e.what());
       }
-      not_json = true; // a key repeated before the line was cut short
-    } catch (const json::exception&) {
-      not_json = true;
+    } catch (const json::exception& e) {
+      bad = not_json(e);
     }
-    if (not_json) {
+    if (bad) {
       // A writer killed mid-line loses that batch only: the fragment is skipped, and a whole
       // line glued after it is read.
       const std::size_t rest = torn_json(line) ? line.size() : after_torn(line);
       if (rest == std::string::npos) {
-        throw InputError(at + "not a JSON object");
+        throw InputError(at + *bad);
       }
       t.torn_lines.push_back(n);
       if (rest == line.size()) {
@@ -307,11 +350,15 @@ Trace read_trace(const std::string& path) {
       }
     }
     if (!j.is_object()) {
-      throw InputError(at + "not a JSON object");
+      throw InputError(at + "expected a JSON object, not " + json_kind(j));
     }
     if (j.contains("attn_tune_trace")) {
       if (seen_batch || n != 1) {
         throw InputError(at + "a header must be the first line");
+      }
+      if (j.contains("seq_lens")) {
+        throw InputError(at + "seq_lens: a header holds no batch (give the batch a line of its "
+                              "own)");
       }
       if (!j["attn_tune_trace"].is_number_integer() || j["attn_tune_trace"] != 1) {
         throw InputError(at + "attn_tune_trace " + mix_shown(j["attn_tune_trace"]) +
@@ -327,6 +374,15 @@ Trace read_trace(const std::string& path) {
         const json& s = j["shape"];
         if (!s.is_object()) {
           throw InputError(at + "shape: expected an object");
+        }
+        for (const auto& [key, value] : s.items()) {
+          // A misspelt field would leave the profile's value in its place, unsaid.
+          if (key != "num_heads" && key != "num_kv_heads" && key != "head_dim" &&
+              key != "block_size" && key != "dtype") {
+            throw InputError(at + "shape." + key +
+                             ": not a shape field (num_heads, num_kv_heads, head_dim, "
+                             "block_size, dtype)");
+          }
         }
         // The bounds a sweep holds a profile's axes to (docs/traffic.md), so a trace names no
         // shape that only fails later, in the profile it is crossed with.

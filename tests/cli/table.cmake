@@ -102,7 +102,8 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(python.table_reader PROPERTIES LABELS "unit")
   # Traffic traces (python/attn_tune_trace.py, docs/traffic.md): standard library only.
   add_test(NAME python.traffic_trace
-           COMMAND ${Python3_EXECUTABLE} -m unittest -v test_attn_tune_trace)
+           COMMAND ${CMAKE_COMMAND} -E env ATTN_TUNE_BIN=$<TARGET_FILE:attn-tune>
+                   ${Python3_EXECUTABLE} -m unittest -v test_attn_tune_trace)
   set_tests_properties(python.traffic_trace PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python
                        LABELS "unit")
 endif()

@@ -131,7 +131,27 @@ TEST(Trace, MalformedLinesAreOneLineWithTheLine) {
     }
     return std::string("(accepted)");
   };
-  EXPECT_EQ(err("{\"seq_lens\": [3]}\nnot json\n"), "line 2: not a JSON object");
+  // Why a line is not JSON, with the column, where the Python reader says it in its own words.
+  EXPECT_EQ(err("{\"seq_lens\": [3]}\nnot json\n"),
+            "line 2: not JSON: syntax error while parsing value - invalid literal; last read: "
+            "'no' (column 2)");
+  EXPECT_EQ(err("[3]\n"), "line 1: expected a JSON object, not a list");
+  // Keys a batch line does not need are still JSON: no NaN, no number beyond a double, and a
+  // line of \v is not blank (JSON's blanks are space, tab and CR), as in the Python reader.
+  EXPECT_EQ(err("{\"seq_lens\": [3], \"t\": 1e400}\n"),
+            "line 1: not JSON: a number out of range for a double");
+  EXPECT_NE(err("{\"seq_lens\": [3], \"t\": NaN}\n").find("line 1: not JSON: "), std::string::npos);
+  EXPECT_NE(err("{\"seq_lens\": [3]}\n\v\n").find("line 2: not JSON: "), std::string::npos);
+  EXPECT_EQ(err("{\"seq_lens\": [3]}\n\xEF\xBB\xBF{\"seq_lens\": [4]}\n"),
+            "line 2: a byte order mark (only the start of the file may hold one)");
+  EXPECT_EQ(err("{\"seq_lens\": [3]}\n \t\r\n{\"seq_lens\": []}\n"),
+            "line 3: seq_lens: expected a list of 1 to 65536 context lengths");
+  // A header is not a batch; a shape field the format does not have is a typo, not ignored.
+  EXPECT_EQ(err("{\"attn_tune_trace\": 1, \"seq_lens\": [3]}\n{\"seq_lens\": [4]}\n"),
+            "line 1: seq_lens: a header holds no batch (give the batch a line of its own)");
+  EXPECT_EQ(err("{\"attn_tune_trace\": 1, \"shape\": {\"heads\": 8}}\n{\"seq_lens\": [4]}\n"),
+            "line 1: shape.heads: not a shape field (num_heads, num_kv_heads, head_dim, "
+            "block_size, dtype)");
   EXPECT_EQ(err("{\"seq_lens\": []}\n"),
             "line 1: seq_lens: expected a list of 1 to 65536 context lengths");
   EXPECT_EQ(err("{\"seq_lens\": [3, -1]}\n"),
@@ -198,7 +218,8 @@ TEST(Trace, ALineCutShortLosesOnlyItsBatch) {
     (void)read_trace(write_temp("bad.jsonl", "{\"seq_lens\":[1,2]]}\n"));
     FAIL() << "accepted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("line 1: not a JSON object"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("line 1: not JSON: syntax error"), std::string::npos)
+        << e.what();
   }
 }
 
