@@ -156,6 +156,123 @@ std::optional<std::string> empty_partition_pattern(const Problem& pr, const Kern
          ") come out NaN or unwritten (an empty last partition)";
 }
 
+// Whether every output element of the pair is NaN: computed, or the poison of one never written.
+bool all_nan(const Problem& pr, const RunOutput& got, const WrongPair& w) {
+  for (int d = 0; d < pr.params.head_dim; ++d) {
+    const std::size_t i = out_index(pr, w, d);
+    if (!is_poison(got.out, i) && !std::isnan(got.out.get(i))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether row `row` has a partition of p keys, up to its length, in which the mask leaves it no
+// key (a window that starts past it, a causal limit before it).
+bool has_masked_partition(const Problem& pr, int row, int p) {
+  const int b = sequence_of_row(pr, row);
+  const int ql = pr.q_len(b);
+  const int i = row - pr.q_start(b);
+  const int k = pr.k_len(b);
+  for (int start = 0; start < k; start += p) {
+    bool seen = false;
+    for (int j = start; j < std::min(start + p, k) && !seen; ++j) {
+      seen = reference_visible(pr.params, ql, k, i, j);
+    }
+    if (!seen) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Rows that come out NaN or unwritten exactly where a partition of theirs holds no key the mask
+// lets them see: an empty partition's partial (never written, or 0/0) folded into the reduction
+// with a zero weight (0 * NaN is NaN), where it should be left out.
+std::optional<std::string> masked_partition_pattern(const Problem& pr, const KernelConfig& cfg,
+                                                    const RunOutput& got,
+                                                    const std::vector<WrongPair>& wrong) {
+  const int p = cfg.get("partition", 0);
+  if (p <= 0) {
+    return std::nullopt;
+  }
+  bool any = false;
+  for (const WrongPair& w : wrong) {
+    if (!w.out_wrong) {
+      continue;
+    }
+    if (!all_nan(pr, got, w) || !has_masked_partition(pr, w.row, p)) {
+      return std::nullopt;
+    }
+    any = true;
+  }
+  if (!any) {
+    return std::nullopt;
+  }
+  return "split-KV: rows with a partition (" + std::to_string(p) +
+         ") in which the mask leaves them no key come out NaN or unwritten (that partition's "
+         "empty partial folded into the reduction instead of left out)";
+}
+
+// Rows that see keys come out exactly as rows that see none: an output of zeros (and an lse of
+// -inf where one is written). The kernel reads the cache, but its mask hides every key from them:
+// a causal offset or window start computed from the wrong length or tile.
+std::optional<std::string> no_key_pattern(const Problem& pr, const RunOutput& got,
+                                          const ReferenceResult& ref,
+                                          const std::vector<WrongPair>& wrong) {
+  const int H = pr.params.num_heads;
+  bool any = false;
+  for (const WrongPair& w : wrong) {
+    if (!w.out_wrong) {
+      continue;
+    }
+    const std::size_t at = std::size_t(w.row) * H + w.head;
+    if (!std::isfinite(ref.lse[at]) || (got.lse_written && got.lse[at] != kNegInf)) {
+      return std::nullopt;
+    }
+    for (int d = 0; d < pr.params.head_dim; ++d) {
+      const std::size_t i = out_index(pr, w, d);
+      if (is_poison(got.out, i) || got.out.get(i) != 0.0) {
+        return std::nullopt;
+      }
+    }
+    any = true;
+  }
+  if (!any) {
+    return std::nullopt;
+  }
+  return std::string("rows that see keys come out as rows that see none (zeros): the mask hides "
+                     "every key from them (a causal offset or window start computed wrong)");
+}
+
+// The largest score row `row`, head `head` gives a key it sees (-inf when it sees none): what an
+// lse is when the log of the weights' sum is left out.
+double row_max_score(const Problem& pr, int row, int head) {
+  const AttnParams& a = pr.params;
+  const int b = sequence_of_row(pr, row);
+  const int ql = pr.q_len(b);
+  const int i = row - pr.q_start(b);
+  const int k = pr.k_len(b);
+  const int kvh = head / a.group_size();
+  double top = kNegInf;
+  for (int j = 0; j < k; ++j) {
+    if (!reference_visible(a, ql, k, i, j)) {
+      continue;
+    }
+    double dot = 0.0;
+    for (int d = 0; d < a.head_dim; ++d) {
+      dot += double(pr.query.get((std::size_t(row) * a.num_heads + head) * a.head_dim + d)) *
+             pr.key_scale(kvh) * pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
+    }
+    double x = a.effective_scale() * dot;
+    if (a.softcap > 0) {
+      x = a.softcap * std::tanh(x / a.softcap);
+    }
+    top = std::max(top, x);
+  }
+  return top;
+}
+
 // Whether sequence b's last block is partly filled and a slot past its length there holds NaN in
 // the keys or values of KV head kvh (a nan-tails case).
 bool nan_past_length(const Problem& pr, int b, int kvh) {
@@ -217,6 +334,7 @@ std::optional<std::string> lse_pattern(const Problem& pr, const RunOutput& got,
   bool times_ln2 = true;
   bool neg_inf_seen_keys = true; // -inf where the row sees keys
   bool finite_no_key = true;     // finite where the row sees none
+  bool max_only = true;          // the row's largest score: log(sum of weights) left out
   for (const WrongPair& w : wrong) {
     if (w.out_wrong) {
       return std::nullopt; // the output's own mistake comes first
@@ -228,6 +346,8 @@ std::optional<std::string> lse_pattern(const Problem& pr, const RunOutput& got,
     times_ln2 = times_ln2 && std::isfinite(want) && std::abs(g - want * kLn2) <= 2 * tol.lse_atol;
     neg_inf_seen_keys = neg_inf_seen_keys && std::isfinite(want) && g == kNegInf;
     finite_no_key = finite_no_key && want == kNegInf && std::isfinite(g);
+    max_only = max_only && std::isfinite(want) &&
+               std::abs(g - row_max_score(pr, w.row, w.head)) <= 2 * tol.lse_atol;
   }
   if (log2) {
     return std::string("lse is written in base 2 (log2) instead of the natural log");
@@ -242,7 +362,16 @@ std::optional<std::string> lse_pattern(const Problem& pr, const RunOutput& got,
   if (finite_no_key) {
     return std::string("lse is finite for rows that see no key (it should be -inf)");
   }
-  return std::nullopt;
+  if (max_only) {
+    return std::string("lse is the row's largest score: the log of the weights' sum is left out "
+                       "(lse = m + log l)");
+  }
+  // The output is right and the lse is not, in none of the ways above: said as such, not counted
+  // with the wrong outputs nothing explains.
+  return std::string(
+      "the lse alone is wrong (the output is right), in none of the usual ways (base "
+      "2, times ln 2, -inf or finite where it should not be, the largest score "
+      "alone)");
 }
 
 // A nan-tails case whose wrong pairs are exactly those of the sequences with NaN past their
@@ -437,6 +566,8 @@ std::vector<std::string> explain_engine_bug(const Problem& pr, const KernelConfi
   }
   if (auto why = empty_partition_pattern(pr, cfg, got, wrong)) {
     found.push_back(*why);
+  } else if (auto masked = masked_partition_pattern(pr, cfg, got, wrong)) {
+    found.push_back(*masked);
   } else if (auto tail = nan_tail_pattern(pr, got, wrong)) {
     found.push_back(*tail);
   } else if (auto past = past_length_pattern(pr, got, wrong)) {
@@ -445,6 +576,8 @@ std::vector<std::string> explain_engine_bug(const Problem& pr, const KernelConfi
     found.push_back(*lse);
   } else if (auto unwritten = unwritten_pattern(pr, got, ref, wrong, tol)) {
     found.push_back(*unwritten);
+  } else if (auto no_key = no_key_pattern(pr, got, ref, wrong)) {
+    found.push_back(*no_key);
   }
   return found;
 }

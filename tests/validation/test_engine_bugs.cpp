@@ -101,6 +101,90 @@ TEST(EngineBugs, LseMistakesAreNamed) {
   EXPECT_TRUE(std::isinf(check_output(o.out, &o.lse, ref, tol).max_lse_err));
 }
 
+// The lse mistakes a planted-bug audit found told as "wrong output": the largest score alone (the
+// log of the weights' sum left out), and any other lse-only error said as lse-only.
+TEST(EngineBugs, AnLseThatIsTheLargestScoreOrOtherwiseWrongIsNamed) {
+  const Problem pr = around_partition();
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  const KernelConfig cfg;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  for (int h = 0; h < H; ++h) { // row 6 (ctx 17): its largest score, key by key
+    double top = -INFINITY;
+    for (int j = 0; j < pr.k_len(6); ++j) {
+      double dot = 0.0;
+      for (int d = 0; d < D; ++d) {
+        dot += double(pr.query.get((std::size_t(6) * H + h) * D + d)) *
+               pr.key_cache.get(std::size_t(pr.key_index(6, h / pr.params.group_size(), j, d)));
+      }
+      top = std::max(top, pr.params.effective_scale() * dot);
+    }
+    o.lse[std::size_t(6) * H + h] = float(top);
+  }
+  auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], "lse is the row's largest score: the log of the weights' sum is left out "
+                      "(lse = m + log l)");
+  o.lse[std::size_t(6) * H] += 0.5f;
+  found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("the lse alone is wrong (the output is right)", 0), 0u) << found[0];
+}
+
+// Rows whose window leaves a whole partition without a key come out NaN: the empty partition's
+// partial was folded in (the audit's b03). Told as such, not left unexplained.
+TEST(EngineBugs, NanWhereAPartitionIsMaskedIsNamed) {
+  AttnParams a = test::params(8, 2, 32, 16, DType::f32);
+  a.window_left = 100;
+  const Problem pr = make_decode_problem(a, {255, 256, 257, 511, 512, 513, 17, 100}, test::gen(11));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  KernelConfig cfg;
+  cfg.family = Family::decode_v2;
+  cfg.params["partition"] = 256;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  for (int r : {3, 4, 5}) { // contexts 511 to 513: keys 0 to 255 lie outside the window
+    for (int i = 0; i < H * D; ++i) {
+      o.out.set(std::size_t(r) * H * D + i, NAN);
+    }
+  }
+  const auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("split-KV: rows with a partition (256) in which the mask leaves them "
+                           "no key come out NaN",
+                           0),
+            0u)
+      << found[0];
+}
+
+// Rows that see keys but come out as rows that see none (zeros, lse -inf): a mask that hides
+// every key (the audit's b20, told "the KV cache is not read" before).
+TEST(EngineBugs, RowsThatSeeNoKeyAreNamed) {
+  const Problem pr = around_partition();
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  const KernelConfig cfg;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  for (int r : {0, 6}) {
+    for (int h = 0; h < H; ++h) {
+      for (int d = 0; d < D; ++d) {
+        o.out.set((std::size_t(r) * H + h) * D + d, 0.0f);
+      }
+      o.lse[std::size_t(r) * H + h] = -INFINITY;
+    }
+  }
+  const auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("rows that see keys come out as rows that see none (zeros)", 0), 0u)
+      << found[0];
+}
+
 // NaN exactly in the rows whose context is a multiple of the partition.
 TEST(EngineBugs, NanOnPartitionMultiplesIsAnEmptyLastPartition) {
   const Problem pr = around_partition();
