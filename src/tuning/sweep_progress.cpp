@@ -31,12 +31,17 @@ void SweepProgress::step(const std::string& status, const std::string& what) {
                   finished_ == 1 ? "" : "s", fmt_duration(el).c_str());
   } else {
     const int left = total_ - finished_;
-    const std::string eta = fmt_duration(el / new_done_ * left);
+    const double rest = el / new_done_ * left;
+    // "ETA 0s" would read as a stall on a sweep of short runs: under a second left is "<1s", and
+    // nothing left is "done".
+    const std::string eta = left <= 0    ? "done"
+                            : rest < 0.5 ? "ETA <1s"
+                                         : "ETA " + fmt_duration(rest);
     const int pct = total_ ? int(100.0 * finished_ / total_) : 100;
     if (tty_) {
-      std::snprintf(head, sizeof head, "[%d/%d %d%%] ETA %s", finished_, total_, pct, eta.c_str());
+      std::snprintf(head, sizeof head, "[%d/%d %d%%] %s", finished_, total_, pct, eta.c_str());
     } else {
-      std::snprintf(head, sizeof head, "[%d/%d %d%% ETA %s]", finished_, total_, pct, eta.c_str());
+      std::snprintf(head, sizeof head, "[%d/%d %d%% %s]", finished_, total_, pct, eta.c_str());
     }
   }
   if (tty_) {
