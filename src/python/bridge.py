@@ -127,24 +127,51 @@ def _module_version(module):
 
 # The keys a declaration's dicts are read for (docs/python-kernels.md); any other key in a dict
 # is most likely a misspelling, which would otherwise pass unnoticed ("writes_lze" leaves the
-# lse unchecked), so it is warned about. Objects with attributes are not checked: they have
-# attributes of their own.
+# lse unchecked), so it is warned about. A declaration that is an object is read for the same
+# names as attributes: its data attributes are held to them like a dict's keys, while a method
+# (an object has helpers of its own) is warned about only when its name is a near miss of one
+# the object lacks ("can_rn" without "can_run").
 DECLARATION_KEYS = ("name", "version", "device", "engine_rule", "families")
 FAMILY_KEYS = ("run", "kv_layout", "writes_lse", "params", "can_run", "prepare", "workspace",
                "kv_dtypes", "family")
 _warned_keys = set()
 
 
+def _declared_names(decl):
+    """(name, is_method) of what a declaration holds: a dict's keys, or an object's public
+    attributes (its own and its classes')."""
+    if isinstance(decl, dict):
+        return [(key, False) for key in decl]
+    if isinstance(decl, (types.ModuleType, type)) or decl is None:
+        return []  # a module or a class holds all manner of names; nothing to judge
+    names = list(getattr(decl, "__dict__", {}))
+    for cls in type(decl).__mro__[:-1]:  # not object's own
+        names += [n for n in vars(cls) if n not in names]
+    out = []
+    for name in names:
+        if not isinstance(name, str) or name.startswith("_"):
+            continue
+        try:
+            value = getattr(decl, name)
+        except Exception:  # a property that raises: not ours to judge
+            continue
+        out.append((name, callable(value)))
+    return out
+
+
 def _warn_unknown_keys(decl, known, where):
-    if not isinstance(decl, dict):
-        return
-    for key in decl:
+    names = _declared_names(decl)
+    held = {name for name, _ in names}
+    for key, method in names:
         if key in known or (where, key) in _warned_keys:
             continue
-        _warned_keys.add((where, key))
         near = difflib.get_close_matches(str(key), known, n=1)
-        sys.stderr.write("python: warning: %s: key %r is not one attn-tune reads (%s); ignored\n"
-                         % (where, key, "did you mean %r?" % near[0] if near
+        if method and not (near and near[0] not in held):
+            continue  # a helper of the object's own
+        _warned_keys.add((where, key))
+        what = "key" if isinstance(decl, dict) else "attribute"
+        sys.stderr.write("python: warning: %s: %s %r is not one attn-tune reads (%s); ignored\n"
+                         % (where, what, key, "did you mean %r?" % near[0] if near
                             else "it reads " + ", ".join(known)))
         sys.stderr.flush()
 

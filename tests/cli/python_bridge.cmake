@@ -116,6 +116,18 @@ string(CONCAT misspelt_keys_re
 attn_python_test(python_misspelt_keys 0 "${misspelt_keys_re}"
                  plugin check python:misspelt_keys --threads 1)
 
+# The same for a declaration made of objects (tests/python/misspelt_attributes.py): a misspelt
+# data attribute, and a method whose name is a near miss of one the object lacks; the family's
+# helper methods of its own are not warned about.
+string(CONCAT misspelt_attributes_re
+       "attribute 'engine_rul' is not one attn-tune reads \\(did you mean 'engine_rule'\\?\\).*"
+       "family decode_v1: attribute '(can_rn|writes_lze)' is not one attn-tune reads \\(did you "
+       "mean '(can_run|writes_lse)'\\?\\).*family decode_v1: attribute '(can_rn|writes_lze)'")
+attn_python_test(python_misspelt_attributes 0 "${misspelt_attributes_re}"
+                 plugin check python:misspelt_attributes --threads 1)
+set_tests_properties(cli.python_misspelt_attributes PROPERTIES
+                     FAIL_REGULAR_EXPRESSION "'describe'|'_gather'")
+
 # A workspace no host can map (2^60 bytes, tests/python/workspace_huge.py) fails the run with a
 # sentence naming the bytes asked for, not a bare std::bad_alloc.
 string(CONCAT workspace_huge_re "decode_v1: FAIL [^\n]*the workspace the plugin asks for, "
