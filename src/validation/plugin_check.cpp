@@ -7,6 +7,7 @@
 #include "src/backends/registry.h"
 #include "src/model/problem_gen.h"
 #include "src/validation/checked_run.h"
+#include "src/validation/kernel_targets.h"
 
 namespace attn {
 
@@ -73,11 +74,26 @@ std::vector<TinyCase> tiny_cases(const FamilyDecl& f) {
   return out;
 }
 
+// The key under which the first worker's contract notes are marked said (a worker after a crash
+// does not say them again).
+constexpr const char* kNotesKey = "(contract notes)";
+
 // Runs every configuration of every family on each of its tiny cases, skipping what earlier
-// workers finished (kCrashesPerFamily crashes end a family's check).
+// workers finished (kCrashesPerFamily crashes end a family's check). First, the notes verify
+// gives on the plugin contract (a decode_v2 whose can_run accepts a block size that does not
+// divide its partition), from the same questions verify asks.
 int check_worker(Backend& be, const WorkerLink& link) {
   RunRequest req;
   req.diagnose = true;
+  const auto& fams = be.declaration().families;
+  if (!link.finished(kNotesKey) && std::any_of(fams.begin(), fams.end(), [](const FamilyDecl& f) {
+        return f.family == Family::decode_v2;
+      })) {
+    for (const std::string& note : kernel_targets(be, Phase::decode, DType::f16).contract_notes) {
+      link.say("  note: " + note);
+    }
+    link.say(kNotesKey);
+  }
   for (const FamilyDecl& f : be.declaration().families) {
     const std::string fam = family_name(f.family);
     if (link.finished(fam)) {
@@ -174,6 +190,13 @@ PluginCheckResult check_plugin(const PluginLibrary& lib, const std::string& spec
   session.work = [&](const WorkerLink& link, int) {
     auto be = link.start_kernels([&] { return make_backend(spec, bo); });
     return check_worker(*be, link);
+  };
+  session.on_say = [&](const std::string& text) {
+    if (text == kNotesKey) {
+      session.finished.insert(kNotesKey); // said once, whatever worker comes next
+    } else {
+      print(text);
+    }
   };
   std::map<std::string, CaseTally> tallies; // by case key
   std::map<std::string, int> crashes;       // by family

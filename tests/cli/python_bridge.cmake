@@ -146,6 +146,13 @@ attn_python_test(python_partition_unaligned 0 "${partition_unaligned_re}"
                  verify --kernels python:partition_unaligned --intensity quick --threads 2
                  --dtypes fp32)
 
+# plugin check gives the same note, once, before its tiny cases, which still pass.
+string(CONCAT partition_unaligned_check_re
+       "tiny cases \\(cpu\\):\n  note: decode_v2\\[partition=256\\] accepts block_size 48, "
+       "which does not divide its partition 256.*every family passed its tiny case")
+attn_python_test(python_partition_unaligned_check 0 "${partition_unaligned_check_re}"
+                 plugin check python:partition_unaligned --threads 1)
+
 # Planted bugs an outside audit of verify found passing it, each wrong only in a shape or batch
 # the cases once left out (tests/python/planted_coverage_bugs.py): quick fails each, in the
 # group made for it.
