@@ -69,9 +69,9 @@ void AttnParams::validate() const {
     bad("num_heads " + std::to_string(num_heads) + " is not a multiple of num_kv_heads " +
         std::to_string(num_kv_heads));
   }
-  if (head_dim <= 0 || head_dim > kMaxHeadDim || head_dim % 8 != 0) {
-    bad("head_dim " + std::to_string(head_dim) + " is unsupported (a multiple of 8 up to " +
-        std::to_string(kMaxHeadDim) + ")");
+  if (head_dim <= 0 || head_dim > kMaxHeadDim || head_dim % kHeadDimStep != 0) {
+    bad("head_dim " + std::to_string(head_dim) + " is unsupported (a multiple of " +
+        std::to_string(kHeadDimStep) + " up to " + std::to_string(kMaxHeadDim) + ")");
   }
   if (block_size <= 0 || block_size > kMaxBlockSize) {
     bad("block_size " + std::to_string(block_size) + " is out of range (1 to " +

@@ -49,6 +49,8 @@ struct AttnParams {
 
 // Limits of the problem model (backends may support less; their can_run says so).
 inline constexpr int kMaxHeadDim = 512;
+// Head sizes are multiples of this (profiles, traces and problems hold them to it).
+inline constexpr int kHeadDimStep = 8;
 inline constexpr int kMaxBlockSize = 1024;
 
 enum class Phase { decode, prefill };

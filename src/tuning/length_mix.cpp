@@ -401,9 +401,9 @@ Trace read_trace(const std::string& path) {
         field("num_kv_heads", t.shape.num_kv_heads, kMaxHeads);
         field("head_dim", t.shape.head_dim, kMaxHeadDim);
         field("block_size", t.shape.block_size, kMaxBlockSize);
-        if (t.shape.head_dim && *t.shape.head_dim % 8 != 0) {
+        if (t.shape.head_dim && *t.shape.head_dim % kHeadDimStep != 0) {
           throw InputError(at + "shape.head_dim: " + std::to_string(*t.shape.head_dim) +
-                           " is not a multiple of 8");
+                           " is not a multiple of " + std::to_string(kHeadDimStep));
         }
         if (t.shape.num_heads && t.shape.num_kv_heads &&
             *t.shape.num_heads % *t.shape.num_kv_heads != 0) {

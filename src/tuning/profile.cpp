@@ -218,8 +218,9 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
   r.head_dim = get_axis<int>(c, path + ".head_dim", req("head_dim"),
                              [&](const std::string& p, const json& v) {
                                const int d = bounded(kMaxHeadDim)(p, v);
-                               if (d % 8 != 0) {
-                                 c.fail(p, std::to_string(d) + " is not a multiple of 8");
+                               if (d % kHeadDimStep != 0) {
+                                 c.fail(p, std::to_string(d) + " is not a multiple of " +
+                                               std::to_string(kHeadDimStep));
                                }
                                return d;
                              });
