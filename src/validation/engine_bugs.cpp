@@ -124,47 +124,46 @@ bool model_explains(const Problem& pr, const BugModel& m, const RunOutput& got,
   return any;
 }
 
-// Rows that come out NaN or unwritten exactly where the context is a multiple of the partition.
-std::optional<std::string> empty_partition_pattern(const Problem& pr, const KernelConfig& cfg,
-                                                   const RunOutput& got,
-                                                   const std::vector<WrongPair>& wrong) {
-  const int p = cfg.get("partition", 0);
-  if (p <= 0) {
-    return std::nullopt;
-  }
+// Whether there is a wrong output pair and every one satisfies `fits`.
+template <class Fits> bool every_wrong_output(const std::vector<WrongPair>& wrong, Fits fits) {
   bool any = false;
   for (const WrongPair& w : wrong) {
     if (!w.out_wrong) {
       continue;
     }
-    const int k = pr.k_len(sequence_of_row(pr, w.row));
-    if (k == 0 || k % p != 0) {
-      return std::nullopt;
-    }
-    for (int d = 0; d < pr.params.head_dim; ++d) {
-      const std::size_t i = out_index(pr, w, d);
-      if (!is_poison(got.out, i) && std::isfinite(got.out.get(i))) {
-        return std::nullopt;
-      }
+    if (!fits(w)) {
+      return false;
     }
     any = true;
   }
-  if (!any) {
-    return std::nullopt;
-  }
-  return "split-KV: rows whose context is a multiple of the partition (" + std::to_string(p) +
-         ") come out NaN or unwritten (an empty last partition)";
+  return any;
 }
 
-// Whether every output element of the pair is NaN: computed, or the poison of one never written.
-bool all_nan(const Problem& pr, const RunOutput& got, const WrongPair& w) {
+// Whether no output element of the pair is a finite number: NaN or infinite as computed, or the
+// poison of one never written.
+bool none_finite(const Problem& pr, const RunOutput& got, const WrongPair& w) {
   for (int d = 0; d < pr.params.head_dim; ++d) {
     const std::size_t i = out_index(pr, w, d);
-    if (!is_poison(got.out, i) && !std::isnan(got.out.get(i))) {
+    if (!is_poison(got.out, i) && std::isfinite(got.out.get(i))) {
       return false;
     }
   }
   return true;
+}
+
+// Rows that come out NaN or unwritten exactly where the context is a multiple of the partition.
+std::optional<std::string> empty_partition_pattern(const Problem& pr, const KernelConfig& cfg,
+                                                   const RunOutput& got,
+                                                   const std::vector<WrongPair>& wrong) {
+  const int p = cfg.get("partition", 0);
+  if (p <= 0 || !every_wrong_output(wrong, [&](const WrongPair& w) {
+        const int k = pr.k_len(sequence_of_row(pr, w.row));
+        return k > 0 && k % p == 0 && none_finite(pr, got, w);
+      })) {
+    return std::nullopt;
+  }
+  return "split-KV: rows whose context is a multiple of the partition (" + std::to_string(p) +
+         ") come out NaN or unwritten (an empty last partition)";
 }
 
 // Whether row `row` has a partition of p keys, up to its length, in which the mask leaves it no
@@ -193,20 +192,9 @@ std::optional<std::string> masked_partition_pattern(const Problem& pr, const Ker
                                                     const RunOutput& got,
                                                     const std::vector<WrongPair>& wrong) {
   const int p = cfg.get("partition", 0);
-  if (p <= 0) {
-    return std::nullopt;
-  }
-  bool any = false;
-  for (const WrongPair& w : wrong) {
-    if (!w.out_wrong) {
-      continue;
-    }
-    if (!all_nan(pr, got, w) || !has_masked_partition(pr, w.row, p)) {
-      return std::nullopt;
-    }
-    any = true;
-  }
-  if (!any) {
+  if (p <= 0 || !every_wrong_output(wrong, [&](const WrongPair& w) {
+        return none_finite(pr, got, w) && has_masked_partition(pr, w.row, p);
+      })) {
     return std::nullopt;
   }
   return "split-KV: rows with a partition (" + std::to_string(p) +
@@ -221,24 +209,20 @@ std::optional<std::string> no_key_pattern(const Problem& pr, const RunOutput& go
                                           const ReferenceResult& ref,
                                           const std::vector<WrongPair>& wrong) {
   const int H = pr.params.num_heads;
-  bool any = false;
-  for (const WrongPair& w : wrong) {
-    if (!w.out_wrong) {
-      continue;
-    }
+  const bool fits = every_wrong_output(wrong, [&](const WrongPair& w) {
     const std::size_t at = std::size_t(w.row) * H + w.head;
     if (!std::isfinite(ref.lse[at]) || (got.lse_written && got.lse[at] != kNegInf)) {
-      return std::nullopt;
+      return false;
     }
     for (int d = 0; d < pr.params.head_dim; ++d) {
       const std::size_t i = out_index(pr, w, d);
       if (is_poison(got.out, i) || got.out.get(i) != 0.0) {
-        return std::nullopt;
+        return false;
       }
     }
-    any = true;
-  }
-  if (!any) {
+    return true;
+  });
+  if (!fits) {
     return std::nullopt;
   }
   return std::string("rows that see keys come out as rows that see none (zeros): the mask hides "
