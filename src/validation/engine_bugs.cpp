@@ -229,6 +229,159 @@ std::optional<std::string> no_key_pattern(const Problem& pr, const RunOutput& go
                      "every key from them (a causal offset or window start computed wrong)");
 }
 
+// The last key a row of sequence b sees under the mask (its start is `lo`): -1 with no limit.
+struct RowKeys {
+  int lo = 0;  // the first key it sees
+  int hi = -1; // the last key it sees (lo - 1: none)
+  int pos = 0; // its position among the keys (bottom-right aligned)
+};
+RowKeys row_keys(const Problem& pr, int row) {
+  const int b = sequence_of_row(pr, row);
+  const int ql = pr.q_len(b);
+  const int i = row - pr.q_start(b);
+  const int k = pr.k_len(b);
+  RowKeys r;
+  r.pos = k - ql + i;
+  r.lo = k;
+  for (int j = 0; j < k; ++j) {
+    if (reference_visible(pr.params, ql, k, i, j)) {
+      r.lo = std::min(r.lo, j);
+      r.hi = j;
+    }
+  }
+  if (r.lo == k) {
+    r.lo = 0;
+    r.hi = -1;
+  }
+  return r;
+}
+
+// The last key e (from lo - 1, none, up to the sequence's last) such that attention over keys
+// lo..e is the kernel's output for the pair, nearest the mask's own last key; nullopt when no end
+// gives it. One online-softmax pass over the keys, the output compared after each.
+std::optional<int> matching_end(const Problem& pr, const RunOutput& got, const WrongPair& w,
+                                const Tolerance& tol) {
+  const AttnParams& a = pr.params;
+  const int D = a.head_dim;
+  const int b = sequence_of_row(pr, w.row);
+  const int k = pr.k_len(b);
+  const int kvh = w.head / a.group_size();
+  const RowKeys r = row_keys(pr, w.row);
+  const auto matches = [&](const std::vector<double>& acc, double l) {
+    for (int d = 0; d < D; ++d) {
+      if (judge_element(got.out, out_index(pr, w, d), l > 0 ? acc[std::size_t(d)] / l : 0.0, tol) !=
+          ElementVerdict::ok) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::vector<double> acc(std::size_t(D), 0.0);
+  double m = kNegInf;
+  double l = 0.0;
+  std::optional<int> best;
+  const auto consider = [&](int e) {
+    if (matches(acc, l) && (!best || std::abs(e - r.hi) < std::abs(*best - r.hi))) {
+      best = e;
+    }
+  };
+  consider(r.lo - 1);
+  for (int j = r.lo; j < k; ++j) {
+    double dot = 0.0;
+    for (int d = 0; d < D; ++d) {
+      dot += double(pr.query.get((std::size_t(w.row) * a.num_heads + w.head) * D + d)) *
+             pr.key_scale(kvh) * pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
+    }
+    double x = a.effective_scale() * dot;
+    if (a.softcap > 0) {
+      x = a.softcap * std::tanh(x / a.softcap);
+    }
+    if (x > m) {
+      const double f = std::exp(m - x);
+      l *= f;
+      for (double& v : acc) {
+        v *= f;
+      }
+      m = x;
+    }
+    const double wt = std::exp(x - m);
+    l += wt;
+    for (int d = 0; d < D; ++d) {
+      acc[std::size_t(d)] +=
+          wt * pr.value_scale(kvh) * pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
+    }
+    consider(j);
+  }
+  return best;
+}
+
+// Rows whose output is attention over their keys from the mask's first up to another last key
+// than the mask's: the causal limit (or window_right) placed wrong, or a bound on the keys read
+// (every wrong row stopping at one key). Said as the kind of shift: aligned top-left (row i sees
+// keys up to i, the cached prefix left out of its position), one key early or late in every row,
+// early, late, or both (an offset computed from the wrong length or tile).
+std::optional<std::string> shifted_end_pattern(const Problem& pr, const RunOutput& got,
+                                               const std::vector<WrongPair>& wrong,
+                                               const Tolerance& tol) {
+  if (!pr.params.causal && pr.params.window_right < 0) {
+    return std::nullopt; // no upper limit to place wrong
+  }
+  int lo_shift = std::numeric_limits<int>::max();
+  int hi_shift = std::numeric_limits<int>::min();
+  std::set<int> ends; // the last keys read, as key indices
+  bool top_left = true;
+  const bool fits = every_wrong_output(wrong, [&](const WrongPair& w) {
+    const std::optional<int> e = matching_end(pr, got, w, tol);
+    if (!e) {
+      return false;
+    }
+    const RowKeys r = row_keys(pr, w.row);
+    const int b = sequence_of_row(pr, w.row);
+    const int i = w.row - pr.q_start(b);
+    lo_shift = std::min(lo_shift, *e - r.hi);
+    hi_shift = std::max(hi_shift, *e - r.hi);
+    ends.insert(*e);
+    top_left = top_left && pr.k_len(b) > pr.q_len(b) && *e == std::min(r.hi, i);
+    return true;
+  });
+  if (!fits) {
+    return std::nullopt;
+  }
+  if (top_left && pr.params.causal && pr.params.window_right < 0) {
+    return std::string("the causal mask is aligned top-left: query row i sees keys up to i, not "
+                       "up to k_len - q_len + i (the cached keys before the query left out of "
+                       "its position)");
+  }
+  if (ends.size() == 1 && hi_shift < 0 && *ends.begin() >= 0) {
+    // Every wrong row stops at the same key, whatever its length and position: a bound on the
+    // keys read, not an offset. The bound is its own diagnosis (a fixed buffer), so it is named.
+    return "no key past key " + std::to_string(*ends.begin()) +
+           " is read: every wrong row stops there, whatever its length (a buffer or loop bound "
+           "of " +
+           std::to_string(*ends.begin() + 1) + " keys)";
+  }
+  // One wording per kind, whatever the counts (the summary groups failures by it).
+  if (lo_shift == -1 && hi_shift == -1) {
+    return std::string("the causal limit is one key early: each row misses the key at its own "
+                       "position (< where <= belongs)");
+  }
+  if (lo_shift == 1 && hi_shift == 1) {
+    return std::string("the causal limit is one key late: each row also sees the key after its "
+                       "own position");
+  }
+  if (hi_shift < 0) {
+    return std::string("the causal limit is early: rows see their keys only up to some keys "
+                       "before the last one they should (a causal offset computed from the wrong "
+                       "length or tile)");
+  }
+  if (lo_shift > 0) {
+    return std::string("the causal limit is late: rows see keys past the last one they should (a "
+                       "causal offset computed from the wrong length or tile)");
+  }
+  return std::string("the causal limit is misplaced, early in some rows and late in others (a "
+                     "causal offset computed from the wrong length or tile)");
+}
+
 // The largest score row `row`, head `head` gives a key it sees (-inf when it sees none): what an
 // lse is when the log of the weights' sum is left out.
 double row_max_score(const Problem& pr, int row, int head) {
@@ -554,14 +707,18 @@ std::vector<std::string> explain_engine_bug(const Problem& pr, const KernelConfi
     found.push_back(*masked);
   } else if (auto tail = nan_tail_pattern(pr, got, wrong)) {
     found.push_back(*tail);
+  } else if (auto no_key = no_key_pattern(pr, got, ref, wrong)) {
+    found.push_back(*no_key);
+  } else if (auto shifted = shifted_end_pattern(pr, got, wrong, tol)) {
+    // Before the reads past the length: an output equal, row by row, to attention over a prefix
+    // of the keys says more than which sequences came out wrong.
+    found.push_back(*shifted);
   } else if (auto past = past_length_pattern(pr, got, wrong)) {
     found.push_back(*past);
   } else if (auto lse = lse_pattern(pr, got, ref, wrong, tol)) {
     found.push_back(*lse);
   } else if (auto unwritten = unwritten_pattern(pr, got, ref, wrong, tol)) {
     found.push_back(*unwritten);
-  } else if (auto no_key = no_key_pattern(pr, got, ref, wrong)) {
-    found.push_back(*no_key);
   }
   return found;
 }

@@ -4,8 +4,9 @@
 // their lse in the wrong base, the GQA head mapping h % num_kv_heads, a last block whose valid
 // length is off by one, stale keys or block-table entries past the length, stale slots of the
 // last block folded in with a zero weight (NaN there makes the row NaN), a partition the mask
-// leaves empty folded in (NaN), rows that see keys computed as rows that see none (zeros), an lse
-// in base 2 or the row's largest score alone.
+// leaves empty folded in (NaN), rows that see keys computed as rows that see none (zeros), a
+// causal limit placed wrong or a bound on the keys read (attention over a prefix of the keys), an
+// lse in base 2 or the row's largest score alone.
 //
 // A model explains a failed output when every wrong (row, head) pair of it equals what the model
 // computes there (within the dtype's tolerance), each in double precision from the problem's own

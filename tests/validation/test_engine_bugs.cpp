@@ -3,8 +3,10 @@
 // model and no earlier one, an lse in base 2 is named, and failure lines locate rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "reference/reference.h"
 #include "src/validation/engine_bugs.h"
@@ -183,6 +185,83 @@ TEST(EngineBugs, RowsThatSeeNoKeyAreNamed) {
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].rfind("rows that see keys come out as rows that see none (zeros)", 0), 0u)
       << found[0];
+}
+
+// Attention for prefill row r, head h over keys 0..e of its sequence (none when e < 0), as a
+// kernel with a misplaced causal limit computes it.
+std::vector<double> attend_up_to(const Problem& pr, int r, int h, int e) {
+  const AttnParams& a = pr.params;
+  const int D = a.head_dim;
+  const int b = sequence_of_row(pr, r);
+  const int kvh = h / a.group_size();
+  std::vector<double> s;
+  for (int j = 0; j <= e; ++j) {
+    double dot = 0.0;
+    for (int d = 0; d < D; ++d) {
+      dot += double(pr.query.get((std::size_t(r) * a.num_heads + h) * D + d)) *
+             pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
+    }
+    s.push_back(a.effective_scale() * dot);
+  }
+  std::vector<double> out(std::size_t(D), 0.0);
+  if (s.empty()) {
+    return out;
+  }
+  const double m = *std::max_element(s.begin(), s.end());
+  double l = 0.0;
+  for (int j = 0; j <= e; ++j) {
+    const double w = std::exp(s[std::size_t(j)] - m);
+    l += w;
+    for (int d = 0; d < D; ++d) {
+      out[std::size_t(d)] += w * pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
+    }
+  }
+  for (double& o : out) {
+    o /= l;
+  }
+  return out;
+}
+
+// A causal limit placed wrong in prefill: aligned top-left (row i sees keys up to i, the
+// cached prefix left out of its position), or early by a different count per row (the audit's
+// b20, a last query tile's offset taken as if the tile were full). Both named, as the shift.
+TEST(EngineBugs, AMisplacedCausalLimitIsNamed) {
+  const Problem pr =
+      make_prefill_problem(test::params(4, 2, 32, 16, DType::f32), {5, 7}, {40, 9}, test::gen(5));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  const KernelConfig cfg;
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  auto with_ends = [&](const std::function<int(int b, int i)>& end) {
+    RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+    for (int r = 0; r < pr.num_rows(); ++r) {
+      const int b = sequence_of_row(pr, r);
+      const int i = r - pr.q_start(b);
+      for (int h = 0; h < H; ++h) {
+        const std::vector<double> v = attend_up_to(pr, r, h, end(b, i));
+        for (int d = 0; d < D; ++d) {
+          o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
+        }
+      }
+    }
+    return explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  };
+  // Top-left: sequence 0 (5 queries over 40 keys) sees keys up to i; sequence 1 (7 over 9) too.
+  auto found = with_ends([](int, int i) { return i; });
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("the causal mask is aligned top-left", 0), 0u) << found[0];
+  // Early by 2 keys in every row of sequence 0 (each stops at another key), right in 1.
+  found = with_ends([&](int b, int i) {
+    const int last = pr.k_len(b) - pr.q_len(b) + i;
+    return b == 0 ? last - 2 : last;
+  });
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("the causal limit is early", 0), 0u) << found[0];
+  // Every row of sequence 0 stopping at key 20 whatever its position: a bound, named with it.
+  found = with_ends([&](int b, int i) { return b == 0 ? 20 : pr.k_len(b) - pr.q_len(b) + i; });
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("no key past key 20 is read", 0), 0u) << found[0];
 }
 
 // NaN exactly in the rows whose context is a multiple of the partition.
