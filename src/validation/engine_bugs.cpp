@@ -14,6 +14,7 @@ namespace attn {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr const char* kNanTailCause = "stale slots folded in with a zero weight";
 const double kLn2 = std::log(2.0);
 
 // One partition's running result: max score, sum of weights, weighted sum of values.
@@ -454,9 +455,9 @@ std::optional<std::string> nan_tail_pattern(const Problem& pr, const RunOutput& 
   if (!any) {
     return std::nullopt;
   }
-  return "stale slots folded in with a zero weight: rows whose last block is partly filled come "
-         "out NaN, the NaN its slots past the length hold (0 * NaN; vLLM zeroes them, "
-         "vllm-project/vllm issue 641)";
+  return std::string(kNanTailCause) +
+         ": rows whose last block is partly filled come out NaN, the NaN its slots past the "
+         "length hold (0 * NaN; vLLM zeroes them, vllm-project/vllm issue 641)";
 }
 
 // What is wrong with an lse whose output is right.
@@ -580,6 +581,8 @@ std::optional<std::string> unwritten_pattern(const Problem& pr, const RunOutput&
 }
 
 } // namespace
+
+bool rests_on_nan_tails(const std::string& cause) { return cause.starts_with(kNanTailCause); }
 
 std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, int head) {
   const AttnParams& a = pr.params;

@@ -33,6 +33,11 @@ namespace attn {
                                                           const Tolerance& tol,
                                                           const std::vector<WrongPair>& wrong);
 
+// Whether `cause` is the stale-slots diagnosis (rows NaN where the last block's slots past the
+// length hold NaN), which a kernel re-run with those slots finite can confirm: such a kernel is
+// right there, while one that reads keys from wrong places stays wrong.
+[[nodiscard]] bool rests_on_nan_tails(const std::string& cause);
+
 // What one model of engine_bugs.h computes for one query row and head: the kernel believes the
 // sequence holds `length(k_len)` keys (its masks follow that length), counts key j `count(j)`
 // times, reads kv head `kv_head(h)`, and when `partition` > 0 combines per-partition partial
