@@ -7,6 +7,7 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/kernels_option.h"
+#include "src/cli/output_option.h"
 #include "src/validation/replay_judge.h"
 
 namespace attn::cli {
@@ -41,7 +42,8 @@ Command setup_replay(CLI::App& root) {
                   "Kernel configuration as JSON, e.g. '{\"family\":\"decode_v2\",\"params\":"
                   "{\"partition\":512}}' (default: decode_v1 or prefill, default parameters)");
   sub->add_option("--save", opt->judge.save,
-                  "Write the computed out (input dtype, nearest even) and lse (fp32) here");
+                  "Write the computed out (input dtype, nearest even) and lse (fp32) here")
+      ->check(output_file());
   sub->add_option("--threads", opt->judge.threads, "Reference and CPU backend threads (0: all)")
       ->check(CLI::Range(0, 4096));
   sub->add_flag("--in-process", opt->judge.in_process,

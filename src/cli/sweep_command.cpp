@@ -10,6 +10,7 @@
 #include "src/backends/host/host_run.h"
 #include "src/backends/registry.h"
 #include "src/cli/commands.h"
+#include "src/cli/exit_codes.h"
 #include "src/cli/kernels_option.h"
 #include "src/cli/report_command.h"
 #include "src/cli/table_text.h"

@@ -325,10 +325,14 @@ Command setup_table(CLI::App& root) {
       "table", "Show a threshold table, look a decode call up, or combine tables into a fleet");
   sub->require_subcommand(1);
   CLI::App* show = sub->add_subcommand("show", "Explain a threshold table");
-  show->add_option("FILE", opt->file, "threshold_table.json or a fleet table")->required();
+  show->add_option("FILE", opt->file,
+                   "threshold_table.json (or the sweep folder holding it), or a fleet table")
+      ->required();
   show->add_flag("--json", opt->json, "Print the table itself (pretty JSON)");
   CLI::App* lk = sub->add_subcommand("lookup", "v1 or v2, and the configuration, for one call");
-  lk->add_option("FILE", opt->file, "threshold_table.json or a fleet table")->required();
+  lk->add_option("FILE", opt->file,
+                 "threshold_table.json (or the sweep folder holding it), or a fleet table")
+      ->required();
   lk->add_option("--batch", opt->q.batch, "Sequences in the batch")->check(kPositiveInt);
   lk->add_option("--context-len", opt->q.context_len, "Longest context length")
       ->check(kPositiveInt);
@@ -353,6 +357,13 @@ Command setup_table(CLI::App& root) {
   lk->add_option("--window-left", opt->q.window_left, "Sliding window (-1: none)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1 << 30));
+  lk->add_option("--window-right", opt->q.window_right,
+                 "Keys after the query's position it may see (-1: none beyond the causal mask)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 30));
+  lk->add_option("--causal", opt->q.causal,
+                 "Whether the call is causal (true or false; a profile may sweep both)")
+      ->capture_default_str();
   lk->add_option("--softcap", opt->q.softcap, "Logit softcap (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));

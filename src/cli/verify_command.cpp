@@ -17,6 +17,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/kernels_option.h"
+#include "src/cli/output_option.h"
 #include "src/model/errors.h"
 #include "src/validation/junit.h"
 #include "src/validation/verify.h"
@@ -123,7 +124,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
       } catch (const InputError&) {
       }
       if (!is_fp8(t)) {
-        throw InputError("--kv-dtypes: '" + k + "' is not auto, fp8_e4m3 or fp8_e5m2");
+        throw InputError("--kv-dtypes: '" + k + "' is not auto, fp8_e4m3 (or fp8) or fp8_e5m2");
       }
       if (std::find(vo.fp8.begin(), vo.fp8.end(), t) == vo.fp8.end()) {
         vo.fp8.push_back(t);
@@ -255,7 +256,8 @@ Command setup_verify(CLI::App& root) {
   sub->add_option("--kv-dtypes", o->kv_dtypes,
                   "Comma-separated caches to check: auto (the query's dtype), fp8_e4m3, fp8_e5m2 "
                   "(default: all; fp8 where the kernels read it)");
-  sub->add_option("--junit", o->junit, "Write a JUnit XML report to this file");
+  sub->add_option("--junit", o->junit, "Write a JUnit XML report to this file")
+      ->check(output_file());
   sub->add_option("--seed", o->seed, "Seed of every case's data (failures print it)")
       ->check(unsigned_64());
   sub->add_option("--intensity", o->intensity, "quick, default or full")

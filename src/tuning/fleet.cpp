@@ -1,5 +1,6 @@
 #include "src/tuning/fleet.h"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -13,14 +14,27 @@ namespace attn {
 using nlohmann::json;
 
 json load_table_json(const std::string& path) {
-  std::ifstream f(path);
+  // A sweep's --out folder stands for its table, as `report` takes it.
+  std::string file = path;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    file = (std::filesystem::path(path) / "threshold_table.json").string();
+    if (!std::filesystem::is_regular_file(file, ec)) {
+      throw InputError("'" + path +
+                       "' is a folder without a threshold_table.json (give a sweep's "
+                       "--out folder or a table file)");
+    }
+  }
+  std::ifstream f(file);
   if (!f) {
-    throw InputError("cannot read threshold table '" + path + "'");
+    throw InputError("cannot read threshold table '" + file + "'");
   }
   try {
     return json::parse(f);
   } catch (const json::exception&) {
-    throw InputError("'" + path + "' is not valid JSON");
+    throw InputError("'" + file + "' is not valid JSON");
+  } catch (const std::exception& e) { // a read that fails part way (not a regular file)
+    throw InputError("cannot read threshold table '" + file + "' (" + e.what() + ")");
   }
 }
 

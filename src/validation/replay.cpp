@@ -198,6 +198,12 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
     bad(file, "holds both context_lens (decode) and cu_seqlens (prefill); which is it?");
   }
   if (!has_ctx && !has_cuq && !has_cuk) {
+    if (auto of = f.metadata.find("attn_tune_replay_of"); of != f.metadata.end()) {
+      // What `replay --save` writes: an answer to judge a call by, not a call.
+      bad(file, "is what `replay --save` wrote (out and lse alone, no call): replay the file it "
+                "was computed from, " +
+                    of->second);
+    }
     bad(file, "has neither context_lens (decode) nor cu_seqlens_q/cu_seqlens_k (prefill)");
   }
   if (!has_ctx && has_cuq != has_cuk) {

@@ -18,6 +18,23 @@ attn_cli_test(NAME table_show_intervals EXIT 0
 attn_cli_test(NAME table_show_noisy_decisions EXIT 0
               REGEX "noisy decisions: 1 decision rests on timings within noise[^\n]*; 1 next to a switch between v1 and v2, which could move\n  fp16 d=128 bs=16 kvh=8 gqa=4 batch=4 ctx 512: v2 carried from ctx 64; v2's median is 1\\.1% faster \\(within the noise of 2\\.0%\\); the switch to v1 before ctx 4096 could lie this early\n.*re-time them with 4x the repetitions: attn-tune sweep --resume --remeasure-noisy"
               ARGS table show ${ATTN_TABLE_FIXTURE})
+# A sweep's folder stands for its table, as in `report`; a folder without one is one line, exit 2
+# (it was an "internal error", exit 4).
+configure_file(${ATTN_TABLE_FIXTURE} ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_folder/threshold_table.json
+               COPYONLY)
+attn_cli_test(NAME table_show_folder EXIT 0 REGEX "kvh=8 gqa=4 batch=1: v2 from ctx 1821"
+              ARGS table show ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_folder)
+attn_cli_test(NAME table_lookup_folder_without_table EXIT 2
+              REGEX "^attn-tune: error: '[^']*' is a folder without a threshold_table.json"
+              ARGS table lookup ${PROJECT_SOURCE_DIR}/tests --batch 4 --context-len 64 --num-heads 32
+                   --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
+# A call's whole mask can be given: --causal false and --window-right describe a call the
+# fixture's causal points are 64 away from (the lookup distance's mask term), said in the note.
+attn_cli_test(NAME table_lookup_mask_options EXIT 0
+              REGEX "using the nearest \\(batch=4 kvh=8 gqa=4 d=128 bs=16 fp16, distance 64\\.00\\)"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 4 --context-len 64 --num-heads 32
+                   --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16 --causal false
+                   --window-right 3)
 attn_cli_test(NAME table_lookup_interval_short EXIT 0 REGEX "^decode_v2 decode_v2\\[partition=256\\]"
               ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 4 --context-len 64 --num-heads 32
                    --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)

@@ -7,13 +7,20 @@ attn_cli_test(NAME verify_bad_family EXIT 2 REGEX "unknown kernel family 'decode
               ARGS verify --device cpu --families decode_v3)
 attn_cli_test(NAME verify_bad_dtype EXIT 2 REGEX "dtype 'fp8' is a KV-cache dtype"
               ARGS verify --device cpu --dtypes fp8)
-attn_cli_test(NAME verify_bad_kv_dtype EXIT 2 REGEX "--kv-dtypes: 'bf16' is not auto, fp8_e4m3 or fp8_e5m2"
+attn_cli_test(NAME verify_bad_kv_dtype EXIT 2
+              REGEX "--kv-dtypes: 'bf16' is not auto, fp8_e4m3 \\(or fp8\\) or fp8_e5m2"
               ARGS verify --device cpu --kv-dtypes auto,bf16)
 # fp8 caches alone, e5m2 at that: the CPU kernels pass both phases' groups.
 attn_cli_test(NAME verify_fp8_e5m2_only EXIT 0
               REGEX "[1-9][0-9]* passed, 0 failed, 0 skipped"
               ARGS verify --device cpu --intensity quick --dtypes bf16 --kv-dtypes fp8_e5m2
                    --threads 2)
+# An output file whose folder does not exist is refused before the run, not after it (exit 2
+# replacing the verdict of a whole run).
+attn_cli_test(NAME verify_junit_no_folder EXIT 2
+              REGEX "^attn-tune: error: --junit: cannot write '/nonexistent/v.xml': the folder '/nonexistent' does not exist"
+              ARGS verify --device cpu --intensity quick --junit /nonexistent/v.xml)
+set_tests_properties(cli.verify_junit_no_folder PROPERTIES FAIL_REGULAR_EXPRESSION "verify: cpu")
 attn_cli_test(NAME verify_bad_intensity EXIT 2 REGEX "intensity"
               ARGS verify --device cpu --intensity extreme)
 
