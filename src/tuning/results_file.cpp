@@ -341,6 +341,13 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
                            bool retry_faults) {
   OpenedResults r;
   ResultsFile existing = read_results(path);
+  if (!resume && !existing.header.is_null() && existing.lines.empty() &&
+      existing.search_end.is_null() && !existing.header.contains("merged")) {
+    // A sweep that stopped before its first measurement (a busy device and --no-wait, a kill
+    // while it waited) left its header alone: nothing to continue, so a new sweep starts over.
+    fs::resize_file(path, 0);
+    existing = read_results(path);
+  }
   const bool has_content = !existing.header.is_null() || !existing.lines.empty();
   if (has_content && !resume) {
     throw InputError(path + " already holds " + std::to_string(existing.lines.size()) +

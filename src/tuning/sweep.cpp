@@ -486,20 +486,35 @@ public:
     sum_.results_path = (fs::path(opt.out_dir) / "results.jsonl").string();
   }
 
-  // A sweep that stopped before its first line (a device it cannot use, a refused plugin) leaves
-  // no folder it made holding nothing but its lock.
+  // A sweep that stopped before its first measurement (a device it cannot use or may not wait
+  // for, a refused plugin) leaves no folder it made holding nothing but its lock and the header
+  // of a results file.
   ~SweepSession() {
     if (!made_folder_ || !lock_) {
       return;
     }
     std::error_code ec;
+    bool header_only = false;
     for (const auto& e : fs::directory_iterator(opt_.out_dir, ec)) {
-      if (e.path().filename() != FolderLock::file_name()) {
+      if (e.path().filename() == "results.jsonl") {
+        try {
+          const ResultsFile f = read_results(e.path().string());
+          header_only = f.lines.empty() && f.search_end.is_null();
+        } catch (const std::exception&) {
+          return;
+        }
+        if (!header_only) {
+          return;
+        }
+      } else if (e.path().filename() != FolderLock::file_name()) {
         return;
       }
     }
     if (ec) {
       return;
+    }
+    if (header_only) {
+      fs::remove(fs::path(opt_.out_dir) / "results.jsonl", ec);
     }
     lock_.reset();
     fs::remove(fs::path(opt_.out_dir) / FolderLock::file_name(), ec);

@@ -21,3 +21,36 @@ execute_process(COMMAND "${EXE}" sweep --profile quick --quiet --device cuda:7 -
 if(NOT IS_DIRECTORY "${WORK}/mine")
   message(FATAL_ERROR "a folder the user made was removed")
 endif()
+# A device another sweep holds, with --no-wait: exit 3, and no folder with a header-only results
+# file that the same command run again would take for a sweep to resume. The lock is held with
+# flock(1) on a private lock folder, as a running sweep holds it.
+find_program(FLOCK flock)
+if(FLOCK)
+  set(locks "${WORK}/locks")
+  file(MAKE_DIRECTORY "${locks}")
+  cmake_host_system_information(RESULT host QUERY HOSTNAME)
+  string(REGEX REPLACE "[^A-Za-z0-9._-]" "_" host "${host}")
+  set(ENV{ATTN_TUNE_LOCK_DIR} "${locks}")
+  execute_process(COMMAND "${FLOCK}" "${locks}/attn-tune-device-cpu-${host}.lock"
+                          "${EXE}" sweep --profile quick --quiet --device cpu --no-wait
+                          --out "${WORK}/busy"
+                  RESULT_VARIABLE rc ERROR_VARIABLE err)
+  message("sweep --no-wait on a held device: exit ${rc}, stderr: ${err}")
+  if(NOT rc EQUAL 3 OR NOT err MATCHES "is timing on this device")
+    message(FATAL_ERROR "expected exit 3 for a device another process holds")
+  endif()
+  if(EXISTS "${WORK}/busy")
+    message(FATAL_ERROR "the sweep refused a busy device left ${WORK}/busy behind")
+  endif()
+  # In a folder that was there before, the header it wrote stays; a new sweep starts over it.
+  file(MAKE_DIRECTORY "${WORK}/kept")
+  execute_process(COMMAND "${FLOCK}" "${locks}/attn-tune-device-cpu-${host}.lock"
+                          "${EXE}" sweep --profile quick --quiet --device cpu --no-wait
+                          --out "${WORK}/kept" RESULT_VARIABLE rc)
+  execute_process(COMMAND "${EXE}" sweep --profile quick --quiet --device cpu --threads 1
+                          --shard 0/40 --out "${WORK}/kept"
+                  RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "a header-only results file refused a new sweep: ${err}")
+  endif()
+endif()
