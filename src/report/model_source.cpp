@@ -64,6 +64,26 @@ ReportSource load_report_source(const std::string& dir_or_table) {
   src.table = read_table(src.table_path);
   if (!src.results_path.empty()) {
     const ResultsFile rf = read_results(src.results_path);
+    // A results file that is empty, cut short in its header, or without the measurements the
+    // table counts would leave every regret figure empty without a word: refused, naming it.
+    if (!rf.header.is_object()) {
+      throw InputError("'" + src.results_path +
+                       "' has no header line (empty or cut short); give the table alone, or "
+                       "the folder of a sweep whose results are whole");
+    }
+    int counted = 0;
+    if (src.table.contains("measurement_counts") && src.table["measurement_counts"].is_object()) {
+      for (const auto& [status, n] : src.table["measurement_counts"].items()) {
+        counted += n.is_number_integer() ? n.get<int>() : 0;
+      }
+    }
+    if (rf.lines.empty() && counted > 0) {
+      throw InputError("'" + src.results_path +
+                       "' holds no measurement, but the table beside it "
+                       "counts " +
+                       std::to_string(counted) +
+                       "; give the table alone, or rebuild it with `attn-tune sweep --resume`");
+    }
     const std::string want =
         src.table["provenance"].value("profile", json::object()).value("hash", "");
     const std::string have = rf.header.is_object() ? rf.header.value("profile_hash", "") : "";

@@ -19,6 +19,21 @@ attn_cli_test(NAME report_not_a_table EXIT 2 REGEX "is not an attn-tune threshol
               ARGS report ${report_data}/not_table.json)
 attn_cli_test(NAME report_broken_table EXIT 2 REGEX "broken_table\\.json': threshold table: [a-z_]+"
               ARGS report ${report_data}/broken_table.json)
+# A table beside a results file that is empty, or holds a header and none of the measurements the
+# table counts: refused, where every regret figure came out empty with exit 0.
+file(MAKE_DIRECTORY ${report_data}/empty_results ${report_data}/header_only_results)
+configure_file(${ATTN_SHIPPED_TABLE} ${report_data}/empty_results/threshold_table.json COPYONLY)
+configure_file(${ATTN_SHIPPED_TABLE} ${report_data}/header_only_results/threshold_table.json
+               COPYONLY)
+file(WRITE ${report_data}/empty_results/results.jsonl "\n")
+file(WRITE ${report_data}/header_only_results/results.jsonl
+     "{\"schema\": \"attn-tune/results\", \"type\": \"header\", \"version\": 1}\n")
+attn_cli_test(NAME report_empty_results EXIT 2
+              REGEX "empty_results/results\\.jsonl' has no header line \\(empty or cut short\\)"
+              ARGS report ${report_data}/empty_results --out ${report_data}/never.html)
+attn_cli_test(NAME report_results_without_measurements EXIT 2
+              REGEX "results\\.jsonl' holds no measurement, but the table beside it counts [1-9]"
+              ARGS report ${report_data}/header_only_results --out ${report_data}/never.html)
 attn_cli_test(NAME report_bad_against EXIT 2 REGEX "'/nonexistent/b\\.json' does not exist"
               ARGS report ${ATTN_SHIPPED_TABLE} --against /nonexistent/b.json
                    --out ${report_data}/never.html)
