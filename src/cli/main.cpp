@@ -16,20 +16,35 @@ namespace {
 // CLI11 checks require_subcommand before it complains about leftover arguments, so a mistyped
 // subcommand or a root-level flag it does not know would only say "A subcommand is required".
 // Name the first argument it could not place instead, with the subcommands it would accept.
+// The same at every level: `table showw FILE` names 'showw' and the subcommands of `table`.
 std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
-  const std::vector<std::string> left = app.remaining();
-  if (!app.get_subcommands().empty() || left.empty()) {
+  const CLI::App* at = &app;
+  std::string path = "";
+  while (!at->get_subcommands().empty()) {
+    at = at->get_subcommands().front();
+    path += std::string(path.empty() ? "" : " ") + at->get_name();
+  }
+  std::vector<std::string> left = at->remaining();
+  if (left.empty()) {
+    left = app.remaining();
+  }
+  if (at->get_subcommands({}).empty()) {
     return e.what();
   }
-  const std::string& arg = left.front();
-  if (arg.rfind('-', 0) == 0) {
-    return "unknown option '" + arg + "'";
-  }
   std::string names;
-  for (const CLI::App* sub : app.get_subcommands({})) {
+  for (const CLI::App* sub : at->get_subcommands({})) {
     names += (names.empty() ? "" : ", ") + sub->get_name();
   }
-  return "unknown subcommand '" + arg + "' (expected one of: " + names + ")";
+  if (left.empty()) {
+    return (path.empty() ? std::string("a subcommand") : "'" + path + "' needs a subcommand") +
+           (path.empty() ? " is required: " : ": ") + names;
+  }
+  const std::string& arg = left.front();
+  const std::string where = path.empty() ? "" : " of '" + path + "'";
+  if (arg.rfind('-', 0) == 0) {
+    return "unknown option '" + arg + "'" + where;
+  }
+  return "unknown subcommand '" + arg + "'" + where + " (expected one of: " + names + ")";
 }
 } // namespace
 

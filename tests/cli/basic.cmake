@@ -9,6 +9,12 @@ attn_cli_test(NAME devices EXIT 0
 attn_cli_test(NAME devices_json EXIT 0 REGEX "\"backend\": \"cpu\"" ARGS devices --json)
 attn_cli_test(NAME unknown_subcommand EXIT 2 REGEX "unknown subcommand 'bogus'" ARGS bogus)
 attn_cli_test(NAME unknown_root_flag EXIT 2 REGEX "unknown option '--bogus'" ARGS --bogus)
+# The same one level down: the mistyped word, and what `table` would take.
+attn_cli_test(NAME unknown_nested_subcommand EXIT 2
+              REGEX "unknown subcommand 'showw' of 'table' \\(expected one of: show, lookup, combine\\)"
+              ARGS table showw x.json)
+attn_cli_test(NAME nested_subcommand_missing EXIT 2
+              REGEX "'plugin' needs a subcommand: check" ARGS plugin)
 attn_cli_test(NAME unknown_subcommand_flag EXIT 2 REGEX "not expected: --bogus" ARGS devices --bogus)
 attn_cli_test(NAME extra_argument EXIT 2 REGEX "not expected: extra" ARGS devices extra)
 attn_cli_test(NAME negative_threads EXIT 2 REGEX "--threads: Value -3 not in range" ARGS devices --threads -3)
