@@ -357,9 +357,22 @@ class ThresholdTable:
 
     @classmethod
     def load(cls, path, device_name=None, nearest=False, sm_count=None, bandwidth_gbps=None):
-        """The table at `path`; a fleet table's entry for `device_name` (open_for_device)."""
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        """The table at `path` (a sweep's --out folder stands for its threshold_table.json); a
+        fleet table's entry for `device_name` (open_for_device). TableError, naming the file,
+        when it cannot be read or is not JSON."""
+        if os.path.isdir(path):
+            folder, path = path, os.path.join(path, "threshold_table.json")
+            if not os.path.isfile(path):
+                raise TableError("%s: a folder without a threshold_table.json (give a sweep's "
+                                 "--out folder or a table file)" % folder)
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except OSError as e:
+            raise TableError("cannot read threshold table %s (%s)" % (path, e.strerror or e)) \
+                from None
+        except ValueError as e:  # not JSON, or not UTF-8
+            raise TableError("%s is not valid JSON (%s)" % (path, e)) from None
         if device_name is None and not nearest and doc.get("schema") != FLEET_SCHEMA:
             return cls(doc)
         return open_for_device(doc, device_name, nearest, sm_count, bandwidth_gbps)

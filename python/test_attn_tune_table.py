@@ -176,6 +176,26 @@ def with_fp8_points(table):
     return t
 
 
+class LoadTest(unittest.TestCase):
+    """What load() says of a path that is not a table, and a sweep's folder standing for its
+    table, as `attn-tune table show` takes it."""
+
+    def test_a_folder_and_files_that_are_not_tables(self):
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaisesRegex(att.TableError, "a folder without a threshold_table.json"):
+                att.ThresholdTable.load(d)
+            empty = os.path.join(d, "empty.json")
+            open(empty, "w").close()
+            with self.assertRaisesRegex(att.TableError, "empty.json is not valid JSON"):
+                att.ThresholdTable.load(empty)
+            with self.assertRaisesRegex(att.TableError, "cannot read threshold table .*nope"):
+                att.ThresholdTable.load(os.path.join(d, "nope.json"))
+            with open(FIXTURE) as f, open(os.path.join(d, "threshold_table.json"), "w") as g:
+                g.write(f.read())
+            self.assertEqual(att.ThresholdTable.load(d).table,
+                             att.ThresholdTable.load(FIXTURE).table)
+
+
 class Fp8CacheTest(unittest.TestCase):
     """kv_dtype (table version 5): a query with an fp8 cache answers from the points measured
     with one, in lookup, use_v2, v2_rule and the command line, as the C++ reader does."""

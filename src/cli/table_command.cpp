@@ -136,10 +136,13 @@ int show_fleet(const TableOptions& o, const nlohmann::json& doc) {
     return kExitOk;
   }
   const auto& devices = doc.at("devices");
-  std::printf("%s: fleet table of %zu devices\n", o.file.c_str(), devices.size());
+  std::printf("%s: fleet table of %zu device%s\n", o.file.c_str(), devices.size(),
+              devices.size() == 1 ? "" : "s");
   for (const auto& e : devices) {
-    std::printf("  %s: %s, %d SMs\n", e.value("device", "").c_str(),
-                e.value("raw_name", "").c_str(), e.value("sm_count", 0));
+    // A CPU entry has no SMs: its SM count is 0, not worth a line's "0 SMs".
+    const int sms = e.value("sm_count", 0);
+    std::printf("  %s: %s%s\n", e.value("device", "").c_str(), e.value("raw_name", "").c_str(),
+                sms > 0 ? (", " + std::to_string(sms) + " SMs").c_str() : "");
   }
   for (const auto& e : devices) {
     std::printf("\n== %s ==\n", e.value("device", "").c_str());
@@ -302,7 +305,8 @@ int run_table_combine(const TableOptions& o) {
     std::printf("table combine: %s <- %s (%s)\n", e.value("device", "").c_str(),
                 e.value("raw_name", "").c_str(), e.value("source", "").c_str());
   }
-  std::printf("table combine: fleet table %s (%zu devices)\n", o.out.c_str(), devices.size());
+  std::printf("table combine: fleet table %s (%zu device%s)\n", o.out.c_str(), devices.size(),
+              devices.size() == 1 ? "" : "s");
   return kExitOk;
 }
 

@@ -440,6 +440,16 @@ void add_traffic(Profile& p, std::vector<Workload> traffic) {
 
 Profile parse_profile(const json& j, const std::string& origin) {
   Ctx c{origin};
+  // Another of attn-tune's own files given where a profile belongs: said as such, before its
+  // first key is called unknown.
+  if (j.is_object() && j.contains("schema") && j["schema"].is_string()) {
+    const std::string schema = j["schema"].get<std::string>();
+    if (schema.starts_with("attn-tune/")) {
+      throw InputError(origin + ": this is an attn-tune " + schema.substr(10) +
+                       " file, not a profile (a profile names the grid to sweep: "
+                       "docs/profiles.md)");
+    }
+  }
   check_keys(c, "", j,
              {"name", "description", "decode", "prefill", "configs", "timing", "validation",
               "pool_factor", "held_out"});

@@ -16,6 +16,11 @@ attn_cli_test(NAME sweep_malformed_profile EXIT 2
 attn_cli_test(NAME sweep_profile_unknown_key EXIT 2
               REGEX "timing\\.repeats: unknown key"
               ARGS sweep --device cpu --profile ${ATTN_CLI_DATA}/unknown_key_profile.json)
+# A threshold table given as the profile is said to be one.
+attn_cli_test(NAME sweep_table_as_profile EXIT 2
+              REGEX "cpu-amd-epyc-quick\\.json: this is an attn-tune threshold-table file, not a profile"
+              ARGS sweep --device cpu --profile ${PROJECT_SOURCE_DIR}/results/cpu-amd-epyc-quick.json
+                   --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/never_table_as_profile)
 attn_cli_test(NAME sweep_unknown_profile EXIT 2 REGEX "unknown profile 'nope' \\(built in: default"
               ARGS sweep --profile nope)
 attn_cli_test(NAME sweep_missing_profile_file EXIT 2 REGEX "does not exist"
