@@ -181,7 +181,10 @@ int run_sweep(const SweepOptions& o) {
     auto be = make_backend(choice.spec, bo);
     const DeviceInfo& dev = be->info();
     if (prof.timing.mode == TimingMode::graph && dev.backend != "cuda") {
-      throw InputError("--timing graph needs a CUDA device; " + dev.id + " times with events only");
+      // Named as the user asked for it: the option, or the profile's timing.mode.
+      throw InputError(
+          std::string(o.timing.empty() ? "the profile's timing.mode \"graph\"" : "--timing graph") +
+          " needs a CUDA device; " + dev.id + " times with events only");
     }
     link.say("sweep: profile " + prof.name + " (hash " + prof.hash + ") on " + dev.name + " (" +
              dev.id + ") with " + kernels_phrase(plugin.get()) +

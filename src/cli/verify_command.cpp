@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -173,6 +174,13 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
     std::vector<std::string> specs;
     if (o.device == "all") {
       specs = every_device(bo);
+      if (specs.size() == 1 && specs.front() == "cpu") {
+        // "all" checked one device: say why there was no other.
+        const DeviceList l = list_devices(bo);
+        link.say("verify: --device all: no GPU (" +
+                 (l.why_no_gpu.empty() ? std::string("none found") : l.why_no_gpu) +
+                 "); checking the CPU only");
+      }
     } else {
       const DeviceChoice choice = choose_device(o.device, plugin.get(), bo);
       if (!choice.said.empty()) {
@@ -217,9 +225,24 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   }
   if (failed > 0) {
     print_failure_causes(out, reports);
+    // A Python module is found through the environment: the line carries what it was found with.
+    std::string env;
+    if (o.kernels.starts_with("python:")) {
+      for (const char* var : {"VIRTUAL_ENV", "PYTHONPATH"}) {
+        if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
+          const std::string value = v;
+          const bool plain =
+              value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+                                      "QRSTUVWXYZ0123456789_/.:,=+-") == std::string::npos;
+          env += std::string(var) + "=" +
+                 (plain || value.find('\'') != std::string::npos ? value : "'" + value + "'") + " ";
+        }
+      }
+    }
     std::fprintf(
-        out, "reproduce: attn-tune verify%s%s --device %s --seed %llu --intensity %s%s%s%s%s%s%s\n",
-        o.kernels.empty() ? "" : " --kernels ", o.kernels.c_str(),
+        out,
+        "reproduce: %sattn-tune verify%s%s --device %s --seed %llu --intensity %s%s%s%s%s%s%s\n",
+        env.c_str(), o.kernels.empty() ? "" : " --kernels ", o.kernels.c_str(),
         o.device.empty() ? first_device.c_str() : o.device.c_str(), (unsigned long long)o.seed,
         o.intensity.c_str(), o.families.empty() ? "" : " --families ", o.families.c_str(),
         o.dtypes.empty() ? "" : " --dtypes ", o.dtypes.c_str(),

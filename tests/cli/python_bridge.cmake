@@ -155,7 +155,8 @@ attn_python_test(python_partition_unaligned_check 0 "${partition_unaligned_check
 
 # A layout misread that meets the NaN past the lengths (tests/python/slots_reversed.py) fails
 # verify, but is not told as the stale-slot bug: a re-run with those slots finite stays wrong.
-attn_python_test(python_slots_reversed_not_stale 1 "0 passed, [1-9][0-9]* failed"
+attn_python_test(python_slots_reversed_not_stale 1
+                 "reproduce: PYTHONPATH=[^ ]+ attn-tune verify --kernels python:slots_reversed .*0 passed, [1-9][0-9]* failed"
                  verify --kernels python:slots_reversed --intensity quick --threads 1 --dtypes fp32
                  --families decode_v1)
 set_tests_properties(cli.python_slots_reversed_not_stale PROPERTIES
