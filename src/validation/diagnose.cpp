@@ -110,9 +110,9 @@ Problem with_new_cache_values(const Problem& pr) {
   return q;
 }
 
-// A copy of `pr` whose slots past each sequence's length in its last block hold 0 where they held
-// NaN (a nan-tails case's poison): what no correct kernel reads, made harmless.
-Problem with_finite_tails(const Problem& pr) {
+// A copy of `pr` whose slots past each sequence's length in its last block hold `value` where
+// they held NaN (a nan-tails case's poison): what no correct kernel reads, made harmless.
+Problem with_finite_tails(const Problem& pr, float value) {
   Problem q = pr;
   const int bs = pr.params.block_size;
   for (int b = 0; b < pr.batch; ++b) {
@@ -123,7 +123,7 @@ Problem with_finite_tails(const Problem& pr) {
           for (auto [t, i] : {std::pair{&q.key_cache, pr.key_index(b, h, j, d)},
                               std::pair{&q.value_cache, pr.value_index(b, h, j, d)}}) {
             if (std::isnan(t->get(std::size_t(i)))) {
-              t->set(std::size_t(i), 0.0f);
+              t->set(std::size_t(i), value);
             }
           }
         }
@@ -324,15 +324,24 @@ std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg, 
   }
   // The bugs engines' kernels have (split-KV boundaries and reductions, GQA mapping, the last
   // block's length, lse base), judged on the wrong rows alone.
-  found = explain_engine_bug(pr, cfg, got, ref, tol, wrong);
-  if (!found.empty() && rests_on_nan_tails(found.front())) {
-    // Confirmed only if the kernel is right once those slots hold finite values: a kernel that
-    // reads keys from wrong places (a layout misread) also meets NaN there, and stays wrong.
-    const RunOutput finite = run_once(be, with_finite_tails(pr), cfg);
-    if (!check_output(finite.out, nullptr, ref, tol).pass) {
-      found.clear();
+  // The two diagnoses that rest on the slots past the lengths are tested with the kernel.
+  const auto confirm = [&](const std::string& cause) {
+    if (rests_on_nan_tails(cause)) {
+      // Only if the kernel is right once those slots hold finite values: a kernel that reads
+      // keys from wrong places (a layout misread) also meets NaN there, and stays wrong.
+      const RunOutput finite = run_once(be, with_finite_tails(pr, 0.0f), cfg);
+      return check_output(finite.out, nullptr, ref, tol).pass;
     }
-  }
+    if (rests_on_reads_past_length(cause)) {
+      // Only if the output depends on those slots: a kernel that reads no cache at all can come
+      // out wrong in just those sequences too.
+      const RunOutput zeros = run_once(be, with_finite_tails(pr, 0.0f), cfg);
+      const RunOutput threes = run_once(be, with_finite_tails(pr, 3.0f), cfg);
+      return !same_output(zeros.out, threes.out, tol);
+    }
+    return true;
+  };
+  found = explain_engine_bug(pr, cfg, got, ref, tol, wrong, confirm);
   if (!found.empty() || !any_visible(ref) || pr.num_blocks < 2) {
     return found;
   }

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "src/validation/failure_map.h"
@@ -15,6 +17,7 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr const char* kNanTailCause = "stale slots folded in with a zero weight";
+constexpr const char* kPastLengthCause = "slots past the valid length are read";
 const double kLn2 = std::log(2.0);
 
 // One partition's running result: max score, sum of weights, weighted sum of values.
@@ -543,9 +546,9 @@ std::optional<std::string> past_length_pattern(const Problem& pr, const RunOutpu
       }
     }
   }
-  return std::string("slots past the valid length are read: exactly the sequences whose partly "
-                     "filled last block holds NaN past the length come out wrong (a valid "
-                     "length one too long, or the whole last block read)");
+  return std::string(kPastLengthCause) +
+         ": exactly the sequences whose partly filled last block holds NaN past the length come "
+         "out wrong (a valid length one too long, or the whole last block read)";
 }
 
 // Wrong output pairs whose only wrong elements are ones the kernel never wrote (the poison the
@@ -583,6 +586,10 @@ std::optional<std::string> unwritten_pattern(const Problem& pr, const RunOutput&
 } // namespace
 
 bool rests_on_nan_tails(const std::string& cause) { return cause.starts_with(kNanTailCause); }
+
+bool rests_on_reads_past_length(const std::string& cause) {
+  return cause.starts_with(kPastLengthCause);
+}
 
 std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, int head) {
   const AttnParams& a = pr.params;
@@ -690,10 +697,11 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
   return out;
 }
 
-std::vector<std::string> explain_engine_bug(const Problem& pr, const KernelConfig& cfg,
-                                            const RunOutput& got, const ReferenceResult& ref,
-                                            const Tolerance& tol,
-                                            const std::vector<WrongPair>& wrong) {
+std::vector<std::string>
+explain_engine_bug(const Problem& pr, const KernelConfig& cfg, const RunOutput& got,
+                   const ReferenceResult& ref, const Tolerance& tol,
+                   const std::vector<WrongPair>& wrong,
+                   const std::function<bool(const std::string&)>& confirm) {
   std::vector<std::string> found;
   if (wrong.empty()) {
     return found;
@@ -704,24 +712,22 @@ std::vector<std::string> explain_engine_bug(const Problem& pr, const KernelConfi
       return found;
     }
   }
-  if (auto why = empty_partition_pattern(pr, cfg, got, wrong)) {
-    found.push_back(*why);
-  } else if (auto masked = masked_partition_pattern(pr, cfg, got, wrong)) {
-    found.push_back(*masked);
-  } else if (auto tail = nan_tail_pattern(pr, got, wrong)) {
-    found.push_back(*tail);
-  } else if (auto no_key = no_key_pattern(pr, got, ref, wrong)) {
-    found.push_back(*no_key);
-  } else if (auto shifted = shifted_end_pattern(pr, got, wrong, tol)) {
-    // Before the reads past the length: an output equal, row by row, to attention over a prefix
-    // of the keys says more than which sequences came out wrong.
-    found.push_back(*shifted);
-  } else if (auto past = past_length_pattern(pr, got, wrong)) {
-    found.push_back(*past);
-  } else if (auto lse = lse_pattern(pr, got, ref, wrong, tol)) {
-    found.push_back(*lse);
-  } else if (auto unwritten = unwritten_pattern(pr, got, ref, wrong, tol)) {
-    found.push_back(*unwritten);
+  // The patterns, most specific first; the first that fits (and that `confirm` holds) answers.
+  const std::vector<std::function<std::optional<std::string>()>> patterns = {
+      [&] { return empty_partition_pattern(pr, cfg, got, wrong); },
+      [&] { return masked_partition_pattern(pr, cfg, got, wrong); },
+      [&] { return nan_tail_pattern(pr, got, wrong); },
+      [&] { return past_length_pattern(pr, got, wrong); },
+      [&] { return no_key_pattern(pr, got, ref, wrong); },
+      [&] { return shifted_end_pattern(pr, got, wrong, tol); },
+      [&] { return lse_pattern(pr, got, ref, wrong, tol); },
+      [&] { return unwritten_pattern(pr, got, ref, wrong, tol); },
+  };
+  for (const auto& pattern : patterns) {
+    if (auto why = pattern(); why && (!confirm || confirm(*why))) {
+      found.push_back(*why);
+      break;
+    }
   }
   return found;
 }

@@ -13,6 +13,7 @@
 // cache. Rows the kernel got right need not follow the model: many such bugs show only at some
 // lengths (a context that is a multiple of the partition), and the failure map names those.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,17 +27,22 @@ namespace attn {
 
 // The phrases of the models that explain `got` (usually one), most specific first. The split-KV
 // models need the configuration's "partition".
-[[nodiscard]] std::vector<std::string> explain_engine_bug(const Problem& pr,
-                                                          const KernelConfig& cfg,
-                                                          const RunOutput& got,
-                                                          const ReferenceResult& ref,
-                                                          const Tolerance& tol,
-                                                          const std::vector<WrongPair>& wrong);
+// `confirm`, when given, is asked about a pattern's phrase before it answers (a re-run of the
+// kernel that tests it: rests_on_nan_tails, rests_on_reads_past_length); one it refuses leaves
+// the next pattern to answer.
+[[nodiscard]] std::vector<std::string>
+explain_engine_bug(const Problem& pr, const KernelConfig& cfg, const RunOutput& got,
+                   const ReferenceResult& ref, const Tolerance& tol,
+                   const std::vector<WrongPair>& wrong,
+                   const std::function<bool(const std::string&)>& confirm = nullptr);
 
 // Whether `cause` is the stale-slots diagnosis (rows NaN where the last block's slots past the
 // length hold NaN), which a kernel re-run with those slots finite can confirm: such a kernel is
 // right there, while one that reads keys from wrong places stays wrong.
 [[nodiscard]] bool rests_on_nan_tails(const std::string& cause);
+// Whether `cause` is the reads-past-the-length diagnosis (exactly the sequences with NaN past
+// their length come out wrong, not NaN), which holds only if the output depends on those slots.
+[[nodiscard]] bool rests_on_reads_past_length(const std::string& cause);
 
 // What one model of engine_bugs.h computes for one query row and head: the kernel believes the
 // sequence holds `length(k_len)` keys (its masks follow that length), counts key j `count(j)`
