@@ -13,6 +13,8 @@
 #include <optional>
 #include <poll.h>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +34,21 @@ constexpr int kWorkerReportedExit = 70;
 
 // The unit a worker's teardown is, after its return.
 constexpr const char* kTeardownUnit = "teardown";
+
+// Whether process `pid` is stopped by a signal (state T in /proc; a debugger's tracing stop, t,
+// is not: someone is at work on it).
+bool is_stopped(pid_t pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) {
+    return false;
+  }
+  char buf[512] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const std::string_view stat(buf, n);
+  const std::size_t paren = stat.rfind(')'); // the command name may hold spaces and parentheses
+  return paren != std::string_view::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
+}
 
 // How long a worker's teardown (the plugins' destroy) may take after it returned its results:
 // 30 s, or less when the plugins' time to declare themselves is set lower.
@@ -95,6 +112,8 @@ struct WorkerEnd {
   std::optional<ExceptionMsg> error; // its exception
   std::string unreadable;            // why a message could not be read (the worker is killed)
   std::size_t cut_off = 0;           // bytes of a last message without its end of line
+  bool progressed = false;           // it finished a configuration's run
+  double stopped_s = 0.0;            // killed after sitting stopped this long outside a unit
 };
 
 WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
@@ -108,8 +127,10 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
   Clock::time_point deadline{};
   std::string buf;
   bool open = true;
+  std::optional<Clock::time_point> stopped_since; // outside a unit with a deadline
   while (open) {
-    int wait_ms = -1;
+    // Without a deadline, a look every second at whether the worker was stopped from outside.
+    int wait_ms = 1000;
     if (has_deadline) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -120,6 +141,23 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
     if (r < 0 && errno == EINTR) {
       continue;
     }
+    if (r == 0 && !has_deadline) {
+      if (!is_stopped(pid)) {
+        stopped_since.reset();
+        continue;
+      }
+      if (!stopped_since) {
+        stopped_since = Clock::now();
+      }
+      const double stopped = std::chrono::duration<double>(Clock::now() - *stopped_since).count();
+      if (stopped < hooks.stopped_seconds) {
+        continue;
+      }
+      ::kill(pid, SIGKILL);
+      end.stopped_s = stopped;
+      break;
+    }
+    stopped_since.reset();
     if (r == 0) {
       // The unit overran its deadline: a hang, as far as anyone waiting for it is concerned.
       ::kill(pid, SIGKILL);
@@ -150,6 +188,9 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
         deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(end.deadline_s));
       } else if (std::holds_alternative<EndMsg>(m)) {
+        // A configuration's run that ended is done for good (the next worker skips it); a phase
+        // is done again by the next worker, so it is no progress.
+        end.progressed = end.progressed || (end.unit && end.unit->run);
         end.unit.reset();
         has_deadline = false;
       } else if (const auto* ret = std::get_if<ReturnMsg>(&m)) {
@@ -214,7 +255,13 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
       throw std::runtime_error(what);
     }
     std::string reason;
-    if (end.timed_out) {
+    if (end.stopped_s > 0) {
+      char b[160];
+      std::snprintf(b, sizeof b,
+                    "the worker sat stopped (SIGSTOP from outside) for %.0f s and was killed",
+                    end.stopped_s);
+      reason = b;
+    } else if (end.timed_out) {
       char b[160];
       std::snprintf(b, sizeof b,
                     "timeout: no result after %.1f s (its deadline, from the expected time)",
@@ -246,6 +293,9 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
       continue;
     }
     const std::string where = end.unit ? " while " + end.unit->key : "";
+    if (end.progressed) {
+      deaths_outside = 0; // work was done since the last death: not the same death again
+    }
     if (++deaths_outside >= 2) {
       throw std::runtime_error("the worker process failed twice" + where + ": " + reason);
     }

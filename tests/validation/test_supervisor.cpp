@@ -158,6 +158,60 @@ TEST(Supervisor, OneDeathOutsideAUnitIsRetried) {
   EXPECT_NE(logs[0].find("SIGKILL"), std::string::npos) << logs[0];
 }
 
+// Deaths outside a unit with runs recorded between them are not "the same death twice": each
+// worker did work that the next skips, so the run goes on (an OOM kill hours apart from another).
+TEST(Supervisor, DeathsOutsideAUnitWithRunsBetweenAreEachRetried) {
+  SupervisorHooks h;
+  h.work = [](const Emit& emit, int worker) -> int {
+    if (worker < 2) {
+      emit(BeginMsg{"unit " + std::to_string(worker), 1.0, true, unit_run(worker)});
+      emit(EndMsg{});
+      emit(BeginMsg{"reference", 0.0, /*fault_unit=*/false, std::nullopt});
+      std::raise(SIGKILL);
+    }
+    return 0;
+  };
+  std::vector<std::string> logs;
+  h.on_message = [&](const WorkerMessage& m) {
+    if (const auto* l = std::get_if<LogMsg>(&m)) {
+      logs.push_back(l->text);
+    }
+  };
+  const SupervisedRun run = supervise(h);
+  EXPECT_EQ(run.workers, 3);
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_EQ(logs.size(), 2u);
+}
+
+// A worker stopped from outside (SIGSTOP) where no unit's deadline watches it, in the reference
+// say, is killed after `stopped_seconds` and replaced, instead of being waited for forever.
+TEST(Supervisor, AWorkerStoppedOutsideAUnitIsReplaced) {
+  SupervisorHooks h;
+  h.stopped_seconds = 0.5;
+  h.work = [](const Emit& emit, int worker) -> int {
+    if (worker == 0) {
+      emit(BeginMsg{"reference", 0.0, /*fault_unit=*/false, std::nullopt});
+      std::raise(SIGSTOP);
+    }
+    return 5;
+  };
+  std::vector<std::string> logs;
+  h.on_message = [&](const WorkerMessage& m) {
+    if (const auto* l = std::get_if<LogMsg>(&m)) {
+      logs.push_back(l->text);
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  const SupervisedRun run = supervise(h);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  EXPECT_EQ(run.workers, 2);
+  EXPECT_EQ(run.exit_code, 5);
+  ASSERT_EQ(logs.size(), 1u);
+  EXPECT_NE(logs[0].find("while reference (the worker sat stopped (SIGSTOP from outside)"),
+            std::string::npos)
+      << logs[0];
+}
+
 TEST(Supervisor, InProcessRunsHereAndPassesMessages) {
   const auto me = ::getpid();
   SupervisorHooks h;
