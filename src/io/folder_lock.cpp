@@ -1,10 +1,14 @@
 #include "src/io/folder_lock.h"
 
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <mutex>
+#include <pthread.h>
 #include <stdexcept>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -15,6 +19,50 @@
 namespace attn {
 
 namespace {
+
+// The descriptors of the locks this process holds. A forked child (a sweep's worker) shares their
+// open files, and a flock lasts while any descriptor of its open file does: a child would keep
+// the folder locked after its parent was killed, until its own death lands, and a sweep resumed
+// at once would be refused by a dead pid. So a child closes its copies at the fork (closing a
+// copy never releases the lock; the parent's stays). Slots of atomics, not a container under a
+// mutex: the child handler runs where another thread may have held any lock at the fork.
+std::array<std::atomic<int>, 16> g_held;
+
+void close_held_in_child() {
+  for (std::atomic<int>& fd : g_held) {
+    const int f = fd.exchange(-1);
+    if (f >= 0) {
+      ::close(f);
+    }
+  }
+}
+
+void hold(int fd) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (std::atomic<int>& f : g_held) {
+      f.store(-1);
+    }
+    (void)::pthread_atfork(nullptr, nullptr, close_held_in_child);
+  });
+  for (std::atomic<int>& f : g_held) {
+    int empty = -1;
+    if (f.compare_exchange_strong(empty, fd)) {
+      return;
+    }
+  }
+  // More locks than slots: this one stays inherited (held a little longer by a child, no worse).
+}
+
+void release(int fd) {
+  for (std::atomic<int>& f : g_held) {
+    int mine = fd;
+    if (f.compare_exchange_strong(mine, -1)) {
+      return;
+    }
+  }
+}
+
 // The pid the holder wrote into the lock file, or "" when there is none (a lock taken by
 // another tool, or a holder between open and write).
 std::string holder_pid(int fd) {
@@ -57,10 +105,12 @@ FolderLock::FolderLock(const std::string& dir) {
     throw InputError("cannot lock output folder '" + dir + "': " + std::strerror(err));
   }
   write_pid(fd_);
+  hold(fd_);
 }
 
 FolderLock::~FolderLock() {
   if (fd_ >= 0) {
+    release(fd_);
     ::close(fd_); // releases the flock
   }
 }
@@ -123,10 +173,12 @@ DeviceLock::DeviceLock(const std::string& device_key, bool wait,
   }
   // Fails quietly on a read-only descriptor: the lock holds regardless.
   write_pid(fd_, owner_pid > 0 ? owner_pid : ::getpid());
+  hold(fd_);
 }
 
 DeviceLock::~DeviceLock() {
   if (fd_ >= 0) {
+    release(fd_);
     ::close(fd_);
   }
 }

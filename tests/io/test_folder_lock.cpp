@@ -63,6 +63,42 @@ TEST(FolderLock, AnotherProcessIsRefusedWhileHeld) {
   fs::remove_all(dir);
 }
 
+// A child forked while the lock is held (a sweep's worker) does not hold it on: once the parent
+// lets go (or is killed), the folder is free though the child lives on, so that a sweep resumed
+// at once after a kill is not refused by the dying worker.
+TEST(FolderLock, AForkedChildDoesNotKeepTheLock) {
+  const fs::path dir = test::fresh_dir("lock_child");
+  int to_child[2];
+  int from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  auto first = std::make_unique<FolderLock>(dir.string());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    (void)!::write(from_child[1], "r", 1); // running: past the fork's handlers
+    char c = 0;
+    (void)!::read(to_child[0], &c, 1); // lives until told
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(from_child[0], &c, 1), 1);
+  first.reset();
+  bool free_while_child_lives = false;
+  try {
+    const FolderLock again(dir.string());
+    free_while_child_lives = true;
+  } catch (const InputError&) {
+  }
+  (void)!::write(to_child[1], "x", 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) {
+    ::close(fd);
+  }
+  EXPECT_TRUE(free_while_child_lives);
+}
+
 TEST(FolderLock, MissingFolderIsAnInputError) {
   EXPECT_THROW({ const FolderLock l("/nonexistent/attn-tune/out"); }, InputError);
 }
