@@ -1,9 +1,12 @@
 // attn-tune: wires the subcommands together and turns errors into exit codes (README.md).
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <poll.h>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -46,10 +49,25 @@ std::string parse_error_message(const CLI::App& app, const CLI::ParseError& e) {
   }
   return "unknown subcommand '" + arg + "'" + where + " (expected one of: " + names + ")";
 }
+// Whether standard output is a pipe whose reading end is closed.
+bool stdout_reader_gone() {
+  struct stat st {};
+  if (::fstat(STDOUT_FILENO, &st) != 0 || !S_ISFIFO(st.st_mode)) {
+    return false;
+  }
+  pollfd p{STDOUT_FILENO, POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
+}
 } // namespace
 
 int main(int argc, char** argv) {
   using namespace attn;
+  // A write to a pipe nobody reads (`sweep 2>&1 | head -1`) or past a file size limit (ulimit -f)
+  // is an error the write returns, not a signal that ends a sweep between two measurements with
+  // no word and no table: progress lines are then lost, results and tables take their error
+  // paths (a line cut back, exit 4 naming the file).
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGXFSZ, SIG_IGN);
   // Started with stdin, stdout or stderr closed, the next file opened (a lock, results.jsonl, a
   // pipe to a worker) would take that number and receive what is printed: keep 0-2 taken.
   for (int fd = 0; fd <= 2; ++fd) {
@@ -81,7 +99,10 @@ int main(int argc, char** argv) {
     if (c.app->parsed()) {
       const int rc = cli::run_reporting_errors("attn-tune", c.run);
       // What was printed must have arrived (a full disk, /dev/full): a lost report is no success.
-      if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && rc == kExitOk) {
+      // A reader that left the pipe early (`| head -1`) chose to drop the rest: the work is done
+      // and saved, so that is not a failure.
+      if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && rc == kExitOk &&
+          !stdout_reader_gone()) {
         std::fprintf(stderr, "attn-tune: error: cannot write the standard output: %s\n",
                      std::strerror(errno));
         return kExitInternal;

@@ -99,6 +99,12 @@ add_test(NAME cli.sweep_refused_leaves_no_folder
                  -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/refused_sweep
                  -P ${PROJECT_SOURCE_DIR}/tests/support/no_folder_left.cmake)
 set_tests_properties(cli.sweep_refused_leaves_no_folder PROPERTIES LABELS "cli")
+# A reader of its output that leaves early does not end a sweep (no SIGPIPE).
+add_test(NAME cli.sweep_reader_gone
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/cli_work/reader_gone
+                 -P ${PROJECT_SOURCE_DIR}/tests/support/broken_pipe.cmake)
+set_tests_properties(cli.sweep_reader_gone PROPERTIES LABELS "cli" RESOURCE_LOCK cpu_timing)
 attn_cli_test(NAME plugin_check_mask_bug EXIT 1
               REGEX "decode_v1: ok \\(causal\\).*decode_v1: FAIL: wrong results \\(causal, window_left=25\\).*families failed"
               ARGS plugin check ${ATTN_MASK_BUG_PLUGIN} --threads 2)
