@@ -200,6 +200,20 @@ int run_sweep(const SweepOptions& o) {
     }
     return be;
   };
+  // The report is drawn while the sweep still holds the folder (SweepOptions::while_locked),
+  // and said after the table, as it always was.
+  std::string report_said;
+  if (!o.no_report) {
+    so.while_locked = [&](const SweepSummary&) {
+      // The page is a view of the table just written: a failure to draw it must not fail a
+      // sweep whose measurements are safe.
+      try {
+        report_said = "sweep: report " + write_sweep_report(so.out_dir) + "\n";
+      } catch (const std::exception& e) {
+        report_said = std::string("!") + e.what();
+      }
+    };
+  }
   const SweepSummary s = run_sweep_isolated(make, prof, so);
   const auto& c = s.table.at("measurement_counts");
   if (s.search == SearchMode::adaptive) {
@@ -239,14 +253,10 @@ int run_sweep(const SweepOptions& o) {
   if (!s.published_path.empty()) {
     std::printf("sweep: published %s\n", s.published_path.c_str());
   }
-  if (!o.no_report) {
-    // The page is a view of the table just written: a failure to draw it must not fail a
-    // sweep whose measurements are safe.
-    try {
-      std::printf("sweep: report %s\n", write_sweep_report(so.out_dir).c_str());
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "sweep: warning: no report: %s\n", e.what());
-    }
+  if (report_said.starts_with("!")) {
+    std::fprintf(stderr, "sweep: warning: no report: %s\n", report_said.c_str() + 1);
+  } else {
+    std::printf("%s", report_said.c_str());
   }
   std::fflush(stdout);
   warn_cpu_waits(s.table, o.threads);

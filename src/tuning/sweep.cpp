@@ -756,7 +756,11 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
       supervise(&noisy);
     }
   }
-  return tally.finish();
+  SweepSummary s = tally.finish();
+  if (opt.while_locked) {
+    opt.while_locked(s); // the folder's lock is still held: its last files are written under it
+  }
+  return s;
 }
 
 } // namespace

@@ -21,6 +21,8 @@
 
 namespace attn {
 
+struct SweepSummary;
+
 struct SweepOptions {
   std::string out_dir = "attn-tune-out"; // results.jsonl and threshold_table.json go here
   bool resume = false;                   // continue the results.jsonl already in out_dir
@@ -39,6 +41,10 @@ struct SweepOptions {
   // Exhaustive: every (workload, configuration) of the plan. Adaptive: what the search of
   // src/tuning/adaptive_search.h asks for. Unset: the folder's own when resuming, else exhaustive.
   std::optional<SearchMode> search;
+  // Called once the table is written, while the sweep still holds the folder's lock: what else
+  // the command writes into the folder (its report), so that no second sweep or merge started
+  // meanwhile finds the folder free and removes the temporaries of a write under way.
+  std::function<void(const SweepSummary&)> while_locked;
 };
 
 struct SweepSummary {
