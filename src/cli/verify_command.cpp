@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "src/cli/exit_codes.h"
 #include "src/cli/kernels_option.h"
 #include "src/cli/output_option.h"
+#include "src/io/atomic_file.h"
 #include "src/model/errors.h"
 #include "src/validation/junit.h"
 #include "src/validation/verify.h"
@@ -200,9 +202,21 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
     }
   };
 
+  // A dump a worker was writing when it was killed (a crash of the kernels, a CI timeout) stays
+  // as NAME.tmp.XXXXXX, half written: such leftovers are removed before the run, and again once
+  // every worker is done, when no dump can be under way (a folder two verify runs share at once
+  // is not one this can guard).
+  const auto clear_dump_temporaries = [&] {
+    std::error_code ec;
+    if (!o.dump_dir.empty() && std::filesystem::is_directory(o.dump_dir, ec)) {
+      remove_stale_temporaries(o.dump_dir);
+    }
+  };
+  clear_dump_temporaries();
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<VerifyReport> reports =
       run_verify_isolated(backends, vo, out, err, o.in_process);
+  clear_dump_temporaries();
   int passed = 0;
   int failed = 0;
   int skipped = 0;

@@ -338,8 +338,11 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   sum.table = build_threshold_table(records, pv, sm_count);
   if (!lock) {
     fs::create_directories(out_dir, ec);
+    const std::error_code why = ec;
     if (!fs::is_directory(out_dir)) {
-      throw InputError("cannot create output folder '" + out_dir + "'");
+      throw InputError(
+          "cannot create output folder '" + out_dir + "'" +
+          (fs::exists(out_dir, ec) ? ": a file of that name is there" : ": " + why.message()));
     }
     lock.emplace(out_dir);
   }

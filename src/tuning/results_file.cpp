@@ -76,7 +76,7 @@ std::string utc_now() {
 DurableAppender::DurableAppender(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
   if (fd_ < 0) {
-    throw InputError("cannot open '" + path + "' for appending");
+    throw InputError("cannot open '" + path + "' for appending: " + std::strerror(errno));
   }
 }
 

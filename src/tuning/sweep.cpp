@@ -478,8 +478,11 @@ public:
     std::error_code ec;
     made_folder_ = !fs::exists(opt.out_dir, ec);
     fs::create_directories(opt.out_dir, ec);
+    const std::error_code why = ec;
     if (!fs::is_directory(opt.out_dir)) {
-      throw InputError("cannot create output folder '" + opt.out_dir + "'");
+      throw InputError(
+          "cannot create output folder '" + opt.out_dir + "'" +
+          (fs::exists(opt.out_dir, ec) ? ": a file of that name is there" : ": " + why.message()));
     }
     lock_.emplace(opt.out_dir); // one sweep per folder: the second stops here
     remove_stale_temporaries(opt.out_dir); // a table or report write that a kill cut short

@@ -21,6 +21,19 @@ attn_cli_test(NAME verify_junit_no_folder EXIT 2
               REGEX "^attn-tune: error: --junit: cannot write '/nonexistent/v.xml': the folder '/nonexistent' does not exist"
               ARGS verify --device cpu --intensity quick --junit /nonexistent/v.xml)
 set_tests_properties(cli.verify_junit_no_folder PROPERTIES FAIL_REGULAR_EXPRESSION "verify: cpu")
+# A half-written dump a killed worker left (NAME.tmp.XXXXXX) is removed from --dump-failures;
+# the folder's other files stay.
+set(dump_left ${CMAKE_CURRENT_BINARY_DIR}/cli_work/verify_dump_leftover)
+file(MAKE_DIRECTORY ${dump_left})
+file(WRITE ${dump_left}/keep.safetensors "")
+file(WRITE ${dump_left}/half.safetensors.tmp.Ab12Cd "")
+add_test(NAME cli.verify_dump_leftover
+         COMMAND ${CMAKE_COMMAND} -E env sh -c
+                 "\"$0\" verify --device cpu --intensity quick --families decode_v1 --dtypes fp32 --dump-failures \"$1\" >/dev/null 2>&1 && ls -a \"$1\""
+                 $<TARGET_FILE:attn-tune> ${dump_left})
+set_tests_properties(cli.verify_dump_leftover PROPERTIES LABELS "cli"
+                     PASS_REGULAR_EXPRESSION "keep\\.safetensors"
+                     FAIL_REGULAR_EXPRESSION "\\.tmp\\.")
 # --device all on a machine without a GPU says so and checks the CPU (skipped where there is one).
 attn_cli_test(NAME verify_all_without_gpu EXIT 0
               REGEX "[1-9][0-9]* passed, 0 failed.*--device all: no GPU .*; checking the CPU only"
