@@ -71,6 +71,15 @@ ReportSource load_report_source(const std::string& dir_or_table) {
                        "' has no header line (empty or cut short); give the table alone, or "
                        "the folder of a sweep whose results are whole");
     }
+    const std::string want =
+        src.table["provenance"].value("profile", json::object()).value("hash", "");
+    const std::string have = rf.header.is_object() ? rf.header.value("profile_hash", "") : "";
+    if (!want.empty() && !have.empty() && want != have) {
+      throw InputError("'" + src.results_path + "' is from profile hash " + have +
+                       ", but the table beside it from " + want +
+                       "; rebuild the table with "
+                       "`attn-tune sweep --resume`");
+    }
     int counted = 0;
     if (src.table.contains("measurement_counts") && src.table["measurement_counts"].is_object()) {
       for (const auto& [status, n] : src.table["measurement_counts"].items()) {
@@ -83,15 +92,6 @@ ReportSource load_report_source(const std::string& dir_or_table) {
                        "counts " +
                        std::to_string(counted) +
                        "; give the table alone, or rebuild it with `attn-tune sweep --resume`");
-    }
-    const std::string want =
-        src.table["provenance"].value("profile", json::object()).value("hash", "");
-    const std::string have = rf.header.is_object() ? rf.header.value("profile_hash", "") : "";
-    if (!want.empty() && !have.empty() && want != have) {
-      throw InputError("'" + src.results_path + "' is from profile hash " + have +
-                       ", but the table beside it from " + want +
-                       "; rebuild the table with "
-                       "`attn-tune sweep --resume`");
     }
     try {
       src.records = to_records(rf.lines);

@@ -412,6 +412,15 @@ TEST_F(ReportInput, FolderReadsTheTableAndItsResults) {
                  {"version", 1},
                  {"profile_hash", "0123"}};
   std::ofstream(dir_ / "results.jsonl") << header.dump() << "\n";
+  // A header and none of the measurements the table counts: refused, not drawn empty.
+  EXPECT_NE(error_of(dir_.string()).find("holds no measurement, but the table beside it counts"),
+            std::string::npos);
+  // Beside a table that counts none (a sweep that measured nothing), the header alone is read.
+  json counted_none = table;
+  for (auto& [status, n] : counted_none["measurement_counts"].items()) {
+    n = 0;
+  }
+  std::ofstream(dir_ / "threshold_table.json") << counted_none.dump();
   const ReportSource with = load_report_source(dir_.string());
   EXPECT_EQ(with.results_path, (dir_ / "results.jsonl").string());
 
