@@ -2,6 +2,7 @@
 // tree fitted to synthetic timings with a known answer, the traffic-weighted regret, and the
 // readers' lookups with a batch's lengths.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -23,8 +24,11 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Named by this process too: ctest runs each test in a process of its own, side by side, and two
+// tests writing one file ("bad.jsonl") read each other's.
 std::string write_temp(const std::string& name, const std::string& text) {
-  const fs::path p = fs::temp_directory_path() / ("attn_batch_rules_" + name);
+  const fs::path p =
+      fs::temp_directory_path() / ("attn_batch_rules_" + std::to_string(::getpid()) + "_" + name);
   std::ofstream(p) << text;
   return p.string();
 }
