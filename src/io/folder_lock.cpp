@@ -37,7 +37,8 @@ void close_held_in_child() {
   }
 }
 
-void hold(int fd) {
+// Whether `fd` took a slot (it is then closed in children at the fork).
+bool hold(int fd) {
   static std::once_flag once;
   std::call_once(once, [] {
     for (std::atomic<int>& f : g_held) {
@@ -48,18 +49,29 @@ void hold(int fd) {
   for (std::atomic<int>& f : g_held) {
     int empty = -1;
     if (f.compare_exchange_strong(empty, fd)) {
-      return;
+      return true;
     }
   }
   // More locks than slots: this one stays inherited (held a little longer by a child, no worse).
+  return false;
 }
 
-void release(int fd) {
+// Takes `fd` out of its slot; false when it is not there: in a forked child, whose copy the fork
+// closed already (the number may name another file by now: the caller must not close it).
+bool release(int fd) {
   for (std::atomic<int>& f : g_held) {
     int mine = fd;
     if (f.compare_exchange_strong(mine, -1)) {
-      return;
+      return true;
     }
+  }
+  return false;
+}
+
+// Closes a lock's descriptor unless a fork closed this process's copy already.
+void close_lock(int fd, bool held) {
+  if (!held || release(fd)) {
+    ::close(fd);
   }
 }
 
@@ -105,13 +117,12 @@ FolderLock::FolderLock(const std::string& dir) {
     throw InputError("cannot lock output folder '" + dir + "': " + std::strerror(err));
   }
   write_pid(fd_);
-  hold(fd_);
+  held_ = hold(fd_);
 }
 
 FolderLock::~FolderLock() {
   if (fd_ >= 0) {
-    release(fd_);
-    ::close(fd_); // releases the flock
+    close_lock(fd_, held_); // releases the flock
   }
 }
 
@@ -173,13 +184,12 @@ DeviceLock::DeviceLock(const std::string& device_key, bool wait,
   }
   // Fails quietly on a read-only descriptor: the lock holds regardless.
   write_pid(fd_, owner_pid > 0 ? owner_pid : ::getpid());
-  hold(fd_);
+  held_ = hold(fd_);
 }
 
 DeviceLock::~DeviceLock() {
   if (fd_ >= 0) {
-    release(fd_);
-    ::close(fd_);
+    close_lock(fd_, held_);
   }
 }
 

@@ -22,6 +22,7 @@ public:
 
 private:
   int fd_ = -1;
+  bool held_ = false; // in the slots whose copies a fork closes in the child
 };
 
 class DeviceLock {
@@ -44,6 +45,7 @@ public:
 
 private:
   int fd_ = -1;
+  bool held_ = false; // in the slots whose copies a fork closes in the child
 };
 
 } // namespace attn
