@@ -279,12 +279,14 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
                   " bytes without their end of line)";
       }
     }
-    if (end.unit && end.unit->fault_unit && !end.unit->run) {
+    // A worker stopped from outside is no fault of the kernels, wherever it stood.
+    const bool kernels_unit = end.unit && end.unit->fault_unit && end.stopped_s == 0;
+    if (kernels_unit && !end.unit->run) {
       // A phase that calls into the kernels (a plugin's can_run over every size): the kernels
       // ended the worker, and would again.
       throw KernelFault("the kernels ended the worker while " + end.unit->key + ": " + reason);
     }
-    if (end.unit && end.unit->fault_unit && end.unit->run) {
+    if (kernels_unit && end.unit->run) {
       deaths_outside = 0;
       ++run.faults;
       if (hooks.on_fault) {
