@@ -27,6 +27,19 @@ struct Part {
   std::vector<double> acc;
 };
 
+// The score query row `row`, head `head` gives key j of sequence b through KV head kvh: the scaled
+// dot product, soft-capped, in double precision from the problem's own cache (fp8 scales applied).
+double score(const Problem& pr, int row, int head, int b, int kvh, int j) {
+  const AttnParams& a = pr.params;
+  double dot = 0.0;
+  for (int d = 0; d < a.head_dim; ++d) {
+    dot += double(pr.query.get((std::size_t(row) * a.num_heads + head) * a.head_dim + d)) *
+           pr.key_scale(kvh) * pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
+  }
+  const double x = a.effective_scale() * dot;
+  return a.softcap > 0 ? a.softcap * std::tanh(x / a.softcap) : x;
+}
+
 // The key lengths a kernel may believe in.
 int one_short(int k, int, int, int) { return std::max(k - 1, 0); }
 int one_past(int k, int, int, int) { return k + 1; }
@@ -291,15 +304,7 @@ std::optional<int> matching_end(const Problem& pr, const RunOutput& got, const W
   };
   consider(r.lo - 1);
   for (int j = r.lo; j < k; ++j) {
-    double dot = 0.0;
-    for (int d = 0; d < D; ++d) {
-      dot += double(pr.query.get((std::size_t(w.row) * a.num_heads + w.head) * D + d)) *
-             pr.key_scale(kvh) * pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
-    }
-    double x = a.effective_scale() * dot;
-    if (a.softcap > 0) {
-      x = a.softcap * std::tanh(x / a.softcap);
-    }
+    const double x = score(pr, w.row, w.head, b, kvh, j);
     if (x > m) {
       const double f = std::exp(m - x);
       l *= f;
@@ -397,19 +402,9 @@ double row_max_score(const Problem& pr, int row, int head) {
   const int kvh = head / a.group_size();
   double top = kNegInf;
   for (int j = 0; j < k; ++j) {
-    if (!reference_visible(a, ql, k, i, j)) {
-      continue;
+    if (reference_visible(a, ql, k, i, j)) {
+      top = std::max(top, score(pr, row, head, b, kvh, j));
     }
-    double dot = 0.0;
-    for (int d = 0; d < a.head_dim; ++d) {
-      dot += double(pr.query.get((std::size_t(row) * a.num_heads + head) * a.head_dim + d)) *
-             pr.key_scale(kvh) * pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
-    }
-    double x = a.effective_scale() * dot;
-    if (a.softcap > 0) {
-      x = a.softcap * std::tanh(x / a.softcap);
-    }
-    top = std::max(top, x);
   }
   return top;
 }
@@ -594,7 +589,6 @@ bool rests_on_reads_past_length(const std::string& cause) {
 std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, int head) {
   const AttnParams& a = pr.params;
   const int D = a.head_dim;
-  const int H = a.num_heads;
   const int bs = a.block_size;
   const int b = sequence_of_row(pr, row);
   const int ql = pr.q_len(b);
@@ -613,11 +607,6 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     }
   }
   const int kvh = m.gqa_modulo ? head % a.num_kv_heads : head / a.group_size();
-  const double scale = a.effective_scale();
-  std::vector<double> q(static_cast<std::size_t>(D));
-  for (int d = 0; d < D; ++d) {
-    q[std::size_t(d)] = pr.query.get((std::size_t(row) * H + head) * D + d);
-  }
   const int p = m.partition > 0 ? m.partition : std::max(n, 1);
   std::vector<Part> parts(static_cast<std::size_t>((std::max(n, 1) + p - 1) / p));
   for (Part& part : parts) {
@@ -629,15 +618,7 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     if (!reference_visible(a, ql, n, i, j) || (m.count && m.count(j, k, m.partition) == 0)) {
       continue;
     }
-    double dot = 0.0;
-    for (int d = 0; d < D; ++d) {
-      dot += q[std::size_t(d)] * pr.key_scale(kvh) *
-             pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
-    }
-    double x = scale * dot;
-    if (a.softcap > 0) {
-      x = a.softcap * std::tanh(x / a.softcap);
-    }
+    const double x = score(pr, row, head, b, kvh, j);
     s[std::size_t(j)] = x;
     Part& part = parts[std::size_t(j / p)];
     part.m = std::max(part.m, x);
