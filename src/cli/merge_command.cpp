@@ -1,11 +1,13 @@
 // `attn-tune merge OUT DIR...`: joins the folders of a sharded sweep (sweep --shard I/N) into one
 // results.jsonl and threshold table, refusing folders that do not belong together.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "src/cli/commands.h"
+#include "src/cli/report_command.h"
 #include "src/model/errors.h"
 #include "src/tuning/merge.h"
 
@@ -23,11 +25,29 @@ int run_merge(const MergeOptions& o) {
   attn::MergeOptions mo;
   mo.partial = o.partial;
   mo.info = stdout;
+  // A merge into a folder that holds a sweep's report.html (its own earlier table) draws the page
+  // again from the merged table, under the folder's lock; a merge into a new folder draws none.
+  const std::string page = (std::filesystem::path(o.out) / "report.html").string();
+  std::string report_said;
+  mo.while_locked = [&] {
+    std::error_code ec;
+    if (!std::filesystem::exists(page, ec)) {
+      return;
+    }
+    try {
+      report_said = "merge: report " + write_sweep_report(o.out) + " (drawn again)\n";
+    } catch (const std::exception& e) {
+      std::filesystem::remove(page, ec); // a page of the earlier table would mislead
+      report_said = std::string("merge: warning: no report: ") + e.what() + "; the earlier " +
+                    "report.html was removed\n";
+    }
+  };
   const MergeSummary s = merge_shards(o.out, o.dirs, mo);
   std::printf("merge: %d measurements from %zu folders (%d shards%s, %d duplicate keys)\n",
               s.measurements, s.folders.size(), s.shard_count,
               s.complete ? ", complete" : ", INCOMPLETE", s.duplicates);
   std::printf("merge: results %s\nmerge: table %s\n", s.results_path.c_str(), s.table_path.c_str());
+  std::fputs(report_said.c_str(), report_said.rfind("merge: warning", 0) == 0 ? stderr : stdout);
   return kExitOk;
 }
 

@@ -349,6 +349,9 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   // The results and the table they make are replaced together or not at all.
   replace_files_together(out_dir, {{"results.jsonl", text},
                                    {"threshold_table.json", sum.table.dump(1) + "\n"}});
+  if (opt.while_locked) {
+    opt.while_locked();
+  }
   return sum;
 }
 

@@ -2,6 +2,7 @@
 // and threshold table, refusing to mix devices, kernels, profiles or tool versions.
 #pragma once
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@ namespace attn {
 struct MergeOptions {
   bool partial = false; // write a table marked incomplete when shards are missing or unfinished
   FILE* info = nullptr; // one line per duplicate key and per incomplete shard; nullptr: silent
+  // Called once the results and table are in place, while the merge still holds OUT's lock: the
+  // files drawn from them are written here (the folder's report).
+  std::function<void()> while_locked;
 };
 
 // One input folder as merge read it.

@@ -70,4 +70,14 @@ leftovers=$(find running -name '*.tmp.*' | head -n 1)
 [ -z "$leftovers" ] || fail "temporary files are left in the sweep's folder: $leftovers"
 "$tool" table show running/threshold_table.json > /dev/null ||
   fail "table show refuses the sweep's table"
+
+# Once the sweep is done, a merge into its folder draws the folder's report again from the merged
+# table: the page a sweep left there showed its own table.
+"$tool" report running > /dev/null || fail "report refuses the sweep's folder"
+echo "<!-- the sweep's own page -->" >> running/report.html
+"$tool" merge running shard > merge2.out 2> merge2.err ||
+  fail "the merge into the finished sweep's folder failed: $(cat merge2.err)"
+grep -q "^merge: report .*running/report.html (drawn again)$" merge2.out ||
+  fail "the merge did not say it drew the report again: $(cat merge2.out)"
+grep -q "the sweep's own page" running/report.html && fail "the merge left the sweep's page"
 echo "merge_into_running_sweep: refused with exit 2 naming pid $sweep; the sweep finished whole"
