@@ -13,6 +13,7 @@
 #include "build_info.h"
 #include "src/cli/commands.h"
 #include "src/cli/exit_codes.h"
+#include "src/io/stop_signals.h"
 #include "src/model/errors.h"
 
 namespace {
@@ -68,6 +69,9 @@ int main(int argc, char** argv) {
   // paths (a line cut back, exit 4 naming the file).
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGXFSZ, SIG_IGN);
+  // Told to stop (Ctrl-C, a job's timeout), a command says so in one line, with what it keeps,
+  // and leaves no temporary file of a table or report half-written.
+  install_stop_handlers();
   // Started with stdin, stdout or stderr closed, the next file opened (a lock, results.jsonl, a
   // pipe to a worker) would take that number and receive what is printed: keep 0-2 taken.
   for (int fd = 0; fd <= 2; ++fd) {

@@ -8,10 +8,12 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/io/stop_signals.h"
 #include "src/model/errors.h"
 
 namespace attn {
@@ -20,14 +22,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A temporary file written for an atomic write: its name, removed if the command is told to stop
+// before it is renamed into place.
+struct Temporary {
+  std::string path;
+  std::unique_ptr<RemovedOnStop> removed_on_stop;
+};
+
 // The first half of an atomic write: `bytes` in a fsynced temporary file next to `path` (same
-// folder, so that the rename cannot cross file systems); its name.
-std::string write_temporary(const std::string& path, const void* bytes, std::size_t size) {
+// folder, so that the rename cannot cross file systems).
+Temporary write_temporary(const std::string& path, const void* bytes, std::size_t size) {
   std::string tmp = path + ".tmp.XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) {
     throw InputError("cannot create a file next to " + path + ": " + std::strerror(errno));
   }
+  auto guard = std::make_unique<RemovedOnStop>(tmp);
   ::fchmod(fd, 0644); // mkstemp makes it private; a result file is meant to be shared
   auto fail = [&](const char* what, bool close_fd) {
     const std::string reason = std::strerror(errno);
@@ -56,7 +66,7 @@ std::string write_temporary(const std::string& path, const void* bytes, std::siz
   if (::close(fd) != 0) {
     fail("cannot close", false);
   }
-  return tmp;
+  return {tmp, std::move(guard)};
 }
 
 // The second half: the temporary file renamed over `path`.
@@ -71,23 +81,23 @@ void put_in_place(const std::string& tmp, const std::string& path) {
 } // namespace
 
 void write_file_atomically(const std::string& path, const void* bytes, std::size_t size) {
-  put_in_place(write_temporary(path, bytes, size), path);
+  put_in_place(write_temporary(path, bytes, size).path, path);
 }
 
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
-  std::vector<std::string> temps;
+  std::vector<Temporary> temps;
   try {
     for (const auto& [path, bytes] : files) {
       temps.push_back(write_temporary(path, bytes.data(), bytes.size()));
     }
   } catch (...) {
-    for (const std::string& t : temps) {
-      ::unlink(t.c_str());
+    for (const Temporary& t : temps) {
+      ::unlink(t.path.c_str());
     }
     throw;
   }
   for (std::size_t i = 0; i < files.size(); ++i) {
-    put_in_place(temps[i], files[i].first);
+    put_in_place(temps[i].path, files[i].first);
   }
 }
 

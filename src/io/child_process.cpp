@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "src/io/stop_signals.h"
+
 namespace attn {
 
 namespace {
@@ -121,6 +123,7 @@ ForkedChild fork_child(const std::function<void(int write_fd)>& body, const std:
   }
   if (pid == 0) {
     ::close(fds[0]);
+    restore_default_stop_actions();
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() == parent) { // else this process ended before the signal was asked for
       body(fds[1]);

@@ -98,26 +98,47 @@ void write_pid(int fd, pid_t pid = ::getpid()) {
 
 FolderLock::FolderLock(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / file_name()).string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    throw InputError("cannot lock output folder '" + dir + "': " + std::strerror(errno));
-  }
-  // flock, not fcntl locks: it belongs to this open file, so a second lock in the same process
-  // conflicts too, and closing another descriptor of the file does not drop it.
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    const std::string pid = holder_pid(fd_);
-    ::close(fd_);
-    fd_ = -1;
-    if (err == EWOULDBLOCK) {
-      throw InputError("output folder '" + dir + "' is in use by another attn-tune process" +
-                       (pid.empty() ? std::string() : " (pid " + pid + ")") +
-                       "; wait for it to finish or choose another --out");
+  // A holder that is done removes the lock file before it lets go (remove_file), so a process that
+  // opened the file before that and locked it after holds a file no longer in the folder, which a
+  // third process would not see: such a lock is let go and the file opened again.
+  for (int attempt = 0;; ++attempt) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      throw InputError("cannot lock output folder '" + dir + "': " + std::strerror(errno));
     }
-    throw InputError("cannot lock output folder '" + dir + "': " + std::strerror(err));
+    // flock, not fcntl locks: it belongs to this open file, so a second lock in the same process
+    // conflicts too, and closing another descriptor of the file does not drop it.
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      const std::string pid = holder_pid(fd_);
+      ::close(fd_);
+      fd_ = -1;
+      if (err == EWOULDBLOCK) {
+        throw InputError("output folder '" + dir + "' is in use by another attn-tune process" +
+                         (pid.empty() ? std::string() : " (pid " + pid + ")") +
+                         "; wait for it to finish or choose another --out");
+      }
+      throw InputError("cannot lock output folder '" + dir + "': " + std::strerror(err));
+    }
+    struct stat held {};
+    struct stat named {};
+    if ((::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
+         held.st_dev == named.st_dev && held.st_ino == named.st_ino) ||
+        attempt == 100) {
+      break;
+    }
+    ::close(fd_);
   }
+  path_ = path;
   write_pid(fd_);
   held_ = hold(fd_);
+}
+
+void FolderLock::remove_file() {
+  if (fd_ >= 0 && !path_.empty()) {
+    ::unlink(path_.c_str());
+    path_.clear();
+  }
 }
 
 FolderLock::~FolderLock() {

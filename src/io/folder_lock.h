@@ -19,10 +19,15 @@ public:
   FolderLock& operator=(const FolderLock&) = delete;
 
   [[nodiscard]] static const char* file_name() { return ".attn-tune.lock"; }
+  // Removes the lock file while the lock is still held, for a holder that leaves no folder
+  // behind: a process that opened the file meanwhile finds it gone once it locks, and opens
+  // the folder's file again.
+  void remove_file();
 
 private:
   int fd_ = -1;
   bool held_ = false; // in the slots whose copies a fork closes in the child
+  std::string path_;
 };
 
 class DeviceLock {

@@ -20,6 +20,7 @@
 #include "src/io/atomic_file.h"
 #include "src/io/embedded.h"
 #include "src/io/folder_lock.h"
+#include "src/io/stop_signals.h"
 #include "src/model/errors.h"
 #include "src/model/rng.h"
 #include "src/tuning/provenance.h"
@@ -487,6 +488,8 @@ public:
     lock_.emplace(opt.out_dir); // one sweep per folder: the second stops here
     remove_stale_temporaries(opt.out_dir); // a table or report write that a kill cut short
     sum_.results_path = (fs::path(opt.out_dir) / "results.jsonl").string();
+    set_stop_note("the measurements made so far are in " + sum_.results_path +
+                  ": the same command with --resume carries on");
   }
 
   // A sweep that stopped before its first measurement (a device it cannot use or may not wait
@@ -519,8 +522,8 @@ public:
     if (header_only) {
       fs::remove(fs::path(opt_.out_dir) / "results.jsonl", ec);
     }
+    lock_->remove_file(); // before the lock goes, so no one can lock the file then removed
     lock_.reset();
-    fs::remove(fs::path(opt_.out_dir) / FolderLock::file_name(), ec);
     fs::remove(opt_.out_dir, ec); // only while empty
   }
   SweepSession(const SweepSession&) = delete;

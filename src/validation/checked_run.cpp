@@ -179,6 +179,13 @@ SupervisedRun CheckedSession::run(bool in_process) {
       }
     }
   };
+  hooks.on_replaced = [this](const std::string& text) {
+    if (on_replaced) {
+      on_replaced(text);
+    } else if (on_log) {
+      on_log(text);
+    }
+  };
   hooks.on_fault = [this](const RunIdentity& run, const std::string& reason) {
     finished.insert(run.key);
     CheckedRunResult r;

@@ -91,6 +91,9 @@ public:
   std::function<void(const PlanMsg& m)> on_plan;
   std::function<void(const std::string& text)> on_log;
   std::function<void(const std::string& text)> on_say;
+  // A worker replaced after a death that is no run's fault (outside any run, or killed from
+  // outside during one), with why; unset, the line goes to on_log.
+  std::function<void(const std::string& text)> on_replaced;
   std::set<std::string> finished;
 
   SupervisedRun run(bool in_process);

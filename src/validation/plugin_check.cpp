@@ -198,6 +198,7 @@ PluginCheckResult check_plugin(const PluginLibrary& lib, const std::string& spec
       print(text);
     }
   };
+  session.on_replaced = print;              // a worker replaced after a death outside a case
   std::map<std::string, CaseTally> tallies; // by case key
   std::map<std::string, int> crashes;       // by family
   session.on_result = [&](const RunIdentity& run, const CheckedRunResult& r) {

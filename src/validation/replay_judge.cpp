@@ -229,6 +229,7 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
     return replay_worker(o, plugin, kernels, rf, asked, link);
   };
   session.on_say = print;
+  session.on_replaced = print; // a worker replaced after a death outside a run
   session.on_result = [&](const RunIdentity& run, const CheckedRunResult& r) {
     const std::string what = run.context.value("what", "");
     const std::string cfg = run.config ? run.config->key() : what;

@@ -127,7 +127,8 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
   Clock::time_point deadline{};
   std::string buf;
   bool open = true;
-  std::optional<Clock::time_point> stopped_since; // outside a unit with a deadline
+  bool stopped = false; // seen stopped outside a unit with a deadline, since `stopped_since`
+  Clock::time_point stopped_since{};
   while (open) {
     // Without a deadline, a look every second at whether the worker was stopped from outside.
     int wait_ms = 1000;
@@ -143,21 +144,22 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
     }
     if (r == 0 && !has_deadline) {
       if (!is_stopped(pid)) {
-        stopped_since.reset();
+        stopped = false;
         continue;
       }
-      if (!stopped_since) {
+      if (!stopped) {
+        stopped = true;
         stopped_since = Clock::now();
       }
-      const double stopped = std::chrono::duration<double>(Clock::now() - *stopped_since).count();
-      if (stopped < hooks.stopped_seconds) {
+      const double for_s = std::chrono::duration<double>(Clock::now() - stopped_since).count();
+      if (for_s < hooks.stopped_seconds) {
         continue;
       }
       ::kill(pid, SIGKILL);
-      end.stopped_s = stopped;
+      end.stopped_s = for_s;
       break;
     }
-    stopped_since.reset();
+    stopped = false;
     if (r == 0) {
       // The unit overran its deadline: a hang, as far as anyone waiting for it is concerned.
       ::kill(pid, SIGKILL);
@@ -210,6 +212,27 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
   return end;
 }
 
+// Whether the worker was ended by a signal that a kernel's own failure does not raise (those are
+// SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP; a hang meets its deadline): SIGKILL from
+// the OOM killer or an operator, SIGTERM, SIGINT, SIGHUP or SIGQUIT from a person or a job
+// runner. The supervisor's own kills (a deadline, a stopped worker, a garbled message) are not.
+bool killed_from_outside(const WorkerEnd& end) {
+  if (end.timed_out || end.stopped_s > 0 || !end.unreadable.empty() || end.error ||
+      !WIFSIGNALED(end.status)) {
+    return false;
+  }
+  const int sig = WTERMSIG(end.status);
+  return sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+}
+
+void replaced(const SupervisorHooks& hooks, const std::string& text) {
+  if (hooks.on_replaced) {
+    hooks.on_replaced(text);
+  } else if (hooks.on_message) {
+    hooks.on_message(LogMsg{text});
+  }
+}
+
 } // namespace
 
 SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
@@ -228,6 +251,9 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
   // Deaths outside any configuration (building a problem, the reference, startup) are not a
   // kernel's fault; the same death twice in a row is a bug to report, not to retry forever.
   int deaths_outside = 0;
+  // The run in flight when a worker was last killed from outside: run again once, charged to
+  // the kernels only when the same kill ends it a second time (an OOM kill it brings on itself).
+  std::string killed_run;
   for (;;) {
     const WorkerEnd end = run_worker(hooks, run.workers++);
     if (end.ret && !end.timed_out && end.unreadable.empty()) {
@@ -286,7 +312,19 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
       // ended the worker, and would again.
       throw KernelFault("the kernels ended the worker while " + end.unit->key + ": " + reason);
     }
+    if (kernels_unit && end.unit->run && killed_from_outside(end) && killed_run != end.unit->key) {
+      killed_run = end.unit->key;
+      replaced(hooks, "the worker was " + describe_wait_status(end.status) +
+                          " from outside while " + end.unit->key +
+                          " (an OOM kill or another process, not a fault the " +
+                          "kernel raised); it runs again in a new worker");
+      continue;
+    }
     if (kernels_unit && end.unit->run) {
+      if (killed_from_outside(end)) {
+        reason += ", as on its first try: charged to it (an OOM kill it brings on, or a process "
+                  "that kills it each time)";
+      }
       deaths_outside = 0;
       ++run.faults;
       if (hooks.on_fault) {
@@ -301,10 +339,7 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
     if (++deaths_outside >= 2) {
       throw std::runtime_error("the worker process failed twice" + where + ": " + reason);
     }
-    if (hooks.on_message) {
-      hooks.on_message(
-          LogMsg{"worker process failed" + where + " (" + reason + "); starting a new one"});
-    }
+    replaced(hooks, "worker process failed" + where + " (" + reason + "); starting a new one");
   }
 }
 

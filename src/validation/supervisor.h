@@ -22,6 +22,10 @@ struct SupervisorHooks {
   // The run `run` ended its worker: `reason` says how (a signal, a CUDA error, a timeout, a
   // message that could not be read). The next worker starts after this returns.
   std::function<void(const RunIdentity& run, const std::string& reason)> on_fault;
+  // A worker is replaced after a death that is no run's fault: outside any run (building a
+  // problem, the reference), or killed from outside during one (that run is done again). `text`
+  // says what happened. Unset: the text goes to on_message as a LogMsg.
+  std::function<void(const std::string& text)> on_replaced;
   // How long a worker may sit stopped (SIGSTOP from outside) while no unit with a deadline is
   // open (building a problem, the reference, between runs) before it is taken for hung, killed
   // and replaced: a stopped process never goes on by itself. Inside a unit its deadline decides.

@@ -309,6 +309,11 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
   session.on_result = [&](const RunIdentity& run, const CheckedRunResult& r) {
     tally.apply(run, r);
   };
+  // A worker replaced after a death outside any case (or a kill from outside) says so; the
+  // verdict does not depend on it, so it goes where the warnings go.
+  session.on_replaced = [](const std::string& text) {
+    std::fprintf(stderr, "verify: note: %s\n", text.c_str());
+  };
   session.on_say = [&](const std::string& text) {
     if (info != nullptr && said.insert(text).second) {
       std::fprintf(info, "%s\n", text.c_str());

@@ -62,6 +62,13 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                 ARGS verify --device cpu --intensity quick --families decode_v1 --dtypes fp32)
   set_tests_properties(cli.verify_fault PROPERTIES
                        ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=segv:decode_v1[split=1]")
+  # A worker killed from outside (the OOM killer, kill -9) is not charged to the kernel at once:
+  # the case runs again in a new worker, said on stderr, and a second kill charges it.
+  attn_cli_test(NAME verify_killed_from_outside EXIT 1
+                REGEX "FAIL cpu decode_v1\\[split=1\\] [^\n]*: fault: worker killed by SIGKILL [^\n]*, as on its first try.*verify: note: the worker was killed by SIGKILL [^\n]* from outside while cpu . decode_v1\\[split=1\\] [^\n]*; it runs again in a new worker"
+                ARGS verify --device cpu --intensity quick --families decode_v1 --dtypes fp32)
+  set_tests_properties(cli.verify_killed_from_outside PROPERTIES
+                       ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=kill:decode_v1[split=1]")
 
   # util-linux flock holds this host's CPU lock as another sweep would, in a private lock folder.
   find_program(ATTN_FLOCK flock)
@@ -101,5 +108,15 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                      ${CMAKE_CURRENT_BINARY_DIR}/cli_work/merge_running/work)
     set_tests_properties(cli.merge_into_running_sweep PROPERTIES LABELS "cli"
                          ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/merge_running/locks")
+    # A sweep told to stop (SIGTERM) says where its measurements are in one line, ends by the
+    # signal, and leaves its folder to --resume, with no worker behind holding it.
+    add_test(NAME cli.sweep_stopped_by_sigterm
+             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/stop_running_sweep.sh
+                     $<TARGET_FILE:attn-tune> ${ATTN_FLOCK}
+                     ${CMAKE_CURRENT_BINARY_DIR}/cli_work/stop_running/locks/attn-tune-device-cpu-${attn_host}.lock
+                     ${ATTN_CLI_DATA}/faults_profile.json
+                     ${CMAKE_CURRENT_BINARY_DIR}/cli_work/stop_running/work)
+    set_tests_properties(cli.sweep_stopped_by_sigterm PROPERTIES LABELS "cli"
+                         ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/stop_running/locks")
   endif()
 endif()

@@ -27,7 +27,8 @@ using nlohmann::json;
 
 RunIdentity unit_run(int i) { return {"unit " + std::to_string(i), std::nullopt, {{"unit", i}}}; }
 
-// Units 0..n-1; unit i misbehaves as `how[i]` says ("segv", "abort", "hang", "fault", or ok).
+// Units 0..n-1; unit i misbehaves as `how[i]` says ("segv", "abort", "hang", "fault", "kill" or
+// "term": killed from outside each time, "kill_first": in the first worker only, or ok).
 struct Plan {
   std::vector<std::string> how;
   std::set<int> done; // in the supervisor: units reported or faulted
@@ -37,7 +38,7 @@ struct Plan {
 
 SupervisorHooks hooks_for(Plan& plan) {
   SupervisorHooks h;
-  h.work = [&plan](const Emit& emit, int) {
+  h.work = [&plan](const Emit& emit, int worker) {
     for (int i = 0; i < int(plan.how.size()); ++i) {
       if (plan.done.count(i)) {
         continue;
@@ -52,6 +53,10 @@ SupervisorHooks hooks_for(Plan& plan) {
         std::this_thread::sleep_for(std::chrono::seconds(60));
       } else if (how == "fault") {
         throw DeviceFault("CUDA error cudaErrorIllegalAddress (sticky)");
+      } else if (how == "kill" || (how == "kill_first" && worker == 0)) {
+        std::raise(SIGKILL); // what the OOM killer or `kill -9 WORKER` does
+      } else if (how == "term") {
+        std::raise(SIGTERM);
       }
       emit(EndMsg{});
       CheckedRunResult r;
@@ -122,6 +127,37 @@ TEST(Supervisor, ReturnCodeAndMessagesReachTheSupervisor) {
   const SupervisedRun run = supervise(h);
   EXPECT_EQ(run.exit_code, 3);
   EXPECT_EQ(got, (std::vector<std::string>{"hello from worker 0"}));
+}
+
+// A worker killed from outside in a run (SIGKILL, SIGTERM: an OOM kill, an operator) is not the
+// kernel's fault: the run is tried again in a new worker, and charged only when the same kill
+// ends it again.
+TEST(Supervisor, AWorkerKilledFromOutsideRunsItsUnitAgainOnce) {
+  Plan plan;
+  plan.how = {"ok", "kill_first", "ok", "kill", "term", "ok"};
+  std::vector<std::string> logs;
+  SupervisorHooks h = hooks_for(plan);
+  const auto results = h.on_message;
+  h.on_message = [&](const WorkerMessage& m) {
+    if (const auto* l = std::get_if<LogMsg>(&m)) {
+      logs.push_back(l->text);
+    }
+    results(m);
+  };
+  const SupervisedRun run = supervise(h);
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_EQ(run.faults, 2);
+  EXPECT_EQ(run.workers, 6);
+  EXPECT_EQ(plan.finished, (std::vector<int>{0, 1, 2, 5}));
+  ASSERT_EQ(plan.faults.size(), 2u);
+  EXPECT_EQ(plan.faults[0].first, 3);
+  EXPECT_NE(plan.faults[0].second.find("SIGKILL"), std::string::npos) << plan.faults[0].second;
+  EXPECT_NE(plan.faults[0].second.find("first try"), std::string::npos) << plan.faults[0].second;
+  EXPECT_EQ(plan.faults[1].first, 4);
+  EXPECT_NE(plan.faults[1].second.find("SIGTERM"), std::string::npos) << plan.faults[1].second;
+  ASSERT_EQ(logs.size(), 3u);
+  EXPECT_NE(logs[0].find("from outside while unit 1"), std::string::npos) << logs[0];
+  EXPECT_NE(logs[0].find("runs again"), std::string::npos) << logs[0];
 }
 
 TEST(Supervisor, DeathOutsideAnyUnitTwiceEndsTheRun) {

@@ -23,8 +23,9 @@ namespace {
 
 // The test hook behind ATTN_TUNE_TEST_FAULTS (docs/architecture.md): configurations that crash
 // the way a broken kernel would, so that the tests can prove the sweep's and verify's fault
-// isolation without a GPU. "segv:KEY;hang:KEY;abort:KEY", KEY a configuration key.
-enum class InjectedFault { none, segv, hang, abort };
+// isolation without a GPU. "segv:KEY;hang:KEY;abort:KEY;kill:KEY", KEY a configuration key;
+// kill is what the OOM killer or `kill -9` does to the worker from outside.
+enum class InjectedFault { none, segv, hang, abort, kill };
 
 std::map<std::string, InjectedFault> injected_faults() {
   std::map<std::string, InjectedFault> out;
@@ -50,10 +51,12 @@ std::map<std::string, InjectedFault> injected_faults() {
     const InjectedFault f = kind == "segv"    ? InjectedFault::segv
                             : kind == "hang"  ? InjectedFault::hang
                             : kind == "abort" ? InjectedFault::abort
+                            : kind == "kill"  ? InjectedFault::kill
                                               : InjectedFault::none;
     if (f == InjectedFault::none || key.empty()) {
       throw InputError("ATTN_TUNE_TEST_FAULTS: '" + item +
-                       "' is not segv:KEY, hang:KEY or abort:KEY (KEY a configuration key)");
+                       "' is not segv:KEY, hang:KEY, abort:KEY or kill:KEY (KEY a configuration "
+                       "key)");
     }
     out[key] = f;
   }
@@ -63,6 +66,9 @@ std::map<std::string, InjectedFault> injected_faults() {
 [[noreturn]] void crash_as(InjectedFault f) {
   if (f == InjectedFault::abort) {
     std::abort();
+  }
+  if (f == InjectedFault::kill) {
+    std::raise(SIGKILL);
   }
   if (f == InjectedFault::hang) {
     for (;;) {

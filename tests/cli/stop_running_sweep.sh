@@ -1,0 +1,65 @@
+#!/bin/sh
+# A sweep told to stop (SIGTERM: a CI job's timeout, `kill`) says so in one line, naming where its
+# measurements are and how to go on, ends by that signal (exit status 143), takes its worker with
+# it, and leaves its folder for `--resume`, which then finishes the profile.
+# The sweep is made to stay running without timing tricks: util-linux flock holds this host's
+# device lock (in a private lock folder), so the sweep holds its folder and waits for the device.
+#   usage: stop_running_sweep.sh ATTN_TUNE FLOCK DEVICE_LOCK_FILE PROFILE WORKDIR
+set -eu
+tool=$1
+flock=$2
+device_lock=$3
+profile=$4
+work=$5
+fail() {
+  echo "stop_running_sweep: $*" >&2
+  exit 1
+}
+
+rm -rf "$work"
+mkdir -p "$work" "$(dirname "$device_lock")"
+cd "$work"
+
+# -o: flock itself holds the lock, not the sleep, so that killing flock lets go of it.
+"$flock" -o "$device_lock" sleep 30 > /dev/null 2>&1 &
+holder=$!
+tries=0
+while "$flock" -n "$device_lock" true 2> /dev/null; do
+  tries=$((tries + 1))
+  [ "$tries" -lt 100 ] || fail "flock never took $device_lock"
+  sleep 0.05
+done
+
+"$tool" sweep --device cpu --profile "$profile" --threads 2 --no-report --out stopped \
+  > sweep.log 2>&1 &
+sweep=$!
+tries=0
+until grep -q "waiting for" sweep.log 2> /dev/null; do
+  tries=$((tries + 1))
+  [ "$tries" -lt 200 ] || fail "the sweep never waited for the device: $(cat sweep.log)"
+  sleep 0.05
+done
+
+kill -TERM "$sweep"
+set +e
+wait "$sweep"
+rc=$?
+set -e
+kill "$holder" 2> /dev/null || true
+wait "$holder" 2> /dev/null || true
+[ "$rc" -eq 143 ] || fail "the stopped sweep exited $rc, not 143 (SIGTERM): $(cat sweep.log)"
+[ "$(grep -c 'stopped by' sweep.log)" -eq 1 ] || fail "not one stop line: $(cat sweep.log)"
+grep -q "^attn-tune: stopped by SIGTERM; the measurements made so far are in .*stopped/results.jsonl: the same command with --resume carries on$" sweep.log ||
+  fail "the stop line does not say where the measurements are: $(cat sweep.log)"
+ls stopped/*.tmp.* > /dev/null 2>&1 && fail "temporary files left: $(ls stopped)"
+
+# Its worker went with it (it held the folder's lock open no longer), so the resume starts at once
+# and measures the whole profile.
+set +e
+"$tool" sweep --device cpu --profile "$profile" --threads 2 --no-report --no-wait --resume \
+  --out stopped > resume.log 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || fail "the resumed sweep exited $rc: $(cat resume.log)"
+[ -f stopped/threshold_table.json ] || fail "the resumed sweep wrote no table: $(cat resume.log)"
+echo "stop_running_sweep: ok"
