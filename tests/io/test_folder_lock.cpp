@@ -96,6 +96,7 @@ TEST(FolderLock, AForkedChildDoesNotKeepTheLock) {
   for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) {
     ::close(fd);
   }
+  fs::remove_all(dir);
   EXPECT_TRUE(free_while_child_lives);
 }
 

@@ -24,12 +24,25 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// The files write_temp made, removed when the test process ends.
+struct TempFiles {
+  std::vector<fs::path> paths;
+  ~TempFiles() {
+    std::error_code ec;
+    for (const fs::path& p : paths) {
+      fs::remove(p, ec);
+    }
+  }
+};
+TempFiles g_temp_files;
+
 // Named by this process too: ctest runs each test in a process of its own, side by side, and two
 // tests writing one file ("bad.jsonl") read each other's.
 std::string write_temp(const std::string& name, const std::string& text) {
   const fs::path p =
       fs::temp_directory_path() / ("attn_batch_rules_" + std::to_string(::getpid()) + "_" + name);
   std::ofstream(p) << text;
+  g_temp_files.paths.push_back(p);
   return p.string();
 }
 
