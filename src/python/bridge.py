@@ -135,6 +135,9 @@ DECLARATION_KEYS = ("name", "version", "device", "engine_rule", "families")
 FAMILY_KEYS = ("run", "kv_layout", "writes_lse", "params", "can_run", "prepare", "workspace",
                "kv_dtypes", "family")
 _warned_keys = set()
+# Whether this module's declaration warnings were printed already, by the process that read its
+# declaration before this one (ATTN_TUNE_PYTHON_DECLARED lists the specs it read).
+_declaration_said = False
 
 
 def _declared_names(decl):
@@ -160,6 +163,8 @@ def _declared_names(decl):
 
 
 def _warn_unknown_keys(decl, known, where):
+    if _declaration_said:
+        return
     names = _declared_names(decl)
     held = {name for name, _ in names}
     for key, method in names:
@@ -417,8 +422,9 @@ def load(spec, attn_python_dir):
     places in FAMILIES and LAYOUTS), kv_dtypes as the ABI's mask of the fp8 caches the family
     reads (bit i for KV_DTYPES[i]). Raises DeclarationError (its message is the reason) or any
     import error."""
-    global _KERNELS
+    global _KERNELS, _declaration_said
     _quiet_repeated_logging()
+    _declaration_said = spec in os.environ.get("ATTN_TUNE_PYTHON_DECLARED", "").split("\n")
     k = _kernels(spec, attn_python_dir)
     _KERNELS = k
     sha, path = _sources_sha256(k.module)

@@ -219,6 +219,10 @@ nlohmann::json probe_table(const std::string& path, const std::string& who) {
   return reply["table"];
 }
 
+// The Python specs (MODULE[:FACTORY]) whose declaration a probe has read, one per line: the bridge
+// (bridge.py) prints a declaration's warnings only where its spec is not listed.
+constexpr const char* kPythonDeclaredEnv = "ATTN_TUNE_PYTHON_DECLARED";
+
 // The probes' tables by path, kept for this process and the forks it makes: a worker that opens
 // the library again (make_backend) takes its parent's answer instead of probing once more. The
 // one process-wide state of this file, for that reason.
@@ -232,6 +236,13 @@ nlohmann::json probed_table(const std::string& path, const std::string& who) {
     }
   }
   nlohmann::json table = probe_table(path, who); // not under the lock: a probe takes seconds
+  if (is_python_kernels(path)) {
+    // The probe printed the module's declaration warnings (a misspelt key); the worker that loads
+    // it again, a fork of this process, finds its spec here and does not print them twice.
+    const char* said = std::getenv(kPythonDeclaredEnv);
+    const std::string specs = said != nullptr ? std::string(said) + "\n" : std::string();
+    ::setenv(kPythonDeclaredEnv, (specs + path.substr(7)).c_str(), 1);
+  }
   const std::lock_guard<std::mutex> lock(mutex);
   return tables.emplace(path, std::move(table)).first->second;
 }
