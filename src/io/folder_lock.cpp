@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -85,6 +86,31 @@ std::string holder_pid(int fd) {
     s.pop_back();
   }
   return s;
+}
+
+// Whether the pid a lock file names is no process any more: a sweep killed with -9 whose worker,
+// which holds the device's lock in its name, has yet to receive the signal that ends it with the
+// sweep (child_process.h). Not when the file names none, or a process of another user.
+bool holder_gone(const std::string& pid) {
+  if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) {
+    return false;
+  }
+  return ::kill(pid_t(std::stol(pid)), 0) != 0 && errno == ESRCH;
+}
+
+// How long a --no-wait lock waits for a holder that is going down (holder_gone): the moments its
+// worker takes to die.
+constexpr double kDyingHolderSeconds = 2.0;
+
+// Tries the lock on `fd` every 20 ms for `seconds`; whether it was taken.
+bool lock_within(int fd, double seconds) {
+  for (int i = 0; i < int(seconds * 50); ++i) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      return true;
+    }
+    ::usleep(20000);
+  }
+  return false;
 }
 
 void write_pid(int fd, pid_t pid = ::getpid()) {
@@ -184,17 +210,24 @@ DeviceLock::DeviceLock(const std::string& device_key, bool wait,
       throw DeviceUnavailable("cannot lock '" + path + "': " + std::strerror(err));
     }
     const std::string pid = holder_pid(fd_);
-    if (!wait) {
+    const bool gone = !wait && holder_gone(pid);
+    const bool taken = gone && lock_within(fd_, kDyingHolderSeconds);
+    if (!wait && !taken) {
       ::close(fd_);
       fd_ = -1;
       throw DeviceUnavailable(
-          "another attn-tune process" + (pid.empty() ? std::string() : " (pid " + pid + ")") +
-          " is timing on this device (lock " + path + "); run without --no-wait to wait for it");
+          gone
+              ? "the device lock " + path + " is held in the name of pid " + pid +
+                    ", which is no longer running (by a process it left behind, or another "
+                    "tool); run without --no-wait to wait for it"
+              : "another attn-tune process" + (pid.empty() ? std::string() : " (pid " + pid + ")") +
+                    " is timing on this device (lock " + path +
+                    "); run without --no-wait to wait for it");
     }
-    if (waiting) {
+    if (waiting && !taken) {
       waiting(pid);
     }
-    while (::flock(fd_, LOCK_EX) != 0) {
+    while (!taken && ::flock(fd_, LOCK_EX) != 0) {
       if (errno != EINTR) {
         const int e = errno;
         ::close(fd_);

@@ -149,6 +149,32 @@ TEST(DeviceLock, TheHolderNamedIsTheOwnerPidGiven) {
   }
 }
 
+// A sweep killed with -9 leaves its worker holding the device's lock in the sweep's name for the
+// moments the worker takes to die: a --no-wait timer started at once waits those moments instead
+// of being refused by a process that is gone; a holder still alive refuses it at once.
+TEST(DeviceLock, WithoutWaitAHolderThatIsGoneIsWaitedForBriefly) {
+  const LockDir ld("device_dying");
+  const pid_t gone = ::fork(); // a pid no process has any more
+  if (gone == 0) {
+    ::_exit(0);
+  }
+  ::waitpid(gone, nullptr, 0);
+  auto held = std::make_unique<DeviceLock>("cpu-host", false, nullptr, gone);
+  std::thread dying([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    held.reset();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NO_THROW({ const DeviceLock next("cpu-host", /*wait=*/false, nullptr); });
+  dying.join();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250));
+
+  const DeviceLock alive("cpu-host", false, nullptr); // this process: alive
+  const auto t1 = std::chrono::steady_clock::now();
+  EXPECT_THROW({ const DeviceLock next("cpu-host", /*wait=*/false, nullptr); }, DeviceUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::seconds(1));
+}
+
 TEST(DeviceLock, SecondTimerWaitsAndSaysSo) {
   const LockDir ld("device_wait");
   auto held = std::make_unique<DeviceLock>("cpu-host", false, nullptr);
