@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -29,12 +30,18 @@ struct Part {
 
 // The score query row `row`, head `head` gives key j of sequence b through KV head kvh: the scaled
 // dot product, soft-capped, in double precision from the problem's own cache (fp8 scales applied).
-double score(const Problem& pr, int row, int head, int b, int kvh, int j) {
+// A model may stop the product after `dims` dimensions (0: all) or apply the soft cap before the
+// scale (`cap_first`).
+double score(const Problem& pr, int row, int head, int b, int kvh, int j, int dims = 0,
+             bool cap_first = false) {
   const AttnParams& a = pr.params;
   double dot = 0.0;
-  for (int d = 0; d < a.head_dim; ++d) {
+  for (int d = 0; d < (dims > 0 ? dims : a.head_dim); ++d) {
     dot += double(pr.query.get((std::size_t(row) * a.num_heads + head) * a.head_dim + d)) *
            pr.key_scale(kvh) * pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
+  }
+  if (cap_first && a.softcap > 0) {
+    return a.effective_scale() * a.softcap * std::tanh(dot / a.softcap);
   }
   const double x = a.effective_scale() * dot;
   return a.softcap > 0 ? a.softcap * std::tanh(x / a.softcap) : x;
@@ -53,6 +60,7 @@ int drop_partition_first(int j, int, int p) { return j > 0 && j % p == 0 ? 0 : 1
 int twice_partition_first(int j, int, int p) { return j > 0 && j % p == 0 ? 2 : 1; }
 int twice_partition_last(int j, int k, int p) { return j % p == p - 1 && j + 1 < k ? 2 : 1; }
 int drop_last_partition(int j, int k, int p) { return k > p && j >= (k - 1) / p * p ? 0 : 1; }
+int twice_lone_last_key(int j, int k, int p) { return k > p && k % p == 1 && j == k - 1 ? 2 : 1; }
 
 std::vector<BugModel> split_models(int p) {
   const std::string P = std::to_string(p);
@@ -65,8 +73,10 @@ std::vector<BugModel> split_models(int p) {
        Combine::exact, nullptr, twice_partition_first},
       {"split-KV boundary: key k*" + P + "-1 is counted twice (partitions overlap by one key)", p,
        Combine::exact, nullptr, twice_partition_last},
-      {"split-KV: the last partition is dropped (partition " + P + ")", p, Combine::exact,
-       nullptr, drop_last_partition},
+      {"split-KV: the last partition is dropped (partition " + P + ")", p, Combine::exact, nullptr,
+       drop_last_partition},
+      {"split-KV: a last partition that holds one key counts it twice (partition " + P + ")", p,
+       Combine::exact, nullptr, twice_lone_last_key},
       {"split-KV reduction: the partitions' maxima are not rescaled (partials weighted by their "
        "sums alone)",
        p, Combine::maxima_not_rescaled},
@@ -95,6 +105,25 @@ std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& c
       all.push_back(std::move(m));
     }
   }
+  if (a.softcap > 0 && a.effective_scale() != 1.0) {
+    BugModel m{"soft cap before the scale: scale * softcap * tanh(q.k / softcap) instead of "
+               "softcap * tanh(scale * q.k / softcap)"};
+    m.softcap_first = true;
+    all.push_back(m);
+  }
+  // A q.k product vectorised in chunks with no tail loop: the last head_dim % chunk dimensions
+  // are left out of the score.
+  for (int chunk : {16, 32, 64}) {
+    if (const int tail = a.head_dim % chunk; tail != 0 && a.head_dim > chunk) {
+      BugModel m{"head_dim tail: the q.k product leaves out the last " + std::to_string(tail) +
+                 " dimensions (chunks of " + std::to_string(chunk) + " with no tail loop)"};
+      m.score_dims = a.head_dim - tail;
+      if (std::none_of(all.begin(), all.end(),
+                       [&](const BugModel& o) { return o.score_dims == m.score_dims; })) {
+        all.push_back(m);
+      }
+    }
+  }
   all.push_back({"last block: a full last block is read as empty (its valid length taken as "
                  "k_len % block_size)",
                  0, Combine::exact, full_last_block_empty});
@@ -118,6 +147,21 @@ std::size_t out_index(const Problem& pr, const WrongPair& w, int d) {
   return (std::size_t(w.row) * pr.params.num_heads + w.head) * pr.params.head_dim + d;
 }
 
+// Whether the model's output for pair `w` equals the kernel's.
+bool model_fits(const Problem& pr, const BugModel& m, const RunOutput& got, const WrongPair& w,
+                const Tolerance& tol) {
+  const std::vector<double> o = model_output(pr, m, w.row, w.head);
+  if (o.empty()) {
+    return false;
+  }
+  for (int d = 0; d < pr.params.head_dim; ++d) {
+    if (judge_element(got.out, out_index(pr, w, d), o[std::size_t(d)], tol) != ElementVerdict::ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Whether the model's output for every wrong pair equals the kernel's.
 bool model_explains(const Problem& pr, const BugModel& m, const RunOutput& got,
                     const std::vector<WrongPair>& wrong, const Tolerance& tol) {
@@ -126,19 +170,146 @@ bool model_explains(const Problem& pr, const BugModel& m, const RunOutput& got,
     if (!w.out_wrong) {
       continue;
     }
-    const std::vector<double> o = model_output(pr, m, w.row, w.head);
-    if (o.empty()) {
+    if (!model_fits(pr, m, got, w, tol)) {
       return false;
-    }
-    for (int d = 0; d < pr.params.head_dim; ++d) {
-      if (judge_element(got.out, out_index(pr, w, d), o[std::size_t(d)], tol) !=
-          ElementVerdict::ok) {
-        return false;
-      }
     }
     any = true;
   }
   return any;
+}
+
+// For every wrong pair, the one `choice` in [0, choices) whose model (`model_for`) gives the
+// kernel's output, the same for every pair of a `group` (a query head, a sequence); a choice is
+// searched once per group and then only checked. Empty when some pair fits none, when a group's
+// pairs disagree, or when no output is wrong.
+template <class Group, class ModelFor>
+std::map<int, int> choice_per_group(const Problem& pr, const RunOutput& got,
+                                    const std::vector<WrongPair>& wrong, const Tolerance& tol,
+                                    int choices, Group group, ModelFor model_for) {
+  std::map<int, int> chosen;
+  for (const WrongPair& w : wrong) {
+    if (!w.out_wrong) {
+      continue;
+    }
+    const int g = group(w);
+    if (const auto it = chosen.find(g); it != chosen.end()) {
+      const std::optional<BugModel> m = model_for(w, it->second);
+      if (!m || !model_fits(pr, *m, got, w, tol)) {
+        return {};
+      }
+      continue;
+    }
+    int found = -1;
+    for (int c = 0; c < choices && found < 0; ++c) {
+      const std::optional<BugModel> m = model_for(w, c);
+      if (m && model_fits(pr, *m, got, w, tol)) {
+        found = c;
+      }
+    }
+    if (found < 0) {
+      return {};
+    }
+    chosen.emplace(g, found);
+  }
+  return chosen;
+}
+
+// Query heads that read another KV head than h / group, each always the same one: a GQA mapping
+// other than h % num_kv_heads (a model of its own), such as a shift where the group is not a
+// power of two, or every head reading KV head 0.
+std::optional<std::string> kv_head_pattern(const Problem& pr, const RunOutput& got,
+                                           const std::vector<WrongPair>& wrong,
+                                           const Tolerance& tol) {
+  const AttnParams& a = pr.params;
+  if (a.num_kv_heads < 2) {
+    return std::nullopt;
+  }
+  const std::map<int, int> reads = choice_per_group(
+      pr, got, wrong, tol, a.num_kv_heads, [](const WrongPair& w) { return w.head; },
+      [&](const WrongPair& w, int j) -> std::optional<BugModel> {
+        if (j == w.head / a.group_size()) {
+          return std::nullopt; // its own KV head: the reference
+        }
+        BugModel m;
+        m.kv_head = j;
+        return m;
+      });
+  if (reads.empty()) {
+    return std::nullopt;
+  }
+  const int g = a.group_size();
+  const int shift = int(std::floor(std::log2(double(g))));
+  const auto every = [&](auto rule) {
+    return std::all_of(reads.begin(), reads.end(), [&](const auto& hj) { return rule(hj); });
+  };
+  // The shift's KV head, kept in range by some kernels.
+  const auto shifted = [&](int h) { return std::min(h >> shift, a.num_kv_heads - 1); };
+  if ((g & (g - 1)) != 0 && every([&](const auto& hj) {
+        return hj.second == hj.first >> shift || hj.second == shifted(hj.first);
+      })) {
+    return "GQA head mapping: query head h reads KV head h >> floor(log2(group)), a shift where "
+           "the group (num_heads / num_kv_heads) is not a power of two";
+  }
+  if (every([](const auto& hj) { return hj.second == 0; })) {
+    return std::string("GQA head mapping: every query head reads KV head 0");
+  }
+  return std::string("GQA head mapping: query heads read another KV head than "
+                     "h / (num_heads / num_kv_heads), each always the same one");
+}
+
+// Sequences whose rows attend over another sequence's keys (its block table and length), each
+// always the same one: a batch launched in chunks whose table and length pointers do not move,
+// a sequence index that wraps.
+std::optional<std::string> other_sequence_pattern(const Problem& pr, const RunOutput& got,
+                                                  const std::vector<WrongPair>& wrong,
+                                                  const Tolerance& tol) {
+  if (pr.batch < 2) {
+    return std::nullopt;
+  }
+  const std::map<int, int> reads = choice_per_group(
+      pr, got, wrong, tol, pr.batch, [&](const WrongPair& w) { return sequence_of_row(pr, w.row); },
+      [&](const WrongPair& w, int c) -> std::optional<BugModel> {
+        if (c == sequence_of_row(pr, w.row)) {
+          return std::nullopt;
+        }
+        BugModel m;
+        m.keys_of = c;
+        return m;
+      });
+  if (reads.empty()) {
+    return std::nullopt;
+  }
+  // A work list that skips empty sequences, indexed by its own position: each sequence after an
+  // empty one reads the sequence as many places before it as there are empty ones before it.
+  const auto empty = [&](int b) { return pr.k_len(b) == 0 || pr.q_len(b) == 0; };
+  const bool compacted = std::all_of(reads.begin(), reads.end(), [&](const auto& bc) {
+    int skipped = 0;
+    for (int e = 0; e < bc.first; ++e) {
+      skipped += empty(e) ? 1 : 0;
+    }
+    // Any sequence without keys gives the same output: the search named the first of them.
+    const int c = bc.first - skipped;
+    return skipped > 0 && (bc.second == c || (pr.k_len(bc.second) == 0 && pr.k_len(c) == 0));
+  });
+  if (compacted) {
+    return std::string("wrong sequence: each sequence after an empty one attends over the keys of "
+                       "an earlier one, one place back per empty sequence before it (a work list "
+                       "that leaves empty sequences out, indexed as if it did not)");
+  }
+  // The usual form: every sequence b from n on, and only those, reads sequence b % n.
+  for (int n = 1; n < pr.batch; ++n) {
+    if (int(reads.size()) == pr.batch - n &&
+        std::all_of(reads.begin(), reads.end(),
+                    [&](const auto& bc) { return bc.first >= n && bc.second == bc.first % n; })) {
+      return "wrong sequence: sequence b attends over the keys of sequence b % " +
+             std::to_string(n) +
+             " (its block table and length), as when a batch is launched in "
+             "chunks of " +
+             std::to_string(n) + " whose pointers do not move";
+    }
+  }
+  return std::string("wrong sequence: some sequences attend over another sequence's keys (its "
+                     "block table and length), each always the same one");
 }
 
 // Whether there is a wrong output pair and every one satisfies `fits`.
@@ -578,6 +749,55 @@ std::optional<std::string> unwritten_pattern(const Problem& pr, const RunOutput&
                      "the kernel was handed where it wrote nothing, and what it wrote is right");
 }
 
+// Output that is NaN or infinite where attention is finite, and right elsewhere: a launch grid
+// that leaves heads, query rows of a sequence or sequences from some index on to whatever the
+// kernel writes there. Said with that index where the wrong pairs are exactly those past it.
+std::optional<std::string> nonfinite_pattern(const Problem& pr, const RunOutput& got,
+                                             const std::vector<WrongPair>& wrong) {
+  if (!every_wrong_output(wrong, [&](const WrongPair& w) { return none_finite(pr, got, w); })) {
+    return std::nullopt;
+  }
+  std::set<std::pair<int, int>> bad; // (row, head)
+  for (const WrongPair& w : wrong) {
+    if (w.out_wrong) {
+      bad.emplace(w.row, w.head);
+    }
+  }
+  const int H = pr.params.num_heads;
+  const auto in_sequence = [&](int row) { return row - pr.q_start(sequence_of_row(pr, row)); };
+  // The least value `of` takes over the wrong pairs, when the wrong pairs are exactly those
+  // (row, head) where `of` reaches it; -1 otherwise (or when it is 0: everything is wrong).
+  const auto from = [&](const std::function<int(int row, int head)>& of) {
+    int least = std::numeric_limits<int>::max();
+    for (const auto& [r, h] : bad) {
+      least = std::min(least, of(r, h));
+    }
+    for (int r = 0; r < pr.num_rows(); ++r) {
+      for (int h = 0; h < H; ++h) {
+        if ((of(r, h) >= least) != (bad.count({r, h}) > 0)) {
+          return -1;
+        }
+      }
+    }
+    return least > 0 ? least : -1;
+  };
+  const std::string what = " come out NaN or infinite where attention is finite (a launch grid "
+                           "that covers ";
+  if (const int h0 = from([](int, int h) { return h; }); h0 > 0) {
+    return "query heads from " + std::to_string(h0) + " on" + what + std::to_string(h0) + " heads)";
+  }
+  if (const int r0 = from([&](int r, int) { return in_sequence(r); }); r0 > 0) {
+    return "query rows from " + std::to_string(r0) + " on in a sequence" + what +
+           std::to_string(r0) + " rows of a sequence)";
+  }
+  if (const int s0 = from([&](int r, int) { return sequence_of_row(pr, r); }); s0 > 0) {
+    return "sequences from " + std::to_string(s0) + " on" + what + std::to_string(s0) +
+           " sequences)";
+  }
+  return std::string("NaN or infinite output where attention is finite, the rest right (the "
+                     "failure map says where)");
+}
+
 } // namespace
 
 bool rests_on_nan_tails(const std::string& cause) { return cause.starts_with(kNanTailCause); }
@@ -590,9 +810,10 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
   const AttnParams& a = pr.params;
   const int D = a.head_dim;
   const int bs = a.block_size;
-  const int b = sequence_of_row(pr, row);
-  const int ql = pr.q_len(b);
-  const int i = row - pr.q_start(b);
+  const int own = sequence_of_row(pr, row);
+  const int ql = pr.q_len(own);
+  const int i = row - pr.q_start(own);
+  const int b = m.keys_of >= 0 ? m.keys_of : own; // whose keys, block table and length
   const int k = pr.k_len(b);
   const int table_keys = pr.max_blocks_per_seq * bs;
   const int n = m.length ? m.length(k, bs, table_keys, m.partition) : k;
@@ -606,7 +827,9 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
       return {};
     }
   }
-  const int kvh = m.gqa_modulo ? head % a.num_kv_heads : head / a.group_size();
+  const int kvh = m.kv_head >= 0 ? m.kv_head
+                  : m.gqa_modulo ? head % a.num_kv_heads
+                                 : head / a.group_size();
   const int p = m.partition > 0 ? m.partition : std::max(n, 1);
   std::vector<Part> parts(static_cast<std::size_t>((std::max(n, 1) + p - 1) / p));
   for (Part& part : parts) {
@@ -618,7 +841,7 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     if (!reference_visible(a, ql, n, i, j) || (m.count && m.count(j, k, m.partition) == 0)) {
       continue;
     }
-    const double x = score(pr, row, head, b, kvh, j);
+    const double x = score(pr, row, head, b, kvh, j, m.score_dims, m.softcap_first);
     s[std::size_t(j)] = x;
     Part& part = parts[std::size_t(j / p)];
     part.m = std::max(part.m, x);
@@ -701,8 +924,11 @@ explain_engine_bug(const Problem& pr, const KernelConfig& cfg, const RunOutput& 
       [&] { return past_length_pattern(pr, got, wrong); },
       [&] { return no_key_pattern(pr, got, ref, wrong); },
       [&] { return shifted_end_pattern(pr, got, wrong, tol); },
+      [&] { return kv_head_pattern(pr, got, wrong, tol); },
+      [&] { return other_sequence_pattern(pr, got, wrong, tol); },
       [&] { return lse_pattern(pr, got, ref, wrong, tol); },
       [&] { return unwritten_pattern(pr, got, ref, wrong, tol); },
+      [&] { return nonfinite_pattern(pr, got, wrong); },
   };
   for (const auto& pattern : patterns) {
     if (auto why = pattern(); why && (!confirm || confirm(*why))) {

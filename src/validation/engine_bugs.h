@@ -6,7 +6,9 @@
 // last block folded in with a zero weight (NaN there makes the row NaN), a partition the mask
 // leaves empty folded in (NaN), rows that see keys computed as rows that see none (zeros), a
 // causal limit placed wrong or a bound on the keys read (attention over a prefix of the keys), an
-// lse in base 2 or the row's largest score alone.
+// lse in base 2 or the row's largest score alone; query heads that read another KV head, rows that
+// read another sequence's keys, a q.k product without its head_dim tail, the soft cap applied
+// before the scale, NaN from some head, row or sequence on.
 //
 // A model explains a failed output when every wrong (row, head) pair of it equals what the model
 // computes there (within the dtype's tolerance), each in double precision from the problem's own
@@ -57,6 +59,10 @@ struct BugModel {
   int (*length)(int k_len, int block_size, int table_keys, int partition) = nullptr; // null: k_len
   int (*count)(int j, int k_len, int partition) = nullptr;                           // null: 1
   bool gqa_modulo = false; // kv head h % num_kv_heads instead of h / group
+  int kv_head = -1;        // >= 0: every query head reads this kv head
+  int keys_of = -1;        // >= 0: the keys (block table, length) of this sequence are read
+  int score_dims = 0;      // > 0: the q.k product stops after this many dimensions
+  bool softcap_first = false; // scale * softcap * tanh(q.k / softcap): the cap before the scale
 };
 // The models that apply to `pr` under `cfg`, in the order they are tried (the split-KV ones need
 // the configuration's "partition"; the GQA one a group of more than one head).

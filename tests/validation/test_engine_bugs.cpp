@@ -43,6 +43,34 @@ RunOutput output_of(const Problem& pr, const BugModel& m, const ReferenceResult&
   return o;
 }
 
+// The output a model per (row, head) computes, the lse the reference's.
+RunOutput output_with(const Problem& pr, const ReferenceResult& ref,
+                      const std::function<BugModel(int row, int head)>& model_at) {
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  for (int r = 0; r < pr.num_rows(); ++r) {
+    for (int h = 0; h < H; ++h) {
+      const std::vector<double> v = model_output(pr, model_at(r, h), r, h);
+      for (int d = 0; d < D; ++d) {
+        o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
+      }
+    }
+  }
+  return o;
+}
+
+// What explain_engine_bug says of `o` (one phrase, or "").
+std::string diagnosis(const Problem& pr, const RunOutput& o, const ReferenceResult& ref) {
+  const Tolerance tol = tolerance_for(pr.params.dtype);
+  KernelConfig cfg;
+  cfg.family = Family::decode_v1;
+  const auto wrong = wrong_pairs(o.out, nullptr, ref, tol);
+  EXPECT_FALSE(wrong.empty());
+  const auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong);
+  return found.empty() ? "" : found.front();
+}
+
 } // namespace
 
 TEST(EngineBugs, AModelWithoutItsMistakeIsAttention) {
@@ -355,4 +383,102 @@ TEST(FailureMap, PrefillRowsBelongToTheirSequence) {
   EXPECT_EQ(sequence_of_row(pr, 2), 0);
   EXPECT_EQ(sequence_of_row(pr, 3), 2); // sequence 1 has no query row
   EXPECT_EQ(sequence_of_row(pr, 7), 2);
+}
+
+// Mistakes a planted-bug audit found unexplained: the KV head a query head reads (a shift where
+// the group is not a power of two), the sequence whose keys are read (a batch launched in
+// chunks), a q.k product with no tail loop, and the soft cap applied before the scale.
+TEST(EngineBugs, WrongHeadsSequencesTailsAndCapOrderAreNamed) {
+  {
+    const Problem pr = make_decode_problem(test::params(12, 4, 32, 16, DType::f32),
+                                           {40, 7, 100, 16}, test::gen(3));
+    const ReferenceResult ref = reference_attention(pr, {1, {}});
+    const RunOutput o = output_with(pr, ref, [](int, int h) {
+      BugModel m;
+      m.kv_head = std::min(h >> 1, 3); // group 3, shifted by floor(log2(3)) = 1
+      return m;
+    });
+    EXPECT_NE(diagnosis(pr, o, ref).find("h >> floor(log2(group))"), std::string::npos)
+        << diagnosis(pr, o, ref);
+    const RunOutput zero = output_with(pr, ref, [](int, int) {
+      BugModel m;
+      m.kv_head = 0;
+      return m;
+    });
+    EXPECT_EQ(diagnosis(pr, zero, ref), "GQA head mapping: every query head reads KV head 0");
+  }
+  {
+    std::vector<int> lens;
+    for (int b = 0; b < 19; ++b) {
+      lens.push_back(20 + 13 * b);
+    }
+    const Problem pr =
+        make_decode_problem(test::params(4, 2, 32, 16, DType::f32), lens, test::gen(4));
+    const ReferenceResult ref = reference_attention(pr, {1, {}});
+    const RunOutput o = output_with(pr, ref, [&](int row, int) {
+      BugModel m;
+      m.keys_of = sequence_of_row(pr, row) % 16;
+      return m;
+    });
+    EXPECT_NE(diagnosis(pr, o, ref).find("sequence b attends over the keys of sequence b % 16"),
+              std::string::npos)
+        << diagnosis(pr, o, ref);
+  }
+  {
+    const Problem pr =
+        make_decode_problem(test::params(4, 2, 80, 16, DType::f32), {33, 90}, test::gen(5));
+    const ReferenceResult ref = reference_attention(pr, {1, {}});
+    const RunOutput o = output_with(pr, ref, [](int, int) {
+      BugModel m;
+      m.score_dims = 64;
+      return m;
+    });
+    EXPECT_EQ(diagnosis(pr, o, ref), "head_dim tail: the q.k product leaves out the last 16 "
+                                     "dimensions (chunks of 32 with no tail loop)");
+  }
+  {
+    AttnParams a = test::params(4, 2, 32, 16, DType::f32);
+    a.softcap = 5.0;
+    a.scale = 0.3;
+    const Problem pr = make_decode_problem(a, {33, 90}, test::gen(6));
+    const ReferenceResult ref = reference_attention(pr, {1, {}});
+    const RunOutput o = output_with(pr, ref, [](int, int) {
+      BugModel m;
+      m.softcap_first = true;
+      return m;
+    });
+    EXPECT_NE(diagnosis(pr, o, ref).find("soft cap before the scale"), std::string::npos)
+        << diagnosis(pr, o, ref);
+  }
+}
+
+// NaN written past a launch grid's reach (heads from 32 on, say), and sequences after an empty one
+// that read the keys of the one before (a compacted work list indexed by its own position).
+TEST(EngineBugs, NanPastAGridAndSequencesShiftedByAnEmptyOneAreNamed) {
+  const Problem pr =
+      make_decode_problem(test::params(8, 2, 32, 16, DType::f32), {40, 0, 70, 90}, test::gen(7));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  for (int r = 0; r < pr.num_rows(); ++r) {
+    for (int h = 5; h < H; ++h) {
+      for (int d = 0; d < D; ++d) {
+        o.out.set((std::size_t(r) * H + h) * D + d, NAN);
+      }
+    }
+  }
+  EXPECT_NE(diagnosis(pr, o, ref).find("query heads from 5 on come out NaN"), std::string::npos)
+      << diagnosis(pr, o, ref);
+  const RunOutput shifted = output_with(pr, ref, [&](int row, int) {
+    BugModel m;
+    const int b = sequence_of_row(pr, row);
+    m.keys_of = b > 1 ? b - 1 : b;
+    return m;
+  });
+  EXPECT_NE(diagnosis(pr, shifted, ref)
+                .find("each sequence after an empty one attends over the "
+                      "keys of an earlier one"),
+            std::string::npos)
+      << diagnosis(pr, shifted, ref);
 }
