@@ -444,17 +444,22 @@ RowKeys row_keys(const Problem& pr, int row) {
   return r;
 }
 
-// The last key e (from lo - 1, none, up to the sequence's last) such that attention over keys
-// lo..e is the kernel's output for the pair, nearest the mask's own last key; nullopt when no end
-// gives it. One online-softmax pass over the keys, the output compared after each.
-std::optional<int> matching_end(const Problem& pr, const RunOutput& got, const WrongPair& w,
-                                const Tolerance& tol) {
+// Where the keys a row attends over may be bounded wrongly: at its last key (keys lo..e, for e
+// from lo - 1, none, up to the sequence's last) or at its first (keys s..hi, for s from hi + 1,
+// none, down to 0). The bound nearest the mask's own such that attention over those keys is the
+// kernel's output for the pair; nullopt when none gives it. One online-softmax pass over the
+// keys, the output compared after each.
+enum class Bound { last, first };
+std::optional<int> matching_bound(const Problem& pr, const RunOutput& got, const WrongPair& w,
+                                  const Tolerance& tol, Bound which) {
   const AttnParams& a = pr.params;
   const int D = a.head_dim;
   const int b = sequence_of_row(pr, w.row);
   const int k = pr.k_len(b);
   const int kvh = w.head / a.group_size();
   const RowKeys r = row_keys(pr, w.row);
+  const bool up = which == Bound::last;
+  const int own = up ? r.hi : r.lo;
   const auto matches = [&](const std::vector<double>& acc, double l) {
     for (int d = 0; d < D; ++d) {
       if (judge_element(got.out, out_index(pr, w, d), l > 0 ? acc[std::size_t(d)] / l : 0.0, tol) !=
@@ -469,12 +474,12 @@ std::optional<int> matching_end(const Problem& pr, const RunOutput& got, const W
   double l = 0.0;
   std::optional<int> best;
   const auto consider = [&](int e) {
-    if (matches(acc, l) && (!best || std::abs(e - r.hi) < std::abs(*best - r.hi))) {
+    if (matches(acc, l) && (!best || std::abs(e - own) < std::abs(*best - own))) {
       best = e;
     }
   };
-  consider(r.lo - 1);
-  for (int j = r.lo; j < k; ++j) {
+  consider(up ? r.lo - 1 : r.hi + 1);
+  for (int j = up ? r.lo : r.hi; up ? j < k : j >= 0; j += up ? 1 : -1) {
     const double x = score(pr, w.row, w.head, b, kvh, j);
     if (x > m) {
       const double f = std::exp(m - x);
@@ -511,7 +516,7 @@ std::optional<std::string> shifted_end_pattern(const Problem& pr, const RunOutpu
   std::set<int> ends; // the last keys read, as key indices
   bool top_left = true;
   const bool fits = every_wrong_output(wrong, [&](const WrongPair& w) {
-    const std::optional<int> e = matching_end(pr, got, w, tol);
+    const std::optional<int> e = matching_bound(pr, got, w, tol, Bound::last);
     if (!e) {
       return false;
     }
@@ -560,6 +565,51 @@ std::optional<std::string> shifted_end_pattern(const Problem& pr, const RunOutpu
   }
   return std::string("the causal limit is misplaced, early in some rows and late in others (a "
                      "causal offset computed from the wrong length or tile)");
+}
+
+// Rows whose output is attention over their window from another first key than the mask's, up
+// to the mask's last: the sliding window's start placed wrong (window_left off by one, a start
+// block computed with the wrong block size).
+std::optional<std::string> shifted_start_pattern(const Problem& pr, const RunOutput& got,
+                                                 const std::vector<WrongPair>& wrong,
+                                                 const Tolerance& tol) {
+  if (pr.params.window_left < 0) {
+    return std::nullopt; // no lower limit to place wrong
+  }
+  int lo_shift = std::numeric_limits<int>::max();
+  int hi_shift = std::numeric_limits<int>::min();
+  const bool fits = every_wrong_output(wrong, [&](const WrongPair& w) {
+    const std::optional<int> s = matching_bound(pr, got, w, tol, Bound::first);
+    if (!s) {
+      return false;
+    }
+    const int shift = *s - row_keys(pr, w.row).lo;
+    lo_shift = std::min(lo_shift, shift);
+    hi_shift = std::max(hi_shift, shift);
+    return true;
+  });
+  if (!fits) {
+    return std::nullopt;
+  }
+  if (lo_shift == 1 && hi_shift == 1) {
+    return std::string("the sliding window starts one key late: each wrong row misses the first "
+                       "key of its window (window_left off by one, or the block holding that key "
+                       "skipped)");
+  }
+  if (lo_shift == -1 && hi_shift == -1) {
+    return std::string("the sliding window starts one key early: each wrong row also sees the key "
+                       "before its window (window_left off by one)");
+  }
+  if (lo_shift > 0) {
+    return std::string("the sliding window starts late: rows miss the first keys of their window "
+                       "(a window start, or its first block, computed wrong)");
+  }
+  if (hi_shift < 0) {
+    return std::string("the sliding window starts early: rows also see keys before their window "
+                       "(a window start computed wrong)");
+  }
+  return std::string("the sliding window's start is misplaced, late in some rows and early in "
+                     "others");
 }
 
 // The largest score row `row`, head `head` gives a key it sees (-inf when it sees none): what an
@@ -924,6 +974,7 @@ explain_engine_bug(const Problem& pr, const KernelConfig& cfg, const RunOutput& 
       [&] { return past_length_pattern(pr, got, wrong); },
       [&] { return no_key_pattern(pr, got, ref, wrong); },
       [&] { return shifted_end_pattern(pr, got, wrong, tol); },
+      [&] { return shifted_start_pattern(pr, got, wrong, tol); },
       [&] { return kv_head_pattern(pr, got, wrong, tol); },
       [&] { return other_sequence_pattern(pr, got, wrong, tol); },
       [&] { return lse_pattern(pr, got, ref, wrong, tol); },

@@ -8,7 +8,7 @@
 // causal limit placed wrong or a bound on the keys read (attention over a prefix of the keys), an
 // lse in base 2 or the row's largest score alone; query heads that read another KV head, rows that
 // read another sequence's keys, a q.k product without its head_dim tail, the soft cap applied
-// before the scale, NaN from some head, row or sequence on.
+// before the scale, NaN from some head, row or sequence on, a sliding window's start misplaced.
 //
 // A model explains a failed output when every wrong (row, head) pair of it equals what the model
 // computes there (within the dtype's tolerance), each in double precision from the problem's own

@@ -482,3 +482,27 @@ TEST(EngineBugs, NanPastAGridAndSequencesShiftedByAnEmptyOneAreNamed) {
             std::string::npos)
       << diagnosis(pr, shifted, ref);
 }
+
+// A sliding window whose start is one key late (window_left one short) or several keys early.
+TEST(EngineBugs, AMisplacedWindowStartIsNamed) {
+  AttnParams a = test::params(4, 2, 32, 16, DType::f32);
+  a.window_left = 20;
+  const Problem pr = make_decode_problem(a, {70, 33, 100}, test::gen(8));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const auto as_if = [&](int window_left) {
+    Problem other = pr;
+    other.params.window_left = window_left;
+    const ReferenceResult r = reference_attention(other, {1, {}});
+    RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+    for (std::size_t i = 0; i < r.out.size(); ++i) {
+      o.out.set(i, float(r.out[i]));
+    }
+    return o;
+  };
+  EXPECT_NE(diagnosis(pr, as_if(19), ref).find("the sliding window starts one key late"),
+            std::string::npos)
+      << diagnosis(pr, as_if(19), ref);
+  EXPECT_NE(diagnosis(pr, as_if(26), ref).find("the sliding window starts early"),
+            std::string::npos)
+      << diagnosis(pr, as_if(26), ref);
+}
