@@ -612,6 +612,121 @@ std::optional<std::string> shifted_start_pattern(const Problem& pr, const RunOut
                      "others");
 }
 
+// The one key whose weight left out of the pair's softmax gives the kernel's output (nullopt: no
+// single key does). One pass for the row's sums, then each key taken out of them in turn.
+std::optional<int> dropped_key(const Problem& pr, const RunOutput& got, const WrongPair& w,
+                               const Tolerance& tol) {
+  const AttnParams& a = pr.params;
+  const int D = a.head_dim;
+  const int b = sequence_of_row(pr, w.row);
+  const int kvh = w.head / a.group_size();
+  const RowKeys r = row_keys(pr, w.row);
+  if (r.hi < r.lo + 1) {
+    return std::nullopt; // one key or none: leaving it out is the no-key pattern's
+  }
+  std::vector<double> s(std::size_t(r.hi - r.lo + 1));
+  double m = kNegInf;
+  for (int j = r.lo; j <= r.hi; ++j) {
+    s[std::size_t(j - r.lo)] = score(pr, w.row, w.head, b, kvh, j);
+    m = std::max(m, s[std::size_t(j - r.lo)]);
+  }
+  const auto value = [&](int j, int d) {
+    return pr.value_scale(kvh) * pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
+  };
+  std::vector<double> acc(std::size_t(D), 0.0);
+  double l = 0.0;
+  for (int j = r.lo; j <= r.hi; ++j) {
+    const double wt = std::exp(s[std::size_t(j - r.lo)] - m);
+    l += wt;
+    for (int d = 0; d < D; ++d) {
+      acc[std::size_t(d)] += wt * value(j, d);
+    }
+  }
+  for (int j = r.lo; j <= r.hi; ++j) {
+    const double wt = std::exp(s[std::size_t(j - r.lo)] - m);
+    if (l - wt <= 0) {
+      continue;
+    }
+    bool fits = true;
+    for (int d = 0; d < D && fits; ++d) {
+      fits = judge_element(got.out, out_index(pr, w, d),
+                           (acc[std::size_t(d)] - wt * value(j, d)) / (l - wt),
+                           tol) == ElementVerdict::ok;
+    }
+    if (fits) {
+      return j;
+    }
+  }
+  return std::nullopt;
+}
+
+// Every wrong row misses the same single key, whatever its length: a key index a kernel skips (a
+// partition's last key in one partition only, an off-by-one in one loop). Said with the index,
+// and with it as a partition's edge where the configuration splits the keys.
+std::optional<std::string> dropped_key_pattern(const Problem& pr, const KernelConfig& cfg,
+                                               const RunOutput& got,
+                                               const std::vector<WrongPair>& wrong,
+                                               const Tolerance& tol) {
+  std::set<int> keys;
+  if (!every_wrong_output(wrong, [&](const WrongPair& w) {
+        const std::optional<int> j = dropped_key(pr, got, w, tol);
+        if (j) {
+          keys.insert(*j);
+        }
+        return j.has_value() && keys.size() == 1;
+      })) {
+    return std::nullopt;
+  }
+  const int j = *keys.begin();
+  std::string where;
+  if (const int p = cfg.get("partition", 0); p > 0 && (j + 1) % p == 0) {
+    where = " (" + std::to_string((j + 1) / p) + " x " + std::to_string(p) +
+            " - 1: the last key of partition " + std::to_string((j + 1) / p) + " alone)";
+  } else if (p > 0 && j % p == 0) {
+    where = " (" + std::to_string(j / p) + " x " + std::to_string(p) +
+            ": the first key of partition " + std::to_string(j / p + 1) + " alone)";
+  }
+  return "key " + std::to_string(j) + where +
+         " is left out: every wrong row misses that one key, whatever its length";
+}
+
+// The output's dimensions from some d0 on hold the result's dimensions from 0 (a P.V product
+// whose later chunk reads V from offset 0), the ones before d0 right.
+std::optional<std::string> value_tail_pattern(const Problem& pr, const RunOutput& got,
+                                              const ReferenceResult& ref,
+                                              const std::vector<WrongPair>& wrong,
+                                              const Tolerance& tol) {
+  const int D = pr.params.head_dim;
+  std::optional<int> from;
+  const bool fits = every_wrong_output(wrong, [&](const WrongPair& w) {
+    int d0 = 0;
+    while (d0 < D && judge_element(got.out, out_index(pr, w, d0), ref.out[out_index(pr, w, d0)],
+                                   tol) == ElementVerdict::ok) {
+      ++d0;
+    }
+    // The first wrong dimension, rounded down to the chunk it opens (a right element may begin
+    // a wrong chunk by chance).
+    d0 = d0 / 16 * 16;
+    if (d0 == 0 || (from && *from != d0)) {
+      return false;
+    }
+    from = d0;
+    for (int d = d0; d < D; ++d) {
+      if (judge_element(got.out, out_index(pr, w, d), ref.out[out_index(pr, w, d - d0)], tol) !=
+          ElementVerdict::ok) {
+        return false;
+      }
+    }
+    return true;
+  });
+  if (!fits) {
+    return std::nullopt;
+  }
+  return "head_dim tail: output dimensions from " + std::to_string(*from) +
+         " on hold the result's dimensions from 0 (a P.V product whose later chunk reads V from "
+         "offset 0)";
+}
+
 // The largest score row `row`, head `head` gives a key it sees (-inf when it sees none): what an
 // lse is when the log of the weights' sum is left out.
 double row_max_score(const Problem& pr, int row, int head) {
@@ -975,6 +1090,8 @@ explain_engine_bug(const Problem& pr, const KernelConfig& cfg, const RunOutput& 
       [&] { return no_key_pattern(pr, got, ref, wrong); },
       [&] { return shifted_end_pattern(pr, got, wrong, tol); },
       [&] { return shifted_start_pattern(pr, got, wrong, tol); },
+      [&] { return dropped_key_pattern(pr, cfg, got, wrong, tol); },
+      [&] { return value_tail_pattern(pr, got, ref, wrong, tol); },
       [&] { return kv_head_pattern(pr, got, wrong, tol); },
       [&] { return other_sequence_pattern(pr, got, wrong, tol); },
       [&] { return lse_pattern(pr, got, ref, wrong, tol); },

@@ -506,3 +506,43 @@ TEST(EngineBugs, AMisplacedWindowStartIsNamed) {
             std::string::npos)
       << diagnosis(pr, as_if(26), ref);
 }
+
+// One key left out of every row that reaches it (the last key of the second partition alone),
+// and a P.V product whose second chunk reads V from offset 0.
+TEST(EngineBugs, ALoneDroppedKeyAndAValueTailReadFromZeroAreNamed) {
+  {
+    const Problem pr =
+        make_decode_problem(test::params(4, 2, 32, 16, DType::f32), {800, 900, 100}, test::gen(9));
+    const ReferenceResult ref = reference_attention(pr, {1, {}});
+    BugModel m{"drop 767"};
+    m.count = [](int j, int, int) { return j == 767 ? 0 : 1; };
+    const RunOutput o = output_of(pr, m, ref);
+    const Tolerance tol = tolerance_for(DType::f32);
+    KernelConfig cfg;
+    cfg.family = Family::decode_v2;
+    cfg.params["partition"] = 384;
+    const auto found =
+        explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, nullptr, ref, tol));
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0], "key 767 (2 x 384 - 1: the last key of partition 2 alone) is left out: "
+                        "every wrong row misses that one key, whatever its length");
+  }
+  {
+    const Problem pr =
+        make_decode_problem(test::params(4, 2, 80, 16, DType::f32), {33, 90}, test::gen(10));
+    const ReferenceResult ref = reference_attention(pr, {1, {}});
+    RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+    const int D = pr.params.head_dim;
+    for (std::size_t i = 0; i < ref.out.size(); ++i) {
+      const int d = int(i % std::size_t(D));
+      if (d >= 64) {
+        o.out.set(i, float(ref.out[i - 64]));
+      }
+    }
+    EXPECT_NE(diagnosis(pr, o, ref)
+                  .find("output dimensions from 64 on hold the result's "
+                        "dimensions from 0"),
+              std::string::npos)
+        << diagnosis(pr, o, ref);
+  }
+}
