@@ -11,6 +11,7 @@ flock=$2
 device_lock=$3
 profile=$4
 work=$5
+. "$(dirname "$0")/waiting_sweep.sh"
 fail() {
   echo "merge_into_running_sweep: $*" >&2
   exit 1
@@ -24,25 +25,7 @@ cd "$work"
 "$tool" sweep --device cpu --profile "$profile" --threads 2 --quiet --no-report --shard 0/1 \
   --out shard > shard.log 2>&1 || fail "the shard sweep failed: $(cat shard.log)"
 
-"$flock" "$device_lock" sleep 8 &
-holder=$!
-tries=0
-while "$flock" -n "$device_lock" true 2> /dev/null; do
-  tries=$((tries + 1))
-  [ "$tries" -lt 100 ] || fail "flock never took $device_lock"
-  sleep 0.05
-done
-
-"$tool" sweep --device cpu --profile "$profile" --threads 2 --no-report --out running \
-  > sweep.log 2>&1 &
-sweep=$!
-# The sweep has its folder once its pid is in the folder's lock file and it waits for the device.
-tries=0
-until grep -q "waiting for" sweep.log 2> /dev/null; do
-  tries=$((tries + 1))
-  [ "$tries" -lt 200 ] || fail "the sweep never waited for the device: $(cat sweep.log)"
-  sleep 0.05
-done
+start_waiting_sweep 8 running
 
 set +e
 "$tool" merge running shard > merge.out 2> merge.err

@@ -11,6 +11,7 @@ flock=$2
 device_lock=$3
 profile=$4
 work=$5
+. "$(dirname "$0")/waiting_sweep.sh"
 fail() {
   echo "stop_running_sweep: $*" >&2
   exit 1
@@ -20,25 +21,7 @@ rm -rf "$work"
 mkdir -p "$work" "$(dirname "$device_lock")"
 cd "$work"
 
-# -o: flock itself holds the lock, not the sleep, so that killing flock lets go of it.
-"$flock" -o "$device_lock" sleep 30 > /dev/null 2>&1 &
-holder=$!
-tries=0
-while "$flock" -n "$device_lock" true 2> /dev/null; do
-  tries=$((tries + 1))
-  [ "$tries" -lt 100 ] || fail "flock never took $device_lock"
-  sleep 0.05
-done
-
-"$tool" sweep --device cpu --profile "$profile" --threads 2 --no-report --out stopped \
-  > sweep.log 2>&1 &
-sweep=$!
-tries=0
-until grep -q "waiting for" sweep.log 2> /dev/null; do
-  tries=$((tries + 1))
-  [ "$tries" -lt 200 ] || fail "the sweep never waited for the device: $(cat sweep.log)"
-  sleep 0.05
-done
+start_waiting_sweep 30 stopped
 
 kill -TERM "$sweep"
 set +e

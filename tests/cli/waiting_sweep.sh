@@ -1,0 +1,26 @@
+# Sourced by the CLI scripts that need a sweep surely running: util-linux flock holds this host's
+# device lock (in a private lock folder) for SECONDS, so a sweep started into OUT holds its folder
+# and waits for the device. Uses $tool, $flock, $device_lock, $profile and fail(); sets $holder
+# (the flock process: killing it lets the lock go) and $sweep (the sweep's pid; its output in
+# sweep.log).
+#   start_waiting_sweep SECONDS OUT
+start_waiting_sweep() {
+  "$flock" -o "$device_lock" sleep "$1" > /dev/null 2>&1 &
+  holder=$!
+  tries=0
+  while "$flock" -n "$device_lock" true 2> /dev/null; do
+    tries=$((tries + 1))
+    [ "$tries" -lt 100 ] || fail "flock never took $device_lock"
+    sleep 0.05
+  done
+  "$tool" sweep --device cpu --profile "$profile" --threads 2 --no-report --out "$2" \
+    > sweep.log 2>&1 &
+  sweep=$!
+  # The sweep has its folder once it waits for the device.
+  tries=0
+  until grep -q "waiting for" sweep.log 2> /dev/null; do
+    tries=$((tries + 1))
+    [ "$tries" -lt 200 ] || fail "the sweep never waited for the device: $(cat sweep.log)"
+    sleep 0.05
+  done
+}
