@@ -1,0 +1,59 @@
+// diagnose_failure's fp8 mistakes judge the kernel's output against what the mistake computes with
+// a tolerance that grows with the mistake's outputs: a value scale ignored makes every output
+// 1/v_scale times larger, and the kernel's rounding error with them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "reference/reference.h"
+#include "src/backends/cpu/cpu_backend.h"
+#include "src/validation/diagnose.h"
+#include "tests/support/problems.h"
+
+namespace attn {
+namespace {
+
+TEST(Diagnose, AScaleIgnoredIsNamedThoughItsLargerOutputsRoundFurther) {
+  AttnParams a = test::params(4, 2, 64, 16, DType::f32);
+  a.kv_dtype = DType::fp8_e4m3;
+  GenOptions g = test::gen(12);
+  g.k_scale = {0.5f};
+  g.v_scale = {1.0f / 64};
+  const Problem pr = make_decode_problem(a, {40, 97}, g);
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  Problem ignored = pr;
+  ignored.v_scale.clear();
+  const ReferenceResult mistaken = reference_attention(ignored, {1, {}});
+  // The kernel's answer: what the mistake computes, its element nearest zero off by more than the
+  // fp32 floor (1e-5) allows an output of attention's size, as fp32 rounding of outputs 64 times
+  // larger leaves it.
+  RunOutput got;
+  got.out = HostTensor(DType::f32, {pr.num_rows(), a.num_heads, a.head_dim});
+  std::size_t nearest = 0;
+  for (std::size_t i = 0; i < mistaken.out.size(); ++i) {
+    got.out.set(i, float(mistaken.out[i]));
+    if (std::abs(mistaken.out[i]) < std::abs(mistaken.out[nearest])) {
+      nearest = i;
+    }
+  }
+  got.out.set(nearest, float(mistaken.out[nearest] + 4e-5));
+  for (const double l : ref.lse) { // a value scale leaves the lse as it is
+    got.lse.push_back(float(l));
+  }
+  const Tolerance tol = tolerance_for(DType::f32);
+  const auto wrong = wrong_pairs(got.out, nullptr, ref, tol);
+  ASSERT_FALSE(wrong.empty());
+  auto be = make_cpu_backend({.threads = 1, .kernels = ""});
+  KernelConfig cfg;
+  cfg.family = Family::decode_v1;
+  cfg.params["split"] = 0;
+  const std::vector<std::string> found =
+      diagnose_failure(*be, cfg, pr, got, ref, tol, wrong, /*ref_threads=*/1);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], "v_scale is ignored (taken as 1)");
+}
+
+} // namespace
+} // namespace attn
