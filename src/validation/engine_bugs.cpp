@@ -111,6 +111,17 @@ std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& c
     m.softcap_first = true;
     all.push_back(m);
   }
+  // A slot within a block found with a mask made for smaller blocks: key j read from slot
+  // j & (m - 1) of its block, where the block holds more than m slots.
+  for (int mask : {8, 16, 32}) {
+    if (a.block_size > mask && (a.block_size & (a.block_size - 1)) == 0) {
+      BugModel m{"block slots: key j is read from slot j & " + std::to_string(mask - 1) +
+                 " of its block (a slot mask for blocks of " + std::to_string(mask) +
+                 " where a block holds " + std::to_string(a.block_size) + ")"};
+      m.slot_mask = mask;
+      all.push_back(m);
+    }
+  }
   // A q.k product vectorised in chunks with no tail loop: the last head_dim % chunk dimensions
   // are left out of the score.
   for (int chunk : {16, 32, 64}) {
@@ -996,6 +1007,10 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
                   : m.gqa_modulo ? head % a.num_kv_heads
                                  : head / a.group_size();
   const int p = m.partition > 0 ? m.partition : std::max(n, 1);
+  // Where key j is read from: its own slot, or the one a slot mask makes of it.
+  const auto slot_of = [&](int j) {
+    return m.slot_mask > 0 ? j / bs * bs + (j & (m.slot_mask - 1)) : j;
+  };
   std::vector<Part> parts(static_cast<std::size_t>((std::max(n, 1) + p - 1) / p));
   for (Part& part : parts) {
     part.acc.assign(std::size_t(D), 0.0);
@@ -1006,7 +1021,7 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     if (!reference_visible(a, ql, n, i, j) || (m.count && m.count(j, k, m.partition) == 0)) {
       continue;
     }
-    const double x = score(pr, row, head, b, kvh, j, m.score_dims, m.softcap_first);
+    const double x = score(pr, row, head, b, kvh, slot_of(j), m.score_dims, m.softcap_first);
     s[std::size_t(j)] = x;
     Part& part = parts[std::size_t(j / p)];
     part.m = std::max(part.m, x);
@@ -1020,7 +1035,8 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     part.l += w;
     for (int d = 0; d < D; ++d) {
       part.acc[std::size_t(d)] +=
-          w * pr.value_scale(kvh) * pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
+          w * pr.value_scale(kvh) *
+          pr.value_cache.get(std::size_t(pr.value_index(b, kvh, slot_of(j), d)));
     }
   }
   // The reduction: each partition's normalised output weighted as the model says.

@@ -63,6 +63,7 @@ struct BugModel {
   int keys_of = -1;        // >= 0: the keys (block table, length) of this sequence are read
   int score_dims = 0;      // > 0: the q.k product stops after this many dimensions
   bool softcap_first = false; // scale * softcap * tanh(q.k / softcap): the cap before the scale
+  int slot_mask = 0;          // > 0: key j is read from slot j & (slot_mask - 1) of its block
 };
 // The models that apply to `pr` under `cfg`, in the order they are tried (the split-KV ones need
 // the configuration's "partition"; the GQA one a group of more than one head).

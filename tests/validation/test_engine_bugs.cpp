@@ -387,7 +387,8 @@ TEST(FailureMap, PrefillRowsBelongToTheirSequence) {
 
 // Mistakes a planted-bug audit found unexplained: the KV head a query head reads (a shift where
 // the group is not a power of two), the sequence whose keys are read (a batch launched in
-// chunks), a q.k product with no tail loop, and the soft cap applied before the scale.
+// chunks), a q.k product with no tail loop, a block's slot found with a mask for smaller blocks,
+// and the soft cap applied before the scale.
 TEST(EngineBugs, WrongHeadsSequencesTailsAndCapOrderAreNamed) {
   {
     const Problem pr = make_decode_problem(test::params(12, 4, 32, 16, DType::f32),
@@ -435,6 +436,18 @@ TEST(EngineBugs, WrongHeadsSequencesTailsAndCapOrderAreNamed) {
     });
     EXPECT_EQ(diagnosis(pr, o, ref), "head_dim tail: the q.k product leaves out the last 16 "
                                      "dimensions (chunks of 32 with no tail loop)");
+  }
+  {
+    const Problem pr =
+        make_decode_problem(test::params(4, 2, 32, 32, DType::f32), {70, 33}, test::gen(11));
+    const ReferenceResult ref = reference_attention(pr, {1, {}});
+    const RunOutput o = output_with(pr, ref, [](int, int) {
+      BugModel m;
+      m.slot_mask = 16;
+      return m;
+    });
+    EXPECT_EQ(diagnosis(pr, o, ref), "block slots: key j is read from slot j & 15 of its block (a "
+                                     "slot mask for blocks of 16 where a block holds 32)");
   }
   {
     AttnParams a = test::params(4, 2, 32, 16, DType::f32);
