@@ -21,6 +21,7 @@
 #include "src/cli/kernels_option.h"
 #include "src/cli/output_option.h"
 #include "src/io/atomic_file.h"
+#include "src/io/stop_signals.h"
 #include "src/model/errors.h"
 #include "src/validation/junit.h"
 #include "src/validation/verify.h"
@@ -213,10 +214,19 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
     }
   };
   clear_dump_temporaries();
+  // Told to stop (a CI job's timeout), verify ends its worker, still writes the JUnit report and
+  // the summary of the cases that finished, and then ends by the signal. In process (--in-process)
+  // nothing would notice a deferred signal: there it ends the command at once.
+  if (!o.in_process) {
+    defer_stop_signals();
+    set_stop_note(o.junit.empty() ? "the cases that finished are counted above"
+                                  : "the cases that finished are in " + o.junit);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<VerifyReport> reports =
       run_verify_isolated(backends, vo, out, err, o.in_process);
   clear_dump_temporaries();
+  const int stopped_by = reports.empty() ? 0 : reports.front().stopped_by;
   int passed = 0;
   int failed = 0;
   int skipped = 0;
@@ -263,6 +273,9 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
         o.kv_dtypes.empty() ? "" : " --kv-dtypes ", o.kv_dtypes.c_str());
   }
   std::fprintf(out, "%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  if (stopped_by != 0) {
+    end_by_stop_signal(stopped_by);
+  }
   if (skipped > 0 && skipped >= passed + failed) {
     // A gate that passes having checked a minority of its cases says so where CI logs show it.
     std::fprintf(err,

@@ -53,8 +53,18 @@ const char* name_of(int sig) {
   }
 }
 
+std::atomic<bool> g_deferred{false};
+std::atomic<int> g_pending{0};
+
 extern "C" void on_stop(int sig) {
   const int saved = errno;
+  if (g_deferred.load() && ::getpid() == g_owner.load()) {
+    int none = 0;
+    if (g_pending.compare_exchange_strong(none, sig)) {
+      errno = saved;
+      return; // the command notices it, reports what it finished, and ends by it
+    }
+  }
   if (::getpid() == g_owner.load()) {
     for (Slot& s : g_slots) {
       if (s.state.load() == 2) {
@@ -78,6 +88,22 @@ extern "C" void on_stop(int sig) {
 }
 
 } // namespace
+
+StopRequested::StopRequested(int s)
+    : std::runtime_error(std::string("stopped by ") + name_of(s)), sig(s) {}
+
+void defer_stop_signals() { g_deferred.store(true); }
+
+int pending_stop_signal() { return g_pending.load(); }
+
+void end_by_stop_signal(int sig) {
+  std::fflush(nullptr);
+  g_deferred.store(false);
+  g_pending.store(0);
+  on_stop(sig); // as the handler would have: its line, the temporaries, the default action
+  std::raise(sig);
+  std::_Exit(128 + sig); // not reached: the signal's default action ends the process
+}
 
 void install_stop_handlers() {
   g_owner.store(::getpid());

@@ -6,6 +6,7 @@
 // What the handler does is async-signal-safe: it reads fixed buffers that are filled before
 // they are published, removes files and writes one line.
 #pragma once
+#include <stdexcept>
 #include <string>
 
 namespace attn {
@@ -20,6 +21,23 @@ void restore_default_stop_actions();
 // keeps and how to go on ("the measurements made so far are in OUT/results.jsonl: `attn-tune
 // sweep --resume --out OUT` carries on"). Empty: nothing. Longer than 1000 bytes: cut there.
 void set_stop_note(const std::string& note);
+
+// For a command that reports what it finished before it stops (verify's JUnit report): from now
+// on the first stop signal is only recorded (pending_stop_signal), for the command to notice
+// within a second (the supervisor's wait, src/validation/supervisor.h, throws StopRequested), write
+// what it has and end_by_stop_signal; a second signal stops it at once, as without this.
+void defer_stop_signals();
+// The stop signal recorded since defer_stop_signals (0: none).
+[[nodiscard]] int pending_stop_signal();
+// What the handler does, from ordinary code: temporaries removed, the stop line, the signal's
+// default action.
+[[noreturn]] void end_by_stop_signal(int sig);
+
+// Thrown where a deferred stop signal is noticed.
+struct StopRequested : std::runtime_error {
+  explicit StopRequested(int s);
+  int sig;
+};
 
 // A temporary file being written: a stop signal that arrives while this object lives removes it.
 // At most 16 at a time are looked after; more are left to the next run's clean-up.

@@ -20,6 +20,7 @@
 
 #include "src/backends/plugin/plugin_library.h"
 #include "src/io/child_process.h"
+#include "src/io/stop_signals.h"
 #include "src/io/teardown.h"
 #include "src/model/errors.h"
 
@@ -130,15 +131,22 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
   bool stopped = false; // seen stopped outside a unit with a deadline, since `stopped_since`
   Clock::time_point stopped_since{};
   while (open) {
-    // Without a deadline, a look every second at whether the worker was stopped from outside.
+    // A look every second at least: without a deadline, at whether the worker was stopped from
+    // outside; always, at whether the command was told to stop.
     int wait_ms = 1000;
     if (has_deadline) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      wait_ms = int(std::max<long long>(0, std::min<long long>(left, 1 << 30)));
+      wait_ms = int(std::max<long long>(0, std::min<long long>(left, 1000)));
     }
     pollfd p{fd, POLLIN, 0};
     const int r = ::poll(&p, 1, wait_ms);
+    if (pending_stop_signal() != 0) {
+      // The command was told to stop and reports what it finished (defer_stop_signals): the
+      // worker goes now, whatever it was doing.
+      ::kill(pid, SIGKILL);
+      break;
+    }
     if (r < 0 && errno == EINTR) {
       continue;
     }
@@ -160,6 +168,9 @@ WorkerEnd run_worker(const SupervisorHooks& hooks, int index) {
       break;
     }
     stopped = false;
+    if (r == 0 && Clock::now() < deadline) {
+      continue; // a second's look, the deadline still ahead
+    }
     if (r == 0) {
       // The unit overran its deadline: a hang, as far as anyone waiting for it is concerned.
       ::kill(pid, SIGKILL);
@@ -256,6 +267,9 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
   std::string killed_run;
   for (;;) {
     const WorkerEnd end = run_worker(hooks, run.workers++);
+    if (const int sig = pending_stop_signal(); sig != 0) {
+      throw StopRequested(sig); // however the worker ended: the command was told to stop
+    }
     if (end.ret && !end.timed_out && end.unreadable.empty()) {
       run.exit_code = end.ret->code;
       if (end.teardown_timed_out) {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "src/io/safetensors.h"
+#include "src/io/stop_signals.h"
 #include "src/validation/checked_run.h"
 #include "src/validation/kernel_targets.h"
 #include "src/validation/replay.h"
@@ -320,8 +321,32 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
       std::fflush(info);
     }
   };
-  const SupervisedRun run = session.run(in_process);
+  SupervisedRun run;
+  int stopped_by = 0;
+  try {
+    run = session.run(in_process);
+  } catch (const StopRequested& stop) {
+    stopped_by = stop.sig;
+  }
   std::vector<VerifyReport> reports = std::move(tally.reports());
+  if (stopped_by != 0) {
+    if (reports.empty()) {
+      reports.emplace_back();
+    }
+    VerifyReport& first = reports.front();
+    first.stopped_by = stopped_by;
+    VerifyTestcase stop;
+    stop.device = first.testcases.empty() ? "none" : first.testcases.front().device;
+    stop.family = "verify";
+    stop.config = "interrupted";
+    stop.group = std::string("(") + StopRequested(stopped_by).what() + ")";
+    stop.failed = 1;
+    stop.faults = 1;
+    stop.failures.push_back(std::string(StopRequested(stopped_by).what()) +
+                            " before every case ran: the testcases here are the ones that "
+                            "finished");
+    first.testcases.push_back(std::move(stop));
+  }
   if (!run.teardown_failure.empty()) {
     if (reports.empty()) {
       reports.emplace_back();

@@ -55,6 +55,10 @@ struct VerifyReport {
   // What the kernels' teardown did after the work (a plugin's destroy that crashed or hung its
   // worker); empty when it ended normally. A gate with one fails.
   std::string teardown_failure;
+  // The stop signal (SIGINT, SIGTERM, SIGHUP) that ended the run before every case ran, under
+  // defer_stop_signals (src/io/stop_signals.h); 0 when it ran whole. The report then holds the
+  // cases that finished and a testcase "interrupted" that is an error.
+  int stopped_by = 0;
 };
 
 // Runs the gate on one backend in this process. Failing cases are printed to `log` as they

@@ -69,6 +69,12 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                 ARGS verify --device cpu --intensity quick --families decode_v1 --dtypes fp32)
   set_tests_properties(cli.verify_killed_from_outside PROPERTIES
                        ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=kill:decode_v1[split=1]")
+  # verify told to stop writes its JUnit report of the cases that finished, with an error testcase
+  # for the interruption, and ends by the signal.
+  add_test(NAME cli.verify_stopped_by_sigterm
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/stop_verify.sh $<TARGET_FILE:attn-tune>
+                   ${CMAKE_CURRENT_BINARY_DIR}/cli_work/stop_verify)
+  set_tests_properties(cli.verify_stopped_by_sigterm PROPERTIES LABELS "cli")
 
   # util-linux flock holds this host's CPU lock as another sweep would, in a private lock folder.
   find_program(ATTN_FLOCK flock)
