@@ -226,7 +226,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   const std::vector<VerifyReport> reports =
       run_verify_isolated(backends, vo, out, err, o.in_process);
   clear_dump_temporaries();
-  const int stopped_by = reports.empty() ? 0 : reports.front().stopped_by;
+  int stopped_by = reports.empty() ? 0 : reports.front().stopped_by;
   int passed = 0;
   int failed = 0;
   int skipped = 0;
@@ -273,6 +273,9 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
         o.kv_dtypes.empty() ? "" : " --kv-dtypes ", o.kv_dtypes.c_str());
   }
   std::fprintf(out, "%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  if (stopped_by == 0) {
+    stopped_by = pending_stop_signal(); // told to stop once every case had run
+  }
   if (stopped_by != 0) {
     end_by_stop_signal(stopped_by);
   }
