@@ -202,11 +202,14 @@ void wrap_scales(Problem& p, int n) {
 
 // Whether reading the scales through n lanes changes them.
 bool wraps_scales(const Problem& p, int n) {
-  Problem q;
-  q.k_scale = p.k_scale;
-  q.v_scale = p.v_scale;
-  wrap_scales(q, n);
-  return q.k_scale != p.k_scale || q.v_scale != p.v_scale;
+  for (const auto* s : {&p.k_scale, &p.v_scale}) {
+    for (std::size_t j = std::size_t(n); j < s->size(); ++j) {
+      if ((*s)[j] != (*s)[j % std::size_t(n)]) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 bool scale_not_one(const std::vector<float>& s) {

@@ -47,6 +47,11 @@ double score(const Problem& pr, int row, int head, int b, int kvh, int j, int di
   return a.softcap > 0 ? a.softcap * std::tanh(x / a.softcap) : x;
 }
 
+// Element d of the value key j of sequence b holds through KV head kvh, its fp8 scale applied.
+double value(const Problem& pr, int b, int kvh, int j, int d) {
+  return pr.value_scale(kvh) * pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
+}
+
 // The key lengths a kernel may believe in.
 int one_short(int k, int, int, int) { return std::max(k - 1, 0); }
 int one_past(int k, int, int, int) { return k + 1; }
@@ -503,8 +508,7 @@ std::optional<int> matching_bound(const Problem& pr, const RunOutput& got, const
     const double wt = std::exp(x - m);
     l += wt;
     for (int d = 0; d < D; ++d) {
-      acc[std::size_t(d)] +=
-          wt * pr.value_scale(kvh) * pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
+      acc[std::size_t(d)] += wt * value(pr, b, kvh, j, d);
     }
     consider(j);
   }
@@ -641,16 +645,13 @@ std::optional<int> dropped_key(const Problem& pr, const RunOutput& got, const Wr
     s[std::size_t(j - r.lo)] = score(pr, w.row, w.head, b, kvh, j);
     m = std::max(m, s[std::size_t(j - r.lo)]);
   }
-  const auto value = [&](int j, int d) {
-    return pr.value_scale(kvh) * pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
-  };
   std::vector<double> acc(std::size_t(D), 0.0);
   double l = 0.0;
   for (int j = r.lo; j <= r.hi; ++j) {
     const double wt = std::exp(s[std::size_t(j - r.lo)] - m);
     l += wt;
     for (int d = 0; d < D; ++d) {
-      acc[std::size_t(d)] += wt * value(j, d);
+      acc[std::size_t(d)] += wt * value(pr, b, kvh, j, d);
     }
   }
   for (int j = r.lo; j <= r.hi; ++j) {
@@ -661,7 +662,7 @@ std::optional<int> dropped_key(const Problem& pr, const RunOutput& got, const Wr
     bool fits = true;
     for (int d = 0; d < D && fits; ++d) {
       fits = judge_element(got.out, out_index(pr, w, d),
-                           (acc[std::size_t(d)] - wt * value(j, d)) / (l - wt),
+                           (acc[std::size_t(d)] - wt * value(pr, b, kvh, j, d)) / (l - wt),
                            tol) == ElementVerdict::ok;
     }
     if (fits) {
@@ -1034,9 +1035,7 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     const double w = (m.count ? m.count(j, k, m.partition) : 1) * std::exp(s[std::size_t(j)] - part.m);
     part.l += w;
     for (int d = 0; d < D; ++d) {
-      part.acc[std::size_t(d)] +=
-          w * pr.value_scale(kvh) *
-          pr.value_cache.get(std::size_t(pr.value_index(b, kvh, slot_of(j), d)));
+      part.acc[std::size_t(d)] += w * value(pr, b, kvh, slot_of(j), d);
     }
   }
   // The reduction: each partition's normalised output weighted as the model says.

@@ -323,10 +323,12 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
   };
   SupervisedRun run;
   int stopped_by = 0;
+  std::string stopped; // "stopped by SIGTERM"
   try {
     run = session.run(in_process);
   } catch (const StopRequested& stop) {
     stopped_by = stop.sig;
+    stopped = stop.what();
   }
   std::vector<VerifyReport> reports = std::move(tally.reports());
   if (stopped_by != 0) {
@@ -339,12 +341,11 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
     stop.device = first.testcases.empty() ? "none" : first.testcases.front().device;
     stop.family = "verify";
     stop.config = "interrupted";
-    stop.group = std::string("(") + StopRequested(stopped_by).what() + ")";
+    stop.group = "(" + stopped + ")";
     stop.failed = 1;
     stop.faults = 1;
-    stop.failures.push_back(std::string(StopRequested(stopped_by).what()) +
-                            " before every case ran: the testcases here are the ones that "
-                            "finished");
+    stop.failures.push_back(stopped + " before every case ran: the testcases here are the ones "
+                                      "that finished");
     first.testcases.push_back(std::move(stop));
   }
   if (!run.teardown_failure.empty()) {
