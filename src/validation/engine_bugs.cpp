@@ -140,6 +140,30 @@ std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& c
       }
     }
   }
+  // Block-table indexing: a page read through the entry before its own (the second page only,
+  // or every page after the first), or each row found with a stride one entry short.
+  if (pr.max_blocks_per_seq > 1) {
+    BugModel m{"block table: the second page (keys " + std::to_string(a.block_size) + " to " +
+               std::to_string(2 * a.block_size - 1) +
+               ") is read through the first entry of the row instead of the second"};
+    m.page_shift = -1;
+    m.page_only = 1;
+    all.push_back(m);
+    m.what = "block table: every page after the first is read through the entry before its "
+             "own (page p through entry p - 1)";
+    m.page_only = -1;
+    all.push_back(m);
+  }
+  // (A page read one entry late, or rows a stride one too long apart, take the last sequence's
+  // last page from past its row or past the table: nothing a model can compute.)
+  if (pr.batch > 1 && pr.max_blocks_per_seq > 1) {
+    BugModel m{"block table: sequence b's row is found at b * " +
+               std::to_string(pr.max_blocks_per_seq - 1) + " entries, where the rows hold " +
+               std::to_string(pr.max_blocks_per_seq) +
+               " (max_blocks_per_seq one short as the row stride)"};
+    m.table_stride = pr.max_blocks_per_seq - 1;
+    all.push_back(m);
+  }
   all.push_back({"last block: a full last block is read as empty (its valid length taken as "
                  "k_len % block_size)",
                  0, Combine::exact, full_last_block_empty});
@@ -1008,10 +1032,35 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
                   : m.gqa_modulo ? head % a.num_kv_heads
                                  : head / a.group_size();
   const int p = m.partition > 0 ? m.partition : std::max(n, 1);
-  // Where key j is read from: its own slot, or the one a slot mask makes of it.
-  const auto slot_of = [&](int j) {
-    return m.slot_mask > 0 ? j / bs * bs + (j & (m.slot_mask - 1)) : j;
+  // Where key j is read from, as (sequence, position) through that sequence's block-table row:
+  // its own slot, the one a slot mask makes of it, the same slot of another page, or the entry a
+  // wrong row stride lands on (flat index b * stride + page, in rows of max_blocks_per_seq).
+  const auto read_at = [&](int j) -> std::pair<int, int> {
+    int page = j / bs;
+    int slot = m.slot_mask > 0 ? (j & (m.slot_mask - 1)) : j % bs;
+    if (m.page_shift != 0 && (m.page_only >= 0 ? page == m.page_only : page + m.page_shift >= 0)) {
+      page += m.page_shift;
+    }
+    if (m.table_stride > 0) {
+      const int64_t flat = int64_t(b) * m.table_stride + page;
+      return {int(flat / pr.max_blocks_per_seq), int(flat % pr.max_blocks_per_seq) * bs + slot};
+    }
+    return {b, page * bs + slot};
   };
+  if (m.page_shift != 0 || m.table_stride > 0) {
+    // Every entry the model reads must be a block of the pool.
+    for (int j = 0; j < n; j += bs) {
+      const auto [rb, rj] = read_at(j);
+      if (rb < 0 || rb >= pr.batch || rj < 0 || rj >= table_keys) {
+        return {};
+      }
+      const int32_t e = pr.block_tables[std::size_t(rb) * std::size_t(pr.max_blocks_per_seq) +
+                                        std::size_t(rj / bs)];
+      if (e < 0 || e >= pr.num_blocks) {
+        return {};
+      }
+    }
+  }
   std::vector<Part> parts(static_cast<std::size_t>((std::max(n, 1) + p - 1) / p));
   for (Part& part : parts) {
     part.acc.assign(std::size_t(D), 0.0);
@@ -1022,7 +1071,8 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     if (!reference_visible(a, ql, n, i, j) || (m.count && m.count(j, k, m.partition) == 0)) {
       continue;
     }
-    const double x = score(pr, row, head, b, kvh, slot_of(j), m.score_dims, m.softcap_first);
+    const auto [rb, rj] = read_at(j);
+    const double x = score(pr, row, head, rb, kvh, rj, m.score_dims, m.softcap_first);
     s[std::size_t(j)] = x;
     Part& part = parts[std::size_t(j / p)];
     part.m = std::max(part.m, x);
@@ -1033,9 +1083,10 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     }
     Part& part = parts[std::size_t(j / p)];
     const double w = (m.count ? m.count(j, k, m.partition) : 1) * std::exp(s[std::size_t(j)] - part.m);
+    const auto [rb, rj] = read_at(j);
     part.l += w;
     for (int d = 0; d < D; ++d) {
-      part.acc[std::size_t(d)] += w * value(pr, b, kvh, slot_of(j), d);
+      part.acc[std::size_t(d)] += w * value(pr, rb, kvh, rj, d);
     }
   }
   // The reduction: each partition's normalised output weighted as the model says.

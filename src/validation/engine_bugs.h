@@ -64,6 +64,9 @@ struct BugModel {
   int score_dims = 0;      // > 0: the q.k product stops after this many dimensions
   bool softcap_first = false; // scale * softcap * tanh(q.k / softcap): the cap before the scale
   int slot_mask = 0;          // > 0: key j is read from slot j & (slot_mask - 1) of its block
+  int page_shift = 0;   // != 0: page p of the keys is read through block-table entry p + page_shift
+  int page_only = -1;   // >= 0: only this page is (page_shift); else every page it can be
+  int table_stride = 0; // > 0: the block tables are read as rows of this many entries
 };
 // The models that apply to `pr` under `cfg`, in the order they are tried (the split-KV ones need
 // the configuration's "partition"; the GQA one a group of more than one head).

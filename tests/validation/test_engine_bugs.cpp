@@ -559,3 +559,57 @@ TEST(EngineBugs, ALoneDroppedKeyAndAValueTailReadFromZeroAreNamed) {
         << diagnosis(pr, o, ref);
   }
 }
+
+// Block tables indexed wrongly: the kernel's output is the reference's answer on a copy of the
+// problem whose table says what the kernel read (independent of the models).
+TEST(EngineBugs, PagesReadThroughTheWrongBlockTableEntryAreNamed) {
+  const Problem pr =
+      make_decode_problem(test::params(4, 2, 32, 16, DType::f32), {70, 33, 100}, test::gen(12));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const auto answer_with_table = [&](const auto& rewrite) {
+    Problem misread = pr;
+    rewrite(misread);
+    RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+    const ReferenceResult r = reference_attention(misread, {1, {}});
+    for (std::size_t i = 0; i < r.out.size(); ++i) {
+      o.out.set(i, float(r.out[i]));
+    }
+    return o;
+  };
+  const auto entry = [](auto& p, int b, int e) -> auto& {
+    return p.block_tables[std::size_t(b) * std::size_t(p.max_blocks_per_seq) + std::size_t(e)];
+  };
+  // The second page through the first entry.
+  RunOutput o = answer_with_table([&](Problem& p) {
+    for (int b = 0; b < p.batch; ++b) {
+      entry(p, b, 1) = entry(pr, b, 0);
+    }
+  });
+  EXPECT_EQ(diagnosis(pr, o, ref), "block table: the second page (keys 16 to 31) is read through "
+                                   "the first entry of the row instead of the second");
+  // Every page after the first through the entry before it.
+  o = answer_with_table([&](Problem& p) {
+    for (int b = 0; b < p.batch; ++b) {
+      for (int e = 1; e < p.max_blocks_per_seq; ++e) {
+        entry(p, b, e) = entry(pr, b, e - 1);
+      }
+    }
+  });
+  EXPECT_EQ(diagnosis(pr, o, ref), "block table: every page after the first is read through the "
+                                   "entry before its own (page p through entry p - 1)");
+  // Rows found with a stride one short: sequence b reads flat entries b * (max - 1) + page.
+  o = answer_with_table([&](Problem& p) {
+    const int rows = p.max_blocks_per_seq;
+    for (int b = 0; b < p.batch; ++b) {
+      for (int e = 0; e < rows; ++e) {
+        entry(p, b, e) = pr.block_tables[std::size_t(b * (rows - 1) + e)];
+      }
+    }
+  });
+  EXPECT_EQ(diagnosis(pr, o, ref), "block table: sequence b's row is found at b * " +
+                                       std::to_string(pr.max_blocks_per_seq - 1) +
+                                       " entries, where the rows hold " +
+                                       std::to_string(pr.max_blocks_per_seq) +
+                                       " (max_blocks_per_seq one short as the "
+                                       "row stride)");
+}
