@@ -30,15 +30,19 @@ struct Part {
 
 // The score query row `row`, head `head` gives key j of sequence b through KV head kvh: the scaled
 // dot product, soft-capped, in double precision from the problem's own cache (fp8 scales applied).
-// A model may stop the product after `dims` dimensions (0: all) or apply the soft cap before the
-// scale (`cap_first`).
+// A model may stop the product after `dims` dimensions (0: all), apply the soft cap before the
+// scale (`cap_first`) or read a vllm-layout key cache as packed by another x (`key_x`).
 double score(const Problem& pr, int row, int head, int b, int kvh, int j, int dims = 0,
-             bool cap_first = false) {
+             bool cap_first = false, int key_x = 0) {
   const AttnParams& a = pr.params;
+  KvCacheGeometry g = pr.kv_geometry();
+  g.x = key_x > 0 ? key_x : g.x;
+  const int64_t blk = pr.physical_block(b, j);
   double dot = 0.0;
   for (int d = 0; d < (dims > 0 ? dims : a.head_dim); ++d) {
     dot += double(pr.query.get((std::size_t(row) * a.num_heads + head) * a.head_dim + d)) *
-           pr.key_scale(kvh) * pr.key_cache.get(std::size_t(pr.key_index(b, kvh, j, d)));
+           pr.key_scale(kvh) *
+           pr.key_cache.get(std::size_t(g.key_index(blk, kvh, j % a.block_size, d)));
   }
   if (cap_first && a.softcap > 0) {
     return a.effective_scale() * a.softcap * std::tanh(dot / a.softcap);
@@ -139,6 +143,16 @@ std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& c
         all.push_back(m);
       }
     }
+  }
+  // A vllm-layout fp8 key cache read with the x of the query's dtype (8 for 16-bit queries):
+  // x = 16 / element size taken from the wrong tensor.
+  if (pr.kv_layout == KvLayout::vllm && a.fp8_cache()) {
+    const int qx = vllm_x(a.dtype);
+    BugModel m{"vllm key layout: the " + std::string(dtype_name(pr.params.cache_dtype())) +
+               " key cache is read as packed by x = " + std::to_string(qx) +
+               " (16 / the query's element size) where its 1-byte elements pack x = 16"};
+    m.key_x = qx;
+    all.push_back(m);
   }
   // Block-table indexing: a page read through the entry before its own (the second page only,
   // or every page after the first), or each row found with a stride one entry short.
@@ -1072,7 +1086,7 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
       continue;
     }
     const auto [rb, rj] = read_at(j);
-    const double x = score(pr, row, head, rb, kvh, rj, m.score_dims, m.softcap_first);
+    const double x = score(pr, row, head, rb, kvh, rj, m.score_dims, m.softcap_first, m.key_x);
     s[std::size_t(j)] = x;
     Part& part = parts[std::size_t(j / p)];
     part.m = std::max(part.m, x);

@@ -67,6 +67,7 @@ struct BugModel {
   int page_shift = 0;   // != 0: page p of the keys is read through block-table entry p + page_shift
   int page_only = -1;   // >= 0: only this page is (page_shift); else every page it can be
   int table_stride = 0; // > 0: the block tables are read as rows of this many entries
+  int key_x = 0;        // > 0: a vllm-layout key cache read as packed by this x, not its own
 };
 // The models that apply to `pr` under `cfg`, in the order they are tried (the split-KV ones need
 // the configuration's "partition"; the GQA one a group of more than one head).

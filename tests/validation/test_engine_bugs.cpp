@@ -613,3 +613,38 @@ TEST(EngineBugs, PagesReadThroughTheWrongBlockTableEntryAreNamed) {
                                        " (max_blocks_per_seq one short as the "
                                        "row stride)");
 }
+
+// A vllm-layout E4M3 key cache under fp16 queries read with x = 8 (the query's) instead of 16:
+// the kernel's output is the reference's on a cache rearranged so that reading it right gives
+// what the x = 8 reading gives.
+TEST(EngineBugs, AnFp8VllmKeyCacheReadWithTheQuerysXIsNamed) {
+  AttnParams prm = test::params(4, 2, 64, 16, DType::f16);
+  prm.kv_dtype = DType::fp8_e4m3;
+  GenOptions g = test::gen(13);
+  test::far_fp8_scales(g, false, prm.num_kv_heads);
+  const Problem pr = with_kv_layout(make_decode_problem(prm, {40, 70}, g), KvLayout::vllm);
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  Problem misread = pr;
+  KvCacheGeometry right = pr.kv_geometry();
+  KvCacheGeometry wrong = right;
+  wrong.x = 8;
+  ASSERT_EQ(right.x, 16);
+  for (int64_t blk = 0; blk < pr.num_blocks; ++blk) {
+    for (int h = 0; h < prm.num_kv_heads; ++h) {
+      for (int s = 0; s < prm.block_size; ++s) {
+        for (int d = 0; d < prm.head_dim; ++d) {
+          std::memcpy(misread.key_cache.data.data() + right.key_index(blk, h, s, d),
+                      pr.key_cache.data.data() + wrong.key_index(blk, h, s, d), 1);
+        }
+      }
+    }
+  }
+  const ReferenceResult r = reference_attention(misread, {1, {}});
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  for (std::size_t i = 0; i < r.out.size(); ++i) {
+    o.out.set(i, float(r.out[i]));
+  }
+  EXPECT_EQ(diagnosis(pr, o, ref), "vllm key layout: the fp8_e4m3 key cache is read as packed by "
+                                   "x = 8 (16 / the query's element size) where its 1-byte "
+                                   "elements pack x = 16");
+}
