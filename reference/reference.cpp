@@ -42,6 +42,7 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
   res.head_dim = D;
   res.out.assign(std::size_t(res.rows) * H * D, std::numeric_limits<double>::quiet_NaN());
   res.lse.assign(std::size_t(res.rows) * H, std::numeric_limits<double>::quiet_NaN());
+  res.out_size.assign(res.out.size(), std::numeric_limits<double>::quiet_NaN());
   res.computed.assign(std::size_t(res.rows), opt.rows.empty() ? 1 : 0);
   for (int r : opt.rows) {
     // Dropping such a row silently would leave nothing computed, and a check over nothing passes.
@@ -91,6 +92,7 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
         V(j, d) = vs * pr.value_cache.get(std::size_t(kv.value_index(page, t.kvh, slot, d)));
       }
     }
+    const Eigen::MatrixXd absV = V.cwiseAbs();
     Eigen::VectorXd q(D);
     Eigen::VectorXd s(kl);
     for (int h = t.kvh * G; h < (t.kvh + 1) * G; ++h) {
@@ -122,9 +124,11 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
           m = std::max(m, x);
         }
         double* out = &res.out[qoff];
+        double* size = &res.out_size[qoff];
         double& lse = res.lse[std::size_t(row) * H + h];
         if (m == kNegInf) { // no visible key
           std::fill(out, out + D, 0.0);
+          std::fill(size, size + D, 0.0);
           lse = kNegInf;
           continue;
         }
@@ -137,6 +141,9 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
         // row does not see stays out of it (its zero weight times NaN would be NaN).
         Eigen::VectorXd o = V.middleRows(lo, hi - lo).transpose() * s.segment(lo, hi - lo) / sum;
         std::copy(o.data(), o.data() + D, out);
+        const Eigen::VectorXd a =
+            absV.middleRows(lo, hi - lo).transpose() * s.segment(lo, hi - lo) / sum;
+        std::copy(a.data(), a.data() + D, size);
         lse = m + std::log(sum);
       }
     }

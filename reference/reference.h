@@ -21,6 +21,11 @@ struct ReferenceResult {
   std::vector<double> out;       // [rows, heads, head_dim]; NaN where not computed
   std::vector<double> lse;       // [rows, heads]; natural log, -inf for rows with no visible key
   std::vector<uint8_t> computed; // [rows]: 1 where this row was computed
+  // [rows, heads, head_dim]: sum_j softmax(s)_j * |v_j[d]| over the visible keys, the size of the
+  // values an output element averages (0 for a row with no visible key; NaN where not computed).
+  // A correct kernel's rounding error in an element grows with it, not with |out|, which
+  // cancellation can make far smaller (check.h, Tolerance). Empty: every size taken as 1.
+  std::vector<double> out_size;
 };
 
 // Throws InputError when the problem does not validate or a requested row is out of range.

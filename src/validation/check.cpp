@@ -1,5 +1,6 @@
 #include "src/validation/check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -39,8 +40,12 @@ const char* verdict_name(ElementVerdict v) {
   return "?";
 }
 
+double element_size(const ReferenceResult& ref, std::size_t i) {
+  return i < ref.out_size.size() && std::isfinite(ref.out_size[i]) ? ref.out_size[i] : 1.0;
+}
+
 ElementVerdict judge_element(const HostTensor& out, std::size_t i, double want,
-                             const Tolerance& tol) {
+                             const Tolerance& tol, double size) {
   if (is_poison(out, i)) {
     return ElementVerdict::unwritten;
   }
@@ -53,8 +58,8 @@ ElementVerdict judge_element(const HostTensor& out, std::size_t i, double want,
     // read a NaN slot): |got - NaN| > tol is false, which would pass it.
     return ElementVerdict::mismatch;
   }
-  return std::abs(got - want) > tol.atol + tol.rtol * std::abs(want) ? ElementVerdict::mismatch
-                                                                     : ElementVerdict::ok;
+  const double bound = tol.atol * std::max(1.0, size) + tol.rtol * std::abs(want);
+  return std::abs(got - want) > bound ? ElementVerdict::mismatch : ElementVerdict::ok;
 }
 
 double lse_bound(const Tolerance& tol, double want) {
@@ -119,7 +124,7 @@ CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
         const std::size_t i = (std::size_t(r) * H + h) * D + d;
         const double want = ref.out[i];
         ++rep.checked;
-        const ElementVerdict v = judge_element(out, i, want, tol);
+        const ElementVerdict v = judge_element(out, i, want, tol, element_size(ref, i));
         if (v == ElementVerdict::unwritten) {
           ++rep.unwritten;
           note(r, h, d, std::nan(""), want, v);
@@ -185,7 +190,8 @@ std::vector<WrongPair> wrong_pairs(const HostTensor& out, const std::vector<floa
       WrongPair w{r, h, false, false};
       for (int d = 0; d < D && !w.out_wrong; ++d) {
         const std::size_t i = (std::size_t(r) * H + h) * D + d;
-        w.out_wrong = judge_element(out, i, ref.out[i], tol) != ElementVerdict::ok;
+        w.out_wrong =
+            judge_element(out, i, ref.out[i], tol, element_size(ref, i)) != ElementVerdict::ok;
       }
       if (lse) {
         const std::size_t i = std::size_t(r) * H + h;

@@ -10,9 +10,12 @@
 
 namespace attn {
 
-// An element passes when |got - ref| <= atol + rtol * |ref|; the whole output passes when every
-// element does and ||got - ref|| / ||ref|| <= norm_rel. lse passes within lse_bound: lse_atol
-// plus kLseRelative of its size. Values and their reasons are in README.md "Accuracy".
+// An element passes when |got - ref| <= atol * max(1, size) + rtol * |ref|, where size is the
+// reference's out_size for the element (the values it averages, sum_j p_j |v_j[d]|): a kernel's
+// rounding error grows with the values, and where they cancel |ref| is far below them, so atol is
+// for values of size 1 and up scales with them. The whole output passes when every element does
+// and ||got - ref|| / ||ref|| <= norm_rel. lse passes within lse_bound: lse_atol plus
+// kLseRelative of its size. Values and their reasons are in README.md "Accuracy".
 struct Tolerance {
   double atol;
   double rtol;
@@ -61,9 +64,13 @@ inline constexpr int kMaxListedMismatches = 8;
 // (Mismatch::what).
 enum class ElementVerdict { ok, mismatch, unwritten, nan, inf };
 [[nodiscard]] const char* verdict_name(ElementVerdict v);
-// Output element i of `out` against `want`.
+// Output element i of `out` against `want`, an element averaging values of `size` (atol scales
+// with it above 1).
 [[nodiscard]] ElementVerdict judge_element(const HostTensor& out, std::size_t i, double want,
-                                           const Tolerance& tol);
+                                           const Tolerance& tol, double size = 1.0);
+// The size of the values reference element i averages (ReferenceResult::out_size), 1 when the
+// reference did not say.
+[[nodiscard]] double element_size(const ReferenceResult& ref, std::size_t i);
 // One lse value against the reference's (natural log, -inf for a row that sees no key).
 [[nodiscard]] ElementVerdict judge_lse(float got, double want, const Tolerance& tol);
 

@@ -378,6 +378,10 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
     }
     if (auto* s = optional_meta("softcap")) {
       p.softcap = parse_double(file, "softcap", *s);
+      // Kernels take it as an fp32 too: 1e40 would be an infinite cap, and NaN no cap at all.
+      if (!std::isfinite(float(p.softcap))) {
+        bad(file, "__metadata__ softcap = '" + *s + "' does not fit an fp32");
+      }
     }
     // An fp8 cache's scales: F32, shape [] (per tensor) or [num_kv_heads]; 1.0 when absent.
     for (const char* name : {"k_scale", "v_scale"}) {

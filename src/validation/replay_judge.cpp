@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 
 #include "build_info.h"
@@ -72,7 +73,8 @@ std::string reference_summary(const ReferenceResult& ref) {
 std::string check_lines(const std::string& what, const CheckReport& rep, const Tolerance& tol) {
   char buf[600];
   std::snprintf(buf, sizeof buf,
-                "%s: %s %s (tolerance atol=%g rtol=%g norm_rel=%g lse_atol=%g + 2^-21 |lse|)",
+                "%s: %s %s (tolerance atol=%g x max(1, size of the values averaged) rtol=%g "
+                "norm_rel=%g lse_atol=%g + 2^-21 |lse|)",
                 what.c_str(), rep.pass ? "MATCH" : "MISMATCH", rep.summary().c_str(), tol.atol,
                 tol.rtol, tol.norm_rel, tol.lse_atol);
   std::string out = buf;
@@ -96,6 +98,27 @@ std::string check_lines(const std::string& what, const CheckReport& rep, const T
   return out;
 }
 
+// A call whose exact output rounds past the output dtype's range has no answer to judge: every
+// kernel, however right, writes an infinity there (values or a v_scale too large for fp16, say).
+// Refused as input, as a NaN in a read slot is.
+void refuse_unstorable_output(const ReferenceResult& ref, const Problem& pr) {
+  const HostTensor rounded = reference_out_as(ref, pr.params.dtype);
+  for (std::size_t i = 0; i < ref.out.size(); ++i) {
+    if (std::isfinite(ref.out[i]) && std::isinf(rounded.get(i))) {
+      const std::size_t per_row = std::size_t(ref.heads) * std::size_t(ref.head_dim);
+      const std::string dt(dtype_name(pr.params.dtype));
+      char buf[320];
+      std::snprintf(buf, sizeof buf,
+                    "the call's exact output is %.6g at out[row=%zu, head=%zu, dim=%zu], past "
+                    "%s's range: no answer in %s can match it (values or scales too large for "
+                    "the output dtype)",
+                    ref.out[i], i / per_row, i % per_row / std::size_t(ref.head_dim),
+                    i % std::size_t(ref.head_dim), dt.c_str(), dt.c_str());
+      throw InputError(buf);
+    }
+  }
+}
+
 // The worker: the configurations to run, each a checked run, then the file's own answer, the
 // reference's figures for a file without one, and --save.
 int replay_worker(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
@@ -103,6 +126,7 @@ int replay_worker(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
                   const std::vector<KernelConfig>& asked, const WorkerLink& link) {
   const Problem& pr = rf.problem;
   CheckSubject subject(o.file, pr, {}, o.threads);
+  refuse_unstorable_output(subject.reference(link), pr);
   std::unique_ptr<Backend> be;
   std::vector<KernelConfig> cfgs = asked;
   if (plugin != nullptr || o.backend != "reference") {
@@ -197,10 +221,25 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
   if (!o.config.empty() && o.backend == "reference" && plugin == nullptr) {
     throw InputError("--config chooses a backend kernel; it needs --backend cpu or cuda:N");
   }
+  if (!o.save.empty()) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(o.save, o.file, ec) && !ec) {
+      throw InputError("--save " + o.save +
+                       " is the file replayed: saving there would replace "
+                       "the engine's dump with the computed answer; name another file");
+    }
+  }
   const ReplayFile rf = load_replay(o.file);
   const Problem& pr = rf.problem;
   print("replay " + o.file + ": " + pr.describe() +
-        (rf.out ? " (file holds out" : " (file holds no out") + (rf.lse ? " and lse)" : ")"));
+        (rf.out ? (rf.lse ? " (file holds out and lse)" : " (file holds out)")
+                : (rf.lse ? " (file holds lse but no out)" : " (file holds no answer)")));
+  if (rf.lse && !rf.out) {
+    std::fprintf(stderr,
+                 "replay: warning: %s holds lse but no out: an answer is judged by its out (and "
+                 "its lse beside it), so this lse is not judged\n",
+                 o.file.c_str());
+  }
   if (!rf.unread.empty()) {
     // A misnamed answer would otherwise be judged as no answer at all.
     std::string names;

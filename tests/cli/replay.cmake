@@ -47,6 +47,8 @@ set(REPLAY_BAD
   "bad_out_dtype|out is F16 but query is F32"
   "bad_cu_seqlens_decreasing|cu_seqlens_k decreases"
   "bad_nan_query|reads a value that is not finite: query\\[0, 1, 3\\] is NaN"
+  "bad_meta_softcap_range|softcap = '1e40' does not fit an fp32"
+  "bad_output_past_range|exact output is 448000 at out.row=0, head=0, dim=0., past fp16's range"
   "bad_inf_visible_key|reads a value that is not finite: key 5 of sequence 0, KV head 0, dim 2 \\(block 0\\) is inf")
 
 if(NOT ATTN_DUMPS_PYTHON)
@@ -54,7 +56,7 @@ if(NOT ATTN_DUMPS_PYTHON)
                   "(scripts/install-deps.sh installs what they need)")
 else()
   set(replay_names ${REPLAY_GOOD} ${REPLAY_WRONG} noout_prefill_q_longer_than_k_fp16
-                   noout_nan_unread noout_misnamed_answer)
+                   noout_nan_unread noout_misnamed_answer noout_lse_alone)
   foreach(entry ${REPLAY_BAD})
     string(REGEX REPLACE "\\|.*" "" name "${entry}")
     list(APPEND replay_names ${name})
@@ -93,6 +95,17 @@ else()
                 REGEX "holds tensors attn-tune does not read: output \\(the answer is `out`"
                 ARGS replay ${REPLAY_DUMPS}/noout_misnamed_answer.safetensors)
   set_tests_properties(cli.replay.misnamed_answer PROPERTIES FIXTURES_REQUIRED replay_dumps)
+
+  attn_cli_test(NAME replay.lse_alone EXIT 0
+                REGEX "file holds lse but no out.*holds lse but no out: an answer is judged by its out"
+                ARGS replay ${REPLAY_DUMPS}/noout_lse_alone.safetensors)
+  set_tests_properties(cli.replay.lse_alone PROPERTIES FIXTURES_REQUIRED replay_dumps)
+  # --save onto the file replayed would replace the engine's dump: refused.
+  attn_cli_test(NAME replay.save_onto_itself EXIT 2
+                REGEX "--save .* is the file replayed: saving there would replace the engine's dump"
+                ARGS replay ${REPLAY_DUMPS}/noout_lse_alone.safetensors
+                     --save ${REPLAY_DUMPS}/./noout_lse_alone.safetensors)
+  set_tests_properties(cli.replay.save_onto_itself PROPERTIES FIXTURES_REQUIRED replay_dumps)
 
   # --save writes out and lse; the file it writes is a valid safetensors file (but no replay).
   set(save_dir ${CMAKE_CURRENT_BINARY_DIR}/cli_work/replay.save)
@@ -156,7 +169,7 @@ else()
 
   # A file without `out`: the reference's figures, exit 0.
   attn_cli_test(NAME replay.no_out EXIT 0
-                REGEX "file holds no out.*reference: out rms=.*; 16 .row, head. pairs see no key"
+                REGEX "file holds no answer.*reference: out rms=.*; 16 .row, head. pairs see no key"
                 ARGS replay ${REPLAY_DUMPS}/noout_prefill_q_longer_than_k_fp16.safetensors)
   set_tests_properties(cli.replay.no_out PROPERTIES FIXTURES_REQUIRED replay_dumps)
 

@@ -368,6 +368,17 @@ def write_bad(outdir, written):
     variant("noout_misnamed_answer", tensors=dict(base, output=("F32", q.shape, q.tobytes())))
     tail = ("F32", k_tail.shape, k_tail.tobytes())
     variant("noout_nan_unread", tensors=dict(base, key_cache=tail, value_cache=tail))
+    variant("bad_meta_softcap_range", metadata={"softcap": "1e40"})
+    # An fp8 cache whose values times v_scale average past fp16's 65504: no fp16 answer exists.
+    ones = np.full(kc.shape, 0x38, np.uint8)  # E4M3 1.0
+    big = np.full(kc.shape, 0x7E, np.uint8)  # E4M3 448
+    variant("bad_output_past_range", metadata={"kv_cache_dtype": "fp8_e4m3"}, tensors=dict(
+        base, query=("F16", q16.shape, q16.tobytes()), key_cache=("U8", kc.shape, ones.tobytes()),
+        value_cache=("U8", kc.shape, big.tobytes()),
+        v_scale=("F32", (), np.array(1000.0, np.float32).tobytes())))
+    # An lse without out: not judged, and said so.
+    lse1 = np.zeros((1, 2), np.float32)
+    variant("noout_lse_alone", tensors=dict(base, lse=("F32", lse1.shape, lse1.tobytes())))
     variant("bad_cu_seqlens_decreasing", tensors={
         **{k: v for k, v in base.items() if k != "context_lens"},
         "cu_seqlens_q": ("I32", (2,), np.array([0, 1], np.int32).tobytes()),

@@ -351,3 +351,70 @@ TEST(Check, TolerancesAreOrderedByPrecision) {
 }
 
 } // namespace
+
+// atol is for values of size 1: where an element averages values of 1000, a correct fp32 kernel's
+// rounding error is 1000 times larger while |ref| can be near 0 (cancellation), so the bound grows
+// with the size the reference reports (sum_j p_j |v_j[d]|), and only above 1.
+TEST(Check, AtolGrowsWithTheSizeOfTheValuesAveraged) {
+  Problem pr = small_problem(DType::f32);
+  for (std::size_t i = 0; i < std::size_t(pr.value_cache.numel()); ++i) {
+    pr.value_cache.set(i, pr.value_cache.get(i) * 1000.0f);
+  }
+  const ReferenceResult ref = reference_attention(pr);
+  const Tolerance tol = tolerance_for(DType::f32);
+  // The element whose |ref| is smallest beside its size: where cancellation bites.
+  std::size_t at = 0;
+  double best = 0;
+  for (std::size_t i = 0; i < ref.out.size(); ++i) {
+    const double r = ref.out_size[i] / (std::abs(ref.out[i]) + 1e-30);
+    if (ref.out_size[i] > 0 && r > best) {
+      best = r;
+      at = i;
+    }
+  }
+  const double size = ref.out_size[at];
+  ASSERT_GT(size, 100.0);
+  ASSERT_LT(tol.rtol * std::abs(ref.out[at]), 0.1 * tol.atol * size);
+  HostTensor out = exact_out(ref, DType::f32);
+  const auto with_error = [&](double e) {
+    HostTensor o = out;
+    o.set(at, float(ref.out[at] + e));
+    return o;
+  };
+  EXPECT_TRUE(check_output(with_error(0.5 * tol.atol * size), nullptr, ref, tol).pass);
+  EXPECT_FALSE(check_output(with_error(2.0 * tol.atol * size), nullptr, ref, tol).pass);
+  // Without the sizes (a reference that did not say), atol is taken as is.
+  ReferenceResult bare = ref;
+  bare.out_size.clear();
+  EXPECT_FALSE(check_output(with_error(0.5 * tol.atol * size), nullptr, bare, tol).pass);
+  // The size is sum_j p_j |v_j[d]|: row 0, head 0 (sequence 0: 9 keys, 3 query rows, causal, so
+  // the row sees keys 0 to 6), dimension 3, summed directly.
+  const Problem unit = small_problem(DType::f32);
+  const ReferenceResult uref = reference_attention(unit);
+  const int D = uref.head_dim;
+  double direct = 0;
+  {
+    const AttnParams& a = unit.params;
+    std::vector<double> s;
+    double m = -INFINITY;
+    for (int j = 0; j <= 6; ++j) {
+      double dot = 0;
+      for (int d = 0; d < D; ++d) {
+        dot += double(unit.query.get(std::size_t(d))) *
+               unit.key_cache.get(std::size_t(unit.key_index(0, 0, j, d)));
+      }
+      s.push_back(a.effective_scale() * dot);
+      m = std::max(m, s.back());
+    }
+    double sum = 0;
+    for (double& x : s) {
+      x = std::exp(x - m);
+      sum += x;
+    }
+    for (int j = 0; j <= 6; ++j) {
+      direct += s[std::size_t(j)] / sum *
+                std::abs(double(unit.value_cache.get(std::size_t(unit.value_index(0, 0, j, 3)))));
+    }
+  }
+  EXPECT_NEAR(uref.out_size[3], direct, 1e-12);
+}
