@@ -27,6 +27,10 @@ namespace attn {
 [[nodiscard]] std::vector<int>
 home_block_sizes(const std::vector<std::pair<int, std::set<std::string>>>& by_size);
 
+// How long a kernel set may take to say which sizes it accepts (can_run on small problems), a
+// kernel phase of its own in verify and plugin check.
+inline constexpr double kKernelPhaseSeconds = 120.0;
+
 // The targets of `be` for one phase and dtype (the declared families of the phase only).
 [[nodiscard]] KernelTargets kernel_targets(const Backend& be, Phase phase, DType dtype);
 

@@ -89,7 +89,13 @@ int check_worker(Backend& be, const WorkerLink& link) {
   if (!link.finished(kNotesKey) && std::any_of(fams.begin(), fams.end(), [](const FamilyDecl& f) {
         return f.family == Family::decode_v2;
       })) {
-    for (const std::string& note : kernel_targets(be, Phase::decode, DType::f16).contract_notes) {
+    // can_run on small problems of each candidate size, as verify asks: a crash or an exception
+    // there is the kernel set's, named by this phase, not a case's.
+    link.begin_kernel_phase("asking the decode kernels which block sizes they accept",
+                            kKernelPhaseSeconds);
+    const KernelTargets aim = kernel_targets(be, Phase::decode, DType::f16);
+    link.end();
+    for (const std::string& note : aim.contract_notes) {
       link.say("  note: " + note);
     }
     link.say(kNotesKey);

@@ -19,11 +19,6 @@
 
 namespace attn {
 
-namespace {
-// How long a kernel set may take to say which sizes it accepts (can_run on small problems).
-constexpr double kKernelPhaseSeconds = 120.0;
-} // namespace
-
 using nlohmann::json;
 
 namespace {

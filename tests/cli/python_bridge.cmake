@@ -107,6 +107,12 @@ attn_python_test(python_can_run_raises 1 "can_run raised ValueError: no tile for
                  verify --kernels python:can_run_raising --device cpu --intensity quick
                  --threads 1 --dtypes fp32 --families decode_v1)
 
+# plugin check asks a decode_v2 which block sizes it accepts before its cases: a can_run that
+# raises there ends the check with exit 1 naming the exception.
+attn_python_test(python_plugin_check_can_run_raises 1
+                 "while asking the decode kernels which block sizes they accept: .*can_run raised KeyError: 'oops'"
+                 plugin check python:can_run_raising:attn_tune_kernels_v2)
+
 # A misspelt key of a declaration dict is warned about, naming the key it most likely meant
 # (tests/python/misspelt_keys.py); the kernels still pass as declared without it.
 string(CONCAT misspelt_keys_re

@@ -16,3 +16,16 @@ def attn_tune_kernels():
     decode = dict(_torch_kernels()["families"]["decode_v1"])
     decode["can_run"] = _can_run
     return {"name": "can-run-raising", "version": "0.1", "families": {"decode_v1": decode}}
+
+
+def _always_raises(call, config):
+    raise KeyError("oops")
+
+
+def attn_tune_kernels_v2():
+    """attn-tune's PyTorch decode_v2 behind a can_run that always raises: plugin check asks it
+    which block sizes it accepts before any case, and must end with exit 1 naming the exception
+    (not an internal error after two workers die)."""
+    v2 = dict(_torch_kernels()["families"]["decode_v2"])
+    v2["can_run"] = _always_raises
+    return {"name": "can-run-raising-v2", "version": "0.1", "families": {"decode_v2": v2}}
