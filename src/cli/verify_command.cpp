@@ -53,7 +53,7 @@ void print_failure_causes(std::FILE* out, const std::vector<VerifyReport>& repor
   std::vector<std::string> order;
   for (const auto& r : reports) {
     for (const auto& tc : r.testcases) {
-      if (tc.failed == 0) {
+      if (tc.failed == 0 || tc.interruption) {
         continue;
       }
       const std::string key = tc.device + " " + tc.config;

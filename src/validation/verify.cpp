@@ -339,6 +339,7 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
     stop.group = "(" + stopped + ")";
     stop.failed = 1;
     stop.faults = 1;
+    stop.interruption = true;
     stop.failures.push_back(stopped + " before every case ran: the testcases here are the ones "
                                       "that finished");
     first.testcases.push_back(std::move(stop));

@@ -44,6 +44,9 @@ struct VerifyTestcase {
   // What the failing cases look like (diagnose_failure) and in how many cases each.
   std::map<std::string, int> causes;
   std::string skip_reason; // the last skipped case's (every case's, when all were skipped)
+  // The error testcase of a verify stopped by a signal: no kernel's failure, and counted in no
+  // total (the summary's stop line says it).
+  bool interruption = false;
 };
 
 struct VerifyReport {

@@ -34,6 +34,9 @@ set -e
 grep -q "^attn-tune: stopped by SIGTERM; the cases that finished are in report.xml$" err.txt ||
   fail "the stop line does not name the report: $(cat err.txt)"
 grep -q "passed, .* failed, .* skipped$" out.txt || fail "no summary: $(cat out.txt)"
+# The interruption is no kernel's failure: not listed among them, not counted.
+grep -q "interrupted" out.txt && fail "the interruption is listed as a failure: $(cat out.txt)"
+grep -q "^[0-9]* passed, 0 failed" out.txt || fail "the interruption counts as failed: $(cat out.txt)"
 grep -q '<testcase classname="cpu.verify" name="interrupted (stopped by SIGTERM)"' report.xml ||
   fail "the JUnit report has no interrupted testcase: $(cat report.xml)"
 grep -q '<error ' report.xml || fail "the interruption is not an error in the JUnit report"
