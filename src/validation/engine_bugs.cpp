@@ -181,8 +181,14 @@ std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& c
   all.push_back({"last block: a full last block is read as empty (its valid length taken as "
                  "k_len % block_size)",
                  0, Combine::exact, full_last_block_empty});
-  all.push_back({"last block: the valid length is one short (the last key is not read)", 0,
-                 Combine::exact, one_short});
+  // Under a causal mask alone (bottom-right aligned), a length one short moves every row's limit
+  // one key back: the same output as a causal limit one early, which no model can tell apart.
+  all.push_back({a.causal && a.window_left < 0 && a.window_right < 0
+                     ? "each row misses its last visible key: the valid length one short, or "
+                       "equally the causal limit one key early (a row does not see its own "
+                       "position): the same output under a causal mask"
+                     : "last block: the valid length is one short (the last key is not read)",
+                 0, Combine::exact, one_short});
   all.push_back({"last block: the valid length is one too long (the slot past the length is "
                  "read)",
                  0, Combine::exact, one_past});
