@@ -648,3 +648,41 @@ TEST(EngineBugs, AnFp8VllmKeyCacheReadWithTheQuerysXIsNamed) {
                                    "x = 8 (16 / the query's element size) where its 1-byte "
                                    "elements pack x = 16");
 }
+
+// bf16 with one key dropped per partition of 512: each element stays within bf16's tolerance, the
+// normwise error does not. The models are judged by their normwise error over every row.
+TEST(EngineBugs, AMistakeSeenOnlyInTheNormwiseErrorIsNamed) {
+  const Problem pr =
+      make_decode_problem(test::params(8, 2, 64, 16, DType::bf16), {2049, 1500}, test::gen(14));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::bf16);
+  KernelConfig cfg;
+  cfg.family = Family::decode_v2;
+  cfg.params["partition"] = 512;
+  const std::vector<BugModel> models = engine_bug_models(pr, cfg);
+  const auto drop = std::find_if(models.begin(), models.end(), [](const BugModel& m) {
+    return m.what.find("the last key of each partition") != std::string::npos;
+  });
+  ASSERT_NE(drop, models.end());
+  const RunOutput o = output_of(pr, *drop, ref);
+  const CheckReport rep = check_output(o.out, nullptr, ref, tol);
+  ASSERT_FALSE(rep.pass);
+  ASSERT_EQ(rep.bad, 0) << "not a normwise-only failure: " << rep.summary();
+  const std::vector<WrongPair> wrong = wrong_pairs(o.out, nullptr, ref, tol);
+  EXPECT_TRUE(wrong.empty());
+  const auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], drop->what + " (seen in the normwise error: every element is within "
+                                   "tolerance)");
+  // The right output with noise that no model makes: said as a precision loss.
+  RunOutput noisy = output_of(pr, BugModel{"exact"}, ref);
+  for (std::size_t i = 0; i < ref.out.size(); ++i) {
+    noisy.out.set(i, float(ref.out[i] * (i % 2 == 0 ? 1.03 : 0.97)));
+  }
+  const CheckReport nrep = check_output(noisy.out, nullptr, ref, tol);
+  ASSERT_FALSE(nrep.pass);
+  ASSERT_EQ(nrep.bad, 0) << nrep.summary();
+  const auto said = explain_engine_bug(pr, cfg, noisy, ref, tol, {});
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("small errors everywhere"), std::string::npos) << said[0];
+}
