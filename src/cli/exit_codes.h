@@ -20,9 +20,11 @@ namespace attn::cli {
 
 // An error message as the one line it must be: control characters (a newline, an escape
 // sequence from a file's tensor name or an environment variable) and bytes that are not UTF-8
-// written as \xNN, and the whole cut to kMessageChars with "..." where it was cut.
+// written as \xNN, and the whole cut to about kMessageChars with "..." where it was cut: from the
+// middle, so that a reason at the end of a message about a very long path survives.
 [[nodiscard]] inline std::string one_line(const std::string& text) {
   constexpr std::size_t kMessageChars = 2000;
+  constexpr std::size_t kTailChars = 600;
   std::string out;
   const auto hex = [&](unsigned char c) {
     static const char digits[] = "0123456789abcdef";
@@ -30,7 +32,7 @@ namespace attn::cli {
     out += digits[c >> 4];
     out += digits[c & 15];
   };
-  for (std::size_t i = 0; i < text.size() && out.size() < kMessageChars; ++i) {
+  for (std::size_t i = 0; i < text.size() && out.size() < 64 * kMessageChars; ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x20 || c == 0x7f) {
       hex(c);
@@ -56,8 +58,19 @@ namespace attn::cli {
       hex(c);
     }
   }
-  if (out.size() >= kMessageChars) {
-    out += "...";
+  if (out.size() > kMessageChars) {
+    const auto continuation = [&](std::size_t at) {
+      return (static_cast<unsigned char>(out[at]) & 0xc0) == 0x80;
+    };
+    std::size_t head = kMessageChars - kTailChars - 3;
+    while (head > 0 && continuation(head)) {
+      --head; // not inside a UTF-8 sequence
+    }
+    std::size_t tail = out.size() - kTailChars;
+    while (tail < out.size() && continuation(tail)) {
+      ++tail;
+    }
+    out = out.substr(0, head) + "..." + out.substr(tail);
   }
   return out;
 }

@@ -219,8 +219,8 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   // nothing would notice a deferred signal: there it ends the command at once.
   if (!o.in_process) {
     defer_stop_signals();
-    set_stop_note(o.junit.empty() ? "the cases that finished are counted above"
-                                  : "the cases that finished are in " + o.junit);
+    // Said by a second stop signal, which ends the command at once: no report yet.
+    set_stop_note("told twice, it ended at once, before its summary and report");
   }
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<VerifyReport> reports =
@@ -244,9 +244,6 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!o.junit.empty()) {
-    write_junit(o.junit, reports, secs);
-  }
   if (failed > 0) {
     print_failure_causes(out, reports);
     // A Python module is found through the environment: the line carries what it was found with.
@@ -273,10 +270,18 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
         o.kv_dtypes.empty() ? "" : " --kv-dtypes ", o.kv_dtypes.c_str());
   }
   std::fprintf(out, "%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  std::fflush(out);
+  // After the summary: a report that cannot be written (a full disk, exit 4) does not take the
+  // gate's outcome with it.
+  if (!o.junit.empty()) {
+    write_junit(o.junit, reports, secs);
+  }
   if (stopped_by == 0) {
     stopped_by = pending_stop_signal(); // told to stop once every case had run
   }
   if (stopped_by != 0) {
+    set_stop_note(o.junit.empty() ? "the cases that finished are counted above"
+                                  : "the cases that finished are in " + o.junit);
     end_by_stop_signal(stopped_by);
   }
   if (skipped > 0 && skipped >= passed + failed) {

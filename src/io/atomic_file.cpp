@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -80,6 +81,16 @@ void put_in_place(const std::string& tmp, const std::string& path) {
 
 } // namespace
 
+void check_can_write(const std::string& path) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) {
+    throw InputError("cannot create a file next to " + path + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
+
 void write_file_atomically(const std::string& path, const void* bytes, std::size_t size) {
   put_in_place(write_temporary(path, bytes, size).path, path);
 }
@@ -138,11 +149,24 @@ void fsync_dir(const fs::path& d) {
 
 // A new, empty generation folder in `dir`; its name (not the path).
 std::string make_generation(const fs::path& dir) {
-  std::string tmpl = (dir / (std::string(kGenPrefix) + "XXXXXX")).string();
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    throw InputError("cannot create a folder in " + dir.string() + ": " + std::strerror(errno));
+  // Not mkdtemp, which makes the folder private: the results and table behind the links are
+  // meant to be read by others, as a plain sweep's files are, so the folder gets mkdir's 0777
+  // less the umask. The name is mkdtemp's pattern, drawn here.
+  static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::random_device rd;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string name = kGenPrefix;
+    for (int i = 0; i < 6; ++i) {
+      name += kChars[rd() % (sizeof kChars - 1)];
+    }
+    if (::mkdir((dir / name).c_str(), 0777) == 0) {
+      return name;
+    }
+    if (errno != EEXIST) {
+      break;
+    }
   }
-  return fs::path(tmpl).filename().string();
+  throw InputError("cannot create a folder in " + dir.string() + ": " + std::strerror(errno));
 }
 
 // Points the link `dir`/`name` at `target` in one rename (a new link, then renamed over).

@@ -18,6 +18,11 @@ namespace attn {
 void write_file_atomically(const std::string& path, const void* bytes, std::size_t size);
 void write_file_atomically(const std::string& path, std::string_view text);
 
+// Whether an atomic write of `path` could start: its temporary file is created and removed, and
+// the error is write_file_atomically's (InputError, naming the reason) when it cannot be. A
+// command that writes `path` at its end asks before its work, not after.
+void check_can_write(const std::string& path);
+
 // Several files (path, bytes) written all or none: every one is written and flushed to a
 // temporary file first, and only when all are there are they renamed into place.
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);

@@ -4,7 +4,9 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <unistd.h>
 
 namespace attn {
@@ -55,14 +57,31 @@ const char* name_of(int sig) {
 
 std::atomic<bool> g_deferred{false};
 std::atomic<int> g_pending{0};
+std::atomic<int64_t> g_pending_at{0}; // CLOCK_MONOTONIC nanoseconds of the pending signal
+
+// The same signal again this soon after the first is the same stop, not a second one: coreutils'
+// `timeout` sends its signal to the command and then to its whole process group, and CI runners
+// signal a job's processes and its group, microseconds apart.
+constexpr int64_t kSameStopNanos = 100'000'000;
+
+int64_t now_nanos() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts); // async-signal-safe
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 extern "C" void on_stop(int sig) {
   const int saved = errno;
   if (g_deferred.load() && ::getpid() == g_owner.load()) {
     int none = 0;
     if (g_pending.compare_exchange_strong(none, sig)) {
+      g_pending_at.store(now_nanos());
       errno = saved;
       return; // the command notices it, reports what it finished, and ends by it
+    }
+    if (none == sig && now_nanos() - g_pending_at.load() < kSameStopNanos) {
+      errno = saved;
+      return; // the same stop, delivered twice
     }
   }
   if (::getpid() == g_owner.load()) {

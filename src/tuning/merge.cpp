@@ -187,6 +187,26 @@ std::map<std::string, int> plan_order(const json& header) {
   return order;
 }
 
+// A merge replaces OUT's results and table: an earlier merge's, or a sweep's of the same profile
+// (the shards measured that sweep's plan again). Results of another profile there are another
+// sweep's, not the merge's to remove: refused, as a sweep refuses to mix runs.
+void refuse_to_replace_other_results(const std::string& out_dir, const json& shards_header) {
+  const fs::path existing = fs::path(out_dir) / "results.jsonl";
+  std::error_code ec;
+  if (!fs::exists(existing, ec)) {
+    return;
+  }
+  const json header = read_results(existing.string()).header;
+  if (header.value("profile_hash", std::string()) !=
+      shards_header.value("profile_hash", std::string())) {
+    throw InputError("'" + out_dir + "' holds the results of another profile (" +
+                     header.value("profile", std::string("?")) + ", hash " +
+                     header.value("profile_hash", std::string("?")) +
+                     ") than these shards', which a merge would replace: merge into another "
+                     "folder");
+  }
+}
+
 } // namespace
 
 MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::string>& dirs,
@@ -218,6 +238,7 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
     folders.push_back(read_folder(d));
     check_same_sweep(folders.front(), folders.back());
   }
+  refuse_to_replace_other_results(out_dir, folders.front().header);
   MergeSummary sum;
   sum.shard_count = folders.front().info.shard.count;
 

@@ -487,6 +487,12 @@ public:
     }
     lock_.emplace(opt.out_dir); // one sweep per folder: the second stops here
     remove_stale_temporaries(opt.out_dir); // a table or report write that a kill cut short
+    // The table and report are written at the end, next to the results: a folder where they
+    // cannot be (no permission, a path too long for their temporary files) is said now, before
+    // any measurement, not after all of them.
+    for (const char* name : {"threshold_table.json", "report.html"}) {
+      check_can_write((fs::path(opt.out_dir) / name).string());
+    }
     sum_.results_path = (fs::path(opt.out_dir) / "results.jsonl").string();
     set_stop_note("the measurements made so far are in " + sum_.results_path +
                   ": the same command with --resume carries on");

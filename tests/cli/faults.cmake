@@ -126,3 +126,17 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                          ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/stop_running/locks")
   endif()
 endif()
+
+# An --out where the table cannot be written (here a path whose table's temporary file is past
+# PATH_MAX, 4096) is refused before any measurement, with the reason, not after all of them.
+string(REPEAT "d" 200 long_segment)
+set(long_out "long")
+foreach(i RANGE 1 19)
+  string(APPEND long_out "/${long_segment}")
+endforeach()
+string(REPEAT "e" 240 long_tail)
+string(APPEND long_out "/${long_tail}")
+attn_cli_test(NAME sweep_out_unwritable_before_measuring EXIT 2
+              REGEX "attn-tune: error: cannot create a file next to long/d[^ ]*[.][.][.][^ ]*eee/threshold_table.json: File name too long"
+              ARGS sweep --device cpu --profile ${ATTN_CLI_DATA}/faults_profile.json --threads 2
+                   --out ${long_out})

@@ -1,7 +1,7 @@
 #!/bin/sh
 # verify told to stop (SIGTERM: a CI job's timeout) still writes its JUnit report, with the cases
 # that finished and an "interrupted" error testcase, prints its summary and one stop line, and
-# ends by the signal (exit status 143). A configuration that hangs (the CPU backend's test hook)
+# ends by the signal (exit status 143), also when the signal comes twice at once. A configuration that hangs (the CPU backend's test hook)
 # keeps verify surely running when the signal comes.
 #   usage: stop_verify.sh ATTN_TUNE WORKDIR
 set -eu
@@ -24,6 +24,8 @@ until grep -q "^verify: cpu" err.txt 2> /dev/null; do
   sleep 0.05
 done
 sleep 1
+# Twice at once, as coreutils' timeout signals the command and then its process group: one stop.
+kill -TERM "$verify"
 kill -TERM "$verify"
 set +e
 wait "$verify"

@@ -197,5 +197,24 @@ TEST(ExitCodes, ErrorMessagesAreOneLine) {
   EXPECT_EQ(cli::one_line("cut \xe2\x82"), "cut \\xe2\\x82");
   const std::string longer = cli::one_line(std::string(100000, 'x'));
   EXPECT_LE(longer.size(), 2010u);
-  EXPECT_EQ(longer.substr(longer.size() - 3), "...");
+  EXPECT_NE(longer.find("..."), std::string::npos);
+  // Cut from the middle: the reason after a very long path survives.
+  const std::string path_and_reason = cli::one_line(
+      "cannot create a file next to " + std::string(5000, 'd') + ": File name too long");
+  EXPECT_LE(path_and_reason.size(), 2010u);
+  EXPECT_TRUE(path_and_reason.starts_with("cannot create a file next to ddd"));
+  EXPECT_TRUE(path_and_reason.ends_with("ddd: File name too long")) << path_and_reason;
+  // A multibyte character at the cut is kept whole or left out, never split.
+  std::string accents;
+  for (int i = 0; i < 3001; ++i) {
+    accents += "\xc3\xa9";
+  }
+  const std::string wide = cli::one_line(accents);
+  for (std::size_t i = 0; i < wide.size(); ++i) {
+    if (wide[i] == '\xc3') {
+      EXPECT_TRUE(i + 1 < wide.size() && wide[i + 1] == '\xa9') << "split at " << i;
+    } else if (wide[i] == '\xa9') {
+      EXPECT_TRUE(i > 0 && wide[i - 1] == '\xc3') << "split at " << i;
+    }
+  }
 }

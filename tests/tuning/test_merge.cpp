@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "src/backends/registry.h"
@@ -363,6 +364,22 @@ TEST_F(Merge, IntoABusyFolderIsRefusedAndResultsAndTableSwitchTogether) {
     std::getline(std::ifstream(out / "results.jsonl"), kept);
     EXPECT_EQ(kept, "kept");
   }
+  // Not a results file, nor another profile's: neither is the merge's to replace.
+  EXPECT_THROW((void)merge_shards(out.string(), dirs, {}), InputError);
+  json other = (*header_);
+  other["profile"] = "another";
+  other["profile_hash"] = "0123456789abcdef";
+  other.erase("shard");
+  write_folder(out, other, {});
+  try {
+    (void)merge_shards(out.string(), dirs, {});
+    ADD_FAILURE() << "a merge replaced another profile's results";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds the results of another profile (another"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove(out / "results.jsonl");
   const MergeSummary s1 = merge_shards(out.string(), dirs, {});
   const MergeSummary s2 = merge_shards(out.string(), dirs, {});
   EXPECT_EQ(s2.measurements, s1.measurements);
@@ -377,6 +394,11 @@ TEST_F(Merge, IntoABusyFolderIsRefusedAndResultsAndTableSwitchTogether) {
     EXPECT_EQ(n.find(".tmp."), std::string::npos) << n;
   }
   EXPECT_EQ(generations, 1) << "older generations are removed";
+  // Shared as a sweep's files are: the generation folder is mkdir's 0777 less the umask.
+  const mode_t mask = ::umask(022);
+  ::umask(mask);
+  const auto gen = fs::canonical(out / "results.jsonl").parent_path();
+  EXPECT_EQ(int(fs::status(gen).permissions() & fs::perms::all), int(0777 & ~mask));
 }
 
 } // namespace
