@@ -205,12 +205,17 @@ int run_sweep(const SweepOptions& o) {
   std::string report_said;
   if (!o.no_report) {
     so.while_locked = [&](const SweepSummary&) {
-      // The page is a view of the table just written: a failure to draw it must not fail a
-      // sweep whose measurements are safe.
+      // The page is a view of the table just written: a failure to draw it leaves the results
+      // and the table as they are, removes the page of an earlier table (which would mislead)
+      // and ends the sweep with exit 4, after everything else, as any write that fails does.
       try {
         report_said = "sweep: report " + write_sweep_report(so.out_dir) + "\n";
       } catch (const std::exception& e) {
-        report_said = std::string("!") + e.what();
+        std::error_code ec;
+        const auto page = std::filesystem::path(so.out_dir) / "report.html";
+        const bool had_page = std::filesystem::remove(page, ec);
+        report_said =
+            std::string("!") + e.what() + (had_page ? "; the earlier report.html was removed" : "");
       }
     };
   }
@@ -302,6 +307,9 @@ int run_sweep(const SweepOptions& o) {
                          "workload of the profile (no family of theirs runs its phases), so the "
                          "table has no point\n");
     return kExitInternal;
+  }
+  if (report_said.starts_with("!")) {
+    return kExitInternal; // the report could not be written (said above)
   }
   return kExitOk;
 }

@@ -1,6 +1,7 @@
 #include "src/tuning/merge.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -167,24 +168,64 @@ std::string spread_text(const json& line) {
 
 // The order an unsharded sweep would have written: the profile's workloads in plan order, when
 // the profile is built in and unchanged; otherwise the folders' order.
-std::map<std::string, int> plan_order(const json& header) {
-  std::map<std::string, int> order;
+std::vector<Workload> builtin_plan(const json& header) {
   try {
     if (!builtin_profile_text(header.value("profile", ""))) {
-      return order;
+      return {};
     }
     const Profile prof = load_profile(header.value("profile", ""));
     if (prof.hash != header.value("profile_hash", "")) {
-      return order;
+      return {};
     }
-    const std::vector<Workload> ws = expand_workloads(prof);
-    for (std::size_t i = 0; i < ws.size(); ++i) {
-      order.emplace(ws[i].key(), int(i));
-    }
+    return expand_workloads(prof);
   } catch (const InputError&) {
-    order.clear();
+    return {};
+  }
+}
+
+std::map<std::string, int> plan_order(const json& header) {
+  std::map<std::string, int> order;
+  const std::vector<Workload> ws = builtin_plan(header);
+  for (std::size_t i = 0; i < ws.size(); ++i) {
+    order.emplace(ws[i].key(), int(i));
   }
   return order;
+}
+
+// Where the shards' profile is a built-in one (its workloads known here), a line of another
+// workload or drawn from another seed's data was pasted in from another sweep: refused naming it,
+// as a damaged line is. (Which configurations the kernels offer is the kernels' to say; a sweep's
+// --resume checks those.)
+void refuse_foreign_workloads(const std::vector<Folder>& folders) {
+  const std::vector<Workload> ws = builtin_plan(folders.front().header);
+  if (ws.empty()) {
+    return;
+  }
+  std::map<std::string, const Workload*> by_key;
+  for (const Workload& w : ws) {
+    by_key.emplace(w.key(), &w);
+  }
+  const uint64_t sweep_seed = folders.front().header.value("seed", uint64_t(1));
+  for (const Folder& f : folders) {
+    for (std::size_t n = 0; n < f.lines.size(); ++n) {
+      const json& l = f.lines[n];
+      const std::string wk = l.value("workload_key", "");
+      const std::string which = "'" + f.info.dir + "': measurement " + std::to_string(n + 1) +
+                                " (" + wk + " " + l.value("config_key", "") + ")";
+      const auto w = by_key.find(wk);
+      if (w == by_key.end()) {
+        throw InputError(which + " is no workload of profile " +
+                         folders.front().header.value("profile", "") +
+                         ": a line from another sweep");
+      }
+      const uint64_t want = workload_seed(sweep_seed, *w->second);
+      if (l.contains("seed") && l.value("seed", uint64_t(0)) != want) {
+        throw InputError(which + " was measured on data of seed " +
+                         std::to_string(l.value("seed", uint64_t(0))) + ", not the sweep's " +
+                         std::to_string(want) + ": a line from another sweep");
+      }
+    }
+  }
 }
 
 // A merge replaces OUT's results and table: an earlier merge's, or a sweep's of the same profile
@@ -235,9 +276,27 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   }
   std::vector<Folder> folders;
   for (const auto& d : dirs) {
+    // With --partial, a shard whose sweep has not written its header yet (killed before its
+    // first line, or not started: a folder with no results.jsonl or an empty one) is a missing
+    // shard, not an error.
+    const fs::path results = fs::path(d) / "results.jsonl";
+    if (opt.partial && fs::is_directory(d, ec) &&
+        (!fs::exists(results, ec) || read_results(results.string()).header.is_null())) {
+      if (opt.info != nullptr) {
+        std::fprintf(opt.info,
+                     "merge: '%s' holds no measurement yet (its sweep has not started): "
+                     "counted as a missing shard\n",
+                     d.c_str());
+      }
+      continue;
+    }
     folders.push_back(read_folder(d));
     check_same_sweep(folders.front(), folders.back());
   }
+  if (folders.empty()) {
+    throw InputError("no shard folder holds a measurement yet: nothing to merge");
+  }
+  refuse_foreign_workloads(folders);
   refuse_to_replace_other_results(out_dir, folders.front().header);
   MergeSummary sum;
   sum.shard_count = folders.front().info.shard.count;

@@ -230,6 +230,44 @@ std::vector<PlannedWorkload> remeasure_plan(const std::vector<NoisyPoint>& noisy
 // with race_timing) whose line is appended, then observed, before it is reported; then a
 // search_end line. The observations start from the lines already in the file that count as
 // done (so an error is retried once and --retry-faults measures faults again, as exhaustively).
+// Lines of a resumed results file that are no part of this folder's plan: a configuration the
+// kernels do not offer, a workload of another profile or shard, data drawn from another seed. The
+// header matched, so such a line was edited in or pasted from another folder; the table would
+// take it as a measurement. Refused naming the line, as a damaged line is.
+void refuse_foreign_lines(const OpenedResults& log, const std::string& path,
+                          const std::vector<Workload>& workloads,
+                          const std::vector<std::vector<KernelConfig>>& configs,
+                          const std::vector<std::size_t>& mine, uint64_t sweep_seed) {
+  std::map<std::string, std::size_t> workload_at;
+  for (const std::size_t i : mine) {
+    workload_at.emplace(workloads[i].key(), i);
+  }
+  for (std::size_t n = 0; n < log.lines.size(); ++n) {
+    const json& l = log.lines[n];
+    const std::string wk = l.value("workload_key", "");
+    const std::string ck = l.value("config_key", "");
+    const std::string which =
+        path + ": measurement " + std::to_string(n + 1) + " (" + wk + " " + ck + ")";
+    const auto w = workload_at.find(wk);
+    if (w == workload_at.end()) {
+      throw InputError(which + " is no workload of this folder's plan (profile and shard): a line "
+                               "from another sweep; remove it or start a new --out folder");
+    }
+    const auto& offered = configs[w->second];
+    if (std::none_of(offered.begin(), offered.end(),
+                     [&](const KernelConfig& c) { return c.key() == ck; })) {
+      throw InputError(which + " names a configuration these kernels do not offer for it: a line "
+                               "from another sweep; remove it or start a new --out folder");
+    }
+    const uint64_t want = workload_seed(sweep_seed, workloads[w->second]);
+    if (l.contains("seed") && l.value("seed", uint64_t(0)) != want) {
+      throw InputError(which + " was measured on data of seed " +
+                       std::to_string(l.value("seed", uint64_t(0))) + ", not this sweep's " +
+                       std::to_string(want) + ": a line from another sweep");
+    }
+  }
+}
+
 int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
                     const AdaptiveSearch& search, int exhaustive, OpenedResults& log,
                     const WorkerLink& link) {
@@ -369,6 +407,7 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, Sear
       results,
       results_header(prof, be, opt.seed, opt.shard, search, int(mine.size()), shard_measurements),
       resume, opt.retry_faults);
+  refuse_foreign_lines(log, results, all_workloads, all_configs, mine, opt.seed);
   const DeviceLock timing_lock(
       device_lock_key(dev), opt.wait_for_device,
       [&](const std::string& pid) {

@@ -1009,6 +1009,13 @@ std::optional<std::string> unwritten_pattern(const Problem& pr, const RunOutput&
   if (unwritten == 0 || pairs == 0) {
     return std::nullopt;
   }
+  if (unwritten == std::size_t(pairs) * std::size_t(pr.params.head_dim) &&
+      std::size_t(pairs) == std::size_t(std::count(ref.computed.begin(), ref.computed.end(), 1)) *
+                                std::size_t(pr.params.num_heads)) {
+    return std::string("output never written: every element still holds the fill the kernel was "
+                       "handed (a kernel that writes into another buffer, or returns before "
+                       "writing)");
+  }
   // One wording for every count (the summary groups failures by it; `unwritten=` counts them).
   return std::string("output left unwritten: the wrong (row, head) pairs still hold the fill "
                      "the kernel was handed where it wrote nothing, and what it wrote is right");

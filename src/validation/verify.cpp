@@ -79,6 +79,11 @@ std::string failure_line(const json& ctx, const CheckedRunResult& r, uint64_t ru
 }
 
 // What identifies one check in a run, so that a later worker does not repeat it.
+// The key that tells workers a configuration is not to be run on its device any more.
+std::string abandoned_key(const std::string& device, const std::string& config) {
+  return "abandoned|" + device + "|" + config;
+}
+
 std::string check_key(const std::string& device, const KernelConfig& cfg, const VerifyCase& c) {
   return device + " | " + cfg.key() + " | " + c.name();
 }
@@ -146,7 +151,8 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
         std::vector<std::pair<Family, KernelConfig>> todo;
         for (Family f : fams) {
           for (const KernelConfig& cfg : be.config_space(f, c.params)) {
-            if (!link.finished(check_key(device, cfg, c))) {
+            if (!link.finished(check_key(device, cfg, c)) &&
+                !link.finished(abandoned_key(device, cfg.key()))) {
               todo.emplace_back(f, cfg);
             }
           }
@@ -194,6 +200,11 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
   }
 }
 
+// A configuration that hung this many cases (each costing its whole deadline) is not run on the
+// rest: a kernel that hangs would otherwise hold verify for a deadline per case (half an hour at
+// quick intensity with a 10 s deadline). plugin check stops a family after as many crashes.
+constexpr int kHangsPerConfig = 3;
+
 // The supervisor's side of verify: one report per device, built from the runs' results (faults
 // included), with each failure printed to `log` as it arrives.
 class VerifyTally {
@@ -203,6 +214,35 @@ public:
   [[nodiscard]] std::vector<VerifyReport>& reports() { return reports_; }
 
   void opened(const std::string& device) { (void)report(device); }
+
+  // Whether `r` was the kHangsPerConfig-th hang of its configuration on its device: then the
+  // configuration's testcase says its other cases were not run.
+  [[nodiscard]] bool gives_up_after(const RunIdentity& run, const CheckedRunResult& r) {
+    if (r.status != RunStatus::fault || !r.reason.starts_with("timeout:")) {
+      return false;
+    }
+    const json& ctx = run.context;
+    const std::string device = ctx.value("device", "");
+    const std::string config = ctx.value("config", "");
+    if (++hangs_[device + "|" + config] != kHangsPerConfig) {
+      return false;
+    }
+    const std::string line = "FAIL " + device + " " + config +
+                             ": its other cases not run: it hung " +
+                             std::to_string(kHangsPerConfig) + " cases (each its whole deadline)";
+    VerifyReport& rep = report(device);
+    for (VerifyTestcase& tc : rep.testcases) {
+      if (tc.config == config) {
+        tc.failures.push_back(line);
+        break;
+      }
+    }
+    if (log_) {
+      std::fprintf(log_, "%s\n", line.c_str());
+      std::fflush(log_);
+    }
+    return true;
+  }
 
   void apply(const RunIdentity& run, const CheckedRunResult& r) {
     const json& ctx = run.context;
@@ -287,6 +327,7 @@ private:
   std::vector<VerifyReport> reports_;
   std::map<std::string, std::size_t> by_device_;
   std::map<std::string, std::size_t> testcase_; // device|config|group -> its testcase
+  std::map<std::string, int> hangs_;            // device|config -> cases that timed out
 };
 
 } // namespace
@@ -304,6 +345,10 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
   session.on_opened = [&](const OpenedMsg& m) { tally.opened(m.device.id); };
   session.on_result = [&](const RunIdentity& run, const CheckedRunResult& r) {
     tally.apply(run, r);
+    if (tally.gives_up_after(run, r)) {
+      session.finished.insert(
+          abandoned_key(run.context.value("device", ""), run.context.value("config", "")));
+    }
   };
   // A worker replaced after a death outside any case (or a kill from outside) says so; the
   // verdict does not depend on it, so it goes where the warnings go.

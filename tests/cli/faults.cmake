@@ -140,3 +140,19 @@ attn_cli_test(NAME sweep_out_unwritable_before_measuring EXIT 2
               REGEX "attn-tune: error: cannot create a file next to long/d[^ ]*[.][.][.][^ ]*eee/threshold_table.json: File name too long"
               ARGS sweep --device cpu --profile ${ATTN_CLI_DATA}/faults_profile.json --threads 2
                    --out ${long_out})
+
+# A configuration that hangs is not run on verify's other cases after three hangs (each costs its
+# whole deadline, 10 s on the CPU): the gate fails naming it, in about half a minute instead of
+# a deadline per case.
+attn_cli_test(NAME verify_gives_up_on_a_hanging_config EXIT 1
+              REGEX "cpu decode_v1\\[split=1\\]: its other cases not run: it hung 3 cases"
+              ARGS verify --device cpu --intensity quick --families decode_v1 --dtypes fp32
+                   --kv-dtypes auto --threads 2)
+set_tests_properties(cli.verify_gives_up_on_a_hanging_config PROPERTIES
+                     ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=hang:decode_v1[split=1]")
+
+# merge refuses a shard line pasted in from another sweep (another workload, another seed's data).
+add_test(NAME cli.merge_foreign_line
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/merge_foreign_line.sh $<TARGET_FILE:attn-tune>
+                 ${CMAKE_CURRENT_BINARY_DIR}/cli_work/merge_foreign_line)
+set_tests_properties(cli.merge_foreign_line PROPERTIES LABELS "cli" RESOURCE_LOCK cpu_timing)

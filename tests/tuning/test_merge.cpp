@@ -241,6 +241,16 @@ TEST_F(Merge, IncompleteShardsAreRefusedUnlessPartial) {
   EXPECT_EQ(t["provenance"]["merge"]["missing_shards"], json::array({2}));
   EXPECT_EQ(t["provenance"]["merge"]["shards"][1]["complete"], false);
   EXPECT_EQ(s.folders[1].measured, int(before.lines.size()) - 1); // the half line is not read
+  // Shard 2's folder made by a sweep killed before its header: with --partial, a missing shard;
+  // without, refused.
+  const fs::path unstarted = dir("partial-unstarted");
+  fs::create_directories(unstarted);
+  std::ofstream(unstarted / "results.jsonl") << "";
+  std::vector<std::string> three = {dirs[0], dirs[1], unstarted.string()};
+  EXPECT_THROW((void)merge_shards(dir("partial-out").string(), three, {}), InputError);
+  const MergeSummary s3 = merge_shards(dir("partial-out").string(), three, po);
+  EXPECT_EQ(s3.missing, std::vector<int>{2});
+  EXPECT_EQ(s3.folders.size(), 2u);
 }
 
 // Adaptive shards: each searches its own part of the plan and ends with a search_end line; their

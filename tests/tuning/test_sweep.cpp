@@ -3,6 +3,8 @@
 // the quick profile end to end on it.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -473,6 +475,49 @@ TEST(Sweep, RefusesToMixSweeps) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("same timing mode"), std::string::npos) << e.what();
   }
+  // A line of another sweep pasted into the file (its header matching): a configuration the
+  // kernels do not offer, a workload not in the plan, another seed's data. Each is refused on
+  // --resume, naming the line, and the file is left as it is.
+  const fs::path results = fs::path(o.out_dir) / "results.jsonl";
+  const ResultsFile clean = read_results(results.string());
+  ASSERT_FALSE(clean.lines.empty());
+  const auto resume_with = [&](const std::function<void(json&)>& edit, const std::string& said) {
+    json l = clean.lines.front();
+    edit(l);
+    std::ofstream(results, std::ios::app) << l.dump() << "\n";
+    try {
+      (void)run_sweep(be, prof, o);
+      ADD_FAILURE() << "a foreign line was taken: " << l.dump();
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(said), std::string::npos) << e.what();
+    }
+    std::ofstream out(results, std::ios::trunc);
+    out << clean.header.dump() << "\n";
+    for (const json& line : clean.lines) {
+      out << line.dump() << "\n";
+    }
+  };
+  // (Keys and fields edited together: a key that does not match its fields is damage, refused
+  // by the reader.)
+  resume_with(
+      [](json& l) {
+        KernelConfig c = KernelConfig::from_json(l["config"]);
+        c.params["unheard_of"] = 3;
+        l["config"] = c.to_json();
+        l["config_key"] = c.key();
+      },
+      "names a configuration these kernels do not offer");
+  resume_with(
+      [](json& l) {
+        const std::string key = l.value("workload_key", "");
+        const std::string b = "b=" + std::to_string(l["workload"].value("batch", 0)) + " ";
+        l["workload"]["batch"] = 97;
+        l["workload_key"] =
+            key.substr(0, key.find(b)) + "b=97 " + key.substr(key.find(b) + b.size());
+      },
+      "is no workload of this folder's plan");
+  resume_with([](json& l) { l["seed"] = 12345; }, "was measured on data of seed 12345");
+  EXPECT_NO_THROW((void)run_sweep(be, prof, o)); // the file as it was resumes
   fs::remove_all(o.out_dir);
 }
 

@@ -342,6 +342,13 @@ TEST(EngineBugs, UnwrittenOutputIsNamedAsSuch) {
   for (const std::string& f : other) {
     EXPECT_EQ(f.find("output left unwritten"), std::string::npos) << f;
   }
+  // Nothing written at all: said so, not "what it wrote is right".
+  RunOutput none = output_of(pr, BugModel{"exact"}, ref);
+  poison(none.out);
+  const auto never =
+      explain_engine_bug(pr, cfg, none, ref, tol, wrong_pairs(none.out, nullptr, ref, tol));
+  ASSERT_EQ(never.size(), 1u);
+  EXPECT_NE(never[0].find("output never written"), std::string::npos) << never[0];
 }
 
 // A GQA mapping bug in a failure line: heads 1 and 2 of 4 wrong, 0 and 3 right; the sequence of
