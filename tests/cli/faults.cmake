@@ -156,3 +156,10 @@ add_test(NAME cli.merge_foreign_line
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/merge_foreign_line.sh $<TARGET_FILE:attn-tune>
                  ${CMAKE_CURRENT_BINARY_DIR}/cli_work/merge_foreign_line)
 set_tests_properties(cli.merge_foreign_line PROPERTIES LABELS "cli" RESOURCE_LOCK cpu_timing)
+
+# A report that cannot be written at the end of a sweep: exit 4, the earlier page removed.
+add_test(NAME cli.report_write_fails
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/report_write_fails.sh $<TARGET_FILE:attn-tune>
+                 ${ATTN_CLI_DATA}/faults_profile.json
+                 ${CMAKE_CURRENT_BINARY_DIR}/cli_work/report_write_fails)
+set_tests_properties(cli.report_write_fails PROPERTIES LABELS "cli" RESOURCE_LOCK cpu_timing)
