@@ -793,7 +793,24 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
     };
     session.on_log = [&](const std::string& text) { tally.note(text); };
     session.on_say = [&](const std::string& text) { tally.say(text); };
-    const SupervisedRun run = session.run(in_process);
+    SupervisedRun run;
+    try {
+      run = session.run(in_process);
+    } catch (const InputError&) {
+      throw;
+    } catch (const DeviceUnavailable&) {
+      throw;
+    } catch (const KernelFault&) {
+      throw;
+    } catch (const StopRequested&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Its workers failing (twice in a row, outside any configuration) ends the sweep with its
+      // measurements safe: the line that says so says where they are and how to carry on.
+      throw std::runtime_error(std::string(e.what()) + "; the measurements made so far are in " +
+                               (fs::path(opt.out_dir) / "results.jsonl").string() +
+                               ": the same command with --resume carries on");
+    }
     if (!run.teardown_failure.empty()) {
       tally.teardown_failed(run.teardown_failure);
     }

@@ -1036,6 +1036,10 @@ std::optional<std::string> nonfinite_pattern(const Problem& pr, const RunOutput&
     }
   }
   const int H = pr.params.num_heads;
+  if (bad.size() == std::size_t(pr.num_rows()) * std::size_t(H)) {
+    return std::string("every output comes out NaN or infinite where attention is finite "
+                       "(nothing is right)");
+  }
   const auto in_sequence = [&](int row) { return row - pr.q_start(sequence_of_row(pr, row)); };
   // The least value `of` takes over the wrong pairs, when the wrong pairs are exactly those
   // (row, head) where `of` reaches it; -1 otherwise (or when it is 0: everything is wrong).

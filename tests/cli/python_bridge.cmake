@@ -225,3 +225,11 @@ attn_python_test(python_venv_missing 2 "VIRTUAL_ENV is '/nonexistent/venv', whic
                  plugin check python:attn_tune_torch --threads 1)
 set_tests_properties(cli.python_venv_missing PROPERTIES
                      ENVIRONMENT "PYTHONPATH=${ATTN_PY_FIXTURES};VIRTUAL_ENV=/nonexistent/venv")
+
+# A vllm-layout kernel that reads an fp8 key cache as packed by the fp16 query's x (8, not 16):
+# verify names it, though the problem's caches are HND and rearranged for the kernel
+# (tests/python/vllm_x8_fp8.py).
+attn_python_test(python_verify_vllm_x8_fp8 1
+                 "vllm key layout: the fp8_e4m3 key cache is read as packed by x = 8"
+                 verify --kernels python:vllm_x8_fp8 --device cpu --intensity quick --threads 2
+                 --dtypes fp16 --kv-dtypes fp8_e4m3 --families decode_v1)

@@ -55,5 +55,68 @@ TEST(Diagnose, AScaleIgnoredIsNamedThoughItsLargerOutputsRoundFurther) {
   EXPECT_EQ(found[0], "v_scale is ignored (taken as 1)");
 }
 
+// Both scales ignored where k_scale is 1/250: the mistake's scores are 250 times larger, and an
+// fp32 kernel computing it rounds its softmax weights by far more than fp32's tolerance (here,
+// 2e-3 of every element). No mistake fits element by element; the nearest one normwise is named.
+TEST(Diagnose, AScaleMistakeWithFarLargerScoresIsNamedByItsNormwiseDistance) {
+  AttnParams a = test::params(4, 2, 64, 16, DType::f32);
+  a.kv_dtype = DType::fp8_e5m2;
+  GenOptions g = test::gen(16);
+  g.k_scale = {0.004f};
+  g.v_scale = {1.0f / 64};
+  const Problem pr = make_decode_problem(a, {40, 97}, g);
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  Problem ignored = pr;
+  ignored.k_scale.clear();
+  ignored.v_scale.clear();
+  const ReferenceResult mistaken = reference_attention(ignored, {1, {}});
+  RunOutput got;
+  got.out = HostTensor(DType::f32, {pr.num_rows(), a.num_heads, a.head_dim});
+  for (std::size_t i = 0; i < mistaken.out.size(); ++i) {
+    got.out.set(i, float(mistaken.out[i] * (i % 2 == 0 ? 1.002 : 0.998)));
+  }
+  const Tolerance tol = tolerance_for(DType::f32);
+  const auto wrong = wrong_pairs(got.out, nullptr, ref, tol);
+  ASSERT_FALSE(wrong.empty());
+  auto be = make_cpu_backend({.threads = 1, .kernels = ""});
+  KernelConfig cfg;
+  cfg.family = Family::decode_v1;
+  cfg.params["split"] = 0;
+  const std::vector<std::string> found =
+      diagnose_failure(*be, cfg, pr, got, ref, tol, wrong, /*ref_threads=*/1);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_TRUE(found[0].starts_with("the fp8 scales are ignored")) << found[0];
+  EXPECT_NE(found[0].find("within 1e-2 normwise, not element by element"), std::string::npos)
+      << found[0];
+}
+
+// A prefill kernel that masks causally whatever it is asked: a non-causal call's answer is the
+// causal one, and that is named (not a causal limit placed wrong).
+TEST(Diagnose, CausalFalseIgnoredIsNamed) {
+  AttnParams a = test::params(4, 2, 32, 16, DType::f32);
+  a.causal = false;
+  const Problem pr = make_prefill_problem(a, {5, 9}, {20, 9}, test::gen(15));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  Problem masked = pr;
+  masked.params.causal = true;
+  const ReferenceResult causal = reference_attention(masked, {1, {}});
+  RunOutput got;
+  got.out = HostTensor(DType::f32, {pr.num_rows(), a.num_heads, a.head_dim});
+  for (std::size_t i = 0; i < causal.out.size(); ++i) {
+    got.out.set(i, float(causal.out[i]));
+  }
+  const Tolerance tol = tolerance_for(DType::f32);
+  const auto wrong = wrong_pairs(got.out, nullptr, ref, tol);
+  ASSERT_FALSE(wrong.empty());
+  auto be = make_cpu_backend({.threads = 1, .kernels = ""});
+  KernelConfig cfg;
+  cfg.family = Family::prefill;
+  const std::vector<std::string> found =
+      diagnose_failure(*be, cfg, pr, got, ref, tol, wrong, /*ref_threads=*/1);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], "causal output where non-causal was asked (causal=false is ignored: the "
+                      "kernel always masks)");
+}
+
 } // namespace
 } // namespace attn

@@ -693,3 +693,19 @@ TEST(EngineBugs, AMistakeSeenOnlyInTheNormwiseErrorIsNamed) {
   ASSERT_EQ(said.size(), 1u);
   EXPECT_NE(said[0].find("small errors everywhere"), std::string::npos) << said[0];
 }
+
+// Every output NaN: said as such, not "the rest right".
+TEST(EngineBugs, AnOutputAllNanIsSaidToBeAllNan) {
+  const Problem pr = around_partition();
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  for (std::size_t i = 0; i < ref.out.size(); ++i) {
+    o.out.set(i, std::nanf(""));
+  }
+  KernelConfig cfg;
+  cfg.family = Family::decode_v1;
+  const auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].find("every output comes out NaN or infinite"), std::string::npos) << found[0];
+}
