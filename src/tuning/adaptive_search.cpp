@@ -417,6 +417,44 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
         want.clear(); // this axis lacks one of those lengths
       }
     }
+    // Past the switch, the previous batch's best configuration may have changed along its axis
+    // (on a 2-core Zen 5, v2's best partition went from 256 keys at 512 to 1024 keys from 2048
+    // on): an end of the axis where the previous batch's best differs from its best at the
+    // nearer switch length is measured too, and the rules below look between.
+    if (!want.empty() && !seen_prev.empty()) {
+      const auto best_key = [&](std::size_t j) {
+        const Winner w = winner(j, obs);
+        const KernelConfig* c =
+            w == Winner::v1 || w == Winner::v2
+                ? best_of(j, w == Winner::v1 ? Family::decode_v1 : Family::decode_v2, obs)
+                : nullptr;
+        return c != nullptr ? c->key() : std::string();
+      };
+      const auto at = [&](int length) {
+        for (std::size_t j : seen_prev) {
+          if (points_[j].workload.context_len == length) {
+            return j;
+          }
+        }
+        return seen_prev.front();
+      };
+      const int lo_k = want.begin()->first;
+      const int hi_k = want.rbegin()->first;
+      const std::size_t first = seen_prev.front();
+      const std::size_t last = seen_prev.back();
+      const std::string at_lo = best_key(at(ctx(lo_k)));
+      const std::string at_hi = best_key(at(ctx(hi_k)));
+      if (hi_k < n - 1 && points_[last].workload.context_len == ctx(n - 1) &&
+          !best_key(last).empty() && best_key(last) != at_hi) {
+        want[n - 1] = "batch " + std::to_string(group[s - 1].batch) + "'s best configuration at " +
+                      ctx_words(ctx(n - 1)) + " is not its best at " + ctx_words(ctx(hi_k));
+      }
+      if (lo_k > 0 && points_[first].workload.context_len == ctx(0) && !best_key(first).empty() &&
+          best_key(first) != at_lo) {
+        want[0] = "batch " + std::to_string(group[s - 1].batch) + "'s best configuration at " +
+                  ctx_words(ctx(0)) + " is not its best at " + ctx_words(ctx(lo_k));
+      }
+    }
   }
   if (want.empty()) {
     want[0] = "an end of the context axis";

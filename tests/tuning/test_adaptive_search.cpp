@@ -143,6 +143,46 @@ TEST(AdaptiveSearch, RacesTheFirstPointAndCarriesItsSurvivors) {
   }
 }
 
+// v2's best partition changes along the axis (256 keys below 2048 tokens, 1024 from there on, by
+// 30% or more): batch 4, which starts from batch 1's switch, also measures its long end, where
+// batch 1's best differs from its best past the switch, and chooses the long end's best there.
+TEST(AdaptiveSearch, ABatchStartedFromItsNeighboursSwitchFindsWhereTheBestConfigurationChanges) {
+  Planted p;
+  for (int batch : {1, 4}) {
+    for (int ctx : kGrid) {
+      const Workload w = decode(batch, ctx);
+      p.points.push_back({w, configs()});
+      for (const KernelConfig& c : configs()) {
+        double t = cost(w, c, 0.5e-9 * 300.0 * batch);
+        if (c.family == Family::decode_v2) {
+          const int part = c.get("partition", 512);
+          t *= ctx < 2048 ? (part == 256 ? 1.0 : 1.3) : (part == 1024 ? 1.0 : 1.5);
+        }
+        json l = line_of(w, c, t);
+        p.measured[record_key(w.key(), c.key())] = l;
+        p.lines.push_back(l);
+      }
+    }
+  }
+  const AdaptiveSearch search(p.points);
+  const std::vector<json> lines = replay_search(search, p.measured);
+  const json t = table_of(lines);
+  ASSERT_EQ(t["decode"].size(), 2u);
+  // Batch 4: beside the two lengths of batch 1's switch, its long end, where the best v2 is the
+  // one batch 1 found there (partition 1024), not the one past the switch (256).
+  const json& b4 = t["decode"][1];
+  ASSERT_EQ(b4["batch"], 4);
+  EXPECT_GT(b4["measured"].size(), 2u) << b4["measured"];
+  bool long_end = false;
+  for (const json& m : b4["measured"]) {
+    if (m["context_len"] == kGrid.back()) {
+      long_end = true;
+      EXPECT_EQ(m["best"]["config"]["key"], "decode_v2[partition=1024,split=1]") << m;
+    }
+  }
+  EXPECT_TRUE(long_end) << b4["measured"];
+}
+
 TEST(AdaptiveSearch, BisectsToThePlantedSwitchAndReusesItForTheNextBatch) {
   for (const double keys_at : {300.0, 1500.0, 3000.0, 12000.0}) {
     const Planted p = planted(keys_at);
