@@ -374,8 +374,9 @@ Command setup_table(CLI::App& root) {
   lk->add_option("--device", opt->device,
                  "Device to compare the table's with (default: GPU 0, else cpu)");
   lk->add_option("--kernels", opt->kernels,
-                 "The kernels you run: a plugin library (PATH.so), a plugin's name, or attn-tune "
-                 "(built-in); warns when the table timed others")
+                 "The kernels you run: a plugin library (PATH.so), a Python module "
+                 "(python:MODULE[:FACTORY]), a plugin's name, or attn-tune (built-in); warns "
+                 "when the table timed others")
       ->check(named_kernels());
   lk->add_option("--device-name", opt->fleet.device_name,
                  "The device to answer for, by any of its names (\"NVIDIA H100 80GB HBM3\", "

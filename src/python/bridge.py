@@ -642,8 +642,12 @@ def describe(exc):
     traceback outside this bridge, innermost first."""
     if isinstance(exc, DeclarationError):
         return str(exc)
+    # Python's own import machinery (<frozen importlib._bootstrap>, importlib.import_module)
+    # says nothing about the module: its frames are left out too.
+    machinery = os.sep + "importlib" + os.sep
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if f.filename != __file__ and not f.filename.startswith("<attn-tune")]
+              if f.filename != __file__ and not f.filename.startswith("<attn-tune")
+              and not f.filename.startswith("<frozen ") and machinery not in f.filename]
     where = ["%s:%d in %s" % (os.path.basename(f.filename), f.lineno, f.name)
              for f in frames[-TRACEBACK_FRAMES:]]
     text = " ".join(str(exc).split())  # one line

@@ -233,3 +233,9 @@ attn_python_test(python_verify_vllm_x8_fp8 1
                  "vllm key layout: the fp8_e4m3 key cache is read as packed by x = 8"
                  verify --kernels python:vllm_x8_fp8 --device cpu --intensity quick --threads 2
                  --dtypes fp16 --kv-dtypes fp8_e4m3 --families decode_v1)
+
+# A module whose import fails: one line naming the module's own line, without the frames of
+# Python's import machinery (<frozen importlib._bootstrap>).
+attn_python_test(python_import_fails_names_its_line 2
+                 "importing import_fails failed: ModuleNotFoundError: No module named 'attn_tune_a_dependency_that_is_not_installed' \\(at import_fails.py:4 in <module>\\)"
+                 plugin check python:import_fails)
