@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <unistd.h>
+#include <utility>
 
 namespace attn {
 
@@ -108,8 +109,9 @@ extern "C" void on_stop(int sig) {
 
 } // namespace
 
-StopRequested::StopRequested(int s)
-    : std::runtime_error(std::string("stopped by ") + name_of(s)), sig(s) {}
+StopRequested::StopRequested(int s, std::string in_flight)
+    : std::runtime_error(std::string("stopped by ") + name_of(s)), sig(s),
+      unit(std::move(in_flight)) {}
 
 void defer_stop_signals() { g_deferred.store(true); }
 

@@ -35,8 +35,9 @@ void defer_stop_signals();
 
 // Thrown where a deferred stop signal is noticed.
 struct StopRequested : std::runtime_error {
-  explicit StopRequested(int s);
+  explicit StopRequested(int s, std::string in_flight = {});
   int sig;
+  std::string unit; // the work in flight when the stop came (a verify case), or empty
 };
 
 // A temporary file being written: a stop signal that arrives while this object lives removes it.

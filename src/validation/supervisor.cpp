@@ -268,7 +268,8 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
   for (;;) {
     const WorkerEnd end = run_worker(hooks, run.workers++);
     if (const int sig = pending_stop_signal(); sig != 0) {
-      throw StopRequested(sig); // however the worker ended: the command was told to stop
+      // However the worker ended: the command was told to stop.
+      throw StopRequested(sig, end.unit ? end.unit->key : std::string());
     }
     if (end.ret && !end.timed_out && end.unreadable.empty()) {
       run.exit_code = end.ret->code;

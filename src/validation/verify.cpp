@@ -363,12 +363,14 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
   };
   SupervisedRun run;
   int stopped_by = 0;
-  std::string stopped; // "stopped by SIGTERM"
+  std::string stopped;   // "stopped by SIGTERM"
+  std::string in_flight; // the case running then ("device | configuration | case"), if any
   try {
     run = session.run(in_process);
   } catch (const StopRequested& stop) {
     stopped_by = stop.sig;
     stopped = stop.what();
+    in_flight = stop.unit;
   }
   std::vector<VerifyReport> reports = std::move(tally.reports());
   if (stopped_by != 0) {
@@ -385,8 +387,11 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
     stop.failed = 1;
     stop.faults = 1;
     stop.interruption = true;
-    stop.failures.push_back(stopped + " before every case ran: the testcases here are the ones "
-                                      "that finished");
+    stop.failures.push_back(
+        stopped +
+        " before every case ran: the testcases here are the ones "
+        "that finished" +
+        (in_flight.empty() ? std::string() : "; running then, not judged: " + in_flight));
     first.testcases.push_back(std::move(stop));
   }
   if (!run.teardown_failure.empty()) {

@@ -42,5 +42,7 @@ grep -q "^[0-9]* passed, 0 failed" out.txt || fail "the interruption counts as f
 grep -q '<testcase classname="cpu.verify" name="interrupted (stopped by SIGTERM)"' report.xml ||
   fail "the JUnit report has no interrupted testcase: $(cat report.xml)"
 grep -q '<error ' report.xml || fail "the interruption is not an error in the JUnit report"
+grep -q 'running then, not judged: cpu | decode_v1\[split=1\] | ' report.xml ||
+  fail "the interruption does not name the case that was running: $(cat report.xml)"
 ls ./*.tmp.* > /dev/null 2>&1 && fail "temporary files left: $(ls)"
 echo "stop_verify: ok"
