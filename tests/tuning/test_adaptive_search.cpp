@@ -6,6 +6,7 @@
 // way again when resumed from any prefix of its own lines.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -82,8 +83,10 @@ struct Planted {
   std::vector<json> lines; // the exhaustive sweep's, in plan order
 };
 
-// Batches 1 and 4 with the planted crossover at `keys_at` keys per sequence.
-Planted planted(double keys_at) {
+// Batches 1 and 4 with the planted crossover at `keys_at` keys per sequence; `factor` (when
+// given) multiplies each configuration's cost at a length.
+Planted planted(double keys_at,
+                const std::function<double(const KernelConfig&, int ctx)>& factor = nullptr) {
   Planted p;
   for (int batch : {1, 4}) {
     for (int ctx : kGrid) {
@@ -91,7 +94,8 @@ Planted planted(double keys_at) {
       p.points.push_back({w, configs()});
       for (const KernelConfig& c : configs()) {
         // v2's fixed cost scales with the batch so that the switch stays at keys_at per sequence.
-        json l = line_of(w, c, cost(w, c, 0.5e-9 * keys_at * batch));
+        json l =
+            line_of(w, c, cost(w, c, 0.5e-9 * keys_at * batch) * (factor ? factor(c, ctx) : 1.0));
         p.measured[record_key(w.key(), c.key())] = l;
         p.lines.push_back(l);
       }
@@ -147,23 +151,13 @@ TEST(AdaptiveSearch, RacesTheFirstPointAndCarriesItsSurvivors) {
 // 30% or more): batch 4, which starts from batch 1's switch, also measures its long end, where
 // batch 1's best differs from its best past the switch, and chooses the long end's best there.
 TEST(AdaptiveSearch, ABatchStartedFromItsNeighboursSwitchFindsWhereTheBestConfigurationChanges) {
-  Planted p;
-  for (int batch : {1, 4}) {
-    for (int ctx : kGrid) {
-      const Workload w = decode(batch, ctx);
-      p.points.push_back({w, configs()});
-      for (const KernelConfig& c : configs()) {
-        double t = cost(w, c, 0.5e-9 * 300.0 * batch);
-        if (c.family == Family::decode_v2) {
-          const int part = c.get("partition", 512);
-          t *= ctx < 2048 ? (part == 256 ? 1.0 : 1.3) : (part == 1024 ? 1.0 : 1.5);
-        }
-        json l = line_of(w, c, t);
-        p.measured[record_key(w.key(), c.key())] = l;
-        p.lines.push_back(l);
-      }
+  const Planted p = planted(300.0, [](const KernelConfig& c, int ctx) {
+    if (c.family != Family::decode_v2) {
+      return 1.0;
     }
-  }
+    const int part = c.get("partition", 512);
+    return ctx < 2048 ? (part == 256 ? 1.0 : 1.3) : (part == 1024 ? 1.0 : 1.5);
+  });
   const AdaptiveSearch search(p.points);
   const std::vector<json> lines = replay_search(search, p.measured);
   const json t = table_of(lines);

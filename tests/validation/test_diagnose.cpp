@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,33 @@
 
 namespace attn {
 namespace {
+
+// What diagnose_failure says of `got` on `pr` (decode_v1, split 0, on the CPU backend).
+std::vector<std::string> diagnose_answer(const Problem& pr, const RunOutput& got,
+                                         const ReferenceResult& ref,
+                                         Family family = Family::decode_v1) {
+  const Tolerance tol = tolerance_for(pr.params.dtype);
+  const auto wrong = wrong_pairs(got.out, nullptr, ref, tol);
+  EXPECT_FALSE(wrong.empty());
+  auto be = make_cpu_backend({.threads = 1, .kernels = ""});
+  KernelConfig cfg;
+  cfg.family = family;
+  if (family != Family::prefill) {
+    cfg.params["split"] = 0;
+  }
+  return diagnose_failure(*be, cfg, pr, got, ref, tol, wrong, /*ref_threads=*/1);
+}
+
+// A kernel's answer: `r`'s output, element i times factor(i).
+RunOutput answer(const Problem& pr, const ReferenceResult& r,
+                 const std::function<double(std::size_t)>& factor) {
+  RunOutput got;
+  got.out = HostTensor(pr.params.dtype, {pr.num_rows(), pr.params.num_heads, pr.params.head_dim});
+  for (std::size_t i = 0; i < r.out.size(); ++i) {
+    got.out.set(i, float(r.out[i] * factor(i)));
+  }
+  return got;
+}
 
 TEST(Diagnose, AScaleIgnoredIsNamedThoughItsLargerOutputsRoundFurther) {
   AttnParams a = test::params(4, 2, 64, 16, DType::f32);
@@ -65,25 +93,12 @@ TEST(Diagnose, AScaleMistakeWithFarLargerScoresIsNamedByItsNormwiseDistance) {
   g.k_scale = {0.004f};
   g.v_scale = {1.0f / 64};
   const Problem pr = make_decode_problem(a, {40, 97}, g);
-  const ReferenceResult ref = reference_attention(pr, {1, {}});
   Problem ignored = pr;
   ignored.k_scale.clear();
   ignored.v_scale.clear();
-  const ReferenceResult mistaken = reference_attention(ignored, {1, {}});
-  RunOutput got;
-  got.out = HostTensor(DType::f32, {pr.num_rows(), a.num_heads, a.head_dim});
-  for (std::size_t i = 0; i < mistaken.out.size(); ++i) {
-    got.out.set(i, float(mistaken.out[i] * (i % 2 == 0 ? 1.002 : 0.998)));
-  }
-  const Tolerance tol = tolerance_for(DType::f32);
-  const auto wrong = wrong_pairs(got.out, nullptr, ref, tol);
-  ASSERT_FALSE(wrong.empty());
-  auto be = make_cpu_backend({.threads = 1, .kernels = ""});
-  KernelConfig cfg;
-  cfg.family = Family::decode_v1;
-  cfg.params["split"] = 0;
-  const std::vector<std::string> found =
-      diagnose_failure(*be, cfg, pr, got, ref, tol, wrong, /*ref_threads=*/1);
+  const RunOutput got = answer(pr, reference_attention(ignored, {1, {}}),
+                               [](std::size_t i) { return i % 2 == 0 ? 1.002 : 0.998; });
+  const auto found = diagnose_answer(pr, got, reference_attention(pr, {1, {}}));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_TRUE(found[0].starts_with("the fp8 scales are ignored")) << found[0];
   EXPECT_NE(found[0].find("within 1e-2 normwise, not element by element"), std::string::npos)
@@ -96,23 +111,11 @@ TEST(Diagnose, CausalFalseIgnoredIsNamed) {
   AttnParams a = test::params(4, 2, 32, 16, DType::f32);
   a.causal = false;
   const Problem pr = make_prefill_problem(a, {5, 9}, {20, 9}, test::gen(15));
-  const ReferenceResult ref = reference_attention(pr, {1, {}});
   Problem masked = pr;
   masked.params.causal = true;
-  const ReferenceResult causal = reference_attention(masked, {1, {}});
-  RunOutput got;
-  got.out = HostTensor(DType::f32, {pr.num_rows(), a.num_heads, a.head_dim});
-  for (std::size_t i = 0; i < causal.out.size(); ++i) {
-    got.out.set(i, float(causal.out[i]));
-  }
-  const Tolerance tol = tolerance_for(DType::f32);
-  const auto wrong = wrong_pairs(got.out, nullptr, ref, tol);
-  ASSERT_FALSE(wrong.empty());
-  auto be = make_cpu_backend({.threads = 1, .kernels = ""});
-  KernelConfig cfg;
-  cfg.family = Family::prefill;
-  const std::vector<std::string> found =
-      diagnose_failure(*be, cfg, pr, got, ref, tol, wrong, /*ref_threads=*/1);
+  const RunOutput got =
+      answer(pr, reference_attention(masked, {1, {}}), [](std::size_t) { return 1.0; });
+  const auto found = diagnose_answer(pr, got, reference_attention(pr, {1, {}}), Family::prefill);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0], "causal output where non-causal was asked (causal=false is ignored: the "
                       "kernel always masks)");
