@@ -161,6 +161,10 @@ def _is_number(v):
     return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
 
 
+def _refuse_constant(name):
+    raise ValueError("%s is not a JSON value" % name)
+
+
 def _schema_fail(path, what):
     raise TableError("threshold table: %s: %s" % (path, what))
 
@@ -169,6 +173,71 @@ def _field(obj, path, key):
     if not isinstance(obj, dict) or key not in obj:
         _schema_fail(path + "." + key if path else key, "missing")
     return obj[key]
+
+
+def _check_decode_point(p, path, version):
+    """A decode point's fields the lookup reads, as src/tuning/table_schema.cpp holds them:
+    TableError naming the first bad field, so that a damaged table is refused, not answered."""
+    if not isinstance(p, dict):
+        _schema_fail(path, "expected an object")
+    for key in ("batch", "num_heads", "num_kv_heads", "gqa_ratio", "head_dim", "block_size"):
+        v = _field(p, path, key)
+        if not _is_int(v) or v < 1:
+            _schema_fail(path + "." + key, "expected a positive integer")
+    if p["num_heads"] != p["num_kv_heads"] * p["gqa_ratio"]:
+        _schema_fail(path + ".num_heads", "expected num_kv_heads x gqa_ratio")
+    if _field(p, path, "dtype") not in ("fp32", "fp16", "bf16"):
+        _schema_fail(path + ".dtype", "expected \"fp32\", \"fp16\" or \"bf16\"")
+    if "kv_dtype" in p and p["kv_dtype"] not in ("fp8_e4m3", "fp8_e5m2"):
+        _schema_fail(path + ".kv_dtype", "expected \"fp8_e4m3\" or \"fp8_e5m2\"")
+    if "causal" in p and not isinstance(p["causal"], bool):
+        _schema_fail(path + ".causal", "expected true or false")
+    for key in ("window_left", "window_right"):
+        if key in p and (not _is_int(p[key]) or p[key] < -1):
+            _schema_fail(path + "." + key, "expected -1 or a length")
+    if "softcap" in p and (not _is_number(p["softcap"]) or p["softcap"] < 0):
+        _schema_fail(path + ".softcap", "expected a number >= 0")
+    if version >= 2:
+        intervals = _field(p, path, "v2_intervals")
+        if not isinstance(intervals, list):
+            _schema_fail(path + ".v2_intervals", "expected a list")
+        end = 0
+        for k, iv in enumerate(intervals):
+            where = "%s.v2_intervals[%d]" % (path, k)
+            if not isinstance(iv, list) or len(iv) != 2:
+                _schema_fail(where, "expected [from, to]")
+            lo, hi = iv
+            if not _is_int(lo) or lo < max(end, 1):
+                _schema_fail(where, "expected a start of at least 1, after the interval before")
+            if hi is not None and (not _is_int(hi) or hi <= lo):
+                _schema_fail(where, "expected an end after its start, or null")
+            if hi is None and k + 1 < len(intervals):
+                _schema_fail(where, "an open interval must be the last")
+            end = hi if hi is not None else lo
+    if version < 2 or "v2_from" in p:
+        v2_from = _field(p, path, "v2_from")
+        if v2_from not in ("always", "never") and (not _is_int(v2_from) or v2_from < 1):
+            _schema_fail(path + ".v2_from", "expected a context length, \"always\" or \"never\"")
+        if version >= 2:
+            ivs = p["v2_intervals"]
+            single = len(ivs) == 1 and ivs[0][1] is None
+            agrees = (not ivs if v2_from == "never"
+                      else single and ivs[0][0] == (1 if v2_from == "always" else v2_from))
+            if not agrees:
+                _schema_fail(path + ".v2_from", "does not match v2_intervals")
+    measured = _field(p, path, "measured")
+    if not isinstance(measured, list) or not measured:
+        _schema_fail(path + ".measured", "expected at least one measured context length")
+    for k, m in enumerate(measured):
+        where = "%s.measured[%d]" % (path, k)
+        c = _field(m, where, "context_len")
+        if not _is_int(c) or c < 1:
+            _schema_fail(where + ".context_len", "expected a positive integer")
+        for slot in ("v1", "v2"):
+            if m.get(slot) is not None:
+                cfg = _field(m[slot], where + "." + slot, "config")
+                if not isinstance(_field(cfg, where + "." + slot + ".config", "key"), str):
+                    _schema_fail(where + "." + slot + ".config.key", "expected a string")
 
 
 def _check_batch_rule(rule, path, points):
@@ -305,6 +374,11 @@ def dtype_category(dtype, kv_dtype="auto"):
     be free of the dtype penalty: "fp16", or "fp16+fp8_e4m3" for an fp8 cache."""
     query = canonical_dtype(dtype)
     kv = canonical_kv_dtype(kv_dtype)
+    if kv in ("fp32", "fp16", "bf16") and kv != query:
+        # As `attn-tune table lookup --kv-dtype` holds it: a cache that is not fp8 has the
+        # query's dtype.
+        raise ValueError("unknown KV-cache dtype %r for %s queries (expected auto, fp8, fp8_e4m3 "
+                         "or fp8_e5m2, or the query dtype)" % (kv_dtype, query))
     return query if kv is None or kv == query else query + "+" + kv
 
 
@@ -326,6 +400,8 @@ class ThresholdTable:
                              "%d to %d)" % (version, OLDEST_VERSION, VERSION))
         if not isinstance(table.get("decode"), list):
             raise TableError("threshold table has no 'decode' list")
+        for i, point in enumerate(table["decode"]):
+            _check_decode_point(point, "decode[%d]" % i, version)
         if version >= 4 and "batch_rules" in table:
             rules = table["batch_rules"]
             if not isinstance(rules, list):
@@ -367,7 +443,8 @@ class ThresholdTable:
                                  "--out folder or a table file)" % folder)
         try:
             with open(path, encoding="utf-8") as f:
-                doc = json.load(f)
+                # NaN and Infinity are no JSON: refused as the C++ readers refuse them.
+                doc = json.load(f, parse_constant=_refuse_constant)
         except OSError as e:
             raise TableError("cannot read threshold table %s (%s)" % (path, e.strerror or e)) \
                 from None

@@ -157,6 +157,9 @@ public:
     if (!t_.contains("decode") || !t_["decode"].is_array()) {
       throw std::runtime_error("threshold table has no 'decode' list");
     }
+    for (std::size_t i = 0; i < t_["decode"].size(); ++i) {
+      check_point(t_["decode"][i], "decode[" + std::to_string(i) + "]", version_);
+    }
     // Each decode point under its exact shape (the first of equal ones, as the nearest-point
     // search keeps it): a lookup of a measured shape is one hash lookup, not a pass over every
     // point, so many lookups in a big table (a report, an engine's warm-up) stay linear.
@@ -172,6 +175,85 @@ public:
                        i);
       } catch (const nlohmann::json::exception&) {
         // a point without its shape: the nearest-point search meets it and says so
+      }
+    }
+  }
+
+  // A decode point's fields the lookup reads, held as attn-tune's own check holds them (and the
+  // Python reader): std::runtime_error "threshold table: PATH.FIELD: what", so that a damaged
+  // table is refused rather than answered from.
+  static void check_point(const nlohmann::json& p, const std::string& path, int version) {
+    const auto fail = [&](const std::string& field, const std::string& what) {
+      throw std::runtime_error("threshold table: " + path + (field.empty() ? "" : ".") + field +
+                               ": " + what);
+    };
+    const auto positive = [](const nlohmann::json& v) {
+      return v.is_number_integer() && v.get<int64_t>() >= 1;
+    };
+    if (!p.is_object()) {
+      fail("", "expected an object");
+    }
+    for (const char* key :
+         {"batch", "num_heads", "num_kv_heads", "gqa_ratio", "head_dim", "block_size"}) {
+      if (!p.contains(key) || !positive(p[key])) {
+        fail(key, "expected a positive integer");
+      }
+    }
+    if (p["num_heads"].get<int64_t>() !=
+        p["num_kv_heads"].get<int64_t>() * p["gqa_ratio"].get<int64_t>()) {
+      fail("num_heads", "expected num_kv_heads x gqa_ratio");
+    }
+    if (!p.contains("dtype") ||
+        !(p["dtype"] == "fp32" || p["dtype"] == "fp16" || p["dtype"] == "bf16")) {
+      fail("dtype", "expected \"fp32\", \"fp16\" or \"bf16\"");
+    }
+    if (p.contains("kv_dtype") && !(p["kv_dtype"] == "fp8_e4m3" || p["kv_dtype"] == "fp8_e5m2")) {
+      fail("kv_dtype", "expected \"fp8_e4m3\" or \"fp8_e5m2\"");
+    }
+    if (!p.contains("causal") || !p["causal"].is_boolean()) {
+      fail("causal", "expected true or false");
+    }
+    for (const char* key : {"window_left", "window_right"}) {
+      if (!p.contains(key) || !p[key].is_number_integer() || p[key].get<int64_t>() < -1) {
+        fail(key, "expected -1 or a length");
+      }
+    }
+    if (!p.contains("softcap") || !p["softcap"].is_number() || !(p["softcap"].get<double>() >= 0)) {
+      fail("softcap", "expected a number >= 0");
+    }
+    if (version >= 2) {
+      if (!p.contains("v2_intervals") || !p["v2_intervals"].is_array()) {
+        fail("v2_intervals", "expected a list");
+      }
+      int64_t end = 0;
+      const nlohmann::json& ivs = p["v2_intervals"];
+      for (std::size_t k = 0; k < ivs.size(); ++k) {
+        const std::string f = "v2_intervals[" + std::to_string(k) + "]";
+        const nlohmann::json& iv = ivs[k];
+        if (!iv.is_array() || iv.size() != 2 || !iv[0].is_number_integer() ||
+            iv[0].get<int64_t>() < std::max<int64_t>(end, 1)) {
+          fail(f, "expected [from, to] starting at 1 or later, after the interval before");
+        }
+        if (!iv[1].is_null() &&
+            (!iv[1].is_number_integer() || iv[1].get<int64_t>() <= iv[0].get<int64_t>())) {
+          fail(f, "expected an end after its start, or null");
+        }
+        if (iv[1].is_null() && k + 1 < ivs.size()) {
+          fail(f, "an open interval must be the last");
+        }
+        end = iv[1].is_null() ? iv[0].get<int64_t>() : iv[1].get<int64_t>();
+      }
+    } else if (!p.contains("v2_from") ||
+               !(positive(p["v2_from"]) || p["v2_from"] == "always" || p["v2_from"] == "never")) {
+      fail("v2_from", "expected a context length, \"always\" or \"never\"");
+    }
+    if (!p.contains("measured") || !p["measured"].is_array() || p["measured"].empty()) {
+      fail("measured", "expected at least one measured context length");
+    }
+    for (std::size_t k = 0; k < p["measured"].size(); ++k) {
+      const nlohmann::json& m = p["measured"][k];
+      if (!m.is_object() || !m.contains("context_len") || !positive(m["context_len"])) {
+        fail("measured[" + std::to_string(k) + "].context_len", "expected a positive integer");
       }
     }
   }
@@ -266,10 +348,48 @@ public:
                                                              : p.at("dtype").get<std::string>();
   }
   [[nodiscard]] static std::string cache_dtype_of(const Query& q) {
-    if (q.kv_dtype.empty() || q.kv_dtype == "auto") {
-      return q.dtype;
+    return canonical_kv_dtype(q.kv_dtype, canonical_dtype(q.dtype));
+  }
+  // A query dtype by the name tables use ("fp32", "fp16", "bf16"), from any name `attn-tune
+  // table lookup --dtype` and the Python reader accept (half, float16, bfloat16, torch.float16,
+  // ...); std::invalid_argument for others.
+  [[nodiscard]] static std::string canonical_dtype(const std::string& name) {
+    std::string n = name.rfind("torch.", 0) == 0 ? name.substr(6) : name;
+    if (n == "fp32" || n == "float32" || n == "f32" || n == "float") {
+      return "fp32";
     }
-    return q.kv_dtype == "fp8" ? std::string("fp8_e4m3") : q.kv_dtype;
+    if (n == "fp16" || n == "float16" || n == "f16" || n == "half") {
+      return "fp16";
+    }
+    if (n == "bf16" || n == "bfloat16") {
+      return "bf16";
+    }
+    throw std::invalid_argument("unknown dtype '" + name + "' (expected fp32, fp16 or bf16)");
+  }
+  // A KV cache's dtype by the name tables use: the query's (`dtype`, canonical) for "auto", ""
+  // or the query's own name, else "fp8_e4m3" or "fp8_e5m2" from vLLM's and torch's names;
+  // std::invalid_argument for others (a 16-bit cache of another dtype than the query's too).
+  [[nodiscard]] static std::string canonical_kv_dtype(const std::string& name,
+                                                      const std::string& dtype) {
+    std::string n = name.rfind("torch.", 0) == 0 ? name.substr(6) : name;
+    if (n.empty() || n == "auto") {
+      return dtype;
+    }
+    if (n == "fp8" || n == "fp8_e4m3" || n == "e4m3" || n == "fp8_e4m3fn" || n == "float8_e4m3fn") {
+      return "fp8_e4m3";
+    }
+    if (n == "fp8_e5m2" || n == "e5m2" || n == "float8_e5m2") {
+      return "fp8_e5m2";
+    }
+    try {
+      if (canonical_dtype(n) == dtype) {
+        return dtype;
+      }
+    } catch (const std::invalid_argument&) {
+    }
+    throw std::invalid_argument("unknown KV-cache dtype '" + name + "' for " + dtype +
+                                " queries (expected auto, fp8, fp8_e4m3 or fp8_e5m2, or the "
+                                "query dtype)");
   }
   // Query dtype and cache dtype as one category, "fp16" or "fp16+fp8_e4m3": what a point must
   // share with a query to be free of the dtype penalty.
@@ -277,7 +397,7 @@ public:
     return category(p.at("dtype").get<std::string>(), cache_dtype_of(p));
   }
   [[nodiscard]] static std::string dtypes_of(const Query& q) {
-    return category(q.dtype, cache_dtype_of(q));
+    return category(canonical_dtype(q.dtype), cache_dtype_of(q));
   }
 
   // v1 or v2 and the configuration for a decode call. Throws when the table has no points.

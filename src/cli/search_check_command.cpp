@@ -165,6 +165,10 @@ int run_search_check(const SearchCheckOptions& o) {
   so.progress = o.quiet ? nullptr : stderr;
   so.progress_tty = ::isatty(STDERR_FILENO) != 0;
   so.info = o.quiet ? nullptr : stdout;
+  // Its figures compare two sweeps timed in one run: a stopped check is run again afresh.
+  so.stop_note = "search-check does not resume (its figures compare two sweeps timed in one "
+                 "run): run it again with another --out, or after removing " +
+                 out;
   const TimedSweep ex =
       timed_sweep(make, prof, so, SearchMode::exhaustive, (fs::path(out) / "exhaustive").string());
   const TimedSweep ad =

@@ -370,7 +370,7 @@ Command setup_table(CLI::App& root) {
       ->capture_default_str();
   lk->add_option("--softcap", opt->q.softcap, "Logit softcap (0: off)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(CLI::Range(0.0, 1e30));
   lk->add_option("--device", opt->device,
                  "Device to compare the table's with (default: GPU 0, else cpu)");
   lk->add_option("--kernels", opt->kernels,

@@ -243,7 +243,7 @@ void refuse_to_replace_other_results(const std::string& out_dir, const json& sha
     throw InputError("'" + out_dir + "' holds the results of another profile (" +
                      header.value("profile", std::string("?")) + ", hash " +
                      header.value("profile_hash", std::string("?")) +
-                     ") than these shards', which a merge would replace: merge into another "
+                     ") than the shards, which a merge would replace: merge into another "
                      "folder");
   }
 }

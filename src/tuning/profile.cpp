@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -154,7 +155,7 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
     };
   };
   auto window = [&](const std::string& p, const json& v) {
-    return get_int(c, p, v, -1, "-1 (unbounded) or a non-negative integer");
+    return get_int(c, p, v, -1, "-1 (unbounded) or a non-negative integer", kMaxContextLen);
   };
   auto req = [&](const char* key) -> const json& {
     if (!g.contains(key)) {
@@ -346,12 +347,26 @@ Workload parse_held_out(const Ctx& c, const std::string& path, const json& h, co
     allowed.insert({"q_len", "k_len"});
   }
   check_keys(c, path, h, allowed);
+  // The grid's bounds, which results.jsonl's reader holds every line to (a held-out point past
+  // them would be measured, then refused by its own sweep).
+  const std::map<std::string, int> upper = {{"batch", kMaxBatch},
+                                            {"context_len", kMaxContextLen},
+                                            {"q_len", kMaxContextLen},
+                                            {"k_len", kMaxContextLen},
+                                            {"num_kv_heads", kMaxHeads},
+                                            {"num_heads", kMaxHeads},
+                                            {"gqa_ratio", kMaxHeads},
+                                            {"head_dim", kMaxHeadDim},
+                                            {"block_size", kMaxBlockSize},
+                                            {"window_left", kMaxContextLen},
+                                            {"window_right", kMaxContextLen}};
   auto pint = [&](const char* key, int fallback, int lo = 1) {
     if (!h.contains(key)) {
       return fallback;
     }
     return get_int(c, path + "." + key, h[key], lo,
-                   lo == 1 ? "a positive integer" : "-1 (unbounded) or a non-negative integer");
+                   lo == 1 ? "a positive integer" : "-1 (unbounded) or a non-negative integer",
+                   upper.at(key));
   };
   const PhaseGrid& g = *grid;
   Workload w;

@@ -533,8 +533,10 @@ public:
       check_can_write((fs::path(opt.out_dir) / name).string());
     }
     sum_.results_path = (fs::path(opt.out_dir) / "results.jsonl").string();
-    set_stop_note("the measurements made so far are in " + sum_.results_path +
-                  ": the same command with --resume carries on");
+    set_stop_note(!opt.stop_note.empty()
+                      ? opt.stop_note
+                      : "the measurements made so far are in " + sum_.results_path +
+                            ": the same command with --resume carries on");
   }
 
   // A sweep that stopped before its first measurement (a device it cannot use or may not wait
@@ -807,9 +809,12 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
     } catch (const std::exception& e) {
       // Its workers failing (twice in a row, outside any configuration) ends the sweep with its
       // measurements safe: the line that says so says where they are and how to carry on.
-      throw std::runtime_error(std::string(e.what()) + "; the measurements made so far are in " +
-                               (fs::path(opt.out_dir) / "results.jsonl").string() +
-                               ": the same command with --resume carries on");
+      throw std::runtime_error(std::string(e.what()) + "; " +
+                               (!opt.stop_note.empty()
+                                    ? opt.stop_note
+                                    : "the measurements made so far are in " +
+                                          (fs::path(opt.out_dir) / "results.jsonl").string() +
+                                          ": the same command with --resume carries on"));
     }
     if (!run.teardown_failure.empty()) {
       tally.teardown_failed(run.teardown_failure);

@@ -31,6 +31,9 @@ struct SweepOptions {
                                          // again, with remeasure_timing()
   bool wait_for_device = true;           // wait for another process timing on the device
   bool in_process = false;               // measure in this process (no worker, no isolation)
+  // What the line a stop signal prints says after "stopped by SIG...": empty, where the results
+  // are and that --resume carries on (search-check, which does not resume, says its own).
+  std::string stop_note;
   uint64_t seed = 1;                     // test data seeds derive from it and the workload
   int reference_threads = 0;             // 0: all hardware threads
   std::string publish_dir;               // also write <slug>-<profile>.json here when set

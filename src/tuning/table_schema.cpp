@@ -71,6 +71,10 @@ struct SchemaCheck {
   }
   static void shape(const json& p, const std::string& path, bool with_batch = true) {
     str(p, path, "dtype");
+    if (p["dtype"] != "fp32" && p["dtype"] != "fp16" && p["dtype"] != "bf16") {
+      fail(sub(path, "dtype"),
+           "expected \"fp32\", \"fp16\" or \"bf16\", got " + JsonDoor::shown(p["dtype"]));
+    }
     if (p.contains("kv_dtype")) { // version 5: the KV cache's dtype where it is fp8
       str(p, path, "kv_dtype");
       if (p["kv_dtype"] != "fp8_e4m3" && p["kv_dtype"] != "fp8_e5m2") {

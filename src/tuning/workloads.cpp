@@ -13,13 +13,23 @@ namespace attn {
 namespace {
 
 // A grid's workloads before they are built: the product of its axes (the length pairs counted
-// as given; mixed batches apart). Past kMaxGridWorkloads the profile is refused up front.
+// as given, mixed batches and length mixes counted too). Past kMaxGridWorkloads the profile is
+// refused up front.
 double grid_size(const PhaseGrid& g, Phase phase) {
-  double n = phase == Phase::decode ? double(g.context_len.size())
-                                    : double(g.q_len.size()) * double(g.k_len.size());
+  const double batches = double(std::max<std::size_t>(g.batch.size(), 1));
+  // Batches per shape: each length of the grid at each batch size, each mixed batch a profile
+  // gives whole (context_lens), and each batch a length mix draws at each batch size.
+  double n = phase == Phase::decode ? double(g.context_len.size()) * batches
+                                    : double(g.q_len.size()) * double(g.k_len.size()) * batches;
+  if (phase == Phase::decode) {
+    n += double(g.context_lens.size());
+    for (const LengthMix& mix : g.length_mix) {
+      n += (double(mix.batches) + double(mix.held_out_batches)) * batches;
+    }
+  }
   for (std::size_t axis :
-       {g.batch.size(), g.softcap.size(), g.window_right.size(), g.window_left.size(),
-        g.causal.size(), std::max(g.gqa_ratio.size(), g.num_heads.size()), g.num_kv_heads.size(),
+       {g.softcap.size(), g.window_right.size(), g.window_left.size(), g.causal.size(),
+        std::max(g.gqa_ratio.size(), g.num_heads.size()), g.num_kv_heads.size(),
         g.block_size.size(), g.head_dim.size(), g.dtype.size(), g.kv_dtype.size()}) {
     n *= double(std::max<std::size_t>(axis, 1));
   }

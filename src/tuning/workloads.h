@@ -10,7 +10,7 @@
 
 namespace attn {
 
-// The most workloads one phase's grid may cross to (before mixed batches): a million, days of
+// The most workloads one phase's grid may cross to (mixed batches counted): a million, days of
 // sweeping on a GPU; a larger grid is a mistake in the profile, refused in one line.
 inline constexpr int64_t kMaxGridWorkloads = 1'000'000;
 

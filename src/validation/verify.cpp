@@ -79,6 +79,10 @@ std::string failure_line(const json& ctx, const CheckedRunResult& r, uint64_t ru
 }
 
 // What identifies one check in a run, so that a later worker does not repeat it.
+// Said by a worker whose failure dump could not be written (followed by why), and then the key
+// that tells workers not to dump any more.
+constexpr const char* kDumpsStopped = "(failure dumps stopped) ";
+
 // The key that tells workers a configuration is not to be run on its device any more.
 std::string abandoned_key(const std::string& device, const std::string& config) {
   return "abandoned|" + device + "|" + config;
@@ -185,12 +189,14 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
                                      {"problem", subject.problem().describe()}}};
           RunOutput out;
           CheckedRunResult r = checked_run(link, be, subject, run, req, &out);
-          if (r.status == RunStatus::failed && !opt.dump_dir.empty()) {
+          if (r.status == RunStatus::failed && !opt.dump_dir.empty() &&
+              !link.finished(kDumpsStopped)) {
+            // A dump that cannot be written (a full disk) stops the dumping, said once; the
+            // failure stands as judged, with its diagnosis.
             try {
               r.saved = dump_failure(be, opt, device, cfg, c, subject.problem(), out);
             } catch (const std::exception& e) {
-              r.status = RunStatus::error;
-              r.reason = e.what();
+              link.say(std::string(kDumpsStopped) + e.what());
             }
           }
           link.result(run, r);
@@ -356,6 +362,15 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
     std::fprintf(stderr, "verify: note: %s\n", text.c_str());
   };
   session.on_say = [&](const std::string& text) {
+    if (text.starts_with(kDumpsStopped)) {
+      if (session.finished.insert(kDumpsStopped).second) {
+        std::fprintf(stderr,
+                     "verify: warning: --dump-failures stopped: %s; the failures after it are "
+                     "judged but not dumped\n",
+                     text.substr(std::string(kDumpsStopped).size()).c_str());
+      }
+      return;
+    }
     if (info != nullptr && said.insert(text).second) {
       std::fprintf(info, "%s\n", text.c_str());
       std::fflush(info);

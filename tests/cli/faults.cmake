@@ -163,3 +163,11 @@ add_test(NAME cli.report_write_fails
                  ${ATTN_CLI_DATA}/faults_profile.json
                  ${CMAKE_CURRENT_BINARY_DIR}/cli_work/report_write_fails)
 set_tests_properties(cli.report_write_fails PROPERTIES LABELS "cli" RESOURCE_LOCK cpu_timing)
+
+# verify's failure dumps that cannot be written stop with one warning; every failure is still
+# judged and diagnosed.
+add_test(NAME cli.verify_dumps_stop_when_full
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/dumps_stop_when_full.sh
+                 $<TARGET_FILE:attn-tune> ${ATTN_SPLIT_DROP_LAST_KEY_PLUGIN}
+                 ${CMAKE_CURRENT_BINARY_DIR}/cli_work/verify_dumps_stop_when_full)
+set_tests_properties(cli.verify_dumps_stop_when_full PROPERTIES LABELS "cli")

@@ -166,7 +166,7 @@ TEST(Profile, ErrorsNameTheKeyPath) {
   // bound it broke.
   EXPECT_EQ(error_of(base_with("/decode/window_left", json::array({json(UINT64_MAX)}))),
             "profile t: decode.window_left[0]: expected -1 (unbounded) or a non-negative integer "
-            "(at most 1073741824), got 18446744073709551615");
+            "(at most 10000000), got 18446744073709551615");
   // A workload's fields are held to the bounds results.jsonl's reader holds its lines to.
   EXPECT_EQ(error_of(base_with("/decode/batch", {65537})),
             "profile t: decode.batch[0]: expected a positive integer (at most 65536), got 65537");
@@ -187,6 +187,16 @@ TEST(Profile, ErrorsNameTheKeyPath) {
             "\"fast\"");
   EXPECT_EQ(error_of(base_with("/held_out", json::array({{{"context_len", 1.5}}}))),
             "profile t: held_out[0].context_len: expected a positive integer, got 1.5");
+  // A held-out point and a window are held to the same bounds as the grid's values (its own
+  // sweep's results reader would refuse the lines otherwise).
+  EXPECT_EQ(error_of(base_with("/held_out", json::array({{{"batch", 70000}}}))),
+            "profile t: held_out[0].batch: expected a positive integer (at most 65536), got 70000");
+  EXPECT_EQ(error_of(base_with("/held_out", json::array({{{"num_kv_heads", 5000}}}))),
+            "profile t: held_out[0].num_kv_heads: expected a positive integer (at most 4096), got "
+            "5000");
+  EXPECT_EQ(error_of(base_with("/decode/window_left", {10000001})),
+            "profile t: decode.window_left[0]: expected -1 (unbounded) or a non-negative integer "
+            "(at most 10000000), got 10000001");
   EXPECT_NE(error_of(base_with("/held_out", json::array({{{"q_len", 4}}})))
                 .find("held_out[0].q_len: unknown key"),
             std::string::npos);
@@ -296,6 +306,35 @@ TEST(Profile, ConfigListsCrossTheirValues) {
   EXPECT_FALSE(p.configs.count(Family::decode_v1)) << "unlisted families are auto";
   // The hash follows the content.
   EXPECT_NE(p.hash, parse_profile(json::parse(kBase), "profile t").hash);
+}
+
+// The million-workload limit counts the batches a length mix draws (each of them a workload at
+// each batch size), not the grid's lengths alone: such a profile is refused up front, not left
+// to plan for minutes.
+TEST(Profile, TheGridLimitCountsLengthMixBatches) {
+  json j = {
+      {"name", "mix"},
+      {"decode",
+       {{"batch", json::array()},
+        {"context_len", {64}},
+        {"num_kv_heads", 1},
+        {"gqa_ratio", 2},
+        {"head_dim", 64},
+        {"block_size", 16},
+        {"dtype", "fp16"},
+        {"length_mix", {{{"dist", "uniform"}, {"min", 1}, {"max", 100}, {"batches", 1001}}}}}}};
+  for (int b = 1; b <= 1000; ++b) {
+    j["decode"]["batch"].push_back(b);
+  }
+  const Profile p = parse_profile(j, "profile mix");
+  try {
+    (void)expand_workloads(p);
+    FAIL() << "a grid of a million and more workloads was expanded";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("its decode grid crosses to 1002000 workloads"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 } // namespace
