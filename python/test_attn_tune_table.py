@@ -132,6 +132,18 @@ class ReaderTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.t.lookup(**query(0, 10))
 
+    def test_refuses_damaged_points_as_attn_tune_does(self):
+        # A damaged decode point is refused naming it, not answered from.
+        for field, value in (("batch", -4), ("gqa_ratio", 0), ("dtype", "fp12"),
+                             ("v2_intervals", [[2048, 1024]]), ("measured", [])):
+            table = json.loads(json.dumps(self.t.table))
+            table["decode"][0][field] = value
+            with self.assertRaisesRegex(att.TableError, r"threshold table: decode\[0\]\." + field):
+                att.ThresholdTable(table)
+        # A 16-bit cache of another dtype than the query's is no query attn-tune answers either.
+        with self.assertRaises(ValueError):
+            self.t.lookup(**dict(query(4, 3000), kv_dtype="bf16"))
+
     @unittest.skipUnless(os.environ.get("ATTN_TUNE_BIN"), "ATTN_TUNE_BIN not set")
     def test_agrees_with_attn_tune_table_lookup(self):
         exe = os.environ["ATTN_TUNE_BIN"]
@@ -190,6 +202,11 @@ class LoadTest(unittest.TestCase):
                 att.ThresholdTable.load(empty)
             with self.assertRaisesRegex(att.TableError, "cannot read threshold table .*nope"):
                 att.ThresholdTable.load(os.path.join(d, "nope.json"))
+            nan = os.path.join(d, "nan.json")
+            with open(FIXTURE) as f, open(nan, "w") as g:
+                g.write(f.read().replace('"softcap": 0.0', '"softcap": NaN', 1))
+            with self.assertRaisesRegex(att.TableError, "nan.json is not valid JSON .*NaN"):
+                att.ThresholdTable.load(nan)
             with open(FIXTURE) as f, open(os.path.join(d, "threshold_table.json"), "w") as g:
                 g.write(f.read())
             self.assertEqual(att.ThresholdTable.load(d).table,

@@ -386,6 +386,44 @@ TEST(TableReader, RejectsWhatIsNotATable) {
   EXPECT_THROW(attn_tune::ThresholdTableReader::from_file("/nonexistent.json"), std::runtime_error);
   const auto r = attn_tune::ThresholdTableReader::from_file(kFixture);
   EXPECT_THROW((void)r.lookup(query(0, 10)), std::invalid_argument);
+  // A damaged decode point is refused naming it, as attn-tune and the Python reader refuse it,
+  // not answered from (a negative batch made every distance NaN).
+  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+           {"batch", -4}, {"gqa_ratio", 0}, {"dtype", "fp12"}, {"v2_intervals", {{2048, 1024}}}}) {
+    json bad = json::parse(std::ifstream(kFixture));
+    bad["decode"][0][field] = value;
+    try {
+      attn_tune::ThresholdTableReader{bad};
+      ADD_FAILURE() << field << " " << value.dump() << " was taken";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("threshold table: decode[0]." + field),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// The dtype names the Python reader and `table lookup` take (half, bfloat16, torch.float16, vLLM's
+// fp8) answer as the tables' own names do; an unknown one, or a 16-bit cache of another dtype
+// than the query's, is refused.
+TEST(TableReader, TakesTheDtypeNamesTheOtherReadersTake) {
+  const auto r = attn_tune::ThresholdTableReader::from_file(kFixture);
+  attn_tune::Query q = query(4, 3000);
+  const auto want = r.lookup(q);
+  for (const char* name : {"half", "float16", "torch.float16", "f16"}) {
+    q.dtype = name;
+    const auto got = r.lookup(q);
+    EXPECT_EQ(got.config_key, want.config_key) << name;
+    EXPECT_EQ(got.distance, want.distance) << name;
+  }
+  q.dtype = "fp16";
+  q.kv_dtype = "half";
+  EXPECT_EQ(r.lookup(q).distance, want.distance);
+  q.kv_dtype = "bf16";
+  EXPECT_THROW((void)r.lookup(q), std::invalid_argument);
+  q.kv_dtype = "auto";
+  q.dtype = "int8";
+  EXPECT_THROW((void)r.lookup(q), std::invalid_argument);
 }
 
 } // namespace
