@@ -400,10 +400,12 @@ void describe_prefill_points(std::ostringstream& s, const json& prefill) {
   }
   s << "\nprefill points: best configuration\n";
   for (const auto& p : prefill) {
-    s << "  " << dtype_words(p) << " d=" << p.at("head_dim").get<int>() << " h=" << p.at("num_heads").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
+    s << "  " << dtype_words(p) << " d=" << p.at("head_dim").get<int>()
+      << " h=" << p.at("num_heads").get<int>() << " kvh=" << p.at("num_kv_heads").get<int>()
       << " batch=" << p.at("batch").get<int>() << " q=" << p.at("q_len").get<int>()
       << " k=" << p.at("k_len").get<int>() << ": " << fmt_us(p.at("best")) << " us "
-      << p.at("best").at("config").at("key").get<std::string>() << "\n";
+      << p.at("best").at("config").at("key").get<std::string>()
+      << (p.value("held_out", false) ? " (held out)" : "") << "\n";
   }
 }
 

@@ -190,6 +190,14 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
         // One batch's lengths: sequences of one length are common.
         r.context_lens.push_back(
             get_axis<int>(c, at, l[i], bounded(kMaxContextLen), /*distinct=*/false));
+        // The same batch twice is one workload, measured once: listed twice, as an axis value
+        // listed twice, it is refused.
+        for (std::size_t k = 0; k + 1 < r.context_lens.size(); ++k) {
+          if (r.context_lens[k] == r.context_lens.back()) {
+            c.fail(at, "the same batch as " + path + ".context_lens[" + std::to_string(k) +
+                           "] (a batch is listed once)");
+          }
+        }
       }
     }
     if (g.contains("length_mix")) {
@@ -205,6 +213,12 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
   } else {
     r.q_len = get_axis<int>(c, path + ".q_len", req("q_len"), bounded(kMaxContextLen));
     r.k_len = get_axis<int>(c, path + ".k_len", req("k_len"), bounded(kMaxContextLen));
+    // The grid keeps the pairs with q_len <= k_len: one without any would sweep no prefill.
+    if (*std::min_element(r.q_len.begin(), r.q_len.end()) >
+        *std::max_element(r.k_len.begin(), r.k_len.end())) {
+      c.fail(path + ".q_len", "every q_len is longer than every k_len: the grid keeps the pairs "
+                              "with q_len <= k_len, and none is left");
+    }
   }
   r.num_kv_heads =
       get_axis<int>(c, path + ".num_kv_heads", req("num_kv_heads"), bounded(kMaxHeads));

@@ -56,6 +56,26 @@ TEST(ThresholdTable, ShowExplainsTheTable) {
   EXPECT_NE(text.find("fitted rule: use v2 (partition 512) when"), std::string::npos) << text;
 }
 
+// A held-out prefill point is marked as such among the prefill points, as decode's are apart.
+TEST(ThresholdTable, ShowMarksHeldOutPrefillPoints) {
+  json t = build_threshold_table(v2_from_1449({Family::decode_v2, {{"partition", 512}}}),
+                                 provenance(), 16);
+  const json point = {
+      {"dtype", "fp16"},
+      {"head_dim", 64},
+      {"num_heads", 2},
+      {"num_kv_heads", 1},
+      {"batch", 1},
+      {"q_len", 100},
+      {"k_len", 100},
+      {"best", {{"config", {{"key", "prefill[q_tile=64]"}}}, {"median_s", 3.5e-5}}}};
+  t["prefill"] = json::array({point, point});
+  t["prefill"][1]["held_out"] = true;
+  const std::string text = cli::describe_table(t);
+  EXPECT_TRUE(holds(text, "q=100 k=100: 35.0 us prefill[q_tile=64]\n"));
+  EXPECT_TRUE(holds(text, "q=100 k=100: 35.0 us prefill[q_tile=64] (held out)\n"));
+}
+
 TEST(ThresholdTable, ShowSaysWhenAMergedTableIsIncomplete) {
   const KernelConfig v1{Family::decode_v1, {}};
   const KernelConfig v2{Family::decode_v2, {{"partition", 512}}};

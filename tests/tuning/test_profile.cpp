@@ -194,6 +194,17 @@ TEST(Profile, ErrorsNameTheKeyPath) {
   EXPECT_EQ(error_of(base_with("/held_out", json::array({{{"num_kv_heads", 5000}}}))),
             "profile t: held_out[0].num_kv_heads: expected a positive integer (at most 4096), got "
             "5000");
+  json twice = json::parse(kBase);
+  twice["decode"]["context_lens"] = {{30, 40}, {30, 40}};
+  EXPECT_EQ(error_of(twice), "profile t: decode.context_lens[1]: the same batch as "
+                             "decode.context_lens[0] (a batch is listed once)");
+  json no_pairs = json::parse(kBase);
+  no_pairs["prefill"] = {{"batch", {1}},        {"q_len", {512}},   {"k_len", {128, 256}},
+                         {"num_kv_heads", {2}}, {"gqa_ratio", {4}}, {"head_dim", {64}},
+                         {"block_size", {16}},  {"dtype", {"fp16"}}};
+  EXPECT_EQ(error_of(no_pairs), "profile t: prefill.q_len: every q_len is longer than every "
+                                "k_len: the grid keeps the pairs with q_len <= k_len, and none "
+                                "is left");
   EXPECT_EQ(error_of(base_with("/decode/window_left", {10000001})),
             "profile t: decode.window_left[0]: expected -1 (unbounded) or a non-negative integer "
             "(at most 10000000), got 10000001");
