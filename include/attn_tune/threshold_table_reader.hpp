@@ -165,17 +165,13 @@ public:
     // point, so many lookups in a big table (a report, an engine's warm-up) stay linear.
     const nlohmann::json& pts = t_["decode"];
     for (std::size_t i = 0; i < pts.size(); ++i) {
-      try {
-        const nlohmann::json& p = pts[i];
-        exact_.emplace(exact_key(p.at("batch").get<double>(), p.at("num_kv_heads").get<double>(),
-                                 p.at("gqa_ratio").get<double>(), p.at("head_dim").get<double>(),
-                                 p.at("block_size").get<double>(), dtypes_of(p),
-                                 p.at("causal").get<bool>(), p.at("window_left").get<int>(),
-                                 p.at("window_right").get<int>(), p.at("softcap").get<double>()),
-                       i);
-      } catch (const nlohmann::json::exception&) {
-        // a point without its shape: the nearest-point search meets it and says so
-      }
+      const nlohmann::json& p = pts[i]; // its shape checked above
+      exact_.emplace(exact_key(p.at("batch").get<double>(), p.at("num_kv_heads").get<double>(),
+                               p.at("gqa_ratio").get<double>(), p.at("head_dim").get<double>(),
+                               p.at("block_size").get<double>(), dtypes_of(p),
+                               p.at("causal").get<bool>(), p.at("window_left").get<int>(),
+                               p.at("window_right").get<int>(), p.at("softcap").get<double>()),
+                     i);
     }
   }
 
@@ -397,7 +393,8 @@ public:
     return category(p.at("dtype").get<std::string>(), cache_dtype_of(p));
   }
   [[nodiscard]] static std::string dtypes_of(const Query& q) {
-    return category(canonical_dtype(q.dtype), cache_dtype_of(q));
+    const std::string dtype = canonical_dtype(q.dtype);
+    return category(dtype, canonical_kv_dtype(q.kv_dtype, dtype));
   }
 
   // v1 or v2 and the configuration for a decode call. Throws when the table has no points.

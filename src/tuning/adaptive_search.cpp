@@ -430,27 +430,28 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
                 : nullptr;
         return c != nullptr ? c->key() : std::string();
       };
-      const auto at = [&](int length) {
+      // The previous batch's best at its measured length `length` ("" where it has none).
+      const auto best_at = [&](int length) {
         for (std::size_t j : seen_prev) {
           if (points_[j].workload.context_len == length) {
-            return j;
+            return best_key(j);
           }
         }
-        return seen_prev.front();
+        return std::string();
+      };
+      // Axis end `end` is wanted when the previous batch's best there differs from its best at
+      // the switch length `near`.
+      const auto end_differs = [&](int end, int near) {
+        const std::string there = best_at(ctx(end));
+        return !there.empty() && there != best_at(ctx(near));
       };
       const int lo_k = want.begin()->first;
       const int hi_k = want.rbegin()->first;
-      const std::size_t first = seen_prev.front();
-      const std::size_t last = seen_prev.back();
-      const std::string at_lo = best_key(at(ctx(lo_k)));
-      const std::string at_hi = best_key(at(ctx(hi_k)));
-      if (hi_k < n - 1 && points_[last].workload.context_len == ctx(n - 1) &&
-          !best_key(last).empty() && best_key(last) != at_hi) {
+      if (hi_k < n - 1 && end_differs(n - 1, hi_k)) {
         want[n - 1] = "batch " + std::to_string(group[s - 1].batch) + "'s best configuration at " +
                       ctx_words(ctx(n - 1)) + " is not its best at " + ctx_words(ctx(hi_k));
       }
-      if (lo_k > 0 && points_[first].workload.context_len == ctx(0) && !best_key(first).empty() &&
-          best_key(first) != at_lo) {
+      if (lo_k > 0 && end_differs(0, lo_k)) {
         want[0] = "batch " + std::to_string(group[s - 1].batch) + "'s best configuration at " +
                   ctx_words(ctx(0)) + " is not its best at " + ctx_words(ctx(lo_k));
       }

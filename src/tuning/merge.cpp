@@ -49,13 +49,24 @@ std::string device_model(const json& h) {
   return s + ")";
 }
 
-Folder read_folder(const std::string& dir) {
+// A shard folder's lines; nullopt, with `unstarted_ok` (--partial), for a folder whose sweep has
+// not written its header yet (killed before its first line, or not started: no results.jsonl or
+// an empty one), which is then a missing shard rather than an error.
+std::optional<Folder> read_folder(const std::string& dir, bool unstarted_ok) {
   const std::string path = (fs::path(dir) / "results.jsonl").string();
+  std::error_code ec;
+  const bool folder = fs::is_directory(dir, ec);
   if (!fs::is_regular_file(path)) {
+    if (unstarted_ok && folder && !fs::exists(path, ec)) {
+      return std::nullopt;
+    }
     throw InputError("'" + dir + "' has no results.jsonl (not a sweep output folder)");
   }
   ResultsFile rf = read_results(path); // whole lines only: a sweep may be appending
   if (rf.header.is_null()) {
+    if (unstarted_ok) {
+      return std::nullopt;
+    }
     throw InputError(path + " has no header line (its sweep has not started)");
   }
   Folder f;
@@ -218,11 +229,8 @@ void refuse_foreign_workloads(const std::vector<Folder>& folders) {
                          folders.front().header.value("profile", "") +
                          ": a line from another sweep");
       }
-      const uint64_t want = workload_seed(sweep_seed, *w->second);
-      if (l.contains("seed") && l.value("seed", uint64_t(0)) != want) {
-        throw InputError(which + " was measured on data of seed " +
-                         std::to_string(l.value("seed", uint64_t(0))) + ", not the sweep's " +
-                         std::to_string(want) + ": a line from another sweep");
+      if (const std::string why = other_seed_reason(l, *w->second, sweep_seed); !why.empty()) {
+        throw InputError(which + " " + why);
       }
     }
   }
@@ -276,12 +284,8 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   }
   std::vector<Folder> folders;
   for (const auto& d : dirs) {
-    // With --partial, a shard whose sweep has not written its header yet (killed before its
-    // first line, or not started: a folder with no results.jsonl or an empty one) is a missing
-    // shard, not an error.
-    const fs::path results = fs::path(d) / "results.jsonl";
-    if (opt.partial && fs::is_directory(d, ec) &&
-        (!fs::exists(results, ec) || read_results(results.string()).header.is_null())) {
+    std::optional<Folder> f = read_folder(d, opt.partial);
+    if (!f) {
       if (opt.info != nullptr) {
         std::fprintf(opt.info,
                      "merge: '%s' holds no measurement yet (its sweep has not started): "
@@ -290,7 +294,7 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
       }
       continue;
     }
-    folders.push_back(read_folder(d));
+    folders.push_back(std::move(*f));
     check_same_sweep(folders.front(), folders.back());
   }
   if (folders.empty()) {

@@ -259,11 +259,9 @@ void refuse_foreign_lines(const OpenedResults& log, const std::string& path,
       throw InputError(which + " names a configuration these kernels do not offer for it: a line "
                                "from another sweep; remove it or start a new --out folder");
     }
-    const uint64_t want = workload_seed(sweep_seed, workloads[w->second]);
-    if (l.contains("seed") && l.value("seed", uint64_t(0)) != want) {
-      throw InputError(which + " was measured on data of seed " +
-                       std::to_string(l.value("seed", uint64_t(0))) + ", not this sweep's " +
-                       std::to_string(want) + ": a line from another sweep");
+    if (const std::string why = other_seed_reason(l, workloads[w->second], sweep_seed);
+        !why.empty()) {
+      throw InputError(which + " " + why);
     }
   }
 }
@@ -849,6 +847,15 @@ TimingOptions remeasure_timing(TimingOptions t) {
 uint64_t workload_seed(uint64_t sweep_seed, const Workload& w) {
   Rng r(sweep_seed ^ fnv1a(w.key()));
   return r.next_u64();
+}
+
+std::string other_seed_reason(const json& line, const Workload& w, uint64_t sweep_seed) {
+  const uint64_t want = workload_seed(sweep_seed, w);
+  if (!line.contains("seed") || line.value("seed", uint64_t(0)) == want) {
+    return {};
+  }
+  return "was measured on data of seed " + std::to_string(line.value("seed", uint64_t(0))) +
+         ", not the sweep's " + std::to_string(want) + ": a line from another sweep";
 }
 
 SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt) {

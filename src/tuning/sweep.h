@@ -95,5 +95,10 @@ using BackendMaker = std::function<std::unique_ptr<Backend>(const WorkerLink& li
 // The data seed of a workload: the sweep seed mixed with a hash of the workload key, so a
 // resumed sweep regenerates the same inputs.
 [[nodiscard]] uint64_t workload_seed(uint64_t sweep_seed, const Workload& w);
+// Why results line `line`, measured on `w`, is not of the sweep of seed `sweep_seed`: its data
+// came from another seed (a line pasted from another sweep); empty when its seed is the sweep's
+// or it records none. `--resume` and `merge` refuse such a line with this.
+[[nodiscard]] std::string other_seed_reason(const nlohmann::json& line, const Workload& w,
+                                            uint64_t sweep_seed);
 
 } // namespace attn

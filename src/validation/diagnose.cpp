@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "src/model/dtype.h"
 #include "src/model/fp8.h"
@@ -485,9 +486,11 @@ std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg, 
       handed = f.layout;
     }
   }
-  const Problem as_handed = handed != pr.kv_layout ? with_kv_layout(pr, handed) : Problem{};
-  found = explain_engine_bug(handed != pr.kv_layout ? as_handed : pr, cfg, got, ref, tol, wrong,
-                             confirm);
+  std::optional<Problem> as_handed;
+  if (handed != pr.kv_layout) {
+    as_handed = with_kv_layout(pr, handed);
+  }
+  found = explain_engine_bug(as_handed ? *as_handed : pr, cfg, got, ref, tol, wrong, confirm);
   if (!found.empty() || !any_visible(ref) || pr.num_blocks < 2) {
     return found;
   }

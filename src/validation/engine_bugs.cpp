@@ -1096,13 +1096,6 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
   if (n < 0 || n > table_keys) {
     return {};
   }
-  for (int blk = 0; blk < (n + bs - 1) / bs; ++blk) {
-    const int32_t e = pr.block_tables[std::size_t(b) * std::size_t(pr.max_blocks_per_seq) +
-                                      std::size_t(blk)];
-    if (e < 0 || e >= pr.num_blocks) {
-      return {};
-    }
-  }
   const int kvh = m.kv_head >= 0 ? m.kv_head
                   : m.gqa_modulo ? head % a.num_kv_heads
                                  : head / a.group_size();
@@ -1122,18 +1115,17 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     }
     return {b, page * bs + slot};
   };
-  if (m.page_shift != 0 || m.table_stride > 0) {
-    // Every entry the model reads must be a block of the pool.
-    for (int j = 0; j < n; j += bs) {
-      const auto [rb, rj] = read_at(j);
-      if (rb < 0 || rb >= pr.batch || rj < 0 || rj >= table_keys) {
-        return {};
-      }
-      const int32_t e = pr.block_tables[std::size_t(rb) * std::size_t(pr.max_blocks_per_seq) +
-                                        std::size_t(rj / bs)];
-      if (e < 0 || e >= pr.num_blocks) {
-        return {};
-      }
+  // Every block-table entry the model reads (one per page of its keys) must be a block of the
+  // pool.
+  for (int j = 0; j < n; j += bs) {
+    const auto [rb, rj] = read_at(j);
+    if (rb < 0 || rb >= pr.batch || rj < 0 || rj >= table_keys) {
+      return {};
+    }
+    const int32_t e = pr.block_tables[std::size_t(rb) * std::size_t(pr.max_blocks_per_seq) +
+                                      std::size_t(rj / bs)];
+    if (e < 0 || e >= pr.num_blocks) {
+      return {};
     }
   }
   std::vector<Part> parts(static_cast<std::size_t>((std::max(n, 1) + p - 1) / p));
