@@ -308,6 +308,11 @@ def _seed_kernels(module, spec):
         if tuple(result.shape) != shape:
             raise ValueError("dispatch_prefill returned shape %s, the query's is %s"
                              % (tuple(result.shape), shape))
+        # copy_ would convert any dtype in silence; an engine's caller gets what it returned.
+        if getattr(result, "dtype", None) != call.out.dtype:
+            raise TypeError("dispatch_prefill returned dtype %s, the query's is %s"
+                            % (str(getattr(result, "dtype", None)).replace("torch.", ""),
+                               str(call.out.dtype).replace("torch.", "")))
         call.out.copy_(result)
 
     families = [Family("decode_v1", "HND", False, [], decode, None),

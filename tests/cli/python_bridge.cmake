@@ -45,6 +45,11 @@ attn_python_test(python_verify_fp8_arrival 0 "132 passed, 0 failed, 0 skipped.*f
 attn_python_test(python_verify_seed_fixed 0 " 0 failed, 0 skipped"
                  verify --kernels python:ex_engine_fixed.factors.attn_dispatch --intensity quick
                  --threads 1)
+# A seed-shaped module whose dispatch_prefill returns float64 for an fp16 query: the call fails
+# with the dtype named (the bridge copies nothing in silence).
+attn_python_test(python_seed_prefill_dtype 1
+                 "dispatch_prefill returned dtype float64, the query's is float16"
+                 plugin check python:seed_float64 --threads 1)
 add_test(NAME cli.python_verify_seed_defects
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
                  -DMODULE=python:ex_engine.factors.attn_dispatch -DPYTHONPATH=${ATTN_PY_FIXTURES}
