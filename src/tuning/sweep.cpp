@@ -361,26 +361,7 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, Sear
                  pid_t sweep_pid, bool resume, const std::vector<NoisyPoint>* remeasure,
                  const WorkerLink& link) {
   const DeviceInfo& dev = be.info();
-  // A profile's configurations name parameters the kernels declare: a misspelt one would make
-  // every run of its family a refusal, and the table lose that family in silence.
-  for (const auto& [fam, list] : prof.configs) {
-    const FamilyDecl* decl = be.declaration().family(fam);
-    for (std::size_t i = 0; decl != nullptr && i < list.size(); ++i) {
-      for (const auto& [name, value] : list[i].params) {
-        const bool known = std::any_of(decl->params.begin(), decl->params.end(),
-                                       [&](const ParamSpace& p) { return p.name == name; });
-        if (!known) {
-          std::string declared;
-          for (const ParamSpace& p : decl->params) {
-            declared += (declared.empty() ? "" : ", ") + p.name;
-          }
-          throw InputError("profile '" + prof.name + "': configs." + family_name(fam) + ": '" +
-                           name + "' is not a parameter the kernels declare for " +
-                           family_name(fam) + " (" + (declared.empty() ? "none" : declared) + ")");
-        }
-      }
-    }
-  }
+  check_profile_params(prof, be);
   // The plan: the profile's workloads (this shard's only) and the configurations of each.
   const std::vector<Workload> all_workloads = expand_workloads(prof);
   std::vector<std::vector<KernelConfig>> all_configs;
@@ -835,6 +816,27 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
 }
 
 } // namespace
+
+void check_profile_params(const Profile& prof, const Backend& be) {
+  for (const auto& [fam, list] : prof.configs) {
+    const FamilyDecl* decl = be.declaration().family(fam);
+    for (std::size_t i = 0; decl != nullptr && i < list.size(); ++i) {
+      for (const auto& [name, value] : list[i].params) {
+        const bool known = std::any_of(decl->params.begin(), decl->params.end(),
+                                       [&](const ParamSpace& p) { return p.name == name; });
+        if (!known) {
+          std::string declared;
+          for (const ParamSpace& p : decl->params) {
+            declared += (declared.empty() ? "" : ", ") + p.name;
+          }
+          throw InputError("profile '" + prof.name + "': configs." + family_name(fam) + ": '" +
+                           name + "' is not a parameter the kernels declare for " +
+                           family_name(fam) + " (" + (declared.empty() ? "none" : declared) + ")");
+        }
+      }
+    }
+  }
+}
 
 TimingOptions remeasure_timing(TimingOptions t) {
   t.min_reps *= kRemeasureFactor;

@@ -80,6 +80,12 @@ struct SweepSummary {
 inline constexpr int kRemeasureFactor = 4;
 [[nodiscard]] TimingOptions remeasure_timing(TimingOptions t);
 
+// Refuses (InputError) a profile whose `configs` name a parameter `be`'s kernels do not declare
+// for that family: a misspelt one would make every run of its family a refusal, and the table
+// lose that family in silence. The sweep's worker checks it; a caller that opens the backend
+// first calls it before saying anything about the sweep.
+void check_profile_params(const Profile& prof, const Backend& be);
+
 // Measures in this process on `be`: a crash ends the sweep (for tests and debuggers).
 [[nodiscard]] SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt);
 

@@ -1,5 +1,6 @@
 # Runs one attn-tune command and checks its exit code, its output and (for errors) that stderr
 # holds exactly one line. Arguments come as -DEXE= -DARGS=a|b|c -DEXIT=n -DREGEX= -DWORKDIR=.
+# and, optionally, -DABSENT=: a regex the output must not match.
 string(REPLACE "|" ";" args "${ARGS}")
 if(NOT WORKDIR)
   set(WORKDIR ".")
@@ -13,6 +14,9 @@ if(NOT "${rc}" STREQUAL "${EXIT}")
 endif()
 if(REGEX AND NOT "${out}${err}" MATCHES "${REGEX}")
   message(FATAL_ERROR "output does not match: ${REGEX}")
+endif()
+if(ABSENT AND "${out}${err}" MATCHES "${ABSENT}")
+  message(FATAL_ERROR "output matches what it must not: ${ABSENT}")
 endif()
 if("${EXIT}" STREQUAL "2")
   string(STRIP "${err}" stripped)
