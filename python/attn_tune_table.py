@@ -78,6 +78,7 @@ import functools
 import json
 import logging
 import math
+import numbers
 import os
 import sys
 from dataclasses import dataclass, field, replace
@@ -92,6 +93,12 @@ OLDEST_VERSION = 1
 # What a `batch_rules` tree may split on (BatchFeatures of the C++ reader), and its deepest node.
 BATCH_FEATURES = ("batch", "max_len", "sum_len", "mean_len")
 MAX_TREE_DEPTH = 64
+# The deepest nesting of arrays and objects a file may have (kMaxJsonDepth of src/io/json_unique.h):
+# no table nests past a dozen levels, and copying, comparing or pickling a deeper one recurses.
+MAX_JSON_DEPTH = 200
+# What `attn-tune table lookup` takes for --window-left, --window-right and --softcap.
+MAX_WINDOW = 1 << 30
+MAX_SOFTCAP = 1e30
 # Must match kCategoryPenalty and kTieEpsilon of the C++ reader.
 CATEGORY_PENALTY = 64.0
 TIE_EPSILON = 1e-9
@@ -165,6 +172,81 @@ def _refuse_constant(name):
     raise ValueError("%s is not a JSON value" % name)
 
 
+class _DuplicateKey(ValueError):
+    """An object of the file gives one key twice (args[0]: the key)."""
+
+
+def _unique_keys(pairs):
+    """json.load's object_pairs_hook: the object as a dict, refusing a key it gives twice. JSON
+    keeps the last of them, which silently drops the value the author meant (`"batch": 1, ...,
+    "batch": 4`), so a table that repeats a key is refused rather than read one way."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+class _Pairs(list):
+    """An object of the file as its (key, value) pairs in order, a key given twice kept twice."""
+
+
+def _duplicate_key_path(text):
+    """Where `text` (JSON that _unique_keys refused) first gives a key twice, as the C++ readers
+    name it: "decode[0].batch"; None where it cannot be found."""
+    try:
+        doc = json.loads(text, object_pairs_hook=_Pairs, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        return None
+    stack = [(doc, "")]
+    while stack:  # in document order, an object's own keys before those of its members
+        value, path = stack.pop()
+        if isinstance(value, _Pairs):
+            seen = set()
+            for key, _ in value:
+                if key in seen:
+                    return path + "." + key if path else key
+                seen.add(key)
+            members = [(v, path + "." + k if path else k) for k, v in value]
+        elif isinstance(value, list):
+            members = [(v, "%s[%d]" % (path, i)) for i, v in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(members))
+    return None
+
+
+def _nests_deeper(doc, limit):
+    """Whether `doc` (parsed JSON) has arrays and objects nested more than `limit` deep; walked
+    without recursion, so that the walk itself cannot run out of stack."""
+    stack = [(doc, 1)] if isinstance(doc, (dict, list)) else []
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def _json_kind(value):
+    """What a parsed JSON value is, in JSON's words: "an object", "an array", "a string"..."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return "a number"
+
+
 def _schema_fail(path, what):
     raise TableError("threshold table: %s: %s" % (path, what))
 
@@ -173,6 +255,66 @@ def _field(obj, path, key):
     if not isinstance(obj, dict) or key not in obj:
         _schema_fail(path + "." + key if path else key, "missing")
     return obj[key]
+
+
+def _check_config(cfg, path):
+    """A timed configuration's `config` as a lookup returns it: an object with a string `key`
+    and a `params` object, whose `partition` (where there is one) is a positive integer."""
+    if not isinstance(cfg, dict):
+        _schema_fail(path, "expected an object")
+    if not isinstance(_field(cfg, path, "key"), str):
+        _schema_fail(path + ".key", "expected a string")
+    if not isinstance(_field(cfg, path, "params"), dict):
+        _schema_fail(path + ".params", "expected an object")
+    partition = cfg["params"].get("partition")
+    if partition is not None and (not _is_int(partition) or partition < 1):
+        _schema_fail(path + ".params.partition", "expected a positive integer")
+
+
+def _point_shape(p):
+    """What makes a decode point the one for a call: its shape (batch, heads, head_dim,
+    block_size, dtypes) and mask, as the C++ reader keys its exact points."""
+    return (p["batch"], p["num_kv_heads"], p["gqa_ratio"], p["head_dim"], p["block_size"],
+            point_dtypes(p), p["causal"], p["window_left"], p["window_right"],
+            float(p["softcap"]))
+
+
+def _check_provenance(table):
+    """The parts of `provenance` the reader reads (kernels, the device's name and memory), where
+    the table has them: TableError naming the first of the wrong type."""
+    if "provenance" not in table:
+        return
+    prov = table["provenance"]
+    if not isinstance(prov, dict):
+        _schema_fail("provenance", "expected an object")
+    for key in ("kernels", "device"):
+        if key in prov and not isinstance(prov[key], dict):
+            _schema_fail("provenance." + key, "expected an object")
+    kernels = prov.get("kernels", {})
+    for key in ("source", "name"):
+        if key in kernels and not isinstance(kernels[key], str):
+            _schema_fail("provenance.kernels." + key, "expected a string")
+    dev = prov.get("device", {})
+    if "name" in dev and not isinstance(dev["name"], str):
+        _schema_fail("provenance.device.name", "expected a string")
+    if "memory_bytes" in dev and (not _is_int(dev["memory_bytes"]) or dev["memory_bytes"] < 0):
+        _schema_fail("provenance.device.memory_bytes", "expected a number of bytes")
+
+
+def _check_mask(who, causal, window_left, window_right, softcap):
+    """A query's mask as `attn-tune table lookup` takes it: ValueError naming the first bad
+    argument, rather than an answer from a point with another mask (nothing equals a softcap of
+    NaN or a causal of 'yes', so every point would be 64 away and the first one would answer)."""
+    if causal is not True and causal is not False:
+        raise ValueError("%s: causal must be True or False, not %r" % (who, causal))
+    for name, value in (("window_left", window_left), ("window_right", window_right)):
+        if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+                or value < -1):
+            raise ValueError("%s: %s must be -1 (no window) or a length >= 0, not %r"
+                             % (who, name, value))
+    if (isinstance(softcap, bool) or not isinstance(softcap, numbers.Real)
+            or not math.isfinite(softcap) or softcap < 0):
+        raise ValueError("%s: softcap must be a number >= 0 (0: off), not %r" % (who, softcap))
 
 
 def _check_decode_point(p, path, version):
@@ -190,12 +332,15 @@ def _check_decode_point(p, path, version):
         _schema_fail(path + ".dtype", "expected \"fp32\", \"fp16\" or \"bf16\"")
     if "kv_dtype" in p and p["kv_dtype"] not in ("fp8_e4m3", "fp8_e5m2"):
         _schema_fail(path + ".kv_dtype", "expected \"fp8_e4m3\" or \"fp8_e5m2\"")
-    if "causal" in p and not isinstance(p["causal"], bool):
+    # The mask: every point has one (the lookup compares it), as the C++ reader requires.
+    if not isinstance(_field(p, path, "causal"), bool):
         _schema_fail(path + ".causal", "expected true or false")
     for key in ("window_left", "window_right"):
-        if key in p and (not _is_int(p[key]) or p[key] < -1):
+        v = _field(p, path, key)
+        if not _is_int(v) or v < -1:
             _schema_fail(path + "." + key, "expected -1 or a length")
-    if "softcap" in p and (not _is_number(p["softcap"]) or p["softcap"] < 0):
+    softcap = _field(p, path, "softcap")
+    if not _is_number(softcap) or softcap < 0:
         _schema_fail(path + ".softcap", "expected a number >= 0")
     if version >= 2:
         intervals = _field(p, path, "v2_intervals")
@@ -207,7 +352,8 @@ def _check_decode_point(p, path, version):
             if not isinstance(iv, list) or len(iv) != 2:
                 _schema_fail(where, "expected [from, to]")
             lo, hi = iv
-            if not _is_int(lo) or lo < max(end, 1):
+            # Apart: a run that ends where the next begins is one run (attn-tune writes it so).
+            if not _is_int(lo) or lo < 1 or lo <= end:
                 _schema_fail(where, "expected a start of at least 1, after the interval before")
             if hi is not None and (not _is_int(hi) or hi <= lo):
                 _schema_fail(where, "expected an end after its start, or null")
@@ -230,14 +376,17 @@ def _check_decode_point(p, path, version):
         _schema_fail(path + ".measured", "expected at least one measured context length")
     for k, m in enumerate(measured):
         where = "%s.measured[%d]" % (path, k)
+        if not isinstance(m, dict):
+            _schema_fail(where, "expected an object")
         c = _field(m, where, "context_len")
         if not _is_int(c) or c < 1:
             _schema_fail(where + ".context_len", "expected a positive integer")
         for slot in ("v1", "v2"):
             if m.get(slot) is not None:
-                cfg = _field(m[slot], where + "." + slot, "config")
-                if not isinstance(_field(cfg, where + "." + slot + ".config", "key"), str):
-                    _schema_fail(where + "." + slot + ".config.key", "expected a string")
+                if not isinstance(m[slot], dict):
+                    _schema_fail(where + "." + slot, "expected an object or null")
+                _check_config(_field(m[slot], where + "." + slot, "config"),
+                              where + "." + slot + ".config")
 
 
 def _check_batch_rule(rule, path, points):
@@ -400,8 +549,16 @@ class ThresholdTable:
                              "%d to %d)" % (version, OLDEST_VERSION, VERSION))
         if not isinstance(table.get("decode"), list):
             raise TableError("threshold table has no 'decode' list")
+        shapes = {}
         for i, point in enumerate(table["decode"]):
             _check_decode_point(point, "decode[%d]" % i, version)
+            # Two points for one shape: which one answers would depend on their order in the
+            # file, and a sweep never writes two.
+            first = shapes.setdefault(_point_shape(point), i)
+            if first != i:
+                _schema_fail("decode[%d]" % i, "the shape and mask of decode[%d] again (one "
+                                               "point per shape; which one is meant?)" % first)
+        _check_provenance(table)
         if version >= 4 and "batch_rules" in table:
             rules = table["batch_rules"]
             if not isinstance(rules, list):
@@ -435,27 +592,48 @@ class ThresholdTable:
     def load(cls, path, device_name=None, nearest=False, sm_count=None, bandwidth_gbps=None):
         """The table at `path` (a sweep's --out folder stands for its threshold_table.json); a
         fleet table's entry for `device_name` (open_for_device). TableError, naming the file,
-        when it cannot be read or is not JSON."""
+        when it cannot be read, is not JSON (NaN, Infinity and a key given twice in one object
+        count as not JSON), nests deeper than MAX_JSON_DEPTH or is not an object."""
         if os.path.isdir(path):
             folder, path = path, os.path.join(path, "threshold_table.json")
             if not os.path.isfile(path):
                 raise TableError("%s: a folder without a threshold_table.json (give a sweep's "
                                  "--out folder or a table file)" % folder)
+        too_deep = TableError("%s is not a threshold table: it nests deeper than %d levels"
+                              % (path, MAX_JSON_DEPTH))
         try:
-            with open(path, encoding="utf-8") as f:
-                # NaN and Infinity are no JSON: refused as the C++ readers refuse them.
-                doc = json.load(f, parse_constant=_refuse_constant)
+            # utf-8-sig: a byte order mark at the start, as some editors write one, is skipped
+            # (the C++ readers skip it too).
+            with open(path, encoding="utf-8-sig") as f:
+                text = f.read()
+            # NaN and Infinity are no JSON: refused as the C++ readers refuse them.
+            doc = json.loads(text, parse_constant=_refuse_constant,
+                             object_pairs_hook=_unique_keys)
         except OSError as e:
             raise TableError("cannot read threshold table %s (%s)" % (path, e.strerror or e)) \
                 from None
+        except RecursionError:  # the parser recursed once per level
+            raise too_deep from None
+        except _DuplicateKey as e:
+            where = _duplicate_key_path(text) or e.args[0]
+            raise TableError("%s: %s: the key appears twice in its object (JSON keeps only the "
+                             "last; give it once)" % (path, where)) from None
         except ValueError as e:  # not JSON, or not UTF-8
             raise TableError("%s is not valid JSON (%s)" % (path, e)) from None
+        if _nests_deeper(doc, MAX_JSON_DEPTH):
+            raise too_deep
+        if not isinstance(doc, dict):
+            raise TableError("%s is not a threshold table: the top level is %s, not an object"
+                             % (path, _json_kind(doc)))
         if device_name is None and not nearest and doc.get("schema") != FLEET_SCHEMA:
             return cls(doc)
         return open_for_device(doc, device_name, nearest, sm_count, bandwidth_gbps)
 
     @property
     def provenance(self):
+        """The table's `provenance` (TableError for a table without one)."""
+        if "provenance" not in self.table:
+            _schema_fail("provenance", "missing")
         return self.table["provenance"]
 
     @property
@@ -463,7 +641,7 @@ class ThresholdTable:
         """The kernels the table timed: {"source": "built-in", "name": "attn-tune"} or a plugin's
         {"source": "plugin", "name", "version", "library_sha256", ...}. Tables made before
         plugins existed timed the built-in kernels."""
-        return self.table["provenance"].get("kernels", {"source": "built-in", "name": "attn-tune"})
+        return self.provenance.get("kernels", {"source": "built-in", "name": "attn-tune"})
 
     @property
     def engine_rule(self):
@@ -546,6 +724,7 @@ class ThresholdTable:
             if value is None:
                 raise TypeError("lookup() missing required argument: '%s'" % name)
         dtype = dtype_category(dtype, kv_dtype)  # kv_dtype: an fp8 cache (module docstring)
+        _check_mask("lookup", causal, window_left, window_right, softcap)
         if (_is_int(num_heads) and _is_int(num_kv_heads) and num_kv_heads >= 1
                 and num_heads % num_kv_heads != 0):
             # As `attn-tune table lookup`: a fractional gqa ratio is no call an engine makes.
@@ -710,8 +889,9 @@ class ThresholdTable:
                             % (", ".join(unknown), ", ".join(_MASK_DEFAULTS)))
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ValueError("batch must be a positive int, not %r" % (batch,))
-        self.bind(num_heads=num_heads, head_dim=head_dim, dtype=dtype, kv_dtype=kv_dtype)
         m = dict(_MASK_DEFAULTS, **masks)
+        _check_mask("v2_rule", m["causal"], m["window_left"], m["window_right"], m["softcap"])
+        self.bind(num_heads=num_heads, head_dim=head_dim, dtype=dtype, kv_dtype=kv_dtype)
         dtype = dtype_category(dtype, kv_dtype)
         causal, window_left, window_right, softcap = (
             m["causal"], m["window_left"], m["window_right"], m["softcap"])
@@ -771,6 +951,7 @@ class ThresholdTable:
                                 dtype, causal, window_left, window_right, softcap)
         if min(num_heads, num_kv_heads, head_dim, block_size) < 1:
             raise ValueError("use_v2 needs positive heads, head_dim and block_size")
+        _check_mask("use_v2", causal, window_left, window_right, softcap)
         dtype = canonical_dtype(dtype)
         best, best_d = self._nearest_rule(num_heads, num_kv_heads, head_dim, block_size, dtype,
                                           causal, window_left, window_right, softcap)
@@ -788,6 +969,7 @@ class ThresholdTable:
         where one was never measured at that point."""
         if min(batch, num_heads, num_kv_heads, head_dim, block_size) < 1:
             raise ValueError("use_v2 needs positive batch, heads, head_dim and block_size")
+        _check_mask("use_v2", causal, window_left, window_right, softcap)
         best, _ = self._nearest(batch, num_heads, num_kv_heads, head_dim, block_size,
                                 canonical_dtype(dtype), causal, window_left, window_right,
                                 softcap)
@@ -893,12 +1075,53 @@ def _current_device_name():
     return None
 
 
+def _fleet_fail(path, what):
+    raise TableError("fleet table: %s: %s" % (path, what))
+
+
+def _check_fleet(fleet):
+    """A fleet table's `devices` list, each entry checked for what selecting one reads (a device
+    name, given once; a table; the raw name, SM count and bandwidth where present): TableError
+    naming the first bad entry and field. The entry's table is checked when it is read."""
+    if (not isinstance(fleet, dict) or not _is_int(fleet.get("version"))
+            or fleet["version"] != FLEET_VERSION or not isinstance(fleet.get("devices"), list)
+            or not fleet["devices"]):
+        raise TableError("not a fleet table of version %d with a 'devices' list" % FLEET_VERSION)
+    devices = fleet["devices"]
+    seen = {}
+    for i, e in enumerate(devices):
+        at = "devices[%d]" % i
+        if not isinstance(e, dict):
+            _fleet_fail(at, "expected an object")
+        if "device" not in e:
+            _fleet_fail(at + ".device", "missing")
+        if not isinstance(e["device"], str) or not e["device"]:
+            _fleet_fail(at + ".device", "expected a canonical device name (a string), not %s"
+                        % json.dumps(e["device"]))
+        if e["device"] in seen:
+            # Which of the two would answer would depend on their order in the file.
+            _fleet_fail(at + ".device", "%s again (devices[%d] is %s too); a fleet table holds "
+                                        "one table per device model"
+                        % (e["device"], seen[e["device"]], e["device"]))
+        seen[e["device"]] = i
+        if "table" not in e:
+            _fleet_fail(at + ".table", "missing")
+        if not isinstance(e["table"], dict):
+            _fleet_fail(at + ".table", "expected an object")
+        if "raw_name" in e and not isinstance(e["raw_name"], str):
+            _fleet_fail(at + ".raw_name", "expected a string")
+        if e.get("sm_count") is not None and (not _is_int(e["sm_count"]) or e["sm_count"] < 0):
+            _fleet_fail(at + ".sm_count", "expected a number of SMs")
+        bw = e.get("bandwidth_gbps")
+        if bw is not None and (not _is_number(bw) or bw <= 0):
+            _fleet_fail(at + ".bandwidth_gbps", "expected a number > 0")
+    return devices
+
+
 def select_fleet_entry(fleet, device_name, nearest=False, sm_count=None, bandwidth_gbps=None):
     """The entry of a fleet table (parsed JSON) for `device_name`, and its Selection; raises
     LookupError naming the entries there are when it has none (unless `nearest`)."""
-    if fleet.get("version") != FLEET_VERSION or not fleet.get("devices"):
-        raise TableError("not a fleet table of version %d with a 'devices' list" % FLEET_VERSION)
-    devices = fleet["devices"]
+    devices = _check_fleet(fleet)
     want = canonical_device_name(device_name)
     hit = next((e for e in devices if e.get("device") == want), None)
     if hit is None:
@@ -949,7 +1172,12 @@ def open_for_device(doc, device_name=None, nearest=False, sm_count=None, bandwid
             raise TableError("a fleet table needs the name of the device to read it for "
                              "(device_name=...)")
         entry, sel = select_fleet_entry(doc, name, nearest, sm_count, bandwidth_gbps)
-        t = ThresholdTable(entry["table"])
+        try:
+            t = ThresholdTable(entry["table"])
+        except TableError as e:
+            i = next(k for k, d in enumerate(doc["devices"]) if d is entry)
+            raise TableError("fleet table: devices[%d] (%s): %s"
+                             % (i, entry["device"], e)) from None
         t.selection = sel
         (_log.info if sel.exact else _log.warning)("%s", sel.said)
         return t
@@ -992,11 +1220,28 @@ def use_v2(table_or_path, seq_len, num_kv_heads, block_size=16, partition_size=5
                                              **kw)
 
 
+def _cli_bool(text):
+    """A BOOLEAN option's value as `attn-tune table lookup` (CLI11) reads it: true/false,
+    yes/no, on/off, enable/disable, 1/0, t/f, y/n, +/- (any case) or an integer (> 0: true)."""
+    v = text.strip().lower()
+    if v in ("true", "yes", "on", "enable", "t", "y", "+"):
+        return True
+    if v in ("false", "no", "off", "disable", "f", "n", "-"):
+        return False
+    try:
+        return int(v) > 0
+    except ValueError:
+        import argparse
+        raise argparse.ArgumentTypeError("expected true or false, not %r" % text) from None
+
+
 def main(argv=None):
     """`python3 attn_tune_table.py TABLE --batch B --context-len C ...` (or `--seq-lens
-    30,20000,512` for a whole batch): prints what `attn-tune table lookup` prints ("family
-    config_key", then "(the kernel chooses its splits)" after a decode_v2 without a partition and
-    "(batch rule: PATH)" where a batch rule answered)."""
+    30,20000,512` for a whole batch), with the options of `attn-tune table lookup` (the mask:
+    --causal true|false, --window-left, --window-right, --softcap; --kv-dtype; a fleet table's
+    --device-name, --nearest, --sm-count, --bandwidth-gbps): prints what `attn-tune table
+    lookup` prints ("family config_key", then "(the kernel chooses its splits)" after a decode_v2
+    without a partition and "(batch rule: PATH)" where a batch rule answered)."""
     import argparse
 
     ap = argparse.ArgumentParser(description=main.__doc__)
@@ -1010,12 +1255,34 @@ def main(argv=None):
     ap.add_argument("--dtype", required=True)
     ap.add_argument("--kv-dtype", default="auto", help="the KV cache's dtype: auto (--dtype), "
                                                        "fp8_e4m3 (fp8) or fp8_e5m2")
-    ap.add_argument("--window-left", type=int, default=-1)
-    ap.add_argument("--softcap", type=float, default=0.0)
+    # The mask, with `attn-tune table lookup`'s names, defaults and ranges.
+    ap.add_argument("--window-left", type=int, default=-1, help="sliding window (-1: none)")
+    ap.add_argument("--window-right", type=int, default=-1,
+                    help="keys after the query's position it may see (-1: none beyond the causal "
+                         "mask)")
+    ap.add_argument("--causal", type=_cli_bool, default=True, metavar="BOOLEAN",
+                    help="whether the call is causal (true or false; a profile may sweep both); "
+                         "default true")
+    ap.add_argument("--softcap", type=float, default=0.0, help="logit softcap (0: off)")
     ap.add_argument("--device-name", help="the device's entry of a fleet table (any alias)")
     ap.add_argument("--nearest", action="store_true",
                     help="no entry for the device: the nearest by SM count and bandwidth")
+    ap.add_argument("--sm-count", type=int,
+                    help="with --nearest: the device's SM count, when this reader does not know "
+                         "the model")
+    ap.add_argument("--bandwidth-gbps", type=float,
+                    help="with --nearest: the device's memory bandwidth in GB/s, likewise")
     a = ap.parse_args(argv)
+    for name, value in (("--window-left", a.window_left), ("--window-right", a.window_right)):
+        if not -1 <= value <= MAX_WINDOW:
+            ap.error("%s: %d is not in [-1, %d]" % (name, value, MAX_WINDOW))
+    if not 0 <= a.softcap <= MAX_SOFTCAP:  # NaN is not either
+        ap.error("--softcap: %r is not in [0, %g]" % (a.softcap, MAX_SOFTCAP))
+    if a.sm_count is not None and a.sm_count < 1:
+        ap.error("--sm-count: expected an integer > 0, not %d" % a.sm_count)
+    if a.bandwidth_gbps is not None and not (math.isfinite(a.bandwidth_gbps)
+                                             and a.bandwidth_gbps > 0):
+        ap.error("--bandwidth-gbps: expected a finite number > 0, not %r" % a.bandwidth_gbps)
     seq_lens = None
     if a.seq_lens is not None:
         try:
@@ -1025,13 +1292,15 @@ def main(argv=None):
     elif a.batch is None or a.context_len is None:
         ap.error("give --batch and --context-len, or a batch's --seq-lens")
     try:
-        t = ThresholdTable.load(a.table, device_name=a.device_name, nearest=a.nearest)
+        t = ThresholdTable.load(a.table, device_name=a.device_name, nearest=a.nearest,
+                                sm_count=a.sm_count, bandwidth_gbps=a.bandwidth_gbps)
         if t.selection is not None and t.selection.said:
             print(t.selection.said, file=sys.stderr)
         c = t.lookup(
             None if seq_lens else a.batch, None if seq_lens else a.context_len, a.num_heads,
-            a.num_kv_heads, a.head_dim, a.block_size, a.dtype, window_left=a.window_left,
-            softcap=a.softcap, seq_lens=seq_lens, kv_dtype=a.kv_dtype)
+            a.num_kv_heads, a.head_dim, a.block_size, a.dtype, causal=a.causal,
+            window_left=a.window_left, window_right=a.window_right, softcap=a.softcap,
+            seq_lens=seq_lens, kv_dtype=a.kv_dtype)
     except (TableError, ValueError, LookupError, OSError) as e:  # one line, as attn-tune says
         print("attn_tune_table: error: %s" % e, file=sys.stderr)
         return 2

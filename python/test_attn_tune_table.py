@@ -3,13 +3,17 @@ version-1 ones kept from before (the C++ reader's test reads the same files), an
 one with batch rules; with ATTN_TUNE_BIN set, every query is also put to `attn-tune table
 lookup` and the two answers must agree."""
 
+import contextlib
 import copy
 import inspect
+import io
 import itertools
 import json
+import logging
 import os
 import pickle
 import random
+import re
 import subprocess
 import tempfile
 import sys
@@ -211,6 +215,386 @@ class LoadTest(unittest.TestCase):
                 g.write(f.read())
             self.assertEqual(att.ThresholdTable.load(d).table,
                              att.ThresholdTable.load(FIXTURE).table)
+
+
+def fixture_doc(path=FIXTURE):
+    """The parsed JSON of a fixture (a fresh copy each call)."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def run_main(args):
+    """The module's command line run in this process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = att.main(args)
+        except SystemExit as e:  # argparse's usage errors
+            code = e.code
+    return code, out.getvalue(), err.getvalue()
+
+
+class DamagedFileTest(unittest.TestCase):
+    """Files and tables the reader refuses with one TableError line naming the file, the point or
+    the fleet entry, never with an AttributeError, KeyError or RecursionError; and the byte order
+    mark it reads past, as the C++ readers do."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        # Quiet: tables read for a device they were not measured on say so as a warning.
+        quiet = logging.NullHandler()
+        logging.getLogger("attn_tune_table").addHandler(quiet)
+        self.addCleanup(logging.getLogger("attn_tune_table").removeHandler, quiet)
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+
+    def refused(self, path, pattern, **kw):
+        with self.assertRaises(att.TableError, msg=pattern) as cm:
+            att.ThresholdTable.load(path, **kw)
+        self.assertRegex(str(cm.exception), pattern)
+        self.assertNotIn("\n", str(cm.exception))
+
+    def test_a_top_level_that_is_no_object_names_the_file(self):
+        for name, text, kind in (("array.json", "[1, 2]", "an array"),
+                                 ("string.json", '"a table"', "a string"),
+                                 ("number.json", "5", "a number"), ("null.json", "null", "null")):
+            path = self.write(name, text)
+            for kw in ({}, {"device_name": "H100-SXM"}, {"nearest": True}):
+                self.refused(path, "^%s is not a threshold table: the top level is %s, not an "
+                                   "object$" % (re.escape(path), kind), **kw)
+        # The command line says so in one line (exit 2), as attn-tune does, with no traceback.
+        code, out, err = run_main([os.path.join(self.dir, "array.json"), "--batch", "1",
+                                   "--context-len", "64", "--num-heads", "32", "--num-kv-heads",
+                                   "8", "--head-dim", "128", "--block-size", "16", "--dtype",
+                                   "fp16"])
+        self.assertEqual((code, out), (2, ""))
+        self.assertRegex(err, r"^attn_tune_table: error: .*array\.json is not a threshold table: "
+                              r"the top level is an array, not an object\n$")
+
+    def test_damaged_fleet_entries_name_the_entry(self):
+        # devices[0] is h100-sxm, devices[1] a100-sxm4-40gb.
+        base = fixture_doc(fleet_fixture(self.dir))
+        h100, a100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"
+        cases = [
+            (lambda f: f["devices"][1].update(device=7), a100,
+             r"^fleet table: devices\[1\]\.device: expected a canonical device name \(a string\), "
+             r"not 7$"),
+            (lambda f: f["devices"][1].update(device=None), h100,
+             r"devices\[1\]\.device: expected"),
+            (lambda f: f["devices"][1].pop("device"), a100, r"^fleet table: devices\[1\]\.device: "
+                                                            r"missing$"),
+            (lambda f: f["devices"][0].pop("table"), h100,
+             r"^fleet table: devices\[0\]\.table: missing$"),
+            (lambda f: f["devices"][0].update(table=[]), h100,
+             r"^fleet table: devices\[0\]\.table: expected an object$"),
+            (lambda f: f["devices"].append("h200"), h100,
+             r"^fleet table: devices\[2\]: expected an object$"),
+            (lambda f: f["devices"][1].update(raw_name=["A100"]), a100,
+             r"^fleet table: devices\[1\]\.raw_name: expected a string$"),
+            (lambda f: f["devices"][1].update(sm_count="108"), "NVIDIA H200",
+             r"^fleet table: devices\[1\]\.sm_count: expected a number of SMs$"),
+            (lambda f: f["devices"][0].update(bandwidth_gbps=-1), "NVIDIA H200",
+             r"^fleet table: devices\[0\]\.bandwidth_gbps: expected a number > 0$"),
+            (lambda f: f["devices"][0]["table"]["decode"][2].pop("causal"), h100,
+             r"^fleet table: devices\[0\] \(h100-sxm\): threshold table: decode\[2\]\.causal: "
+             r"missing$"),
+            # Two entries for one device: which answered depended on their order.
+            (lambda f: f["devices"].append(copy.deepcopy(f["devices"][0])), h100,
+             r"^fleet table: devices\[2\]\.device: h100-sxm again \(devices\[0\] is h100-sxm "
+             r"too\); a fleet table holds one table per device model$"),
+            (lambda f: f["devices"].insert(0, copy.deepcopy(f["devices"][1])), h100,
+             r"devices\[2\]\.device: a100-sxm4-40gb again \(devices\[0\] is"),
+        ]
+        for change, name, pattern in cases:
+            fleet = copy.deepcopy(base)
+            change(fleet)
+            path = self.write("damaged_fleet.json", json.dumps(fleet))
+            self.refused(path, pattern, device_name=name, nearest=True)
+        # The fleet as it was still reads for both devices.
+        path = self.write("fleet.json", json.dumps(base))
+        for name, entry in ((h100, "h100-sxm"), (a100, "a100-sxm4-40gb")):
+            self.assertEqual(att.ThresholdTable.load(path, device_name=name).selection.device,
+                             entry)
+
+    def test_deep_nesting_is_refused(self):
+        self.refused(self.write("deep.json", "[" * 100000 + "]" * 100000),
+                     r"^.*deep\.json is not a threshold table: it nests deeper than 200 levels$")
+        text = json.dumps(fixture_doc())
+        # In a field no reader knows, of an otherwise valid table: as deep as Python's parser
+        # goes, and deeper.
+        for depth in (100000, 300, 201):
+            path = self.write("deep_field.json", "%s, \"notes\": %s%s}"
+                              % (text[:-1], "[" * depth, "]" * depth))
+            self.refused(path, r"deep_field\.json is not a threshold table: it nests deeper "
+                               r"than 200 levels$")
+            self.refused(path, r"nests deeper than 200 levels", device_name="H100-SXM")
+        # A fleet file too.
+        fleet = fixture_doc(fleet_fixture(self.dir))
+        fleet["devices"][0]["table"]["notes"] = json.loads("[" * 250 + "]" * 250)
+        self.refused(self.write("deep_fleet.json", json.dumps(fleet)),
+                     r"deep_fleet\.json is not a threshold table: it nests deeper than 200",
+                     device_name="H100-SXM")
+        # Nesting of an ordinary depth in an unknown field reads as before.
+        path = self.write("shallow.json", '%s, "notes": %s%s}' % (text[:-1], "[" * 150, "]" * 150))
+        self.assertEqual(att.ThresholdTable.load(path).lookup(**query(1, 4096)).family,
+                         "decode_v2")
+
+    def test_every_damaged_point_names_itself_and_its_field(self):
+        def pop(*keys):
+            def change(t):
+                node = t
+                for k in keys[:-1]:
+                    node = node[k]
+                node.pop(keys[-1])
+            return change
+
+        def put(value, *keys):
+            def change(t):
+                node = t
+                for k in keys[:-1]:
+                    node = node[k]
+                node[keys[-1]] = value
+            return change
+
+        point = ("decode", 3)
+        m0 = point + ("measured", 0)
+        cases = [(pop(*point, key), r"decode\[3\]\.%s: missing" % key)
+                 for key in ("causal", "window_left", "window_right", "softcap", "batch",
+                             "num_heads", "gqa_ratio", "dtype", "v2_intervals", "measured")]
+        cases += [
+            (put("yes", *point, "causal"), r"decode\[3\]\.causal: expected true or false"),
+            (put(-2, *point, "window_left"), r"decode\[3\]\.window_left: expected -1 or a length"),
+            (put(None, *point, "window_right"),
+             r"decode\[3\]\.window_right: expected -1 or a length"),
+            (put("0", *point, "softcap"), r"decode\[3\]\.softcap: expected a number >= 0"),
+            (put([], *point), r"decode\[3\]: expected an object"),
+            (put(5, *point, "measured", 1), r"decode\[3\]\.measured\[1\]: expected an object"),
+            (pop(*m0, "context_len"), r"decode\[3\]\.measured\[0\]\.context_len: missing"),
+            (put([], *m0, "v2"), r"decode\[3\]\.measured\[0\]\.v2: expected an object or null"),
+            (pop(*m0, "v1", "config"), r"decode\[3\]\.measured\[0\]\.v1\.config: missing"),
+            (put("decode_v2[]", *m0, "v2", "config"),
+             r"decode\[3\]\.measured\[0\]\.v2\.config: expected an object"),
+            (pop(*m0, "v2", "config", "key"),
+             r"decode\[3\]\.measured\[0\]\.v2\.config\.key: missing"),
+            (pop(*m0, "v2", "config", "params"),
+             r"decode\[3\]\.measured\[0\]\.v2\.config\.params: missing"),
+            (put([256], *m0, "v2", "config", "params"),
+             r"decode\[3\]\.measured\[0\]\.v2\.config\.params: expected an object"),
+            (put("256", *m0, "v2", "config", "params", "partition"),
+             r"decode\[3\]\.measured\[0\]\.v2\.config\.params\.partition: expected a positive "
+             r"integer"),
+            (put([[1, "4096"]], *point, "v2_intervals"),
+             r"decode\[3\]\.v2_intervals\[0\]: expected an end after its start, or null"),
+            # Touching runs are one run: attn-tune and the C++ reader refuse them too.
+            (put([[1, 500], [500, 900]], *point, "v2_intervals"),
+             r"decode\[3\]\.v2_intervals\[1\]: expected a start of at least 1, after the "
+             r"interval before"),
+            (put([], "provenance"), r"provenance: expected an object"),
+            (put("built-in", "provenance", "kernels"), r"provenance\.kernels: expected an object"),
+            (put(7, "provenance", "kernels", "name"),
+             r"provenance\.kernels\.name: expected a string"),
+            (put(None, "provenance", "device"), r"provenance\.device: expected an object"),
+            (put(["H100"], "provenance", "device", "name"),
+             r"provenance\.device\.name: expected a string"),
+            (put("80GB", "provenance", "device", "memory_bytes"),
+             r"provenance\.device\.memory_bytes: expected a number of bytes"),
+        ]
+        base = fixture_doc()
+        for change, pattern in cases:
+            table = copy.deepcopy(base)
+            table["decode"][3].pop("v2_from", None)  # optional; the intervals decide
+            change(table)
+            with self.assertRaises(att.TableError, msg=pattern) as cm:
+                att.ThresholdTable(table)
+            self.assertRegex(str(cm.exception), "^threshold table: %s$" % pattern)
+            # Read from a file, the same (also for a device's name: the device's name is read).
+            self.refused(self.write("damaged.json", json.dumps(table)), pattern,
+                         device_name="H100-SXM")
+        # A table without provenance still answers; asked for it, it says it has none.
+        table = copy.deepcopy(base)
+        del table["provenance"]
+        t = att.ThresholdTable(table)
+        self.assertEqual(t.lookup(**query(1, 4096)).family, "decode_v2")
+        for name in ("provenance", "kernels", "engine_rule"):
+            with self.assertRaisesRegex(att.TableError, r"^threshold table: provenance: missing$"):
+                getattr(t, name)
+
+    def test_a_key_given_twice_is_refused(self):
+        text = json.dumps(fixture_doc())
+        at = text.index('"batch": ')  # the first decode point's
+        self.refused(self.write("twice.json", text[:at] + '"batch": 4, ' + text[at:]),
+                     r"^.*twice\.json: decode\[0\]\.batch: the key appears twice in its object "
+                     r"\(JSON keeps only the last; give it once\)$")
+        self.refused(self.write("twice_top.json", '{"version": 4, ' + text[1:]),
+                     r"twice_top\.json: version: the key appears twice")
+        self.refused(self.write("twice_top.json", '{"version": 4, ' + text[1:]),
+                     r"twice_top\.json: version: the key appears twice", device_name="H100-SXM")
+        deep = fixture_doc()
+        deep["decode"][5]["measured"][2]["v2"]["config"]["params"]["partition"] = 1
+        text2 = json.dumps(deep).replace('"partition": 1', '"partition": 1, "partition": 256')
+        self.refused(self.write("twice_deep.json", text2),
+                     r"twice_deep\.json: decode\[5\]\.measured\[2\]\.v2\.config\.params\."
+                     r"partition: the key appears twice")
+        # NaN stays refused, and the same key in two objects is no repetition.
+        self.refused(self.write("nan.json", text.replace('"softcap": 0.0', '"softcap": NaN', 1)),
+                     r"nan\.json is not valid JSON .*NaN")
+        self.assertEqual(att.ThresholdTable.load(self.write("ok.json", text)).table,
+                         fixture_doc())
+
+    def test_two_points_for_one_shape_are_refused(self):
+        base = fixture_doc()
+
+        def with_twin(**change):
+            t = copy.deepcopy(base)
+            twin = copy.deepcopy(t["decode"][2])  # batch 64, kvh 1: v1 always
+            twin.update(v2_intervals=[[1, None]], v2_from="always")  # the opposite answer
+            twin.update(change)
+            t["decode"].append(twin)
+            return t
+
+        for change in ({}, {"softcap": 0}, {"measured": base["decode"][3]["measured"]}):
+            with self.assertRaisesRegex(att.TableError, r"^threshold table: decode\[8\]: the shape "
+                                        r"and mask of decode\[2\] again \(one point per shape; "
+                                        r"which one is meant\?\)$"):
+                att.ThresholdTable(with_twin(**change))
+            self.refused(self.write("twins.json", json.dumps(with_twin(**change))),
+                         r"decode\[8\]: the shape and mask of decode\[2\] again")
+        # A point that differs from another in one field of the shape or mask is its own.
+        for change in ({"batch": 32}, {"num_kv_heads": 2, "num_heads": 8}, {"gqa_ratio": 8,
+                                                                            "num_heads": 8},
+                       {"head_dim": 64}, {"block_size": 32}, {"dtype": "bf16"},
+                       {"kv_dtype": "fp8_e4m3"}, {"causal": False}, {"window_left": 4096},
+                       {"window_right": 0}, {"softcap": 30.0}):
+            t = att.ThresholdTable(with_twin(**change))
+            q = dict(query(64, 4096, kvh=1, heads=4), causal=True, window_left=-1)
+            self.assertEqual(t.lookup(**q).family, "decode_v1", change)
+
+    def test_a_byte_order_mark_is_read_past(self):
+        with open(FIXTURE, encoding="utf-8") as f:
+            text = f.read()
+        path = self.write("bom.json", "\ufeff" + text)
+        self.assertEqual(att.ThresholdTable.load(path).table,
+                         att.ThresholdTable.load(FIXTURE).table)
+        self.assertEqual(att.ThresholdTable.load(path, device_name="H100-SXM").version, 5)
+        # Anywhere else it is no JSON.
+        self.refused(self.write("bom_inside.json", text.replace("{", "{\ufeff", 1)),
+                     r"bom_inside\.json is not valid JSON")
+
+
+class MaskQueryTest(unittest.TestCase):
+    """A query's mask that no point can have (causal not a bool, a window below -1, a softcap of
+    NaN, Infinity or below 0) is refused naming the argument, not answered from a point with
+    another mask; lookup, use_v2 and v2_rule alike."""
+
+    BAD = (("causal", "yes"), ("causal", 1), ("causal", None), ("softcap", float("nan")),
+           ("softcap", -1.0), ("softcap", float("inf")), ("softcap", "0"), ("softcap", True),
+           ("window_left", -2), ("window_left", 2.5), ("window_left", True),
+           ("window_left", "4096"), ("window_right", -5), ("window_right", None))
+
+    @classmethod
+    def setUpClass(cls):
+        cls.t = att.ThresholdTable.load(FIXTURE)
+        cls.t4 = att.ThresholdTable.load(FIXTURE_V4)
+
+    def test_lookup_refuses_a_mask_no_point_has(self):
+        for name, value in self.BAD:
+            bad = {name: value}
+            with self.assertRaisesRegex(ValueError, r"^lookup: %s must be " % name, msg=bad):
+                self.t.lookup(**dict(query(1, 4096), **bad))
+            # A batch's lengths, on a table whose batch rules answer.
+            with self.assertRaisesRegex(ValueError, r"^lookup: %s must be " % name, msg=bad):
+                self.t4.lookup(**batch_query([30, 20000], **bad))
+            model = dict(num_heads=32, head_dim=128, dtype="fp16")
+            with self.assertRaisesRegex(ValueError, r"^use_v2: %s must be " % name, msg=bad):
+                self.t.use_v2(4096, 8, batch=1, **model, **bad)
+            with self.assertRaisesRegex(ValueError, r"^use_v2: %s must be " % name, msg=bad):
+                self.t4.use_v2(None, 8, seq_lens=[30, 20000], **model, **bad)
+            with self.assertRaisesRegex(ValueError, r"^v2_rule: %s must be " % name, msg=bad):
+                self.t.v2_rule(32, 128, "fp16", **bad)
+        # What a call can have still answers.
+        for good in ({"causal": False}, {"window_left": 0}, {"window_right": 4096},
+                     {"softcap": 30}, {"softcap": 50.0}):
+            c = self.t.lookup(**dict(query(1, 4096), **good))
+            self.assertEqual(c.distance, att.CATEGORY_PENALTY, good)
+            self.assertIs(self.t.use_v2(4096, 8, num_heads=32, head_dim=128, dtype="fp16",
+                                        **good), c.family == "decode_v2")
+
+
+def mask_table():
+    """The synthetic fixture plus two copies of its batch 1, kvh 8 point (v2 from 1821), one not
+    causal and one with window_right 0, that never choose v2."""
+    doc = fixture_doc()
+    for change in ({"causal": False}, {"window_right": 0}):
+        p = copy.deepcopy(doc["decode"][3])
+        p.update(change, v2_intervals=[], v2_from="never")
+        doc["decode"].append(p)
+    return doc
+
+
+class CommandLineMaskTest(unittest.TestCase):
+    """The module's command line takes `attn-tune table lookup`'s mask options: --causal
+    (true or false, default true), --window-left, --window-right and --softcap, with its ranges."""
+
+    @classmethod
+    def setUpClass(cls):
+        tmp = tempfile.TemporaryDirectory()
+        cls.addClassCleanup(tmp.cleanup)
+        cls.path = os.path.join(tmp.name, "masks.json")
+        with open(cls.path, "w", encoding="utf-8") as f:
+            json.dump(mask_table(), f)
+        cls.t = att.ThresholdTable.load(cls.path)
+        cls.base = [cls.path, "--batch", "1", "--context-len", "4096", "--num-heads", "32",
+                    "--num-kv-heads", "8", "--head-dim", "128", "--block-size", "16", "--dtype",
+                    "fp16"]
+
+    CASES = (([], {}), (["--causal", "true"], {}), (["--causal", "1"], {}),
+             (["--causal", "yes"], {}), (["--causal", "TRUE"], {}),
+             (["--causal", "false"], {"causal": False}), (["--causal", "0"], {"causal": False}),
+             (["--causal", "off"], {"causal": False}), (["--causal", "No"], {"causal": False}),
+             (["--window-right", "0"], {"window_right": 0}),
+             (["--causal", "false", "--window-right", "0"], {"causal": False, "window_right": 0}),
+             (["--window-left", "4096"], {"window_left": 4096}),
+             (["--window-right", "-1"], {}), (["--softcap", "30"], {"softcap": 30.0}))
+
+    def test_mask_options(self):
+        for extra, mask in self.CASES:
+            code, out, err = run_main(self.base + extra)
+            c = self.t.lookup(**dict(query(1, 4096), **mask))
+            self.assertEqual((code, out.split()), (0, [c.family, c.config_key]), (extra, err))
+        # Each option reaches the lookup: the point of its own mask answers.
+        family = {tuple(extra): run_main(self.base + extra)[1].split()[0]
+                  for extra in ([], ["--causal", "false"], ["--window-right", "0"])}
+        self.assertEqual(family, {(): "decode_v2", ("--causal", "false"): "decode_v1",
+                                  ("--window-right", "0"): "decode_v1"})
+        for extra, option in ((["--causal", "maybe"], "--causal"),
+                              (["--window-right", "-2"], "--window-right"),
+                              (["--window-left", str((1 << 30) + 1)], "--window-left"),
+                              (["--softcap", "nan"], "--softcap"),
+                              (["--softcap", "1e31"], "--softcap"),
+                              (["--softcap", "-1"], "--softcap"),
+                              (["--sm-count", "0"], "--sm-count"),
+                              (["--bandwidth-gbps", "inf"], "--bandwidth-gbps")):
+            code, out, err = run_main(self.base + extra)
+            self.assertEqual((code, out), (2, ""), extra)
+            self.assertIn(option, err)
+        _, out, _ = run_main(["--help"])
+        for option in ("--causal BOOLEAN", "--window-right", "--sm-count", "--bandwidth-gbps"):
+            self.assertIn(option, out)
+
+    @unittest.skipUnless(os.environ.get("ATTN_TUNE_BIN"), "ATTN_TUNE_BIN not set")
+    def test_agrees_with_attn_tune_table_lookup(self):
+        exe = os.environ["ATTN_TUNE_BIN"]
+        for extra, _ in self.CASES:
+            want = run_main(self.base + extra)[1]
+            got = subprocess.run([exe, "table", "lookup", "--device", "cuda:0"] + self.base
+                                 + extra, capture_output=True, text=True, check=True).stdout
+            self.assertEqual(got.split(), want.split(), extra)
 
 
 class Fp8CacheTest(unittest.TestCase):

@@ -147,32 +147,50 @@ public:
     if (!t_.contains("version") || !t_["version"].is_number_integer()) {
       throw std::runtime_error("threshold table has no integer 'version'");
     }
-    version_ = t_["version"].get<int>();
-    if (version_ < kOldestTableSchemaVersion || version_ > kTableSchemaVersion) {
-      throw std::runtime_error("unsupported threshold table version " + std::to_string(version_) +
+    if (!int_within(t_["version"], kOldestTableSchemaVersion, kTableSchemaVersion)) {
+      // Named as written: narrowed to an int first, 2^40 + 5 would have read as version 5.
+      throw std::runtime_error("unsupported threshold table version " + t_["version"].dump() +
                                " (this reader reads versions " +
                                std::to_string(kOldestTableSchemaVersion) + " to " +
                                std::to_string(kTableSchemaVersion) + ")");
     }
+    version_ = t_["version"].get<int>();
     if (!t_.contains("decode") || !t_["decode"].is_array()) {
       throw std::runtime_error("threshold table has no 'decode' list");
     }
     for (std::size_t i = 0; i < t_["decode"].size(); ++i) {
       check_point(t_["decode"][i], "decode[" + std::to_string(i) + "]", version_);
     }
-    // Each decode point under its exact shape (the first of equal ones, as the nearest-point
-    // search keeps it): a lookup of a measured shape is one hash lookup, not a pass over every
-    // point, so many lookups in a big table (a report, an engine's warm-up) stay linear.
+    // Each decode point under its exact shape: a lookup of a measured shape is one hash lookup,
+    // not a pass over every point, so many lookups in a big table (a report, an engine's
+    // warm-up) stay linear. attn-tune writes one point per shape; two (a hand edit, or tables
+    // pasted together) would answer by their order in the file, so they are refused.
     const nlohmann::json& pts = t_["decode"];
     for (std::size_t i = 0; i < pts.size(); ++i) {
       const nlohmann::json& p = pts[i]; // its shape checked above
-      exact_.emplace(exact_key(p.at("batch").get<double>(), p.at("num_kv_heads").get<double>(),
-                               p.at("gqa_ratio").get<double>(), p.at("head_dim").get<double>(),
-                               p.at("block_size").get<double>(), dtypes_of(p),
-                               p.at("causal").get<bool>(), p.at("window_left").get<int>(),
-                               p.at("window_right").get<int>(), p.at("softcap").get<double>()),
-                     i);
+      const auto [at, added] =
+          exact_.emplace(exact_key(p.at("batch").get<double>(), p.at("num_kv_heads").get<double>(),
+                                   p.at("gqa_ratio").get<double>(), p.at("head_dim").get<double>(),
+                                   p.at("block_size").get<double>(), dtypes_of(p),
+                                   p.at("causal").get<bool>(), p.at("window_left").get<int>(),
+                                   p.at("window_right").get<int>(), p.at("softcap").get<double>()),
+                         i);
+      if (!added) {
+        throw std::runtime_error("threshold table: decode[" + std::to_string(i) +
+                                 "]: the shape and mask of decode[" + std::to_string(at->second) +
+                                 "] again (one point per shape; which one is meant?)");
+      }
     }
+  }
+
+  // Whether v is an integer in [lo, hi], read without narrowing (an unsigned past int64's range
+  // and a signed one alike).
+  [[nodiscard]] static bool int_within(const nlohmann::json& v, int64_t lo, int64_t hi) {
+    if (v.is_number_unsigned()) {
+      return lo <= 0 ? v.get<uint64_t>() <= uint64_t(hi)
+                     : v.get<uint64_t>() >= uint64_t(lo) && v.get<uint64_t>() <= uint64_t(hi);
+    }
+    return v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
   }
 
   // A decode point's fields the lookup reads, held as attn-tune's own check holds them (and the
@@ -183,9 +201,9 @@ public:
       throw std::runtime_error("threshold table: " + path + (field.empty() ? "" : ".") + field +
                                ": " + what);
     };
-    const auto positive = [](const nlohmann::json& v) {
-      return v.is_number_integer() && v.get<int64_t>() >= 1;
-    };
+    // Every integer the lookup reads as an int is one: 2^32 + 256 is no window of 256.
+    constexpr int64_t kIntMax = 2147483647;
+    const auto positive = [](const nlohmann::json& v) { return int_within(v, 1, kIntMax); };
     if (!p.is_object()) {
       fail("", "expected an object");
     }
@@ -210,7 +228,7 @@ public:
       fail("causal", "expected true or false");
     }
     for (const char* key : {"window_left", "window_right"}) {
-      if (!p.contains(key) || !p[key].is_number_integer() || p[key].get<int64_t>() < -1) {
+      if (!p.contains(key) || !int_within(p[key], -1, kIntMax)) {
         fail(key, "expected -1 or a length");
       }
     }
@@ -221,23 +239,36 @@ public:
       if (!p.contains("v2_intervals") || !p["v2_intervals"].is_array()) {
         fail("v2_intervals", "expected a list");
       }
+      // Ascending and apart (a run that ends where the next begins is one run), as attn-tune's
+      // schema check holds them.
       int64_t end = 0;
       const nlohmann::json& ivs = p["v2_intervals"];
       for (std::size_t k = 0; k < ivs.size(); ++k) {
         const std::string f = "v2_intervals[" + std::to_string(k) + "]";
         const nlohmann::json& iv = ivs[k];
-        if (!iv.is_array() || iv.size() != 2 || !iv[0].is_number_integer() ||
-            iv[0].get<int64_t>() < std::max<int64_t>(end, 1)) {
+        if (!iv.is_array() || iv.size() != 2 || !positive(iv[0]) || iv[0].get<int64_t>() <= end) {
           fail(f, "expected [from, to] starting at 1 or later, after the interval before");
         }
         if (!iv[1].is_null() &&
-            (!iv[1].is_number_integer() || iv[1].get<int64_t>() <= iv[0].get<int64_t>())) {
+            (!positive(iv[1]) || iv[1].get<int64_t>() <= iv[0].get<int64_t>())) {
           fail(f, "expected an end after its start, or null");
         }
         if (iv[1].is_null() && k + 1 < ivs.size()) {
           fail(f, "an open interval must be the last");
         }
         end = iv[1].is_null() ? iv[0].get<int64_t>() : iv[1].get<int64_t>();
+      }
+      // Version 2 on writes `v2_from` only where it says what the intervals say; a table where
+      // the two disagree has been edited by hand, and which one is meant is unknown.
+      if (p.contains("v2_from")) {
+        const nlohmann::json& f = p["v2_from"];
+        const bool single = ivs.size() == 1 && ivs[0][1].is_null();
+        const bool agrees = f == "never"    ? ivs.empty()
+                            : f == "always" ? single && ivs[0][0] == 1
+                                            : positive(f) && single && ivs[0][0] == f;
+        if (!agrees) {
+          fail("v2_from", "does not match v2_intervals");
+        }
       }
     } else if (!p.contains("v2_from") ||
                !(positive(p["v2_from"]) || p["v2_from"] == "always" || p["v2_from"] == "never")) {
@@ -259,7 +290,16 @@ public:
     if (!f) {
       throw std::runtime_error("cannot read threshold table '" + path + "'");
     }
-    return ThresholdTableReader(nlohmann::json::parse(f));
+    // nlohmann/json parses any depth, but copies and compares recursively: a file of 100,000
+    // nested brackets would overflow the stack. No table nests past a dozen levels.
+    const auto bounded = [](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+      if (depth > 200 && (event == nlohmann::json::parse_event_t::object_start ||
+                          event == nlohmann::json::parse_event_t::array_start)) {
+        throw std::runtime_error("threshold table nested deeper than 200 levels");
+      }
+      return true;
+    };
+    return ThresholdTableReader(nlohmann::json::parse(f, bounded));
   }
 
   [[nodiscard]] const nlohmann::json& json() const { return t_; }

@@ -230,10 +230,16 @@ int run_table_lookup(const TableOptions& o) {
   } else if (o.q.batch < 1 || o.q.context_len < 1) {
     throw InputError("give --batch and --context-len, or a batch's --seq-lens");
   }
-  // An unknown dtype is a usage error, not a silent nearest match; aliases become table names.
-  const DType query_dtype = parse_dtype(o.q.dtype);
-  q.dtype = std::string(dtype_name(query_dtype));
-  q.kv_dtype = std::string(dtype_name(parse_kv_dtype(o.q.kv_dtype, query_dtype)));
+  // An unknown dtype is a usage error, not a silent nearest match; aliases become table names,
+  // by the readers' own rules, so that the command takes exactly the names they take
+  // (torch.float16, torch.float8_e5m2, ...).
+  try {
+    q.dtype = attn_tune::ThresholdTableReader::canonical_dtype(o.q.dtype);
+    q.kv_dtype = attn_tune::ThresholdTableReader::canonical_kv_dtype(o.q.kv_dtype, q.dtype);
+  } catch (const std::invalid_argument& e) {
+    (void)parse_dtype(o.q.dtype); // its words for an fp8 name given as the query's dtype
+    throw InputError(e.what());
+  }
   if (o.q.num_heads % o.q.num_kv_heads != 0) {
     throw InputError("--num-heads " + std::to_string(o.q.num_heads) +
                      " is not a multiple of --num-kv-heads " + std::to_string(o.q.num_kv_heads));
@@ -370,7 +376,7 @@ Command setup_table(CLI::App& root) {
       ->capture_default_str();
   lk->add_option("--softcap", opt->q.softcap, "Logit softcap (0: off)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e30));
+      ->check(a_number() & CLI::Range(0.0, 1e30));
   lk->add_option("--device", opt->device,
                  "Device to compare the table's with (default: GPU 0, else cpu)");
   lk->add_option("--kernels", opt->kernels,

@@ -27,7 +27,26 @@ std::string path_of(const std::vector<Frame>& frames) {
   return p;
 }
 
+// The parser's callback that refuses a container opened past kMaxJsonDepth levels.
+bool within_depth(int depth, nlohmann::json::parse_event_t event) {
+  if (depth > kMaxJsonDepth && (event == nlohmann::json::parse_event_t::object_start ||
+                                event == nlohmann::json::parse_event_t::array_start)) {
+    throw JsonTooDeep();
+  }
+  return true;
+}
+
 } // namespace
+
+nlohmann::json parse_json_bounded(const std::string& text) {
+  return nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t event,
+                                        nlohmann::json&) { return within_depth(depth, event); });
+}
+
+nlohmann::json parse_json_bounded(std::istream& in) {
+  return nlohmann::json::parse(in, [](int depth, nlohmann::json::parse_event_t event,
+                                      nlohmann::json&) { return within_depth(depth, event); });
+}
 
 nlohmann::json parse_json_unique_keys(const std::string& text) {
   using json = nlohmann::json;
@@ -38,7 +57,8 @@ nlohmann::json parse_json_unique_keys(const std::string& text) {
       ++frames.back().index;
     }
   };
-  const json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+  const json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    within_depth(depth, event);
     switch (event) {
     case json::parse_event_t::object_start:
       frames.emplace_back();

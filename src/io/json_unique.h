@@ -3,14 +3,34 @@
 // value the author meant (`"batch": 1, ..., "batch": 2`), so documents people write go through
 // here instead.
 #pragma once
+#include <istream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace attn {
 
-// The document in `text`. Throws nlohmann::json::parse_error for text that is not JSON, and
-// DuplicateKey for an object that repeats a key.
+// nlohmann/json parses and frees a document of any depth without recursion, but copies, compares
+// and prints it recursively: `table show` on a 200 KB file of 100,000 nested brackets overflowed
+// the stack. No attn-tune document nests past a dozen levels, so the readers of files refuse
+// anything deeper than this as it is parsed.
+inline constexpr int kMaxJsonDepth = 200;
+
+// Thrown by the parsers below for a document nested deeper than kMaxJsonDepth: a json::exception,
+// so every reader that refuses text that is not JSON refuses it too.
+struct JsonTooDeep : nlohmann::json::exception {
+  JsonTooDeep()
+      : nlohmann::json::exception(
+            950, ("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels").c_str()) {}
+};
+
+// The document in `text` (or read from `in`), refused past kMaxJsonDepth levels. Throws
+// nlohmann::json::parse_error for text that is not JSON, JsonTooDeep for one nested too deep.
+nlohmann::json parse_json_bounded(const std::string& text);
+nlohmann::json parse_json_bounded(std::istream& in);
+
+// The document in `text`. Throws nlohmann::json::parse_error for text that is not JSON,
+// JsonTooDeep past kMaxJsonDepth levels, and DuplicateKey for an object that repeats a key.
 nlohmann::json parse_json_unique_keys(const std::string& text);
 
 struct DuplicateKey : std::runtime_error {

@@ -2,8 +2,10 @@
 // schema, and the folder's results.jsonl checked against the table's profile.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
+#include "src/io/json_unique.h"
 #include "src/model/errors.h"
 #include "src/report/report_model.h"
 #include "src/tuning/table_schema.h"
@@ -22,7 +24,11 @@ json read_table(const std::string& path) {
   }
   json j;
   try {
-    j = json::parse(f);
+    j = parse_json_unique_keys(std::string(std::istreambuf_iterator<char>(f), {}));
+  } catch (const DuplicateKey& e) {
+    throw InputError("'" + path + "': " + e.what());
+  } catch (const JsonTooDeep& e) {
+    throw InputError("'" + path + "' is not a threshold table: " + e.what());
   } catch (const json::exception&) {
     throw InputError("'" + path + "' is not valid JSON");
   }

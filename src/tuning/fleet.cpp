@@ -2,10 +2,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "include/attn_tune/fleet_table.hpp"
 #include "src/io/json_fields.h"
+#include "src/io/json_unique.h"
 #include "src/model/errors.h"
 #include "src/tuning/table_schema.h"
 
@@ -30,7 +32,12 @@ json load_table_json(const std::string& path) {
     throw InputError("cannot read threshold table '" + file + "'");
   }
   try {
-    return json::parse(f);
+    // A key given twice would be read as its last value in silence: a hand edit gone wrong.
+    return parse_json_unique_keys(std::string(std::istreambuf_iterator<char>(f), {}));
+  } catch (const DuplicateKey& e) {
+    throw InputError("'" + file + "': " + e.what());
+  } catch (const JsonTooDeep& e) {
+    throw InputError("'" + file + "' is not a threshold table: " + e.what());
   } catch (const json::exception&) {
     throw InputError("'" + file + "' is not valid JSON");
   } catch (const std::exception& e) { // a read that fails part way (not a regular file)

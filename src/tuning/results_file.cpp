@@ -13,6 +13,7 @@
 
 #include "build_info.h"
 #include "src/io/json_fields.h"
+#include "src/io/json_unique.h"
 #include "src/model/errors.h"
 #include "src/tuning/shard.h"
 
@@ -262,7 +263,10 @@ ResultsFile read_results(const std::string& path) {
     const JsonDoor door(where);
     json j;
     try {
-      j = json::parse(line);
+      j = parse_json_bounded(line);
+    } catch (const JsonTooDeep& e) {
+      door.fail("", std::string(e.what()) +
+                        ", as no results line is (the file is corrupt; start a new --out folder)");
     } catch (const json::exception&) {
       door.fail("", "not valid JSON (the file is corrupt; start a new --out folder)");
     }

@@ -163,6 +163,13 @@ struct SchemaCheck {
       boolean(m, path, "within_noise");
       optional_number(m, path, "margin");
       optional_number(m, path, "noise");
+      // The margin compares the two families' medians: the writer gives it (and the noise)
+      // only where both were timed, and the readers that print it read both.
+      if ((m.contains("margin") || m.contains("noise")) &&
+          (m["v1"].is_null() || m["v2"].is_null())) {
+        fail(path + (m.contains("margin") ? ".margin" : ".noise"),
+             "given where v1 or v2 was not timed (the margin compares the two)");
+      }
     }
   }
   static bool is_v2_from(const json& f) {

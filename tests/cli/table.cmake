@@ -124,3 +124,45 @@ if(Python3_Interpreter_FOUND)
   set_tests_properties(python.traffic_trace PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/python
                        LABELS "unit")
 endif()
+
+# Damage an independent audit (2026-12-06, from the docs alone) found answered from or crashing
+# on: each is one line and exit 2. A file of 100,000 nested brackets overflowed the stack in
+# `table show`; a key given twice was read as its last value; two points of one shape answered by
+# their order in the file; a margin beside a family that was not timed was an internal error
+# (exit 4); `--softcap nan` answered from a point 64 away.
+set(ATTN_TABLE_DAMAGE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/table_damage)
+string(REPEAT "[" 100000 attn_open)
+string(REPEAT "]" 100000 attn_close)
+file(WRITE ${ATTN_TABLE_DAMAGE}/deep.json "${attn_open}${attn_close}")
+attn_cli_test(NAME table_show_deep_nesting EXIT 2 REGEX "deep.json' is not a threshold table: nested deeper than 200 levels"
+              ARGS table show ${ATTN_TABLE_DAMAGE}/deep.json)
+file(READ ${ATTN_TABLE_FIXTURE} attn_fixture)
+string(FIND "${attn_fixture}" "\"batch\": 1," attn_at)
+string(SUBSTRING "${attn_fixture}" 0 ${attn_at} attn_head)
+string(SUBSTRING "${attn_fixture}" ${attn_at} -1 attn_tail)
+file(WRITE ${ATTN_TABLE_DAMAGE}/key_twice.json "${attn_head}\"batch\": 4, ${attn_tail}")
+attn_cli_test(NAME table_lookup_key_twice EXIT 2
+              REGEX "key_twice.json': decode\\[0\\].batch: the key appears twice in its object"
+              ARGS table lookup ${ATTN_TABLE_DAMAGE}/key_twice.json --batch 1 --context-len 2048
+                   --num-heads 32 --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
+string(JSON attn_point GET "${attn_fixture}" decode 0)
+string(JSON attn_points LENGTH "${attn_fixture}" decode)
+string(JSON attn_twice SET "${attn_fixture}" decode ${attn_points} "${attn_point}")
+file(WRITE ${ATTN_TABLE_DAMAGE}/point_twice.json "${attn_twice}")
+attn_cli_test(NAME table_lookup_point_twice EXIT 2
+              REGEX "decode\\[${attn_points}\\]: the shape and mask of decode\\[0\\] again"
+              ARGS table lookup ${ATTN_TABLE_DAMAGE}/point_twice.json --batch 1 --context-len 2048
+                   --num-heads 32 --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16)
+string(JSON attn_untimed SET "${attn_fixture}" decode 0 measured 0 v1 null)
+file(WRITE ${ATTN_TABLE_DAMAGE}/margin_untimed.json "${attn_untimed}")
+attn_cli_test(NAME table_show_margin_without_v1 EXIT 2
+              REGEX "decode\\[0\\].measured\\[0\\].margin: given where v1 or v2 was not timed"
+              ARGS table show ${ATTN_TABLE_DAMAGE}/margin_untimed.json)
+attn_cli_test(NAME table_lookup_softcap_nan EXIT 2 REGEX "--softcap: 'nan' is not a finite number"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 1 --context-len 2048 --num-heads 32
+                   --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp16 --softcap nan)
+# The names the readers take (an engine passes str(torch.float16)), the command takes.
+attn_cli_test(NAME table_lookup_torch_dtype_names EXIT 0 REGEX "^decode_v"
+              ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 1 --context-len 2048 --num-heads 32
+                   --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype torch.float16
+                   --kv-dtype torch.float16)

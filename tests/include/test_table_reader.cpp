@@ -403,6 +403,58 @@ TEST(TableReader, RejectsWhatIsNotATable) {
   }
 }
 
+// What an independent audit (2026-12-06) found this reader answering from, each refused naming
+// the field: integers past int's range (narrowed, 2^40 + 5 was version 5 and 2^32 + 256 a window
+// of 256), v2 runs that touch or a v2_from the intervals contradict (attn-tune's check refuses
+// both), two points of one shape (answered by file order), and a file nested so deep that a copy
+// overflowed the stack.
+TEST(TableReader, RefusesWhatItWouldReadWrongly) {
+  const json good = json::parse(std::ifstream(kFixture));
+  const auto refused = [](const json& t, const std::string& words) {
+    try {
+      attn_tune::ThresholdTableReader{t};
+      ADD_FAILURE() << "taken; expected: " << words;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  json t = good;
+  t["version"] = (uint64_t(1) << 40) + 5;
+  refused(t, "unsupported threshold table version 1099511627781");
+  t["version"] = -4294967291LL;
+  refused(t, "unsupported threshold table version -4294967291");
+  t = good;
+  t["decode"][0]["window_left"] = (int64_t(1) << 32) + 256;
+  refused(t, "decode[0].window_left: expected -1 or a length");
+  t = good;
+  t["decode"][0].erase("v2_from");
+  t["decode"][0]["v2_intervals"] = json::parse("[[1, 500], [500, 900]]");
+  refused(t, "decode[0].v2_intervals[1]");
+  t["decode"][0]["v2_intervals"] = json::parse("[[1, 500], [501, 900]]");
+  EXPECT_NO_THROW(attn_tune::ThresholdTableReader{t});
+  t["decode"][0]["v2_intervals"] = json::parse("[[2048, null]]");
+  t["decode"][0]["v2_from"] = 1024;
+  refused(t, "decode[0].v2_from: does not match v2_intervals");
+  t["decode"][0]["v2_from"] = 2048;
+  EXPECT_NO_THROW(attn_tune::ThresholdTableReader{t});
+  t = good;
+  t["decode"].push_back(good["decode"][0]);
+  refused(t, "decode[" + std::to_string(good["decode"].size()) +
+                 "]: the shape and mask of decode[0] again");
+  const std::string deep = ::testing::TempDir() + "attn_tune_deep_table.json";
+  {
+    std::ofstream f(deep);
+    f << std::string(100000, '[') << std::string(100000, ']');
+  }
+  try {
+    (void)attn_tune::ThresholdTableReader::from_file(deep);
+    ADD_FAILURE() << "a file nested 100,000 deep was taken";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "threshold table nested deeper than 200 levels");
+  }
+  std::remove(deep.c_str());
+}
+
 // The dtype names the Python reader and `table lookup` take (half, bfloat16, torch.float16, vLLM's
 // fp8) answer as the tables' own names do; an unknown one, or a 16-bit cache of another dtype
 // than the query's, is refused.
