@@ -24,6 +24,15 @@ struct JsonTooDeep : nlohmann::json::exception {
             950, ("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels").c_str()) {}
 };
 
+// A json::exception's message without nlohmann's "[json.exception.parse_error.101] " prefix
+// (JsonTooDeep has none).
+inline std::string json_error_words(const nlohmann::json::exception& e) {
+  const std::string what = e.what();
+  return what.starts_with("[json.exception.") && what.find("] ") != std::string::npos
+             ? what.substr(what.find("] ") + 2)
+             : what;
+}
+
 // The document in `text` (or read from `in`), refused past kMaxJsonDepth levels. Throws
 // nlohmann::json::parse_error for text that is not JSON, JsonTooDeep for one nested too deep.
 nlohmann::json parse_json_bounded(const std::string& text);

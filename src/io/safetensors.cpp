@@ -113,8 +113,7 @@ std::vector<Entry> parse_header(const std::string& header, uint64_t data_size,
   } catch (const DuplicateKey& e) {
     bad(file, std::string("the header: ") + e.what());
   } catch (const nlohmann::json::exception& e) {
-    const std::string what = e.what();
-    bad(file, "the header is not valid JSON (" + what.substr(what.find(']') + 2) + ")");
+    bad(file, "the header is not valid JSON (" + json_error_words(e) + ")");
   }
   if (!j.is_object()) {
     bad(file, "the header is not a JSON object");

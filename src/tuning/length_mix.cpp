@@ -262,6 +262,9 @@ std::string not_json(const json::exception& e) {
   if (dynamic_cast<const json::out_of_range*>(&e) != nullptr) {
     return "not JSON: a number out of range for a double";
   }
+  if (dynamic_cast<const JsonTooDeep*>(&e) != nullptr) {
+    return std::string("not a trace line: ") + e.what();
+  }
   return "not JSON";
 }
 

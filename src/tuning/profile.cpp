@@ -444,8 +444,7 @@ Profile parse_text(const std::string& text, const std::string& origin) {
   } catch (const DuplicateKey& e) {
     throw InputError(origin + ": " + e.what());
   } catch (const json::exception& e) {
-    std::string what = e.what();
-    throw InputError(origin + ": not valid JSON (" + what.substr(what.find(']') + 2) + ")");
+    throw InputError(origin + ": not valid JSON (" + json_error_words(e) + ")");
   }
   return parse_profile(j, origin);
 }

@@ -30,8 +30,7 @@ KernelConfig pick_config(const ReplayJudgeOptions& o, const Problem& pr) {
   } catch (const DuplicateKey& e) {
     throw InputError(std::string("--config: ") + e.what());
   } catch (const json::exception& e) {
-    const std::string what = e.what();
-    throw InputError("--config is not valid JSON (" + what.substr(what.find(']') + 2) + ")");
+    throw InputError("--config is not valid JSON (" + json_error_words(e) + ")");
   }
   cfg = KernelConfig::from_json(j);
   if (family_is_decode(cfg.family) != (pr.phase == Phase::decode)) {

@@ -70,3 +70,15 @@ attn_cli_test(NAME sweep_config_param_unknown EXIT 2
               ARGS sweep --device cpu --threads 1 --quiet
                    --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/misspelt_config.json
                    --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs/misspelt)
+
+# A profile nested 100,000 deep (in a field the parser would otherwise keep) overflowed the stack
+# (an audit from the docs alone, 2026-12-06): refused as it is parsed, one line.
+string(REPEAT "[" 100000 attn_open)
+string(REPEAT "]" 100000 attn_close)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/deep_profile.json
+     "{\"name\": \"deep\", \"description\": ${attn_open}${attn_close}}")
+attn_cli_test(NAME sweep_profile_nested_too_deep EXIT 2
+              REGEX "deep_profile.json: not valid JSON \\(nested deeper than 200 levels\\)"
+              ARGS sweep --device cpu --threads 1 --quiet
+                   --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/deep_profile.json
+                   --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs/deep)
