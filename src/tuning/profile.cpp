@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -60,6 +61,19 @@ double get_num(const Ctx& c, const std::string& path, const json& v, double lo, 
                      shown(v));
   }
   return v.get<double>();
+}
+
+// A softcap: 0 (off) or a number the kernels' fp32 holds as a normal number. One below fp32's
+// smallest normal (1e-50) is 0 or subnormal there, so the kernels would run without the cap, or
+// with another, while the reference caps at the profile's value.
+double get_softcap(const Ctx& c, const std::string& path, const json& v) {
+  const double x = get_num(c, path, v, 0.0, "a number >= 0 (0: off)");
+  if (x > 0 && x < double(std::numeric_limits<float>::min())) {
+    c.fail(path, "expected 0 (off) or at least 1.2e-38 (fp32's smallest normal number, as "
+                 "kernels hold the cap), got " +
+                     shown(v));
+  }
+  return x;
 }
 
 bool get_bool(const Ctx& c, const std::string& path, const json& v) {
@@ -259,12 +273,11 @@ PhaseGrid parse_grid(const Ctx& c, const std::string& path, const json& g, Phase
   r.window_right = g.contains("window_right")
                        ? get_axis<int>(c, path + ".window_right", g["window_right"], window)
                        : std::vector<int>{-1};
-  r.softcap = g.contains("softcap")
-                  ? get_axis<double>(c, path + ".softcap", g["softcap"],
-                                     [&](const std::string& p, const json& v) {
-                                       return get_num(c, p, v, 0.0, "a number >= 0 (0: off)");
-                                     })
-                  : std::vector<double>{0.0};
+  r.softcap = g.contains("softcap") ? get_axis<double>(c, path + ".softcap", g["softcap"],
+                                                       [&](const std::string& p, const json& v) {
+                                                         return get_softcap(c, p, v);
+                                                       })
+                                    : std::vector<double>{0.0};
   return r;
 }
 
@@ -416,9 +429,8 @@ Workload parse_held_out(const Ctx& c, const std::string& path, const json& h, co
   a.causal = h.contains("causal") ? get_bool(c, path + ".causal", h["causal"]) : bool(g.causal[0]);
   a.window_left = pint("window_left", g.window_left[0], -1);
   a.window_right = pint("window_right", g.window_right[0], -1);
-  a.softcap = h.contains("softcap")
-                  ? get_num(c, path + ".softcap", h["softcap"], 0.0, "a number >= 0 (0: off)")
-                  : g.softcap[0];
+  a.softcap =
+      h.contains("softcap") ? get_softcap(c, path + ".softcap", h["softcap"]) : g.softcap[0];
   try {
     a.validate();
   } catch (const InputError& e) {
@@ -487,6 +499,12 @@ Profile parse_profile(const json& j, const std::string& origin) {
                                       : "missing (required)");
   }
   p.name = j["name"].get<std::string>();
+  // The name becomes a folder (attn-tune-out/NAME): "." and ".." would be this folder or the
+  // one above it.
+  if (p.name.find_first_not_of('.') == std::string::npos) {
+    c.fail("name", "expected a name with a letter or digit (it names the output folder), got " +
+                       shown(j["name"]));
+  }
   for (char ch : p.name) {
     if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.')) {
       c.fail("name", "use letters, digits, '-', '_' and '.' only, got " + shown(j["name"]));

@@ -82,3 +82,24 @@ attn_cli_test(NAME sweep_profile_nested_too_deep EXIT 2
               ARGS sweep --device cpu --threads 1 --quiet
                    --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/deep_profile.json
                    --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs/deep)
+
+# Valid-looking values the same audit found misread: a softcap of 1e-50 is 0 in the kernels' fp32
+# (every configuration "failed validation"); a profile named ".." wrote its results into the
+# folder above attn-tune-out.
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/softcap_tiny.json
+     "{\"name\": \"tiny\", \"decode\": {\"batch\": [1], \"context_len\": [64],\n"
+     " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
+     " \"dtype\": [\"fp32\"], \"softcap\": [30, 1e-50]}}\n")
+attn_cli_test(NAME sweep_softcap_below_fp32 EXIT 2
+              REGEX "decode.softcap\\[1\\]: expected 0 \\(off\\) or at least 1.2e-38"
+              ARGS sweep --device cpu --threads 1 --quiet
+                   --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/softcap_tiny.json
+                   --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs/softcap_tiny)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/name_dotdot.json
+     "{\"name\": \"..\", \"decode\": {\"batch\": [1], \"context_len\": [64],\n"
+     " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
+     " \"dtype\": [\"fp32\"]}}\n")
+attn_cli_test(NAME sweep_profile_named_dotdot EXIT 2
+              REGEX "name: expected a name with a letter or digit \\(it names the output folder\\)"
+              ARGS sweep --device cpu --threads 1 --quiet
+                   --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/name_dotdot.json)
