@@ -1,6 +1,7 @@
 #include "src/model/workload.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <sstream>
@@ -177,6 +178,26 @@ Workload Workload::from_json(const nlohmann::json& j) {
     door.fail(at, e.what());
   }
   return w;
+}
+
+std::string workload_too_big(const Workload& w, double pool_factor) {
+  const int bs = w.params.block_size;
+  double blocks = 0;
+  if (w.phase == Phase::decode) {
+    for (int len : w.decode_lens()) {
+      blocks += double((int64_t(len) + bs - 1) / bs);
+    }
+  } else {
+    blocks = double(w.batch) * double((int64_t(w.k_len) + bs - 1) / bs);
+  }
+  const double wanted = std::ceil(blocks * pool_factor);
+  if (wanted <= double(int64_t(1) << 30)) {
+    return "";
+  }
+  char n[32];
+  std::snprintf(n, sizeof n, "%.0f", wanted);
+  return "workload " + w.key() + " needs " + n + " cache blocks of " + std::to_string(bs) +
+         " tokens (pool_factor included), more than the 2^30 a problem may have";
 }
 
 Problem make_workload_problem(const Workload& w, double pool_factor, uint64_t seed, int threads) {

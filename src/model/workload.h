@@ -68,6 +68,12 @@ struct Workload {
 [[nodiscard]] Problem make_workload_problem(const Workload& w, double pool_factor, uint64_t seed,
                                             int threads = 1);
 
+// Why the problem a workload stands for cannot be made, before anything is measured: its cache
+// takes more blocks (pool_factor per block its sequences need) than problem generation's limit of
+// 2^30; empty when it can be. A profile within every axis's range can still ask for such a batch
+// (65,536 sequences drawn up to 10M tokens).
+[[nodiscard]] std::string workload_too_big(const Workload& w, double pool_factor);
+
 // 64-bit FNV-1a, as 16 lower-case hex digits (profile and record hashes).
 [[nodiscard]] std::string fnv1a_hex(const std::string& s);
 [[nodiscard]] uint64_t fnv1a(const std::string& s);

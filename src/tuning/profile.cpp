@@ -633,7 +633,11 @@ Profile load_profile(const std::string& name_or_path) {
       (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
   std::error_code ec;
   if (looks_like_path || fs::is_regular_file(name_or_path, ec)) {
-    if (!fs::is_regular_file(name_or_path, ec)) {
+    // A folder is named as one; a pipe or device (/dev/stdin) is read as a file is.
+    if (fs::is_directory(name_or_path, ec)) {
+      throw InputError("profile '" + name_or_path + "' is a folder, not a profile file");
+    }
+    if (!fs::exists(name_or_path, ec)) {
       throw InputError("profile file '" + name_or_path + "' does not exist");
     }
     return parse_text(read_file_text(name_or_path), "profile " + name_or_path);

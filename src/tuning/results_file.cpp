@@ -376,7 +376,11 @@ OpenedResults open_results(const std::string& path, const json& header, bool res
     if (h.value("profile_hash", "") != profile_hash) {
       throw InputError(path + " was made with profile '" + h.value("profile", "?") + "' (hash " +
                        h.value("profile_hash", "?") + "), not '" + profile + "' (hash " +
-                       profile_hash + "); --resume needs the same profile");
+                       profile_hash + "); --resume needs the same profile" +
+                       (h.value("profile", "") == profile
+                            ? std::string(" (its hash covers the file and the batches --traffic "
+                                          "and --hold-out add: give the first run's)")
+                            : std::string()));
     }
     const json& dev = header.at("device");
     if (!same_device(h.value("device", json::object()), dev)) {

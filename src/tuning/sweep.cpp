@@ -364,6 +364,13 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, Sear
   check_profile_params(prof, be);
   // The plan: the profile's workloads (this shard's only) and the configurations of each.
   const std::vector<Workload> all_workloads = expand_workloads(prof);
+  // Before anything is measured: a batch too big to make would end the sweep with exit 4 after
+  // every other workload.
+  for (const Workload& w : all_workloads) {
+    if (const std::string why = workload_too_big(w, prof.pool_factor); !why.empty()) {
+      throw InputError("profile '" + prof.name + "': " + why);
+    }
+  }
   std::vector<std::vector<KernelConfig>> all_configs;
   std::vector<int> config_counts;
   for (const auto& w : all_workloads) {

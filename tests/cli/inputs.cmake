@@ -103,3 +103,18 @@ attn_cli_test(NAME sweep_profile_named_dotdot EXIT 2
               REGEX "name: expected a name with a letter or digit \\(it names the output folder\\)"
               ARGS sweep --device cpu --threads 1 --quiet
                    --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/name_dotdot.json)
+# A folder given as the profile is named as one (it was "does not exist").
+attn_cli_test(NAME sweep_profile_is_a_folder EXIT 2 REGEX "is a folder, not a profile file"
+              ARGS sweep --device cpu --quiet --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs)
+# A batch too big to make (65,536 sequences of a million tokens: 6e9 cache blocks with the default
+# pool_factor of 1.5, past the 2^30 a problem may have) is refused before anything is measured (it
+# ended the sweep with exit 4 after every other workload).
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/too_big.json
+     "{\"name\": \"too_big\", \"decode\": {\"batch\": [1, 65536], \"context_len\": [1000000],\n"
+     " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
+     " \"dtype\": [\"fp32\"]}}\n")
+attn_cli_test(NAME sweep_workload_too_big EXIT 2
+              REGEX "workload decode b=65536 ctx=1000000 .* needs 6144000000 cache blocks of 16 tokens \\(pool_factor"
+              ARGS sweep --device cpu --threads 1 --quiet
+                   --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/too_big.json
+                   --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs/too_big)
