@@ -2,9 +2,12 @@
 // table priced them, and batch by batch (most uneven first) against each batch's fastest.
 #include <algorithm>
 
+#include <map>
+
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "src/report/model_views.h"
 #include "src/tuning/regret.h"
+#include "src/tuning/threshold_table.h"
 
 namespace attn::report {
 
@@ -74,6 +77,13 @@ void add_traffic(ReportModel& m, const ReportSource& src) {
   const attn_tune::ThresholdTableReader reader(t);
   const bool has_points = !t.at("decode").empty();
   const Rule fitted = fitted_rule_of(t);
+  // With results.jsonl, each batch's every timed configuration: a rule's choice is charged its
+  // own time, not its family's best (the table keeps only those).
+  std::map<std::pair<std::string, std::vector<int>>, DecodePoint> measured;
+  for (const WorkloadPoint& wp : decode_batch_points(src.records)) {
+    measured[{decode_point_key(shape_of(wp.workload)), wp.workload.context_lens}] = wp.point;
+  }
+  v.exact = !measured.empty();
   for (const json& b : t.at("batches")) {
     TrafficBatch tb;
     tb.sequences = b.at("batch").get<int>();
@@ -83,7 +93,14 @@ void add_traffic(ReportModel& m, const ReportSource& src) {
     tb.weight = b.at("weight").get<double>();
     tb.held_out = b.at("held_out").get<bool>();
     tb.fastest = b.at("best").at("config").at("key").get<std::string>();
-    const DecodePoint p = batch_point(b);
+    DecodePoint p = batch_point(b);
+    const auto found =
+        measured.find({decode_point_key(shape_of(b)), b.at("seq_lens").get<std::vector<int>>()});
+    if (found != measured.end()) {
+      p = found->second;
+    } else {
+      v.exact = false;
+    }
     for (const TrafficRule& r : v.rules) {
       double s = -1.0;
       if (r.id == "batch_rules" || (r.id == "table_lookup" && has_points)) {

@@ -214,9 +214,13 @@ std::string traffic_html(const ReportModel& m) {
     }
     h += "</tr>";
   }
-  h += "</tbody></table><p class=\"caption\">Per batch, a rule that picks another "
-       "configuration of a family is charged that family's best time, so these slowdowns are "
-       "lower bounds; the totals above are the table's, from all measurements.</p></figure>";
+  h += v.exact ? "</tbody></table><p class=\"caption\">Per batch, each rule's choice is charged "
+                 "its own time from results.jsonl; the totals above are the table's, from the "
+                 "same measurements.</p></figure>"
+               : "</tbody></table><p class=\"caption\">Per batch, a rule that picks another "
+                 "configuration of a family is charged that family's best time (the table keeps "
+                 "no other), so these slowdowns are lower bounds; the totals above are the "
+                 "table's, from all measurements.</p></figure>";
   return h + tables_html(m, {"traffic_regret", "traffic_batches"});
 }
 

@@ -174,6 +174,9 @@ struct TrafficBatch {
 };
 struct TrafficView {
   bool present = false;
+  // Every batch's slowdowns from its measurements in results.jsonl (each configuration charged its
+  // own time); false: from the table's best v1 and v2 alone, lower bounds.
+  bool exact = false;
   std::vector<TrafficRule> rules;
   nlohmann::json totals; // the table's regret.traffic: {"sweep": {id: ...}, "held_out": ...}
   std::vector<TrafficBatch> batches;

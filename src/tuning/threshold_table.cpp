@@ -566,17 +566,29 @@ json traffic_regret_json(const json& table, const DecodeSets& sets, const RuleFi
 
 } // namespace
 
-std::vector<WorkloadPoint> decode_workload_points(const std::vector<MeasurementRecord>& records) {
+namespace {
+
+std::vector<WorkloadPoint> decode_points(const std::vector<MeasurementRecord>& records,
+                                         bool mixed) {
   const BestTimings best = best_timings(records);
   std::vector<WorkloadPoint> out;
-  out.reserve(best.decode_order.size());
   for (const auto& key : best.decode_order) {
     const WorkloadBest& b = best.decode.at(key);
-    if (!b.w.mixed()) { // batches have no place on a shape point's context axis
+    if (b.w.mixed() == mixed) {
       out.push_back({b.w, b.pt});
     }
   }
   return out;
+}
+
+} // namespace
+
+std::vector<WorkloadPoint> decode_workload_points(const std::vector<MeasurementRecord>& records) {
+  return decode_points(records, false);
+}
+
+std::vector<WorkloadPoint> decode_batch_points(const std::vector<MeasurementRecord>& records) {
+  return decode_points(records, true);
 }
 
 std::vector<NoisyPoint> noisy_decision_points(const std::vector<MeasurementRecord>& records) {

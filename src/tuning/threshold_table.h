@@ -34,6 +34,10 @@ struct WorkloadPoint {
 };
 [[nodiscard]] std::vector<WorkloadPoint>
 decode_workload_points(const std::vector<MeasurementRecord>& records);
+// The same for the decode batches of mixed lengths (the table's `batches`), which have no place
+// on a shape's context axis.
+[[nodiscard]] std::vector<WorkloadPoint>
+decode_batch_points(const std::vector<MeasurementRecord>& records);
 
 // A decision of the table that rests on timings within noise (crossover.h), with the workload
 // measured there and every decode_v1 and decode_v2 configuration timed on it: what

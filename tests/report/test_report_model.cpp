@@ -295,6 +295,48 @@ TEST(ReportModel, TheTrafficViewAndItsTables) {
   EXPECT_TRUE(held_batch_rules);
 }
 
+// With results.jsonl (a sweep's folder), each rule's choice on a batch is charged that
+// configuration's own time; from the table alone, its family's best (the table keeps no other), so
+// those figures are lower bounds. An audit found a held-out batch whose batch rule lost 26% shown
+// as 0 beside a summary that said 26%.
+TEST(ReportModel, TheTrafficViewChargesEachChoiceItsOwnTimeWithResults) {
+  // Each batch also timed at partition 512, 30% slower than 256: the table keeps 256 as v2's best,
+  // so a rule that launches v2 at 512 (vLLM CUDA's) is charged 256's time from the table alone.
+  std::vector<MeasurementRecord> records = fixtures::mixed_batches();
+  const std::size_t n = records.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (records[i].workload.mixed() && records[i].config.family == Family::decode_v2) {
+      MeasurementRecord slower = records[i];
+      slower.config = KernelConfig{Family::decode_v2, {{"partition", 512}}};
+      slower.median_s *= 1.3;
+      slower.p25_s *= 1.3;
+      slower.p75_s *= 1.3;
+      records.push_back(slower);
+    }
+  }
+  ReportSource alone;
+  alone.given = "mixed";
+  alone.table = build_threshold_table(records, provenance(), 8);
+  ReportSource folder = alone;
+  folder.records = records;
+  const ReportModel lower = build_report_model(alone);
+  const ReportModel exact = build_report_model(folder);
+  EXPECT_FALSE(lower.traffic.exact);
+  EXPECT_TRUE(exact.traffic.exact);
+  ASSERT_EQ(exact.traffic.batches.size(), lower.traffic.batches.size());
+  int higher = 0;
+  for (std::size_t b = 0; b < exact.traffic.batches.size(); ++b) {
+    const TrafficBatch& e = exact.traffic.batches[b];
+    const TrafficBatch& l = lower.traffic.batches[b];
+    ASSERT_EQ(e.max_len, l.max_len);
+    for (std::size_t r = 0; r < e.slowdown.size(); ++r) {
+      EXPECT_GE(e.slowdown[r], l.slowdown[r] - 1e-12) << "batch " << b << " rule " << r;
+      higher += e.slowdown[r] > l.slowdown[r] + 0.01 ? 1 : 0;
+    }
+  }
+  EXPECT_GT(higher, 0); // some rule's choice is not its family's best on some batch
+}
+
 // The shipped CPU table predates kernel sets naming their rule: the fixture's kernels name
 // vLLM CPU's here, and the regret lists it first among the engines', as the kernel set's own.
 TEST(ReportModel, TheKernelSetsOwnRuleLeadsTheEngines) {
