@@ -796,6 +796,15 @@ class ThresholdTable:
             raise ValueError("lookup needs positive heads, head_dim and block_size")
         best, best_d = self._nearest_rule(num_heads, num_kv_heads, head_dim, block_size, dtype,
                                           causal, window_left, window_right, softcap)
+        # Another shape's rule where the decode points have a nearer one (the query's own): its
+        # leaf could name what this shape cannot run (a partition that is no multiple of its block
+        # size), so the points answer, as in a table without batch rules.
+        if best_d > 0.0 and any(
+                self.shape_distance(p, num_heads, num_kv_heads, head_dim, block_size, dtype,
+                                    causal, window_left, window_right, softcap)
+                < best_d - TIE_EPSILON for p in self.table["decode"]):
+            return self.lookup(len(seq_lens), max(seq_lens), num_heads, num_kv_heads, head_dim,
+                               block_size, dtype, causal, window_left, window_right, softcap)
         leaf, path = batch_tree_leaf(best["tree"], batch_features(seq_lens))
         rule = {k: v for k, v in best.items() if k != "tree"}
         if "lookup" in leaf:  # the decode points answer, read with size and longest length

@@ -705,6 +705,28 @@ class BatchRulesTest(unittest.TestCase):
         c = self.t.lookup(**batch_query(seq_lens, **kw))
         return c.family, c.config_key, c.partition
 
+    def test_a_batch_of_a_shape_without_a_rule_reads_its_own_points(self):
+        # Block size 48 (whose batches all ran v1, so no rule was fitted) has decode points: they
+        # answer, not the nearest rule of block size 16, whose leaf could name a partition that is
+        # no multiple of 48. The C++ reader's test is the same.
+        with open(FIXTURE_V4, encoding="utf-8") as f:
+            doc = json.load(f)
+        bs48 = copy.deepcopy(doc["decode"][0])  # batch 1, kvh 1, block 16
+        self.assertEqual(bs48["num_kv_heads"], 1)
+        bs48.update(block_size=48, v2_intervals=[])
+        bs48.pop("v2_from", None)
+        doc["decode"].append(bs48)
+        t = att.ThresholdTable(doc)
+        own = t.lookup(**batch_query([30, 20000], kvh=1, heads=4))
+        self.assertTrue(own.batch_rule)
+        self.assertEqual(own.rule_distance, 0.0)
+        q = batch_query([30, 20000], kvh=1, heads=4)
+        q["block_size"] = 48
+        c = t.lookup(**q)
+        self.assertFalse(c.batch_rule)
+        self.assertEqual(c.family, "decode_v1")
+        self.assertEqual(c.point["block_size"], 48)
+
     def test_both_sides_of_each_threshold(self):
         v1 = ("decode_v1", "decode_v1[]", None)
         v2_256 = ("decode_v2", "decode_v2[partition=256]", 256)
@@ -746,10 +768,13 @@ class BatchRulesTest(unittest.TestCase):
         c = self.t.lookup(**batch_query([30, 20000, 512], dtype="bf16"))
         self.assertEqual((c.point["num_kv_heads"], c.distance), (8, att.CATEGORY_PENALTY))
         self.assertEqual(c.config_key, "decode_v2[partition=512]")
-        # A mask the rules lack costs 64 too; the batch's size never enters the distance.
+        # A mask the rules lack costs 64 too, and the batch's size never enters the distance;
+        # but where the decode points have that mask (window 4096 here), they answer.
         for lens in ([5], [5] * 1000):
-            c = self.t.lookup(**batch_query(lens, window_left=4096))
+            c = self.t.lookup(**batch_query(lens, window_left=1000))
             self.assertEqual((c.point["num_kv_heads"], c.distance), (8, att.CATEGORY_PENALTY))
+            c = self.t.lookup(**batch_query(lens, window_left=4096))
+            self.assertEqual((c.batch_rule, c.point["window_left"]), (False, 4096))
         # Ties go to the first rule.
         table = copy.deepcopy(self.t.table)
         twin = copy.deepcopy(table["batch_rules"][0])

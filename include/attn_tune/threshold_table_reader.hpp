@@ -536,6 +536,21 @@ private:
         best_d = d;
       }
     }
+    // Another shape's rule where the decode points have a nearer one (the query's own, which had
+    // no batches, or whose batches gave no rule): its leaf could name what this shape cannot run
+    // (a partition that is no multiple of its block size), so the points answer, as in a table
+    // without batch rules.
+    if (best_d > 0.0) {
+      for (const auto& p : t_["decode"]) {
+        if (shape_distance(p, q) < best_d - kTieEpsilon) {
+          Query u = q;
+          u.seq_lens.clear();
+          u.batch = int(q.seq_lens.size());
+          u.context_len = *std::max_element(q.seq_lens.begin(), q.seq_lens.end());
+          return lookup(u);
+        }
+      }
+    }
     Choice c;
     c.batch_rule = true;
     c.distance = best_d;

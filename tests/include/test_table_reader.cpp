@@ -455,6 +455,31 @@ TEST(TableReader, RefusesWhatItWouldReadWrongly) {
   std::remove(deep.c_str());
 }
 
+// A batch of a shape without a batch rule, where the decode points have that shape (block size
+// 48, whose batches all ran v1: no rule was fitted), is answered by its decode points, not by the
+// nearest rule of another shape, whose leaf named a partition (1024) that is no multiple of 48.
+TEST(TableReader, ABatchOfAShapeWithoutARuleReadsItsOwnPoints) {
+  json t = json::parse(
+      std::ifstream(std::string(ATTN_SOURCE_DIR) + "/python/testdata/table_v4_batch_rules.json"));
+  json bs48 = t["decode"][0]; // batch 1, kvh 1, block 16
+  ASSERT_EQ(bs48["num_kv_heads"], 1);
+  bs48["block_size"] = 48;
+  bs48["v2_intervals"] = json::array();
+  bs48.erase("v2_from");
+  t["decode"].push_back(bs48);
+  const attn_tune::ThresholdTableReader r(t);
+  attn_tune::Query q = query(1, 1, 1, 4);
+  q.seq_lens = {30, 20000};
+  const attn_tune::Choice own = r.lookup(q); // block 16: the shape's own rule
+  EXPECT_TRUE(own.batch_rule);
+  EXPECT_EQ(own.rule_distance, 0.0);
+  q.block_size = 48;
+  const attn_tune::Choice c = r.lookup(q);
+  EXPECT_FALSE(c.batch_rule);
+  EXPECT_EQ(c.family, "decode_v1");
+  EXPECT_EQ(c.point.at("block_size"), 48);
+}
+
 // The dtype names the Python reader and `table lookup` take (half, bfloat16, torch.float16, vLLM's
 // fp8) answer as the tables' own names do; an unknown one, or a 16-bit cache of another dtype
 // than the query's, is refused.
