@@ -288,7 +288,7 @@ int run_sweep(const SweepOptions& o) {
   if (c.value("error", 0) > 0) {
     std::fprintf(stderr,
                  "sweep: %d measurements ended in an error (see results.jsonl); --resume retries "
-                 "each once\n",
+                 "each error once, and one that ended in an error again on a resumed run stays\n",
                  c.value("error", 0));
     return kExitInternal;
   }

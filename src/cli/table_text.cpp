@@ -192,7 +192,8 @@ void describe_tree(std::ostringstream& s, const json& n, const std::string& inde
       << n.at("config").at("key").get<std::string>();
   }
   if (n.contains("batches")) {
-    s << "  (" << n.at("batches").get<int>() << " batches, mean slowdown "
+    // A leaf counts the samples it was fitted on that reach it: batches and grid points alike.
+    s << "  (" << n.at("batches").get<int>() << " batches and grid points, mean slowdown "
       << pct(n.value("mean_slowdown", 0.0)) << ")";
   }
   s << "\n";
