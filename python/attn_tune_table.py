@@ -436,18 +436,9 @@ def _check_tree(node, path, depth, points):
     if _field(node, path, "family") not in ("decode_v1", "decode_v2"):
         _schema_fail(path + ".family", 'expected "decode_v1" or "decode_v2"')
     config = _field(node, path, "config")
-    if not isinstance(config, dict):
-        _schema_fail(path + ".config", "expected an object")
-    cpath = path + ".config"
-    if not isinstance(_field(config, cpath, "family"), str):
-        _schema_fail(cpath + ".family", "expected a string")
-    if not isinstance(_field(config, cpath, "params"), dict):
-        _schema_fail(cpath + ".params", "expected an object")
-    if not isinstance(_field(config, cpath, "key"), str):
-        _schema_fail(cpath + ".key", "expected a string")
-    partition = config["params"].get("partition")
-    if partition is not None and (not _is_int(partition) or partition < 1):
-        _schema_fail(cpath + ".params.partition", "expected a positive integer")
+    _check_config(config, path + ".config")
+    if not isinstance(_field(config, path + ".config", "family"), str):
+        _schema_fail(path + ".config.family", "expected a string")
 
 
 def _batch_key(seq_lens):

@@ -71,50 +71,38 @@ attn_cli_test(NAME sweep_config_param_unknown EXIT 2
                    --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/misspelt_config.json
                    --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs/misspelt)
 
+# A profile written here, and the sweep's refusal of it: one line, exit 2, nothing measured.
+function(attn_refused_profile name text regex)
+  set(file ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/${name}.json)
+  file(WRITE ${file} "${text}")
+  attn_cli_test(NAME sweep_${name} EXIT 2 REGEX "${regex}"
+                ARGS sweep --device cpu --threads 1 --quiet --profile ${file}
+                     --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs/${name})
+endfunction()
+string(CONCAT attn_grid "\"decode\": {\"batch\": [1], \"context_len\": [64], \"num_kv_heads\": [1],"
+       " \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16], \"dtype\": [\"fp32\"]")
+
 # A profile nested 100,000 deep (in a field the parser would otherwise keep) overflowed the stack
-# (an audit from the docs alone, 2026-12-06): refused as it is parsed, one line.
+# (an audit from the docs alone, 2026-12-06): refused as it is parsed.
 string(REPEAT "[" 100000 attn_open)
 string(REPEAT "]" 100000 attn_close)
-file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/deep_profile.json
-     "{\"name\": \"deep\", \"description\": ${attn_open}${attn_close}}")
-attn_cli_test(NAME sweep_profile_nested_too_deep EXIT 2
-              REGEX "deep_profile.json: not valid JSON \\(nested deeper than 200 levels\\)"
-              ARGS sweep --device cpu --threads 1 --quiet
-                   --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/deep_profile.json
-                   --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs/deep)
-
+attn_refused_profile(profile_nested_too_deep
+                     "{\"name\": \"deep\", \"description\": ${attn_open}${attn_close}}"
+                     "profile_nested_too_deep.json: not valid JSON \\(nested deeper than 200 levels\\)")
 # Valid-looking values the same audit found misread: a softcap of 1e-50 is 0 in the kernels' fp32
 # (every configuration "failed validation"); a profile named ".." wrote its results into the
 # folder above attn-tune-out.
-file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/softcap_tiny.json
-     "{\"name\": \"tiny\", \"decode\": {\"batch\": [1], \"context_len\": [64],\n"
-     " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
-     " \"dtype\": [\"fp32\"], \"softcap\": [30, 1e-50]}}\n")
-attn_cli_test(NAME sweep_softcap_below_fp32 EXIT 2
-              REGEX "decode.softcap\\[1\\]: expected 0 \\(off\\) or at least 1.2e-38"
-              ARGS sweep --device cpu --threads 1 --quiet
-                   --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/softcap_tiny.json
-                   --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs/softcap_tiny)
-file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/name_dotdot.json
-     "{\"name\": \"..\", \"decode\": {\"batch\": [1], \"context_len\": [64],\n"
-     " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
-     " \"dtype\": [\"fp32\"]}}\n")
-attn_cli_test(NAME sweep_profile_named_dotdot EXIT 2
-              REGEX "name: expected a name with a letter or digit \\(it names the output folder\\)"
-              ARGS sweep --device cpu --threads 1 --quiet
-                   --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/name_dotdot.json)
+attn_refused_profile(softcap_below_fp32
+                     "{\"name\": \"tiny\", ${attn_grid}, \"softcap\": [30, 1e-50]}}"
+                     "decode.softcap\\[1\\]: expected 0 \\(off\\) or at least 1.2e-38")
+attn_refused_profile(profile_named_dotdot "{\"name\": \"..\", ${attn_grid}}}"
+                     "name: expected a name with a letter or digit \\(it names the output folder\\)")
 # A folder given as the profile is named as one (it was "does not exist").
 attn_cli_test(NAME sweep_profile_is_a_folder EXIT 2 REGEX "is a folder, not a profile file"
               ARGS sweep --device cpu --quiet --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs)
 # A batch too big to make (65,536 sequences of a million tokens: 6e9 cache blocks with the default
 # pool_factor of 1.5, past the 2^30 a problem may have) is refused before anything is measured (it
 # ended the sweep with exit 4 after every other workload).
-file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/too_big.json
-     "{\"name\": \"too_big\", \"decode\": {\"batch\": [1, 65536], \"context_len\": [1000000],\n"
-     " \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n"
-     " \"dtype\": [\"fp32\"]}}\n")
-attn_cli_test(NAME sweep_workload_too_big EXIT 2
-              REGEX "workload decode b=65536 ctx=1000000 .* needs 6144000000 cache blocks of 16 tokens \\(pool_factor"
-              ARGS sweep --device cpu --threads 1 --quiet
-                   --profile ${CMAKE_CURRENT_BINARY_DIR}/cli_data/inputs/too_big.json
-                   --out ${CMAKE_CURRENT_BINARY_DIR}/cli_work/inputs/too_big)
+attn_refused_profile(workload_too_big
+                     "{\"name\": \"too_big\", \"decode\": {\"batch\": [1, 65536], \"context_len\": [1000000],\n \"num_kv_heads\": [1], \"gqa_ratio\": [2], \"head_dim\": [32], \"block_size\": [16],\n \"dtype\": [\"fp32\"]}}"
+                     "workload decode b=65536 ctx=1000000 .* needs 6144000000 cache blocks of 16 tokens \\(pool_factor")
