@@ -291,7 +291,20 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
   RunRequest race;
   race.timing = race_timing(prof.timing);
   std::set<std::string> ran; // a run asked for twice is a fault of the search, not a loop
-  while (const auto due = search.next_point(obs)) {
+  // A sweep stopped between the runs of one point resumes that point first: an unstopped search
+  // finishes a point before it asks for the next, and asked with the point half measured, a
+  // finished neighbour took it for measured and raced again from its partial survivors.
+  std::optional<AdaptiveSearch::Due> in_flight;
+  if (!log.lines.empty()) {
+    const std::string last = log.lines.back().value("workload_key", "");
+    for (std::size_t i = 0; i < search.size() && !in_flight; ++i) {
+      if (search.point(i).workload.key() == last && !search.runs_at(i, obs).empty()) {
+        in_flight = AdaptiveSearch::Due{i, "resumed: the point in flight when the sweep stopped"};
+      }
+    }
+  }
+  for (std::optional<AdaptiveSearch::Due> due = in_flight ? in_flight : search.next_point(obs); due;
+       due = search.next_point(obs)) {
     const std::size_t i = due->index;
     const SearchPoint& sp = search.point(i);
     const PlannedWorkload pw{&sp.workload, sp.workload.key(), {}};

@@ -609,6 +609,58 @@ TEST(Sweep, AdaptiveSearchMeasuresLessAndResumesToTheSameTable) {
   fs::remove_all(ex.out_dir);
 }
 
+// Killed between any two lines, the resumed adaptive search measures what the unstopped one did,
+// in the same order and stages. Stopped between the race and the full timings of one point, it
+// used to ask the search for its next point with that point half measured: a finished neighbour
+// took it for measured and raced again (an audit, 2026-12-06).
+TEST(Sweep, AnAdaptiveSearchStoppedAnywhereResumesToTheSameRuns) {
+  json pj = json::parse(kProfile);
+  pj["decode"]["context_len"] = {16, 32, 48, 64, 128, 300};
+  const Profile prof = parse_profile(pj, "profile formula");
+  FormulaBackend be;
+  SweepOptions o;
+  o.out_dir = test::fresh_path("sweep_adaptive_whole").string();
+  o.search = SearchMode::adaptive;
+  const SweepSummary whole = run_sweep(be, prof, o);
+  const auto runs_of = [](const std::vector<std::string>& lines) {
+    std::vector<std::string> runs;
+    for (const std::string& l : lines) {
+      const json j = json::parse(l);
+      if (j.contains("workload_key")) {
+        runs.push_back(j["workload_key"].get<std::string>() + " " +
+                       j["config_key"].get<std::string>() + " " +
+                       j["search"]["stage"].get<std::string>());
+      }
+    }
+    return runs;
+  };
+  const std::vector<std::string> lines = lines_of(whole.results_path);
+  const std::vector<std::string> want = runs_of(lines);
+  int races = 0;
+  for (const std::string& r : want) {
+    races += r.ends_with(" race");
+  }
+  ASSERT_GT(races, 0); // the profile makes the search race, so some cuts fall inside a point
+  for (std::size_t cut = 1; cut + 1 < lines.size(); ++cut) { // after the header, before the end
+    const fs::path dir = test::fresh_path("sweep_adaptive_cut");
+    fs::create_directories(dir);
+    {
+      std::ofstream f(dir / "results.jsonl", std::ios::binary);
+      for (std::size_t i = 0; i < cut; ++i) {
+        f << lines[i] << "\n";
+      }
+    }
+    FormulaBackend again;
+    SweepOptions r;
+    r.out_dir = dir.string();
+    r.resume = true;
+    (void)run_sweep(again, prof, r);
+    EXPECT_EQ(runs_of(lines_of((dir / "results.jsonl").string())), want) << "cut after " << cut;
+    fs::remove_all(dir);
+  }
+  fs::remove_all(o.out_dir);
+}
+
 // The real thing: the quick profile on the CPU backend, once that backend is built in.
 TEST(Sweep, QuickProfileEndToEndOnTheCpuBackend) {
   std::unique_ptr<Backend> be;
