@@ -294,17 +294,56 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
   // A sweep stopped between the runs of one point resumes that point first: an unstopped search
   // finishes a point before it asks for the next, and asked with the point half measured, a
   // finished neighbour took it for measured and raced again from its partial survivors.
-  std::optional<AdaptiveSearch::Due> in_flight;
+  std::vector<AdaptiveSearch::Due> first;
   if (!log.lines.empty()) {
     const std::string last = log.lines.back().value("workload_key", "");
-    for (std::size_t i = 0; i < search.size() && !in_flight; ++i) {
+    for (std::size_t i = 0; i < search.size(); ++i) {
       if (search.point(i).workload.key() == last && !search.runs_at(i, obs).empty()) {
-        in_flight = AdaptiveSearch::Due{i, "resumed: the point in flight when the sweep stopped"};
+        first.push_back({i, "resumed: the point in flight when the sweep stopped"});
+        break;
       }
     }
   }
-  for (std::optional<AdaptiveSearch::Due> due = in_flight ? in_flight : search.next_point(obs); due;
-       due = search.next_point(obs)) {
+  // --retry-faults: each run whose last line is a fault runs again in its stage, at its point,
+  // before the search goes on. Asked for, the search would not
+  // return to a point it finished: one whose race faulted has its survivors without it.
+  std::map<std::size_t, std::vector<SearchRun>> retries;
+  if (opt.retry_faults) {
+    std::map<std::string, const json*> last_line; // the last line of each pair and stage
+    for (const json& l : log.lines) {
+      last_line[record_key(l.value("workload_key", ""), l.value("config_key", "")) + " | " +
+                search_stage_name(line_stage(l))] = &l;
+    }
+    for (const auto& [pair, l] : last_line) {
+      const std::string wk = l->value("workload_key", "");
+      const std::string ck = l->value("config_key", "");
+      const SearchStage stage = line_stage(*l);
+      // Once per command: a worker that replaces one the retried run crashed sees its fault
+      // line last again.
+      if (l->value("status", "") != "fault" ||
+          link.finished(record_key(wk, ck) + (stage == SearchStage::race ? " | race" : ""))) {
+        continue;
+      }
+      for (std::size_t i = 0; i < search.size(); ++i) {
+        if (search.point(i).workload.key() != wk) {
+          continue;
+        }
+        for (const KernelConfig& c : search.point(i).configs) {
+          if (c.key() == ck) {
+            if (retries[i].empty()) {
+              first.push_back({i, "--retry-faults"});
+            }
+            retries[i].push_back({c, stage, "measured again after a fault"});
+          }
+        }
+      }
+    }
+  }
+  std::size_t next_first = 0;
+  const auto next_due = [&]() -> std::optional<AdaptiveSearch::Due> {
+    return next_first < first.size() ? std::optional(first[next_first++]) : search.next_point(obs);
+  };
+  for (std::optional<AdaptiveSearch::Due> due = next_due(); due; due = next_due()) {
     const std::size_t i = due->index;
     const SearchPoint& sp = search.point(i);
     const PlannedWorkload pw{&sp.workload, sp.workload.key(), {}};
@@ -345,8 +384,12 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
       }
       continue;
     }
-    for (std::vector<SearchRun> runs = search.runs_at(i, obs); !runs.empty();
-         runs = search.runs_at(i, obs)) {
+    std::vector<SearchRun> runs = search.runs_at(i, obs);
+    if (const auto r = retries.find(i); r != retries.end()) {
+      runs = r->second; // then whatever the search wants there once it has seen them
+      retries.erase(r);
+    }
+    for (; !runs.empty(); runs = search.runs_at(i, obs)) {
       for (const SearchRun& run : runs) {
         const RunIdentity id = identity(run);
         const CheckedRunResult r =

@@ -105,12 +105,16 @@ TEST(SweepFaults, CrashesAndHangsAreFaultsAndTheSweepGoesOn) {
 
 // The same faults under --search adaptive: they strike in the race, are recorded as faults of the
 // race, the search carries on with the rest and ends with its search_end line; --resume
-// --retry-faults races them again once the kernels are fixed.
+// --retry-faults races them again once the kernels are fixed. Three lengths: the later ones start
+// from the survivors of the first, which the faulted configurations are not among, so the search
+// alone would never return to them (it did not, until 2026-12-06).
 TEST(SweepFaults, AnAdaptiveSearchRecordsFaultsAndGoesOn) {
   const fs::path dir =
       fs::temp_directory_path() / ("attn_sweep_faults_adaptive_" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  const Profile prof = parse_profile(json::parse(kProfile), "profile faults");
+  json pj = json::parse(kProfile);
+  pj["decode"]["context_len"] = {64, 300, 1200};
+  const Profile prof = parse_profile(pj, "profile faults");
   SweepOptions o;
   o.out_dir = dir.string();
   o.search = SearchMode::adaptive;
@@ -119,8 +123,10 @@ TEST(SweepFaults, AnAdaptiveSearchRecordsFaultsAndGoesOn) {
     const FaultEnv env;
     s = run_sweep_isolated(cpu_maker(), prof, o);
   }
-  EXPECT_EQ(s.faults, 3);
-  EXPECT_EQ(s.table.at("measurement_counts").value("fault", 0), 3);
+  // Each faulting configuration faults at every point that races all of them (the first length,
+  // and 1200, more than kRaceReach doublings from it).
+  EXPECT_EQ(s.faults, 6);
+  EXPECT_EQ(s.table.at("measurement_counts").value("fault", 0), 6);
   const ResultsFile rf = read_results(s.results_path);
   EXPECT_FALSE(rf.search_end.is_null());
   int faults = 0;
@@ -132,11 +138,12 @@ TEST(SweepFaults, AnAdaptiveSearchRecordsFaultsAndGoesOn) {
       EXPECT_EQ(l.value("status", ""), "ok") << l.dump();
     }
   }
-  EXPECT_EQ(faults, 3);
+  EXPECT_EQ(faults, 6);
   // The table still has both families from the configurations that did not fault.
   ASSERT_EQ(s.table["decode"].size(), 1u);
   EXPECT_FALSE(s.table["decode"][0]["measured"][0]["v1"].is_null());
   EXPECT_FALSE(s.table["decode"][0]["measured"][0]["v2"].is_null());
+  const std::size_t before = rf.lines.size();
 
   o.resume = true;
   o.search.reset(); // the folder's search
@@ -144,6 +151,15 @@ TEST(SweepFaults, AnAdaptiveSearchRecordsFaultsAndGoesOn) {
   const SweepSummary fixed = run_sweep_isolated(cpu_maker(), prof, o);
   EXPECT_EQ(fixed.search, SearchMode::adaptive);
   EXPECT_EQ(fixed.table.at("measurement_counts").value("fault", 0), 0);
+  const ResultsFile after = read_results(s.results_path);
+  int again = 0;
+  for (std::size_t i = before; i < after.lines.size(); ++i) {
+    const json& l = after.lines[i];
+    again += l["search"]["why"].get<std::string>().find("measured again after a fault") !=
+             std::string::npos;
+    EXPECT_EQ(l.value("status", ""), "ok") << l.dump();
+  }
+  EXPECT_EQ(again, 6);
   fs::remove_all(dir);
 }
 
