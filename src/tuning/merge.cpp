@@ -10,6 +10,7 @@
 #include "src/io/atomic_file.h"
 #include "src/io/folder_lock.h"
 #include "src/model/errors.h"
+#include "src/tuning/adaptive_search.h"
 #include "src/tuning/profile.h"
 #include "src/tuning/provenance.h"
 #include "src/tuning/results_file.h"
@@ -157,12 +158,18 @@ double spread(const json& line) {
   return m > 0 ? (t.value("p75_s", m) - t.value("p25_s", m)) / m : 1e300;
 }
 
-// Which of two lines of one key to keep: a timed one over any other, then the lower spread.
+// Which of two lines of one key to keep: a timed one over any other, then an adaptive search's
+// full timing over its brief race timing (the table chooses from full timings only; a race's
+// few repetitions can show the lower spread), then the lower spread.
 bool better(const json& candidate, const json& kept) {
   const bool c_ok = candidate.value("status", "") == "ok";
   const bool k_ok = kept.value("status", "") == "ok";
   if (c_ok != k_ok) {
     return c_ok;
+  }
+  const bool c_full = line_stage(candidate) == SearchStage::full;
+  if (c_full != (line_stage(kept) == SearchStage::full)) {
+    return c_full;
   }
   return spread(candidate) < spread(kept);
 }

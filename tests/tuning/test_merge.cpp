@@ -320,20 +320,28 @@ TEST_F(Merge, ADuplicateKeyKeepsTheLowerSpreadAndSaysSo) {
   json h = *header_;
   h["shard"] = {{"index", 0}, {"count", 2}};
   h["plan"] = {{"measurements", 1}};
+  // And a brief race timing of the same pair, quieter and faster than all: a full timing is kept
+  // over it whatever its spread (the table chooses from full timings only).
+  json race = quiet;
+  race["timing"]["median_s"] = m * 0.5;
+  race["search"] = {{"stage", "race"}, {"why", "a race"}};
   write_folder(dir("dup") / "noisy", h, {noisy});
   write_folder(dir("dup") / "quiet", h, {quiet});
+  write_folder(dir("dup") / "race", h, {race});
   char* buf = nullptr;
   std::size_t len = 0;
   FILE* info = open_memstream(&buf, &len);
   MergeOptions mo;
   mo.info = info;
-  const MergeSummary s = merge_shards(
-      dir("dup-out").string(),
-      {dirs[0], dirs[1], (dir("dup") / "noisy").string(), (dir("dup") / "quiet").string()}, mo);
+  const MergeSummary s =
+      merge_shards(dir("dup-out").string(),
+                   {dirs[0], dirs[1], (dir("dup") / "race").string(),
+                    (dir("dup") / "noisy").string(), (dir("dup") / "quiet").string()},
+                   mo);
   std::fclose(info);
   const std::string said(buf, len);
   std::free(buf);
-  EXPECT_EQ(s.duplicates, 2);
+  EXPECT_EQ(s.duplicates, 3);
   EXPECT_NE(said.find("merge: " + record_key(line["workload_key"], line["config_key"]) + " is in"),
             std::string::npos)
       << said;
