@@ -416,6 +416,16 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   for (const json& l : merged) {
     text += l.dump() + "\n";
   }
+  if (search_mode_of(header) == "adaptive" && sum.complete) {
+    // Every shard finished its search, so the merged folder has too: merged again, it is one
+    // finished folder (without the line it was refused as a search still running).
+    text += json{{"type", "search_end"},
+                 {"measured_pairs", int(merged.size())},
+                 {"exhaustive_pairs", expected_total},
+                 {"utc", utc_now()}}
+                .dump() +
+            "\n";
+  }
   sum.results_path = (fs::path(out_dir) / "results.jsonl").string();
   sum.table_path = (fs::path(out_dir) / "threshold_table.json").string();
   sum.measurements = int(merged.size());

@@ -274,6 +274,19 @@ TEST_F(Merge, AdaptiveShardsMergeWhenEachFinishedItsSearch) {
   EXPECT_EQ(t["provenance"]["search"]["mode"], "adaptive");
   EXPECT_EQ(t["provenance"]["search"]["exhaustive_measurements"], int(lines_->size()));
   EXPECT_LT(t["provenance"]["search"]["measurements"].get<int>(), int(lines_->size()));
+  // The merged folder is a finished search too: merged again with a rerun of it (a copy here),
+  // it is taken (it was refused as a search still running).
+  EXPECT_FALSE(read_results(s.results_path).search_end.is_null());
+  const ResultsFile merged = read_results(s.results_path);
+  write_folder(dir("adaptive-copy"), merged.header, merged.lines);
+  {
+    std::ofstream(dir("adaptive-copy") / "results.jsonl", std::ios::app)
+        << json{{"type", "search_end"}}.dump() << "\n";
+  }
+  const MergeSummary again =
+      merge_shards(dir("adaptive-again").string(),
+                   {dir("adaptive-out").string(), dir("adaptive-copy").string()}, {});
+  EXPECT_TRUE(again.complete);
 
   // Shard 1 without its search_end: still searching.
   const std::string f1 = dirs[1] + "/results.jsonl";
