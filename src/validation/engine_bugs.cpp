@@ -610,6 +610,11 @@ std::optional<std::string> shifted_end_pattern(const Problem& pr, const RunOutpu
   int hi_shift = std::numeric_limits<int>::min();
   std::set<int> ends; // the last keys read, as key indices
   bool top_left = true;
+  bool later_row = false; // a wrong row past its sequence's first query row (prefill)
+  // Lengths taken from another sequence: every wrong row (none of sequence 0) stops at the last
+  // key of sequence 0, or of the sequence before its own.
+  bool first_len = pr.batch > 1;
+  bool previous_len = pr.batch > 1;
   const bool fits = every_wrong_output(wrong, [&](const WrongPair& w) {
     const std::optional<int> e = matching_bound(pr, got, w, tol, Bound::last);
     if (!e) {
@@ -622,12 +627,27 @@ std::optional<std::string> shifted_end_pattern(const Problem& pr, const RunOutpu
     hi_shift = std::max(hi_shift, *e - r.hi);
     ends.insert(*e);
     top_left = top_left && pr.k_len(b) > pr.q_len(b) && *e == std::min(r.hi, i);
+    later_row = later_row || i > 0;
+    first_len = first_len && b > 0 && *e == pr.k_len(0) - 1;
+    previous_len = previous_len && b > 0 && *e == pr.k_len(b - 1) - 1;
     return true;
   });
   if (!fits) {
     return std::nullopt;
   }
-  if (top_left && pr.params.causal && pr.params.window_right < 0) {
+  if (first_len) {
+    // One wording whatever the length (the summary groups failures by it).
+    return std::string("every wrong sequence is read only as far as the first sequence's length: "
+                       "sequence 0's length used for every sequence (or a loop bound of as many "
+                       "keys)");
+  }
+  if (previous_len) {
+    return std::string("each wrong sequence is read only as far as the length of the sequence "
+                       "before it: the lengths read one place off");
+  }
+  // Top-left needs a row past its sequence's first (in decode, row 0 seeing key 0 only is as
+  // well a bound of one key).
+  if (top_left && later_row && pr.params.causal && pr.params.window_right < 0) {
     return std::string("the causal mask is aligned top-left: query row i sees keys up to i, not "
                        "up to k_len - q_len + i (the cached keys before the query left out of "
                        "its position)");

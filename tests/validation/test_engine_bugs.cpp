@@ -292,6 +292,45 @@ TEST(EngineBugs, AMisplacedCausalLimitIsNamed) {
   EXPECT_EQ(found[0].rfind("no key past key 20 is read", 0), 0u) << found[0];
 }
 
+// Decode sequences read with another sequence's length (an audit's module, 2026-12-06): sequence
+// 0's for all, or the one before each; with sequence 0 one key long, that was called "aligned
+// top-left", which a decode row (one query) cannot be.
+TEST(EngineBugs, LengthsTakenFromAnotherSequenceAreNamed) {
+  const auto explain = [](const std::vector<int>& lens, const std::function<int(int)>& end) {
+    const Problem pr =
+        make_decode_problem(test::params(4, 2, 32, 16, DType::f32), lens, test::gen(7));
+    const ReferenceResult ref = reference_attention(pr, {1, {}});
+    const Tolerance tol = tolerance_for(DType::f32);
+    RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+    const int H = pr.params.num_heads;
+    const int D = pr.params.head_dim;
+    for (int b = 0; b < pr.batch; ++b) {
+      for (int h = 0; h < H; ++h) {
+        const std::vector<double> v = attend_up_to(pr, b, h, std::min(end(b), pr.k_len(b) - 1));
+        for (int d = 0; d < D; ++d) {
+          o.out.set((std::size_t(b) * H + h) * D + d, float(v[std::size_t(d)]));
+        }
+      }
+    }
+    return explain_engine_bug(pr, KernelConfig{}, o, ref, tol,
+                              wrong_pairs(o.out, &o.lse, ref, tol));
+  };
+  const std::vector<int> rising = {1, 20, 45, 70};
+  auto found = explain(rising, [&](int) { return rising[0] - 1; });
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("every wrong sequence is read only as far as the first sequence's", 0),
+            0u)
+      << found[0];
+  found = explain(rising,
+                  [&](int b) { return b == 0 ? rising[0] - 1 : rising[std::size_t(b) - 1] - 1; });
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("each wrong sequence is read only as far as the length of the sequence "
+                           "before it",
+                           0),
+            0u)
+      << found[0];
+}
+
 // NaN exactly in the rows whose context is a multiple of the partition.
 TEST(EngineBugs, NanOnPartitionMultiplesIsAnEmptyLastPartition) {
   const Problem pr = around_partition();
