@@ -508,6 +508,11 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, Sear
     }
     json base = record_base(pw, cfg, seed);
     base["remeasure_factor"] = kRemeasureFactor;
+    if (search == SearchMode::adaptive) { // every line of an adaptive folder says its stage
+      base["search"] = {{"stage", search_stage_name(SearchStage::full)},
+                        {"why", "--remeasure-noisy: a decision within noise timed again with " +
+                                    std::to_string(kRemeasureFactor) + "x the repetitions"}};
+    }
     return RunIdentity{remeasure_key(pw.key, cfg.key()), cfg, base};
   };
   const auto record = [&](const RunIdentity& run, const CheckedRunResult& r, const Problem& pr) {

@@ -209,6 +209,29 @@ TEST(SweepRemeasure, ReTimesTheNoisyDecisionsAndRebuildsTheTable) {
   fs::remove_all(dir);
 }
 
+// In an adaptive folder every line says its stage and why: the re-timed ones too (they said
+// nothing, an audit found, 2026-12-06).
+TEST(SweepRemeasure, AnAdaptiveFoldersReTimedLinesSayTheirStage) {
+  const fs::path dir = test::fresh_path("sweep_remeasure_adaptive");
+  const Profile prof = parse_profile(json::parse(kNoisyProfile), "profile noisy");
+  SweepOptions o;
+  o.out_dir = dir.string();
+  o.search = SearchMode::adaptive;
+  (void)run_sweep_isolated(made_up_times(), prof, o);
+  o.search.reset();
+  o.resume = true;
+  o.remeasure_noisy = true;
+  const SweepSummary again = run_sweep_isolated(made_up_times(), prof, o);
+  ASSERT_GT(again.remeasured, 0);
+  const auto re = remeasured_lines(again.results_path);
+  ASSERT_FALSE(re.empty());
+  for (const auto& [key, l] : re) {
+    EXPECT_EQ(l["search"]["stage"], "full") << key;
+    EXPECT_NE(l["search"]["why"].get<std::string>().find("--remeasure-noisy"), std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(SweepRemeasure, AReTimingThatEndsInAnErrorKeepsTheEarlierMeasurement) {
   const fs::path dir = test::fresh_path("sweep_remeasure_error");
   const Profile prof = parse_profile(json::parse(kNoisyProfile), "profile noisy");
