@@ -42,6 +42,9 @@ struct RunOutput {
   HostTensor out;          // [rows, num_heads, head_dim], the problem's dtype
   std::vector<float> lse;  // [rows, num_heads]
   bool lse_written = true; // false for plugin kernels that do not produce lse
+  // Where the kernel wrote past the end of out or lse ("3 of the 64 bytes after out changed"),
+  // as far as a guard after each shows; empty when it did not (or nothing guards them).
+  std::string overrun;
   // lse when the kernel wrote it, for check_output; nullptr otherwise.
   [[nodiscard]] const std::vector<float>* checked_lse() const {
     return lse_written ? &lse : nullptr;

@@ -218,7 +218,7 @@ std::string CheckReport::summary() const {
                 "unwritten=%lld nonfinite=%lld lse_bad=%lld",
                 norm_rel_err, max_abs_err, lse_part, (long long)checked, (long long)bad,
                 (long long)unwritten, (long long)nonfinite, (long long)lse_bad);
-  return buf;
+  return overrun.empty() ? std::string(buf) : std::string(buf) + " wrote past the end: " + overrun;
 }
 
 std::string CheckReport::details() const {

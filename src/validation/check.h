@@ -50,6 +50,9 @@ struct CheckReport {
   int64_t unwritten = 0; // elements still holding the poison pattern
   int64_t nonfinite = 0; // NaN or Inf (other than the poison)
   int64_t lse_bad = 0;
+  // What the kernel wrote past the end of out or lse (RunOutput::overrun): a failure whatever
+  // the values; empty when nothing was.
+  std::string overrun;
   std::vector<Mismatch> first; // the first few problems, in index order
   // "norm_rel_err=1.2e-04 max_abs_err=3.1e-03 max_lse_err=2.0e-05 checked=.. bad=0 ..."; "lse not
   // checked" in place of the lse figures when it was not.

@@ -88,6 +88,11 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
       CheckFigures fig{check_output(got.out, got.checked_lse(), ref, tol),
                        subject.rows().empty() ? pr.num_rows() : int(subject.rows().size()),
                        pr.num_rows(), got.lse_written, {}, {}};
+      const bool values_right = fig.report.pass;
+      if (!got.overrun.empty()) { // memory the caller owns: a failure, whatever the values
+        fig.report.overrun = got.overrun;
+        fig.report.pass = false;
+      }
       const bool pass = fig.report.pass;
       r.check = std::move(fig);
       if (!pass) {
@@ -96,9 +101,16 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
         const FailureMap map = map_failures(pr, cfg, r.check->report, wrong);
         r.check->where = map.where;
         r.check->spread = map.spread;
-        if (req.diagnose) {
+        if (req.diagnose && !values_right) {
           r.causes =
               diagnose_failure(be, cfg, pr, got, ref, tol, wrong, subject.reference_threads());
+        }
+        if (!got.overrun.empty()) {
+          // One wording whatever the bytes (the summary groups failures by it).
+          r.causes.insert(r.causes.begin(),
+                          std::string("the kernel writes past the end of its output (out or lse): "
+                                      "memory the caller owns") +
+                              (values_right ? "; the values it wrote are right" : ""));
         }
       } else {
         if (req.timing) {

@@ -211,21 +211,25 @@ json check_json(const CheckFigures& c) {
                      {"want", real(m.want)},
                      {"what", m.what}});
   }
-  return {{"pass", r.pass},
-          {"norm_rel_err", real(r.norm_rel_err)},
-          {"max_abs_err", real(r.max_abs_err)},
-          {"max_lse_err", real(r.max_lse_err)},
-          {"checked", r.checked},
-          {"bad", r.bad},
-          {"unwritten", r.unwritten},
-          {"nonfinite", r.nonfinite},
-          {"lse_bad", r.lse_bad},
-          {"first", first},
-          {"rows_checked", c.rows_checked},
-          {"rows_total", c.rows_total},
-          {"lse_checked", c.lse_checked},
-          {"where", c.where},
-          {"spread", c.spread}};
+  json j = {{"pass", r.pass},
+            {"norm_rel_err", real(r.norm_rel_err)},
+            {"max_abs_err", real(r.max_abs_err)},
+            {"max_lse_err", real(r.max_lse_err)},
+            {"checked", r.checked},
+            {"bad", r.bad},
+            {"unwritten", r.unwritten},
+            {"nonfinite", r.nonfinite},
+            {"lse_bad", r.lse_bad},
+            {"first", first},
+            {"rows_checked", c.rows_checked},
+            {"rows_total", c.rows_total},
+            {"lse_checked", c.lse_checked},
+            {"where", c.where},
+            {"spread", c.spread}};
+  if (!r.overrun.empty()) {
+    j["overrun"] = r.overrun;
+  }
+  return j;
 }
 
 CheckFigures read_check(const Fields& f) {
@@ -240,6 +244,9 @@ CheckFigures read_check(const Fields& f) {
   r.unwritten = f.integer("unwritten");
   r.nonfinite = f.integer("nonfinite");
   r.lse_bad = f.integer("lse_bad");
+  if (f.has("overrun")) {
+    r.overrun = f.str("overrun");
+  }
   const json& first = f.at("first");
   if (!first.is_array()) {
     f.fail("'first' is not an array");

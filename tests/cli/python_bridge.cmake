@@ -50,6 +50,12 @@ attn_python_test(python_verify_seed_fixed 0 " 0 failed, 0 skipped"
 attn_python_test(python_seed_prefill_dtype 1
                  "dispatch_prefill returned dtype float64, the query's is float16"
                  plugin check python:seed_float64 --threads 1)
+# A kernel right in every value that writes 8 bytes past out: failed, with the write named (the
+# heap's slack hid it; an audit, 2026-12-06).
+attn_python_test(python_verify_writes_past_out 1
+                 "the kernel writes past the end of its output \\(out or lse\\): memory the caller owns; the values it wrote are right"
+                 verify --kernels python:writes_past_out --intensity quick --threads 1
+                 --dtypes fp32 --kv-dtypes auto)
 add_test(NAME cli.python_verify_seed_defects
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
                  -DMODULE=python:ex_engine.factors.attn_dispatch -DPYTHONPATH=${ATTN_PY_FIXTURES}

@@ -119,8 +119,8 @@ public:
     a.value_cache = pr_.value_cache.raw();
     a.block_tables = pr_.block_tables.data();
     a.max_blocks_per_seq = pr_.max_blocks_per_seq;
-    a.out = out_.raw();
-    a.lse = lse_.data();
+    a.out = out_data();
+    a.lse = lse_data();
 
     cpu::PlanParams pp;
     pp.family = cfg.family;

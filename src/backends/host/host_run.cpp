@@ -252,20 +252,62 @@ HostRun::HostRun(const Problem& pr, bool writes_lse, int64_t llc_bytes)
   const AttnParams& p = pr_.params;
   out_ = HostTensor(p.dtype, {pr_.num_rows(), p.num_heads, p.head_dim});
   lse_.assign(std::size_t(pr_.num_rows()) * p.num_heads, 0.0f);
+  out_mem_ = HostBuffer(out_.data.size() + kGuardBytes);
+  lse_mem_ = HostBuffer(lse_.size() * sizeof(float) + kGuardBytes);
 }
 
 HostRun::~HostRun() { keep_spare(std::move(pr_)); }
 
+namespace {
+
+// The guard's bytes: no value a kernel writes is likely to leave all 64 of them as they were.
+constexpr unsigned char kGuardByte = 0xa5;
+
+// How many of the guard's bytes at p changed.
+std::size_t guard_damage(const void* p, std::size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  return std::size_t(std::count_if(b, b + n, [](unsigned char c) { return c != kGuardByte; }));
+}
+
+} // namespace
+
 void HostRun::poison_outputs() {
   poison(out_);
   poison(lse_);
+  auto* out = static_cast<unsigned char*>(out_mem_.get());
+  std::memcpy(out, out_.raw(), out_.data.size());
+  std::memset(out + out_.data.size(), kGuardByte, kGuardBytes);
+  auto* lse = static_cast<unsigned char*>(lse_mem_.get());
+  std::memcpy(lse, lse_.data(), lse_.size() * sizeof(float));
+  std::memset(lse + lse_.size() * sizeof(float), kGuardByte, kGuardBytes);
   poison_scratch();
+}
+
+RunOutput HostRun::download() {
+  const auto* out = static_cast<const unsigned char*>(out_mem_.get());
+  const auto* lse = static_cast<const unsigned char*>(lse_mem_.get());
+  std::memcpy(out_.raw(), out, out_.data.size());
+  std::memcpy(lse_.data(), lse, lse_.size() * sizeof(float));
+  RunOutput r{out_, lse_, writes_lse_, ""};
+  const std::size_t past_out = guard_damage(out + out_.data.size(), kGuardBytes);
+  const std::size_t past_lse = guard_damage(lse + lse_.size() * sizeof(float), kGuardBytes);
+  const auto said = [](std::size_t n, const char* what) {
+    return std::to_string(n) + " of the " + std::to_string(kGuardBytes) + " bytes after " + what +
+           " changed";
+  };
+  if (past_out > 0) {
+    r.overrun = said(past_out, "out");
+  }
+  if (past_lse > 0) {
+    r.overrun += (r.overrun.empty() ? "" : ", ") + said(past_lse, "lse");
+  }
+  return r;
 }
 
 TimingResult HostRun::time(const TimingOptions& opt) {
   std::vector<HostRange> touched = problem_read_ranges(pr_);
-  touched.push_back({out_.raw(), out_.data.size()});
-  touched.push_back({lse_.data(), lse_.size() * sizeof(float)});
+  touched.push_back({out_mem_.get(), out_.data.size()});
+  touched.push_back({lse_mem_.get(), lse_.size() * sizeof(float)});
   for (const HostRange& r : scratch()) {
     touched.push_back(r);
   }

@@ -65,8 +65,9 @@ public:
   ~HostRun() override; // leaves its copy's memory to the next run (host_run.cpp)
   HostRun(const HostRun&) = delete;
   HostRun& operator=(const HostRun&) = delete;
-  void poison_outputs() override; // out, lse and the scratch
-  [[nodiscard]] RunOutput download() override { return {out_, lse_, writes_lse_}; }
+  void poison_outputs() override; // out, lse and the scratch, and the guards after out and lse
+  // out and lse as the kernel left them, with whatever it wrote past either (RunOutput::overrun).
+  [[nodiscard]] RunOutput download() override;
   // A steady clock around run(), with the problem, out, lse and the scratch flushed before each
   // rep (time_host_call).
   [[nodiscard]] TimingResult time(const TimingOptions& opt) override;
@@ -84,11 +85,21 @@ protected:
   // "steady_clock, 2 threads, avx512 kernels": how the time was taken, before the flush's words.
   [[nodiscard]] virtual std::string method() const = 0;
 
+  // Where the kernels write out ([rows, num_heads, head_dim]) and lse ([rows, num_heads]): each
+  // followed by kGuardBytes of a pattern download() checks, so that a write past the end is a
+  // failure with its name (one of 8 bytes passed unseen in the heap's slack, and one of 16 or
+  // more aborted the worker in glibc, or did not).
+  [[nodiscard]] void* out_data() { return out_mem_.get(); }
+  [[nodiscard]] float* lse_data() { return static_cast<float*>(lse_mem_.get()); }
+  static constexpr std::size_t kGuardBytes = 64;
+
   Problem pr_;
-  HostTensor out_;         // [rows, num_heads, head_dim]
-  std::vector<float> lse_; // [rows, num_heads]
+  HostTensor out_;         // its shape and dtype; download() copies the kernel's bytes into it
+  std::vector<float> lse_; // the same for lse
 
 private:
+  HostBuffer out_mem_{0};
+  HostBuffer lse_mem_{0};
   bool writes_lse_ = true;
   int64_t llc_bytes_ = 0;
 };

@@ -52,8 +52,8 @@ public:
       call_.cu_seqlens_q = pr_.cu_seqlens_q.data();
       call_.cu_seqlens_k = pr_.cu_seqlens_k.data();
     }
-    call_.out = out_.raw();
-    call_.lse = lse_.data();
+    call_.out = out_data();
+    call_.lse = lse_data();
     if (call_.num_kv_scales > 0) {
       call_.k_scale = arrays_.k_scale.data();
       call_.v_scale = arrays_.v_scale.data();
