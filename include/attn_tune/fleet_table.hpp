@@ -199,6 +199,23 @@ public:
     if (!f_.contains("devices") || !f_["devices"].is_array() || f_["devices"].empty()) {
       throw std::runtime_error("fleet table has no 'devices' list");
     }
+    // One entry per device model, as `table combine` makes them: with two, which one answers
+    // would be the file's order.
+    const nlohmann::json& devs = f_["devices"];
+    for (std::size_t i = 0; i < devs.size(); ++i) {
+      if (!devs[i].is_object() || !devs[i].contains("device") || !devs[i]["device"].is_string()) {
+        throw std::runtime_error("fleet table: devices[" + std::to_string(i) +
+                                 "].device: expected a canonical device name (a string)");
+      }
+      for (std::size_t k = 0; k < i; ++k) {
+        if (devs[k]["device"] == devs[i]["device"]) {
+          throw std::runtime_error("fleet table: devices[" + std::to_string(i) +
+                                   "].device: " + devs[i]["device"].get<std::string>() +
+                                   " again (devices[" + std::to_string(k) +
+                                   "] is it too); a fleet table holds one table per device model");
+        }
+      }
+    }
   }
   [[nodiscard]] static bool is_fleet(const nlohmann::json& j) {
     return j.is_object() && j.contains("schema") && j["schema"] == kFleetSchemaName;

@@ -111,6 +111,21 @@ TEST(FleetTable, EachDeviceAndItsAliasesGetTheirOwnEntry) {
   }
 }
 
+// Two entries for one device model (tables pasted together; `table combine` refuses to make one)
+// would answer by their order in the file: refused, as the Python reader refuses it.
+TEST(FleetTable, TwoEntriesForOneDeviceAreRefused) {
+  json f = fleet();
+  f["devices"].push_back(f["devices"][0]);
+  try {
+    const FleetTable t(f);
+    ADD_FAILURE() << "taken";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("devices[2].device: h100-sxm again (devices[0]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // A name without the memory size reaches the one sized entry of its form ("A100-SXM4" above),
 // and only that: an entry of another model that starts with the name ("h200-nvl" for an H200,
 // "h100-sxm" for "H1") is no match, so a device is not tuned with another one's table unless
