@@ -137,6 +137,19 @@ CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
           continue;
         }
         const double e = std::abs(got - want);
+        if ((out.dtype == DType::f16 || out.dtype == DType::bf16) && want != 0.0) {
+          // The output dtype's ulp at the reference value (fp16's subnormal spacing below 2^-14).
+          int ex = 0;
+          (void)std::frexp(want, &ex);
+          const int bits = out.dtype == DType::f16 ? 10 : 7;
+          const int lowest = out.dtype == DType::f16 ? -14 : -126;
+          const double half_ulp = 0.55 * std::ldexp(1.0, std::max(ex - 1, lowest) - bits);
+          if (std::abs(got) < std::abs(want) - half_ulp && got * want >= 0.0) {
+            ++rep.short_by_half_ulp;
+          } else if (std::abs(got) > std::abs(want) + half_ulp) {
+            ++rep.long_by_half_ulp;
+          }
+        }
         err2 += e * e;
         ref2 += want * want;
         rep.max_abs_err = std::max(rep.max_abs_err, e);

@@ -53,6 +53,18 @@ struct CheckReport {
   // What the kernel wrote past the end of out or lse (RunOutput::overrun): a failure whatever
   // the values; empty when nothing was.
   std::string overrun;
+  // 16-bit outputs: elements more than 0.55 of the output dtype's ulp shorter in magnitude than
+  // the reference, and longer. Rounded to nearest, neither happens beyond an fp32 kernel's own
+  // error; truncated, about half the elements are short and none long.
+  int64_t short_by_half_ulp = 0;
+  int64_t long_by_half_ulp = 0;
+  // Whether the outputs look truncated toward zero (SPEC.md judges the error only, so this is a
+  // note, not a failure): at least 64 elements checked, a fifth of them short by half an ulp,
+  // and at most one long for every 20 short.
+  [[nodiscard]] bool rounds_toward_zero() const {
+    return checked >= 64 && short_by_half_ulp * 5 >= checked &&
+           long_by_half_ulp * 20 <= short_by_half_ulp;
+  }
   std::vector<Mismatch> first; // the first few problems, in index order
   // "norm_rel_err=1.2e-04 max_abs_err=3.1e-03 max_lse_err=2.0e-05 checked=.. bad=0 ..."; "lse not
   // checked" in place of the lse figures when it was not.

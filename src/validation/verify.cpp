@@ -281,6 +281,12 @@ public:
     if (r.status == RunStatus::passed) {
       ++tc.passed;
       ++rep.passed;
+      if (r.check && r.check->report.checked >= 64 &&
+          r.check->report.short_by_half_ulp + r.check->report.long_by_half_ulp > 0) {
+        auto& [truncated, of] = rounding_[device + " " + config];
+        truncated += r.check->report.rounds_toward_zero() ? 1 : 0;
+        ++of;
+      }
       return;
     }
     ++tc.failed;
@@ -318,6 +324,24 @@ public:
     }
   }
 
+  // A note per configuration whose passed 16-bit outputs look truncated toward zero in most of
+  // its cases: within the tolerance (SPEC.md judges the error), so no failure, but an engine's
+  // final conversion that truncates doubles its error and biases every output toward zero.
+  void note_rounding(std::FILE* to) const {
+    for (const auto& [which, counts] : rounding_) {
+      const auto& [truncated, of] = counts;
+      if (truncated * 2 > of) {
+        std::fprintf(to,
+                     "verify: note: %s: its 16-bit outputs are rounded toward zero in %d of %d "
+                     "passed cases (a fifth or more of the elements short of the reference by over "
+                     "half an ulp, almost none long): the final conversion truncates instead of "
+                     "rounding to nearest even; within the tolerance, but twice the error and "
+                     "biased\n",
+                     which.c_str(), truncated, of);
+      }
+    }
+  }
+
 private:
   VerifyReport& report(const std::string& device) {
     auto it = by_device_.find(device);
@@ -333,6 +357,7 @@ private:
   std::vector<VerifyReport> reports_;
   std::map<std::string, std::size_t> by_device_;
   std::map<std::string, std::size_t> testcase_; // device|config|group -> its testcase
+  std::map<std::string, std::pair<int, int>> rounding_; // "device config" -> truncated, of
   std::map<std::string, int> hangs_;            // device|config -> cases that timed out
 };
 
@@ -387,6 +412,7 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
     stopped = stop.what();
     in_flight = stop.unit;
   }
+  tally.note_rounding(stderr);
   std::vector<VerifyReport> reports = std::move(tally.reports());
   if (stopped_by != 0) {
     if (reports.empty()) {

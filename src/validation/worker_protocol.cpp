@@ -229,6 +229,10 @@ json check_json(const CheckFigures& c) {
   if (!r.overrun.empty()) {
     j["overrun"] = r.overrun;
   }
+  if (r.short_by_half_ulp > 0 || r.long_by_half_ulp > 0) {
+    j["short_by_half_ulp"] = r.short_by_half_ulp;
+    j["long_by_half_ulp"] = r.long_by_half_ulp;
+  }
   return j;
 }
 
@@ -246,6 +250,10 @@ CheckFigures read_check(const Fields& f) {
   r.lse_bad = f.integer("lse_bad");
   if (f.has("overrun")) {
     r.overrun = f.str("overrun");
+  }
+  if (f.has("short_by_half_ulp")) {
+    r.short_by_half_ulp = f.integer("short_by_half_ulp");
+    r.long_by_half_ulp = f.integer("long_by_half_ulp");
   }
   const json& first = f.at("first");
   if (!first.is_array()) {

@@ -56,6 +56,12 @@ attn_python_test(python_verify_writes_past_out 1
                  "the kernel writes past the end of its output \\(out or lse\\): memory the caller owns; the values it wrote are right"
                  verify --kernels python:writes_past_out --intensity quick --threads 1
                  --dtypes fp32 --kv-dtypes auto)
+# A bf16 output truncated instead of rounded to nearest: within the tolerance (passes), with a
+# note that names the truncation (an audit, 2026-12-06, found it passed in silence).
+attn_python_test(python_verify_truncated_bf16 0
+                 "verify: note: cpu decode_v1\\[\\]: its 16-bit outputs are rounded toward zero in [0-9]+ of [0-9]+ passed cases"
+                 verify --kernels python:truncates_bf16 --intensity quick --threads 1
+                 --dtypes bf16 --kv-dtypes auto)
 add_test(NAME cli.python_verify_seed_defects
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
                  -DMODULE=python:ex_engine.factors.attn_dispatch -DPYTHONPATH=${ATTN_PY_FIXTURES}
