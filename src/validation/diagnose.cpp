@@ -494,6 +494,16 @@ std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg, 
   if (!found.empty() || !any_visible(ref) || pr.num_blocks < 2) {
     return found;
   }
+  // Does the kernel give this problem the same output twice? The questions below change the
+  // problem and compare outputs, which a kernel that keeps state between calls (a plan cached by
+  // a pointer an earlier call's buffers had) or races answers at random.
+  const RunOutput twice = run_once(be, pr, cfg);
+  if (!same_output(twice.out, got.out, tol)) {
+    found.emplace_back("the output changes from one call of the same problem to the next (state "
+                       "kept between calls, such as a plan cached by a pointer or a length, or a "
+                       "race between threads)");
+    return found;
+  }
   // Does the kernel read the cache at all?
   const Problem fresh = with_new_cache_values(pr);
   const RunOutput again = run_once(be, fresh, cfg);

@@ -62,6 +62,13 @@ attn_python_test(python_verify_truncated_bf16 0
                  "verify: note: cpu decode_v1\\[\\]: its 16-bit outputs are rounded toward zero in [0-9]+ of [0-9]+ passed cases"
                  verify --kernels python:truncates_bf16 --intensity quick --threads 1
                  --dtypes bf16 --kv-dtypes auto)
+# A kernel that keeps state between calls (wrong one call in two): named as such, not as a cache
+# or block table it does not read (an audit's plan-cache module was called "the block table is
+# not followed").
+attn_python_test(python_verify_stateful_kernel 1
+                 "the output changes from one call of the same problem to the next"
+                 verify --kernels python:stateful_kernel --intensity quick --threads 1
+                 --dtypes fp32 --kv-dtypes auto)
 add_test(NAME cli.python_verify_seed_defects
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
                  -DMODULE=python:ex_engine.factors.attn_dispatch -DPYTHONPATH=${ATTN_PY_FIXTURES}
