@@ -521,13 +521,18 @@ TEST(Sweep, RefusesToMixSweeps) {
   fs::remove_all(o.out_dir);
 }
 
+// The formula profile with six lengths: enough for the adaptive search to race and bisect.
+Profile adaptive_profile() {
+  json pj = json::parse(kProfile);
+  pj["decode"]["context_len"] = {16, 32, 48, 64, 128, 300};
+  return parse_profile(pj, "profile formula");
+}
+
 // sweep --search adaptive on the test double: fewer measurements than the plan, each line saying
 // its stage and why, a search_end line, the exhaustive sweep's switch, and the same table again
 // after a kill and a resume that keeps the folder's search (and refuses the other one).
 TEST(Sweep, AdaptiveSearchMeasuresLessAndResumesToTheSameTable) {
-  json pj = json::parse(kProfile);
-  pj["decode"]["context_len"] = {16, 32, 48, 64, 128, 300};
-  const Profile prof = parse_profile(pj, "profile formula");
+  const Profile prof = adaptive_profile();
   FormulaBackend ex_be;
   SweepOptions ex;
   ex.out_dir = test::fresh_path("sweep_adaptive_ex").string();
@@ -614,9 +619,7 @@ TEST(Sweep, AdaptiveSearchMeasuresLessAndResumesToTheSameTable) {
 // used to ask the search for its next point with that point half measured: a finished neighbour
 // took it for measured and raced again (an audit, 2026-12-06).
 TEST(Sweep, AnAdaptiveSearchStoppedAnywhereResumesToTheSameRuns) {
-  json pj = json::parse(kProfile);
-  pj["decode"]["context_len"] = {16, 32, 48, 64, 128, 300};
-  const Profile prof = parse_profile(pj, "profile formula");
+  const Profile prof = adaptive_profile();
   FormulaBackend be;
   SweepOptions o;
   o.out_dir = test::fresh_path("sweep_adaptive_whole").string();
