@@ -186,7 +186,9 @@ int run_sweep(const SweepOptions& o) {
           std::string(o.timing.empty() ? "the profile's timing.mode \"graph\"" : "--timing graph") +
           " needs a CUDA device; " + dev.id + " times with events only");
     }
-    check_profile_params(prof, *be); // before the header: a refusal is the command's one line
+    // Before the header: a refusal is the command's one line.
+    check_profile_params(prof, *be);
+    check_workloads_fit(prof, expand_workloads(prof));
     link.say("sweep: profile " + prof.name + " (hash " + prof.hash + ") on " + dev.name + " (" +
              dev.id + ") with " + kernels_phrase(plugin.get()) +
              (so.shard.sharded() ? ", shard " + so.shard.text() : std::string()) + ", results in " +

@@ -305,8 +305,8 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
     }
   }
   // --retry-faults: each run whose last line is a fault runs again in its stage, at its point,
-  // before the search goes on. Asked for, the search would not
-  // return to a point it finished: one whose race faulted has its survivors without it.
+  // before the search goes on (asked for its next point, the search would not return to a point
+  // it finished: one whose race faulted has its survivors without it).
   std::map<std::size_t, std::vector<SearchRun>> retries;
   if (opt.retry_faults) {
     std::map<std::string, const json*> last_line; // the last line of each pair and stage
@@ -420,13 +420,7 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, Sear
   check_profile_params(prof, be);
   // The plan: the profile's workloads (this shard's only) and the configurations of each.
   const std::vector<Workload> all_workloads = expand_workloads(prof);
-  // Before anything is measured: a batch too big to make would end the sweep with exit 4 after
-  // every other workload.
-  for (const Workload& w : all_workloads) {
-    if (const std::string why = workload_too_big(w, prof.pool_factor); !why.empty()) {
-      throw InputError("profile '" + prof.name + "': " + why);
-    }
-  }
+  check_workloads_fit(prof, all_workloads);
   std::vector<std::vector<KernelConfig>> all_configs;
   std::vector<int> config_counts;
   for (const auto& w : all_workloads) {
@@ -884,6 +878,14 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
 }
 
 } // namespace
+
+void check_workloads_fit(const Profile& prof, const std::vector<Workload>& workloads) {
+  for (const Workload& w : workloads) {
+    if (const std::string why = workload_too_big(w, prof.pool_factor); !why.empty()) {
+      throw InputError("profile '" + prof.name + "': " + why);
+    }
+  }
+}
 
 void check_profile_params(const Profile& prof, const Backend& be) {
   for (const auto& [fam, list] : prof.configs) {

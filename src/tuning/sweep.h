@@ -86,6 +86,11 @@ inline constexpr int kRemeasureFactor = 4;
 // first calls it before saying anything about the sweep.
 void check_profile_params(const Profile& prof, const Backend& be);
 
+// Refuses (InputError) a profile one of whose workloads is too big to make (workload_too_big):
+// before anything is measured, as it would otherwise end the sweep with exit 4 after every other
+// workload.
+void check_workloads_fit(const Profile& prof, const std::vector<Workload>& workloads);
+
 // Measures in this process on `be`: a crash ends the sweep (for tests and debuggers).
 [[nodiscard]] SweepSummary run_sweep(Backend& be, const Profile& prof, const SweepOptions& opt);
 
