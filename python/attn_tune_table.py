@@ -771,13 +771,22 @@ class ThresholdTable:
 
     def _nearest_rule(self, num_heads, num_kv_heads, head_dim, block_size, dtype, causal,
                       window_left, window_right, softcap):
-        """The batch rule nearest to the shape and its distance (ties: the first rule)."""
+        """The batch rule that decides for the shape and its distance: the nearest one (ties: the
+        first rule), or (None, None) where the decode points have a nearer shape (the query's
+        own): another shape's leaf could name what this shape cannot run (a partition that is
+        no multiple of its block size), so the points answer, as in a table without batch
+        rules. lookup and use_v2 both ask here."""
         best, best_d = None, 0.0
         for r in self.table["batch_rules"]:
             d = self.shape_distance(r, num_heads, num_kv_heads, head_dim, block_size, dtype,
                                     causal, window_left, window_right, softcap)
             if best is None or d < best_d - TIE_EPSILON:
                 best, best_d = r, d
+        if best_d > 0.0 and any(
+                self.shape_distance(p, num_heads, num_kv_heads, head_dim, block_size, dtype,
+                                    causal, window_left, window_right, softcap)
+                < best_d - TIE_EPSILON for p in self.table["decode"]):
+            return None, None
         return best, best_d
 
     def _lookup_batch(self, seq_lens, num_heads, num_kv_heads, head_dim, block_size, dtype,
@@ -787,13 +796,7 @@ class ThresholdTable:
             raise ValueError("lookup needs positive heads, head_dim and block_size")
         best, best_d = self._nearest_rule(num_heads, num_kv_heads, head_dim, block_size, dtype,
                                           causal, window_left, window_right, softcap)
-        # Another shape's rule where the decode points have a nearer one (the query's own): its
-        # leaf could name what this shape cannot run (a partition that is no multiple of its block
-        # size), so the points answer, as in a table without batch rules.
-        if best_d > 0.0 and any(
-                self.shape_distance(p, num_heads, num_kv_heads, head_dim, block_size, dtype,
-                                    causal, window_left, window_right, softcap)
-                < best_d - TIE_EPSILON for p in self.table["decode"]):
+        if best is None:
             return self.lookup(len(seq_lens), max(seq_lens), num_heads, num_kv_heads, head_dim,
                                block_size, dtype, causal, window_left, window_right, softcap)
         leaf, path = batch_tree_leaf(best["tree"], batch_features(seq_lens))
@@ -953,8 +956,11 @@ class ThresholdTable:
             raise ValueError("use_v2 needs positive heads, head_dim and block_size")
         _check_mask("use_v2", causal, window_left, window_right, softcap)
         dtype = canonical_dtype(dtype)
-        best, best_d = self._nearest_rule(num_heads, num_kv_heads, head_dim, block_size, dtype,
-                                          causal, window_left, window_right, softcap)
+        best, _ = self._nearest_rule(num_heads, num_kv_heads, head_dim, block_size, dtype,
+                                     causal, window_left, window_right, softcap)
+        if best is None:
+            return self._answer(longest, num_kv_heads, block_size, batch, num_heads, head_dim,
+                                dtype, causal, window_left, window_right, softcap)
         leaf, _ = batch_tree_leaf(best["tree"], {"batch": batch, "max_len": longest,
                                                  "sum_len": total, "mean_len": total / batch})
         if "lookup" in leaf:

@@ -726,6 +726,11 @@ class BatchRulesTest(unittest.TestCase):
         self.assertFalse(c.batch_rule)
         self.assertEqual(c.family, "decode_v1")
         self.assertEqual(c.point["block_size"], 48)
+        # use_v2, an engine's hot path, answers as lookup does.
+        self.assertFalse(t.use_v2(None, 1, 48, num_heads=4, head_dim=128, dtype="fp16",
+                                  seq_lens=[30, 20000]))
+        self.assertTrue(t.use_v2(None, 1, 16, num_heads=4, head_dim=128, dtype="fp16",
+                                 seq_lens=[30, 20000]) == (own.family == "decode_v2"))
 
     def test_both_sides_of_each_threshold(self):
         v1 = ("decode_v1", "decode_v1[]", None)
