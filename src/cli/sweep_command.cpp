@@ -142,6 +142,9 @@ int run_sweep(const SweepOptions& o) {
     throw InputError("--remeasure-noisy re-times the noisy decisions of an earlier sweep: it needs "
                      "--resume");
   }
+  // Once per command and before the header (it needs no backend); sweep_worker checks too, for
+  // the library's other callers.
+  check_workloads_fit(prof, expand_workloads(prof));
   const std::shared_ptr<const PluginLibrary> plugin = open_kernels(o.kernels);
   if (plugin && !o.device.empty()) {
     check_plugin_device(*plugin, o.device); // before the output folder is touched
@@ -186,9 +189,7 @@ int run_sweep(const SweepOptions& o) {
           std::string(o.timing.empty() ? "the profile's timing.mode \"graph\"" : "--timing graph") +
           " needs a CUDA device; " + dev.id + " times with events only");
     }
-    // Before the header: a refusal is the command's one line.
-    check_profile_params(prof, *be);
-    check_workloads_fit(prof, expand_workloads(prof));
+    check_profile_params(prof, *be); // before the header: a refusal is the command's one line
     link.say("sweep: profile " + prof.name + " (hash " + prof.hash + ") on " + dev.name + " (" +
              dev.id + ") with " + kernels_phrase(plugin.get()) +
              (so.shard.sharded() ? ", shard " + so.shard.text() : std::string()) + ", results in " +

@@ -43,11 +43,6 @@ nlohmann::json parse_json_bounded(const std::string& text) {
                                         nlohmann::json&) { return within_depth(depth, event); });
 }
 
-nlohmann::json parse_json_bounded(std::istream& in) {
-  return nlohmann::json::parse(in, [](int depth, nlohmann::json::parse_event_t event,
-                                      nlohmann::json&) { return within_depth(depth, event); });
-}
-
 nlohmann::json parse_json_unique_keys(const std::string& text) {
   using json = nlohmann::json;
   std::vector<Frame> frames;

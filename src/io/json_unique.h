@@ -3,7 +3,6 @@
 // value the author meant (`"batch": 1, ..., "batch": 2`), so documents people write go through
 // here instead.
 #pragma once
-#include <istream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -33,10 +32,9 @@ inline std::string json_error_words(const nlohmann::json::exception& e) {
              : what;
 }
 
-// The document in `text` (or read from `in`), refused past kMaxJsonDepth levels. Throws
-// nlohmann::json::parse_error for text that is not JSON, JsonTooDeep for one nested too deep.
+// The document in `text`, refused past kMaxJsonDepth levels. Throws nlohmann::json::parse_error
+// for text that is not JSON, JsonTooDeep for one nested too deep.
 nlohmann::json parse_json_bounded(const std::string& text);
-nlohmann::json parse_json_bounded(std::istream& in);
 
 // The document in `text`. Throws nlohmann::json::parse_error for text that is not JSON,
 // JsonTooDeep past kMaxJsonDepth levels, and DuplicateKey for an object that repeats a key.

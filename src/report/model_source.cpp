@@ -1,13 +1,11 @@
 // Reading what `attn-tune report` is given: a sweep folder or a lone table, checked against the
 // schema, and the folder's results.jsonl checked against the table's profile.
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "include/attn_tune/threshold_table_reader.hpp"
-#include "src/io/json_unique.h"
 #include "src/model/errors.h"
 #include "src/report/report_model.h"
+#include "src/tuning/fleet.h"
 #include "src/tuning/table_schema.h"
 
 namespace attn::report {
@@ -18,20 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 
 json read_table(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) {
-    throw InputError("cannot read threshold table '" + path + "'");
-  }
-  json j;
-  try {
-    j = parse_json_unique_keys(std::string(std::istreambuf_iterator<char>(f), {}));
-  } catch (const DuplicateKey& e) {
-    throw InputError("'" + path + "': " + e.what());
-  } catch (const JsonTooDeep& e) {
-    throw InputError("'" + path + "' is not a threshold table: " + e.what());
-  } catch (const json::exception&) {
-    throw InputError("'" + path + "' is not valid JSON");
-  }
+  const json j = load_table_json(path); // as table show reads it: one line for any damage
   if (!j.is_object() || !j.contains("schema") || j["schema"] != attn_tune::kTableSchemaName) {
     throw InputError("'" + path + "' is not an attn-tune threshold table (schema is not \"" +
                      std::string(attn_tune::kTableSchemaName) + "\")");

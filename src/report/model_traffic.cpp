@@ -1,7 +1,6 @@
 // The traffic view: what each rule's choices cost over a table's batches of mixed lengths, as the
 // table priced them, and batch by batch (most uneven first) against each batch's fastest.
 #include <algorithm>
-
 #include <map>
 
 #include "include/attn_tune/threshold_table_reader.hpp"

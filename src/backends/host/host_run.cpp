@@ -252,6 +252,8 @@ HostRun::HostRun(const Problem& pr, bool writes_lse, int64_t llc_bytes)
   const AttnParams& p = pr_.params;
   out_ = HostTensor(p.dtype, {pr_.num_rows(), p.num_heads, p.head_dim});
   lse_.assign(std::size_t(pr_.num_rows()) * p.num_heads, 0.0f);
+  poison(out_);
+  poison(lse_);
   out_mem_ = HostBuffer(out_.data.size() + kGuardBytes);
   lse_mem_ = HostBuffer(lse_.size() * sizeof(float) + kGuardBytes);
 }
@@ -272,8 +274,6 @@ std::size_t guard_damage(const void* p, std::size_t n) {
 } // namespace
 
 void HostRun::poison_outputs() {
-  poison(out_);
-  poison(lse_);
   auto* out = static_cast<unsigned char*>(out_mem_.get());
   std::memcpy(out, out_.raw(), out_.data.size());
   std::memset(out + out_.data.size(), kGuardByte, kGuardBytes);
@@ -286,9 +286,9 @@ void HostRun::poison_outputs() {
 RunOutput HostRun::download() {
   const auto* out = static_cast<const unsigned char*>(out_mem_.get());
   const auto* lse = static_cast<const unsigned char*>(lse_mem_.get());
-  std::memcpy(out_.raw(), out, out_.data.size());
-  std::memcpy(lse_.data(), lse, lse_.size() * sizeof(float));
-  RunOutput r{out_, lse_, writes_lse_, ""};
+  RunOutput r{out_, lse_, writes_lse_, ""}; // their shapes; the kernel's bytes follow
+  std::memcpy(r.out.raw(), out, out_.data.size());
+  std::memcpy(r.lse.data(), lse, lse_.size() * sizeof(float));
   const std::size_t past_out = guard_damage(out + out_.data.size(), kGuardBytes);
   const std::size_t past_lse = guard_damage(lse + lse_.size() * sizeof(float), kGuardBytes);
   const auto said = [](std::size_t n, const char* what) {

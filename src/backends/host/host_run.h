@@ -94,7 +94,7 @@ protected:
   static constexpr std::size_t kGuardBytes = 64;
 
   Problem pr_;
-  HostTensor out_;         // its shape and dtype; download() copies the kernel's bytes into it
+  HostTensor out_;         // out poisoned: what poison_outputs() copies into the kernel's buffer
   std::vector<float> lse_; // the same for lse
 
 private:
