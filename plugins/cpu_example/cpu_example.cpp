@@ -68,6 +68,7 @@ struct State {
   std::vector<int64_t> plan_key;
   std::unique_ptr<attn::cpu::CallPlan> plan;
   attn::cpu::Isa isa = attn::cpu::Isa::base;
+  attn::cpu::Fp8Reads fp8_reads = attn::cpu::Fp8Reads::via_fp16;
 };
 
 std::vector<int64_t> call_key(const attn_config* c, const attn_call* a, const void* ws) {
@@ -155,6 +156,7 @@ int run(void* state, const attn_config* c, const attn_call* a, void* ws, uint64_
         k.k_scale = a->k_scale;
         k.v_scale = a->v_scale;
         k.k_scales = k.v_scales = a->num_kv_scales;
+        k.fp8_via_fp32 = s.fp8_reads == attn::cpu::Fp8Reads::via_fp32;
       }
       k.num_heads = a->num_heads;
       k.num_kv_heads = a->num_kv_heads;
@@ -210,6 +212,7 @@ attn_tune_plugin_init(uint32_t host_abi_version, attn_plugin_api* api, size_t ap
   auto state = std::make_unique<State>();
   try {
     state->isa = attn::cpu::selected_isa(); // ATTN_TUNE_CPU_ISA, as attn-tune's own CPU backend
+    state->fp8_reads = attn::cpu::selected_fp8_reads(); // and ATTN_TUNE_CPU_FP8_READS
   } catch (const std::exception& e) {
     attn_plugin_write_message(err, err_size, e.what());
     return 1;

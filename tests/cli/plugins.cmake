@@ -243,6 +243,21 @@ foreach(level default x86-64-v3 baseline)
                          SKIP_REGULAR_EXPRESSION "this processor cannot run the")
   endif()
 endforeach()
+# ... with each way of reading fp8 forced (ATTN_TUNE_CPU_FP8_READS, which the plugin takes as the
+# built-in backend does), and an unknown one refused at the plugin's start.
+foreach(reads via-fp16 via-fp32)
+  attn_cli_test(NAME verify_cpu_example_fp8_${reads} EXIT 0 REGEX " 0 failed, 0 skipped"
+                ARGS verify --kernels ${ATTN_CPU_EXAMPLE_PLUGIN} --device cpu --intensity default
+                     --kv-dtypes fp8_e4m3,fp8_e5m2 --threads 2)
+  set_tests_properties(cli.verify_cpu_example_fp8_${reads} PROPERTIES
+                       ENVIRONMENT ATTN_TUNE_CPU_FP8_READS=${reads})
+endforeach()
+attn_cli_test(NAME verify_cpu_example_fp8_reads_unknown EXIT 2
+              REGEX "refused to start: ATTN_TUNE_CPU_FP8_READS='via-fp64' is not via-fp16, via-fp32 or auto"
+              ARGS verify --kernels ${ATTN_CPU_EXAMPLE_PLUGIN} --device cpu --kv-dtypes fp8_e4m3
+                   --threads 2)
+set_tests_properties(cli.verify_cpu_example_fp8_reads_unknown PROPERTIES
+                     ENVIRONMENT ATTN_TUNE_CPU_FP8_READS=via-fp64)
 
 # A plugin built before fp8 caches (ABI 3) swept over an fp8 profile: every configuration is
 # refused with its reason, and the sweep says that nothing was timed and exits 4 instead of

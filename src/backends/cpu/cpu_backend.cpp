@@ -85,7 +85,7 @@ std::map<std::string, InjectedFault> injected_faults() {
 class CpuPreparedRun final : public HostRun {
 public:
   CpuPreparedRun(const Problem& pr, const KernelConfig& cfg, std::shared_ptr<ThreadPool> pool,
-                 cpu::Isa isa, const DeviceInfo& info, InjectedFault fault)
+                 cpu::Isa isa, cpu::Fp8Reads fp8_reads, const DeviceInfo& info, InjectedFault fault)
       : HostRun(pr, /*writes_lse=*/true, info.l2_bytes), pool_(std::move(pool)), isa_(isa),
         fault_(fault) {
     const AttnParams& p = pr_.params;
@@ -105,6 +105,9 @@ public:
       a.k_scales = int(pr_.k_scale.size());
       a.v_scale = pr_.v_scale.data();
       a.v_scales = int(pr_.v_scale.size());
+      // The portable build has no fp16 conversion instruction: it always moves the bits.
+      a.fp8_via_fp32 = isa == cpu::Isa::base || fp8_reads == cpu::Fp8Reads::via_fp32;
+      fp8_reads_ = a.fp8_via_fp32 ? cpu::Fp8Reads::via_fp32 : cpu::Fp8Reads::via_fp16;
     }
     a.num_heads = H;
     a.num_kv_heads = p.num_kv_heads;
@@ -151,13 +154,18 @@ private:
     return {{partials_.data(), partials_.size() * sizeof(float)}};
   }
   std::string method() const override {
-    return "steady_clock, " + std::to_string(pool_->size()) + " threads, " + cpu::isa_name(isa_) +
-           " kernels";
+    std::string m = "steady_clock, " + std::to_string(pool_->size()) + " threads, " +
+                    cpu::isa_name(isa_) + " kernels";
+    if (pr_.params.fp8_cache()) {
+      m += std::string(", fp8 read ") + cpu::fp8_reads_name(fp8_reads_);
+    }
+    return m;
   }
   int call_threads() const override { return pool_->size(); }
 
   std::shared_ptr<ThreadPool> pool_;
   cpu::Isa isa_;
+  cpu::Fp8Reads fp8_reads_ = cpu::Fp8Reads::via_fp16; // as read, for an fp8 cache
   std::vector<float> partials_;
   std::optional<cpu::CallPlan> plan_;
   InjectedFault fault_ = InjectedFault::none;
@@ -166,7 +174,7 @@ private:
 class CpuBackend final : public Backend {
 public:
   CpuBackend(const BackendOptions& opt, cpu::Isa isa)
-      : info_(cpu_device_info(opt.threads)), isa_(isa),
+      : info_(cpu_device_info(opt.threads)), isa_(isa), fp8_reads_(cpu::selected_fp8_reads()),
         pool_(std::make_shared<ThreadPool>(info_.threads)), faults_(injected_faults()) {}
 
   const DeviceInfo& info() const override { return info_; }
@@ -223,7 +231,7 @@ protected:
   std::unique_ptr<PreparedRun> make_run(const Problem& pr, const KernelConfig& cfg,
                                         const FamilyDecl&) override {
     const auto f = faults_.find(cfg.key());
-    return std::make_unique<CpuPreparedRun>(pr, cfg, pool_, isa_, info_,
+    return std::make_unique<CpuPreparedRun>(pr, cfg, pool_, isa_, fp8_reads_, info_,
                                             f == faults_.end() ? InjectedFault::none : f->second);
   }
 
@@ -232,6 +240,7 @@ protected:
 private:
   DeviceInfo info_;
   cpu::Isa isa_;
+  cpu::Fp8Reads fp8_reads_;
   std::shared_ptr<ThreadPool> pool_;
   std::map<std::string, InjectedFault> faults_;
 };

@@ -65,4 +65,27 @@ Isa selected_isa() {
   return isa;
 }
 
+const char* fp8_reads_name(Fp8Reads r) { return r == Fp8Reads::via_fp32 ? "via-fp32" : "via-fp16"; }
+
+Fp8Reads selected_fp8_reads() {
+  const char* env = std::getenv(kFp8ReadsEnv);
+  const std::string want = env != nullptr ? env : "";
+  if (want == "via-fp16") {
+    return Fp8Reads::via_fp16;
+  }
+  if (want == "via-fp32") {
+    return Fp8Reads::via_fp32;
+  }
+  if (!want.empty() && want != "auto") {
+    throw InputError(std::string(kFp8ReadsEnv) + "='" + want +
+                     "' is not via-fp16, via-fp32 or auto");
+  }
+#if ATTN_CPU_MULTI_ISA
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd") ? Fp8Reads::via_fp32 : Fp8Reads::via_fp16;
+#else
+  return Fp8Reads::via_fp16;
+#endif
+}
+
 } // namespace attn::cpu

@@ -29,4 +29,20 @@ inline constexpr const char* kIsaOverrideEnv = "ATTN_TUNE_CPU_ISA";
 // the AVX2 path). Throws InputError for an unknown name or a level this processor cannot run.
 [[nodiscard]] Isa selected_isa();
 
+// How the AVX2 and AVX-512 decode loops turn an fp8 cache byte into an fp32 (the portable build
+// has one way): through fp16 bits and the conversion instruction (never an fp32 subnormal), or by
+// moving the byte's bits into an fp32, one operation fewer per vector, which makes fp8 subnormals
+// fp32 subnormals. Intel cores take a microcode assist on each operation with a subnormal operand
+// (E4M3 decode ran 10 times slower on an Intel Xeon); AMD's Zen cores take them at full speed.
+enum class Fp8Reads { via_fp16, via_fp32 };
+[[nodiscard]] const char* fp8_reads_name(Fp8Reads r);
+
+// The environment variable that forces one: "via-fp16" or "via-fp32"; unset, empty or "auto" is
+// via_fp32 on AMD processors and via_fp16 on the others.
+inline constexpr const char* kFp8ReadsEnv = "ATTN_TUNE_CPU_FP8_READS";
+
+// The processor's choice, or the one ATTN_TUNE_CPU_FP8_READS names (so that both are tested on
+// every machine). Throws InputError for an unknown name.
+[[nodiscard]] Fp8Reads selected_fp8_reads();
+
 } // namespace attn::cpu

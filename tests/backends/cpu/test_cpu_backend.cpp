@@ -515,6 +515,52 @@ TEST(CpuBackend, IsaOverrideForcesALowerBuildAndRefusesWhatCannotRun) {
   }
 }
 
+// How the decode loops read fp8 (through fp16 bits, or moving the bits into fp32s) is the
+// processor's choice, forced by ATTN_TUNE_CPU_FP8_READS so that both are tested everywhere (CTest
+// runs the fp8 grids under each), and named in the timing method; the baseline build has one
+// way. An unknown name is refused.
+TEST(CpuBackend, Fp8ReadsAreForcedByTheEnvironmentAndNamed) {
+  const char* had = std::getenv(cpu::kFp8ReadsEnv);
+  const std::string saved = had != nullptr ? had : "";
+  AttnParams p = small_f16_params();
+  p.kv_dtype = DType::fp8_e4m3;
+  const Problem pr = make_decode_problem(p, {70}, {.seed = 3});
+  const ReferenceResult ref = reference_attention(pr);
+  TimingOptions opt;
+  opt.warmup = 1;
+  opt.warmup_seconds = 0.0;
+  opt.min_reps = 1;
+  opt.max_reps = 1;
+  opt.flush_cache = false;
+  for (cpu::Isa isa : supported_isas()) {
+    for (const char* want : {"via-fp16", "via-fp32"}) {
+      setenv(cpu::kFp8ReadsEnv, want, 1);
+      const std::string named = isa == cpu::Isa::base ? "via-fp32" : want;
+      SCOPED_TRACE(std::string(cpu::isa_name(isa)) + " " + want);
+      auto be = make_cpu_backend({.threads = 1, .kernels = ""}, isa);
+      auto run = be->prepare(pr, {Family::decode_v1, {{"split", 1}}});
+      EXPECT_NE(run->time(opt).method.find("fp8 read " + named), std::string::npos);
+      expect_matches(run_once(*be, pr, {Family::decode_v1, {{"split", 1}}}), ref, p.dtype, named);
+    }
+  }
+  setenv(cpu::kFp8ReadsEnv, "auto", 1);
+  const cpu::Fp8Reads chosen = cpu::selected_fp8_reads();
+  EXPECT_TRUE(chosen == cpu::Fp8Reads::via_fp16 || chosen == cpu::Fp8Reads::via_fp32);
+  setenv(cpu::kFp8ReadsEnv, "via-fp64", 1);
+  try {
+    (void)make_cpu_backend({.threads = 1, .kernels = ""});
+    ADD_FAILURE() << "an unknown fp8 read was taken";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("ATTN_TUNE_CPU_FP8_READS='via-fp64'"), std::string::npos)
+        << e.what();
+  }
+  if (saved.empty()) {
+    unsetenv(cpu::kFp8ReadsEnv);
+  } else {
+    setenv(cpu::kFp8ReadsEnv, saved.c_str(), 1);
+  }
+}
+
 // The baseline and v3 builds convert fp16 differently and vectorise differently: each build the
 // processor runs gets a smaller grid of its own.
 TEST(CpuBackend, EveryKernelBuildPassesAGrid) {
