@@ -13,6 +13,8 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "src/backends/backend.h"
 #include "src/backends/registry.h"
@@ -246,10 +248,15 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (failed > 0) {
     print_failure_causes(out, reports);
-    // A Python module is found through the environment: the line carries what it was found with.
+    // A Python module is found through the environment, and the CPU kernels' build and fp8 read
+    // can be forced by it: the line carries what it was found and forced with.
     std::string env;
+    std::vector<const char*> vars = {"ATTN_TUNE_CPU_ISA", "ATTN_TUNE_CPU_FP8_READS"};
     if (o.kernels.starts_with("python:")) {
-      for (const char* var : {"VIRTUAL_ENV", "PYTHONPATH"}) {
+      vars.insert(vars.end(), {"VIRTUAL_ENV", "PYTHONPATH"});
+    }
+    {
+      for (const char* var : vars) {
         if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
           const std::string value = v;
           const bool plain =
@@ -262,11 +269,13 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
     }
     std::fprintf(
         out,
-        "reproduce: %sattn-tune verify%s%s --device %s --seed %llu --intensity %s%s%s%s%s%s%s\n",
+        "reproduce: %sattn-tune verify%s%s --device %s%s --seed %llu --intensity %s%s%s%s%s%s%s\n",
         env.c_str(), o.kernels.empty() ? "" : " --kernels ", o.kernels.c_str(),
-        o.device.empty() ? first_device.c_str() : o.device.c_str(), (unsigned long long)o.seed,
-        o.intensity.c_str(), o.families.empty() ? "" : " --families ", o.families.c_str(),
-        o.dtypes.empty() ? "" : " --dtypes ", o.dtypes.c_str(),
+        o.device.empty() ? first_device.c_str() : o.device.c_str(),
+        // Threads split the work differently (a race or a split bug may need the same count).
+        o.threads > 0 ? (" --threads " + std::to_string(o.threads)).c_str() : "",
+        (unsigned long long)o.seed, o.intensity.c_str(), o.families.empty() ? "" : " --families ",
+        o.families.c_str(), o.dtypes.empty() ? "" : " --dtypes ", o.dtypes.c_str(),
         o.kv_dtypes.empty() ? "" : " --kv-dtypes ", o.kv_dtypes.c_str());
   }
   std::fprintf(out, "%d passed, %d failed, %d skipped\n", passed, failed, skipped);

@@ -298,6 +298,23 @@ const std::vector<CacheMistake>& cache_mistakes() {
            }
          }
        }},
+      {"the fp8 sign bit is ignored (every value read as its magnitude)",
+       [](const Problem& p) {
+         for (const HostTensor* t : {&p.key_cache, &p.value_cache}) {
+           if (std::any_of(t->data.begin(), t->data.end(),
+                           [](std::byte b) { return std::to_integer<unsigned>(b) > 0x80u; })) {
+             return true;
+           }
+         }
+         return false;
+       },
+       [](Problem& p) {
+         for (HostTensor* t : {&p.key_cache, &p.value_cache}) {
+           for (std::byte& b : t->data) {
+             b &= std::byte{0x7f};
+           }
+         }
+       }},
       {"the fp8_e4m3 cache is read as fp8_e5m2",
        [](const Problem& p) { return p.params.cache_dtype() == DType::fp8_e4m3; },
        [](Problem& p) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 
@@ -100,7 +101,8 @@ std::string check_lines(const std::string& what, const CheckReport& rep, const T
 // A call whose exact output rounds past the output dtype's range has no answer to judge: every
 // kernel, however right, writes an infinity there (values or a v_scale too large for fp16, say).
 // Refused as input, as a NaN in a read slot is.
-void refuse_unstorable_output(const ReferenceResult& ref, const Problem& pr) {
+void refuse_unstorable_output(const ReferenceResult& ref, const Problem& pr,
+                              const std::string& file) {
   const HostTensor rounded = reference_out_as(ref, pr.params.dtype);
   for (std::size_t i = 0; i < ref.out.size(); ++i) {
     if (std::isfinite(ref.out[i]) && std::isinf(rounded.get(i))) {
@@ -108,14 +110,37 @@ void refuse_unstorable_output(const ReferenceResult& ref, const Problem& pr) {
       const std::string dt(dtype_name(pr.params.dtype));
       char buf[320];
       std::snprintf(buf, sizeof buf,
-                    "the call's exact output is %.6g at out[row=%zu, head=%zu, dim=%zu], past "
+                    ": the call's exact output is %.6g at out[row=%zu, head=%zu, dim=%zu], past "
                     "%s's range: no answer in %s can match it (values or scales too large for "
                     "the output dtype)",
                     ref.out[i], i / per_row, i % per_row / std::size_t(ref.head_dim),
                     i % std::size_t(ref.head_dim), dt.c_str(), dt.c_str());
-      throw InputError(buf);
+      throw InputError(file + buf);
     }
   }
+}
+
+// "k_scale 0.5", "k_scale per KV head 0.5, 2", or "no k_scale (1, as SPEC.md reads one absent)".
+std::string scale_words(const char* name, const std::vector<float>& s) {
+  if (s.empty()) {
+    return std::string("no ") + name + " (1, as SPEC.md reads one absent)";
+  }
+  std::string w = std::string(name) + (s.size() > 1 ? " per KV head" : "");
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i == 8) {
+      w += ", ... (" + std::to_string(s.size()) + " in all)";
+      break;
+    }
+    char buf[32];
+    for (int digits = 6; digits <= 9; ++digits) { // the shortest that reads back as the float
+      std::snprintf(buf, sizeof buf, "%.*g", digits, double(s[i]));
+      if (std::strtof(buf, nullptr) == s[i]) {
+        break;
+      }
+    }
+    w += (i == 0 ? " " : ", ") + std::string(buf);
+  }
+  return w;
 }
 
 // The worker: the configurations to run, each a checked run, then the file's own answer, the
@@ -125,7 +150,7 @@ int replay_worker(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
                   const std::vector<KernelConfig>& asked, const WorkerLink& link) {
   const Problem& pr = rf.problem;
   CheckSubject subject(o.file, pr, {}, o.threads);
-  refuse_unstorable_output(subject.reference(link), pr);
+  refuse_unstorable_output(subject.reference(link), pr, o.file);
   std::unique_ptr<Backend> be;
   std::vector<KernelConfig> cfgs = asked;
   if (plugin != nullptr || o.backend != "reference") {
@@ -233,6 +258,12 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
   print("replay " + o.file + ": " + pr.describe() +
         (rf.out ? (rf.lse ? " (file holds out and lse)" : " (file holds out)")
                 : (rf.lse ? " (file holds lse but no out)" : " (file holds no answer)")));
+  if (pr.params.fp8_cache()) {
+    // The scales the answer is judged with: a dump that lost them (1 where absent, SPEC.md)
+    // otherwise reads as a wrong kernel.
+    print("  fp8 scales: " + scale_words("k_scale", pr.k_scale) + ", " +
+          scale_words("v_scale", pr.v_scale));
+  }
   if (rf.lse && !rf.out) {
     std::fprintf(stderr,
                  "replay: warning: %s holds lse but no out: an answer is judged by its out (and "

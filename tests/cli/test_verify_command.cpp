@@ -98,6 +98,7 @@ TEST(Verify, PlantedFaultIsCaughtReportedDumpedAndReplayed) {
   o.intensity = "quick";
   o.kv_dtypes = "auto"; // the fault path, not the caches
   o.seed = 99;
+  o.threads = 2;
   o.dump_dir = (dir / "dumps").string();
   o.junit = (dir / "report.xml").string();
   auto faulty = [](const std::string& spec, const BackendOptions& bo) -> std::unique_ptr<Backend> {
@@ -111,7 +112,10 @@ TEST(Verify, PlantedFaultIsCaughtReportedDumpedAndReplayed) {
   EXPECT_NE(text.find("FAIL cpu decode_v2["), std::string::npos) << text;
   EXPECT_NE(text.find("run_seed=99"), std::string::npos) << text;
   EXPECT_NE(text.find("out[0,0,5]"), std::string::npos) << text;
-  EXPECT_NE(text.find("reproduce: attn-tune verify --device cpu --seed 99"), std::string::npos);
+  // With the threads it ran on (a split or a race may need the same count).
+  EXPECT_NE(text.find("reproduce: attn-tune verify --device cpu --threads 2 --seed 99"),
+            std::string::npos)
+      << text;
   EXPECT_EQ(text.find("FAIL cpu decode_v1["), std::string::npos) << "v1 has no fault: " << text;
   EXPECT_NE(text.find(" passed, "), std::string::npos);
   // The JUnit file carries the failure text.

@@ -169,7 +169,11 @@ def main():
                                               rl.storage_bytes(out, dtype)))
                     path = os.path.join(outdir, name + ".safetensors")
                     rl.write_safetensors(path, good, meta)
-                    expect(path, 0, "")
+                    # The scales the answer is judged with are named (%g: 6 digits, as the C side).
+                    words = [(("%s per KV head " % n) if len(v) > 1 else n + " ") +
+                             ", ".join("%g" % x for x in v)
+                             for n, v in (("k_scale", scales[0]), ("v_scale", scales[1]))]
+                    expect(path, 0, "fp8 scales: " + ", ".join(words))
                     expect(path, 0, "", "--backend", "cpu")
                     if layout in plugins:  # every configuration of a plugin of that layout
                         expect(path, 0, "(plugin ", "--kernels", plugins[layout])
@@ -178,6 +182,13 @@ def main():
                     path = os.path.join(outdir, name + "_unscaled.safetensors")
                     rl.write_safetensors(path, wrong, meta)
                     expect(path, 1, "")
+    # A dump that lost its scales: judged with 1 (SPEC.md), which the first lines say.
+    tensors, out, _, meta = build(CASES[0], "HND", "fp8_e4m3", SCALES[0], 2, "F8")
+    lost = {k: v for k, v in tensors.items() if k not in ("k_scale", "v_scale")}
+    lost["out"] = (rl.ST_DTYPE[CASES[0][1]], out.shape, rl.storage_bytes(out, CASES[0][1]))
+    path = os.path.join(outdir, "scales_lost.safetensors")
+    rl.write_safetensors(path, lost, meta)
+    expect(path, 1, "fp8 scales: no k_scale (1, as SPEC.md reads one absent), no v_scale")
     # Files that are not what they say.
     tensors, out, _, meta = build(CASES[0], "HND", "fp8_e4m3", SCALES[0], 2, "U8")
     meta.pop("kv_cache_dtype")

@@ -54,6 +54,7 @@
  *   SPLIT_FP8_SCALE_TWICE      each element is multiplied by its scale twice.
  *   SPLIT_FP8_E4M3_AS_E5M2     an fp8_e4m3 cache's bytes are decoded as fp8_e5m2.
  *   SPLIT_FP8_SCALES_SWAPPED   keys are scaled by v_scale and values by k_scale.
+ *   SPLIT_FP8_SIGN_IGNORED     each byte's sign bit is dropped: every value read as its magnitude.
  *
  * Builds of the correct kernels that exercise the ABI rather than plant a bug:
  *   SPLIT_ABI1     built against plugin ABI 1's header (tests/plugins/abi1): an old plugin,
@@ -100,7 +101,7 @@
      defined(SPLIT_BUG_SECOND_CONFIG) + defined(SPLIT_OWN_SPLITS) +                                \
      defined(SPLIT_BUG_ZERO_WEIGHT_TAIL) + defined(SPLIT_FP8_SCALE_IGNORED) +                      \
      defined(SPLIT_FP8_SCALE_TWICE) + defined(SPLIT_FP8_E4M3_AS_E5M2) +                            \
-     defined(SPLIT_FP8_SCALES_SWAPPED)) > 1
+     defined(SPLIT_FP8_SCALES_SWAPPED) + defined(SPLIT_FP8_SIGN_IGNORED)) > 1
 #error "define at most one SPLIT_BUG_*, SPLIT_FP8_* or SPLIT_OWN_SPLITS"
 #endif
 
@@ -108,6 +109,7 @@
 #if ATTN_PLUGIN_ABI_VERSION >= 4 &&                                                                \
     (defined(SPLIT_FP8_SCALE_IGNORED) || defined(SPLIT_FP8_SCALE_TWICE) ||                         \
      defined(SPLIT_FP8_E4M3_AS_E5M2) || defined(SPLIT_FP8_SCALES_SWAPPED) ||                       \
+     defined(SPLIT_FP8_SIGN_IGNORED) ||                                                            \
      !(defined(SPLIT_BUG_DROP_LAST_KEY) || defined(SPLIT_BUG_OVERLAP) ||                           \
        defined(SPLIT_BUG_LAST_PARTITION) || defined(SPLIT_BUG_MAX_NOT_RESCALED) ||                 \
        defined(SPLIT_BUG_LSE_BASE2) || defined(SPLIT_BUG_GQA_MOD) ||                               \
@@ -150,6 +152,8 @@
 #define SPLIT_NAME "split-kv-fp8-e4m3-as-e5m2"
 #elif defined(SPLIT_FP8_SCALES_SWAPPED)
 #define SPLIT_NAME "split-kv-fp8-scales-swapped"
+#elif defined(SPLIT_FP8_SIGN_IGNORED)
+#define SPLIT_NAME "split-kv-fp8-sign-ignored"
 #elif defined(SPLIT_ABI3)
 #define SPLIT_NAME "split-kv-abi3"
 #elif defined(SPLIT_SPIN)
@@ -349,7 +353,11 @@ static void load_kv(const attn_call* a, int value, int kvh, size_t index, int n,
 #endif
     int i;
     for (i = 0; i < n; ++i) {
+#if defined(SPLIT_FP8_SIGN_IGNORED)
+      dst[i] = fp8_value(e4m3, (uint8_t)(p[i] & 0x7f)) * s;
+#else
       dst[i] = fp8_value(e4m3, p[i]) * s;
+#endif
     }
     return;
   }
