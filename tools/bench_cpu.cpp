@@ -178,14 +178,14 @@ int bench(int argc, char** argv) {
   std::printf("kernels: %s build (%s); this machine's best: %s; AVX-512: %s\n", cpu::isa_name(isa),
               isa != cpu::best_isa() ? "forced by ATTN_TUNE_CPU_ISA" : "the best this machine runs",
               cpu::isa_name(cpu::best_isa()), cpu::isa_supported(cpu::Isa::avx512) ? "yes" : "no");
-  if (!kv_dtypes.empty()) {
+  if (!kv_dtypes.empty() && isa == cpu::Isa::base) {
+    std::printf("fp8 cache bytes moved into fp32s (the baseline build's only way)\n");
+  } else if (!kv_dtypes.empty()) {
     const char* env = std::getenv(cpu::kFp8ReadsEnv);
     const bool forced = env != nullptr && *env != '\0' && std::string(env) != "auto";
-    std::printf("fp8 cache bytes read %s (%s)\n",
-                isa == cpu::Isa::base ? "via-fp32" : cpu::fp8_reads_name(cpu::selected_fp8_reads()),
-                isa == cpu::Isa::base ? "the baseline build's only way"
-                : forced              ? "forced by ATTN_TUNE_CPU_FP8_READS"
-                                      : "this processor's choice");
+    std::printf("E4M3 cache bytes read %s (%s); E5M2 through fp16 bits\n",
+                cpu::fp8_reads_name(cpu::selected_fp8_reads()),
+                forced ? "forced by ATTN_TUNE_CPU_FP8_READS" : "this processor's choice");
   }
   const double peak = cpu::measured_fma_peak_gflops(isa, info.threads, quick ? 0.2 : 0.5);
   std::printf("measured fp32 FMA peak of the %s build on %d threads: %.1f GFLOP/s\n",

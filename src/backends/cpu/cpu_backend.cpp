@@ -105,8 +105,10 @@ public:
       a.k_scales = int(pr_.k_scale.size());
       a.v_scale = pr_.v_scale.data();
       a.v_scales = int(pr_.v_scale.size());
-      // The portable build has no fp16 conversion instruction: it always moves the bits.
-      a.fp8_via_fp32 = isa == cpu::Isa::base || fp8_reads == cpu::Fp8Reads::via_fp32;
+      // The portable build has no fp16 conversion instruction: it always moves the bits. The
+      // others read E5M2 through fp16 bits, exact for all its bytes (cpu_kernels_body.inc).
+      a.fp8_via_fp32 = isa == cpu::Isa::base ||
+                       (fp8_reads == cpu::Fp8Reads::via_fp32 && a.kv_dtype == DType::fp8_e4m3);
       fp8_reads_ = a.fp8_via_fp32 ? cpu::Fp8Reads::via_fp32 : cpu::Fp8Reads::via_fp16;
     }
     a.num_heads = H;

@@ -22,9 +22,10 @@ struct KernelArgs {
   const float* v_scale = nullptr;
   int k_scales = 0;
   int v_scales = 0;
-  // Whether the decode loops read fp8 by moving its bits into fp32s (fp8 subnormals becoming
+  // Whether the decode loops read E4M3 by moving its bits into fp32s (fp8 subnormals becoming
   // fp32 subnormals) rather than through fp16 bits: Fp8Reads::via_fp32 (isa.h), the processor's
-  // choice. The portable build always moves bits (it has no fp16 conversion instruction).
+  // choice. E5M2 goes through fp16 bits at AVX2 and AVX-512 whatever this says; the portable
+  // build always moves bits (it has no fp16 conversion instruction).
   bool fp8_via_fp32 = false;
   [[nodiscard]] bool fp8_cache() const { return is_fp8(kv_dtype); }
   [[nodiscard]] float key_scale(int kvh) const { return scale_at(k_scale, k_scales, kvh); }

@@ -29,10 +29,11 @@ inline constexpr const char* kIsaOverrideEnv = "ATTN_TUNE_CPU_ISA";
 // the AVX2 path). Throws InputError for an unknown name or a level this processor cannot run.
 [[nodiscard]] Isa selected_isa();
 
-// How the AVX2 and AVX-512 decode loops turn an fp8 cache byte into an fp32 (the portable build
-// has one way): through fp16 bits and the conversion instruction (never an fp32 subnormal), or by
-// moving the byte's bits into an fp32, one operation fewer per vector, which makes fp8 subnormals
-// fp32 subnormals. Intel cores take a microcode assist on each operation with a subnormal operand
+// How the AVX2 and AVX-512 decode loops turn an E4M3 cache byte into an fp32 (the portable build
+// has one way; E5M2 always goes through fp16 bits there, exact for its infinities and NaNs too):
+// through fp16 bits and the conversion instruction (never an fp32 subnormal), or by moving the
+// byte's bits into an fp32, one operation fewer per vector, which makes fp8 subnormals fp32
+// subnormals. Intel cores take a microcode assist on each operation with a subnormal operand
 // (E4M3 decode ran 10 times slower on an Intel Xeon); AMD's Zen cores take them at full speed.
 enum class Fp8Reads { via_fp16, via_fp32 };
 [[nodiscard]] const char* fp8_reads_name(Fp8Reads r);

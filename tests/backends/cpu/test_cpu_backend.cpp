@@ -395,8 +395,9 @@ TEST(CpuBackend, Fp8DecodeReadsSubnormalsWhileDenormalsAreZero) {
   _mm_setcsr(csr);
 }
 
-// A key tile holding an E4M3 NaN or an E5M2 infinity is read through the exact conversion into
-// a buffer, the others in place, with the scales folded differently (attend_dt): one V element
+// A key tile holding an E4M3 NaN (or, in the baseline build, an E5M2 infinity) is read through
+// the exact conversion into a buffer, the others in place, with the scales folded differently
+// (attend_dt); E5M2 read through fp16 bits stays in place, exact for its infinity: one V element
 // of a visible key set to the special value makes that output dimension NaN or infinite, as in
 // the reference, and every other element of the output still matches it.
 TEST(CpuBackend, Fp8SpecialValueInOneTileKeepsTheOthersExact) {
@@ -463,15 +464,24 @@ TEST(CpuBackend, InfinityAtTheLastKeyStaysAnInfinity) {
 
 // A NaN or an infinity in V at a key that only some rows of a prefill tile see stays out of the
 // rows that do not see it (their probability for it is 0, and 0 * NaN is NaN): a prompt's rows
-// before the key (the tile-of-many-rows loops) and a chunk's first row (the few-rows loops).
+// before the key (the tile-of-many-rows loops) and a chunk's first row (the few-rows loops, which
+// read E5M2 in place, its NaN and infinity included).
 TEST(CpuBackend, NonFiniteValueReachesOnlyTheRowsThatSeeIt) {
   SKIP_IF_THE_FORCED_BUILD_CANNOT_RUN();
   auto be = make_cpu_backend({.threads = 2, .kernels = ""});
-  for (const DType dt : {DType::f16, DType::bf16, DType::f32}) {
+  for (const DType dt : {DType::f16, DType::bf16, DType::f32, DType::fp8_e5m2}) {
     AttnParams p = small_f16_params();
-    p.dtype = dt;
+    if (is_fp8(dt)) {
+      p.kv_dtype = dt;
+    } else {
+      p.dtype = dt;
+    }
     GenOptions gen;
     gen.seed = 12;
+    if (is_fp8(dt)) {
+      gen.k_scale = {0.37f};
+      gen.v_scale = {3.0f};
+    }
     const Problem pr = test::prefill_with_specials(p, gen);
     const ReferenceResult ref = reference_attention(pr);
     const Tolerance tol = tolerance_for(p.dtype);
