@@ -59,6 +59,12 @@ public:
   virtual void run() = 0;            // one launch; returns when the results are complete
   [[nodiscard]] virtual RunOutput download() = 0;
   [[nodiscard]] virtual TimingResult time(const TimingOptions& opt) = 0;
+  // Negates the query and both caches in the buffers the kernel reads, in place (negate_inputs
+  // in problem.h): the same addresses and shapes with other contents, as an engine's next decode
+  // step rewrites its query and cache. The exact output is then the old one negated, lse the
+  // same. False where this run cannot: a device run (not yet), or a plugin whose prepare step
+  // may have laid out its own copy of the cache, which the plugin ABI allows.
+  virtual bool negate_inputs() { return false; }
 };
 
 // One (problem shape, configuration) pair of a sweep's plan: what prepare_plan gets ready.

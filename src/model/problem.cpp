@@ -323,4 +323,13 @@ Problem with_kv_layout(const Problem& pr, KvLayout to) {
   return out;
 }
 
+void negate_inputs(Problem& p) {
+  for (HostTensor* t : {&p.query, &p.key_cache, &p.value_cache}) {
+    const std::size_t size = dtype_size(t->dtype);
+    for (std::size_t i = size - 1; i < t->data.size(); i += size) { // little-endian: the top byte
+      t->data[i] ^= std::byte{0x80};
+    }
+  }
+}
+
 } // namespace attn

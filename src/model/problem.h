@@ -151,4 +151,10 @@ struct Problem {
 // shapes of pr.kv_layout.
 [[nodiscard]] Problem with_kv_layout(const Problem& pr, KvLayout to);
 
+// Flips the sign of every element of the query and of both caches, unread slots included (the
+// top bit of each element, in every dtype): the same shapes with other contents, whose exact
+// output is the old one negated and whose lse is the old one (each score is (-q).(-k) = q.k).
+// The fp8 scales stay. Applied twice it restores the problem.
+void negate_inputs(Problem& p);
+
 } // namespace attn

@@ -58,7 +58,9 @@ private:
 // Runs `run.config` of `be` on the subject's problem in a fault unit of the worker: can_run (a
 // refusal is `skipped` with its reason), the reference (a phase), one launch with poisoned
 // outputs checked against it (`failed` with the figures, and the likely mistakes when
-// req.diagnose), then the timing when req.timing is set (`passed` with the samples); with
+// req.diagnose), with req.rewritten_call a second launch after the run's inputs are rewritten in
+// place (PreparedRun::negate_inputs; `failed` with that cause, inputs_negated set), then the
+// timing when req.timing is set (`passed` with the samples); with
 // req.check false only the timing (no reference, no check); anything
 // thrown is `error` with its message. A DeviceFault is rethrown: the worker ends, and the
 // supervisor charges the run a fault. `output`, when given, receives the kernel's output. The

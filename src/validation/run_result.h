@@ -29,6 +29,11 @@ struct RunRequest {
   bool check = true;                   // compare one launch with the reference
   std::optional<TimingOptions> timing; // time it (once it has passed, when checked)
   bool diagnose = false;               // on a failed check, say which usual mistake it looks like
+  // Once the check has passed, the call again with its inputs rewritten in place
+  // (PreparedRun::negate_inputs), checked against the negated reference: a kernel that keeps a
+  // converted cache, a plan or an output keyed by its buffers' addresses answers with the data
+  // of the call before, where an engine rewrites its cache and query there every decode step.
+  bool rewritten_call = false;
 };
 
 // What the check found.
@@ -59,6 +64,9 @@ struct CheckedRunResult {
   std::vector<std::string> causes; // a failed output's likely mistakes (diagnose_failure)
   std::string saved;               // a file the run's output was written to
   double seconds = 0.0;            // wall time of the run, its reference included
+  // The failure is the call after the inputs were rewritten (RunRequest::rewritten_call): its
+  // problem is the subject's with negate_inputs applied. Known in the worker only.
+  bool inputs_negated = false;
 };
 
 } // namespace attn

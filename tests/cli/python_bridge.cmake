@@ -69,6 +69,13 @@ attn_python_test(python_verify_stateful_kernel 1
                  "the output changes from one call of the same problem to the next"
                  verify --kernels python:stateful_kernel --intensity quick --threads 1
                  --dtypes fp32 --kv-dtypes auto)
+# A kernel that answers a call whose buffers and shapes match the call before with that call's
+# output (a cache keyed by data_ptr()): every fresh problem is right, so only the call verify makes
+# again after rewriting the inputs in place shows it, once per configuration and case group.
+attn_python_test(python_verify_pointer_cache 1
+                 "[1-9][0-9]*  after the query and the K/V cache were rewritten in place .*it answered with the call before's output.*[1-9][0-9]* passed, [1-9][0-9]* failed"
+                 verify --kernels python:pointer_cache --intensity quick --threads 1
+                 --dtypes fp32 --kv-dtypes auto)
 add_test(NAME cli.python_verify_seed_defects
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
                  -DMODULE=python:ex_engine.factors.attn_dispatch -DPYTHONPATH=${ATTN_PY_FIXTURES}

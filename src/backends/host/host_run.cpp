@@ -273,6 +273,11 @@ std::size_t guard_damage(const void* p, std::size_t n) {
 
 } // namespace
 
+bool HostRun::negate_inputs() {
+  attn::negate_inputs(pr_); // (the member hides the free function)
+  return true;
+}
+
 void HostRun::poison_outputs() {
   auto* out = static_cast<unsigned char*>(out_mem_.get());
   std::memcpy(out, out_.raw(), out_.data.size());

@@ -68,6 +68,8 @@ public:
   void poison_outputs() override; // out, lse and the scratch, and the guards after out and lse
   // out and lse as the kernel left them, with whatever it wrote past either (RunOutput::overrun).
   [[nodiscard]] RunOutput download() override;
+  // The problem's copy the kernel reads, negated where it lies.
+  bool negate_inputs() override;
   // A steady clock around run(), with the problem, out, lse and the scratch flushed before each
   // rep (time_host_call).
   [[nodiscard]] TimingResult time(const TimingOptions& opt) override;

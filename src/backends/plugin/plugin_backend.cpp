@@ -64,6 +64,8 @@ public:
   }
 
   void run() override { lib_->run(cfg_, call_, ws_->get(), ws_bytes_, nullptr); }
+  // Not after a prepare step: the plugin may read its own copy of the cache, laid out there.
+  bool negate_inputs() override { return !lib_->has_prepare() && HostRun::negate_inputs(); }
 
 private:
   int call_threads() const override { return threads_; } // what the call offers it (host_threads)

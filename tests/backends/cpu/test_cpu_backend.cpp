@@ -525,6 +525,55 @@ TEST(CpuBackend, IsaOverrideForcesALowerBuildAndRefusesWhatCannotRun) {
   }
 }
 
+// negate_inputs rewrites the run's own query and caches in place (verify's call after a pass, as
+// an engine's next decode step): the same kernels then answer the old output negated, bit for bit
+// (each score is (-q).(-k), each product with V's negation rounds to the negation), lse the same;
+// twice restores the problem.
+TEST(CpuBackend, NegatedInputsNegateTheOutputInPlace) {
+  auto be = make_cpu_backend({.threads = 2, .kernels = ""});
+  for (const DType kv : {DType::f16, DType::fp8_e4m3, DType::fp8_e5m2}) {
+    AttnParams p = small_f16_params();
+    GenOptions gen;
+    gen.seed = 21;
+    if (is_fp8(kv)) {
+      p.kv_dtype = kv;
+      gen.k_scale = {0.37f};
+      gen.v_scale = {3.0f, 0.02f};
+    }
+    const Problem pr = make_decode_problem(p, {300, 77}, gen);
+    for (const KernelConfig& cfg : {KernelConfig{Family::decode_v1, {{"split", 1}}},
+                                    KernelConfig{Family::decode_v2, {{"partition", 64}}}}) {
+      SCOPED_TRACE(std::string(dtype_name(kv)) + " " + cfg.key());
+      auto run = be->prepare(pr, cfg);
+      run->poison_outputs();
+      run->run();
+      const RunOutput first = run->download();
+      ASSERT_TRUE(run->negate_inputs());
+      run->poison_outputs();
+      run->run();
+      const RunOutput second = run->download();
+      ASSERT_EQ(first.out.data.size(), second.out.data.size());
+      for (std::size_t i = 0; i < std::size_t(first.out.numel()); ++i) {
+        ASSERT_EQ(second.out.get(i), -first.out.get(i)) << "element " << i;
+      }
+      EXPECT_EQ(second.lse, first.lse);
+      ASSERT_TRUE(run->negate_inputs());
+      run->poison_outputs();
+      run->run();
+      EXPECT_EQ(run->download().out.data, first.out.data);
+    }
+  }
+  Problem pr = make_decode_problem(small_f16_params(), {40}, {.seed = 2});
+  const Problem before = pr;
+  negate_inputs(pr);
+  EXPECT_NE(pr.query.data, before.query.data);
+  EXPECT_EQ(pr.block_tables, before.block_tables);
+  negate_inputs(pr);
+  EXPECT_EQ(pr.query.data, before.query.data);
+  EXPECT_EQ(pr.key_cache.data, before.key_cache.data);
+  EXPECT_EQ(pr.value_cache.data, before.value_cache.data);
+}
+
 // How the decode loops read fp8 (through fp16 bits, or moving the bits into fp32s) is the
 // processor's choice, forced by ATTN_TUNE_CPU_FP8_READS so that both are tested everywhere (CTest
 // runs the fp8 grids under each), and named in the timing method; the baseline build has one
