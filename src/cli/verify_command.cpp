@@ -255,16 +255,14 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
     if (o.kernels.starts_with("python:")) {
       vars.insert(vars.end(), {"VIRTUAL_ENV", "PYTHONPATH"});
     }
-    {
-      for (const char* var : vars) {
-        if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
-          const std::string value = v;
-          const bool plain =
-              value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
-                                      "QRSTUVWXYZ0123456789_/.:,=+-") == std::string::npos;
-          env += std::string(var) + "=" +
-                 (plain || value.find('\'') != std::string::npos ? value : "'" + value + "'") + " ";
-        }
+    for (const char* var : vars) {
+      if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
+        const std::string value = v;
+        const bool plain =
+            value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+                                    "QRSTUVWXYZ0123456789_/.:,=+-") == std::string::npos;
+        env += std::string(var) + "=" +
+               (plain || value.find('\'') != std::string::npos ? value : "'" + value + "'") + " ";
       }
     }
     std::fprintf(
