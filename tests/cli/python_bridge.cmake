@@ -76,6 +76,10 @@ attn_python_test(python_verify_pointer_cache 1
                  "[1-9][0-9]*  after the query and the K/V cache were rewritten in place .*it answered with the call before's output.*[1-9][0-9]* passed, [1-9][0-9]* failed"
                  verify --kernels python:pointer_cache --intensity quick --threads 1
                  --dtypes fp32 --kv-dtypes auto)
+# plugin check makes the same call on every tiny case.
+attn_python_test(python_check_pointer_cache 1
+                 "after the query and the K/V cache were rewritten in place .*it answered with the call before's output.*plugin check: 1 of 1 families failed"
+                 plugin check python:pointer_cache --threads 1)
 add_test(NAME cli.python_verify_seed_defects
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
                  -DMODULE=python:ex_engine.factors.attn_dispatch -DPYTHONPATH=${ATTN_PY_FIXTURES}
