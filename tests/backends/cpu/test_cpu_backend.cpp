@@ -574,32 +574,38 @@ TEST(CpuBackend, NegatedInputsNegateTheOutputInPlace) {
   EXPECT_EQ(pr.value_cache.data, before.value_cache.data);
 }
 
-// How the decode loops read fp8 (through fp16 bits, or moving the bits into fp32s) is the
+// How the decode loops read E4M3 (through fp16 bits, or moving the bits into fp32s) is the
 // processor's choice, forced by ATTN_TUNE_CPU_FP8_READS so that both are tested everywhere (CTest
 // runs the fp8 grids under each), and named in the timing method; the baseline build has one
 // way. An unknown name is refused.
 TEST(CpuBackend, Fp8ReadsAreForcedByTheEnvironmentAndNamed) {
   const char* had = std::getenv(cpu::kFp8ReadsEnv);
   const std::string saved = had != nullptr ? had : "";
-  AttnParams p = small_f16_params();
-  p.kv_dtype = DType::fp8_e4m3;
-  const Problem pr = make_decode_problem(p, {70}, {.seed = 3});
-  const ReferenceResult ref = reference_attention(pr);
   TimingOptions opt;
   opt.warmup = 1;
   opt.warmup_seconds = 0.0;
   opt.min_reps = 1;
   opt.max_reps = 1;
   opt.flush_cache = false;
-  for (cpu::Isa isa : supported_isas()) {
-    for (const char* want : {"via-fp16", "via-fp32"}) {
-      setenv(cpu::kFp8ReadsEnv, want, 1);
-      const std::string named = isa == cpu::Isa::base ? "via-fp32" : want;
-      SCOPED_TRACE(std::string(cpu::isa_name(isa)) + " " + want);
-      auto be = make_cpu_backend({.threads = 1, .kernels = ""}, isa);
-      auto run = be->prepare(pr, {Family::decode_v1, {{"split", 1}}});
-      EXPECT_NE(run->time(opt).method.find("fp8 read " + named), std::string::npos);
-      expect_matches(run_once(*be, pr, {Family::decode_v1, {{"split", 1}}}), ref, p.dtype, named);
+  for (const DType kv : {DType::fp8_e4m3, DType::fp8_e5m2}) {
+    AttnParams p = small_f16_params();
+    p.kv_dtype = kv;
+    const Problem pr = make_decode_problem(p, {70}, {.seed = 3});
+    const ReferenceResult ref = reference_attention(pr);
+    for (cpu::Isa isa : supported_isas()) {
+      for (const char* want : {"via-fp16", "via-fp32"}) {
+        setenv(cpu::kFp8ReadsEnv, want, 1);
+        // The baseline build has one way; the others read E5M2 through fp16 bits whatever is asked.
+        const std::string named = isa == cpu::Isa::base   ? "via-fp32"
+                                  : kv == DType::fp8_e5m2 ? "via-fp16"
+                                                          : want;
+        SCOPED_TRACE(std::string(dtype_name(kv)) + " " + cpu::isa_name(isa) + " " + want);
+        auto be = make_cpu_backend({.threads = 1, .kernels = ""}, isa);
+        auto run = be->prepare(pr, {Family::decode_v1, {{"split", 1}}});
+        const std::string method = run->time(opt).method;
+        EXPECT_NE(method.find("fp8 read " + named), std::string::npos) << method;
+        expect_matches(run_once(*be, pr, {Family::decode_v1, {{"split", 1}}}), ref, p.dtype, named);
+      }
     }
   }
   setenv(cpu::kFp8ReadsEnv, "auto", 1);
