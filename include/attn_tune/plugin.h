@@ -244,16 +244,20 @@ typedef int (*attn_plugin_init_fn)(uint32_t host_abi_version, attn_plugin_api* a
                                    char* err, size_t err_size);
 
 /* Inside an init function: records the version this plugin speaks, then refuses a host that
- * speaks another one (or offers a smaller table), with the message the host prints. */
-#define ATTN_PLUGIN_CHECK_HOST(host_abi_version, api, api_size, err, err_size)                     \
+ * speaks another one (or offers a smaller table), with the message the host prints. The
+ * arguments are the init function's five, whatever the plugin names them. (Until 2026-12-06 the
+ * third parameter was named api_size, as the table's member is, so the macro compiled only where
+ * the caller's variable had that name.) */
+#define ATTN_PLUGIN_CHECK_HOST(attn_host_version_, attn_api_, attn_api_bytes_, attn_err_,          \
+                               attn_err_size_)                                                     \
   do {                                                                                             \
-    if ((api) != NULL && (api_size) >= 2 * sizeof(uint32_t)) {                                     \
-      (api)->abi_version = ATTN_PLUGIN_ABI_VERSION;                                                \
-      (api)->api_size = (uint32_t)sizeof(attn_plugin_api);                                         \
+    if ((attn_api_) != NULL && (attn_api_bytes_) >= 2 * sizeof(uint32_t)) {                        \
+      (attn_api_)->abi_version = ATTN_PLUGIN_ABI_VERSION;                                          \
+      (attn_api_)->api_size = (uint32_t)sizeof(attn_plugin_api);                                   \
     }                                                                                              \
-    if ((host_abi_version) != ATTN_PLUGIN_ABI_VERSION || (api) == NULL ||                          \
-        (api_size) < sizeof(attn_plugin_api)) {                                                    \
-      attn_plugin_write_message((err), (err_size), "plugin ABI mismatch");                         \
+    if ((attn_host_version_) != ATTN_PLUGIN_ABI_VERSION || (attn_api_) == NULL ||                  \
+        (attn_api_bytes_) < sizeof(attn_plugin_api)) {                                             \
+      attn_plugin_write_message((attn_err_), (attn_err_size_), "plugin ABI mismatch");             \
       return 1;                                                                                    \
     }                                                                                              \
   } while (0)

@@ -188,7 +188,13 @@ int replay_worker(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
       continue;
     }
     RunOutput out;
-    const CheckedRunResult r = checked_run(link, *be, subject, run, RunRequest{}, &out);
+    // As verify: once more with the inputs rewritten in place, which is how a kernel that keeps
+    // state between calls shows in one problem (a verify dump of such a failure holds the
+    // rewritten inputs; rewriting them back is the same call). Not with --save, which keeps an
+    // answer to the file's own inputs.
+    RunRequest req;
+    req.rewritten_call = o.save.empty();
+    const CheckedRunResult r = checked_run(link, *be, subject, run, req, &out);
     if (r.status == RunStatus::skipped && plugin == nullptr) {
       throw InputError(cfg.key() + " cannot run this problem on " + be->info().id + ": " +
                        r.reason);
@@ -323,6 +329,9 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
     case RunStatus::passed:
     case RunStatus::failed:
       print(check_lines(what, r.check->report, tol));
+      for (const std::string& cause : r.causes) { // a second call's failure says so
+        print("  looks like: " + cause);
+      }
       pass = pass && r.status == RunStatus::passed;
       return;
     }

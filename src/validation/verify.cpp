@@ -95,7 +95,7 @@ std::string check_key(const std::string& device, const KernelConfig& cfg, const 
 // Writes a failed case with the kernel's answer as a replay file; its path.
 std::string dump_failure(const Backend& be, const VerifyOptions& opt, const std::string& device,
                          const KernelConfig& cfg, const VerifyCase& c, const Problem& pr,
-                         const RunOutput& out) {
+                         const RunOutput& out, bool rewritten) {
   const std::string path =
       opt.dump_dir + "/" + slug(device + "_" + cfg.key() + "_" + c.name()) + ".safetensors";
   std::map<std::string, std::string> meta = {
@@ -104,6 +104,10 @@ std::string dump_failure(const Backend& be, const VerifyOptions& opt, const std:
       {"attn_tune_kernels", be.kernels().value("name", "attn-tune")},
       {"attn_tune_device", device},
       {"attn_tune_run_seed", std::to_string(opt.seed)}};
+  if (rewritten) { // the second call's: its inputs rewritten in place after a first that passed
+    meta["attn_tune_rewritten_call"] =
+        "after a first call that passed, the inputs negated in place";
+  }
   SafetensorsFile file = replay_to_safetensors(pr, &out.out, out.checked_lse());
   file.metadata.insert(meta.begin(), meta.end());
   write_safetensors(path, file);
@@ -210,7 +214,7 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
               if (r.inputs_negated) {
                 negate_inputs(judged);
               }
-              r.saved = dump_failure(be, opt, device, cfg, c, judged, out);
+              r.saved = dump_failure(be, opt, device, cfg, c, judged, out, r.inputs_negated);
             } catch (const std::exception& e) {
               link.say(std::string(kDumpsStopped) + e.what());
             }

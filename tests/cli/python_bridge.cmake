@@ -76,6 +76,14 @@ attn_python_test(python_verify_pointer_cache 1
                  "[1-9][0-9]*  after the query and the K/V cache were rewritten in place .*it answered with the call before's output.*[1-9][0-9]* passed, [1-9][0-9]* failed"
                  verify --kernels python:pointer_cache --intensity quick --threads 1
                  --dtypes fp32 --kv-dtypes auto)
+# Its dumps hold the rewritten inputs, and replay with the kernel makes the second call too, so a
+# dump reproduces the failure (the fixture's first answer to the file's inputs is right).
+set(pointer_dumps ${CMAKE_CURRENT_BINARY_DIR}/cli_work/pointer_cache_dumps)
+add_test(NAME cli.python_pointer_cache_dump_replays
+         COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DDUMPS=${pointer_dumps}
+                 -P ${ATTN_PY_FIXTURES}/pointer_cache_dump.cmake)
+set_tests_properties(cli.python_pointer_cache_dump_replays PROPERTIES LABELS "cli;python"
+                     ENVIRONMENT "PYTHONPATH=${ATTN_PY_FIXTURES}")
 # plugin check makes the same call on every tiny case.
 attn_python_test(python_check_pointer_cache 1
                  "after the query and the K/V cache were rewritten in place .*it answered with the call before's output.*plugin check: 1 of 1 families failed"
