@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "build_info.h"
+#include "src/backends/cpu/isa.h"
 #include "src/backends/registry.h"
 #include "src/io/json_unique.h"
 #include "src/model/errors.h"
@@ -261,6 +262,12 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
   }
   const ReplayFile rf = load_replay(o.file);
   const Problem& pr = rf.problem;
+  if (plugin == nullptr && (o.backend == "cpu" || o.backend.starts_with("cpu:"))) {
+    // The CPU kernels' forcing variables, refused before the file's first line rather than by
+    // the worker after it: a usage error is one line.
+    (void)cpu::selected_isa();
+    (void)cpu::selected_fp8_reads();
+  }
   print("replay " + o.file + ": " + pr.describe() +
         (rf.out ? (rf.lse ? " (file holds out and lse)" : " (file holds out)")
                 : (rf.lse ? " (file holds lse but no out)" : " (file holds no answer)")));

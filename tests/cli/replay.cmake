@@ -177,6 +177,13 @@ else()
   attn_cli_test(NAME replay.backend_missing EXIT 3 REGEX "device unavailable"
                 ARGS replay ${REPLAY_DUMPS}/decode_defaults_fp32.safetensors --backend cuda:99)
   set_tests_properties(cli.replay.backend_missing PROPERTIES FIXTURES_REQUIRED replay_dumps)
+  # A bad forcing variable of the CPU kernels is one line, before the file's header line.
+  attn_cli_test(NAME replay.cpu_fp8_reads_refused EXIT 2
+                REGEX "ATTN_TUNE_CPU_FP8_READS='via-fp64' is not via-fp16, via-fp32 or auto"
+                ABSENT "replay .*decode_defaults_fp32.safetensors: decode"
+                ARGS replay ${REPLAY_DUMPS}/decode_defaults_fp32.safetensors --backend cpu)
+  set_tests_properties(cli.replay.cpu_fp8_reads_refused PROPERTIES FIXTURES_REQUIRED replay_dumps
+                       ENVIRONMENT ATTN_TUNE_CPU_FP8_READS=via-fp64)
   attn_cli_test(NAME replay.config_without_backend EXIT 2 REGEX "--config .* needs --backend"
                 ARGS replay ${REPLAY_DUMPS}/decode_defaults_fp32.safetensors
                      --config {})
