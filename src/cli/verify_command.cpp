@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "src/backends/backend.h"
+#include "src/backends/cpu/isa.h"
 #include "src/backends/registry.h"
 #include "src/cli/commands.h"
 #include "src/cli/exit_codes.h"
@@ -251,7 +252,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
     // A Python module is found through the environment, and the CPU kernels' build and fp8 read
     // can be forced by it: the line carries what it was found and forced with.
     std::string env;
-    std::vector<const char*> vars = {"ATTN_TUNE_CPU_ISA", "ATTN_TUNE_CPU_FP8_READS"};
+    std::vector<const char*> vars = {cpu::kIsaOverrideEnv, cpu::kFp8ReadsEnv};
     if (o.kernels.starts_with("python:")) {
       vars.insert(vars.end(), {"VIRTUAL_ENV", "PYTHONPATH"});
     }

@@ -131,7 +131,7 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
           got = std::move(again);
         }
       }
-      const ReferenceResult& judged = negated && r.inputs_negated ? *negated : ref;
+      const ReferenceResult& judged = r.inputs_negated ? *negated : ref;
       if (!pass) {
         r.status = RunStatus::failed;
         const std::vector<WrongPair> wrong = wrong_pairs(got.out, got.checked_lse(), judged, tol);
