@@ -236,21 +236,95 @@ AdaptiveSearch::Pools AdaptiveSearch::pools(const SearchObservations& obs) const
   Pools p;
   p.measured.resize(points_.size(), 0);
   p.contenders.resize(points_.size());
+  p.winners.resize(points_.size());
   for (std::size_t j = 0; j < points_.size(); ++j) {
     if (measured(j, obs)) {
       p.measured[j] = 1;
       for (const KernelConfig& c : contenders(j, obs)) {
         p.contenders[j].push_back(c.key());
       }
+      for (const Family f : {Family::decode_v1, Family::decode_v2, Family::prefill}) {
+        if (const KernelConfig* c = best_of(j, f, obs)) {
+          p.winners[j].push_back(c->key());
+        }
+      }
     }
   }
   return p;
 }
 
-// The first point of a group, or one farther than kRaceReach from every measured point of it:
-// every configuration. Elsewhere: the configurations that survived (contenders()) at the nearest
-// measured point of the group, and every configuration of a family none survived in there.
+bool AdaptiveSearch::hopeless(std::size_t i, const KernelConfig& c,
+                              const SearchObservations& obs) const {
+  const auto length = [&](std::size_t k) {
+    const Workload& w = points_[k].workload;
+    return w.phase == Phase::decode ? double(w.context_len) : double(w.q_len) * w.k_len;
+  };
+  bool below = false;
+  bool above = false;
+  for (const std::size_t j : pool_members_[pool_of_[i]]) {
+    const SearchObservation* o = j == i ? nullptr : seen(j, c, obs);
+    if (o == nullptr || !o->ok()) {
+      continue;
+    }
+    const SearchObservation* best = o;
+    for (const KernelConfig& d : points_[j].configs) {
+      const SearchObservation* od = seen(j, d, obs);
+      if (d.family == c.family && od != nullptr && od->ok() && od->median_s < best->median_s) {
+        best = od;
+      }
+    }
+    if (o->median_s / best->median_s - 1.0 <= kHopelessMargin + o->noise() + best->noise()) {
+      return false;
+    }
+    below = below || length(j) <= length(i);
+    above = above || length(j) >= length(i);
+  }
+  // Timed on one side only, a configuration may still win here: on a 2-core Zen 5,
+  // decode_v2[partition=256] lost by 37% at 16384 tokens and won 512.
+  return below && above;
+}
+
+std::vector<std::size_t> AdaptiveSearch::neighbours(std::size_t i, const Pools& pools) const {
+  const Workload& w = points_[i].workload;
+  std::vector<std::size_t> out;
+  if (!on_grid(w)) {
+    return out;
+  }
+  // Per direction (shorter, longer, smaller batch, larger batch): the nearest measured point.
+  std::optional<std::size_t> near[4];
+  const auto gap = [&](std::size_t k) {
+    const Workload& v = points_[k].workload;
+    return std::abs(v.context_len - w.context_len) + std::abs(v.batch - w.batch);
+  };
+  for (const std::size_t j : pool_members_[pool_of_[i]]) {
+    const Workload& v = points_[j].workload;
+    if (j == i || pools.measured[j] == 0 || !on_grid(v)) {
+      continue;
+    }
+    std::optional<std::size_t>* slot = nullptr;
+    if (v.batch == w.batch && v.context_len != w.context_len) {
+      slot = &near[v.context_len < w.context_len ? 0 : 1];
+    } else if (v.context_len == w.context_len && v.batch != w.batch) {
+      slot = &near[v.batch < w.batch ? 2 : 3];
+    }
+    if (slot != nullptr && (!*slot || gap(j) < gap(**slot))) {
+      *slot = j;
+    }
+  }
+  for (const auto& n : near) {
+    if (n) {
+      out.push_back(*n);
+    }
+  }
+  return out;
+}
+
+// The first point of a group: every configuration. One farther than kRaceReach from every
+// measured point of it: every configuration but the hopeless ones. Elsewhere: the configurations
+// that survived (contenders()) at the nearest measured point of the group, every configuration of
+// a family none survived in there, and the fastest of each family at its measured neighbours.
 std::vector<KernelConfig> AdaptiveSearch::candidates(std::size_t i, const Pools& pools,
+                                                     const SearchObservations& obs,
                                                      std::string& why) const {
   const std::vector<KernelConfig>& all = points_[i].configs;
   // The nearest measured point of the group: by lengths, then batch, then plan order.
@@ -273,9 +347,20 @@ std::vector<KernelConfig> AdaptiveSearch::candidates(std::size_t i, const Pools&
     return all;
   }
   if (distance(i, *nearest) > kRaceReach) {
+    std::vector<KernelConfig> out;
+    for (const KernelConfig& c : all) {
+      if (!hopeless(i, c, obs)) {
+        out.push_back(c);
+      }
+    }
     why = "no measured point of its group within " + std::to_string(int(kRaceReach)) +
           " doublings: every configuration";
-    return all;
+    if (out.size() < all.size()) {
+      why += " but the " + std::to_string(all.size() - out.size()) + " that lost by more than " +
+             std::to_string(int(kHopelessMargin * 100)) +
+             "% wherever its group timed them, on both sides of it";
+    }
+    return out;
   }
   const std::set<std::string> pooled(pools.contenders[*nearest].begin(),
                                      pools.contenders[*nearest].end());
@@ -298,6 +383,26 @@ std::vector<KernelConfig> AdaptiveSearch::candidates(std::size_t i, const Pools&
   if (added) {
     why += ", and every configuration of a family with no survivor there";
   }
+  // A configuration that won its family at a neighbour is worth a timing here: on a 2-core Zen 5,
+  // v2's best partition changed at every grid step from 512 to 2048 tokens, and between batches
+  // 4 and 16 at 512 tokens (docs/adaptive-search.md).
+  bool crossed = false;
+  for (const std::size_t j : neighbours(i, pools)) {
+    for (const std::string& k : pools.winners[j]) {
+      if (std::none_of(out.begin(), out.end(),
+                       [&](const KernelConfig& c) { return c.key() == k; })) {
+        for (const KernelConfig& c : all) {
+          if (c.key() == k) {
+            out.push_back(c);
+            crossed = true;
+          }
+        }
+      }
+    }
+  }
+  if (crossed) {
+    why += ", and the fastest of each family at its measured neighbours";
+  }
   return out;
 }
 
@@ -308,7 +413,7 @@ std::vector<SearchRun> AdaptiveSearch::runs_at(std::size_t i, const SearchObserv
 std::vector<SearchRun> AdaptiveSearch::runs_with(std::size_t i, const SearchObservations& obs,
                                                  const Pools& pools) const {
   std::string why;
-  const std::vector<KernelConfig> cands = candidates(i, pools, why);
+  const std::vector<KernelConfig> cands = candidates(i, pools, obs, why);
   std::vector<SearchRun> runs;
   if (int(cands.size()) <= kDirectCandidates) {
     for (const KernelConfig& c : cands) {

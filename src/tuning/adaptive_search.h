@@ -11,10 +11,12 @@
 //    both relative interquartile ranges, and times the fastest kRaceSurvivors of each family left
 //    in full, with the profile's timing. Every later point of the group starts from the
 //    configurations that survived at the nearest measured point of it (a configuration that lost
-//    by more than the margin there is not tried) and races them the same way when there are more
+//    by more than the margin there is not tried), adds the fastest of each family at its measured
+//    neighbours along the context and batch axes, and races them the same way when there are more
 //    than kDirectCandidates, else times them in full; a point farther than kRaceReach doublings
-//    from every measured point of its group races every configuration again. The table chooses
-//    from full timings only;
+//    from every measured point of its group races every configuration again, less those that
+//    lost by more than kHopelessMargin on both sides of it. The table chooses from full timings
+//    only;
 //  - bisection: along a decode shape's context axis it measures the ends, then the middle of any
 //    two measured neighbours unless the medians at both favour the family the table carries
 //    across them (a win beyond noise, or a tie leaning that way), down to adjacent grid lengths,
@@ -59,8 +61,15 @@ inline constexpr int kAgreeSpan = 2;
 // until 2026-12-04: on quick, 512 tokens lay 3 doublings from both measured ends (64 and 4096),
 // and the configuration that won there by a third was never timed (docs/adaptive-search.md).
 inline constexpr double kRaceReach = 2.0;
-// At most this many configurations of a family survive a race.
-inline constexpr int kRaceSurvivors = 2;
+// At most this many configurations of a family survive a race. 2 until 2026-12-06: with the
+// fastest of each family at a point's measured neighbours among its candidates, the second
+// survivor cost a third of the measurements of default-decode-b16 and bought no regret back in
+// replays of nine exhaustive sweeps (docs/adaptive-search.md).
+inline constexpr int kRaceSurvivors = 1;
+// A point that races every configuration again (kRaceReach) leaves out those slower than their
+// family's fastest by more than this fraction plus both relative interquartile ranges wherever its
+// group timed them, when that was at lengths on both sides of it (or at its own length).
+inline constexpr double kHopelessMargin = 0.25;
 // A point with at most this many candidates times them in full without a race.
 inline constexpr int kDirectCandidates = 4;
 // A race timing takes 1/kRaceShare of the profile's time budget and repetitions.
@@ -137,12 +146,21 @@ private:
   struct Pools {
     std::vector<char> measured;
     std::vector<std::vector<std::string>> contenders;
+    std::vector<std::vector<std::string>> winners; // the fastest of each family, full timings
   };
   [[nodiscard]] Pools pools(const SearchObservations& obs) const;
   // Doublings between two points' lengths: context (decode), q plus k (prefill).
   [[nodiscard]] double distance(std::size_t a, std::size_t b) const;
   [[nodiscard]] std::vector<KernelConfig> candidates(std::size_t i, const Pools& pools,
+                                                     const SearchObservations& obs,
                                                      std::string& why) const;
+  // The measured decode grid points next to point i: the nearest shorter and longer of its batch,
+  // and the nearest smaller and larger batch at its length.
+  [[nodiscard]] std::vector<std::size_t> neighbours(std::size_t i, const Pools& pools) const;
+  // Whether configuration c lost by more than kHopelessMargin wherever i's group timed it, at
+  // lengths on both sides of i's (or at i's own).
+  [[nodiscard]] bool hopeless(std::size_t i, const KernelConfig& c,
+                              const SearchObservations& obs) const;
   [[nodiscard]] std::vector<SearchRun> runs_with(std::size_t i, const SearchObservations& obs,
                                                  const Pools& pools) const;
   // The fastest configuration of family f timed in full at point i (nullptr: none).

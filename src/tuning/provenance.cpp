@@ -105,7 +105,8 @@ json search_provenance(const json& header, const std::vector<json>& lines) {
   if (exhaustive > 0) {
     out["fraction"] = double(pairs.size()) / exhaustive;
   }
-  for (const char* k : {"race_margin", "direct_candidates", "race_timing"}) {
+  for (const char* k :
+       {"race_margin", "direct_candidates", "race_survivors", "hopeless_margin", "race_timing"}) {
     if (header["search"].contains(k)) {
       out[k] = header["search"][k];
     }

@@ -66,6 +66,8 @@ json results_header(const Profile& prof, const Backend& be, uint64_t seed, const
   if (search == SearchMode::adaptive) {
     h["search"]["race_margin"] = kRaceMargin;
     h["search"]["direct_candidates"] = kDirectCandidates;
+    h["search"]["race_survivors"] = kRaceSurvivors;
+    h["search"]["hopeless_margin"] = kHopelessMargin;
     h["search"]["race_timing"] = timing_options_json(race_timing(prof.timing));
   }
   if (shard.sharded()) {

@@ -123,20 +123,27 @@ TEST(AdaptiveSearch, RacesTheFirstPointAndCarriesItsSurvivors) {
     (line_stage(l) == SearchStage::race ? race : full)[l["workload_key"]].insert(l["config_key"]);
   }
   EXPECT_EQ(race[first].size(), configs().size());
-  // Batch 1's short end is 7 doublings from its long end (beyond kRaceReach, 2): it races too,
-  // and so does the first bisection step, 1024, 3 doublings from 128 and 4 from 16384. Every
-  // later point is within 2 doublings of a measured one and times the survivors of the nearest
-  // without a race.
-  EXPECT_EQ(race.size(), 3u);
+  // Batch 1's short end is 7 doublings from its long end (beyond kRaceReach, 2): it races
+  // every configuration too (split 0 lost at 16384 only, one side of it).
+  EXPECT_EQ(race.size(), 2u);
   EXPECT_EQ(race[decode(1, kGrid.front()).key()].size(), configs().size());
-  EXPECT_EQ(race[decode(1, 1024).key()].size(), configs().size());
+  // The first bisection step, 1024, lies 3 doublings from 128 and 4 from 16384: every
+  // configuration again, but split 0, which lost by 2x on both sides of it (kHopelessMargin);
+  // the four left are few enough to time in full without a race.
+  const std::set<std::string> at_1024 = full[decode(1, 1024).key()];
+  EXPECT_EQ(at_1024.size(), 4u);
+  EXPECT_FALSE(at_1024.count("decode_v1[split=0]"));
+  EXPECT_FALSE(at_1024.count("decode_v2[partition=512,split=0]"));
   for (const auto& [w, cs] : full) {
-    // split 0 is twice as slow: it never survives; at most kRaceSurvivors of each family do,
-    // and v1's survivor is timed at every measured point.
+    // split 0 is twice as slow: it never survives; v1's survivor is timed at every measured
+    // point, and elsewhere at most kRaceSurvivors of each family and the fastest of each at the
+    // point's measured neighbours (here always one of those survivors).
     EXPECT_FALSE(cs.count("decode_v1[split=0]")) << w;
     EXPECT_FALSE(cs.count("decode_v2[partition=512,split=0]")) << w;
     EXPECT_TRUE(cs.count("decode_v1[split=1]")) << w;
-    EXPECT_LE(cs.size(), std::size_t(1 + kRaceSurvivors)) << w;
+    if (w != decode(1, 1024).key()) {
+      EXPECT_LE(cs.size(), std::size_t(2 * kRaceSurvivors)) << w;
+    }
   }
   // The table chooses from full timings: never a configuration that lost its race.
   const json t = table_of(lines);
@@ -175,6 +182,43 @@ TEST(AdaptiveSearch, ABatchStartedFromItsNeighboursSwitchFindsWhereTheBestConfig
     }
   }
   EXPECT_TRUE(long_end) << b4["measured"];
+}
+
+// A point between two measured lengths whose fastest v2 configurations differ times both: the
+// survivors of the nearest one (512 tokens, where partition 1024 won) and the fastest of each
+// family at its other measured neighbour (2048, where partition 256 won).
+TEST(AdaptiveSearch, APointTimesTheFastestOfEachFamilyAtItsMeasuredNeighbours) {
+  const Planted p = planted(300);
+  const AdaptiveSearch search(p.points);
+  SearchObservations obs;
+  const auto time = [&](int ctx, const KernelConfig& c, double t) {
+    json l = line_of(decode(1, ctx), c, t);
+    l["search"] = {{"stage", "full"}};
+    observe(obs, l);
+  };
+  const std::vector<KernelConfig> cs = configs();
+  time(512, cs[1], 2.0e-6);  // decode_v1[split=1]
+  time(512, cs[4], 1.0e-6);  // decode_v2[partition=1024,split=1]
+  time(2048, cs[1], 8.0e-6); // decode_v1[split=1]
+  time(2048, cs[2], 4.0e-6); // decode_v2[partition=256,split=1]
+  std::size_t at_1024 = search.size();
+  for (std::size_t i = 0; i < search.size(); ++i) {
+    if (search.point(i).workload.key() == decode(1, 1024).key()) {
+      at_1024 = i;
+    }
+  }
+  ASSERT_LT(at_1024, search.size());
+  std::set<std::string> keys;
+  std::string why;
+  for (const SearchRun& r : search.runs_at(at_1024, obs)) {
+    keys.insert(r.config.key());
+    why = r.why;
+  }
+  EXPECT_EQ(keys, (std::set<std::string>{"decode_v1[split=1]", "decode_v2[partition=1024,split=1]",
+                                         "decode_v2[partition=256,split=1]"}))
+      << why;
+  EXPECT_NE(why.find("the fastest of each family at its measured neighbours"), std::string::npos)
+      << why;
 }
 
 TEST(AdaptiveSearch, BisectsToThePlantedSwitchAndReusesItForTheNextBatch) {
@@ -258,17 +302,29 @@ TEST(AdaptiveSearch, AResumedSearchReplaysTheSameDecisions) {
     // What a sweep killed after `cut` lines finds in results.jsonl.
     SearchObservations obs = search_observations({lines.begin(), lines.begin() + long(cut)});
     std::vector<std::string> next;
-    while (const auto due = search.next_point(obs)) {
-      const std::size_t i = due->index;
-      const std::vector<SearchRun> runs = search.runs_at(i, obs);
-      ASSERT_FALSE(runs.empty());
-      for (const SearchRun& r : runs) {
-        json l = p.measured.at(record_key(search.point(i).workload.key(), r.config.key()));
-        l["search"] = {{"stage", search_stage_name(r.stage)}};
-        observe(obs, l);
-        next.push_back(l["workload_key"].get<std::string>() + l["config_key"].get<std::string>() +
-                       search_stage_name(r.stage));
+    // As sweep does: the point of the last line first, when it has runs left (the point in
+    // flight), then each point the search asks for, until its runs are done.
+    const auto finish = [&](std::size_t i) {
+      for (auto runs = search.runs_at(i, obs); !runs.empty(); runs = search.runs_at(i, obs)) {
+        for (const SearchRun& r : runs) {
+          json l = p.measured.at(record_key(search.point(i).workload.key(), r.config.key()));
+          l["search"] = {{"stage", search_stage_name(r.stage)}};
+          observe(obs, l);
+          next.push_back(l["workload_key"].get<std::string>() + l["config_key"].get<std::string>() +
+                         search_stage_name(r.stage));
+        }
       }
+    };
+    if (cut > 0) {
+      for (std::size_t i = 0; i < search.size(); ++i) {
+        if (search.point(i).workload.key() == lines[cut - 1]["workload_key"]) {
+          finish(i);
+        }
+      }
+    }
+    while (const auto due = search.next_point(obs)) {
+      ASSERT_FALSE(search.runs_at(due->index, obs).empty());
+      finish(due->index);
     }
     ASSERT_EQ(next.size(), lines.size() - cut) << "cut " << cut;
     for (std::size_t k = 0; k < next.size(); ++k) {
