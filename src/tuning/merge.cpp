@@ -89,6 +89,23 @@ std::optional<Folder> read_folder(const std::string& dir, bool unstarted_ok) {
     }
   }
   f.info.measured = int(f.lines.size());
+  // The lines the folder's search wrote, superseded ones included (a merged folder keeps one line
+  // per pair, and its header the shards' counts).
+  if (const json* m = rf.header.contains("merged") ? &rf.header["merged"] : nullptr;
+      m != nullptr && m->is_object() && m->contains("shards") && (*m)["shards"].is_array()) {
+    const auto count = [](const json& s, const char* k) {
+      return s.is_object() && s.contains(k) && s[k].is_number_integer() ? s[k].get<int>() : 0;
+    };
+    for (const json& s : (*m)["shards"]) {
+      f.info.timings += count(s, "timings");
+      f.info.race_timings += count(s, "race_timings");
+    }
+  } else {
+    f.info.timings = int(rf.lines.size());
+    for (const json& l : rf.lines) {
+      f.info.race_timings += is_race_line(l) ? 1 : 0;
+    }
+  }
   // An adaptive search measures part of its plan: it is complete when it says it has finished.
   f.info.complete = search_mode_of(rf.header) == "adaptive"
                         ? !rf.search_end.is_null()
@@ -365,6 +382,8 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
                       {"device", f.header.value("device", json::object()).value("id", "")},
                       {"uuid", f.header.value("device", json::object()).value("uuid", "")},
                       {"measurements", f.info.measured},
+                      {"timings", f.info.timings},
+                      {"race_timings", f.info.race_timings},
                       {"expected", f.info.expected},
                       {"complete", f.info.complete}});
   }
@@ -433,6 +452,17 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   const auto records = to_records(merged);
   json pv = table_provenance(header, records, merged);
   pv.erase("shard");
+  if (pv.contains("search") && pv["search"].value("mode", "") == "adaptive") {
+    // The merged file keeps one line per pair; the timings made are the shards' own.
+    int timings = 0;
+    int race = 0;
+    for (const Folder& f : folders) {
+      timings += f.info.timings;
+      race += f.info.race_timings;
+    }
+    pv["search"]["timings"] = timings;
+    pv["search"]["race_timings"] = race;
+  }
   pv["merge"] = merge_info;
   const json& dev = header.at("device");
   const int sm_count = dev.value("sm_count", dev.value("threads", 0));

@@ -27,6 +27,10 @@ struct MergedFolder {
   int expected = -1;     // measurements its plan asks for (-1: the header does not say)
   int measured = 0;      // distinct measurements in its complete lines
   bool complete = false; // measured >= expected (or expected unknown)
+  // Lines written (a pair timed again, or raced then timed in full, counts each time) and how
+  // many were brief race timings: the sums of the shards' where the folder is itself a merge.
+  int timings = 0;
+  int race_timings = 0;
 };
 
 struct MergeSummary {

@@ -274,6 +274,20 @@ TEST_F(Merge, AdaptiveShardsMergeWhenEachFinishedItsSearch) {
   EXPECT_EQ(t["provenance"]["search"]["mode"], "adaptive");
   EXPECT_EQ(t["provenance"]["search"]["exhaustive_measurements"], int(lines_->size()));
   EXPECT_LT(t["provenance"]["search"]["measurements"].get<int>(), int(lines_->size()));
+  // The timings are the shards' lines, race timings a full timing superseded included (the
+  // merged file keeps one line per pair).
+  int timings = 0;
+  int race = 0;
+  for (const std::string& d : dirs) {
+    for (const json& l : read_results(d + "/results.jsonl").lines) {
+      ++timings;
+      race += is_race_line(l) ? 1 : 0;
+    }
+  }
+  ASSERT_GT(race, 0);
+  EXPECT_EQ(t["provenance"]["search"]["timings"], timings);
+  EXPECT_EQ(t["provenance"]["search"]["race_timings"], race);
+  EXPECT_LT(int(read_results(s.results_path).lines.size()), timings);
   // The merged folder is a finished search too: merged again with a rerun of it (a copy here),
   // it is taken (it was refused as a search still running).
   EXPECT_FALSE(read_results(s.results_path).search_end.is_null());
@@ -287,6 +301,10 @@ TEST_F(Merge, AdaptiveShardsMergeWhenEachFinishedItsSearch) {
       merge_shards(dir("adaptive-again").string(),
                    {dir("adaptive-out").string(), dir("adaptive-copy").string()}, {});
   EXPECT_TRUE(again.complete);
+  // Merged again, a merged folder counts its shards' timings from its header (here both folders
+  // hold the same ones: a rerun would have made its own).
+  EXPECT_EQ(json::parse(std::ifstream(again.table_path))["provenance"]["search"]["race_timings"],
+            2 * race);
 
   // Shard 1 without its search_end: still searching.
   const std::string f1 = dirs[1] + "/results.jsonl";
