@@ -63,8 +63,9 @@ inline constexpr int kAgreeSpan = 2;
 inline constexpr double kRaceReach = 2.0;
 // At most this many configurations of a family survive a race. 2 until 2026-12-06: with the
 // fastest of each family at a point's measured neighbours among its candidates, the second
-// survivor cost a third of the measurements of default-decode-b16 and bought no regret back in
-// replays of nine exhaustive sweeps (docs/adaptive-search.md).
+// survivor added 5 to 8 points to the measurement share of replayed default-decode-b16 sweeps
+// (38-41% against 30-35%) and bought regret back in two of six quick sweeps only
+// (docs/adaptive-search.md).
 inline constexpr int kRaceSurvivors = 1;
 // A point that races every configuration again (kRaceReach) leaves out those slower than their
 // family's fastest by more than this fraction plus both relative interquartile ranges wherever its
