@@ -371,12 +371,15 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   std::set<int> present;
   bool all_complete = true;
   json shards = json::array();
-  int64_t expected_total = 0;
+  // The plan: each shard's once, however many folders measured it (a shard swept again, or
+  // merged folders merged again).
+  std::map<int, int> plan_of_shard;
   for (const Folder& f : folders) {
     sum.folders.push_back(f.info);
     present.insert(f.info.shard.index);
     all_complete = all_complete && f.info.complete;
-    expected_total += std::max(f.info.expected, 0);
+    int& plan = plan_of_shard[f.info.shard.index];
+    plan = std::max(plan, f.info.expected);
     shards.push_back({{"folder", f.info.dir},
                       {"shard", f.info.shard.text()},
                       {"device", f.header.value("device", json::object()).value("id", "")},
@@ -386,6 +389,10 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
                       {"race_timings", f.info.race_timings},
                       {"expected", f.info.expected},
                       {"complete", f.info.complete}});
+  }
+  int64_t expected_total = 0;
+  for (const auto& [index, plan] : plan_of_shard) {
+    expected_total += plan;
   }
   for (int i = 0; i < sum.shard_count; ++i) {
     if (present.count(i) == 0) {

@@ -302,9 +302,22 @@ TEST_F(Merge, AdaptiveShardsMergeWhenEachFinishedItsSearch) {
                    {dir("adaptive-out").string(), dir("adaptive-copy").string()}, {});
   EXPECT_TRUE(again.complete);
   // Merged again, a merged folder counts its shards' timings from its header (here both folders
-  // hold the same ones: a rerun would have made its own).
-  EXPECT_EQ(json::parse(std::ifstream(again.table_path))["provenance"]["search"]["race_timings"],
-            2 * race);
+  // hold the same ones: a rerun would have made its own); the plan is the plan once.
+  const json again_search = json::parse(std::ifstream(again.table_path))["provenance"]["search"];
+  EXPECT_EQ(again_search["race_timings"], 2 * race);
+  EXPECT_EQ(again_search["exhaustive_measurements"], int(lines_->size()));
+  // A shard swept twice, into two folders: its plan counts once.
+  SweepOptions rerun;
+  rerun.out_dir = dir("adaptive-0-again").string();
+  rerun.reference_threads = 1;
+  rerun.search = SearchMode::adaptive;
+  rerun.shard = {.index = 0, .count = 2};
+  (void)run_sweep(*be_, *prof_, rerun);
+  const MergeSummary twice =
+      merge_shards(dir("adaptive-twice").string(), {dirs[0], dirs[1], rerun.out_dir}, {});
+  EXPECT_EQ(json::parse(
+                std::ifstream(twice.table_path))["provenance"]["search"]["exhaustive_measurements"],
+            int(lines_->size()));
 
   // Shard 1 without its search_end: still searching.
   const std::string f1 = dirs[1] + "/results.jsonl";
