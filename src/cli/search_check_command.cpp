@@ -105,6 +105,15 @@ int replay_check(const std::string& dir, const std::string& out) {
     throw InputError(path + " is an adaptive sweep's: --replay needs an exhaustive one");
   }
   const auto records = to_records(rf.lines);
+  const int plan = rf.header.contains("plan") && rf.header["plan"].is_object()
+                       ? rf.header["plan"].value("measurements", -1)
+                       : -1;
+  if (plan > 0 && int(records.size()) < plan) {
+    throw InputError(path + " holds " + std::to_string(records.size()) + " of the " +
+                     std::to_string(plan) +
+                     " measurements its plan names: --replay needs a finished exhaustive sweep "
+                     "(sweep --resume finishes it)");
+  }
   const nlohmann::json table = table_of_results(rf.header, rf.lines);
   const ReplayedSearch replay = replay_on(rf.header, rf.lines);
   const TableJudgement j = judge_table(records, table, replay.table);
@@ -126,10 +135,16 @@ int replay_check(const std::string& dir, const std::string& out) {
     fs::create_directories(out);
     const std::string table_path = (fs::path(out) / "replayed_table.json").string();
     write_json_atomically(table_path, replay.table);
-    std::string lines = rf.header.dump() + "\n";
+    std::string lines = replay.header.dump() + "\n";
     for (const nlohmann::json& l : replay.lines) {
       lines += l.dump() + "\n";
     }
+    lines += nlohmann::json{{"type", "search_end"},
+                            {"measured_pairs", sp.value("measurements", 0)},
+                            {"exhaustive_pairs", int(records.size())},
+                            {"utc", utc_now()}}
+                 .dump() +
+             "\n";
     write_file_atomically((fs::path(out) / "replayed_results.jsonl").string(), lines);
     std::printf("search-check: replayed table %s (its lines beside it)\n", table_path.c_str());
   }

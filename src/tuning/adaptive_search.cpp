@@ -10,6 +10,7 @@
 #include "src/model/errors.h"
 #include "src/tuning/crossover.h"
 #include "src/tuning/decode_point.h"
+#include "src/tuning/provenance.h"
 #include "src/tuning/results_file.h"
 
 namespace attn {
@@ -39,6 +40,20 @@ TimingOptions race_timing(TimingOptions t) {
   t.warmup_seconds /= kRaceShare;
   t.warmup = 1; // the point's earlier runs have warmed the device already
   return t;
+}
+
+json search_header(SearchMode m, const TimingOptions* timing) {
+  json h = {{"mode", search_mode_name(m)}};
+  if (m == SearchMode::adaptive) {
+    h["race_margin"] = kRaceMargin;
+    h["direct_candidates"] = kDirectCandidates;
+    h["race_survivors"] = kRaceSurvivors;
+    h["hopeless_margin"] = kHopelessMargin;
+    if (timing != nullptr) {
+      h["race_timing"] = timing_options_json(race_timing(*timing));
+    }
+  }
+  return h;
 }
 
 double SearchObservation::noise() const {
@@ -323,9 +338,10 @@ std::vector<std::size_t> AdaptiveSearch::neighbours(std::size_t i, const Pools& 
 // measured point of it: every configuration but the hopeless ones. Elsewhere: the configurations
 // that survived (contenders()) at the nearest measured point of the group, every configuration of
 // a family none survived in there, and the fastest of each family at its measured neighbours.
-std::vector<KernelConfig> AdaptiveSearch::candidates(std::size_t i, const Pools& pools,
-                                                     const SearchObservations& obs,
-                                                     std::string& why) const {
+std::vector<KernelConfig>
+AdaptiveSearch::candidates(std::size_t i, const Pools& pools, const SearchObservations& obs,
+                           std::string& why,
+                           std::map<std::string, std::string>& neighbour_why) const {
   const std::vector<KernelConfig>& all = points_[i].configs;
   // The nearest measured point of the group: by lengths, then batch, then plan order.
   const auto batch_gap = [&](std::size_t j) {
@@ -383,25 +399,21 @@ std::vector<KernelConfig> AdaptiveSearch::candidates(std::size_t i, const Pools&
   if (added) {
     why += ", and every configuration of a family with no survivor there";
   }
-  // A configuration that won its family at a neighbour is worth a timing here: on a 2-core Zen 5,
-  // v2's best partition changed at every grid step from 512 to 2048 tokens, and between batches
-  // 4 and 16 at 512 tokens (docs/adaptive-search.md).
-  bool crossed = false;
+  // A configuration that won its family at a neighbour is worth a timing here, unless it has one
+  // here already (a race it lost is an answer): on a 2-core Zen 5, v2's best partition changed at
+  // every grid step from 512 to 2048 tokens, and between batches 4 and 16 at 512 tokens
+  // (docs/adaptive-search.md).
   for (const std::size_t j : neighbours(i, pools)) {
     for (const std::string& k : pools.winners[j]) {
-      if (std::none_of(out.begin(), out.end(),
-                       [&](const KernelConfig& c) { return c.key() == k; })) {
-        for (const KernelConfig& c : all) {
-          if (c.key() == k) {
-            out.push_back(c);
-            crossed = true;
-          }
+      for (const KernelConfig& c : all) {
+        if (c.key() == k && seen(i, c, obs) == nullptr &&
+            std::none_of(out.begin(), out.end(), [&](const KernelConfig& o) { return o == c; })) {
+          out.push_back(c);
+          neighbour_why[k] = "the fastest " + std::string(family_name(c.family)) +
+                             " configuration at its measured neighbour " + keys_[j];
         }
       }
     }
-  }
-  if (crossed) {
-    why += ", and the fastest of each family at its measured neighbours";
   }
   return out;
 }
@@ -413,20 +425,42 @@ std::vector<SearchRun> AdaptiveSearch::runs_at(std::size_t i, const SearchObserv
 std::vector<SearchRun> AdaptiveSearch::runs_with(std::size_t i, const SearchObservations& obs,
                                                  const Pools& pools) const {
   std::string why;
-  const std::vector<KernelConfig> cands = candidates(i, pools, obs, why);
+  std::map<std::string, std::string> neighbour_why;
+  const std::vector<KernelConfig> cands = candidates(i, pools, obs, why, neighbour_why);
+  const auto why_of = [&](const KernelConfig& c) {
+    const auto it = neighbour_why.find(c.key());
+    return it != neighbour_why.end() ? it->second : why;
+  };
   std::vector<SearchRun> runs;
   if (int(cands.size()) <= kDirectCandidates) {
+    // A point that raced before (its candidates have changed since: a nearer point measured, a
+    // neighbour's fastest) times in full what it never timed, and what its race left in front.
+    bool raced = false;
+    for (const KernelConfig& c : points_[i].configs) {
+      const SearchObservation* o = seen(i, c, obs);
+      raced = raced || (o != nullptr && o->stage == SearchStage::race);
+    }
+    std::set<std::string> ahead;
+    if (raced) {
+      for (const KernelConfig& c : contenders(i, obs)) {
+        ahead.insert(c.key());
+      }
+    }
     for (const KernelConfig& c : cands) {
       const SearchObservation* o = seen(i, c, obs);
-      if (o == nullptr || (o->ok() && o->stage == SearchStage::race)) {
-        runs.push_back({c, SearchStage::full, why + ", in full (few enough to skip a race)"});
+      if (o == nullptr) {
+        runs.push_back(
+            {c, SearchStage::full,
+             why_of(c) + (raced ? ", in full" : ", in full (few enough to skip a race)")});
+      } else if (o->ok() && o->stage == SearchStage::race && ahead.count(c.key()) != 0) {
+        runs.push_back({c, SearchStage::full, why_of(c) + ": a contender after its race"});
       }
     }
     return runs;
   }
   for (const KernelConfig& c : cands) {
     if (seen(i, c, obs) == nullptr) {
-      runs.push_back({c, SearchStage::race, why + ": a race"});
+      runs.push_back({c, SearchStage::race, why_of(c) + ": a race"});
     }
   }
   if (!runs.empty()) {
@@ -626,9 +660,12 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
         };
         if (ca != nullptr && cb != nullptr && ca->key() != cb->key() &&
             (!timed_at(b, ca) || !timed_at(a, cb))) {
+          const bool at_b = !timed_at(b, ca);
+          const KernelConfig* c = at_b ? ca : cb;
           more[(a + b) / 2] = "the best " + std::string(family_name(f)) + " configuration at " +
-                              ctx_words(ctx(a)) + " (" + ca->key() + ") was not timed at " +
-                              ctx_words(ctx(b)) + ", or the other way: a look between them";
+                              ctx_words(ctx(at_b ? a : b)) + " (" + c->key() +
+                              ") was not timed in full at " + ctx_words(ctx(at_b ? b : a)) +
+                              ": a look between them";
         }
       }
     }
@@ -666,9 +703,10 @@ std::optional<AdaptiveSearch::Due> AdaptiveSearch::next_point(const SearchObserv
     for (std::size_t i : sc.others) {
       if (!runs_with(i, obs, p).empty()) {
         const Workload& w = points_[i].workload;
-        return Due{i, w.phase == Phase::prefill ? "a prefill workload"
-                      : w.held_out              ? "a held-out point"
-                                                : "a batch given sequence by sequence"};
+        return Due{i, w.phase == Phase::prefill
+                          ? (w.held_out ? "a held-out prefill workload" : "a prefill workload")
+                      : w.held_out ? "a held-out point"
+                                   : "a batch given sequence by sequence"};
       }
     }
   }

@@ -75,6 +75,9 @@ inline constexpr double kHopelessMargin = 0.25;
 inline constexpr int kDirectCandidates = 4;
 // A race timing takes 1/kRaceShare of the profile's time budget and repetitions.
 inline constexpr int kRaceShare = 8;
+// A results header's "search" object: the mode, and for an adaptive search its rules' parameters
+// and (given the profile's timing) its race timing.
+[[nodiscard]] nlohmann::json search_header(SearchMode m, const TimingOptions* timing);
 // The timing of a race: one warm-up call, the profile's noise target, a third of its minimum
 // repetitions (at least 3), 1/kRaceShare of its maximum repetitions, time and warm-up time.
 [[nodiscard]] TimingOptions race_timing(TimingOptions t);
@@ -152,9 +155,11 @@ private:
   [[nodiscard]] Pools pools(const SearchObservations& obs) const;
   // Doublings between two points' lengths: context (decode), q plus k (prefill).
   [[nodiscard]] double distance(std::size_t a, std::size_t b) const;
-  [[nodiscard]] std::vector<KernelConfig> candidates(std::size_t i, const Pools& pools,
-                                                     const SearchObservations& obs,
-                                                     std::string& why) const;
+  // The configurations to try at point i, with why (`neighbour_why`: the reason of each one added
+  // as the fastest of its family at a measured neighbour, by key).
+  [[nodiscard]] std::vector<KernelConfig>
+  candidates(std::size_t i, const Pools& pools, const SearchObservations& obs, std::string& why,
+             std::map<std::string, std::string>& neighbour_why) const;
   // The measured decode grid points next to point i: the nearest shorter and longer of its batch,
   // and the nearest smaller and larger batch at its length.
   [[nodiscard]] std::vector<std::size_t> neighbours(std::size_t i, const Pools& pools) const;

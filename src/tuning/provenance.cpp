@@ -138,22 +138,32 @@ std::vector<std::string> inferred_decision_lines(const json& table) {
     if (!p.contains("search") || p["search"].value("inferred", json::array()).empty()) {
       continue;
     }
+    std::vector<int> measured;
+    for (const json& m : p.value("measured", json::array())) {
+      measured.push_back(m.value("context_len", 0));
+    }
+    std::sort(measured.begin(), measured.end());
+    // Each inferred length with the measured ones on either side of it, whose winners decide it.
     std::string ctx;
     for (const json& c : p["search"]["inferred"]) {
-      ctx += (ctx.empty() ? "ctx " : ", ") + std::to_string(c.get<int>());
-    }
-    std::string measured;
-    for (const json& m : p.value("measured", json::array())) {
-      measured += (measured.empty() ? "" : ", ") + std::to_string(m.value("context_len", 0));
+      const int len = c.is_number_integer() ? c.get<int>() : 0;
+      const auto above = std::upper_bound(measured.begin(), measured.end(), len);
+      std::string around;
+      if (above != measured.begin()) {
+        around = std::to_string(*(above - 1));
+      }
+      if (above != measured.end()) {
+        around += (around.empty() ? "" : " and ") + std::to_string(*above);
+      }
+      ctx += (ctx.empty() ? "ctx " : ", ctx ") + std::to_string(len) +
+             (around.empty() ? "" : " (from the measured " + around + ")");
     }
     out.push_back(p.value("dtype", "?") + " d=" + std::to_string(p.value("head_dim", 0)) +
                   " bs=" + std::to_string(p.value("block_size", 0)) +
                   " kvh=" + std::to_string(p.value("num_kv_heads", 0)) +
                   " gqa=" + std::to_string(p.value("gqa_ratio", 0)) +
                   " batch=" + std::to_string(p.value("batch", 0)) + ": " + ctx +
-                  " not measured; the decision there rests on a bisection step (the winners at "
-                  "the measured lengths " +
-                  measured + " around it)");
+                  " not measured; each decision there rests on a bisection step");
   }
   return out;
 }

@@ -288,6 +288,9 @@ ResultsFile read_results(const std::string& path) {
         throw InputError(what.rfind(where, 0) == 0 ? what : where + ": " + what);
       }
       rf.lines.push_back(std::move(j));
+      // Measured after the search ended (sweep --remeasure-noisy): its decisions may have moved,
+      // so the search is open again until a resume finds nothing more to measure.
+      rf.search_end = nullptr;
     } else if (type == "search_end") {
       rf.search_end = std::move(j);
     } else {

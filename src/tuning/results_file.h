@@ -47,7 +47,7 @@ struct ResultsFile {
   std::size_t valid_bytes = 0;
   bool truncated_tail = false;
   // The last `search_end` line: an adaptive search wrote it when it had nothing left to measure
-  // (null when none did).
+  // (null when none did, or when measurement lines follow it: sweep --remeasure-noisy's).
   nlohmann::json search_end;
 };
 [[nodiscard]] ResultsFile read_results(const std::string& path);

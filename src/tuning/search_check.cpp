@@ -186,9 +186,10 @@ ReplayedSearch replay_on(const json& exhaustive_header, const std::vector<json>&
   const AdaptiveSearch search(std::move(points));
   ReplayedSearch out;
   out.lines = replay_search(search, measured);
-  json header = exhaustive_header;
-  header["search"] = {{"mode", "adaptive"}};
-  out.table = table_of_results(header, out.lines);
+  out.header = exhaustive_header;
+  out.header["search"] = search_header(SearchMode::adaptive, nullptr);
+  out.header["search"]["replayed"] = true; // answered with the exhaustive sweep's timings
+  out.table = table_of_results(out.header, out.lines);
   return out;
 }
 

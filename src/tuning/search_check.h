@@ -98,6 +98,7 @@ struct SweepDrift {
 // answered with the exhaustive timing of that pair): the search's own loss, free of the noise
 // between two sweeps. Its lines and table.
 struct ReplayedSearch {
+  nlohmann::json header; // the exhaustive sweep's, its search adaptive (search_header)
   std::vector<nlohmann::json> lines;
   nlohmann::json table;
 };

@@ -62,14 +62,7 @@ json results_header(const Profile& prof, const Backend& be, uint64_t seed, const
   // The size of this folder's plan tells `merge` whether the folder is complete (an adaptive
   // folder: its search_end line does); an adaptive search counts its measurements against it.
   h["plan"] = {{"workloads", workloads}, {"measurements", measurements}};
-  h["search"] = {{"mode", search_mode_name(search)}};
-  if (search == SearchMode::adaptive) {
-    h["search"]["race_margin"] = kRaceMargin;
-    h["search"]["direct_candidates"] = kDirectCandidates;
-    h["search"]["race_survivors"] = kRaceSurvivors;
-    h["search"]["hopeless_margin"] = kHopelessMargin;
-    h["search"]["race_timing"] = timing_options_json(race_timing(prof.timing));
-  }
+  h["search"] = search_header(search, &prof.timing);
   if (shard.sharded()) {
     h["shard"] = {{"index", shard.index}, {"count", shard.count}};
   }
@@ -298,10 +291,20 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
   // finished neighbour took it for measured and raced again from its partial survivors.
   std::vector<AdaptiveSearch::Due> first;
   if (!log.lines.empty()) {
-    const std::string last = log.lines.back().value("workload_key", "");
+    const json& line = log.lines.back();
+    const std::string last = line.value("workload_key", "");
+    // Its lines keep the reason the point was due (a line's why: the point's, "; ", the run's).
+    std::string why;
+    if (const auto s = line.find("search"); s != line.end() && s->is_object()) {
+      if (const auto w = s->find("why"); w != s->end() && w->is_string()) {
+        why = w->get<std::string>();
+        why = why.substr(0, why.find("; "));
+      }
+    }
     for (std::size_t i = 0; i < search.size(); ++i) {
       if (search.point(i).workload.key() == last && !search.runs_at(i, obs).empty()) {
-        first.push_back({i, "resumed: the point in flight when the sweep stopped"});
+        first.push_back({i, (why.empty() ? "" : why + " ") +
+                                "(resumed: the point in flight when the sweep stopped)"});
         break;
       }
     }

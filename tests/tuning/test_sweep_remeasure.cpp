@@ -229,6 +229,15 @@ TEST(SweepRemeasure, AnAdaptiveFoldersReTimedLinesSayTheirStage) {
     EXPECT_EQ(l["search"]["stage"], "full") << key;
     EXPECT_NE(l["search"]["why"].get<std::string>().find("--remeasure-noisy"), std::string::npos);
   }
+  // Lines after its search_end open the search again (the new timings may move a decision): a
+  // plain resume asks the search and ends the file with a search_end line of its own.
+  EXPECT_TRUE(read_results(again.results_path).search_end.is_null());
+  o.remeasure_noisy = false;
+  const SweepSummary resumed = run_sweep_isolated(made_up_times(), prof, o);
+  EXPECT_FALSE(read_results(resumed.results_path).search_end.is_null());
+  const std::string text = test::read_file(dir / "results.jsonl");
+  const std::size_t last = text.rfind('\n', text.size() - 2);
+  EXPECT_EQ(json::parse(text.substr(last + 1))["type"], "search_end");
   fs::remove_all(dir);
 }
 
