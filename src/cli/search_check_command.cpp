@@ -104,6 +104,11 @@ int replay_check(const std::string& dir, const std::string& out) {
   if (search_mode_of(rf.header) == "adaptive") {
     throw InputError(path + " is an adaptive sweep's: --replay needs an exhaustive one");
   }
+  if (const auto m = rf.header.find("merged");
+      m != rf.header.end() && m->is_object() && !m->value("complete", true)) {
+    throw InputError(path + " is a --partial merge of shards that did not all finish: --replay "
+                            "needs a finished exhaustive sweep");
+  }
   const auto records = to_records(rf.lines);
   const int plan = rf.header.contains("plan") && rf.header["plan"].is_object()
                        ? rf.header["plan"].value("measurements", -1)

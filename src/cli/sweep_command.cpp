@@ -256,6 +256,12 @@ int run_sweep(const SweepOptions& o) {
                     s.remeasure_other);
       }
       std::printf("\n");
+      if (s.search == SearchMode::adaptive && s.remeasured > 0) {
+        std::printf("sweep: the adaptive search is open again (the new timings may move a "
+                    "decision): a plain sweep --resume of %s measures what it then wants, and "
+                    "merge takes the folder as unfinished until then\n",
+                    so.out_dir.c_str());
+      }
     }
   }
   std::printf("sweep: results %s\nsweep: table %s\n", s.results_path.c_str(), s.table_path.c_str());

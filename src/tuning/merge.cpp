@@ -25,10 +25,20 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A sweep folder whose lines a merge counts: the lines it wrote and how many were race timings.
+struct TimedFolder {
+  std::string folder; // absolute
+  int timings = 0;
+  int race_timings = 0;
+};
+
 struct Folder {
   MergedFolder info;
   json header;
   std::vector<json> lines; // the last line of each key, in the file's order of first appearance
+  // The sweep folders whose lines these are: itself, or for a merged folder the ones its header
+  // names (merged.timed_folders), so that a merge of merges counts each sweep's lines once.
+  std::vector<TimedFolder> timed;
 };
 
 ShardSpec shard_of_header(const json& h) {
@@ -90,23 +100,36 @@ std::optional<Folder> read_folder(const std::string& dir, bool unstarted_ok) {
   }
   f.info.measured = int(f.lines.size());
   // The lines the folder's search wrote, superseded ones included (a merged folder keeps one line
-  // per pair, and its header the shards' counts).
+  // per pair, and its header the counts of the sweeps merged into it).
   if (const json* m = rf.header.contains("merged") ? &rf.header["merged"] : nullptr;
-      m != nullptr && m->is_object() && m->contains("shards") && (*m)["shards"].is_array()) {
+      m != nullptr && m->is_object()) {
     const auto count = [](const json& s, const char* k) {
-      return s.is_object() && s.contains(k) && s[k].is_number_integer() ? s[k].get<int>() : 0;
+      return s.contains(k) && s[k].is_number_integer() ? s[k].get<int>() : 0;
     };
-    for (const json& s : (*m)["shards"]) {
-      f.info.timings += count(s, "timings");
-      f.info.race_timings += count(s, "race_timings");
+    const char* list = m->contains("timed_folders") ? "timed_folders" : "shards";
+    if (m->contains(list) && (*m)[list].is_array()) {
+      for (const json& s : (*m)[list]) {
+        if (s.is_object() && s.contains("folder") && s["folder"].is_string()) {
+          f.timed.push_back(
+              {s["folder"].get<std::string>(), count(s, "timings"), count(s, "race_timings")});
+        }
+      }
     }
   } else {
-    f.info.timings = int(rf.lines.size());
+    std::error_code ec;
+    TimedFolder t{fs::weakly_canonical(fs::absolute(dir, ec), ec).string(), int(rf.lines.size()),
+                  0};
     for (const json& l : rf.lines) {
-      f.info.race_timings += is_race_line(l) ? 1 : 0;
+      t.race_timings += is_race_line(l) ? 1 : 0;
     }
+    f.timed.push_back(t);
+  }
+  for (const TimedFolder& t : f.timed) {
+    f.info.timings += t.timings;
+    f.info.race_timings += t.race_timings;
   }
   // An adaptive search measures part of its plan: it is complete when it says it has finished.
+  f.info.reopened = rf.search_reopened;
   f.info.complete = search_mode_of(rf.header) == "adaptive"
                         ? !rf.search_end.is_null()
                         : f.info.expected < 0 || f.info.measured >= f.info.expected;
@@ -367,9 +390,9 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
     });
   }
 
-  // Which shards are there, and finished.
+  // Which shards are there, and finished (by any one of their folders).
   std::set<int> present;
-  bool all_complete = true;
+  std::map<int, bool> shard_complete;
   json shards = json::array();
   // The plan: each shard's once, however many folders measured it (a shard swept again, or
   // merged folders merged again).
@@ -377,7 +400,7 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   for (const Folder& f : folders) {
     sum.folders.push_back(f.info);
     present.insert(f.info.shard.index);
-    all_complete = all_complete && f.info.complete;
+    shard_complete[f.info.shard.index] = shard_complete[f.info.shard.index] || f.info.complete;
     int& plan = plan_of_shard[f.info.shard.index];
     plan = std::max(plan, f.info.expected);
     shards.push_back({{"folder", f.info.dir},
@@ -399,19 +422,41 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
       sum.missing.push_back(i);
     }
   }
+  bool all_complete = true;
+  for (const auto& [index, done] : shard_complete) {
+    all_complete = all_complete && done;
+  }
   sum.complete = all_complete && sum.missing.empty();
+  // The sweeps' lines, each sweep folder once (a merged folder names the ones merged into it).
+  std::pair<int, int> timed_total{0, 0};
+  json timed_folders = json::array();
+  std::set<std::string> timed_seen;
+  for (const Folder& f : folders) {
+    for (const TimedFolder& t : f.timed) {
+      if (timed_seen.insert(t.folder).second) {
+        timed_total.first += t.timings;
+        timed_total.second += t.race_timings;
+        timed_folders.push_back(
+            {{"folder", t.folder}, {"timings", t.timings}, {"race_timings", t.race_timings}});
+      }
+    }
+  }
   std::string gaps;
   for (int i : sum.missing) {
     gaps += std::string(gaps.empty() ? "" : ", ") + "shard " + std::to_string(i) + "/" +
             std::to_string(sum.shard_count) + " has no folder";
   }
   for (const Folder& f : folders) {
-    if (!f.info.complete) {
+    if (!f.info.complete && !shard_complete[f.info.shard.index]) {
       gaps += std::string(gaps.empty() ? "" : ", ") + "shard " + f.info.shard.text() + " ('" +
-              f.info.dir + "') has " + std::to_string(f.info.measured) + " of " +
-              std::to_string(f.info.expected) + " measurements" +
-              (search_mode_of(f.header) == "adaptive" ? " and has not finished its adaptive search"
-                                                      : "");
+              f.info.dir + "') has " + std::to_string(f.info.measured) +
+              (f.info.expected >= 0 ? " of " + std::to_string(f.info.expected) : "") +
+              " measurements" +
+              (search_mode_of(f.header) != "adaptive" ? ""
+               : f.info.reopened
+                   ? " and was re-timed after its adaptive search ended (--remeasure-noisy): "
+                     "sweep --resume it to end the search"
+                   : " and has not finished its adaptive search");
     }
   }
   if (expected_total > kMaxPlanMeasurements) {
@@ -420,8 +465,9 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
                      std::to_string(kMaxPlanMeasurements) + ")");
   }
   if (!sum.complete && !opt.partial) {
-    throw InputError("the shards are incomplete: " + gaps +
-                     " (wait for them, or --partial writes a table marked incomplete)");
+    throw InputError(
+        "the shards are incomplete: " + gaps +
+        " (wait for them or resume them, or --partial writes a table marked incomplete)");
   }
   if (!sum.complete && opt.info != nullptr) {
     std::fprintf(opt.info, "merge: incomplete: %s; the table says so (provenance.merge)\n",
@@ -432,11 +478,9 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   json header = folders.front().header;
   header.erase("shard");
   header["plan"] = {{"measurements", sum.missing.empty() ? expected_total : -1}};
-  json merge_info = {{"shard_count", sum.shard_count},
-                     {"shards", shards},
-                     {"missing_shards", sum.missing},
-                     {"complete", sum.complete},
-                     {"duplicates", sum.duplicates}};
+  json merge_info = {{"shard_count", sum.shard_count}, {"shards", shards},
+                     {"missing_shards", sum.missing},  {"complete", sum.complete},
+                     {"duplicates", sum.duplicates},   {"timed_folders", timed_folders}};
   header["merged"] = merge_info;
   std::string text = header.dump() + "\n";
   for (const json& l : merged) {
@@ -460,15 +504,9 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   json pv = table_provenance(header, records, merged);
   pv.erase("shard");
   if (pv.contains("search") && pv["search"].value("mode", "") == "adaptive") {
-    // The merged file keeps one line per pair; the timings made are the shards' own.
-    int timings = 0;
-    int race = 0;
-    for (const Folder& f : folders) {
-      timings += f.info.timings;
-      race += f.info.race_timings;
-    }
-    pv["search"]["timings"] = timings;
-    pv["search"]["race_timings"] = race;
+    // The merged file keeps one line per pair; the timings made are the sweeps' own.
+    pv["search"]["timings"] = timed_total.first;
+    pv["search"]["race_timings"] = timed_total.second;
   }
   pv["merge"] = merge_info;
   const json& dev = header.at("device");

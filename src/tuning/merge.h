@@ -28,9 +28,12 @@ struct MergedFolder {
   int measured = 0;      // distinct measurements in its complete lines
   bool complete = false; // measured >= expected (or expected unknown)
   // Lines written (a pair timed again, or raced then timed in full, counts each time) and how
-  // many were brief race timings: the sums of the shards' where the folder is itself a merge.
+  // many were brief race timings: for a merged folder, the sums over the sweep folders it names.
   int timings = 0;
   int race_timings = 0;
+  // An adaptive folder with lines after its search_end (sweep --remeasure-noisy): its search is
+  // open again until a plain resume ends it.
+  bool reopened = false;
 };
 
 struct MergeSummary {

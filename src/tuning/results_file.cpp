@@ -290,9 +290,11 @@ ResultsFile read_results(const std::string& path) {
       rf.lines.push_back(std::move(j));
       // Measured after the search ended (sweep --remeasure-noisy): its decisions may have moved,
       // so the search is open again until a resume finds nothing more to measure.
+      rf.search_reopened = rf.search_reopened || !rf.search_end.is_null();
       rf.search_end = nullptr;
     } else if (type == "search_end") {
       rf.search_end = std::move(j);
+      rf.search_reopened = false;
     } else {
       door.fail("", j.is_object() ? "has no known 'type' (header, measurement or search_end)"
                                   : "expected a JSON object, got " + JsonDoor::shown(j));

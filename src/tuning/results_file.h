@@ -49,6 +49,7 @@ struct ResultsFile {
   // The last `search_end` line: an adaptive search wrote it when it had nothing left to measure
   // (null when none did, or when measurement lines follow it: sweep --remeasure-noisy's).
   nlohmann::json search_end;
+  bool search_reopened = false; // a search_end line was followed by measurement lines
 };
 [[nodiscard]] ResultsFile read_results(const std::string& path);
 // One record per (workload, configuration): where a measurement was retried (an `error` line

@@ -187,6 +187,7 @@ ReplayedSearch replay_on(const json& exhaustive_header, const std::vector<json>&
   ReplayedSearch out;
   out.lines = replay_search(search, measured);
   out.header = exhaustive_header;
+  out.header.erase("merged"); // its counts are the exhaustive sweeps', not these lines'
   out.header["search"] = search_header(SearchMode::adaptive, nullptr);
   out.header["search"]["replayed"] = true; // answered with the exhaustive sweep's timings
   out.table = table_of_results(out.header, out.lines);

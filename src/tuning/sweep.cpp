@@ -299,6 +299,7 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
       if (const auto w = s->find("why"); w != s->end() && w->is_string()) {
         why = w->get<std::string>();
         why = why.substr(0, why.find("; "));
+        why = why.substr(0, why.find(" (resumed: ")); // stopped again while resumed
       }
     }
     for (std::size_t i = 0; i < search.size(); ++i) {

@@ -57,7 +57,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   add_test(NAME cli.search_check_replayed_lines
            COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
                    -DREPLAYED=${sc_work}/out/replayed -DEXHAUSTIVE=${sc_work}/out/exhaustive
-                   -DWORK=${sc_work}/stopped
+                   -DWORK=${sc_work}/stopped -DPROFILE=${sc_profile}
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/tuning/replayed_results.cmake)
   set_tests_properties(cli.search_check_replayed_lines
                        PROPERTIES LABELS "cli" FIXTURES_REQUIRED "search_check_out;search_check_replayed")

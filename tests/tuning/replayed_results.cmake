@@ -1,6 +1,7 @@
 # search-check --replay (tests/cli/search_check.cmake): the replayed results file says it is an
 # adaptive search's, replayed, and ends as a finished search does; and a folder whose exhaustive
-# sweep stopped early is refused in one line. -DEXE= -DREPLAYED=folder -DEXHAUSTIVE=folder -DWORK=
+# sweep stopped early, or a --partial merge, is refused in one line.
+# -DEXE= -DREPLAYED=folder -DEXHAUSTIVE=folder -DWORK= -DPROFILE=path
 file(STRINGS "${REPLAYED}/replayed_results.jsonl" lines)
 list(GET lines 0 header)
 list(GET lines -1 last)
@@ -23,4 +24,24 @@ string(STRIP "${err}" err)
 if(NOT rc EQUAL 2 OR err MATCHES "\n"
    OR NOT err MATCHES "holds 5 of the 48 measurements its plan names: --replay needs a finished")
   message(FATAL_ERROR "a stopped exhaustive sweep: exit ${rc}, stderr '${err}', stdout '${out}'")
+endif()
+
+# A --partial merge whose other shard never ran is refused too (its plan is unknown, -1).
+file(REMOVE_RECURSE "${WORK}/s0" "${WORK}/pm")
+execute_process(COMMAND ${EXE} sweep --profile "${PROFILE}" --device cpu --threads 1 --quiet
+                        --no-report --shard 0/2 --out "${WORK}/s0"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "sweep --shard 0/2: exit ${rc}: ${out}${err}")
+endif()
+execute_process(COMMAND ${EXE} merge --partial "${WORK}/pm" "${WORK}/s0"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "merge --partial: exit ${rc}: ${out}${err}")
+endif()
+execute_process(COMMAND ${EXE} search-check --replay "${WORK}/pm"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(STRIP "${err}" err)
+if(NOT rc EQUAL 2 OR err MATCHES "\n" OR NOT err MATCHES "is a --partial merge of shards")
+  message(FATAL_ERROR "a --partial merge: exit ${rc}, stderr '${err}', stdout '${out}'")
 endif()

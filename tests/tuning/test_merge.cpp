@@ -301,10 +301,11 @@ TEST_F(Merge, AdaptiveShardsMergeWhenEachFinishedItsSearch) {
       merge_shards(dir("adaptive-again").string(),
                    {dir("adaptive-out").string(), dir("adaptive-copy").string()}, {});
   EXPECT_TRUE(again.complete);
-  // Merged again, a merged folder counts its shards' timings from its header (here both folders
-  // hold the same ones: a rerun would have made its own); the plan is the plan once.
+  // Merged again, a merged folder counts the timings of the sweeps merged into it from its header,
+  // each sweep folder once (the copy names the same two); the plan is the plan once.
   const json again_search = json::parse(std::ifstream(again.table_path))["provenance"]["search"];
-  EXPECT_EQ(again_search["race_timings"], 2 * race);
+  EXPECT_EQ(again_search["timings"], timings);
+  EXPECT_EQ(again_search["race_timings"], race);
   EXPECT_EQ(again_search["exhaustive_measurements"], int(lines_->size()));
   // A shard swept twice, into two folders: its plan counts once.
   SweepOptions rerun;
@@ -315,14 +316,28 @@ TEST_F(Merge, AdaptiveShardsMergeWhenEachFinishedItsSearch) {
   (void)run_sweep(*be_, *prof_, rerun);
   const MergeSummary twice =
       merge_shards(dir("adaptive-twice").string(), {dirs[0], dirs[1], rerun.out_dir}, {});
-  EXPECT_EQ(json::parse(
-                std::ifstream(twice.table_path))["provenance"]["search"]["exhaustive_measurements"],
-            int(lines_->size()));
+  const json twice_search = json::parse(std::ifstream(twice.table_path))["provenance"]["search"];
+  EXPECT_EQ(twice_search["exhaustive_measurements"], int(lines_->size()));
+  const int rerun_lines = int(read_results(rerun.out_dir + "/results.jsonl").lines.size());
+  EXPECT_EQ(twice_search["timings"], timings + rerun_lines); // a rerun made its own
+  // That merge and the first one, merged: each of the three sweeps' lines once.
+  const MergeSummary both =
+      merge_shards(dir("adaptive-both").string(),
+                   {dir("adaptive-out").string(), dir("adaptive-twice").string()}, {});
+  EXPECT_EQ(json::parse(std::ifstream(both.table_path))["provenance"]["search"]["timings"],
+            timings + rerun_lines);
+  // Shard 1 swept again to the end: a shard is finished when one of its folders is.
+  SweepOptions rerun1 = rerun;
+  rerun1.out_dir = dir("adaptive-1-again").string();
+  rerun1.shard = {.index = 1, .count = 2};
+  (void)run_sweep(*be_, *prof_, rerun1);
 
   // Shard 1 without its search_end: still searching.
   const std::string f1 = dirs[1] + "/results.jsonl";
   const ResultsFile rf = read_results(f1);
   write_folder(dirs[1], rf.header, rf.lines);
+  EXPECT_TRUE(
+      merge_shards(dir("adaptive-out4").string(), {dirs[0], dirs[1], rerun1.out_dir}, {}).complete);
   try {
     (void)merge_shards(dir("adaptive-out2").string(), dirs, {});
     ADD_FAILURE() << "an unfinished adaptive shard was merged";

@@ -644,6 +644,7 @@ TEST(Sweep, AnAdaptiveSearchStoppedAnywhereResumesToTheSameRuns) {
     races += r.ends_with(" race");
   }
   ASSERT_GT(races, 0); // the profile makes the search race, so some cuts fall inside a point
+  bool twice_checked = false;
   for (std::size_t cut = 1; cut + 1 < lines.size(); ++cut) { // after the header, before the end
     const fs::path dir = test::fresh_path("sweep_adaptive_cut");
     fs::create_directories(dir);
@@ -658,9 +659,35 @@ TEST(Sweep, AnAdaptiveSearchStoppedAnywhereResumesToTheSameRuns) {
     r.out_dir = dir.string();
     r.resume = true;
     (void)run_sweep(again, prof, r);
-    EXPECT_EQ(runs_of(lines_of((dir / "results.jsonl").string())), want) << "cut after " << cut;
+    const std::vector<std::string> resumed = lines_of((dir / "results.jsonl").string());
+    EXPECT_EQ(runs_of(resumed), want) << "cut after " << cut;
+    // Stopped again one line into the point it resumed: the point keeps its reason, with the
+    // resume said once.
+    const auto workload_of = [](const std::string& l) {
+      const json j = json::parse(l);
+      return j.value("workload_key", std::string());
+    };
+    if (!twice_checked && cut + 2 < resumed.size() &&
+        workload_of(resumed[cut]) == workload_of(resumed[cut + 1]) &&
+        workload_of(resumed[cut]) == workload_of(resumed[cut - 1])) {
+      twice_checked = true;
+      {
+        std::ofstream f(dir / "results.jsonl", std::ios::binary | std::ios::trunc);
+        for (std::size_t i = 0; i <= cut; ++i) {
+          f << resumed[i] << "\n";
+        }
+      }
+      FormulaBackend third;
+      (void)run_sweep(third, prof, r);
+      const std::string why =
+          json::parse(lines_of((dir / "results.jsonl").string())[cut + 1])["search"]["why"];
+      const std::size_t first = why.find("(resumed: ");
+      EXPECT_NE(first, std::string::npos) << why;
+      EXPECT_EQ(why.find("(resumed: ", first + 1), std::string::npos) << why;
+    }
     fs::remove_all(dir);
   }
+  EXPECT_TRUE(twice_checked);
   fs::remove_all(o.out_dir);
 }
 

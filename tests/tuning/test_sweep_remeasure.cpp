@@ -12,6 +12,8 @@
 #include <string>
 
 #include "src/backends/cpu/cpu_backend.h"
+#include "src/model/errors.h"
+#include "src/tuning/merge.h"
 #include "src/tuning/profile.h"
 #include "src/tuning/results_file.h"
 #include "src/tuning/sweep.h"
@@ -232,9 +234,21 @@ TEST(SweepRemeasure, AnAdaptiveFoldersReTimedLinesSayTheirStage) {
   // Lines after its search_end open the search again (the new timings may move a decision): a
   // plain resume asks the search and ends the file with a search_end line of its own.
   EXPECT_TRUE(read_results(again.results_path).search_end.is_null());
+  EXPECT_TRUE(read_results(again.results_path).search_reopened);
+  const std::string merged = dir.string() + "-merged";
+  try {
+    (void)merge_shards(merged, {dir.string()}, {});
+    ADD_FAILURE() << "a folder re-timed after its search ended was merged as finished";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("sweep --resume it to end the search"), std::string::npos)
+        << e.what();
+  }
   o.remeasure_noisy = false;
   const SweepSummary resumed = run_sweep_isolated(made_up_times(), prof, o);
   EXPECT_FALSE(read_results(resumed.results_path).search_end.is_null());
+  EXPECT_FALSE(read_results(resumed.results_path).search_reopened);
+  EXPECT_TRUE(merge_shards(merged, {dir.string()}, {}).complete);
+  fs::remove_all(merged);
   const std::string text = test::read_file(dir / "results.jsonl");
   const std::size_t last = text.rfind('\n', text.size() - 2);
   EXPECT_EQ(json::parse(text.substr(last + 1))["type"], "search_end");
