@@ -144,12 +144,7 @@ int replay_check(const std::string& dir, const std::string& out) {
     for (const nlohmann::json& l : replay.lines) {
       lines += l.dump() + "\n";
     }
-    lines += nlohmann::json{{"type", "search_end"},
-                            {"measured_pairs", sp.value("measurements", 0)},
-                            {"exhaustive_pairs", int(records.size())},
-                            {"utc", utc_now()}}
-                 .dump() +
-             "\n";
+    lines += search_end_line(sp.value("measurements", 0), int64_t(records.size())).dump() + "\n";
     write_file_atomically((fs::path(out) / "replayed_results.jsonl").string(), lines);
     std::printf("search-check: replayed table %s (its lines beside it)\n", table_path.c_str());
   }

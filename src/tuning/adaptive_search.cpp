@@ -251,17 +251,11 @@ AdaptiveSearch::Pools AdaptiveSearch::pools(const SearchObservations& obs) const
   Pools p;
   p.measured.resize(points_.size(), 0);
   p.contenders.resize(points_.size());
-  p.winners.resize(points_.size());
   for (std::size_t j = 0; j < points_.size(); ++j) {
     if (measured(j, obs)) {
       p.measured[j] = 1;
       for (const KernelConfig& c : contenders(j, obs)) {
         p.contenders[j].push_back(c.key());
-      }
-      for (const Family f : {Family::decode_v1, Family::decode_v2, Family::prefill}) {
-        if (const KernelConfig* c = best_of(j, f, obs)) {
-          p.winners[j].push_back(c->key());
-        }
       }
     }
   }
@@ -404,13 +398,17 @@ AdaptiveSearch::candidates(std::size_t i, const Pools& pools, const SearchObserv
   // every grid step from 512 to 2048 tokens, and between batches 4 and 16 at 512 tokens
   // (docs/adaptive-search.md).
   for (const std::size_t j : neighbours(i, pools)) {
-    for (const std::string& k : pools.winners[j]) {
+    for (const Family f : {Family::decode_v1, Family::decode_v2, Family::prefill}) {
+      const KernelConfig* w = best_of(j, f, obs);
+      if (w == nullptr) {
+        continue;
+      }
       for (const KernelConfig& c : all) {
-        if (c.key() == k && seen(i, c, obs) == nullptr &&
+        if (c == *w && seen(i, c, obs) == nullptr &&
             std::none_of(out.begin(), out.end(), [&](const KernelConfig& o) { return o == c; })) {
           out.push_back(c);
-          neighbour_why[k] = "the fastest " + std::string(family_name(c.family)) +
-                             " configuration at its measured neighbour " + keys_[j];
+          neighbour_why[c.key()] = "the fastest " + std::string(family_name(c.family)) +
+                                   " configuration at its measured neighbour " + keys_[j];
         }
       }
     }

@@ -150,7 +150,6 @@ private:
   struct Pools {
     std::vector<char> measured;
     std::vector<std::vector<std::string>> contenders;
-    std::vector<std::vector<std::string>> winners; // the fastest of each family, full timings
   };
   [[nodiscard]] Pools pools(const SearchObservations& obs) const;
   // Doublings between two points' lengths: context (decode), q plus k (prefill).

@@ -100,19 +100,18 @@ std::optional<Folder> read_folder(const std::string& dir, bool unstarted_ok) {
   }
   f.info.measured = int(f.lines.size());
   // The lines the folder's search wrote, superseded ones included (a merged folder keeps one line
-  // per pair, and its header the counts of the sweeps merged into it).
-  if (const json* m = rf.header.contains("merged") ? &rf.header["merged"] : nullptr;
-      m != nullptr && m->is_object()) {
+  // per pair, and its header the counts of the sweeps merged into it; one merged before those
+  // were recorded counts as a sweep of its own lines).
+  const json* m = rf.header.contains("merged") ? &rf.header["merged"] : nullptr;
+  if (m != nullptr && m->is_object() && m->contains("timed_folders") &&
+      (*m)["timed_folders"].is_array()) {
     const auto count = [](const json& s, const char* k) {
       return s.contains(k) && s[k].is_number_integer() ? s[k].get<int>() : 0;
     };
-    const char* list = m->contains("timed_folders") ? "timed_folders" : "shards";
-    if (m->contains(list) && (*m)[list].is_array()) {
-      for (const json& s : (*m)[list]) {
-        if (s.is_object() && s.contains("folder") && s["folder"].is_string()) {
-          f.timed.push_back(
-              {s["folder"].get<std::string>(), count(s, "timings"), count(s, "race_timings")});
-        }
+    for (const json& s : (*m)["timed_folders"]) {
+      if (s.is_object() && s.contains("folder") && s["folder"].is_string()) {
+        f.timed.push_back(
+            {s["folder"].get<std::string>(), count(s, "timings"), count(s, "race_timings")});
       }
     }
   } else {
@@ -489,12 +488,7 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
   if (search_mode_of(header) == "adaptive" && sum.complete) {
     // Every shard finished its search, so the merged folder has too: merged again, it is one
     // finished folder (without the line it was refused as a search still running).
-    text += json{{"type", "search_end"},
-                 {"measured_pairs", int(merged.size())},
-                 {"exhaustive_pairs", expected_total},
-                 {"utc", utc_now()}}
-                .dump() +
-            "\n";
+    text += search_end_line(int(merged.size()), expected_total).dump() + "\n";
   }
   sum.results_path = (fs::path(out_dir) / "results.jsonl").string();
   sum.table_path = (fs::path(out_dir) / "threshold_table.json").string();

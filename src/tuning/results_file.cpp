@@ -74,6 +74,13 @@ std::string utc_now() {
   return buf;
 }
 
+json search_end_line(int measured_pairs, int64_t exhaustive_pairs) {
+  return {{"type", "search_end"},
+          {"measured_pairs", measured_pairs},
+          {"exhaustive_pairs", exhaustive_pairs},
+          {"utc", utc_now()}};
+}
+
 DurableAppender::DurableAppender(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
   if (fd_ < 0) {

@@ -112,5 +112,8 @@ void append_after_valid(const std::string& path, const nlohmann::json& j);
 
 // The current UTC time as "2026-11-30T21:44:05Z".
 [[nodiscard]] std::string utc_now();
+// The line an adaptive search appends when it has nothing left to measure (sweep, and the
+// folders merge and search-check --replay write for such a search).
+[[nodiscard]] nlohmann::json search_end_line(int measured_pairs, int64_t exhaustive_pairs);
 
 } // namespace attn

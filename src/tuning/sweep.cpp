@@ -405,10 +405,7 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
     }
   }
   if (!ran.empty() || !log.search_ended) { // a resume that found nothing to do adds none
-    log.out->append({{"type", "search_end"},
-                     {"measured_pairs", int(obs.size())},
-                     {"exhaustive_pairs", exhaustive},
-                     {"utc", utc_now()}});
+    log.out->append(search_end_line(int(obs.size()), exhaustive));
   }
   return 0;
 }

@@ -85,14 +85,24 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
       prepared->run();
       RunOutput got = prepared->download();
       const Tolerance tol = subject.tolerance();
-      CheckFigures fig{check_output(got.out, got.checked_lse(), ref, tol),
+      // One launch's figures against a reference (`values`: whether its values are right); memory
+      // the caller owns written past out or lse is a failure, whatever the values.
+      const auto figures = [&](const RunOutput& o, const ReferenceResult& want, bool& values) {
+        CheckFigures f{check_output(o.out, o.checked_lse(), want, tol),
                        subject.rows().empty() ? pr.num_rows() : int(subject.rows().size()),
-                       pr.num_rows(), got.lse_written, {}, {}};
-      bool values_right = fig.report.pass;
-      if (!got.overrun.empty()) { // memory the caller owns: a failure, whatever the values
-        fig.report.overrun = got.overrun;
-        fig.report.pass = false;
-      }
+                       pr.num_rows(),
+                       o.lse_written,
+                       {},
+                       {}};
+        values = f.report.pass;
+        if (!o.overrun.empty()) {
+          f.report.overrun = o.overrun;
+          f.report.pass = false;
+        }
+        return f;
+      };
+      bool values_right = false;
+      CheckFigures fig = figures(got, ref, values_right);
       bool pass = fig.report.pass;
       r.check = std::move(fig);
       std::optional<ReferenceResult> negated; // the reference of the rewritten call
@@ -104,16 +114,8 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
         prepared->poison_outputs();
         prepared->run();
         RunOutput again = prepared->download();
-        CheckFigures fig2{check_output(again.out, again.checked_lse(), *negated, tol),
-                          r.check->rows_checked,
-                          r.check->rows_total,
-                          again.lse_written,
-                          {},
-                          {}};
-        if (!again.overrun.empty()) {
-          fig2.report.overrun = again.overrun;
-          fig2.report.pass = false;
-        }
+        bool values_again = false;
+        CheckFigures fig2 = figures(again, *negated, values_again);
         (void)prepared->negate_inputs(); // back to the subject's problem, for the timing
         if (!fig2.report.pass) {
           pass = values_right = false;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -209,12 +210,14 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
             // A dump that cannot be written (a full disk) stops the dumping, said once; the
             // failure stands as judged, with its diagnosis.
             try {
-              // A rewritten call's failure: the problem it was judged on, negated.
-              Problem judged = subject.problem();
+              // A rewritten call's failure: the problem it was judged on, negated (a copy only
+              // then: the caches can be large).
+              std::optional<Problem> negated;
               if (r.inputs_negated) {
-                negate_inputs(judged);
+                negate_inputs(negated.emplace(subject.problem()));
               }
-              r.saved = dump_failure(be, opt, device, cfg, c, judged, out, r.inputs_negated);
+              r.saved = dump_failure(be, opt, device, cfg, c,
+                                     negated ? *negated : subject.problem(), out, r.inputs_negated);
             } catch (const std::exception& e) {
               link.say(std::string(kDumpsStopped) + e.what());
             }
