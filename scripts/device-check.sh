@@ -66,6 +66,8 @@ PREBUILT_FILES=(
   "test_conformance test_conformance"
   "libattn_plugin_cuda_example.so attn_plugin_cuda_example"
   "libattn_plugin_cpu_example.so attn_plugin_cpu_example"
+  "libattn_test_plugin_cuda_past_out.so attn_test_plugin_cuda_past_out"
+  "libattn_test_plugin_cuda_keep_output.so attn_test_plugin_cuda_keep_output"
 )
 # The sources the binaries are built from: their hash ties a prebuilt folder to a tree.
 SOURCE_PATHS=(CMakeLists.txt src include kernels plugins reference profiles tests tools)
@@ -392,13 +394,30 @@ step_sweep_quick() {
     "$WORK/sweep-fp8" cuda:0
 }
 
-# The CUDA example plugin through attn-tune (plugin check, verify) and the conformance suite's
-# GPU kernel sets (the built-in CUDA kernels and the plugin).
+# The CUDA example plugin through attn-tune (plugin check, verify), the two faults of
+# tests/plugins/device_fault_plugin.c (verify must fail each, exit 1, naming it), and the
+# conformance suite's GPU kernel sets (the built-in CUDA kernels and the plugin).
 step_gpu_plugin() {
   local plugin=$BIN/libattn_plugin_cuda_example.so rc=0 r
   "$BIN/attn-tune" plugin check "$plugin" --device cuda:0 || rc=$?
   if ((rc == 0)); then
     "$BIN/attn-tune" verify --kernels "$plugin" --device cuda:0 --intensity quick || rc=$?
+  fi
+  if ((rc == 0)); then
+    local fault want said
+    for fault in past_out keep_output; do
+      want="the kernel writes past the end of its output"
+      [[ $fault == keep_output ]] && want="it answered with the call before's output"
+      r=0
+      said=$(ATTN_WRAPPED_PLUGIN=$plugin "$BIN/attn-tune" verify --device cuda:0 \
+        --kernels "$BIN/libattn_test_plugin_cuda_$fault.so" --intensity quick \
+        --families decode_v1 --dtypes fp16 2>&1) || r=$?
+      tail -n 4 <<<"$said"
+      if ((r != 1)) || ! grep -qF "$want" <<<"$said"; then
+        echo "the $fault plugin: exit $r, expected 1 with \"$want\""
+        rc=1
+      fi
+    done
   fi
   ATTN_TEST_CPU_EXAMPLE_PLUGIN=$BIN/libattn_plugin_cpu_example.so \
     ATTN_TEST_CUDA_EXAMPLE_PLUGIN=$plugin gtest_sharded "$BIN/test_conformance" 'Gpu/*' 2 || {

@@ -2,6 +2,9 @@
 // makes before its own, the rearrangement into a family's declared layout; DeviceInfo as JSON.
 #include "src/backends/backend.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "src/model/errors.h"
 
 namespace attn {
@@ -12,6 +15,21 @@ std::optional<std::string> phase_mismatch(Family f, Phase ph) {
   }
   return std::string(family_name(f)) + " runs " + (family_is_decode(f) ? "decode" : "prefill") +
          " problems, not " + phase_name(ph) + " problems";
+}
+
+std::string guard_overrun(const unsigned char* after_out, const unsigned char* after_lse) {
+  const auto changed = [](const unsigned char* b) {
+    return std::size_t(std::count_if(b, b + kOutputGuardBytes,
+                                     [](unsigned char c) { return c != kOutputGuardByte; }));
+  };
+  std::string said;
+  for (const auto& [guard, what] : {std::pair{after_out, "out"}, std::pair{after_lse, "lse"}}) {
+    if (const std::size_t n = changed(guard); n > 0) {
+      said += (said.empty() ? "" : ", ") + std::to_string(n) + " of the " +
+              std::to_string(kOutputGuardBytes) + " bytes after " + what + " changed";
+    }
+  }
+  return said;
 }
 
 nlohmann::json kernels_provenance(const Backend& be) {

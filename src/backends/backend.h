@@ -51,6 +51,17 @@ struct RunOutput {
   }
 };
 
+// The guard after out and lse: every run's out and lse buffers, in host or device memory, are
+// followed by kOutputGuardBytes of kOutputGuardByte, written with the poison and checked at
+// download, so that a write past either end is a failure with its name (in host memory one of 8
+// bytes passed unseen in the heap's slack; in device memory it lands in another allocation).
+inline constexpr std::size_t kOutputGuardBytes = 64;
+inline constexpr unsigned char kOutputGuardByte = 0xa5;
+// RunOutput::overrun from the guards after out and lse as the run left them (kOutputGuardBytes
+// each): "3 of the 64 bytes after out changed", empty when neither changed.
+[[nodiscard]] std::string guard_overrun(const unsigned char* after_out,
+                                        const unsigned char* after_lse);
+
 // A problem resident on a backend with one kernel configuration, ready to launch repeatedly.
 class PreparedRun {
 public:
@@ -62,8 +73,8 @@ public:
   // Negates the query and both caches in the buffers the kernel reads, in place (negate_inputs
   // in problem.h): the same addresses and shapes with other contents, as an engine's next decode
   // step rewrites its query and cache. The exact output is then the old one negated, lse the
-  // same. False where this run cannot: a device run (not yet), or a plugin whose prepare step
-  // may have laid out its own copy of the cache, which the plugin ABI allows.
+  // same. False where this run cannot: a plugin whose prepare step may have laid out its own copy
+  // of the cache, which the plugin ABI allows.
   virtual bool negate_inputs() { return false; }
 };
 

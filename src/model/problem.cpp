@@ -323,12 +323,15 @@ Problem with_kv_layout(const Problem& pr, KvLayout to) {
   return out;
 }
 
+void negate_elements(std::byte* data, std::size_t bytes, std::size_t element_bytes) {
+  for (std::size_t i = element_bytes - 1; i < bytes; i += element_bytes) {
+    data[i] ^= std::byte{0x80}; // little-endian: the top byte holds the sign
+  }
+}
+
 void negate_inputs(Problem& p) {
   for (HostTensor* t : {&p.query, &p.key_cache, &p.value_cache}) {
-    const std::size_t size = dtype_size(t->dtype);
-    for (std::size_t i = size - 1; i < t->data.size(); i += size) { // little-endian: the top byte
-      t->data[i] ^= std::byte{0x80};
-    }
+    negate_elements(t->data.data(), t->data.size(), dtype_size(t->dtype));
   }
 }
 

@@ -156,5 +156,8 @@ struct Problem {
 // output is the old one negated and whose lse is the old one (each score is (-q).(-k) = q.k).
 // The fp8 scales stay. Applied twice it restores the problem.
 void negate_inputs(Problem& p);
+// The same sign flip over raw elements of `element_bytes` each (little-endian: each element's
+// top byte), for a copy of a problem's buffer held elsewhere (a device buffer brought back).
+void negate_elements(std::byte* data, std::size_t bytes, std::size_t element_bytes);
 
 } // namespace attn

@@ -4,8 +4,10 @@
 #include "src/backends/cuda/device_runs.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <stdexcept>
 
 #include "src/backends/cuda/cuda_check.h"
@@ -217,8 +219,8 @@ DeviceRun::DeviceRun(DeviceStream& stream, const Problem& pr) : stream_(stream) 
   poison(out_poison_);
   lse_poison_.assign(std::size_t(rows) * p.num_heads, 0.0f);
   poison(lse_poison_);
-  out_ = DeviceBuffer(out_poison_.data.size());
-  lse_ = DeviceBuffer(lse_poison_.size() * sizeof(float));
+  out_ = DeviceBuffer(out_poison_.data.size() + kOutputGuardBytes);
+  lse_ = DeviceBuffer(lse_poison_.size() * sizeof(float) + kOutputGuardBytes);
   sc_ = {p.num_heads,      p.num_kv_heads,   pr.max_blocks_per_seq, float(p.effective_scale()),
          float(p.softcap), p.causal ? 1 : 0, p.window_left,         p.window_right};
   if (pr.num_kv_scales() > 0) {
@@ -237,13 +239,53 @@ void DeviceRun::upload(DeviceBuffer& buf, const void* src, std::size_t bytes) {
   buf.upload(src, bytes, stream_.get());
 }
 
+void DeviceRun::inputs_at(DeviceBuffer& query, DeviceBuffer& key_cache, DeviceBuffer& value_cache,
+                          const Problem& pr) {
+  const std::size_t cache_bytes = dtype_size(pr.params.cache_dtype());
+  inputs_ = {{&query, dtype_size(pr.params.dtype)},
+             {&key_cache, cache_bytes},
+             {&value_cache, cache_bytes}};
+}
+
+bool DeviceRun::negate_inputs() {
+  if (inputs_.empty()) {
+    return false;
+  }
+  ATTN_CUDA_CHECK(cudaSetDevice(stream_.device()));
+  std::vector<std::byte> host;
+  for (const auto& [buf, element_bytes] : inputs_) {
+    host.resize(buf->bytes());
+    if (host.empty()) {
+      continue;
+    }
+    ATTN_CUDA_CHECK(cudaMemcpyAsync(host.data(), buf->get(), host.size(), cudaMemcpyDeviceToHost,
+                                    stream_.get()));
+    ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    negate_elements(host.data(), host.size(), element_bytes);
+    buf->upload(host.data(), host.size(), stream_.get()); // the same address: what engines do
+  }
+  return true;
+}
+
+namespace {
+// The byte just past a buffer's first `bytes`, where its guard lies.
+void* past(const DeviceBuffer& buf, std::size_t bytes) {
+  return static_cast<unsigned char*>(buf.get()) + bytes;
+}
+} // namespace
+
 void DeviceRun::poison_outputs() {
   ATTN_CUDA_CHECK(cudaSetDevice(stream_.device()));
-  ATTN_CUDA_CHECK(cudaMemcpyAsync(out_.get(), out_poison_.raw(), out_poison_.data.size(),
-                                  cudaMemcpyHostToDevice, stream_.get()));
-  ATTN_CUDA_CHECK(cudaMemcpyAsync(lse_.get(), lse_poison_.data(),
-                                  lse_poison_.size() * sizeof(float), cudaMemcpyHostToDevice,
+  const std::size_t out_bytes = out_poison_.data.size();
+  const std::size_t lse_bytes = lse_poison_.size() * sizeof(float);
+  ATTN_CUDA_CHECK(cudaMemcpyAsync(out_.get(), out_poison_.raw(), out_bytes, cudaMemcpyHostToDevice,
                                   stream_.get()));
+  ATTN_CUDA_CHECK(cudaMemcpyAsync(lse_.get(), lse_poison_.data(), lse_bytes, cudaMemcpyHostToDevice,
+                                  stream_.get()));
+  ATTN_CUDA_CHECK(
+      cudaMemsetAsync(past(out_, out_bytes), kOutputGuardByte, kOutputGuardBytes, stream_.get()));
+  ATTN_CUDA_CHECK(
+      cudaMemsetAsync(past(lse_, lse_bytes), kOutputGuardByte, kOutputGuardBytes, stream_.get()));
   ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
 }
 
@@ -263,7 +305,14 @@ RunOutput DeviceRun::download() {
                                   cudaMemcpyDeviceToHost, stream_.get()));
   ATTN_CUDA_CHECK(cudaMemcpyAsync(r.lse.data(), lse_.get(), r.lse.size() * sizeof(float),
                                   cudaMemcpyDeviceToHost, stream_.get()));
+  std::array<unsigned char, kOutputGuardBytes> after_out{};
+  std::array<unsigned char, kOutputGuardBytes> after_lse{};
+  ATTN_CUDA_CHECK(cudaMemcpyAsync(after_out.data(), past(out_, r.out.data.size()),
+                                  kOutputGuardBytes, cudaMemcpyDeviceToHost, stream_.get()));
+  ATTN_CUDA_CHECK(cudaMemcpyAsync(after_lse.data(), past(lse_, r.lse.size() * sizeof(float)),
+                                  kOutputGuardBytes, cudaMemcpyDeviceToHost, stream_.get()));
   ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  r.overrun = guard_overrun(after_out.data(), after_lse.data());
   return r;
 }
 
@@ -317,6 +366,7 @@ DecodeRun::DecodeRun(DeviceStream& stream, const Problem& pr, const DecodeVarian
   upload(v_cache_, pr.value_cache.raw(), pr.value_cache.data.size());
   upload(tables_, pr.block_tables.data(), pr.block_tables.size() * sizeof(int32_t));
   upload(lens_, pr.context_lens.data(), pr.context_lens.size() * sizeof(int32_t));
+  inputs_at(q_, k_, v_cache_, pr);
   if (shape_.reduce) {
     ws_ = DeviceBuffer(std::size_t(shape_.workspace_floats) * sizeof(float));
     const std::size_t parts = std::size_t(pr.batch) * p.num_heads * shape_.max_parts;
@@ -395,6 +445,7 @@ PrefillRun::PrefillRun(DeviceStream& stream, const Problem& pr, const PrefillVar
   upload(cu_q_, pr.cu_seqlens_q.data(), pr.cu_seqlens_q.size() * sizeof(int32_t));
   upload(cu_k_, pr.cu_seqlens_k.data(), pr.cu_seqlens_k.size() * sizeof(int32_t));
   upload(map_, shape_.tile_map.data(), shape_.tile_map.size() * sizeof(int32_t));
+  inputs_at(q_, k_, v_, pr);
   ptrs_ = {out_.get(),    lse_.get(),  q_.get(),    k_.get(),  v_.get(),
            tables_.get(), cu_q_.get(), cu_k_.get(), map_.get()};
 }

@@ -108,14 +108,20 @@ private:
   NvmlClocks nvml_;
 };
 
-// What both kernel families' runs share: out and lse with their poison images, one synchronous
-// launch, download, and timing on the stream (events, or a CUDA graph of launch() captured once).
-// A family adds its inputs and launch().
+// What both kernel families' runs share: out and lse with their poison images and the guards
+// after them, one synchronous launch, download, the rewrite of the inputs in place, and timing on
+// the stream (events, or a CUDA graph of launch() captured once). A family adds its inputs and
+// launch().
 class DeviceRun : public PreparedRun {
 public:
-  void poison_outputs() override;
+  void poison_outputs() override; // out and lse, and the guard after each (kOutputGuardBytes)
   void run() override;
+  // out and lse as the kernel left them, with whatever it wrote past either (RunOutput::overrun).
   [[nodiscard]] RunOutput download() override;
+  // The query and both caches negated where the kernel reads them (the buffers inputs_at named):
+  // each brought to the host, its elements' signs flipped, and written back to the same address.
+  // False when the run named none.
+  bool negate_inputs() override;
   [[nodiscard]] TimingResult time(const TimingOptions& opt) override;
 
 protected:
@@ -125,6 +131,10 @@ protected:
   virtual void launch() = 0;
   // Allocates `buf` for `bytes` and fills it from `src` on the stream.
   void upload(DeviceBuffer& buf, const void* src, std::size_t bytes);
+  // Names the buffers the kernel reads the query and the caches from, for negate_inputs: a
+  // subclass whose kernel reads them afresh on every call (not a plugin's prepared copy).
+  void inputs_at(DeviceBuffer& query, DeviceBuffer& key_cache, DeviceBuffer& value_cache,
+                 const Problem& pr);
 
   // The scalar arguments every kernel file takes after its pointers, in that order (PagedArgs
   // in kernels/kernel_common.cuh), filled from the problem and kept alive for cudaLaunchKernel's
@@ -152,6 +162,8 @@ protected:
   PagedScalars sc_;
 
 private:
+  // The buffers negate_inputs rewrites, each with its element size; empty: not rewritable.
+  std::vector<std::pair<DeviceBuffer*, std::size_t>> inputs_;
   // launch() captured into an executable graph, for TimingMode::graph; made on first use.
   struct Graph {
     cudaGraphExec_t exec = nullptr;

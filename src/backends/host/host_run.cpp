@@ -254,24 +254,11 @@ HostRun::HostRun(const Problem& pr, bool writes_lse, int64_t llc_bytes)
   lse_.assign(std::size_t(pr_.num_rows()) * p.num_heads, 0.0f);
   poison(out_);
   poison(lse_);
-  out_mem_ = HostBuffer(out_.data.size() + kGuardBytes);
-  lse_mem_ = HostBuffer(lse_.size() * sizeof(float) + kGuardBytes);
+  out_mem_ = HostBuffer(out_.data.size() + kOutputGuardBytes);
+  lse_mem_ = HostBuffer(lse_.size() * sizeof(float) + kOutputGuardBytes);
 }
 
 HostRun::~HostRun() { keep_spare(std::move(pr_)); }
-
-namespace {
-
-// The guard's bytes: no value a kernel writes is likely to leave all 64 of them as they were.
-constexpr unsigned char kGuardByte = 0xa5;
-
-// How many of the guard's bytes at p changed.
-std::size_t guard_damage(const void* p, std::size_t n) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  return std::size_t(std::count_if(b, b + n, [](unsigned char c) { return c != kGuardByte; }));
-}
-
-} // namespace
 
 bool HostRun::negate_inputs() {
   attn::negate_inputs(pr_); // (the member hides the free function)
@@ -281,10 +268,10 @@ bool HostRun::negate_inputs() {
 void HostRun::poison_outputs() {
   auto* out = static_cast<unsigned char*>(out_mem_.get());
   std::memcpy(out, out_.raw(), out_.data.size());
-  std::memset(out + out_.data.size(), kGuardByte, kGuardBytes);
+  std::memset(out + out_.data.size(), kOutputGuardByte, kOutputGuardBytes);
   auto* lse = static_cast<unsigned char*>(lse_mem_.get());
   std::memcpy(lse, lse_.data(), lse_.size() * sizeof(float));
-  std::memset(lse + lse_.size() * sizeof(float), kGuardByte, kGuardBytes);
+  std::memset(lse + lse_.size() * sizeof(float), kOutputGuardByte, kOutputGuardBytes);
   poison_scratch();
 }
 
@@ -294,18 +281,7 @@ RunOutput HostRun::download() {
   RunOutput r{out_, lse_, writes_lse_, ""}; // their shapes; the kernel's bytes follow
   std::memcpy(r.out.raw(), out, out_.data.size());
   std::memcpy(r.lse.data(), lse, lse_.size() * sizeof(float));
-  const std::size_t past_out = guard_damage(out + out_.data.size(), kGuardBytes);
-  const std::size_t past_lse = guard_damage(lse + lse_.size() * sizeof(float), kGuardBytes);
-  const auto said = [](std::size_t n, const char* what) {
-    return std::to_string(n) + " of the " + std::to_string(kGuardBytes) + " bytes after " + what +
-           " changed";
-  };
-  if (past_out > 0) {
-    r.overrun = said(past_out, "out");
-  }
-  if (past_lse > 0) {
-    r.overrun += (r.overrun.empty() ? "" : ", ") + said(past_lse, "lse");
-  }
+  r.overrun = guard_overrun(out + out_.data.size(), lse + lse_.size() * sizeof(float));
   return r;
 }
 

@@ -88,12 +88,10 @@ protected:
   [[nodiscard]] virtual std::string method() const = 0;
 
   // Where the kernels write out ([rows, num_heads, head_dim]) and lse ([rows, num_heads]): each
-  // followed by kGuardBytes of a pattern download() checks, so that a write past the end is a
-  // failure with its name (one of 8 bytes passed unseen in the heap's slack, and one of 16 or
-  // more aborted the worker in glibc, or did not).
+  // followed by the guard download() checks (kOutputGuardBytes, backend.h; one of 16 or more
+  // bytes past the end aborted the worker in glibc before, or did not).
   [[nodiscard]] void* out_data() { return out_mem_.get(); }
   [[nodiscard]] float* lse_data() { return static_cast<float*>(lse_mem_.get()); }
-  static constexpr std::size_t kGuardBytes = 64;
 
   Problem pr_;
   HostTensor out_;         // out poisoned: what poison_outputs() copies into the kernel's buffer

@@ -41,6 +41,9 @@ public:
     }
     call_.out = out_.get();
     call_.lse = static_cast<float*>(lse_.get());
+    if (!lib_->has_prepare()) { // with one, the plugin may read its own copy of the cache
+      inputs_at(q_, k_, v_, pr);
+    }
     if (call_.num_kv_scales > 0) { // an fp8 cache's scales, in device memory as the caches
       upload(k_scale_, arrays_.k_scale.data(), arrays_.k_scale.size() * sizeof(float));
       upload(v_scale_, arrays_.v_scale.data(), arrays_.v_scale.size() * sizeof(float));

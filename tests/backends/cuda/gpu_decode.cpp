@@ -25,6 +25,7 @@
 #include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 #include "tests/support/problems.h"
+#include "tests/support/rewritten.h"
 #include "tests/support/specials.h"
 
 using namespace attn;
@@ -84,6 +85,20 @@ AttnParams space_params() {
   return p;
 }
 
+// The space's parameters with each cache dtype NegatedInputsNegateTheOutputInPlace runs (the
+// first is space_params() itself).
+std::vector<AttnParams> rewritten_params() {
+  std::vector<AttnParams> out;
+  for (const DType kv : {DType::f16, DType::fp8_e4m3, DType::fp8_e5m2}) {
+    AttnParams p = space_params();
+    if (is_fp8(kv)) {
+      p.kv_dtype = kv;
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
 // The fp8 cases: both cache formats under each query dtype, over the shapes in turn, with
 // scales far from 1 (per tensor, then per KV head) so that a dropped or doubled scale fails.
 constexpr int kFp8Cases = 12;
@@ -101,9 +116,11 @@ protected:
         variants.push_back(cuda::decode_variant(cfg, p));
       }
     }
-    for (Family f : {Family::decode_v1, Family::decode_v2}) {
-      for (const auto& cfg : cuda::decode_config_space(f, space_params())) {
-        variants.push_back(cuda::decode_variant(cfg, space_params()));
+    for (const AttnParams& p : rewritten_params()) {
+      for (Family f : {Family::decode_v1, Family::decode_v2}) {
+        for (const auto& cfg : cuda::decode_config_space(f, p)) {
+          variants.push_back(cuda::decode_variant(cfg, p));
+        }
       }
     }
     for (int c = 0; c < kFp8Cases; ++c) {
@@ -209,6 +226,28 @@ TEST_F(GpuDecode, EveryConfigurationOfTheSpace) {
       EXPECT_TRUE(rep.pass) << "seed " << g.seed << " " << cfg.key() << "\n"
                             << rep.summary() << "\n"
                             << rep.details();
+    }
+  }
+}
+
+// The checked run's second call on a GPU: the query and caches negated in the device buffers
+// the kernels read (brought back, flipped, written to the same addresses) negate the output bit
+// for bit with the same lse, negated back they give the first answer, and no configuration
+// writes into the guards after out and lse. fp8 caches too, with scales far from 1.
+TEST_F(GpuDecode, NegatedInputsNegateTheOutputInPlace) {
+  for (const AttnParams& p : rewritten_params()) {
+    GenOptions g;
+    g.seed = 4545;
+    if (is_fp8(p.cache_dtype())) {
+      g.k_scale = {0.37f};
+      g.v_scale = {3.0f};
+    }
+    const Problem pr = make_decode_problem(p, {1, 257, 1025}, g);
+    for (Family f : {Family::decode_v1, Family::decode_v2}) {
+      for (const auto& cfg : gpu().config_space(f, p)) {
+        SCOPED_TRACE(std::string(dtype_name(p.cache_dtype())) + " " + cfg.key());
+        test::expect_negation_round_trip(gpu(), pr, cfg);
+      }
     }
   }
 }

@@ -19,6 +19,7 @@
 #include "src/model/problem_gen.h"
 #include "src/validation/check.h"
 #include "tests/support/problems.h"
+#include "tests/support/rewritten.h"
 #include "tests/support/specials.h"
 
 using namespace attn;
@@ -111,8 +112,10 @@ protected:
         variants.push_back(cuda::prefill_variant(cfg, p));
       }
     }
-    for (const auto& cfg : cuda::prefill_config_space(space_params())) {
-      variants.push_back(cuda::prefill_variant(cfg, space_params()));
+    for (const AttnParams& p : {space_params(), e4m3_space_params()}) {
+      for (const auto& cfg : cuda::prefill_config_space(p)) {
+        variants.push_back(cuda::prefill_variant(cfg, p));
+      }
     }
     for (int c = 0; c < kFp8Cases; ++c) {
       const AttnParams p = fp8_case_params(c);
@@ -132,6 +135,12 @@ public:
     p.head_dim = 128;
     p.block_size = 16;
     p.dtype = DType::bf16;
+    return p;
+  }
+  // The same with an E4M3 cache, for NegatedInputsNegateTheOutputInPlace.
+  static AttnParams e4m3_space_params() {
+    AttnParams p = space_params();
+    p.kv_dtype = DType::fp8_e4m3;
     return p;
   }
 };
@@ -213,6 +222,24 @@ TEST_F(GpuPrefill, EveryConfigurationOfTheSpace) {
     EXPECT_TRUE(rep.pass) << "seed " << g.seed << " " << cfg.key() << "\n"
                           << rep.summary() << "\n"
                           << rep.details();
+  }
+}
+
+// The checked run's second call on a GPU (gpu_decode.cpp's NegatedInputsNegateTheOutputInPlace)
+// for every prefill configuration, a bf16 cache and an E4M3 one.
+TEST_F(GpuPrefill, NegatedInputsNegateTheOutputInPlace) {
+  for (const AttnParams& p : {space_params(), e4m3_space_params()}) {
+    GenOptions g;
+    g.seed = 4646;
+    if (is_fp8(p.cache_dtype())) {
+      g.k_scale = {0.37f};
+      g.v_scale = {3.0f};
+    }
+    const Problem pr = make_prefill_problem(p, {1, 65, 33}, {1, 300, 520}, g);
+    for (const auto& cfg : gpu().config_space(Family::prefill, p)) {
+      SCOPED_TRACE(std::string(dtype_name(p.cache_dtype())) + " " + cfg.key());
+      test::expect_negation_round_trip(gpu(), pr, cfg);
+    }
   }
 }
 
