@@ -286,6 +286,9 @@ void DeviceRun::poison_outputs() {
       cudaMemsetAsync(past(out_, out_bytes), kOutputGuardByte, kOutputGuardBytes, stream_.get()));
   ATTN_CUDA_CHECK(
       cudaMemsetAsync(past(lse_, lse_bytes), kOutputGuardByte, kOutputGuardBytes, stream_.get()));
+  if (ws_.bytes() > 0) {
+    ATTN_CUDA_CHECK(cudaMemsetAsync(ws_.get(), 0xff, ws_.bytes(), stream_.get()));
+  }
   ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
 }
 

@@ -114,7 +114,9 @@ private:
 // launch().
 class DeviceRun : public PreparedRun {
 public:
-  void poison_outputs() override; // out and lse, and the guard after each (kOutputGuardBytes)
+  // out and lse, the guard after each (kOutputGuardBytes), and the workspace: a reduce that
+  // reads partials nobody wrote gets NaN (0xff bytes).
+  void poison_outputs() override;
   void run() override;
   // out and lse as the kernel left them, with whatever it wrote past either (RunOutput::overrun).
   [[nodiscard]] RunOutput download() override;
@@ -157,6 +159,7 @@ protected:
   DeviceStream& stream_;
   DeviceBuffer out_, lse_;
   DeviceBuffer kv_scales_; // an fp8 cache's k_scale then v_scale, num_kv_scales each
+  DeviceBuffer ws_;        // the kernels' workspace (decode_v2's partials, a plugin's), if any
   HostTensor out_poison_;
   std::vector<float> lse_poison_;
   PagedScalars sc_;
@@ -187,7 +190,7 @@ private:
   DecodeVariant v_;
   DecodeLaunch shape_;
   std::shared_ptr<const Module> mod_;
-  DeviceBuffer q_, k_, v_cache_, tables_, lens_, ws_;
+  DeviceBuffer q_, k_, v_cache_, tables_, lens_;
   // Kernel arguments, kept alive for cudaLaunchKernel's pointer array.
   void* out_ptr_ = nullptr;
   void* lse_ptr_ = nullptr;

@@ -66,13 +66,6 @@ public:
     return r;
   }
 
-  void poison_outputs() override {
-    DeviceRun::poison_outputs();
-    // The workspace too: a reduce that reads partials nobody wrote gets NaN.
-    ATTN_CUDA_CHECK(cudaMemsetAsync(ws_.get(), 0xff, ws_.bytes(), stream_.get()));
-    ATTN_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-  }
-
   RunOutput download() override {
     RunOutput r = DeviceRun::download();
     r.lse_written = writes_lse_;
@@ -92,7 +85,7 @@ private:
   PluginHostArrays arrays_; // what call_'s lengths point into (host memory), and the scales
   attn_call call_{};
   uint64_t ws_bytes_ = 0;
-  DeviceBuffer q_, k_, v_, tables_, lens_, cu_q_, cu_k_, k_scale_, v_scale_, ws_;
+  DeviceBuffer q_, k_, v_, tables_, lens_, cu_q_, cu_k_, k_scale_, v_scale_;
   std::unique_ptr<PluginPrepared> prepared_; // after the buffers: released before they are freed
 };
 
