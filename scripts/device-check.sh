@@ -412,9 +412,11 @@ step_gpu_plugin() {
       said=$(ATTN_WRAPPED_PLUGIN=$plugin "$BIN/attn-tune" verify --device cuda:0 \
         --kernels "$BIN/libattn_test_plugin_cuda_$fault.so" --intensity quick \
         --families decode_v1 --dtypes fp16 2>&1) || r=$?
-      tail -n 4 <<<"$said"
+      printf '%s\n' "$said" >"$WORK/fault-$fault.log"
+      grep -m 3 -F -e "$want" -e FAIL <<<"$said"
+      tail -n 2 <<<"$said"
       if ((r != 1)) || ! grep -qF "$want" <<<"$said"; then
-        echo "the $fault plugin: exit $r, expected 1 with \"$want\""
+        echo "the $fault plugin: exit $r, expected 1 with \"$want\" (log: $WORK/fault-$fault.log)"
         rc=1
       fi
     done

@@ -11,6 +11,9 @@ constexpr double kCpuFlops = 0.25e9;
 constexpr double kCpuBytes = 0.5e9;
 constexpr double kGpuFlops = 50e9;
 constexpr double kGpuBytes = 20e9;
+// A device run negates its inputs on the host: each buffer copied back and forth through pageable
+// memory.
+constexpr double kGpuCopyBytes = 1e9;
 // Startup the launch count does not cover: allocation and upload, a module load, the check.
 constexpr double kCpuBase = 10.0;
 constexpr double kGpuBase = 30.0;
@@ -23,9 +26,16 @@ double pessimistic_launch_s(const Problem& pr, const DeviceInfo& dev) {
   return std::max(flops / (gpu ? kGpuFlops : kCpuFlops), bytes / (gpu ? kGpuBytes : kCpuBytes));
 }
 
-double unit_deadline_s(const Problem& pr, const DeviceInfo& dev, const TimingOptions* timing) {
+double unit_deadline_s(const Problem& pr, const DeviceInfo& dev, const TimingOptions* timing,
+                       bool rewritten_call) {
   const double one = pessimistic_launch_s(pr, dev);
-  const double base = dev.backend == "cuda" ? kGpuBase : kCpuBase;
+  const bool gpu = dev.backend == "cuda";
+  double base = gpu ? kGpuBase : kCpuBase;
+  if (rewritten_call) { // the second launch, and the inputs negated and back (twice each way)
+    const double inputs =
+        double(pr.query.data.size() + pr.key_cache.data.size() + pr.value_cache.data.size());
+    base += 2 * one + (gpu ? 4 * inputs / kGpuCopyBytes : 2 * inputs / kCpuBytes);
+  }
   if (timing == nullptr) {
     return base + 4 * one; // upload, one checked launch
   }

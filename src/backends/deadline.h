@@ -9,10 +9,11 @@ namespace attn {
 // rates far below any machine attn-tune runs on (a slow 2-core CPU, an old GPU).
 [[nodiscard]] double pessimistic_launch_s(const Problem& pr, const DeviceInfo& dev);
 
-// The deadline of a unit that prepares `pr`, runs it once to check it and, when `timing` is
-// given, times it under those options. No kernel of ours should take seconds, so a unit that
-// runs this long is stuck, not slow.
+// The deadline of a unit that prepares `pr`, runs it once to check it (and, with
+// `rewritten_call`, once more after negating its inputs in place and back, RunRequest) and, when
+// `timing` is given, times it under those options. No kernel of ours should take seconds, so a
+// unit that runs this long is stuck, not slow.
 [[nodiscard]] double unit_deadline_s(const Problem& pr, const DeviceInfo& dev,
-                                     const TimingOptions* timing);
+                                     const TimingOptions* timing, bool rewritten_call = false);
 
 } // namespace attn

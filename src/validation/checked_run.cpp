@@ -59,7 +59,8 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
   CheckedRunResult r;
   const Problem& pr = subject.problem();
   const KernelConfig cfg = run.config.value_or(KernelConfig{});
-  const double deadline = unit_deadline_s(pr, be.info(), req.timing ? &*req.timing : nullptr);
+  const double deadline =
+      unit_deadline_s(pr, be.info(), req.timing ? &*req.timing : nullptr, req.rewritten_call);
   link.begin_run(run, deadline);
   try {
     // can_run may load modules on a GPU or call a plugin: a crash there is this run's.

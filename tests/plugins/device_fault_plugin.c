@@ -1,12 +1,15 @@
 /* Test-only CUDA plugins, in C: each wraps the CUDA example plugin (loaded with dlopen from
  * $ATTN_WRAPPED_PLUGIN where set, as on a device machine's flat folder of prebuilt files, else
  * from the build's ATTN_WRAPPED_PLUGIN) and plants one fault that only the checks around a device
- * run can see, since every value it leaves in out and lse is right. FAULT_PAST_OUT     after the
- * example's kernels, stores 8 bytes just past the end of out (an off-by-one store of a vectorised
- * tail): the guard after out must see it. FAULT_KEEP_OUTPUT  keeps its last answer in device
- * memory, keyed by the addresses and shapes of its buffers (as a cache of converted K/V or a plan
- * keyed by pointers would), and answers a call that matches them with it, however their contents
- * changed: only the call after the inputs were rewritten in place shows it.
+ * run can see, since every value it leaves in out and lse is right.
+ *
+ * FAULT_PAST_OUT: after the example's kernels, stores 8 bytes just past the end of out (an
+ * off-by-one store of a vectorised tail); the guard after out must see it.
+ *
+ * FAULT_KEEP_OUTPUT: keeps its last answer in device memory, keyed by the addresses of its
+ * buffers and the call's shapes, options and lengths (as a cache of converted K/V or a plan keyed
+ * by pointers would), and answers a call that matches them with it, however the buffers' contents
+ * changed; the call after the inputs were rewritten in place shows it.
  */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -36,17 +39,42 @@ static int cuda_failed(cudaError_t e, const char* what, char* err, size_t size) 
 }
 
 #ifdef FAULT_KEEP_OUTPUT
-/* The last call's buffers and shapes, and its out and lse in device memory of our own. */
+/* The last call's buffers, shapes and options, its sequences' lengths, and its out and lse in
+ * device memory of our own. */
+enum { kMaxBatch = 4096 };
 static attn_call last;
+static int32_t last_lens[2 * kMaxBatch];
 static int have_last = 0;
 static void* kept = NULL;
 static size_t kept_bytes = 0;
 
-static int same_buffers(const attn_call* a, const attn_call* b) {
+/* Whether `a` is the last call again: the same buffers, shapes, options and lengths, whatever the
+ * buffers now hold. A fresh problem that gets the same addresses mostly differs in its options or
+ * lengths; one that does not is answered wrongly, as such a cache would answer it. */
+static int same_call(const attn_call* a) {
+  const attn_call* b = &last;
+  if (!have_last || a->batch != b->batch) {
+    return 0;
+  }
+  const size_t lens = (size_t)a->batch * sizeof(int32_t);
   return a->query == b->query && a->key_cache == b->key_cache && a->value_cache == b->value_cache &&
-         a->out == b->out && a->lse == b->lse && a->family == b->family &&
-         a->num_rows == b->num_rows && a->num_heads == b->num_heads && a->head_dim == b->head_dim &&
-         a->num_blocks == b->num_blocks && a->batch == b->batch;
+         a->out == b->out && a->lse == b->lse && a->family == b->family && a->dtype == b->dtype &&
+         a->kv_dtype == b->kv_dtype && a->num_rows == b->num_rows && a->num_heads == b->num_heads &&
+         a->num_kv_heads == b->num_kv_heads && a->head_dim == b->head_dim &&
+         a->block_size == b->block_size && a->num_blocks == b->num_blocks &&
+         a->max_blocks_per_seq == b->max_blocks_per_seq && a->scale == b->scale &&
+         a->softcap == b->softcap && a->causal == b->causal && a->window_left == b->window_left &&
+         a->window_right == b->window_right && memcmp(a->seq_q_lens, last_lens, lens) == 0 &&
+         memcmp(a->seq_k_lens, last_lens + kMaxBatch, lens) == 0;
+}
+
+static void remember(const attn_call* a) {
+  last = *a;
+  have_last = a->batch <= kMaxBatch;
+  if (have_last) {
+    memcpy(last_lens, a->seq_q_lens, (size_t)a->batch * sizeof(int32_t));
+    memcpy(last_lens + kMaxBatch, a->seq_k_lens, (size_t)a->batch * sizeof(int32_t));
+  }
 }
 #endif
 
@@ -56,7 +84,7 @@ static int faulty_run(void* state, const attn_config* c, const attn_call* a, voi
   const size_t ob = out_bytes(a);
   const size_t lb = lse_bytes(a);
 #ifdef FAULT_KEEP_OUTPUT
-  if (have_last && same_buffers(a, &last) && kept_bytes >= ob + lb) {
+  if (same_call(a) && kept_bytes >= ob + lb) {
     if (cuda_failed(cudaMemcpyAsync(a->out, kept, ob, cudaMemcpyDeviceToDevice, s), "copy", err,
                     size) ||
         cuda_failed(cudaMemcpyAsync(a->lse, (char*)kept + ob, lb, cudaMemcpyDeviceToDevice, s),
@@ -92,8 +120,7 @@ static int faulty_run(void* state, const attn_config* c, const attn_call* a, voi
                   "keep", err, size)) {
     return 1;
   }
-  last = *a;
-  have_last = 1;
+  remember(a);
 #endif
   (void)ob;
   (void)lb;

@@ -86,7 +86,8 @@ AttnParams space_params() {
 }
 
 // The space's parameters with each cache dtype NegatedInputsNegateTheOutputInPlace runs (the
-// first is space_params() itself).
+// first is space_params() itself), and the configurations it runs on each: every one of the
+// 16-bit cache, three of each family on the fp8 ones (each of those variants is another compile).
 std::vector<AttnParams> rewritten_params() {
   std::vector<AttnParams> out;
   for (const DType kv : {DType::f16, DType::fp8_e4m3, DType::fp8_e5m2}) {
@@ -95,6 +96,20 @@ std::vector<AttnParams> rewritten_params() {
       p.kv_dtype = kv;
     }
     out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<KernelConfig> rewritten_configs(const AttnParams& p) {
+  std::vector<KernelConfig> out;
+  for (Family f : {Family::decode_v1, Family::decode_v2}) {
+    const auto space = cuda::decode_config_space(f, p);
+    const std::size_t n = space.size();
+    for (std::size_t k = 0; k < n; ++k) {
+      if (!is_fp8(p.cache_dtype()) || k == 0 || k == n / 3 || k == 2 * n / 3) {
+        out.push_back(space[k]);
+      }
+    }
   }
   return out;
 }
@@ -117,10 +132,8 @@ protected:
       }
     }
     for (const AttnParams& p : rewritten_params()) {
-      for (Family f : {Family::decode_v1, Family::decode_v2}) {
-        for (const auto& cfg : cuda::decode_config_space(f, p)) {
-          variants.push_back(cuda::decode_variant(cfg, p));
-        }
+      for (const auto& cfg : rewritten_configs(p)) {
+        variants.push_back(cuda::decode_variant(cfg, p));
       }
     }
     for (int c = 0; c < kFp8Cases; ++c) {
@@ -243,11 +256,9 @@ TEST_F(GpuDecode, NegatedInputsNegateTheOutputInPlace) {
       g.v_scale = {3.0f};
     }
     const Problem pr = make_decode_problem(p, {1, 257, 1025}, g);
-    for (Family f : {Family::decode_v1, Family::decode_v2}) {
-      for (const auto& cfg : gpu().config_space(f, p)) {
-        SCOPED_TRACE(std::string(dtype_name(p.cache_dtype())) + " " + cfg.key());
-        test::expect_negation_round_trip(gpu(), pr, cfg);
-      }
+    for (const auto& cfg : rewritten_configs(p)) {
+      SCOPED_TRACE(std::string(dtype_name(p.cache_dtype())) + " " + cfg.key());
+      test::expect_negation_round_trip(gpu(), pr, cfg);
     }
   }
 }

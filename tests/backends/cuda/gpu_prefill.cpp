@@ -238,7 +238,9 @@ TEST_F(GpuPrefill, NegatedInputsNegateTheOutputInPlace) {
     const Problem pr = make_prefill_problem(p, {1, 65, 33}, {1, 300, 520}, g);
     for (const auto& cfg : gpu().config_space(Family::prefill, p)) {
       SCOPED_TRACE(std::string(dtype_name(p.cache_dtype())) + " " + cfg.key());
-      test::expect_negation_round_trip(gpu(), pr, cfg);
+      // The 16-bit P.V goes through mma, whose accumulation's rounding the test cannot vouch is
+      // sign-symmetric: within a 16-bit ulp (bf16: 2^-8) rather than bit for bit.
+      test::expect_negation_round_trip(gpu(), pr, cfg, 1.0 / 128);
     }
   }
 }

@@ -1,0 +1,39 @@
+// The supervisor's deadline for one unit of work (src/backends/deadline.h): what it allows grows
+// with what the unit does.
+#include <gtest/gtest.h>
+
+#include "src/backends/deadline.h"
+#include "src/model/problem_gen.h"
+
+namespace attn {
+namespace {
+
+// The call made again after its inputs were negated in place (verify's rewritten call) gets a
+// second launch and the negation's traffic on top: on a GPU four pageable copies of the query and
+// both caches, at a floor of 1 GB/s.
+TEST(Deadline, ARewrittenCallAddsItsLaunchAndItsCopies) {
+  AttnParams p;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_dim = 128;
+  p.block_size = 16;
+  p.dtype = DType::f16;
+  const Problem pr = make_decode_problem(p, {4096, 4096}, {.seed = 1});
+  const double inputs =
+      double(pr.query.data.size() + pr.key_cache.data.size() + pr.value_cache.data.size());
+  for (const char* backend : {"cpu", "cuda"}) {
+    SCOPED_TRACE(backend);
+    DeviceInfo dev;
+    dev.backend = backend;
+    const double plain = unit_deadline_s(pr, dev, nullptr);
+    const double rewritten = unit_deadline_s(pr, dev, nullptr, true);
+    const double one = pessimistic_launch_s(pr, dev);
+    EXPECT_GE(rewritten - plain, 2 * one);
+    if (dev.backend == "cuda") {
+      EXPECT_NEAR(rewritten - plain, 2 * one + 4 * inputs / 1e9, 1e-9);
+    }
+  }
+}
+
+} // namespace
+} // namespace attn
