@@ -656,6 +656,13 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
           const SearchObservation* o = seen(axis[k], *c, obs);
           return o != nullptr && o->ok() && o->stage == SearchStage::full;
         };
+        // Whether at k configuration `w` beats `l` by more than both timings' noise.
+        const auto beats = [&](int k, const KernelConfig* w, const KernelConfig* l) {
+          const SearchObservation* ow = seen(axis[k], *w, obs);
+          const SearchObservation* ol = seen(axis[k], *l, obs);
+          return ow != nullptr && ol != nullptr && ow->ok() && ol->ok() &&
+                 ol->median_s > ow->median_s * (1.0 + kRaceMargin + ow->noise() + ol->noise());
+        };
         if (ca != nullptr && cb != nullptr && ca->key() != cb->key() &&
             (!timed_at(b, ca) || !timed_at(a, cb))) {
           const bool at_b = !timed_at(b, ca);
@@ -664,6 +671,11 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
                               ctx_words(ctx(at_b ? a : b)) + " (" + c->key() +
                               ") was not timed in full at " + ctx_words(ctx(at_b ? b : a)) +
                               ": a look between them";
+        } else if (ca != nullptr && cb != nullptr && ca->key() != cb->key() && beats(a, ca, cb) &&
+                   beats(b, cb, ca)) {
+          more[(a + b) / 2] = "the best " + std::string(family_name(f)) + " configuration at " +
+                              ctx_words(ctx(a)) + " (" + ca->key() + ") loses beyond noise at " +
+                              ctx_words(ctx(b)) + " to " + cb->key() + ": they cross between them";
         }
       }
     }

@@ -23,7 +23,8 @@
 //    so a switch (or one the noise may hide) is exact to the profile's grid;
 //    two lengths that one family wins more than kAgreeSpan grid steps apart get a look between
 //    them, and so do two whose best configurations of the family carried across each went
-//    untimed at the other (the lengths between take the nearer one's, so the middle says which);
+//    untimed at the other, or each lost at the other by more than kRaceMargin plus both noises
+//    (the lengths between take the nearer one's, so the middle says which);
 //  - reuse across batches: a shape starts at the two lengths where the previous batch of its
 //    group switched, and goes out to an end only when the winner there says the switch moved.
 // Prefill, held-out and mixed-batch points are measured as any point of their group.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "include/attn_tune/threshold_table_reader.hpp"
 #include "src/model/errors.h"
 #include "src/tuning/adaptive_search.h"
 #include "src/tuning/results_file.h"
@@ -226,6 +227,50 @@ TEST(AdaptiveSearch, APointTimesTheFastestOfEachFamilyAtItsMeasuredNeighbours) {
   observe(obs, lost);
   for (const SearchRun& r : search.runs_at(at_1024, obs)) {
     EXPECT_NE(r.config.key(), "decode_v2[partition=256,split=1]") << r.why;
+  }
+}
+
+// v2 wins at every length, and its best partition changes once along the axis (256 keys up to
+// `last_256`, 1024 keys above, each 30% ahead of the other on its side): wherever that change lies,
+// the search measures the lengths on both sides of it, so that the table holds each length's
+// best partition (lengths between two measured ones take the nearer one's).
+TEST(AdaptiveSearch, AConfigurationThatWinsOnOneSideAndLosesOnTheOtherIsBisected) {
+  for (const int last_256 : {256, 512, 1024, 2048, 4096}) {
+    SCOPED_TRACE("partition 256 wins up to " + std::to_string(last_256));
+    const Planted p = planted(50.0, [&](const KernelConfig& c, int ctx) {
+      if (c.family != Family::decode_v2) {
+        return 1.0;
+      }
+      const int part = c.get("partition", 512);
+      return ctx <= last_256 ? (part == 256 ? 1.0 : 1.3) : (part == 1024 ? 1.0 : 1.3);
+    });
+    const AdaptiveSearch search(p.points);
+    const std::vector<json> lines = replay_search(search, p.measured);
+    std::set<int> measured_b1;
+    for (const json& l : lines) {
+      if (l["workload"]["batch"] == 1 && line_stage(l) == SearchStage::full) {
+        measured_b1.insert(l["workload"]["context_len"].get<int>());
+      }
+    }
+    EXPECT_TRUE(measured_b1.count(last_256)) << last_256;
+    EXPECT_TRUE(measured_b1.count(2 * last_256)) << 2 * last_256;
+    const attn_tune::ThresholdTableReader reader(table_of(lines));
+    for (const int ctx : kGrid) {
+      for (const int batch : {1, 4}) {
+        const Workload w = decode(batch, ctx);
+        attn_tune::Query q;
+        q.batch = batch;
+        q.context_len = ctx;
+        q.num_heads = w.params.num_heads;
+        q.num_kv_heads = w.params.num_kv_heads;
+        q.head_dim = w.params.head_dim;
+        q.block_size = w.params.block_size;
+        EXPECT_EQ(reader.lookup(q).config_key, ctx <= last_256
+                                                   ? "decode_v2[partition=256,split=1]"
+                                                   : "decode_v2[partition=1024,split=1]")
+            << "batch " << batch << ", ctx " << ctx;
+      }
+    }
   }
 }
 
