@@ -60,6 +60,14 @@ double SearchObservation::noise() const {
   return median_s > 0 ? std::max(0.0, p75_s - p25_s) / median_s : 0.0;
 }
 
+namespace {
+// Whether `o` is slower than `best` by more than `margin` plus both relative interquartile
+// ranges: beyond the noise of either timing (the race, hopeless and crossing rules).
+bool slower_beyond(const SearchObservation& o, const SearchObservation& best, double margin) {
+  return o.median_s / best.median_s - 1.0 > margin + o.noise() + best.noise();
+}
+} // namespace
+
 SearchStage line_stage(const json& line) {
   return is_race_line(line) ? SearchStage::race : SearchStage::full;
 }
@@ -214,7 +222,7 @@ std::vector<KernelConfig> AdaptiveSearch::contenders(std::size_t i,
       continue;
     }
     const SearchObservation* b = best.at(c.family);
-    if (o->median_s / b->median_s - 1.0 <= kRaceMargin + o->noise() + b->noise()) {
+    if (!slower_beyond(*o, *b, kRaceMargin)) {
       within.emplace_back(o->median_s, &c);
     }
   }
@@ -282,7 +290,7 @@ bool AdaptiveSearch::hopeless(std::size_t i, const KernelConfig& c,
         best = od;
       }
     }
-    if (o->median_s / best->median_s - 1.0 <= kHopelessMargin + o->noise() + best->noise()) {
+    if (!slower_beyond(*o, *best, kHopelessMargin)) {
       return false;
     }
     below = below || length(j) <= length(i);
@@ -656,26 +664,27 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
           const SearchObservation* o = seen(axis[k], *c, obs);
           return o != nullptr && o->ok() && o->stage == SearchStage::full;
         };
-        // Whether at k configuration `w` beats `l` by more than both timings' noise.
+        // Whether at k configuration `w` beats `l` beyond the race margin and both noises.
         const auto beats = [&](int k, const KernelConfig* w, const KernelConfig* l) {
           const SearchObservation* ow = seen(axis[k], *w, obs);
           const SearchObservation* ol = seen(axis[k], *l, obs);
           return ow != nullptr && ol != nullptr && ow->ok() && ol->ok() &&
-                 ol->median_s > ow->median_s * (1.0 + kRaceMargin + ow->noise() + ol->noise());
+                 slower_beyond(*ol, *ow, kRaceMargin);
         };
-        if (ca != nullptr && cb != nullptr && ca->key() != cb->key() &&
-            (!timed_at(b, ca) || !timed_at(a, cb))) {
-          const bool at_b = !timed_at(b, ca);
-          const KernelConfig* c = at_b ? ca : cb;
-          more[(a + b) / 2] = "the best " + std::string(family_name(f)) + " configuration at " +
-                              ctx_words(ctx(at_b ? a : b)) + " (" + c->key() +
-                              ") was not timed in full at " + ctx_words(ctx(at_b ? b : a)) +
-                              ": a look between them";
-        } else if (ca != nullptr && cb != nullptr && ca->key() != cb->key() && beats(a, ca, cb) &&
-                   beats(b, cb, ca)) {
-          more[(a + b) / 2] = "the best " + std::string(family_name(f)) + " configuration at " +
-                              ctx_words(ctx(a)) + " (" + ca->key() + ") loses beyond noise at " +
-                              ctx_words(ctx(b)) + " to " + cb->key() + ": they cross between them";
+        if (ca != nullptr && cb != nullptr && ca->key() != cb->key()) {
+          if (!timed_at(b, ca) || !timed_at(a, cb)) {
+            const bool at_b = !timed_at(b, ca);
+            const KernelConfig* c = at_b ? ca : cb;
+            more[(a + b) / 2] = "the best " + std::string(family_name(f)) + " configuration at " +
+                                ctx_words(ctx(at_b ? a : b)) + " (" + c->key() +
+                                ") was not timed in full at " + ctx_words(ctx(at_b ? b : a)) +
+                                ": a look between them";
+          } else if (beats(a, ca, cb) && beats(b, cb, ca)) {
+            more[(a + b) / 2] = "the best " + std::string(family_name(f)) + " configuration at " +
+                                ctx_words(ctx(a)) + " (" + ca->key() + ") loses beyond noise at " +
+                                ctx_words(ctx(b)) + " to " + cb->key() +
+                                ": they cross between them";
+          }
         }
       }
     }
