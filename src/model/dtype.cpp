@@ -1,5 +1,12 @@
 #include "src/model/dtype.h"
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define ATTN_DTYPE_F16C 1
+#else
+#define ATTN_DTYPE_F16C 0
+#endif
+
 #include "src/model/errors.h"
 
 namespace attn {
@@ -52,6 +59,47 @@ DType parse_kv_dtype(std::string_view name, DType query) {
   throw InputError("unknown KV-cache dtype '" + std::string(name) + "' (expected auto, fp8, " +
                    "fp8_e4m3 or fp8_e5m2, or the query dtype " + std::string(dtype_name(query)) +
                    ")");
+}
+
+namespace {
+
+#if ATTN_DTYPE_F16C
+// Eight at a time; returns how many it stored (the rest, from a group holding a NaN on, is left
+// to the scalar loop).
+__attribute__((target("avx,f16c"))) std::size_t
+doubles_to_halves_f16c(const double* src, uint16_t* dst, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128 lo = _mm256_cvtpd_ps(_mm256_loadu_pd(src + i));
+    const __m128 hi = _mm256_cvtpd_ps(_mm256_loadu_pd(src + i + 4));
+    const __m256 f = _mm256_set_m128(hi, lo);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)) != 0) {
+      break;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  return i;
+}
+
+bool has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+#endif
+
+} // namespace
+
+void doubles_to_halves(const double* src, uint16_t* dst, std::size_t n) {
+  std::size_t i = 0;
+#if ATTN_DTYPE_F16C
+  if (has_f16c()) {
+    i = doubles_to_halves_f16c(src, dst, n);
+  }
+#endif
+  for (; i < n; ++i) {
+    dst[i] = float_to_half(float(src[i]));
+  }
 }
 
 } // namespace attn

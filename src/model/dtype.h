@@ -5,6 +5,7 @@
 // fp16 or bf16.
 #pragma once
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -104,6 +105,12 @@ enum class DType { f32, f16, bf16, fp8_e4m3, fp8_e5m2 };
   }
   return uint16_t(sign | res);
 }
+
+// dst[i] = float_to_half(float(src[i])) for i < n: the same bits, eight at a time through F16C's
+// conversion where the processor has it (round to nearest even, subnormals and overflow to
+// infinity as float_to_half; a group holding a NaN, whose payload F16C keeps differently, goes
+// element by element). Test data is stored this way, hundreds of millions of values a sweep.
+void doubles_to_halves(const double* src, uint16_t* dst, std::size_t n);
 
 // Round a float to the precision of `t` (identity for fp32).
 [[nodiscard]] inline float round_to(DType t, float f) {

@@ -8,7 +8,94 @@
 #include <cmath>
 #include <numbers>
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define ATTN_RNG_AVX2 1
+#else
+#define ATTN_RNG_AVX2 0
+#endif
+
 namespace attn {
+
+namespace {
+
+#if ATTN_RNG_AVX2
+__attribute__((target("avx2"), always_inline)) inline __m256d kv(double v) {
+  return _mm256_set1_pd(v);
+}
+
+// Rng::box_muller four pairs at a time: the same IEEE operations on the same operands in the same
+// order, so the same bits (AVX2 without FMA, which would round a product and a sum once instead
+// of twice; tests/model compares the two). out gets cos, sin of each pair in turn.
+__attribute__((target("avx2"))) void box_muller4(const double* u1, const double* u2, double* out) {
+  const __m256d u = _mm256_add_pd(_mm256_loadu_pd(u1), _mm256_set1_pd(0x1p-54));
+  const __m256i bits = _mm256_castpd_si256(u);
+  const __m256i mant = _mm256_and_si256(bits, _mm256_set1_epi64x(0x000fffffffffffffll));
+  const __m256i above = _mm256_srli_epi64(
+      _mm256_cmpgt_epi64(mant, _mm256_set1_epi64x(0x0006a09e667f3bcdll)), 63); // 0 or 1
+  const __m256i mbits = _mm256_or_si256(
+      mant, _mm256_slli_epi64(_mm256_sub_epi64(_mm256_set1_epi64x(0x3ff), above), 52));
+  const __m256i ebits = _mm256_or_si256(_mm256_set1_epi64x(0x4330000000000000ll),
+                                        _mm256_add_epi64(_mm256_srli_epi64(bits, 52), above));
+  const __m256d m = _mm256_castsi256_pd(mbits);
+  const __m256d e = _mm256_sub_pd(_mm256_castsi256_pd(ebits), _mm256_set1_pd(0x1p52 + 1023.0));
+  const __m256d one = kv(1.0);
+  const __m256d t = (m - one) / (m + one);
+  const __m256d z = t * t;
+  // (GCC's vector operators: one IEEE operation per lane each, and no lambdas, which would not
+  // take this function's target.)
+  const __m256d series0 = kv(1.0 / 11) + z * kv(1.0 / 13);
+  const __m256d series1 = kv(1.0 / 9) + z * series0;
+  const __m256d series2 = kv(1.0 / 7) + z * series1;
+  const __m256d series3 = kv(1.0 / 5) + z * series2;
+  const __m256d series4 = kv(1.0 / 3) + z * series3;
+  const __m256d series = one + z * series4;
+  const __m256d ln_u = e * kv(std::numbers::ln2) + (kv(2.0) * t) * series;
+  const __m256d r = _mm256_sqrt_pd(_mm256_andnot_pd(kv(-0.0), kv(-2.0) * ln_u));
+
+  const __m256d quarter = _mm256_loadu_pd(u2) * kv(4.0);
+  const __m128i q32 = _mm256_cvttpd_epi32(quarter); // in 0..3: the truncation int64_t() makes
+  const __m256d x = ((quarter - _mm256_cvtepi32_pd(q32)) - kv(0.5)) * kv(std::numbers::pi / 2);
+  const __m256d x2 = x * x;
+  // x2 * i6 * (...) is (x2 * i6) * (...), as in the scalar code.
+  const __m256d s5 = one - (x2 * kv(1.0 / 110));
+  const __m256d s4 = one - (x2 * kv(1.0 / 72)) * s5;
+  const __m256d s3 = one - (x2 * kv(1.0 / 42)) * s4;
+  const __m256d s2 = one - (x2 * kv(1.0 / 20)) * s3;
+  const __m256d sx = x * (one - (x2 * kv(1.0 / 6)) * s2);
+  const __m256d c6 = one - (x2 * kv(1.0 / 132));
+  const __m256d c5 = one - (x2 * kv(1.0 / 90)) * c6;
+  const __m256d c4 = one - (x2 * kv(1.0 / 56)) * c5;
+  const __m256d c3 = one - (x2 * kv(1.0 / 30)) * c4;
+  const __m256d c2 = one - (x2 * kv(1.0 / 12)) * c3;
+  const __m256d cx = one - (x2 * kv(0.5)) * c2;
+  const __m256d k = kv(std::numbers::sqrt2 / 2);
+  const __m256i sb = _mm256_castpd_si256((sx + cx) * k);
+  const __m256i cb = _mm256_castpd_si256((cx - sx) * k);
+  const __m256i q = _mm256_cvtepi32_epi64(q32);
+  const __m256i odd =
+      _mm256_sub_epi64(_mm256_setzero_si256(), _mm256_and_si256(q, _mm256_set1_epi64x(1)));
+  const __m256i flip = _mm256_slli_epi64(_mm256_and_si256(q, _mm256_set1_epi64x(2)), 62);
+  const __m256i sin_bits = _mm256_xor_si256(
+      _mm256_or_si256(_mm256_and_si256(cb, odd), _mm256_andnot_si256(odd, sb)), flip);
+  const __m256i neg_sb = _mm256_xor_si256(sb, _mm256_set1_epi64x(int64_t(0x8000000000000000ull)));
+  const __m256i cos_bits = _mm256_xor_si256(
+      _mm256_or_si256(_mm256_and_si256(neg_sb, odd), _mm256_andnot_si256(odd, cb)), flip);
+  const __m256d co = r * _mm256_castsi256_pd(cos_bits);
+  const __m256d si = r * _mm256_castsi256_pd(sin_bits);
+  const __m256d lo = _mm256_unpacklo_pd(co, si); // cos0 sin0 cos2 sin2
+  const __m256d hi = _mm256_unpackhi_pd(co, si); // cos1 sin1 cos3 sin3
+  _mm256_storeu_pd(out, _mm256_permute2f128_pd(lo, hi, 0x20));
+  _mm256_storeu_pd(out + 4, _mm256_permute2f128_pd(lo, hi, 0x31));
+}
+
+bool has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+} // namespace
 
 void Rng::normals(double* out, std::size_t n) {
   std::size_t i = 0;
@@ -26,7 +113,15 @@ void Rng::normals(double* out, std::size_t n) {
       u1[j] = uniform();
       u2[j] = uniform();
     }
-    for (std::size_t j = 0; j < pairs; ++j) {
+    std::size_t j = 0;
+#if ATTN_RNG_AVX2
+    if (has_avx2()) {
+      for (; j + 4 <= pairs; j += 4) {
+        box_muller4(u1 + j, u2 + j, &out[i + 2 * j]);
+      }
+    }
+#endif
+    for (; j < pairs; ++j) {
       box_muller(u1[j], u2[j], &out[i + 2 * j], &out[i + 2 * j + 1]);
     }
     i += 2 * pairs;

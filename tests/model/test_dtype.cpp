@@ -2,9 +2,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "src/model/dtype.h"
 #include "src/model/errors.h"
+#include "src/model/rng.h"
 
 using namespace attn;
 
@@ -30,6 +33,67 @@ TEST(DType, HalfRoundsToNearestEven) {
   EXPECT_EQ(float_to_half(0x1p-25f), 0x0000); // tie to even: zero
   EXPECT_EQ(float_to_half(0x1.8p-25f), 0x0001);
   EXPECT_EQ(float_to_half(-2.0f), 0xc000);
+}
+
+// The bulk conversion test data is stored with (F16C where the processor has it) gives
+// float_to_half's bits: every float pattern's neighbourhood of the rounding edges, random
+// patterns, doubles between two floats, and a NaN in a group of eight, at every length mod 8.
+TEST(DType, DoublesToHalvesGiveFloatToHalfsBits) {
+  std::vector<double> v;
+  for (const float f : {0.0f, -0.0f, 0x1p-25f, 0x1.8p-25f, 0x1p-24f, 0x1p-14f, 0x1.ffcp-15f,
+                        1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65504.0f, 65519.996f, 65520.0f,
+                        -65520.0f, std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity(), 1e-45f, 3.4e38f}) {
+    v.push_back(f);
+    v.push_back(std::nextafter(f, 1e30f));
+    v.push_back(std::nextafter(f, -1e30f));
+  }
+  Rng rng(7);
+  for (int i = 0; i < 1 << 16; ++i) {
+    float f;
+    const auto bits = uint32_t(rng.next_u64());
+    std::memcpy(&f, &bits, sizeof f);
+    v.push_back(std::isnan(f) ? 1.5 : double(f));
+    v.push_back(rng.normal() * 1e-3); // doubles: rounded to float, then to half
+  }
+  for (std::size_t n = v.size() - 8; n <= v.size(); ++n) {
+    std::vector<uint16_t> got(n);
+    doubles_to_halves(v.data(), got.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], float_to_half(float(v[i]))) << "value " << v[i] << " at " << i;
+    }
+  }
+  // A NaN in the second group: that group and the rest element by element, with the same bits.
+  std::vector<double> w(24, 0.75);
+  w[11] = std::numeric_limits<double>::quiet_NaN();
+  w[20] = -3.0;
+  std::vector<uint16_t> got(w.size());
+  doubles_to_halves(w.data(), got.data(), w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    EXPECT_EQ(got[i], float_to_half(float(w[i]))) << i;
+  }
+}
+
+// Normals drawn in bulk (four pairs at a time through AVX2 where the processor has it) are the
+// stream of single draws, bit for bit, from any starting point of it.
+TEST(Rng, BulkNormalsAreTheStreamOfSingleDraws) {
+  for (const std::size_t skip : {0, 1, 2, 7}) {
+    for (const uint64_t seed : {1ull, 42ull, 0xdeadbeefull}) {
+      Rng one(seed), bulk(seed);
+      for (std::size_t i = 0; i < skip; ++i) {
+        (void)one.normal();
+        (void)bulk.normal();
+      }
+      std::vector<double> got(100003);
+      bulk.normals(got.data(), got.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const double want = one.normal();
+        ASSERT_EQ(std::memcmp(&got[i], &want, sizeof want), 0)
+            << "seed " << seed << " skip " << skip << " draw " << i << ": " << got[i] << " vs "
+            << want;
+      }
+    }
+  }
 }
 
 TEST(DType, Bf16RoundsToNearestEven) {
