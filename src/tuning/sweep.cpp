@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 #include "src/model/rng.h"
 #include "src/tuning/provenance.h"
 #include "src/tuning/shard.h"
+#include "src/tuning/subject_cache.h"
 #include "src/tuning/sweep_progress.h"
 #include "src/tuning/workloads.h"
 #include "src/validation/checked_run.h"
@@ -345,6 +347,7 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
       }
     }
   }
+  SubjectCache subjects;
   std::size_t next_first = 0;
   const auto next_due = [&]() -> std::optional<AdaptiveSearch::Due> {
     return next_first < first.size() ? std::optional(first[next_first++]) : search.next_point(obs);
@@ -375,12 +378,16 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
       observe(obs, line);
       link.result(run, r);
     };
-    std::optional<CheckSubject> subject;
+    CheckSubject* subject = subjects.find(i);
     try {
-      Problem pr =
-          make_workload_problem(sp.workload, prof.pool_factor, seed, opt.reference_threads);
-      std::vector<int> rows = sample_rows(pr, prof.validation, seed);
-      subject.emplace(pw.key, std::move(pr), std::move(rows), opt.reference_threads);
+      if (subject == nullptr) {
+        Problem pr =
+            make_workload_problem(sp.workload, prof.pool_factor, seed, opt.reference_threads);
+        std::vector<int> rows = sample_rows(pr, prof.validation, seed);
+        subject =
+            &subjects.add(i, std::make_unique<CheckSubject>(pw.key, std::move(pr), std::move(rows),
+                                                            opt.reference_threads));
+      }
     } catch (const std::exception& e) {
       for (const SearchRun& run : search.runs_at(i, obs)) {
         CheckedRunResult r;

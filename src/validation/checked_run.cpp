@@ -25,6 +25,16 @@ const Problem& CheckSubject::problem_in(KvLayout layout) {
   return *relaid_;
 }
 
+int64_t CheckSubject::bytes() const {
+  int64_t n = 0;
+  for (const Problem* p : {&problem_, relaid_ ? &*relaid_ : nullptr}) {
+    if (p != nullptr) {
+      n += int64_t(p->query.data.size() + p->key_cache.data.size() + p->value_cache.data.size());
+    }
+  }
+  return n;
+}
+
 const ReferenceResult& CheckSubject::reference(const WorkerLink& link) {
   if (!ref_) {
     link.begin_phase("reference of " + name_);

@@ -36,6 +36,8 @@ public:
   // rearrange the whole cache).
   [[nodiscard]] const Problem& problem_in(KvLayout layout);
   [[nodiscard]] const std::vector<int>& rows() const { return rows_; }
+  // The memory its query and caches take, problem_in's copy included.
+  [[nodiscard]] int64_t bytes() const;
   [[nodiscard]] int reference_threads() const { return reference_threads_; }
   [[nodiscard]] bool has_reference() const { return ref_.has_value(); }
   // The reference, computed now if it has not been, announced to the supervisor as a phase.
