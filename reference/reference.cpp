@@ -73,12 +73,12 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
   auto run_task = [&](const Task& t) {
     const int ql = pr.q_len(t.b);
     const int kl = pr.k_len(t.b);
-    // Gathered a key row at a time into row-major matrices (each row's writes side by side), then
-    // moved into the column-major ones the products read: written in place, column by column, the
-    // gather's stores landed kl doubles apart, and took most of a long decode's reference.
+    // Row-major: the gather writes each key's row side by side (column-major, its stores landed
+    // kl doubles apart and took most of a long decode's reference), and so do the products read
+    // them: K q as a dot product per key, V's rows summed with their weights.
     using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    RowMajor Kr(kl, D);
-    RowMajor Vr(kl, D);
+    RowMajor K(kl, D);
+    RowMajor V(kl, D);
     // The oracle reads the paged cache element by element through the layout's offsets
     // (SPEC.md "KV-cache layouts", src/model/kv_layout.h) rather than with the kernels'
     // attn_math::paged_kv_offset, so an addressing bug there shows as a mismatch instead of
@@ -92,13 +92,11 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
       const int64_t page = table[j / p.block_size];
       const int slot = j % p.block_size;
       for (int d = 0; d < D; ++d) {
-        Kr(j, d) = ks * pr.key_cache.get(std::size_t(kv.key_index(page, t.kvh, slot, d)));
-        Vr(j, d) = vs * pr.value_cache.get(std::size_t(kv.value_index(page, t.kvh, slot, d)));
+        K(j, d) = ks * pr.key_cache.get(std::size_t(kv.key_index(page, t.kvh, slot, d)));
+        V(j, d) = vs * pr.value_cache.get(std::size_t(kv.value_index(page, t.kvh, slot, d)));
       }
     }
-    const Eigen::MatrixXd K = Kr;
-    const Eigen::MatrixXd V = Vr;
-    const Eigen::MatrixXd absV = V.cwiseAbs();
+    const RowMajor absV = V.cwiseAbs();
     Eigen::VectorXd q(D);
     Eigen::VectorXd s(kl);
     for (int h = t.kvh * G; h < (t.kvh + 1) * G; ++h) {
