@@ -180,7 +180,10 @@ Workload Workload::from_json(const nlohmann::json& j) {
   return w;
 }
 
-std::string workload_too_big(const Workload& w, double pool_factor) {
+namespace {
+
+// The cache blocks the problem of w allocates: pool_factor per block its sequences need.
+double pool_blocks(const Workload& w, double pool_factor) {
   const int bs = w.params.block_size;
   double blocks = 0;
   if (w.phase == Phase::decode) {
@@ -190,7 +193,20 @@ std::string workload_too_big(const Workload& w, double pool_factor) {
   } else {
     blocks = double(w.batch) * double((int64_t(w.k_len) + bs - 1) / bs);
   }
-  const double wanted = std::ceil(blocks * pool_factor);
+  return std::ceil(blocks * pool_factor);
+}
+
+} // namespace
+
+double workload_cache_bytes(const Workload& w, double pool_factor) {
+  const AttnParams& p = w.params;
+  return 2.0 * pool_blocks(w, pool_factor) * p.block_size * p.num_kv_heads * p.head_dim *
+         double(dtype_size(p.cache_dtype()));
+}
+
+std::string workload_too_big(const Workload& w, double pool_factor) {
+  const int bs = w.params.block_size;
+  const double wanted = pool_blocks(w, pool_factor);
   if (wanted <= double(int64_t(1) << 30)) {
     return "";
   }

@@ -74,6 +74,10 @@ struct Workload {
 // (65,536 sequences drawn up to 10M tokens).
 [[nodiscard]] std::string workload_too_big(const Workload& w, double pool_factor);
 
+// The bytes the key and value caches of that problem take (pool_factor included), as
+// make_workload_problem allocates them: what a caller planning memory counts on.
+[[nodiscard]] double workload_cache_bytes(const Workload& w, double pool_factor);
+
 // 64-bit FNV-1a, as 16 lower-case hex digits (profile and record hashes).
 [[nodiscard]] std::string fnv1a_hex(const std::string& s);
 [[nodiscard]] uint64_t fnv1a(const std::string& s);

@@ -20,6 +20,17 @@ CheckSubject* SubjectCache::find(std::size_t i) {
   return nullptr;
 }
 
+void SubjectCache::make_room(int64_t bytes) {
+  int64_t total = 0;
+  for (const Entry& e : entries_) {
+    total += e.subject->bytes();
+  }
+  while (!entries_.empty() && total + bytes > budget_) {
+    total -= entries_.back().subject->bytes();
+    entries_.pop_back();
+  }
+}
+
 CheckSubject& SubjectCache::add(std::size_t i, std::unique_ptr<CheckSubject> s) {
   entries_.push_front({i, std::move(s)});
   int64_t total = entries_.front().subject->bytes();

@@ -28,6 +28,11 @@ public:
   // Point i's kept subject, now the most recent; nullptr when none is kept.
   [[nodiscard]] CheckSubject* find(std::size_t i);
 
+  // Lets the least recent go until `bytes` more fit in the budget beside the rest (all of them
+  // where they do not): called before a new subject is built, so that the kept ones and the new
+  // one do not take the budget and the new one's memory at once.
+  void make_room(int64_t bytes);
+
   // Keeps s as point i's, and of the others the most recent that fit in the budget beside it.
   CheckSubject& add(std::size_t i, std::unique_ptr<CheckSubject> s);
 

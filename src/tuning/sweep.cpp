@@ -381,6 +381,7 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
     CheckSubject* subject = subjects.find(i);
     try {
       if (subject == nullptr) {
+        subjects.make_room(int64_t(workload_cache_bytes(sp.workload, prof.pool_factor)));
         Problem pr =
             make_workload_problem(sp.workload, prof.pool_factor, seed, opt.reference_threads);
         std::vector<int> rows = sample_rows(pr, prof.validation, seed);

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "src/model/problem_gen.h"
+#include "src/model/workload.h"
 #include "src/tuning/subject_cache.h"
 
 using namespace attn;
@@ -57,4 +58,49 @@ TEST(SubjectCache, TheDefaultBudgetIsAShareOfTheMachinesMemory) {
     cache.add(i, subject(256));
   }
   EXPECT_EQ(cache.size(), 4u);
+}
+
+TEST(SubjectCache, MakingRoomForANewSubjectLetsTheLeastRecentGo) {
+  const int64_t one = subject(64)->bytes();
+  SubjectCache cache(3 * one + one / 2);
+  for (std::size_t i = 0; i < 3; ++i) {
+    cache.add(i, subject(64));
+  }
+  (void)cache.find(0); // now the most recent: 1 is the least
+  cache.make_room(one / 2);
+  EXPECT_EQ(cache.size(), 3u); // it fits beside the three
+  cache.make_room(one);
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.find(1), nullptr);
+  EXPECT_NE(cache.find(0), nullptr);
+  cache.make_room(10 * one); // more than the budget: none kept
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+// make_room is given what the new problem's caches will take: the estimate is what a generated
+// problem allocates, for a decode batch of mixed lengths, fp8 caches and a prefill batch.
+TEST(SubjectCache, TheCacheBytesOfAWorkloadAreWhatItsProblemTakes) {
+  Workload d;
+  d.params.num_heads = 8;
+  d.params.num_kv_heads = 2;
+  d.params.head_dim = 64;
+  d.params.block_size = 16;
+  d.params.dtype = DType::f16;
+  d.set_decode_lens({30, 2000, 7});
+  Workload f = d;
+  f.params.kv_dtype = DType::fp8_e4m3;
+  Workload pf = d;
+  pf.phase = Phase::prefill;
+  pf.context_lens.clear();
+  pf.batch = 2;
+  pf.q_len = 100;
+  pf.k_len = 300;
+  for (const Workload* w : {&d, &f, &pf}) {
+    for (const double pool : {1.0, 1.5, 3.0}) {
+      const Problem pr = make_workload_problem(*w, pool, 1);
+      EXPECT_EQ(workload_cache_bytes(*w, pool),
+                double(pr.key_cache.data.size() + pr.value_cache.data.size()))
+          << w->key() << " pool " << pool;
+    }
+  }
 }
