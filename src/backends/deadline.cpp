@@ -32,8 +32,7 @@ double unit_deadline_s(const Problem& pr, const DeviceInfo& dev, const TimingOpt
   const bool gpu = dev.backend == "cuda";
   double base = gpu ? kGpuBase : kCpuBase;
   if (rewritten_call) { // the second launch, and the inputs negated and back (twice each way)
-    const double inputs =
-        double(pr.query.data.size() + pr.key_cache.data.size() + pr.value_cache.data.size());
+    const auto inputs = double(pr.input_bytes());
     base += 2 * one + (gpu ? 4 * inputs / kGpuCopyBytes : 2 * inputs / kCpuBytes);
   }
   if (timing == nullptr) {

@@ -137,6 +137,10 @@ struct Problem {
                                       params.block_size, params.num_kv_heads, kvh, params.head_dim,
                                       j);
   }
+  // Bytes of the query and both caches as stored: what a copy of the problem's inputs takes.
+  [[nodiscard]] int64_t input_bytes() const {
+    return int64_t(query.data.size() + key_cache.data.size() + value_cache.data.size());
+  }
   // Key bytes plus value bytes that attention must read once (visible or not, as stored).
   [[nodiscard]] int64_t kv_bytes_touched() const;
   // Query-key pairs that the mask lets through, summed over heads (for FLOP counts).

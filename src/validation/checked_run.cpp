@@ -29,7 +29,7 @@ int64_t CheckSubject::bytes() const {
   int64_t n = 0;
   for (const Problem* p : {&problem_, relaid_ ? &*relaid_ : nullptr}) {
     if (p != nullptr) {
-      n += int64_t(p->query.data.size() + p->key_cache.data.size() + p->value_cache.data.size());
+      n += p->input_bytes();
     }
   }
   return n;

@@ -4,6 +4,7 @@
 
 #include "src/backends/deadline.h"
 #include "src/model/problem_gen.h"
+#include "tests/support/problems.h"
 
 namespace attn {
 namespace {
@@ -12,15 +13,8 @@ namespace {
 // second launch and the negation's traffic on top: on a GPU four pageable copies of the query and
 // both caches, at a floor of 1 GB/s.
 TEST(Deadline, ARewrittenCallAddsItsLaunchAndItsCopies) {
-  AttnParams p;
-  p.num_heads = 8;
-  p.num_kv_heads = 2;
-  p.head_dim = 128;
-  p.block_size = 16;
-  p.dtype = DType::f16;
-  const Problem pr = make_decode_problem(p, {4096, 4096}, {.seed = 1});
-  const double inputs =
-      double(pr.query.data.size() + pr.key_cache.data.size() + pr.value_cache.data.size());
+  const Problem pr = make_decode_problem(test::params(8, 2, 128), {4096, 4096}, {.seed = 1});
+  const auto inputs = double(pr.input_bytes());
   for (const char* backend : {"cpu", "cuda"}) {
     SCOPED_TRACE(backend);
     DeviceInfo dev;

@@ -7,20 +7,16 @@
 #include "src/model/problem_gen.h"
 #include "src/model/workload.h"
 #include "src/tuning/subject_cache.h"
+#include "tests/support/problems.h"
 
 using namespace attn;
 
 namespace {
 
 std::unique_ptr<CheckSubject> subject(int ctx) {
-  AttnParams p;
-  p.num_heads = 4;
-  p.num_kv_heads = 1;
-  p.head_dim = 32;
-  p.block_size = 16;
-  p.dtype = DType::f16;
-  return std::make_unique<CheckSubject>("ctx " + std::to_string(ctx),
-                                        make_decode_problem(p, {ctx}, {.seed = 3}));
+  return std::make_unique<CheckSubject>(
+      "ctx " + std::to_string(ctx),
+      make_decode_problem(test::params(4, 1, 32), {ctx}, {.seed = 3}));
 }
 
 } // namespace
@@ -81,11 +77,7 @@ TEST(SubjectCache, MakingRoomForANewSubjectLetsTheLeastRecentGo) {
 // problem allocates, for a decode batch of mixed lengths, fp8 caches and a prefill batch.
 TEST(SubjectCache, TheCacheBytesOfAWorkloadAreWhatItsProblemTakes) {
   Workload d;
-  d.params.num_heads = 8;
-  d.params.num_kv_heads = 2;
-  d.params.head_dim = 64;
-  d.params.block_size = 16;
-  d.params.dtype = DType::f16;
+  d.params = test::params();
   d.set_decode_lens({30, 2000, 7});
   Workload f = d;
   f.params.kv_dtype = DType::fp8_e4m3;
