@@ -93,6 +93,34 @@ void print_split(const char* what, const TableJudgement& j) {
               part(j.held_out).c_str(), part(j.added).c_str());
 }
 
+// The points whose regret is past the worst-regret goal, the worst first (five named), each with
+// what its choice rested on and the exhaustive table's regret there: an inferred point's loss is
+// the search's; a measured one's, the noise between the two sweeps (or the table's rules, where
+// the exhaustive table loses there too); a held-out one's, the lookup between measured points.
+void print_above_goal(const char* what, const TableJudgement& j) {
+  const std::vector<TableJudgement::Point> past = j.above(kGoalWorstRegret);
+  if (past.empty()) {
+    return;
+  }
+  constexpr std::size_t kNamed = 5;
+  std::string named;
+  for (std::size_t k = 0; k < past.size() && k < kNamed; ++k) {
+    const TableJudgement::Point& p = past[k];
+    named += (named.empty() ? "" : "; ") + p.workload_key + " " + pct(p.regret) + " (" +
+             (p.basis == "held_out"       ? std::string("held out")
+              : p.basis == "best_untimed" ? std::string("measured, but not its fastest "
+                                                        "configuration")
+                                          : p.basis) +
+             "; exhaustive table " + pct(p.exhaustive_regret) + ")";
+  }
+  if (past.size() > kNamed) {
+    named += "; and " + std::to_string(past.size() - kNamed) + " more";
+  }
+  std::printf("search-check: %s, %zu point%s past the worst-regret goal (%s): %s\n", what,
+              past.size(), past.size() == 1 ? "" : "s", pct(kGoalWorstRegret).c_str(),
+              named.c_str());
+}
+
 // --replay DIR: the search replayed on an exhaustive sweep's folder, judged against it.
 int replay_check(const std::string& dir, const std::string& out) {
   namespace fs = std::filesystem;
@@ -121,12 +149,13 @@ int replay_check(const std::string& dir, const std::string& out) {
   }
   const nlohmann::json table = table_of_results(rf.header, rf.lines);
   const ReplayedSearch replay = replay_on(rf.header, rf.lines);
-  const TableJudgement j = judge_table(records, table, replay.table);
+  const std::vector<MeasurementRecord> replay_records = to_records(replay.lines);
+  const TableJudgement j = judge_table(records, table, replay.table, &replay_records);
   print_judgement("exhaustive table (its own noise rules on its own timings)",
-                  judge_table(records, table, table));
+                  judge_table(records, table, table, &records));
   const nlohmann::json& sp = replay.table.at("provenance").at("search");
   int full = 0;
-  for (const MeasurementRecord& r : to_records(replay.lines)) {
+  for (const MeasurementRecord& r : replay_records) {
     full += r.brief ? 0 : 1;
   }
   std::printf("search-check: the search replayed on %s: %d of its %d measurements (%s), %d in "
@@ -136,6 +165,7 @@ int replay_check(const std::string& dir, const std::string& out) {
               sp.value("race_timings", 0));
   print_judgement("replayed table", j);
   print_split("replayed table", j);
+  print_above_goal("replayed table", j);
   if (!out.empty()) {
     fs::create_directories(out);
     const std::string table_path = (fs::path(out) / "replayed_table.json").string();
@@ -198,10 +228,14 @@ int run_search_check(const SearchCheckOptions& o) {
     full_pairs += r.brief ? 0 : 1;
   }
   const double time_ratio = share(ad.seconds, ex.seconds);
-  const TableJudgement real = judge_table(ex.records, ex.summary.table, ad.summary.table);
-  const TableJudgement self = judge_table(ex.records, ex.summary.table, ex.summary.table);
+  const TableJudgement real =
+      judge_table(ex.records, ex.summary.table, ad.summary.table, &ad.records);
+  const TableJudgement self =
+      judge_table(ex.records, ex.summary.table, ex.summary.table, &ex.records);
   const ReplayedSearch replay = replay_on(ex.file.header, ex.file.lines);
-  const TableJudgement replayed = judge_table(ex.records, ex.summary.table, replay.table);
+  const std::vector<MeasurementRecord> replay_records = to_records(replay.lines);
+  const TableJudgement replayed =
+      judge_table(ex.records, ex.summary.table, replay.table, &replay_records);
   const int replay_pairs = replay.table.at("provenance").at("search").value("measurements", 0);
   const KernelCalls ex_calls = kernel_calls(ex.file.lines);
   const KernelCalls ad_calls = kernel_calls(ad.file.lines);
@@ -311,8 +345,10 @@ int run_search_check(const SearchCheckOptions& o) {
   print_judgement("exhaustive table (its own noise rules on its own timings)", self);
   print_judgement("adaptive table", real);
   print_split("adaptive table", real);
+  print_above_goal("adaptive table", real);
   print_judgement("the search replayed on the exhaustive timings", replayed);
   print_split("the replayed search", replayed);
+  print_above_goal("the replayed search", replayed);
   std::printf("search-check: the replayed search measures %d (%s)\n", replay_pairs,
               pct(replay_ratio).c_str());
   std::printf("search-check: goals (measurements <= %s, time <= %s, regret mean <= %s, worst <= "

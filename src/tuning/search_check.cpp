@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "src/tuning/adaptive_search.h"
 #include "src/tuning/provenance.h"
@@ -34,7 +35,34 @@ json TableJudgement::Regret::to_json() const {
   return {{"points", points}, {"mean", mean}, {"worst", worst}, {"worst_point", worst_point}};
 }
 
+json TableJudgement::Point::to_json() const {
+  return {{"workload_key", workload_key},
+          {"held_out", held_out},
+          {"basis", basis},
+          {"config_key", config_key},
+          {"regret", regret},
+          {"exhaustive_config_key", exhaustive_config_key},
+          {"exhaustive_regret", exhaustive_regret},
+          {"noise", noise}};
+}
+
+std::vector<TableJudgement::Point> TableJudgement::above(double limit) const {
+  std::vector<Point> out;
+  for (const Point& p : each) {
+    if (p.regret > limit) {
+      out.push_back(p);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Point& a, const Point& b) { return a.regret > b.regret; });
+  return out;
+}
+
 json TableJudgement::to_json() const {
+  json points_json = json::array();
+  for (const Point& p : each) {
+    points_json.push_back(p.to_json());
+  }
   return {{"grid", grid.to_json()},
           {"held_out", held_out.to_json()},
           {"beyond_exhaustive_table", added.to_json()},
@@ -45,13 +73,27 @@ json TableJudgement::to_json() const {
           {"worst_regret", worst_regret},
           {"mean_regret_beyond_noise", mean_regret_beyond_noise},
           {"worst_regret_beyond_noise", worst_regret_beyond_noise},
-          {"worst_point", worst_point}};
+          {"worst_point", worst_point},
+          {"each_point", points_json}};
 }
 
 TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
-                           const json& exhaustive_table, const json& table) {
+                           const json& exhaustive_table, const json& table,
+                           const std::vector<MeasurementRecord>* judged_sweep) {
   const attn_tune::ThresholdTableReader ref(exhaustive_table);
   const attn_tune::ThresholdTableReader judged(table);
+  // The workloads, and the (workload, configuration) pairs, the judged sweep timed in full (a
+  // brief race timing decides nothing).
+  std::set<std::string> timed;
+  std::set<std::string> timed_pairs;
+  if (judged_sweep != nullptr) {
+    for (const MeasurementRecord& r : *judged_sweep) {
+      if (r.status == "ok" && !r.brief) {
+        timed.insert(r.workload.key());
+        timed_pairs.insert(record_key(r.workload.key(), r.config.key()));
+      }
+    }
+  }
   TableJudgement j;
   TableJudgement::Regret all;
   TableJudgement::Regret beyond_noise;
@@ -69,6 +111,32 @@ TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
         slowdown(config_time(wp.point, KernelConfig::from_json(got.config)), wp.point.best_s);
     const double s_ref =
         slowdown(config_time(wp.point, KernelConfig::from_json(want.config)), wp.point.best_s);
+    const std::string key = wp.workload.key();
+    TableJudgement::Point pj;
+    pj.workload_key = key;
+    pj.held_out = wp.workload.held_out;
+    // The configuration fastest here in the exhaustive timings (the first of equals).
+    std::string best_key;
+    for (const auto& [k, t] : wp.point.by_config) {
+      if (best_key.empty() || t < wp.point.by_config.at(best_key)) {
+        best_key = k;
+      }
+    }
+    if (wp.workload.held_out) {
+      pj.basis = "held_out";
+    } else if (judged_sweep == nullptr) {
+      pj.basis = "measured";
+    } else if (timed.count(key) == 0) {
+      pj.basis = "inferred";
+    } else {
+      pj.basis = timed_pairs.count(record_key(key, best_key)) != 0 ? "measured" : "best_untimed";
+    }
+    pj.config_key = got.config_key;
+    pj.regret = s;
+    pj.exhaustive_config_key = want.config_key;
+    pj.exhaustive_regret = s_ref;
+    pj.noise = wp.point.noise;
+    j.each.push_back(std::move(pj));
     (wp.workload.held_out ? j.held_out : j.grid).add(s, wp.workload.key());
     j.added.add(std::max(0.0, s - s_ref), wp.workload.key());
     all.add(s, wp.workload.key());

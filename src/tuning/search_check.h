@@ -29,6 +29,26 @@ inline constexpr double kGoalWorstRegret = 0.03;
 // exhaustive table's at each point (max(0, its regret - the exhaustive table's)): what measuring
 // less cost, apart from what the table's own rules cost both tables.
 struct TableJudgement {
+  // One judged point: the table's choice and its regret, beside the exhaustive table's, and what
+  // the choice rests on in the judged table's own sweep (its `basis`):
+  // - "held_out": no table holds the point; its lookup reads the measured points around it;
+  // - "inferred": that sweep did not time the point in full; the decision came from the lengths
+  //   and batches around it, so a loss there is the search's;
+  // - "best_untimed": it timed the point, but not, in full, the configuration fastest there in
+  //   the exhaustive timings; a loss there is the search's choice of candidates;
+  // - "measured": it timed that configuration there in full too; a loss there is the noise
+  //   between the two sweeps, or the table's own rules (where the exhaustive table loses too).
+  struct Point {
+    std::string workload_key;
+    bool held_out = false;
+    std::string basis;
+    std::string config_key; // the judged table's choice
+    double regret = 0.0;
+    std::string exhaustive_config_key; // the exhaustive table's choice
+    double exhaustive_regret = 0.0;
+    double noise = 0.0; // the larger interquartile range of the best v1 and v2 over the faster
+    [[nodiscard]] nlohmann::json to_json() const;
+  };
   struct Regret {
     int points = 0;
     double mean = 0.0;
@@ -49,11 +69,17 @@ struct TableJudgement {
   Regret grid;             // raw regret at the grid points
   Regret held_out;         // raw regret at the held-out points
   Regret added;            // raw regret beyond the exhaustive table's at each point
+  std::vector<Point> each; // every judged point, in the exhaustive sweep's order
+  // The points whose raw regret is above `limit`, the worst first.
+  [[nodiscard]] std::vector<Point> above(double limit) const;
   [[nodiscard]] nlohmann::json to_json() const;
 };
-[[nodiscard]] TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
-                                         const nlohmann::json& exhaustive_table,
-                                         const nlohmann::json& table);
+// `judged_sweep`: the records of the sweep that made `table` (or of its replay), which say what
+// each point's choice rests on (Point::basis); without them every grid point counts as measured.
+[[nodiscard]] TableJudgement
+judge_table(const std::vector<MeasurementRecord>& exhaustive,
+            const nlohmann::json& exhaustive_table, const nlohmann::json& table,
+            const std::vector<MeasurementRecord>* judged_sweep = nullptr);
 
 // The kernel calls a sweep's lines record: timed repetitions (timing.reps) and warm-up calls
 // (timing.warmup_calls), race timings included. On a device where the timed calls, not the

@@ -347,6 +347,71 @@ TEST(SearchCheck, JudgementSplitsGridFromHeldOutAndCountsOnlyTheRegretItAdds) {
               1e-9);
 }
 
+TEST(SearchCheck, EachJudgedPointSaysWhatItsChoiceRestsOn) {
+  Planted p = planted(1500);
+  Workload h = decode(2, 3000);
+  h.held_out = true;
+  for (const KernelConfig& c : configs()) {
+    p.lines.push_back(line_of(h, c, cost(h, c, 0.5e-9 * 1500 * 2)));
+  }
+  const std::vector<MeasurementRecord> records = to_records(p.lines);
+  const json exhaustive = table_of(p.lines);
+  // The judged sweep: batch 1 at 4096 tokens never timed, batch 4 at 128 raced only (a race
+  // decides nothing), batch 1 at 2048 timed without its fastest configuration (v2, partition 512,
+  // split 1: v2 wins there and that partition costs 3% less than the others).
+  const KernelConfig fastest = cfg(Family::decode_v2, {{"partition", 512}, {"split", 1}});
+  std::vector<json> judged;
+  for (json l : p.lines) {
+    const std::string wk = l["workload_key"];
+    if (wk == decode(1, 4096).key() ||
+        (wk == decode(1, 2048).key() && l["config_key"] == fastest.key())) {
+      continue;
+    }
+    if (wk == decode(4, 128).key()) {
+      l["search"] = {{"stage", "race"}};
+    }
+    judged.push_back(l);
+  }
+  const std::vector<MeasurementRecord> judged_records = to_records(judged);
+  const TableJudgement j = judge_table(records, exhaustive, table_of(judged), &judged_records);
+  ASSERT_EQ(j.each.size(), 17u);
+  std::map<std::string, TableJudgement::Point> by_key;
+  for (const TableJudgement::Point& pt : j.each) {
+    by_key[pt.workload_key] = pt;
+  }
+  EXPECT_EQ(by_key.at(decode(1, 4096).key()).basis, "inferred");
+  EXPECT_EQ(by_key.at(decode(4, 128).key()).basis, "inferred");
+  EXPECT_EQ(by_key.at(decode(1, 2048).key()).basis, "best_untimed");
+  EXPECT_EQ(by_key.at(h.key()).basis, "held_out");
+  EXPECT_TRUE(by_key.at(h.key()).held_out);
+  EXPECT_EQ(by_key.at(decode(1, 1024).key()).basis, "measured");
+  EXPECT_EQ(by_key.at(decode(4, 16384).key()).basis, "measured");
+  // Without 2048's fastest configuration the table chooses another v2 there, 3% slower.
+  const TableJudgement::Point& untimed = by_key.at(decode(1, 2048).key());
+  EXPECT_NE(untimed.config_key, fastest.key());
+  EXPECT_EQ(untimed.exhaustive_config_key, fastest.key());
+  EXPECT_NEAR(untimed.regret, 0.03, 1e-9);
+  EXPECT_LT(untimed.exhaustive_regret, 1e-9);
+  // above(): the points past a limit, the worst first; each point in the report.
+  const std::vector<TableJudgement::Point> past = j.above(0.02);
+  ASSERT_FALSE(past.empty());
+  for (std::size_t k = 0; k < past.size(); ++k) {
+    EXPECT_GT(past[k].regret, 0.02);
+    if (k > 0) {
+      EXPECT_GE(past[k - 1].regret, past[k].regret);
+    }
+  }
+  EXPECT_DOUBLE_EQ(past.front().regret, j.worst_regret);
+  const json report = j.to_json();
+  ASSERT_EQ(report["each_point"].size(), 17u);
+  EXPECT_EQ(report["each_point"][0]["workload_key"], j.each[0].workload_key);
+  EXPECT_EQ(report["each_point"][0]["basis"], j.each[0].basis);
+  // Without the judged sweep's lines, every grid point counts as measured.
+  for (const TableJudgement::Point& pt : judge_table(records, exhaustive, exhaustive).each) {
+    EXPECT_EQ(pt.basis, pt.held_out ? "held_out" : "measured") << pt.workload_key;
+  }
+}
+
 // Resumes the search of `p` after every third line of its own run, as sweep does, and expects the
 // same runs in the same order and stages; returns how many times the run went back to a point it
 // had left (a neighbour measured later won with a configuration that point never timed).
