@@ -446,20 +446,23 @@ std::vector<SearchRun> AdaptiveSearch::runs_with(std::size_t i, const SearchObse
       const SearchObservation* o = seen(i, c, obs);
       raced = raced || (o != nullptr && o->stage == SearchStage::race);
     }
-    std::set<std::string> ahead;
-    if (raced) {
-      for (const KernelConfig& c : contenders(i, obs)) {
-        ahead.insert(c.key());
-      }
-    }
     for (const KernelConfig& c : cands) {
-      const SearchObservation* o = seen(i, c, obs);
-      if (o == nullptr) {
+      if (seen(i, c, obs) == nullptr) {
         runs.push_back(
             {c, SearchStage::full,
              why_of(c) + (raced ? ", in full" : ", in full (few enough to skip a race)")});
-      } else if (o->ok() && o->stage == SearchStage::race && ahead.count(c.key()) != 0) {
-        runs.push_back({c, SearchStage::full, why_of(c) + ": a contender after its race"});
+      }
+    }
+    // Then what the race left in front, by every timing the point has, is timed in full whether
+    // or not it is a candidate still: a configuration added as a neighbour's fastest is one only
+    // until it has a timing here, so a race it won would otherwise leave its family without a
+    // full timing at the point, and the table chooses from full timings only.
+    if (raced && runs.empty()) {
+      for (const KernelConfig& c : contenders(i, obs)) {
+        const SearchObservation* o = seen(i, c, obs);
+        if (o != nullptr && o->ok() && o->stage == SearchStage::race) {
+          runs.push_back({c, SearchStage::full, why_of(c) + ": a contender after its race"});
+        }
       }
     }
     return runs;

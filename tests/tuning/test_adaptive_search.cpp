@@ -230,6 +230,65 @@ TEST(AdaptiveSearch, APointTimesTheFastestOfEachFamilyAtItsMeasuredNeighbours) {
   }
 }
 
+// A race won by configurations that were candidates only as a neighbour's fastest: once timed
+// here they are candidates no longer, yet the winners of the race are timed in full, since the
+// table chooses from full timings (before 2026-12-06 such a point could end with no full timing
+// of a family: seen once, on a replayed quick sweep, with a rule that added more neighbours).
+TEST(AdaptiveSearch, ARaceWonByANeighboursFastestIsTimedInFull) {
+  const Planted p = planted(300);
+  const AdaptiveSearch search(p.points);
+  SearchObservations obs;
+  const auto time = [&](int batch, int ctx, const KernelConfig& c, double t, const char* stage) {
+    json l = line_of(decode(batch, ctx), c, t);
+    l["search"] = {{"stage", stage}};
+    observe(obs, l);
+  };
+  const std::vector<KernelConfig> cs = configs();
+  time(1, 512, cs[1], 2.0e-6, "full");  // decode_v1[split=1]
+  time(1, 512, cs[2], 1.0e-6, "full");  // decode_v2[partition=256,split=1]
+  time(1, 2048, cs[1], 8.0e-6, "full"); // decode_v1[split=1]
+  time(1, 2048, cs[4], 4.0e-6, "full"); // decode_v2[partition=1024,split=1]
+  // Batch 4 at 1024 tokens, the nearest measured point of batch 1 at 1024 (same length): its
+  // survivors are decode_v1[split=0] and decode_v2[partition=512,split=0].
+  time(4, 1024, cs[0], 3.0e-6, "full");
+  time(4, 1024, cs[1], 5.0e-6, "full");
+  time(4, 1024, cs[4], 4.0e-6, "full");
+  time(4, 1024, cs[5], 2.0e-6, "full");
+  std::size_t at = search.size();
+  for (std::size_t i = 0; i < search.size(); ++i) {
+    if (search.point(i).workload.key() == decode(1, 1024).key()) {
+      at = i;
+    }
+  }
+  ASSERT_LT(at, search.size());
+  // Two survivors and three neighbours' fastest: five candidates, raced.
+  std::set<std::string> raced;
+  for (const SearchRun& r : search.runs_at(at, obs)) {
+    EXPECT_EQ(r.stage, SearchStage::race) << r.config.key();
+    raced.insert(r.config.key());
+  }
+  ASSERT_EQ(raced.size(), 5u);
+  // The neighbours' fastest win the race: decode_v1[split=1] and decode_v2[partition=256,split=1].
+  time(1, 1024, cs[0], 4.0e-6, "race");
+  time(1, 1024, cs[1], 2.0e-6, "race");
+  time(1, 1024, cs[2], 1.0e-6, "race");
+  time(1, 1024, cs[4], 2.0e-6, "race");
+  time(1, 1024, cs[5], 3.0e-6, "race");
+  std::map<std::string, std::string> full;
+  for (const SearchRun& r : search.runs_at(at, obs)) {
+    EXPECT_EQ(r.stage, SearchStage::full) << r.config.key();
+    full[r.config.key()] = r.why;
+  }
+  ASSERT_EQ(full.size(), 2u);
+  for (const KernelConfig& c : {cs[1], cs[2]}) {
+    ASSERT_TRUE(full.count(c.key())) << c.key();
+    EXPECT_NE(full[c.key()].find("a contender after its race"), std::string::npos) << full[c.key()];
+  }
+  time(1, 1024, cs[1], 2.0e-6, "full");
+  time(1, 1024, cs[2], 1.0e-6, "full");
+  EXPECT_TRUE(search.runs_at(at, obs).empty());
+}
+
 // v2 wins at every length, and its best partition changes once along the axis (256 keys up to
 // `last_256`, 1024 keys above, each 30% ahead of the other on its side): wherever that change lies,
 // the search measures the lengths on both sides of it, so that the table holds each length's
