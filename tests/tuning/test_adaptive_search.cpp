@@ -376,14 +376,21 @@ TEST(AdaptiveSearch, BisectsToThePlantedSwitchAndReusesItForTheNextBatch) {
   }
 }
 
-TEST(SearchCheck, JudgementSplitsGridFromHeldOutAndCountsOnlyTheRegretItAdds) {
+// The planted sweep of a switch at 1500 keys with one held-out point (no table holds it): batch
+// 2 at 3000 tokens, where v2 wins.
+Planted planted_with_held_out(Workload& held_out) {
   Planted p = planted(1500);
-  // One held-out point (no table holds it): batch 2 at 3000 tokens, where v2 wins.
-  Workload h = decode(2, 3000);
-  h.held_out = true;
+  held_out = decode(2, 3000);
+  held_out.held_out = true;
   for (const KernelConfig& c : configs()) {
-    p.lines.push_back(line_of(h, c, cost(h, c, 0.5e-9 * 1500 * 2)));
+    p.lines.push_back(line_of(held_out, c, cost(held_out, c, 0.5e-9 * 1500 * 2)));
   }
+  return p;
+}
+
+TEST(SearchCheck, JudgementSplitsGridFromHeldOutAndCountsOnlyTheRegretItAdds) {
+  Workload h;
+  const Planted p = planted_with_held_out(h);
   const std::vector<MeasurementRecord> records = to_records(p.lines);
   const json exhaustive = table_of(p.lines);
   const TableJudgement self = judge_table(records, exhaustive, exhaustive);
@@ -407,12 +414,8 @@ TEST(SearchCheck, JudgementSplitsGridFromHeldOutAndCountsOnlyTheRegretItAdds) {
 }
 
 TEST(SearchCheck, EachJudgedPointSaysWhatItsChoiceRestsOn) {
-  Planted p = planted(1500);
-  Workload h = decode(2, 3000);
-  h.held_out = true;
-  for (const KernelConfig& c : configs()) {
-    p.lines.push_back(line_of(h, c, cost(h, c, 0.5e-9 * 1500 * 2)));
-  }
+  Workload h;
+  const Planted p = planted_with_held_out(h);
   const std::vector<MeasurementRecord> records = to_records(p.lines);
   const json exhaustive = table_of(p.lines);
   // The judged sweep: batch 1 at 4096 tokens never timed, batch 4 at 128 raced only (a race
