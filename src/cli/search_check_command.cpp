@@ -106,11 +106,15 @@ void print_above_goal(const char* what, const TableJudgement& j) {
   std::string named;
   for (std::size_t k = 0; k < past.size() && k < kNamed; ++k) {
     const TableJudgement::Point& p = past[k];
-    named += (named.empty() ? "" : "; ") + p.workload_key + " " + pct(p.regret) + " (" +
-             (p.basis == "held_out"       ? std::string("held out")
-              : p.basis == "best_untimed" ? std::string("measured, but not its fastest "
-                                                        "configuration")
-                                          : p.basis) +
+    const std::string basis =
+        p.basis == "held_out"       ? "held out"
+        : p.basis == "best_untimed" ? "measured, but not its fastest configuration"
+        : p.own_timings == "choice_ahead"
+            ? "measured; its own timings ranked its choice first: noise between the sweeps"
+        : p.own_timings == "best_ahead"
+            ? "measured; its own timings ranked the fastest first too: the table's rules"
+            : p.basis;
+    named += (named.empty() ? "" : "; ") + p.workload_key + " " + pct(p.regret) + " (" + basis +
              "; exhaustive table " + pct(p.exhaustive_regret) + ")";
   }
   if (past.size() > kNamed) {

@@ -39,6 +39,7 @@ json TableJudgement::Point::to_json() const {
   return {{"workload_key", workload_key},
           {"held_out", held_out},
           {"basis", basis},
+          {"own_timings", own_timings.empty() ? json(nullptr) : json(own_timings)},
           {"config_key", config_key},
           {"regret", regret},
           {"exhaustive_config_key", exhaustive_config_key},
@@ -85,12 +86,12 @@ TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
   // The workloads, and the (workload, configuration) pairs, the judged sweep timed in full (a
   // brief race timing decides nothing).
   std::set<std::string> timed;
-  std::set<std::string> timed_pairs;
+  std::map<std::string, double> timed_pairs; // their median times
   if (judged_sweep != nullptr) {
     for (const MeasurementRecord& r : *judged_sweep) {
       if (r.status == "ok" && !r.brief) {
         timed.insert(r.workload.key());
-        timed_pairs.insert(record_key(r.workload.key(), r.config.key()));
+        timed_pairs[record_key(r.workload.key(), r.config.key())] = r.median_s;
       }
     }
   }
@@ -129,7 +130,13 @@ TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
     } else if (timed.count(key) == 0) {
       pj.basis = "inferred";
     } else {
-      pj.basis = timed_pairs.count(record_key(key, best_key)) != 0 ? "measured" : "best_untimed";
+      const auto best_there = timed_pairs.find(record_key(key, best_key));
+      const auto chosen_there = timed_pairs.find(record_key(key, got.config_key));
+      pj.basis = best_there != timed_pairs.end() ? "measured" : "best_untimed";
+      if (best_there != timed_pairs.end() && chosen_there != timed_pairs.end() &&
+          got.config_key != best_key) {
+        pj.own_timings = chosen_there->second <= best_there->second ? "choice_ahead" : "best_ahead";
+      }
     }
     pj.config_key = got.config_key;
     pj.regret = s;

@@ -36,12 +36,16 @@ struct TableJudgement {
   //   and batches around it, so a loss there is the search's;
   // - "best_untimed": it timed the point, but not, in full, the configuration fastest there in
   //   the exhaustive timings; a loss there is the search's choice of candidates;
-  // - "measured": it timed that configuration there in full too; a loss there is the noise
-  //   between the two sweeps, or the table's own rules (where the exhaustive table loses too).
+  // - "measured": it timed that configuration there in full too. Where the table chose another
+  //   one that sweep also timed, `own_timings` says which of the two its own timings put ahead:
+  //   "choice_ahead" (the two sweeps rank them differently: a loss there is the noise between
+  //   them) or "best_ahead" (the table chose against its own timings: its rules, such as a
+  //   decision carried across a tie, cost that loss).
   struct Point {
     std::string workload_key;
     bool held_out = false;
     std::string basis;
+    std::string own_timings; // empty where not "measured" or where the choice is the best
     std::string config_key; // the judged table's choice
     double regret = 0.0;
     std::string exhaustive_config_key; // the exhaustive table's choice

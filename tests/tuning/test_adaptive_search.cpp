@@ -474,6 +474,65 @@ TEST(SearchCheck, EachJudgedPointSaysWhatItsChoiceRestsOn) {
   }
 }
 
+// At a point both sweeps timed, a loss is the noise between them when the judged sweep's own
+// timings ranked its choice first, and the table's rules when they ranked the fastest first too.
+TEST(SearchCheck, AMeasuredPointsLossSaysWhetherItsOwnTimingsAgreed) {
+  Workload h;
+  const Planted p = planted_with_held_out(h);
+  const std::vector<MeasurementRecord> records = to_records(p.lines);
+  const std::vector<KernelConfig> cs = configs();
+  // Noise between the sweeps: the judged sweep timed decode_v2[partition=1024,split=1] at batch 4,
+  // 8192 tokens 10% faster than the exhaustive sweep did, ahead of partition 512, which the
+  // exhaustive sweep has 6% ahead of it.
+  std::vector<json> judged = p.lines;
+  for (json& l : judged) {
+    if (l["workload_key"] == decode(4, 8192).key() && l["config_key"] == cs[4].key()) {
+      for (const char* k : {"median_s", "p25_s", "p75_s"}) {
+        l["timing"][k] = l["timing"][k].get<double>() * 0.9;
+      }
+    }
+  }
+  const std::vector<MeasurementRecord> judged_records = to_records(judged);
+  const TableJudgement j =
+      judge_table(records, table_of(p.lines), table_of(judged), &judged_records);
+  bool seen_noise = false;
+  for (const TableJudgement::Point& pt : j.each) {
+    if (pt.workload_key == decode(4, 8192).key()) {
+      seen_noise = true;
+      EXPECT_EQ(pt.basis, "measured");
+      EXPECT_EQ(pt.config_key, cs[4].key());
+      EXPECT_EQ(pt.own_timings, "choice_ahead");
+      EXPECT_NEAR(pt.regret, 0.06, 1e-9);
+    } else {
+      EXPECT_EQ(pt.own_timings, "") << pt.workload_key; // the choice is the fastest elsewhere
+    }
+  }
+  EXPECT_TRUE(seen_noise);
+  // The table's rules: at batch 1, 4096 tokens, v1 0.5% ahead of the best v2, within the 1%
+  // spread, so the table carries v2 from 2048 tokens, where v2 wins beyond noise.
+  std::vector<json> tie = p.lines;
+  const double v2_best = cost(decode(1, 4096), cs[3], 0.5e-9 * 1500);
+  for (json& l : tie) {
+    if (l["workload_key"] == decode(1, 4096).key() && l["config_key"] == cs[1].key()) {
+      l = line_of(decode(1, 4096), cs[1], v2_best * 0.995);
+    }
+  }
+  const std::vector<MeasurementRecord> tie_records = to_records(tie);
+  const json tie_table = table_of(tie);
+  bool seen_rules = false;
+  for (const TableJudgement::Point& pt :
+       judge_table(tie_records, tie_table, tie_table, &tie_records).each) {
+    if (pt.workload_key == decode(1, 4096).key()) {
+      seen_rules = true;
+      EXPECT_EQ(pt.config_key, cs[3].key());
+      EXPECT_EQ(pt.own_timings, "best_ahead");
+      EXPECT_NEAR(pt.regret, 1.0 / 0.995 - 1.0, 1e-9);
+    }
+  }
+  EXPECT_TRUE(seen_rules);
+  EXPECT_EQ(j.to_json()["each_point"][0]["own_timings"], nullptr);
+}
+
 // Resumes the search of `p` after every third line of its own run, as sweep does, and expects the
 // same runs in the same order and stages; returns how many times the run went back to a point it
 // had left (a neighbour measured later won with a configuration that point never timed).
