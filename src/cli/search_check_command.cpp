@@ -35,6 +35,7 @@ struct SearchCheckOptions {
   bool quiet = false;
   bool require_goals = false;
   std::string replay; // an exhaustive sweep's folder: replay the search on it, sweep nothing
+  std::string adaptive; // with replay: an adaptive sweep's folder to judge against it
 };
 
 struct TimedSweep {
@@ -126,8 +127,70 @@ void print_above_goal(const char* what, const TableJudgement& j, bool beside_exh
               named.c_str());
 }
 
+// --replay DIR --adaptive ADIR: an adaptive sweep already made (ADIR) judged against the
+// exhaustive one (its records and table): its measurements against the exhaustive count, the
+// drift between the two, its table's regret, each point's basis. No wall times: the time goal is
+// for a check that ran both sweeps. Returns the report (written to OUT/adaptive_judgement.json
+// with --out).
+nlohmann::json judge_adaptive_folder(const std::string& dir, const ResultsFile& exhaustive,
+                                     const std::vector<MeasurementRecord>& records,
+                                     const nlohmann::json& table) {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::path(dir) / "results.jsonl").string();
+  const ResultsFile rf = read_results(path);
+  if (rf.header.is_null() || rf.lines.empty()) {
+    throw InputError(path + " holds no sweep (--adaptive takes an adaptive sweep's folder)");
+  }
+  if (search_mode_of(rf.header) != "adaptive") {
+    throw InputError(path + " is an exhaustive sweep's: --adaptive needs an adaptive one");
+  }
+  if (rf.search_end.is_null()) {
+    throw InputError(path + "'s search has not finished (no search_end line after its last "
+                            "measurement): sweep --resume finishes it");
+  }
+  const std::string want = exhaustive.header.value("profile_hash", "");
+  if (rf.header.value("profile_hash", "") != want) {
+    throw InputError(path + " swept profile '" + rf.header.value("profile", "?") + "' (hash " +
+                     rf.header.value("profile_hash", "?") + "), the exhaustive sweep '" +
+                     exhaustive.header.value("profile", "?") + "' (hash " + want +
+                     "): --adaptive needs the same profile");
+  }
+  if (!same_device(rf.header.value("device", nlohmann::json::object()),
+                   exhaustive.header.value("device", nlohmann::json::object()))) {
+    throw InputError(path + " was measured on another device (or --threads) than the exhaustive "
+                            "sweep: --adaptive needs the same one");
+  }
+  const std::vector<MeasurementRecord> ad = to_records(rf.lines);
+  const nlohmann::json ad_table = table_of_results(rf.header, rf.lines);
+  const nlohmann::json& search = ad_table.at("provenance").at("search");
+  const int pairs = search.value("measurements", 0);
+  const double ratio = share(pairs, double(records.size()));
+  std::printf("search-check: the adaptive sweep %s: %d of the exhaustive sweep's %d measurements "
+              "(%s, goal <= %s), %d timings with %d brief race timings; time not judged (no "
+              "wall times here)\n",
+              path.c_str(), pairs, int(records.size()), pct(ratio).c_str(),
+              pct(kGoalMeasurements).c_str(), search.value("timings", 0),
+              search.value("race_timings", 0));
+  const SweepDrift drift = sweep_drift(records, ad);
+  if (drift.pairs > 0) {
+    std::printf("search-check: the %d pairs both sweeps timed in full: adaptive/exhaustive time "
+                "median %.2f, 10th-90th percentile %.2f-%.2f\n",
+                drift.pairs, drift.median, drift.p10, drift.p90);
+  }
+  const TableJudgement j = judge_table(records, table, ad_table, &ad);
+  print_judgement("adaptive table", j);
+  print_split("adaptive table", j);
+  print_above_goal("adaptive table", j);
+  return {{"adaptive", path},
+          {"measurements", pairs},
+          {"exhaustive_measurements", int(records.size())},
+          {"measurement_ratio", ratio},
+          {"drift", drift.to_json()},
+          {"adaptive_table", j.to_json()}};
+}
+
 // --replay DIR: the search replayed on an exhaustive sweep's folder, judged against it.
-int replay_check(const std::string& dir, const std::string& out) {
+int replay_check(const std::string& dir, const std::string& out, const std::string& adaptive) {
   namespace fs = std::filesystem;
   const std::string path = (fs::path(dir) / "results.jsonl").string();
   const ResultsFile rf = read_results(path);
@@ -172,6 +235,8 @@ int replay_check(const std::string& dir, const std::string& out) {
   print_judgement("replayed table", j);
   print_split("replayed table", j);
   print_above_goal("replayed table", j);
+  const nlohmann::json judged =
+      adaptive.empty() ? nlohmann::json() : judge_adaptive_folder(adaptive, rf, records, table);
   if (!out.empty()) {
     fs::create_directories(out);
     const std::string table_path = (fs::path(out) / "replayed_table.json").string();
@@ -183,13 +248,18 @@ int replay_check(const std::string& dir, const std::string& out) {
     lines += search_end_line(sp.value("measurements", 0), int64_t(records.size())).dump() + "\n";
     write_file_atomically((fs::path(out) / "replayed_results.jsonl").string(), lines);
     std::printf("search-check: replayed table %s (its lines beside it)\n", table_path.c_str());
+    if (!judged.is_null()) {
+      const std::string judged_path = (fs::path(out) / "adaptive_judgement.json").string();
+      write_json_atomically(judged_path, judged);
+      std::printf("search-check: the adaptive sweep's judgement %s\n", judged_path.c_str());
+    }
   }
   return kExitOk;
 }
 
 int run_search_check(const SearchCheckOptions& o) {
   if (!o.replay.empty()) {
-    return replay_check(o.replay, o.out);
+    return replay_check(o.replay, o.out, o.adaptive);
   }
   const Profile prof = load_profile(o.profile);
   const std::string out = o.out.empty() ? "attn-tune-out/search-check-" + prof.name : o.out;
@@ -394,11 +464,17 @@ Command setup_search_check(CLI::App& root) {
       ->capture_default_str();
   add_kernels_option(sub, opt->kernels);
   sub->add_flag("--quiet", opt->quiet, "No progress lines");
-  sub->add_option("--replay", opt->replay,
-                  "Sweep nothing: replay the adaptive search on this exhaustive sweep's folder "
-                  "(its results.jsonl answers every run) and judge its table against it; with "
-                  "--out, the replayed table and lines go to OUT/replayed_table.json and "
-                  "OUT/replayed_results.jsonl");
+  CLI::Option* replay =
+      sub->add_option("--replay", opt->replay,
+                      "Sweep nothing: replay the adaptive search on this exhaustive sweep's folder "
+                      "(its results.jsonl answers every run) and judge its table against it; with "
+                      "--out, the replayed table and lines go to OUT/replayed_table.json and "
+                      "OUT/replayed_results.jsonl");
+  sub->add_option("--adaptive", opt->adaptive,
+                  "With --replay: also judge this adaptive sweep's folder (same profile and "
+                  "device) against the exhaustive one: its measurements, drift and table regret, "
+                  "without sweeping")
+      ->needs(replay);
   sub->add_flag("--require-goals", opt->require_goals,
                 "Exit 1 when the adaptive sweep misses a goal (measurements, time or regret)");
   return {sub, [opt] { return run_search_check(*opt); }};

@@ -53,17 +53,12 @@ std::string kernels_identity(const json& k) {
   return "plugin " + k.value("name", "") + " " + k.value("library_sha256", "");
 }
 
-namespace {
-
-// The device fields a resumed sweep must share with the one that started the file.
 bool same_device(const json& a, const json& b) {
   // CPU worker threads change the timings as much as the device does.
   return a.value("backend", "") == b.value("backend", "") &&
          a.value("name", "") == b.value("name", "") && a.value("uuid", "") == b.value("uuid", "") &&
          a.value("threads", 0) == b.value("threads", 0);
 }
-
-} // namespace
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);

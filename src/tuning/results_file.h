@@ -52,6 +52,9 @@ struct ResultsFile {
   bool search_reopened = false; // a search_end line was followed by measurement lines
 };
 [[nodiscard]] ResultsFile read_results(const std::string& path);
+// Whether two headers' `device` objects name the same device, as a resumed sweep must share it
+// with the one that started its file (backend, name, UUID and CPU worker threads).
+[[nodiscard]] bool same_device(const nlohmann::json& a, const nlohmann::json& b);
 // One record per (workload, configuration): where a measurement was retried (an `error` line
 // followed by a newer one), the last line counts.
 [[nodiscard]] std::vector<MeasurementRecord> to_records(const std::vector<nlohmann::json>& lines);

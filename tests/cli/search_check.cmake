@@ -54,6 +54,34 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                        cli.search_check_replay_adaptive
                        PROPERTIES FIXTURES_REQUIRED search_check_out)
   set_tests_properties(cli.search_check_replay PROPERTIES FIXTURES_SETUP search_check_replayed)
+  # An adaptive sweep already made, judged against the exhaustive one without sweeping; the
+  # refusals: an exhaustive folder given as the adaptive one, an adaptive search not finished, a
+  # sweep of another profile (tuning/judge_adaptive.cmake), and --adaptive without --replay.
+  string(CONCAT sc_judge_regex
+         "the adaptive sweep out/adaptive/results\\.jsonl: [0-9]+ of the exhaustive sweep's 48 "
+         "measurements \\([0-9.]+%, goal <= 35.0%\\).*time not judged.*"
+         "adaptive table: v1/v2 decision agrees at [0-9]+ of 6 points.*"
+         "adaptive table, regret at the 6 grid points.*"
+         "the adaptive sweep's judgement out/judged/adaptive_judgement\\.json")
+  attn_cli_test(NAME search_check_judge_adaptive EXIT 0 REGEX "${sc_judge_regex}"
+                WORKDIR ${sc_work}
+                ARGS search-check --replay out/exhaustive --adaptive out/adaptive --out out/judged)
+  attn_cli_test(NAME search_check_judge_exhaustive EXIT 2
+                REGEX "is an exhaustive sweep's: --adaptive needs an adaptive one"
+                WORKDIR ${sc_work}
+                ARGS search-check --replay out/exhaustive --adaptive out/exhaustive)
+  attn_cli_test(NAME search_check_adaptive_alone EXIT 2 REGEX "--adaptive requires --replay"
+                WORKDIR ${sc_work} ARGS search-check --adaptive out/adaptive)
+  add_test(NAME cli.search_check_judge_refusals
+           COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
+                   -DEXHAUSTIVE=${sc_work}/out/exhaustive -DADAPTIVE=${sc_work}/out/adaptive
+                   -DWORK=${sc_work}/judge -P ${CMAKE_CURRENT_SOURCE_DIR}/tuning/judge_adaptive.cmake)
+  set_tests_properties(cli.search_check_judge_adaptive cli.search_check_judge_exhaustive
+                       cli.search_check_adaptive_alone
+                       PROPERTIES FIXTURES_REQUIRED search_check_out)
+  set_tests_properties(cli.search_check_judge_adaptive PROPERTIES FIXTURES_SETUP search_check_judged)
+  set_tests_properties(cli.search_check_judge_refusals PROPERTIES
+                       LABELS "cli" FIXTURES_REQUIRED "search_check_out;search_check_judged")
   add_test(NAME cli.search_check_replayed_lines
            COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
                    -DREPLAYED=${sc_work}/out/replayed -DEXHAUSTIVE=${sc_work}/out/exhaustive

@@ -581,6 +581,10 @@ def results_variant(name, rng, seeds):
     if name == "resume":
         return (["sweep"] + SWEEP_FLAGS + TRAFFIC_FLAGS +
                 ["--profile", "profile.json", "--out", "in", "--resume"], {}, [], [], False)
+    if name == "search-check-replay":
+        # the adaptive search replayed on the damaged folder as on an exhaustive sweep's
+        return (["search-check", "--replay", "in", "--out", "out"], {},
+                ["out/replayed_table.json", "out/replayed_results.jsonl"], [], False)
     raise KeyError(name)
 
 
@@ -653,8 +657,8 @@ def replay_variant(name, rng, seeds):
 
 SURFACES = {
     # name: (variants, variant function, where the damaged file goes)
-    "results": (["merge", "merge-two", "merge-partial", "report", "report-csv", "resume"],
-                results_variant, "in/results.jsonl"),
+    "results": (["merge", "merge-two", "merge-partial", "report", "report-csv", "resume",
+                 "search-check-replay"], results_variant, "in/results.jsonl"),
     "table": (["show", "show-json", "lookup", "report", "report-against", "combine"],
               table_variant, "t.json"),
     "fleet": (["show", "lookup", "lookup-nearest", "combine"], fleet_variant, "f.json"),

@@ -1,0 +1,44 @@
+# search-check --replay EXHAUSTIVE --adaptive ADAPTIVE (tests/cli/search_check.cmake) refuses, in
+# one line and exit 2, an adaptive folder whose search has not finished and one of another profile;
+# its judgement file holds every point with its basis. -DEXE= -DEXHAUSTIVE= -DADAPTIVE= -DWORK=
+file(STRINGS "${ADAPTIVE}/results.jsonl" lines)
+function(expect_refusal name text pattern)
+  file(MAKE_DIRECTORY "${WORK}/${name}")
+  file(WRITE "${WORK}/${name}/results.jsonl" "${text}")
+  execute_process(COMMAND ${EXE} search-check --replay "${EXHAUSTIVE}" --adaptive "${WORK}/${name}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(STRIP "${err}" err)
+  if(NOT rc EQUAL 2 OR err MATCHES "\n" OR NOT err MATCHES "${pattern}")
+    message(FATAL_ERROR "${name}: exit ${rc}, stderr '${err}'")
+  endif()
+endfunction()
+
+# Without its search_end line: a search still running.
+set(unfinished "")
+foreach(l IN LISTS lines)
+  if(NOT l MATCHES "\"type\":\"search_end\"")
+    string(APPEND unfinished "${l}\n")
+  endif()
+endforeach()
+expect_refusal(unfinished "${unfinished}" "search has not finished.*sweep --resume finishes it")
+
+# Another profile: the header's profile hash changed (line by line: the lines hold brackets,
+# which CMake's list commands would split on).
+set(other "")
+foreach(l IN LISTS lines)
+  if(l MATCHES "\"type\":\"header\"")
+    string(REGEX REPLACE "\"profile_hash\":\"[0-9a-f]+\""
+           "\"profile_hash\":\"0123456789abcdef\"" l "${l}")
+  endif()
+  string(APPEND other "${l}\n")
+endforeach()
+expect_refusal(other_profile "${other}" "--adaptive needs the same profile")
+
+# The judgement written by the passing case: every grid point, each with a basis.
+file(READ "${WORK}/../out/judged/adaptive_judgement.json" judged)
+string(JSON n LENGTH "${judged}" adaptive_table each_point)
+string(JSON ratio GET "${judged}" measurement_ratio)
+if(NOT n EQUAL 6 OR NOT ratio GREATER 0)
+  message(FATAL_ERROR "adaptive_judgement.json: ${n} points, measurement ratio ${ratio}")
+endif()
+message("refused an unfinished search and another profile; the judgement holds 6 points")
