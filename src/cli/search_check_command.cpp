@@ -127,17 +127,10 @@ void print_above_goal(const char* what, const TableJudgement& j, bool beside_exh
               named.c_str());
 }
 
-// --replay DIR --adaptive ADIR: an adaptive sweep already made (ADIR) judged against the
-// exhaustive one (its records and table): its measurements against the exhaustive count, the
-// drift between the two, its table's regret, each point's basis. No wall times: the time goal is
-// for a check that ran both sweeps. Returns the report (written to OUT/adaptive_judgement.json
-// with --out).
-nlohmann::json judge_adaptive_folder(const std::string& dir, const ResultsFile& exhaustive,
-                                     const std::vector<MeasurementRecord>& records,
-                                     const nlohmann::json& table) {
-  namespace fs = std::filesystem;
-  const std::string path = (fs::path(dir) / "results.jsonl").string();
-  const ResultsFile rf = read_results(path);
+// --adaptive ADIR: the results of a finished adaptive search of the exhaustive sweep's profile,
+// on its device, read before anything is printed; refused in one line otherwise.
+ResultsFile open_adaptive_folder(const std::string& path, const ResultsFile& exhaustive) {
+  ResultsFile rf = read_results(path);
   if (rf.header.is_null() || rf.lines.empty()) {
     throw InputError(path + " holds no sweep (--adaptive takes an adaptive sweep's folder)");
   }
@@ -160,6 +153,17 @@ nlohmann::json judge_adaptive_folder(const std::string& dir, const ResultsFile& 
     throw InputError(path + " was measured on another device (or --threads) than the exhaustive "
                             "sweep: --adaptive needs the same one");
   }
+  return rf;
+}
+
+// --replay DIR --adaptive ADIR: the adaptive sweep already made (`rf`, read from `path`) judged
+// against the exhaustive one (its records and table): its measurements against the exhaustive
+// count, the drift between the two, its table's regret, each point's basis. No wall times: the
+// time goal is for a check that ran both sweeps. Returns the report (written to
+// OUT/adaptive_judgement.json with --out).
+nlohmann::json judge_adaptive_folder(const std::string& path, const ResultsFile& rf,
+                                     const std::vector<MeasurementRecord>& records,
+                                     const nlohmann::json& table) {
   const std::vector<MeasurementRecord> ad = to_records(rf.lines);
   const nlohmann::json ad_table = table_of_results(rf.header, rf.lines);
   const nlohmann::json& search = ad_table.at("provenance").at("search");
@@ -215,6 +219,10 @@ int replay_check(const std::string& dir, const std::string& out, const std::stri
                      " measurements its plan names: --replay needs a finished exhaustive sweep "
                      "(sweep --resume finishes it)");
   }
+  const std::string adaptive_path =
+      adaptive.empty() ? std::string() : (fs::path(adaptive) / "results.jsonl").string();
+  const ResultsFile adaptive_rf =
+      adaptive.empty() ? ResultsFile{} : open_adaptive_folder(adaptive_path, rf);
   const nlohmann::json table = table_of_results(rf.header, rf.lines);
   const ReplayedSearch replay = replay_on(rf.header, rf.lines);
   const std::vector<MeasurementRecord> replay_records = to_records(replay.lines);
@@ -236,7 +244,8 @@ int replay_check(const std::string& dir, const std::string& out, const std::stri
   print_split("replayed table", j);
   print_above_goal("replayed table", j);
   const nlohmann::json judged =
-      adaptive.empty() ? nlohmann::json() : judge_adaptive_folder(adaptive, rf, records, table);
+      adaptive.empty() ? nlohmann::json()
+                       : judge_adaptive_folder(adaptive_path, adaptive_rf, records, table);
   if (!out.empty()) {
     fs::create_directories(out);
     const std::string table_path = (fs::path(out) / "replayed_table.json").string();
