@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <unistd.h>
@@ -104,6 +105,24 @@ void print_above_goal(const char* what, const TableJudgement& j, bool beside_exh
   if (past.empty()) {
     return;
   }
+  // How many of them each cause explains, the nonzero ones.
+  std::map<std::string, int> by_cause;
+  for (const TableJudgement::Point& p : past) {
+    ++by_cause[p.basis == "held_out"             ? "held out"
+               : p.basis == "inferred"           ? "inferred"
+               : p.basis == "best_untimed"       ? "without their fastest configuration"
+               : p.own_timings == "choice_ahead" ? "noise between the sweeps"
+               : p.own_timings == "best_ahead"   ? "the table's rules"
+                                                 : "measured"];
+  }
+  std::string causes;
+  for (const char* c : {"inferred", "without their fastest configuration",
+                        "noise between the sweeps", "the table's rules", "held out", "measured"}) {
+    const auto it = by_cause.find(c);
+    if (it != by_cause.end()) {
+      causes += (causes.empty() ? "" : ", ") + std::to_string(it->second) + " " + c;
+    }
+  }
   constexpr std::size_t kNamed = 5;
   std::string named;
   for (std::size_t k = 0; k < past.size() && k < kNamed; ++k) {
@@ -122,9 +141,9 @@ void print_above_goal(const char* what, const TableJudgement& j, bool beside_exh
   if (past.size() > kNamed) {
     named += "; and " + std::to_string(past.size() - kNamed) + " more";
   }
-  std::printf("search-check: %s, %zu point%s past the worst-regret goal (%s): %s\n", what,
+  std::printf("search-check: %s, %zu point%s past the worst-regret goal (%s; %s): %s\n", what,
               past.size(), past.size() == 1 ? "" : "s", pct(kGoalWorstRegret).c_str(),
-              named.c_str());
+              causes.c_str(), named.c_str());
 }
 
 // --adaptive ADIR: the results of a finished adaptive search of the exhaustive sweep's profile,
