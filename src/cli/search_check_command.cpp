@@ -156,6 +156,11 @@ ResultsFile open_adaptive_folder(const std::string& path, const ResultsFile& exh
   if (search_mode_of(rf.header) != "adaptive") {
     throw InputError(path + " is an exhaustive sweep's: --adaptive needs an adaptive one");
   }
+  if (const auto m = rf.header.find("merged");
+      m != rf.header.end() && m->is_object() && !m->value("complete", true)) {
+    throw InputError(path + " is a --partial merge of shards that did not all finish: --adaptive "
+                            "needs a finished adaptive sweep");
+  }
   if (rf.search_end.is_null()) {
     throw InputError(path + "'s search has not finished (no search_end line after its last "
                             "measurement): sweep --resume finishes it");

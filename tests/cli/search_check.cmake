@@ -56,7 +56,8 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   set_tests_properties(cli.search_check_replay PROPERTIES FIXTURES_SETUP search_check_replayed)
   # An adaptive sweep already made, judged against the exhaustive one without sweeping; the
   # refusals: an exhaustive folder given as the adaptive one, an adaptive search not finished, a
-  # sweep of another profile (tuning/judge_adaptive.cmake), and --adaptive without --replay.
+  # sweep of another profile, a --partial merge (tuning/judge_adaptive.cmake), and --adaptive
+  # without --replay.
   string(CONCAT sc_judge_regex
          "the adaptive sweep out/adaptive/results\\.jsonl: [0-9]+ of the exhaustive sweep's 48 "
          "measurements \\([0-9.]+%, goal <= 35.0%\\).*time not judged.*"
@@ -75,7 +76,8 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   add_test(NAME cli.search_check_judge_refusals
            COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
                    -DEXHAUSTIVE=${sc_work}/out/exhaustive -DADAPTIVE=${sc_work}/out/adaptive
-                   -DWORK=${sc_work}/judge -P ${CMAKE_CURRENT_SOURCE_DIR}/tuning/judge_adaptive.cmake)
+                   -DWORK=${sc_work}/judge -DPROFILE=${sc_profile}
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/tuning/judge_adaptive.cmake)
   set_tests_properties(cli.search_check_judge_adaptive cli.search_check_judge_exhaustive
                        cli.search_check_adaptive_alone
                        PROPERTIES FIXTURES_REQUIRED search_check_out)

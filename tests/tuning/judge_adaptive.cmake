@@ -1,6 +1,7 @@
 # search-check --replay EXHAUSTIVE --adaptive ADAPTIVE (tests/cli/search_check.cmake) refuses, in
-# one line and exit 2, an adaptive folder whose search has not finished and one of another profile;
-# its judgement file holds every point with its basis. -DEXE= -DEXHAUSTIVE= -DADAPTIVE= -DWORK=
+# one line and exit 2, an adaptive folder whose search has not finished, one of another profile
+# and a --partial merge of adaptive shards; its judgement file holds every point with its basis.
+# -DEXE= -DEXHAUSTIVE= -DADAPTIVE= -DWORK= -DPROFILE=
 file(STRINGS "${ADAPTIVE}/results.jsonl" lines)
 function(expect_refusal name text pattern)
   file(MAKE_DIRECTORY "${WORK}/${name}")
@@ -34,6 +35,26 @@ foreach(l IN LISTS lines)
 endforeach()
 expect_refusal(other_profile "${other}" "--adaptive needs the same profile")
 
+# A --partial merge of adaptive shards that did not all finish.
+file(REMOVE_RECURSE "${WORK}/s0" "${WORK}/pm")
+execute_process(COMMAND ${EXE} sweep --profile "${PROFILE}" --device cpu --threads 1 --quiet
+                        --no-report --search adaptive --shard 0/2 --out "${WORK}/s0"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "sweep --search adaptive --shard 0/2: exit ${rc}: ${out}${err}")
+endif()
+execute_process(COMMAND ${EXE} merge --partial "${WORK}/pm" "${WORK}/s0"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "merge --partial: exit ${rc}: ${out}${err}")
+endif()
+execute_process(COMMAND ${EXE} search-check --replay "${EXHAUSTIVE}" --adaptive "${WORK}/pm"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(STRIP "${err}" err)
+if(NOT rc EQUAL 2 OR err MATCHES "\n" OR NOT err MATCHES "is a --partial merge of shards that did not all finish")
+  message(FATAL_ERROR "a --partial merge: exit ${rc}, stderr '${err}'")
+endif()
+
 # The judgement written by the passing case: every grid point, each with a basis.
 file(READ "${WORK}/../out/judged/adaptive_judgement.json" judged)
 string(JSON n LENGTH "${judged}" adaptive_table each_point)
@@ -41,4 +62,4 @@ string(JSON ratio GET "${judged}" measurement_ratio)
 if(NOT n EQUAL 6 OR NOT ratio GREATER 0)
   message(FATAL_ERROR "adaptive_judgement.json: ${n} points, measurement ratio ${ratio}")
 endif()
-message("refused an unfinished search and another profile; the judgement holds 6 points")
+message("refused an unfinished search, another profile and a partial merge; the judgement holds 6 points")
