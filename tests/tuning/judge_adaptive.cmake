@@ -3,15 +3,21 @@
 # and a --partial merge of adaptive shards; its judgement file holds every point with its basis.
 # -DEXE= -DEXHAUSTIVE= -DADAPTIVE= -DWORK= -DPROFILE=
 file(STRINGS "${ADAPTIVE}/results.jsonl" lines)
-function(expect_refusal name text pattern)
-  file(MAKE_DIRECTORY "${WORK}/${name}")
-  file(WRITE "${WORK}/${name}/results.jsonl" "${text}")
-  execute_process(COMMAND ${EXE} search-check --replay "${EXHAUSTIVE}" --adaptive "${WORK}/${name}"
+include(${CMAKE_CURRENT_LIST_DIR}/partial_merge.cmake)
+# The folder `dir` given as --adaptive is refused in one line that matches `pattern`.
+function(expect_refused dir pattern)
+  execute_process(COMMAND ${EXE} search-check --replay "${EXHAUSTIVE}" --adaptive "${dir}"
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   string(STRIP "${err}" err)
   if(NOT rc EQUAL 2 OR err MATCHES "\n" OR NOT err MATCHES "${pattern}")
-    message(FATAL_ERROR "${name}: exit ${rc}, stderr '${err}'")
+    message(FATAL_ERROR "${dir}: exit ${rc}, stderr '${err}'")
   endif()
+endfunction()
+# The same for a folder whose results.jsonl is `text`.
+function(expect_refusal name text pattern)
+  file(MAKE_DIRECTORY "${WORK}/${name}")
+  file(WRITE "${WORK}/${name}/results.jsonl" "${text}")
+  expect_refused("${WORK}/${name}" "${pattern}")
 endfunction()
 
 # Without its search_end line: a search still running.
@@ -36,24 +42,8 @@ endforeach()
 expect_refusal(other_profile "${other}" "--adaptive needs the same profile")
 
 # A --partial merge of adaptive shards that did not all finish.
-file(REMOVE_RECURSE "${WORK}/s0" "${WORK}/pm")
-execute_process(COMMAND ${EXE} sweep --profile "${PROFILE}" --device cpu --threads 1 --quiet
-                        --no-report --search adaptive --shard 0/2 --out "${WORK}/s0"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "sweep --search adaptive --shard 0/2: exit ${rc}: ${out}${err}")
-endif()
-execute_process(COMMAND ${EXE} merge --partial "${WORK}/pm" "${WORK}/s0"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "merge --partial: exit ${rc}: ${out}${err}")
-endif()
-execute_process(COMMAND ${EXE} search-check --replay "${EXHAUSTIVE}" --adaptive "${WORK}/pm"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-string(STRIP "${err}" err)
-if(NOT rc EQUAL 2 OR err MATCHES "\n" OR NOT err MATCHES "is a --partial merge of shards that did not all finish")
-  message(FATAL_ERROR "a --partial merge: exit ${rc}, stderr '${err}'")
-endif()
+attn_partial_merge("${WORK}/pm" --search adaptive)
+expect_refused("${WORK}/pm" "is a --partial merge of shards that did not all finish")
 
 # The judgement written by the passing case: every grid point, each with a basis.
 file(READ "${WORK}/../out/judged/adaptive_judgement.json" judged)

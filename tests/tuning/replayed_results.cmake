@@ -27,18 +27,8 @@ if(NOT rc EQUAL 2 OR err MATCHES "\n"
 endif()
 
 # A --partial merge whose other shard never ran is refused too (its plan is unknown, -1).
-file(REMOVE_RECURSE "${WORK}/s0" "${WORK}/pm")
-execute_process(COMMAND ${EXE} sweep --profile "${PROFILE}" --device cpu --threads 1 --quiet
-                        --no-report --shard 0/2 --out "${WORK}/s0"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "sweep --shard 0/2: exit ${rc}: ${out}${err}")
-endif()
-execute_process(COMMAND ${EXE} merge --partial "${WORK}/pm" "${WORK}/s0"
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "merge --partial: exit ${rc}: ${out}${err}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/partial_merge.cmake)
+attn_partial_merge("${WORK}/pm")
 execute_process(COMMAND ${EXE} search-check --replay "${WORK}/pm"
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 string(STRIP "${err}" err)
