@@ -100,42 +100,58 @@ void print_split(const char* what, const TableJudgement& j) {
 // table's regret there: an inferred or best_untimed point's loss is the search's; a measured one's,
 // the noise between the two sweeps or the table's rules (its own timings say which); a held-out
 // one's, the lookup between measured points.
+// A judged point's cause, in the order the counts list them: the label it is counted under and
+// the words it is named with.
+struct Cause {
+  int order;
+  const char* counted;
+  const char* named;
+};
+Cause cause_of(const TableJudgement::Point& p) {
+  if (p.basis == "inferred") {
+    return {0, "inferred", "inferred"};
+  }
+  if (p.basis == "best_untimed") {
+    return {1, "without their fastest configuration",
+            "measured, but not its fastest configuration"};
+  }
+  if (p.own_timings == "choice_ahead") {
+    return {2, "noise between the sweeps",
+            "measured; its own timings ranked its choice first: noise between the sweeps"};
+  }
+  if (p.own_timings == "best_ahead") {
+    return {3, "the table's rules",
+            "measured; its own timings ranked the fastest first too: the table's rules"};
+  }
+  if (p.basis == "held_out") {
+    return {4, "held out", "held out"};
+  }
+  return {5, "measured", "measured"};
+}
+
 void print_above_goal(const char* what, const TableJudgement& j, bool beside_exhaustive = true) {
   const std::vector<TableJudgement::Point> past = j.above(kGoalWorstRegret);
   if (past.empty()) {
     return;
   }
   // How many of them each cause explains, the nonzero ones.
-  std::map<std::string, int> by_cause;
+  std::map<int, std::pair<const char*, int>> by_cause;
   for (const TableJudgement::Point& p : past) {
-    ++by_cause[p.basis == "held_out"             ? "held out"
-               : p.basis == "inferred"           ? "inferred"
-               : p.basis == "best_untimed"       ? "without their fastest configuration"
-               : p.own_timings == "choice_ahead" ? "noise between the sweeps"
-               : p.own_timings == "best_ahead"   ? "the table's rules"
-                                                 : "measured"];
+    const Cause c = cause_of(p);
+    auto& [label, n] = by_cause[c.order];
+    label = c.counted;
+    ++n;
   }
   std::string causes;
-  for (const char* c : {"inferred", "without their fastest configuration",
-                        "noise between the sweeps", "the table's rules", "held out", "measured"}) {
-    const auto it = by_cause.find(c);
-    if (it != by_cause.end()) {
-      causes += (causes.empty() ? "" : ", ") + std::to_string(it->second) + " " + c;
-    }
+  for (const auto& [order, counted] : by_cause) {
+    causes += (causes.empty() ? "" : ", ") + std::to_string(counted.second) + " " + counted.first;
   }
   constexpr std::size_t kNamed = 5;
   std::string named;
   for (std::size_t k = 0; k < past.size() && k < kNamed; ++k) {
     const TableJudgement::Point& p = past[k];
-    const std::string basis =
-        p.basis == "held_out"       ? "held out"
-        : p.basis == "best_untimed" ? "measured, but not its fastest configuration"
-        : p.own_timings == "choice_ahead"
-            ? "measured; its own timings ranked its choice first: noise between the sweeps"
-        : p.own_timings == "best_ahead"
-            ? "measured; its own timings ranked the fastest first too: the table's rules"
-            : p.basis;
-    named += (named.empty() ? "" : "; ") + p.workload_key + " " + pct(p.regret) + " (" + basis +
+    named += (named.empty() ? "" : "; ") + p.workload_key + " " + pct(p.regret) + " (" +
+             cause_of(p).named +
              (beside_exhaustive ? "; exhaustive table " + pct(p.exhaustive_regret) : "") + ")";
   }
   if (past.size() > kNamed) {
@@ -144,6 +160,12 @@ void print_above_goal(const char* what, const TableJudgement& j, bool beside_exh
   std::printf("search-check: %s, %zu point%s past the worst-regret goal (%s; %s): %s\n", what,
               past.size(), past.size() == 1 ? "" : "s", pct(kGoalWorstRegret).c_str(),
               causes.c_str(), named.c_str());
+}
+
+// Whether a results header is a `merge --partial` of shards that did not all finish.
+bool partial_merge(const nlohmann::json& header) {
+  const auto m = header.find("merged");
+  return m != header.end() && m->is_object() && !m->value("complete", true);
 }
 
 // --adaptive ADIR: the results of a finished adaptive search of the exhaustive sweep's profile,
@@ -156,8 +178,7 @@ ResultsFile open_adaptive_folder(const std::string& path, const ResultsFile& exh
   if (search_mode_of(rf.header) != "adaptive") {
     throw InputError(path + " is an exhaustive sweep's: --adaptive needs an adaptive one");
   }
-  if (const auto m = rf.header.find("merged");
-      m != rf.header.end() && m->is_object() && !m->value("complete", true)) {
+  if (partial_merge(rf.header)) {
     throw InputError(path + " is a --partial merge of shards that did not all finish: --adaptive "
                             "needs a finished adaptive sweep");
   }
@@ -228,8 +249,7 @@ int replay_check(const std::string& dir, const std::string& out, const std::stri
   if (search_mode_of(rf.header) == "adaptive") {
     throw InputError(path + " is an adaptive sweep's: --replay needs an exhaustive one");
   }
-  if (const auto m = rf.header.find("merged");
-      m != rf.header.end() && m->is_object() && !m->value("complete", true)) {
+  if (partial_merge(rf.header)) {
     throw InputError(path + " is a --partial merge of shards that did not all finish: --replay "
                             "needs a finished exhaustive sweep");
   }

@@ -118,9 +118,11 @@ TableJudgement judge_table(const std::vector<MeasurementRecord>& exhaustive,
     pj.held_out = wp.workload.held_out;
     // The configuration fastest here in the exhaustive timings (the first of equals).
     std::string best_key;
+    double best_t = kInf;
     for (const auto& [k, t] : wp.point.by_config) {
-      if (best_key.empty() || t < wp.point.by_config.at(best_key)) {
+      if (t < best_t) {
         best_key = k;
+        best_t = t;
       }
     }
     if (wp.workload.held_out) {
