@@ -198,6 +198,21 @@ ResultsFile open_adaptive_folder(const std::string& path, const ResultsFile& exh
     throw InputError(path + " was measured on another device (or --threads) than the exhaustive "
                             "sweep: --adaptive needs the same one");
   }
+  // The same kernels, from the same sources: a table judged against another kernel set's timings
+  // says nothing about the search.
+  const nlohmann::json builtin = {{"source", "built-in"}, {"name", "attn-tune"}};
+  const nlohmann::json& kernels = rf.header.contains("kernels") ? rf.header["kernels"] : builtin;
+  const nlohmann::json& ex_kernels =
+      exhaustive.header.contains("kernels") ? exhaustive.header["kernels"] : builtin;
+  const std::string had_src = rf.header.value("kernel_sources_sha256", "");
+  const std::string want_src = exhaustive.header.value("kernel_sources_sha256", "");
+  if (kernels_identity(kernels) != kernels_identity(ex_kernels) ||
+      (!had_src.empty() && !want_src.empty() && had_src != want_src)) {
+    throw InputError(path + " timed the kernels of " + kernels_label(kernels) +
+                     (had_src != want_src ? " built from other sources" : "") +
+                     ", the exhaustive sweep " + kernels_label(ex_kernels) +
+                     ": --adaptive needs the same kernels");
+  }
   return rf;
 }
 

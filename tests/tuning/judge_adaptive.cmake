@@ -1,6 +1,6 @@
 # search-check --replay EXHAUSTIVE --adaptive ADAPTIVE (tests/cli/search_check.cmake) refuses, in
-# one line and exit 2, an adaptive folder whose search has not finished, one of another profile
-# and a --partial merge of adaptive shards; its judgement file holds every point with its basis.
+# one line and exit 2, an adaptive folder whose search has not finished, one of another profile or
+# kernel set and a --partial merge of adaptive shards; its judgement file holds every point with its basis.
 # -DEXE= -DEXHAUSTIVE= -DADAPTIVE= -DWORK= -DPROFILE=
 file(STRINGS "${ADAPTIVE}/results.jsonl" lines)
 include(${CMAKE_CURRENT_LIST_DIR}/partial_merge.cmake)
@@ -29,17 +29,23 @@ foreach(l IN LISTS lines)
 endforeach()
 expect_refusal(unfinished "${unfinished}" "search has not finished.*sweep --resume finishes it")
 
-# Another profile: the header's profile hash changed (line by line: the lines hold brackets,
-# which CMake's list commands would split on).
-set(other "")
-foreach(l IN LISTS lines)
-  if(l MATCHES "\"type\":\"header\"")
-    string(REGEX REPLACE "\"profile_hash\":\"[0-9a-f]+\""
-           "\"profile_hash\":\"0123456789abcdef\"" l "${l}")
-  endif()
-  string(APPEND other "${l}\n")
-endforeach()
-expect_refusal(other_profile "${other}" "--adaptive needs the same profile")
+# The adaptive folder with `regex` replaced by `replacement` in its header (line by line: the
+# lines hold brackets, which CMake's list commands would split on) is refused with `pattern`.
+function(expect_header_refusal name regex replacement pattern)
+  set(text "")
+  foreach(l IN LISTS lines)
+    if(l MATCHES "\"type\":\"header\"")
+      string(REGEX REPLACE "${regex}" "${replacement}" l "${l}")
+    endif()
+    string(APPEND text "${l}\n")
+  endforeach()
+  expect_refusal(${name} "${text}" "${pattern}")
+endfunction()
+# Another profile, and the built-in kernels of another ISA level (another kernel set).
+expect_header_refusal(other_profile "\"profile_hash\":\"[0-9a-f]+\""
+                      "\"profile_hash\":\"0123456789abcdef\"" "--adaptive needs the same profile")
+expect_header_refusal(other_kernels "\"isa\":\"[^\"]+\"" "\"isa\":\"x86-64-v1\""
+                      "timed the kernels of .*: --adaptive needs the same kernels")
 
 # A --partial merge of adaptive shards that did not all finish.
 attn_partial_merge("${WORK}/pm" --search adaptive)
@@ -52,4 +58,4 @@ string(JSON ratio GET "${judged}" measurement_ratio)
 if(NOT n EQUAL 6 OR NOT ratio GREATER 0)
   message(FATAL_ERROR "adaptive_judgement.json: ${n} points, measurement ratio ${ratio}")
 endif()
-message("refused an unfinished search, another profile and a partial merge; the judgement holds 6 points")
+message("refused an unfinished search, another profile, other kernels and a partial merge; the judgement holds 6 points")
