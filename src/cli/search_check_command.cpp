@@ -3,11 +3,13 @@
 // (docs/adaptive-search.md): its measurements and time against the exhaustive sweep's, how often
 // its table decides as the exhaustive one does, and its regret on the exhaustive measurements,
 // with the search replayed on those measurements beside it.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <utility>
@@ -37,6 +39,8 @@ struct SearchCheckOptions {
   bool require_goals = false;
   std::string replay; // an exhaustive sweep's folder: replay the search on it, sweep nothing
   std::string adaptive; // with replay: an adaptive sweep's folder to judge against it
+  bool control = false; // sweep the profile exhaustively a second time, after the adaptive sweep
+  std::string replay_control; // with replay: a second exhaustive sweep's folder, the control
 };
 
 struct TimedSweep {
@@ -168,35 +172,62 @@ bool partial_merge(const nlohmann::json& header) {
   return m != header.end() && m->is_object() && !m->value("complete", true);
 }
 
-// --adaptive ADIR: the results of a finished adaptive search of the exhaustive sweep's profile,
-// on its device, read before anything is printed; refused in one line otherwise.
-ResultsFile open_adaptive_folder(const std::string& path, const ResultsFile& exhaustive) {
+// Why an exhaustive sweep's file cannot be judged: not all the measurements its plan names are
+// there (a stopped sweep); empty when they are, or when the header names no plan.
+std::string unfinished_exhaustive(const ResultsFile& rf, std::size_t records) {
+  const int plan = rf.header.contains("plan") && rf.header["plan"].is_object()
+                       ? rf.header["plan"].value("measurements", -1)
+                       : -1;
+  if (plan > 0 && int(records) < plan) {
+    return " holds " + std::to_string(records) + " of the " + std::to_string(plan) +
+           " measurements its plan names";
+  }
+  return {};
+}
+
+// A second sweep's folder judged beside the exhaustive one: `option` (--adaptive or
+// --replay-control) takes the results of a finished sweep of search `mode` (adaptive or
+// exhaustive) of the exhaustive sweep's profile, on its device, with its kernels, read before
+// anything is printed; refused in one line otherwise.
+ResultsFile open_second_folder(const std::string& path, const ResultsFile& exhaustive,
+                               const std::string& option, const std::string& mode) {
   ResultsFile rf = read_results(path);
   if (rf.header.is_null() || rf.lines.empty()) {
-    throw InputError(path + " holds no sweep (--adaptive takes an adaptive sweep's folder)");
+    throw InputError(path + " holds no sweep (" + option + " takes an " + mode +
+                     " sweep's folder)");
   }
-  if (search_mode_of(rf.header) != "adaptive") {
-    throw InputError(path + " is an exhaustive sweep's: --adaptive needs an adaptive one");
+  const std::string had = search_mode_of(rf.header);
+  if (had != mode) {
+    throw InputError(path + " is an " + had + " sweep's: " + option + " needs an " + mode + " one");
   }
   if (partial_merge(rf.header)) {
-    throw InputError(path + " is a --partial merge of shards that did not all finish: --adaptive "
-                            "needs a finished adaptive sweep");
+    throw InputError(path + " is a --partial merge of shards that did not all finish: " + option +
+                     " needs a finished " + mode + " sweep");
   }
-  if (rf.search_end.is_null()) {
+  if (mode == "adaptive" && rf.search_end.is_null()) {
     throw InputError(path + "'s search has not finished (no search_end line after its last "
                             "measurement): sweep --resume finishes it");
+  }
+  if (mode == "exhaustive") {
+    const std::string why = unfinished_exhaustive(rf, to_records(rf.lines).size());
+    if (!why.empty()) {
+      throw InputError(path + why + ": " + option +
+                       " needs a finished exhaustive sweep (sweep --resume finishes it)");
+    }
   }
   const std::string want = exhaustive.header.value("profile_hash", "");
   if (rf.header.value("profile_hash", "") != want) {
     throw InputError(path + " swept profile '" + rf.header.value("profile", "?") + "' (hash " +
                      rf.header.value("profile_hash", "?") + "), the exhaustive sweep '" +
-                     exhaustive.header.value("profile", "?") + "' (hash " + want +
-                     "): --adaptive needs the same profile");
+                     exhaustive.header.value("profile", "?") + "' (hash " + want + "): " + option +
+                     " needs the same profile");
   }
   if (!same_device(rf.header.value("device", nlohmann::json::object()),
                    exhaustive.header.value("device", nlohmann::json::object()))) {
-    throw InputError(path + " was measured on another device (or --threads) than the exhaustive "
-                            "sweep: --adaptive needs the same one");
+    throw InputError(path +
+                     " was measured on another device (or --threads) than the exhaustive "
+                     "sweep: " +
+                     option + " needs the same one");
   }
   // The same kernels, from the same sources: a table judged against another kernel set's timings
   // says nothing about the search.
@@ -210,8 +241,8 @@ ResultsFile open_adaptive_folder(const std::string& path, const ResultsFile& exh
       (!had_src.empty() && !want_src.empty() && had_src != want_src)) {
     throw InputError(path + " timed the kernels of " + kernels_label(kernels) +
                      (had_src != want_src ? " built from other sources" : "") +
-                     ", the exhaustive sweep " + kernels_label(ex_kernels) +
-                     ": --adaptive needs the same kernels");
+                     ", the exhaustive sweep " + kernels_label(ex_kernels) + ": " + option +
+                     " needs the same kernels");
   }
   return rf;
 }
@@ -253,8 +284,108 @@ nlohmann::json judge_adaptive_folder(const std::string& path, const ResultsFile&
           {"adaptive_table", j.to_json()}};
 }
 
+// The control: a second exhaustive sweep of the profile on the same device, judged against the
+// first as the adaptive sweep is. Its table's regret on the first sweep's timings is what
+// measuring everything again gives: the floor under a regret judged across two sweeps of this
+// machine, which the adaptive table's regret includes. Both ways round, and the adaptive table
+// (where there is one) on the control's timings too.
+struct ControlJudgement {
+  std::string folder;
+  int measurements = 0;
+  SweepDrift drift;                       // the control's timings over the first sweep's
+  TableJudgement control;                 // the control's table on the first sweep's timings
+  TableJudgement first;                   // the first sweep's table on the control's timings
+  std::optional<TableJudgement> adaptive; // the adaptive table on the control's timings
+  // The adaptive table's mean and worst regret on the first sweep's timings (what the goals
+  // judge), to set beside the floor.
+  std::optional<std::pair<double, double>> adaptive_on_first;
+  [[nodiscard]] bool adaptive_within_floor() const {
+    return adaptive_on_first && adaptive_on_first->first <= floor_mean() &&
+           adaptive_on_first->second <= floor_worst();
+  }
+  // The larger regret of the two exhaustive tables, each on the other's timings.
+  [[nodiscard]] double floor_mean() const {
+    return std::max(control.mean_regret, first.mean_regret);
+  }
+  [[nodiscard]] double floor_worst() const {
+    return std::max(control.worst_regret, first.worst_regret);
+  }
+  [[nodiscard]] bool floor_meets_goals() const {
+    return floor_mean() <= kGoalMeanRegret && floor_worst() <= kGoalWorstRegret;
+  }
+};
+
+ControlJudgement judge_control(const std::string& folder, const std::vector<MeasurementRecord>& ex,
+                               const nlohmann::json& ex_table,
+                               const std::vector<MeasurementRecord>& ctl,
+                               const nlohmann::json& ctl_table,
+                               const std::vector<MeasurementRecord>* ad,
+                               const nlohmann::json* ad_table) {
+  ControlJudgement c;
+  c.folder = folder;
+  c.measurements = int(ctl.size());
+  c.drift = sweep_drift(ex, ctl);
+  c.control = judge_table(ex, ex_table, ctl_table, &ctl);
+  c.first = judge_table(ctl, ctl_table, ex_table, &ex);
+  if (ad != nullptr && ad_table != nullptr) {
+    c.adaptive = judge_table(ctl, ctl_table, *ad_table, ad);
+  }
+  return c;
+}
+
+nlohmann::json to_json(const ControlJudgement& c) {
+  nlohmann::json j = {{"folder", c.folder},
+                      {"measurements", c.measurements},
+                      {"drift", c.drift.to_json()},
+                      {"control_table", c.control.to_json()},
+                      {"exhaustive_table_on_control", c.first.to_json()},
+                      {"floor",
+                       {{"mean_regret", c.floor_mean()},
+                        {"worst_regret", c.floor_worst()},
+                        {"meets_regret_goals", c.floor_meets_goals()}}}};
+  if (c.adaptive) {
+    j["adaptive_table_on_control"] = c.adaptive->to_json();
+  }
+  if (c.adaptive_on_first) {
+    j["floor"]["adaptive_within_floor"] = c.adaptive_within_floor();
+  }
+  return j;
+}
+
+void print_control(const ControlJudgement& c) {
+  if (c.drift.pairs > 0) {
+    std::printf("search-check: control %s: the %d pairs both exhaustive sweeps timed: "
+                "control/first time median %.2f, 10th-90th percentile %.2f-%.2f\n",
+                c.folder.c_str(), c.drift.pairs, c.drift.median, c.drift.p10, c.drift.p90);
+  }
+  print_judgement("control table (the second exhaustive sweep's, on the first's timings)",
+                  c.control);
+  print_above_goal("control table", c.control);
+  print_judgement("exhaustive table on the control's timings", c.first);
+  if (c.adaptive) {
+    print_judgement("adaptive table on the control's timings", *c.adaptive);
+    print_split("adaptive table on the control's timings", *c.adaptive);
+  }
+  std::printf("search-check: control: an exhaustive sweep's table on the other exhaustive "
+              "sweep's timings loses mean %s, worst %s (the larger of the two ways round): the "
+              "regret goals (mean <= %s, worst <= %s) %s\n",
+              pct(c.floor_mean()).c_str(), pct(c.floor_worst()).c_str(),
+              pct(kGoalMeanRegret).c_str(), pct(kGoalWorstRegret).c_str(),
+              c.floor_meets_goals()
+                  ? "hold across two sweeps of this machine"
+                  : "are missed by measuring everything again: a regret judged across two "
+                    "sweeps here cannot show them");
+  if (c.adaptive_on_first) {
+    std::printf("search-check: control: the adaptive table on the first sweep's timings loses "
+                "mean %s, worst %s: %s the floor\n",
+                pct(c.adaptive_on_first->first).c_str(), pct(c.adaptive_on_first->second).c_str(),
+                c.adaptive_within_floor() ? "within" : "beyond");
+  }
+}
+
 // --replay DIR: the search replayed on an exhaustive sweep's folder, judged against it.
-int replay_check(const std::string& dir, const std::string& out, const std::string& adaptive) {
+int replay_check(const std::string& dir, const std::string& out, const std::string& adaptive,
+                 const std::string& control) {
   namespace fs = std::filesystem;
   const std::string path = (fs::path(dir) / "results.jsonl").string();
   const ResultsFile rf = read_results(path);
@@ -269,19 +400,24 @@ int replay_check(const std::string& dir, const std::string& out, const std::stri
                             "needs a finished exhaustive sweep");
   }
   const auto records = to_records(rf.lines);
-  const int plan = rf.header.contains("plan") && rf.header["plan"].is_object()
-                       ? rf.header["plan"].value("measurements", -1)
-                       : -1;
-  if (plan > 0 && int(records.size()) < plan) {
-    throw InputError(path + " holds " + std::to_string(records.size()) + " of the " +
-                     std::to_string(plan) +
-                     " measurements its plan names: --replay needs a finished exhaustive sweep "
-                     "(sweep --resume finishes it)");
+  if (const std::string why = unfinished_exhaustive(rf, records.size()); !why.empty()) {
+    throw InputError(path + why +
+                     ": --replay needs a finished exhaustive sweep (sweep --resume finishes it)");
   }
   const std::string adaptive_path =
       adaptive.empty() ? std::string() : (fs::path(adaptive) / "results.jsonl").string();
   const ResultsFile adaptive_rf =
-      adaptive.empty() ? ResultsFile{} : open_adaptive_folder(adaptive_path, rf);
+      adaptive.empty() ? ResultsFile{}
+                       : open_second_folder(adaptive_path, rf, "--adaptive", "adaptive");
+  const std::string control_path =
+      control.empty() ? std::string() : (fs::path(control) / "results.jsonl").string();
+  if (!control.empty() && fs::exists(control_path) && fs::equivalent(control_path, path)) {
+    throw InputError(control_path + " is the --replay sweep itself: --replay-control needs a "
+                                    "second exhaustive sweep of the profile");
+  }
+  const ResultsFile control_rf =
+      control.empty() ? ResultsFile{}
+                      : open_second_folder(control_path, rf, "--replay-control", "exhaustive");
   const nlohmann::json table = table_of_results(rf.header, rf.lines);
   const ReplayedSearch replay = replay_on(rf.header, rf.lines);
   const std::vector<MeasurementRecord> replay_records = to_records(replay.lines);
@@ -305,6 +441,26 @@ int replay_check(const std::string& dir, const std::string& out, const std::stri
   const nlohmann::json judged =
       adaptive.empty() ? nlohmann::json()
                        : judge_adaptive_folder(adaptive_path, adaptive_rf, records, table);
+  nlohmann::json control_json;
+  if (!control.empty()) {
+    const std::vector<MeasurementRecord> ctl = to_records(control_rf.lines);
+    const nlohmann::json ctl_table = table_of_results(control_rf.header, control_rf.lines);
+    const std::vector<MeasurementRecord> ad =
+        adaptive.empty() ? std::vector<MeasurementRecord>{} : to_records(adaptive_rf.lines);
+    const nlohmann::json ad_table = adaptive.empty()
+                                        ? nlohmann::json()
+                                        : table_of_results(adaptive_rf.header, adaptive_rf.lines);
+    ControlJudgement c =
+        judge_control(control_path, records, table, ctl, ctl_table,
+                      adaptive.empty() ? nullptr : &ad, adaptive.empty() ? nullptr : &ad_table);
+    if (!judged.is_null()) {
+      const nlohmann::json& at = judged.at("adaptive_table");
+      c.adaptive_on_first = {at.at("mean_regret").get<double>(),
+                             at.at("worst_regret").get<double>()};
+    }
+    print_control(c);
+    control_json = to_json(c);
+  }
   if (!out.empty()) {
     fs::create_directories(out);
     const std::string table_path = (fs::path(out) / "replayed_table.json").string();
@@ -321,18 +477,23 @@ int replay_check(const std::string& dir, const std::string& out, const std::stri
       write_json_atomically(judged_path, judged);
       std::printf("search-check: the adaptive sweep's judgement %s\n", judged_path.c_str());
     }
+    if (!control_json.is_null()) {
+      const std::string control_judged = (fs::path(out) / "control_judgement.json").string();
+      write_json_atomically(control_judged, control_json);
+      std::printf("search-check: the control's judgement %s\n", control_judged.c_str());
+    }
   }
   return kExitOk;
 }
 
 int run_search_check(const SearchCheckOptions& o) {
   if (!o.replay.empty()) {
-    return replay_check(o.replay, o.out, o.adaptive);
+    return replay_check(o.replay, o.out, o.adaptive, o.replay_control);
   }
   const Profile prof = load_profile(o.profile);
   const std::string out = o.out.empty() ? "attn-tune-out/search-check-" + prof.name : o.out;
   namespace fs = std::filesystem;
-  for (const char* sub : {"exhaustive", "adaptive"}) {
+  for (const char* sub : {"exhaustive", "adaptive", "control"}) {
     const fs::path results = fs::path(out) / sub / "results.jsonl";
     if (fs::exists(results) && fs::file_size(results) > 0) {
       throw InputError(results.string() + " exists: search-check starts both sweeps afresh; "
@@ -362,6 +523,12 @@ int run_search_check(const SearchCheckOptions& o) {
       timed_sweep(make, prof, so, SearchMode::exhaustive, (fs::path(out) / "exhaustive").string());
   const TimedSweep ad =
       timed_sweep(make, prof, so, SearchMode::adaptive, (fs::path(out) / "adaptive").string());
+  // The control comes after the adaptive sweep, so that the two exhaustive sweeps stand on either
+  // side of it in time.
+  std::optional<TimedSweep> ctl;
+  if (o.control) {
+    ctl = timed_sweep(make, prof, so, SearchMode::exhaustive, (fs::path(out) / "control").string());
+  }
 
   const nlohmann::json& search = ad.summary.table.at("provenance").at("search");
   const int exhaustive_pairs = int(ex.records.size());
@@ -387,6 +554,12 @@ int run_search_check(const SearchCheckOptions& o) {
   const double timed_ratio = share(double(ad_calls.timed), double(ex_calls.timed));
   const double warmup_ratio = share(double(ad_calls.warmup), double(ex_calls.warmup));
   const SweepDrift drift = sweep_drift(ex.records, ad.records);
+  std::optional<ControlJudgement> control;
+  if (ctl) {
+    control = judge_control((fs::path(out) / "control").string(), ex.records, ex.summary.table,
+                            ctl->records, ctl->summary.table, &ad.records, &ad.summary.table);
+    control->adaptive_on_first = {real.mean_regret, real.worst_regret};
+  }
 
   // Which goals the run missed, with its figure (none: the goals are met); and whether the
   // exhaustive table, which saw every measurement, meets the regret goals on its own timings:
@@ -454,8 +627,14 @@ int run_search_check(const SearchCheckOptions& o) {
         {"missed", missed_json},
         {"exhaustive_table_meets_regret", exhaustive_meets_regret},
         {"met_beyond_exhaustive_table", goals_added}}}};
+  nlohmann::json full_report = report;
+  if (control) {
+    full_report["control"] = to_json(*control);
+    full_report["control"]["seconds"] = ctl->seconds;
+    full_report["control"]["time_ratio"] = share(ad.seconds, ctl->seconds);
+  }
   const std::string path = (fs::path(out) / "search_check.json").string();
-  write_json_atomically(path, report);
+  write_json_atomically(path, full_report);
 
   std::printf("search-check: profile %s: exhaustive %d measurements in %.1f s; adaptive %d "
               "(%d in full, %d timings with %d brief race timings) in %.1f s\n",
@@ -496,6 +675,12 @@ int run_search_check(const SearchCheckOptions& o) {
   print_above_goal("the replayed search", replayed);
   std::printf("search-check: the replayed search measures %d (%s)\n", replay_pairs,
               pct(replay_ratio).c_str());
+  if (control) {
+    std::printf("search-check: control: a second exhaustive sweep of %d measurements in %.1f s "
+                "(the adaptive sweep's time is %s of it)\n",
+                control->measurements, ctl->seconds, pct(share(ad.seconds, ctl->seconds)).c_str());
+    print_control(*control);
+  }
   std::printf("search-check: goals (measurements <= %s, time <= %s, regret mean <= %s, worst <= "
               "%s): %s%s%s\n",
               pct(kGoalMeasurements).c_str(), pct(kGoalTime).c_str(), pct(kGoalMeanRegret).c_str(),
@@ -542,6 +727,17 @@ Command setup_search_check(CLI::App& root) {
                   "With --replay: also judge this adaptive sweep's folder (same profile and "
                   "device) against the exhaustive one: its measurements, drift and table regret, "
                   "without sweeping")
+      ->needs(replay);
+  sub->add_flag(
+         "--control", opt->control,
+         "Sweep the profile exhaustively a second time after the adaptive sweep (OUT/control) "
+         "and judge each exhaustive table on the other's timings: the regret that measuring "
+         "everything again gives, the floor under the adaptive table's")
+      ->excludes(replay);
+  sub->add_option("--replay-control", opt->replay_control,
+                  "With --replay: a second exhaustive sweep's folder (same profile, device and "
+                  "kernels), judged against the first as --control judges its own; with --out, "
+                  "OUT/control_judgement.json")
       ->needs(replay);
   sub->add_flag("--require-goals", opt->require_goals,
                 "Exit 1 when the adaptive sweep misses a goal (measurements, time or regret)");

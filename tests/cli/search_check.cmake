@@ -1,5 +1,5 @@
 # `attn-tune search-check` end to end on the CPU backend (issue 30, point 3): a small decode grid
-# swept exhaustively and adaptively, its report written with every figure the docs promise
+# swept exhaustively, adaptively and exhaustively again (--control), its report written with every figure the docs promise
 # (docs/adaptive-search.md), the search replayed on the exhaustive folder, and the one-line
 # refusals. The grid is small and the timing short: the test checks the command, not the goals.
 if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
@@ -21,6 +21,18 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
          "adaptive table, regret at the 6 grid points: mean [0-9.]+%.*held-out points: none; "
          "beyond the exhaustive table's regret at each point: mean [0-9.]+%.*"
          "replayed search measures.*"
+         "control: a second exhaustive sweep of 48 measurements in [0-9.]+ s.*"
+         "control .*control: the 48 pairs both exhaustive sweeps timed: control/first time "
+         "median [0-9.]+.*"
+         "control table \\(the second exhaustive sweep's, on the first's timings\\): v1/v2 "
+         "decision agrees at [0-9]+ of 6 points.*"
+         "exhaustive table on the control's timings: v1/v2 decision agrees at [0-9]+ of 6 points.*"
+         "adaptive table on the control's timings: v1/v2 decision agrees at [0-9]+ of 6 points.*"
+         "control: an exhaustive sweep's table on the other exhaustive sweep's timings loses mean "
+         "[0-9.]+%, worst [0-9.]+% \\(the larger of the two ways round\\): the regret goals .*"
+         "(hold across two sweeps of this machine|are missed by measuring everything again).*"
+         "control: the adaptive table on the first sweep's timings loses mean [0-9.]+%, worst "
+         "[0-9.]+%: (within|beyond) the floor.*"
          "goals \\(measurements <= 35.0%, time <= 40.0%, regret mean <= 1.0%, worst <= 3.0%\\): "
          "(met|missed: [a-z ]+ [0-9.]+%).*"
          "the same goals with the regret beyond the exhaustive table's at each point: "
@@ -28,7 +40,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
   attn_cli_test(NAME search_check_cpu EXIT 0 REGEX "${sc_regex}"
                 WORKDIR ${sc_work}
                 ARGS search-check --device cpu --profile ${sc_profile} --threads 1 --quiet
-                     --out out)
+                     --control --out out)
   set_tests_properties(cli.search_check_cpu PROPERTIES FIXTURES_REQUIRED search_check_clean
                                                        FIXTURES_SETUP search_check_out
                                                        RESOURCE_LOCK cpu_timing)
@@ -91,4 +103,30 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/tuning/replayed_results.cmake)
   set_tests_properties(cli.search_check_replayed_lines
                        PROPERTIES LABELS "cli" FIXTURES_REQUIRED "search_check_out;search_check_replayed")
+  # The control sweep already made, judged against the exhaustive one without sweeping, with the
+  # adaptive sweep on its timings; --control is for a run that sweeps; the refusals and a sweep
+  # judged on a copy of itself (tuning/judge_control.cmake).
+  string(CONCAT sc_control_regex
+         "control out/control/results\\.jsonl: the 48 pairs both exhaustive sweeps timed.*"
+         "control table \\(the second exhaustive sweep's, on the first's timings\\): v1/v2 "
+         "decision agrees at [0-9]+ of 6 points.*"
+         "adaptive table on the control's timings, regret at the 6 grid points.*"
+         "control: an exhaustive sweep's table on the other exhaustive sweep's timings loses.*"
+         "control: the adaptive table on the first sweep's timings loses .*the floor.*"
+         "the control's judgement out/controlled/control_judgement\\.json")
+  attn_cli_test(NAME search_check_judge_control EXIT 0 REGEX "${sc_control_regex}"
+                WORKDIR ${sc_work}
+                ARGS search-check --replay out/exhaustive --adaptive out/adaptive
+                     --replay-control out/control --out out/controlled)
+  attn_cli_test(NAME search_check_control_replay EXIT 2 REGEX "--replay excludes --control"
+                WORKDIR ${sc_work} ARGS search-check --replay out/exhaustive --control)
+  add_test(NAME cli.search_check_control_refusals
+           COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
+                   -DEXHAUSTIVE=${sc_work}/out/exhaustive -DADAPTIVE=${sc_work}/out/adaptive
+                   -DWORK=${sc_work}/control
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/tuning/judge_control.cmake)
+  set_tests_properties(cli.search_check_judge_control cli.search_check_control_replay
+                       PROPERTIES FIXTURES_REQUIRED search_check_out)
+  set_tests_properties(cli.search_check_control_refusals
+                       PROPERTIES LABELS "cli" FIXTURES_REQUIRED search_check_out)
 endif()

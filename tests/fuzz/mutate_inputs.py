@@ -585,6 +585,12 @@ def results_variant(name, rng, seeds):
         # the adaptive search replayed on the damaged folder as on an exhaustive sweep's
         return (["search-check", "--replay", "in", "--out", "out"], {},
                 ["out/replayed_table.json", "out/replayed_results.jsonl"], [], False)
+    if name == "search-check-control":
+        # the damaged folder as the control of an intact exhaustive sweep
+        return (["search-check", "--replay", "in2", "--replay-control", "in", "--out", "out"],
+                {"in2/results.jsonl": seeds["results"]},
+                ["out/replayed_table.json", "out/replayed_results.jsonl",
+                 "out/control_judgement.json"], [], False)
     raise KeyError(name)
 
 
@@ -658,7 +664,8 @@ def replay_variant(name, rng, seeds):
 SURFACES = {
     # name: (variants, variant function, where the damaged file goes)
     "results": (["merge", "merge-two", "merge-partial", "report", "report-csv", "resume",
-                 "search-check-replay"], results_variant, "in/results.jsonl"),
+                 "search-check-replay", "search-check-control"], results_variant,
+                "in/results.jsonl"),
     "table": (["show", "show-json", "lookup", "report", "report-against", "combine"],
               table_variant, "t.json"),
     "fleet": (["show", "lookup", "lookup-nearest", "combine"], fleet_variant, "f.json"),
