@@ -2,7 +2,8 @@
 // after the other, and reports what the adaptive search saved and what it cost
 // (docs/adaptive-search.md): its measurements and time against the exhaustive sweep's, how often
 // its table decides as the exhaustive one does, and its regret on the exhaustive measurements,
-// with the search replayed on those measurements beside it.
+// with the search replayed on those measurements beside it; with --control, a second exhaustive
+// sweep after the adaptive one sets how far two sweeps of the machine disagree beside that.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -496,7 +497,7 @@ int run_search_check(const SearchCheckOptions& o) {
   for (const char* sub : {"exhaustive", "adaptive", "control"}) {
     const fs::path results = fs::path(out) / sub / "results.jsonl";
     if (fs::exists(results) && fs::file_size(results) > 0) {
-      throw InputError(results.string() + " exists: search-check starts both sweeps afresh; "
+      throw InputError(results.string() + " exists: search-check starts its sweeps afresh; "
                                           "choose another --out");
     }
   }
@@ -593,7 +594,7 @@ int run_search_check(const SearchCheckOptions& o) {
     missed_json[name] = value;
     missed_words += (missed_words.empty() ? "" : ", ") + name + " " + pct(value);
   }
-  const nlohmann::json report = {
+  nlohmann::json report = {
       {"profile", prof.name},
       {"profile_hash", prof.hash},
       {"device", ex.summary.table.at("provenance").at("device")},
@@ -627,14 +628,13 @@ int run_search_check(const SearchCheckOptions& o) {
         {"missed", missed_json},
         {"exhaustive_table_meets_regret", exhaustive_meets_regret},
         {"met_beyond_exhaustive_table", goals_added}}}};
-  nlohmann::json full_report = report;
   if (control) {
-    full_report["control"] = to_json(*control);
-    full_report["control"]["seconds"] = ctl->seconds;
-    full_report["control"]["time_ratio"] = share(ad.seconds, ctl->seconds);
+    report["control"] = to_json(*control);
+    report["control"]["seconds"] = ctl->seconds;
+    report["control"]["time_ratio"] = share(ad.seconds, ctl->seconds);
   }
   const std::string path = (fs::path(out) / "search_check.json").string();
-  write_json_atomically(path, full_report);
+  write_json_atomically(path, report);
 
   std::printf("search-check: profile %s: exhaustive %d measurements in %.1f s; adaptive %d "
               "(%d in full, %d timings with %d brief race timings) in %.1f s\n",
@@ -706,9 +706,10 @@ Command setup_search_check(CLI::App& root) {
       "search-check", "Sweep a profile exhaustively and adaptively, and compare the two: "
                       "measurements, time, decision agreement and regret");
   sub->add_option("--profile", opt->profile, "Profile name or JSON path")->capture_default_str();
-  sub->add_option("--out", opt->out,
-                  "Output folder: exhaustive/ and adaptive/ sweeps and search_check.json "
-                  "(default: attn-tune-out/search-check-<profile>)");
+  sub->add_option(
+      "--out", opt->out,
+      "Output folder: exhaustive/, adaptive/ (and control/) sweeps and search_check.json "
+      "(default: attn-tune-out/search-check-<profile>)");
   sub->add_option("--device", opt->device, "Device (as for sweep; default: GPU 0, else cpu)");
   sub->add_option("--threads", opt->threads, "CPU worker threads (backend and reference; 0: all)")
       ->check(CLI::Range(0, 4096));

@@ -58,7 +58,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                 WORKDIR ${sc_work}
                 ARGS search-check --replay out/exhaustive --out out/replayed)
   attn_cli_test(NAME search_check_out_exists EXIT 2
-                REGEX "exists: search-check starts both sweeps afresh" WORKDIR ${sc_work}
+                REGEX "exists: search-check starts its sweeps afresh" WORKDIR ${sc_work}
                 ARGS search-check --device cpu --profile ${sc_profile} --quiet --out out)
   attn_cli_test(NAME search_check_replay_adaptive EXIT 2 REGEX "needs an exhaustive one"
                 WORKDIR ${sc_work} ARGS search-check --replay out/adaptive)
