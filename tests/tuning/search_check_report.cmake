@@ -7,7 +7,10 @@ foreach(path "exhaustive;measurements" "adaptive;measurements" "adaptive;seconds
              "exhaustive_table;worst_regret" "replayed_search;table;points" "goals;met"
              "goals;missed" "goals;exhaustive_table_meets_regret"
              "goals;met_beyond_exhaustive_table" "adaptive_table;grid;worst"
-             "adaptive_table;held_out;points" "adaptive_table;beyond_exhaustive_table;mean")
+             "adaptive_table;held_out;points" "adaptive_table;beyond_exhaustive_table;mean"
+             "control;seconds" "control;time_ratio" "control;drift;median"
+             "control;control_table;each_point" "control;adaptive_table_on_control;grid;worst"
+             "control;floor;meets_regret_goals")
   string(JSON value ERROR_VARIABLE err GET "${report}" ${path})
   if(err)
     message(FATAL_ERROR "${REPORT}: no ${path}: ${err}")
@@ -53,14 +56,6 @@ endforeach()
 # The control (--control): a second exhaustive sweep of every pair, each exhaustive table judged on
 # the other's timings, the adaptive one on the control's; the floor is the larger of the two
 # exhaustive tables' regrets, and meets the goals exactly when both its figures do.
-foreach(path "control;seconds" "control;time_ratio" "control;drift;median"
-             "control;control_table;each_point" "control;adaptive_table_on_control;grid;worst"
-             "control;floor;meets_regret_goals")
-  string(JSON value ERROR_VARIABLE err GET "${report}" ${path})
-  if(err)
-    message(FATAL_ERROR "${REPORT}: no ${path}: ${err}")
-  endif()
-endforeach()
 string(JSON control_pairs GET "${report}" control measurements)
 string(JSON exhaustive_pairs GET "${report}" exhaustive measurements)
 string(JSON drift_pairs GET "${report}" control drift pairs)
