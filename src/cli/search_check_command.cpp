@@ -285,74 +285,6 @@ nlohmann::json judge_adaptive_folder(const std::string& path, const ResultsFile&
           {"adaptive_table", j.to_json()}};
 }
 
-// The control: a second exhaustive sweep of the profile on the same device, judged against the
-// first as the adaptive sweep is. Its table's regret on the first sweep's timings is what
-// measuring everything again gives: the floor under a regret judged across two sweeps of this
-// machine, which the adaptive table's regret includes. Both ways round, and the adaptive table
-// (where there is one) on the control's timings too.
-struct ControlJudgement {
-  std::string folder;
-  int measurements = 0;
-  SweepDrift drift;                       // the control's timings over the first sweep's
-  TableJudgement control;                 // the control's table on the first sweep's timings
-  TableJudgement first;                   // the first sweep's table on the control's timings
-  std::optional<TableJudgement> adaptive; // the adaptive table on the control's timings
-  // The adaptive table's mean and worst regret on the first sweep's timings (what the goals
-  // judge), to set beside the floor.
-  std::optional<std::pair<double, double>> adaptive_on_first;
-  [[nodiscard]] bool adaptive_within_floor() const {
-    return adaptive_on_first && adaptive_on_first->first <= floor_mean() &&
-           adaptive_on_first->second <= floor_worst();
-  }
-  // The larger regret of the two exhaustive tables, each on the other's timings.
-  [[nodiscard]] double floor_mean() const {
-    return std::max(control.mean_regret, first.mean_regret);
-  }
-  [[nodiscard]] double floor_worst() const {
-    return std::max(control.worst_regret, first.worst_regret);
-  }
-  [[nodiscard]] bool floor_meets_goals() const {
-    return floor_mean() <= kGoalMeanRegret && floor_worst() <= kGoalWorstRegret;
-  }
-};
-
-ControlJudgement judge_control(const std::string& folder, const std::vector<MeasurementRecord>& ex,
-                               const nlohmann::json& ex_table,
-                               const std::vector<MeasurementRecord>& ctl,
-                               const nlohmann::json& ctl_table,
-                               const std::vector<MeasurementRecord>* ad,
-                               const nlohmann::json* ad_table) {
-  ControlJudgement c;
-  c.folder = folder;
-  c.measurements = int(ctl.size());
-  c.drift = sweep_drift(ex, ctl);
-  c.control = judge_table(ex, ex_table, ctl_table, &ctl);
-  c.first = judge_table(ctl, ctl_table, ex_table, &ex);
-  if (ad != nullptr && ad_table != nullptr) {
-    c.adaptive = judge_table(ctl, ctl_table, *ad_table, ad);
-  }
-  return c;
-}
-
-nlohmann::json to_json(const ControlJudgement& c) {
-  nlohmann::json j = {{"folder", c.folder},
-                      {"measurements", c.measurements},
-                      {"drift", c.drift.to_json()},
-                      {"control_table", c.control.to_json()},
-                      {"exhaustive_table_on_control", c.first.to_json()},
-                      {"floor",
-                       {{"mean_regret", c.floor_mean()},
-                        {"worst_regret", c.floor_worst()},
-                        {"meets_regret_goals", c.floor_meets_goals()}}}};
-  if (c.adaptive) {
-    j["adaptive_table_on_control"] = c.adaptive->to_json();
-  }
-  if (c.adaptive_on_first) {
-    j["floor"]["adaptive_within_floor"] = c.adaptive_within_floor();
-  }
-  return j;
-}
-
 void print_control(const ControlJudgement& c) {
   if (c.drift.pairs > 0) {
     std::printf("search-check: control %s: the %d pairs both exhaustive sweeps timed: "
@@ -460,7 +392,7 @@ int replay_check(const std::string& dir, const std::string& out, const std::stri
                              at.at("worst_regret").get<double>()};
     }
     print_control(c);
-    control_json = to_json(c);
+    control_json = c.to_json();
   }
   if (!out.empty()) {
     fs::create_directories(out);
@@ -629,7 +561,7 @@ int run_search_check(const SearchCheckOptions& o) {
         {"exhaustive_table_meets_regret", exhaustive_meets_regret},
         {"met_beyond_exhaustive_table", goals_added}}}};
   if (control) {
-    report["control"] = to_json(*control);
+    report["control"] = control->to_json();
     report["control"]["seconds"] = ctl->seconds;
     report["control"]["time_ratio"] = share(ad.seconds, ctl->seconds);
   }

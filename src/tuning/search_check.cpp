@@ -271,4 +271,41 @@ ReplayedSearch replay_on(const json& exhaustive_header, const std::vector<json>&
   return out;
 }
 
+ControlJudgement judge_control(const std::string& folder, const std::vector<MeasurementRecord>& ex,
+                               const nlohmann::json& ex_table,
+                               const std::vector<MeasurementRecord>& ctl,
+                               const nlohmann::json& ctl_table,
+                               const std::vector<MeasurementRecord>* ad,
+                               const nlohmann::json* ad_table) {
+  ControlJudgement c;
+  c.folder = folder;
+  c.measurements = int(ctl.size());
+  c.drift = sweep_drift(ex, ctl);
+  c.control = judge_table(ex, ex_table, ctl_table, &ctl);
+  c.first = judge_table(ctl, ctl_table, ex_table, &ex);
+  if (ad != nullptr && ad_table != nullptr) {
+    c.adaptive = judge_table(ctl, ctl_table, *ad_table, ad);
+  }
+  return c;
+}
+
+nlohmann::json ControlJudgement::to_json() const {
+  nlohmann::json j = {{"folder", folder},
+                      {"measurements", measurements},
+                      {"drift", drift.to_json()},
+                      {"control_table", control.to_json()},
+                      {"exhaustive_table_on_control", first.to_json()},
+                      {"floor",
+                       {{"mean_regret", floor_mean()},
+                        {"worst_regret", floor_worst()},
+                        {"meets_regret_goals", floor_meets_goals()}}}};
+  if (adaptive) {
+    j["adaptive_table_on_control"] = adaptive->to_json();
+  }
+  if (adaptive_on_first) {
+    j["floor"]["adaptive_within_floor"] = adaptive_within_floor();
+  }
+  return j;
+}
+
 } // namespace attn

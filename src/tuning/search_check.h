@@ -2,7 +2,10 @@
 // profile on the same device (docs/adaptive-search.md). Both tables are read through the reader
 // engines use, at every uniform decode point the exhaustive sweep measured.
 #pragma once
+#include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -119,6 +122,49 @@ struct SweepDrift {
 };
 [[nodiscard]] SweepDrift sweep_drift(const std::vector<MeasurementRecord>& a,
                                      const std::vector<MeasurementRecord>& b);
+
+// The control: a second exhaustive sweep of the profile on the same device, judged against the
+// first as the adaptive sweep is. Its table's regret on the first sweep's timings is what
+// measuring everything again gives: the floor under a regret judged across two sweeps of this
+// machine, which the adaptive table's regret includes. Both ways round, and the adaptive table
+// (where there is one) on the control's timings too.
+struct ControlJudgement {
+  std::string folder;
+  int measurements = 0;
+  SweepDrift drift;                       // the control's timings over the first sweep's
+  TableJudgement control;                 // the control's table on the first sweep's timings
+  TableJudgement first;                   // the first sweep's table on the control's timings
+  std::optional<TableJudgement> adaptive; // the adaptive table on the control's timings
+  // The adaptive table's mean and worst regret on the first sweep's timings (what the goals
+  // judge), to set beside the floor.
+  std::optional<std::pair<double, double>> adaptive_on_first;
+  [[nodiscard]] bool adaptive_within_floor() const {
+    return adaptive_on_first && adaptive_on_first->first <= floor_mean() &&
+           adaptive_on_first->second <= floor_worst();
+  }
+  // The larger regret of the two exhaustive tables, each on the other's timings.
+  [[nodiscard]] double floor_mean() const {
+    return std::max(control.mean_regret, first.mean_regret);
+  }
+  [[nodiscard]] double floor_worst() const {
+    return std::max(control.worst_regret, first.worst_regret);
+  }
+  [[nodiscard]] bool floor_meets_goals() const {
+    return floor_mean() <= kGoalMeanRegret && floor_worst() <= kGoalWorstRegret;
+  }
+  // The report's "control" object: folder, measurements, drift, control_table,
+  // exhaustive_table_on_control, adaptive_table_on_control (where judged) and floor (mean_regret,
+  // worst_regret, meets_regret_goals, and adaptive_within_floor where adaptive_on_first is set).
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+
+// Judges the control (`ctl`: its records and table, read from `folder`) against the first
+// exhaustive sweep (`ex`), and, where given, the adaptive table on the control's timings.
+[[nodiscard]] ControlJudgement
+judge_control(const std::string& folder, const std::vector<MeasurementRecord>& ex,
+              const nlohmann::json& ex_table, const std::vector<MeasurementRecord>& ctl,
+              const nlohmann::json& ctl_table, const std::vector<MeasurementRecord>* ad = nullptr,
+              const nlohmann::json* ad_table = nullptr);
 
 // The table a results file's header and lines make, as `sweep` and `merge` build it.
 [[nodiscard]] nlohmann::json table_of_results(const nlohmann::json& header,

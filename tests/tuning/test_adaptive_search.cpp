@@ -666,6 +666,59 @@ TEST(SearchCheck, CountsKernelCallsAndTheDriftBetweenTwoSweeps) {
   EXPECT_EQ(o.to_json().at("outliers"), 2);
 }
 
+// The control: each of two exhaustive sweeps' tables judged on the other's timings; the floor is
+// the larger of the two regrets, and an adaptive table is within it when neither of its figures
+// is above the floor's.
+TEST(SearchCheck, AControlJudgesEachExhaustiveTableOnTheOthersTimings) {
+  // Two exhaustive sweeps of the same grid that disagree: v2 from 1500 keys in the first, from
+  // 12000 in the control (v1 where the first has v2 from 2048 to 8192 keys).
+  const Planted first = planted(1500);
+  const Planted second = planted(12000);
+  const std::vector<MeasurementRecord> ex = to_records(first.lines);
+  const std::vector<MeasurementRecord> ctl = to_records(second.lines);
+  const json ex_table = table_of(first.lines);
+  const json ctl_table = table_of(second.lines);
+  const ControlJudgement c = judge_control("ctl", ex, ex_table, ctl, ctl_table);
+  EXPECT_EQ(c.folder, "ctl");
+  EXPECT_EQ(c.measurements, int(ctl.size()));
+  EXPECT_EQ(c.drift.pairs, int(ex.size()));
+  const TableJudgement on_first = judge_table(ex, ex_table, ctl_table, &ctl);
+  const TableJudgement on_control = judge_table(ctl, ctl_table, ex_table, &ex);
+  EXPECT_DOUBLE_EQ(c.control.worst_regret, on_first.worst_regret);
+  EXPECT_DOUBLE_EQ(c.first.worst_regret, on_control.worst_regret);
+  EXPECT_GT(c.control.worst_regret, 0.1); // v1 at 2048 keys where v2 wins in the first sweep
+  EXPECT_GT(c.first.worst_regret, 0.0);
+  EXPECT_NE(c.control.worst_regret, c.first.worst_regret);
+  EXPECT_DOUBLE_EQ(c.floor_mean(), std::max(on_first.mean_regret, on_control.mean_regret));
+  EXPECT_DOUBLE_EQ(c.floor_worst(), std::max(on_first.worst_regret, on_control.worst_regret));
+  EXPECT_FALSE(c.floor_meets_goals());
+  EXPECT_FALSE(c.adaptive);
+  // Beside the floor: within when neither figure is above it; unknown is not within.
+  EXPECT_FALSE(c.adaptive_within_floor());
+  ControlJudgement w = c;
+  w.adaptive_on_first = {c.floor_mean(), c.floor_worst()};
+  EXPECT_TRUE(w.adaptive_within_floor());
+  w.adaptive_on_first = {c.floor_mean() + 0.001, 0.0};
+  EXPECT_FALSE(w.adaptive_within_floor());
+  w.adaptive_on_first = {0.0, c.floor_worst() + 0.001};
+  EXPECT_FALSE(w.adaptive_within_floor());
+  const json j = w.to_json();
+  EXPECT_DOUBLE_EQ(j.at("floor").at("worst_regret").get<double>(), c.floor_worst());
+  EXPECT_FALSE(j.at("floor").at("adaptive_within_floor").get<bool>());
+  EXPECT_FALSE(j.contains("adaptive_table_on_control"));
+  EXPECT_FALSE(c.to_json().at("floor").contains("adaptive_within_floor"));
+  // The same sweep as its own control: one judgement both ways, which loses nothing here (the
+  // planted costs leave no tie to carry), and the goals hold; an adaptive table (here the first
+  // sweep's own) is judged on the control's timings.
+  const ControlJudgement same = judge_control("copy", ex, ex_table, ex, ex_table, &ex, &ex_table);
+  EXPECT_DOUBLE_EQ(same.drift.median, 1.0);
+  EXPECT_LT(same.floor_worst(), 1e-12);
+  EXPECT_TRUE(same.floor_meets_goals());
+  ASSERT_TRUE(same.adaptive);
+  EXPECT_EQ(same.adaptive->family_agree, same.adaptive->points);
+  EXPECT_TRUE(same.to_json().contains("adaptive_table_on_control"));
+}
+
 TEST(AdaptiveSearch, ParsesItsModes) {
   EXPECT_EQ(parse_search_mode("adaptive"), SearchMode::adaptive);
   EXPECT_EQ(parse_search_mode("exhaustive"), SearchMode::exhaustive);
