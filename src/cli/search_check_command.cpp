@@ -308,6 +308,17 @@ void print_control(const ControlJudgement& c) {
                   ? "hold across two sweeps of this machine"
                   : "are missed by measuring everything again: a regret judged across two "
                     "sweeps here cannot show them");
+  if (c.pooled) {
+    const PooledReplay& p = *c.pooled;
+    std::printf("search-check: control: the search replayed on the two exhaustive sweeps pooled "
+                "(each pair's faster median: a disturbance only slows a timing) measures %d of "
+                "%d (%s)\n",
+                p.measurements, p.plan, pct(share(p.measurements, p.plan)).c_str());
+    print_judgement("pooled exhaustive table (on the pooled timings)", p.self);
+    print_judgement("pooled replay (on the pooled timings)", p.replayed);
+    print_split("pooled replay", p.replayed);
+    print_above_goal("pooled replay", p.replayed);
+  }
   if (c.adaptive_on_first) {
     std::printf("search-check: control: the adaptive table on the first sweep's timings loses "
                 "mean %s, worst %s: %s the floor\n",
@@ -386,6 +397,7 @@ int replay_check(const std::string& dir, const std::string& out, const std::stri
     ControlJudgement c =
         judge_control(control_path, records, table, ctl, ctl_table,
                       adaptive.empty() ? nullptr : &ad, adaptive.empty() ? nullptr : &ad_table);
+    c.pooled = replay_pooled(rf.header, rf.lines, control_rf.lines);
     if (!judged.is_null()) {
       const nlohmann::json& at = judged.at("adaptive_table");
       c.adaptive_on_first = {at.at("mean_regret").get<double>(),
@@ -492,6 +504,7 @@ int run_search_check(const SearchCheckOptions& o) {
     control = judge_control((fs::path(out) / "control").string(), ex.records, ex.summary.table,
                             ctl->records, ctl->summary.table, &ad.records, &ad.summary.table);
     control->adaptive_on_first = {real.mean_regret, real.worst_regret};
+    control->pooled = replay_pooled(ex.file.header, ex.file.lines, ctl->file.lines);
   }
 
   // Which goals the run missed, with its figure (none: the goals are met); and whether the

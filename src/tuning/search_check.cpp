@@ -271,6 +271,56 @@ ReplayedSearch replay_on(const json& exhaustive_header, const std::vector<json>&
   return out;
 }
 
+std::vector<json> pool_faster(const std::vector<json>& a, const std::vector<json>& b) {
+  const auto timed_ok = [](const json& l) {
+    return l.is_object() && l.value("type", "") == "measurement" && l.value("status", "") == "ok" &&
+           l.contains("timing") && l["timing"].is_object() && l["timing"].contains("median_s") &&
+           l["timing"]["median_s"].is_number();
+  };
+  std::map<std::string, const json*> in_b;
+  for (const json& l : b) {
+    if (timed_ok(l)) {
+      in_b[record_key(l.value("workload_key", ""), l.value("config_key", ""))] = &l;
+    }
+  }
+  std::vector<json> out;
+  out.reserve(a.size());
+  for (const json& l : a) {
+    const json* pick = &l;
+    if (timed_ok(l)) {
+      const auto it = in_b.find(record_key(l.value("workload_key", ""), l.value("config_key", "")));
+      if (it != in_b.end() && (*it->second)["timing"]["median_s"].get<double>() <
+                                  l["timing"]["median_s"].get<double>()) {
+        pick = it->second;
+      }
+    }
+    out.push_back(*pick);
+  }
+  return out;
+}
+
+json PooledReplay::to_json() const {
+  return {{"measurements", measurements},
+          {"measurement_ratio", plan > 0 ? double(measurements) / plan : 0.0},
+          {"table", replayed.to_json()},
+          {"exhaustive_table", self.to_json()}};
+}
+
+PooledReplay replay_pooled(const json& header, const std::vector<json>& a,
+                           const std::vector<json>& b) {
+  const std::vector<json> lines = pool_faster(a, b);
+  const std::vector<MeasurementRecord> records = to_records(lines);
+  const json table = table_of_results(header, lines);
+  const ReplayedSearch replay = replay_on(header, lines);
+  const std::vector<MeasurementRecord> replay_records = to_records(replay.lines);
+  PooledReplay p;
+  p.plan = int(records.size());
+  p.measurements = replay.table.at("provenance").at("search").value("measurements", 0);
+  p.replayed = judge_table(records, table, replay.table, &replay_records);
+  p.self = judge_table(records, table, table, &records);
+  return p;
+}
+
 ControlJudgement judge_control(const std::string& folder, const std::vector<MeasurementRecord>& ex,
                                const nlohmann::json& ex_table,
                                const std::vector<MeasurementRecord>& ctl,
@@ -304,6 +354,9 @@ nlohmann::json ControlJudgement::to_json() const {
   }
   if (adaptive_on_first) {
     j["floor"]["adaptive_within_floor"] = adaptive_within_floor();
+  }
+  if (pooled) {
+    j["pooled_replay"] = pooled->to_json();
   }
   return j;
 }

@@ -123,6 +123,27 @@ struct SweepDrift {
 [[nodiscard]] SweepDrift sweep_drift(const std::vector<MeasurementRecord>& a,
                                      const std::vector<MeasurementRecord>& b);
 
+// Two exhaustive sweeps of the same plan pooled: each line of `a`, or `b`'s line of the same pair
+// where both timed it with status ok and `b`'s median is the faster (a disturbance of the machine
+// only ever slows a timing, so the faster of two is the nearer to the kernel's own time). Lines
+// that are not measurements, and pairs `b` lacks, stay as `a` has them.
+[[nodiscard]] std::vector<nlohmann::json> pool_faster(const std::vector<nlohmann::json>& a,
+                                                      const std::vector<nlohmann::json>& b);
+
+// The search replayed on two exhaustive sweeps pooled (pool_faster), judged on the pooled
+// timings: the search's own loss where fewer single disturbed timings steer it, beside the
+// pooled exhaustive table's own regret on them.
+struct PooledReplay {
+  int measurements = 0;    // the replayed search's pairs
+  int plan = 0;            // the pooled sweep's pairs
+  TableJudgement replayed; // the replayed table on the pooled timings
+  TableJudgement self;     // the pooled exhaustive table on its own timings
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+[[nodiscard]] PooledReplay replay_pooled(const nlohmann::json& header,
+                                         const std::vector<nlohmann::json>& a,
+                                         const std::vector<nlohmann::json>& b);
+
 // The control: a second exhaustive sweep of the profile on the same device, judged against the
 // first as the adaptive sweep is. Its table's regret on the first sweep's timings is what
 // measuring everything again gives: the floor under a regret judged across two sweeps of this
@@ -138,6 +159,7 @@ struct ControlJudgement {
   // The adaptive table's mean and worst regret on the first sweep's timings (what the goals
   // judge), to set beside the floor.
   std::optional<std::pair<double, double>> adaptive_on_first;
+  std::optional<PooledReplay> pooled; // the search replayed on the two sweeps pooled
   [[nodiscard]] bool adaptive_within_floor() const {
     return adaptive_on_first && adaptive_on_first->first <= floor_mean() &&
            adaptive_on_first->second <= floor_worst();
@@ -153,8 +175,9 @@ struct ControlJudgement {
     return floor_mean() <= kGoalMeanRegret && floor_worst() <= kGoalWorstRegret;
   }
   // The report's "control" object: folder, measurements, drift, control_table,
-  // exhaustive_table_on_control, adaptive_table_on_control (where judged) and floor (mean_regret,
-  // worst_regret, meets_regret_goals, and adaptive_within_floor where adaptive_on_first is set).
+  // exhaustive_table_on_control, adaptive_table_on_control (where judged), pooled_replay (where
+  // replayed) and floor (mean_regret, worst_regret, meets_regret_goals, and adaptive_within_floor
+  // where adaptive_on_first is set).
   [[nodiscard]] nlohmann::json to_json() const;
 };
 

@@ -10,7 +10,9 @@ foreach(path "exhaustive;measurements" "adaptive;measurements" "adaptive;seconds
              "adaptive_table;held_out;points" "adaptive_table;beyond_exhaustive_table;mean"
              "control;seconds" "control;time_ratio" "control;drift;median"
              "control;control_table;each_point" "control;adaptive_table_on_control;grid;worst"
-             "control;floor;meets_regret_goals")
+             "control;floor;meets_regret_goals" "control;pooled_replay;measurement_ratio"
+             "control;pooled_replay;table;worst_regret"
+             "control;pooled_replay;exhaustive_table;worst_regret")
   string(JSON value ERROR_VARIABLE err GET "${report}" ${path})
   if(err)
     message(FATAL_ERROR "${REPORT}: no ${path}: ${err}")
@@ -95,6 +97,14 @@ endif()
 if(NOT within STREQUAL want)
   message(FATAL_ERROR "${REPORT}: adaptive ${ad_mean} / ${ad_worst}, floor ${floor_mean} / "
                       "${floor_worst}, adaptive_within_floor ${within}")
+endif()
+# The search replayed on the pooled sweeps measures part of the plan, and its table judged on the
+# pooled timings lists every point.
+string(JSON pooled_pairs GET "${report}" control pooled_replay measurements)
+string(JSON pooled_points LENGTH "${report}" control pooled_replay table each_point)
+if(pooled_pairs LESS 1 OR pooled_pairs GREATER exhaustive_pairs OR NOT pooled_points EQUAL 6)
+  message(FATAL_ERROR "${REPORT}: the pooled replay measures ${pooled_pairs} of "
+                      "${exhaustive_pairs}, its table lists ${pooled_points} points")
 endif()
 string(JSON n LENGTH "${report}" control control_table each_point)
 math(EXPR last "${n} - 1")

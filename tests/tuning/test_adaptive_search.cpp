@@ -719,6 +719,72 @@ TEST(SearchCheck, AControlJudgesEachExhaustiveTableOnTheOthersTimings) {
   EXPECT_TRUE(same.to_json().contains("adaptive_table_on_control"));
 }
 
+// Two sweeps pooled: each pair's faster median where both timed it with status ok, the first
+// sweep's line otherwise; the search replayed on the pool steers by it.
+TEST(SearchCheck, PoolsTwoSweepsByTheFasterTimingAndReplaysTheSearchOnThePool) {
+  const Workload w = decode(1, 512);
+  const std::vector<KernelConfig> cs = configs();
+  const json header = {{"type", "header"}};
+  json slow_in_a = line_of(w, cs[0], 2.0);
+  json failed_in_b = line_of(w, cs[1], 1.0);
+  json only_in_a = line_of(w, cs[2], 1.0);
+  json faster_in_a = line_of(w, cs[3], 1.0);
+  const std::vector<json> a = {header, slow_in_a, failed_in_b, only_in_a, faster_in_a};
+  json b_fault = line_of(w, cs[1], 0.1);
+  b_fault["status"] = "fault";
+  const std::vector<json> b = {line_of(w, cs[0], 1.5), b_fault, line_of(w, cs[3], 1.2),
+                               line_of(w, cs[4], 0.1)};
+  const std::vector<json> pool = pool_faster(a, b);
+  ASSERT_EQ(pool.size(), a.size()); // a's lines, in a's order: b's extra pair is not added
+  EXPECT_EQ(pool[0], header);
+  EXPECT_DOUBLE_EQ(pool[1]["timing"]["median_s"].get<double>(), 1.5); // b faster
+  EXPECT_EQ(pool[2], failed_in_b); // b's line is a fault: a's stays
+  EXPECT_EQ(pool[3], only_in_a);
+  EXPECT_EQ(pool[4], faster_in_a);
+
+  // One disturbed timing in the first sweep: v2's partition 512 (the fastest v2 at 2048 keys)
+  // timed 1.5x slow there. Pooled with a clean second sweep, the replayed search loses nothing
+  // and chooses partition 512 there, as on clean timings; on the disturbed sweep alone it does not.
+  const Planted clean = planted(1500);
+  std::vector<json> disturbed = clean.lines;
+  const KernelConfig p512 = cfg(Family::decode_v2, {{"partition", 512}, {"split", 1}});
+  for (json& l : disturbed) {
+    if (l["workload_key"] == decode(1, 2048).key() && l["config_key"] == p512.key()) {
+      l["timing"]["median_s"] = l["timing"]["median_s"].get<double>() * 1.5;
+    }
+  }
+  const json prov_header = {{"type", "header"},
+                            {"device", {{"name", "test"}, {"backend", "cpu"}, {"threads", 2}}}};
+  const PooledReplay pooled = replay_pooled(prov_header, disturbed, clean.lines);
+  EXPECT_EQ(pooled.plan, int(clean.lines.size()));
+  EXPECT_GT(pooled.measurements, 0);
+  EXPECT_LT(pooled.measurements, pooled.plan);
+  EXPECT_LT(pooled.replayed.worst_regret, 1e-9);
+  EXPECT_LT(pooled.self.worst_regret, 1e-9);
+  EXPECT_EQ(pooled.replayed.family_agree, pooled.replayed.points);
+  const auto choice_at = [](const TableJudgement& t, const Workload& at) {
+    for (const TableJudgement::Point& pt : t.each) {
+      if (pt.workload_key == at.key()) {
+        return pt.config_key;
+      }
+    }
+    return std::string();
+  };
+  EXPECT_EQ(choice_at(pooled.replayed, decode(1, 2048)), p512.key());
+  const PooledReplay alone = replay_pooled(prov_header, disturbed, {});
+  EXPECT_NE(choice_at(alone.replayed, decode(1, 2048)), p512.key());
+  const json j = pooled.to_json();
+  EXPECT_EQ(j.at("measurements"), pooled.measurements);
+  EXPECT_DOUBLE_EQ(j.at("measurement_ratio").get<double>(),
+                   double(pooled.measurements) / pooled.plan);
+  // The same replay judged as the control's: it is reported with it.
+  ControlJudgement c = judge_control("ctl", to_records(disturbed), table_of(disturbed),
+                                     to_records(clean.lines), table_of(clean.lines));
+  EXPECT_FALSE(c.to_json().contains("pooled_replay"));
+  c.pooled = pooled;
+  EXPECT_EQ(c.to_json().at("pooled_replay").at("measurements"), pooled.measurements);
+}
+
 TEST(AdaptiveSearch, ParsesItsModes) {
   EXPECT_EQ(parse_search_mode("adaptive"), SearchMode::adaptive);
   EXPECT_EQ(parse_search_mode("exhaustive"), SearchMode::exhaustive);
