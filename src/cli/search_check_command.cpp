@@ -100,11 +100,6 @@ void print_split(const char* what, const TableJudgement& j) {
               part(j.held_out).c_str(), part(j.added).c_str());
 }
 
-// The points whose regret is past the worst-regret goal, the worst first (five named), each with
-// what its choice rested on (TableJudgement::Point::basis) and, beside_exhaustive, the exhaustive
-// table's regret there: an inferred or best_untimed point's loss is the search's; a measured one's,
-// the noise between the two sweeps or the table's rules (its own timings say which); a held-out
-// one's, the lookup between measured points.
 // A judged point's cause, in the order the counts list them: the label it is counted under and
 // the words it is named with.
 struct Cause {
@@ -134,6 +129,11 @@ Cause cause_of(const TableJudgement::Point& p) {
   return {5, "measured", "measured"};
 }
 
+// The points whose regret is past the worst-regret goal, the worst first (five named), each with
+// what its choice rested on (TableJudgement::Point::basis) and, beside_exhaustive, the exhaustive
+// table's regret there: an inferred or best_untimed point's loss is the search's; a measured one's,
+// the noise between the two sweeps or the table's rules (its own timings say which); a held-out
+// one's, the lookup between measured points.
 void print_above_goal(const char* what, const TableJudgement& j, bool beside_exhaustive = true) {
   const std::vector<TableJudgement::Point> past = j.above(kGoalWorstRegret);
   if (past.empty()) {
@@ -173,32 +173,32 @@ bool partial_merge(const nlohmann::json& header) {
   return m != header.end() && m->is_object() && !m->value("complete", true);
 }
 
-// Why an exhaustive sweep's file cannot be judged: not all the measurements its plan names are
-// there (a stopped sweep); empty when they are, or when the header names no plan.
-std::string unfinished_exhaustive(const ResultsFile& rf, std::size_t records) {
-  const int plan = rf.header.contains("plan") && rf.header["plan"].is_object()
-                       ? rf.header["plan"].value("measurements", -1)
-                       : -1;
-  if (plan > 0 && int(records) < plan) {
-    return " holds " + std::to_string(records) + " of the " + std::to_string(plan) +
-           " measurements its plan names";
-  }
-  return {};
-}
+// A finished sweep's folder as --replay, --adaptive and --replay-control read it: its lines, its
+// records and (once its checks have passed) its table, built once.
+struct SweepFolder {
+  std::string path; // its results.jsonl
+  ResultsFile file;
+  std::vector<MeasurementRecord> records;
+  nlohmann::json table;
+};
 
-// A second sweep's folder judged beside the exhaustive one: `option` (--adaptive or
-// --replay-control) takes the results of a finished sweep of search `mode` (adaptive or
-// exhaustive) of the exhaustive sweep's profile, on its device, with its kernels, read before
-// anything is printed; refused in one line otherwise.
-ResultsFile open_second_folder(const std::string& path, const ResultsFile& exhaustive,
-                               const std::string& option, const std::string& mode) {
-  ResultsFile rf = read_results(path);
+// `option` takes the folder `dir` of a finished sweep of search `mode` (adaptive or exhaustive),
+// read before anything is printed; refused in one line otherwise: no sweep, the other search, a
+// `--partial` merge, an adaptive search with no search_end line, an exhaustive sweep holding fewer
+// measurements than its plan names.
+SweepFolder open_sweep_folder(const std::string& dir, const std::string& option,
+                              const std::string& mode) {
+  SweepFolder f;
+  f.path = (std::filesystem::path(dir) / "results.jsonl").string();
+  const std::string& path = f.path;
+  f.file = read_results(path);
+  const ResultsFile& rf = f.file;
   if (rf.header.is_null() || rf.lines.empty()) {
     throw InputError(path + " holds no sweep (" + option + " takes an " + mode +
                      " sweep's folder)");
   }
   const std::string had = search_mode_of(rf.header);
-  if (had != mode) {
+  if ((had == "adaptive") != (mode == "adaptive")) {
     throw InputError(path + " is an " + had + " sweep's: " + option + " needs an " + mode + " one");
   }
   if (partial_merge(rf.header)) {
@@ -209,13 +209,25 @@ ResultsFile open_second_folder(const std::string& path, const ResultsFile& exhau
     throw InputError(path + "'s search has not finished (no search_end line after its last "
                             "measurement): sweep --resume finishes it");
   }
-  if (mode == "exhaustive") {
-    const std::string why = unfinished_exhaustive(rf, to_records(rf.lines).size());
-    if (!why.empty()) {
-      throw InputError(path + why + ": " + option +
-                       " needs a finished exhaustive sweep (sweep --resume finishes it)");
-    }
+  f.records = to_records(rf.lines);
+  const int plan = rf.header.contains("plan") && rf.header["plan"].is_object()
+                       ? rf.header["plan"].value("measurements", -1)
+                       : -1;
+  if (mode == "exhaustive" && plan > 0 && int(f.records.size()) < plan) {
+    throw InputError(path + " holds " + std::to_string(f.records.size()) + " of the " +
+                     std::to_string(plan) + " measurements its plan names: " + option +
+                     " needs a finished exhaustive sweep (sweep --resume finishes it)");
   }
+  return f;
+}
+
+// A second sweep judged beside the exhaustive one (--adaptive, --replay-control): as
+// open_sweep_folder, and of the exhaustive sweep's profile, on its device, with its kernels.
+SweepFolder open_second_folder(const std::string& dir, const ResultsFile& exhaustive,
+                               const std::string& option, const std::string& mode) {
+  SweepFolder f = open_sweep_folder(dir, option, mode);
+  const std::string& path = f.path;
+  const ResultsFile& rf = f.file;
   const std::string want = exhaustive.header.value("profile_hash", "");
   if (rf.header.value("profile_hash", "") != want) {
     throw InputError(path + " swept profile '" + rf.header.value("profile", "?") + "' (hash " +
@@ -245,7 +257,8 @@ ResultsFile open_second_folder(const std::string& path, const ResultsFile& exhau
                      ", the exhaustive sweep " + kernels_label(ex_kernels) + ": " + option +
                      " needs the same kernels");
   }
-  return rf;
+  f.table = table_of_results(rf.header, rf.lines);
+  return f;
 }
 
 // --replay DIR --adaptive ADIR: the adaptive sweep already made (`rf`, read from `path`) judged
@@ -253,11 +266,16 @@ ResultsFile open_second_folder(const std::string& path, const ResultsFile& exhau
 // count, the drift between the two, its table's regret, each point's basis. No wall times: the
 // time goal is for a check that ran both sweeps. Returns the report (written to
 // OUT/adaptive_judgement.json with --out).
-nlohmann::json judge_adaptive_folder(const std::string& path, const ResultsFile& rf,
+struct AdaptiveJudged {
+  TableJudgement table;  // the adaptive table on the exhaustive timings
+  nlohmann::json report; // adaptive_judgement.json
+};
+AdaptiveJudged judge_adaptive_folder(const SweepFolder& f,
                                      const std::vector<MeasurementRecord>& records,
                                      const nlohmann::json& table) {
-  const std::vector<MeasurementRecord> ad = to_records(rf.lines);
-  const nlohmann::json ad_table = table_of_results(rf.header, rf.lines);
+  const std::string& path = f.path;
+  const std::vector<MeasurementRecord>& ad = f.records;
+  const nlohmann::json& ad_table = f.table;
   const nlohmann::json& search = ad_table.at("provenance").at("search");
   const int pairs = search.value("measurements", 0);
   const double ratio = share(pairs, double(records.size()));
@@ -277,12 +295,13 @@ nlohmann::json judge_adaptive_folder(const std::string& path, const ResultsFile&
   print_judgement("adaptive table", j);
   print_split("adaptive table", j);
   print_above_goal("adaptive table", j);
-  return {{"adaptive", path},
-          {"measurements", pairs},
-          {"exhaustive_measurements", int(records.size())},
-          {"measurement_ratio", ratio},
-          {"drift", drift.to_json()},
-          {"adaptive_table", j.to_json()}};
+  return {j,
+          {{"adaptive", path},
+           {"measurements", pairs},
+           {"exhaustive_measurements", int(records.size())},
+           {"measurement_ratio", ratio},
+           {"drift", drift.to_json()},
+           {"adaptive_table", j.to_json()}}};
 }
 
 void print_control(const ControlJudgement& c) {
@@ -331,38 +350,25 @@ void print_control(const ControlJudgement& c) {
 int replay_check(const std::string& dir, const std::string& out, const std::string& adaptive,
                  const std::string& control) {
   namespace fs = std::filesystem;
-  const std::string path = (fs::path(dir) / "results.jsonl").string();
-  const ResultsFile rf = read_results(path);
-  if (rf.header.is_null() || rf.lines.empty()) {
-    throw InputError(path + " holds no sweep (--replay takes an exhaustive sweep's folder)");
-  }
-  if (search_mode_of(rf.header) == "adaptive") {
-    throw InputError(path + " is an adaptive sweep's: --replay needs an exhaustive one");
-  }
-  if (partial_merge(rf.header)) {
-    throw InputError(path + " is a --partial merge of shards that did not all finish: --replay "
-                            "needs a finished exhaustive sweep");
-  }
-  const auto records = to_records(rf.lines);
-  if (const std::string why = unfinished_exhaustive(rf, records.size()); !why.empty()) {
-    throw InputError(path + why +
-                     ": --replay needs a finished exhaustive sweep (sweep --resume finishes it)");
-  }
-  const std::string adaptive_path =
-      adaptive.empty() ? std::string() : (fs::path(adaptive) / "results.jsonl").string();
-  const ResultsFile adaptive_rf =
-      adaptive.empty() ? ResultsFile{}
-                       : open_second_folder(adaptive_path, rf, "--adaptive", "adaptive");
+  SweepFolder ex = open_sweep_folder(dir, "--replay", "exhaustive");
+  const std::string& path = ex.path;
+  const ResultsFile& rf = ex.file;
+  const std::vector<MeasurementRecord>& records = ex.records;
+  const std::optional<SweepFolder> ad =
+      adaptive.empty() ? std::nullopt
+                       : std::optional(open_second_folder(adaptive, rf, "--adaptive", "adaptive"));
   const std::string control_path =
       control.empty() ? std::string() : (fs::path(control) / "results.jsonl").string();
   if (!control.empty() && fs::exists(control_path) && fs::equivalent(control_path, path)) {
     throw InputError(control_path + " is the --replay sweep itself: --replay-control needs a "
                                     "second exhaustive sweep of the profile");
   }
-  const ResultsFile control_rf =
-      control.empty() ? ResultsFile{}
-                      : open_second_folder(control_path, rf, "--replay-control", "exhaustive");
-  const nlohmann::json table = table_of_results(rf.header, rf.lines);
+  const std::optional<SweepFolder> ctl =
+      control.empty()
+          ? std::nullopt
+          : std::optional(open_second_folder(control, rf, "--replay-control", "exhaustive"));
+  ex.table = table_of_results(rf.header, rf.lines);
+  const nlohmann::json& table = ex.table;
   const ReplayedSearch replay = replay_on(rf.header, rf.lines);
   const std::vector<MeasurementRecord> replay_records = to_records(replay.lines);
   const TableJudgement j = judge_table(records, table, replay.table, &replay_records);
@@ -382,26 +388,15 @@ int replay_check(const std::string& dir, const std::string& out, const std::stri
   print_judgement("replayed table", j);
   print_split("replayed table", j);
   print_above_goal("replayed table", j);
-  const nlohmann::json judged =
-      adaptive.empty() ? nlohmann::json()
-                       : judge_adaptive_folder(adaptive_path, adaptive_rf, records, table);
+  const std::optional<AdaptiveJudged> judged =
+      ad ? std::optional(judge_adaptive_folder(*ad, records, table)) : std::nullopt;
   nlohmann::json control_json;
-  if (!control.empty()) {
-    const std::vector<MeasurementRecord> ctl = to_records(control_rf.lines);
-    const nlohmann::json ctl_table = table_of_results(control_rf.header, control_rf.lines);
-    const std::vector<MeasurementRecord> ad =
-        adaptive.empty() ? std::vector<MeasurementRecord>{} : to_records(adaptive_rf.lines);
-    const nlohmann::json ad_table = adaptive.empty()
-                                        ? nlohmann::json()
-                                        : table_of_results(adaptive_rf.header, adaptive_rf.lines);
-    ControlJudgement c =
-        judge_control(control_path, records, table, ctl, ctl_table,
-                      adaptive.empty() ? nullptr : &ad, adaptive.empty() ? nullptr : &ad_table);
-    c.pooled = replay_pooled(rf.header, rf.lines, control_rf.lines);
-    if (!judged.is_null()) {
-      const nlohmann::json& at = judged.at("adaptive_table");
-      c.adaptive_on_first = {at.at("mean_regret").get<double>(),
-                             at.at("worst_regret").get<double>()};
+  if (ctl) {
+    ControlJudgement c = judge_control(ctl->path, records, table, ctl->records, ctl->table,
+                                       ad ? &ad->records : nullptr, ad ? &ad->table : nullptr);
+    c.pooled = replay_pooled(rf.header, rf.lines, ctl->file.lines);
+    if (judged) {
+      c.adaptive_on_first = {judged->table.mean_regret, judged->table.worst_regret};
     }
     print_control(c);
     control_json = c.to_json();
@@ -417,9 +412,9 @@ int replay_check(const std::string& dir, const std::string& out, const std::stri
     lines += search_end_line(sp.value("measurements", 0), int64_t(records.size())).dump() + "\n";
     write_file_atomically((fs::path(out) / "replayed_results.jsonl").string(), lines);
     std::printf("search-check: replayed table %s (its lines beside it)\n", table_path.c_str());
-    if (!judged.is_null()) {
+    if (judged) {
       const std::string judged_path = (fs::path(out) / "adaptive_judgement.json").string();
-      write_json_atomically(judged_path, judged);
+      write_json_atomically(judged_path, judged->report);
       std::printf("search-check: the adaptive sweep's judgement %s\n", judged_path.c_str());
     }
     if (!control_json.is_null()) {
