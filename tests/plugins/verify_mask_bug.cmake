@@ -58,3 +58,6 @@ if(out MATCHES "plugin cpu-example\\) vs reference: MISMATCH" OR
    NOT out MATCHES "plugin cpu-example\\) vs reference: MATCH")
   message(FATAL_ERROR "the example plugin should match the reference on the dumped call")
 endif()
+# Passed: the dumps (about 600 MB, more than anything else a test leaves) go, so a CI run's disk
+# stays small; a failing run stops above and keeps them to look at.
+file(REMOVE_RECURSE ${WORK}/dumps)

@@ -34,3 +34,5 @@ if(NOT rc EQUAL 1 OR out MATCHES "attn_tune_torch\\) vs reference: MISMATCH" OR
    NOT out MATCHES "file out vs reference: MISMATCH")
   message(FATAL_ERROR "replay with a correct kernel: exit ${rc}\n${out}\n${err}")
 endif()
+# Passed: its dumps (about 170 MB) go; a failing run stops above and keeps them.
+file(REMOVE_RECURSE ${DUMPS})
