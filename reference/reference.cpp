@@ -125,12 +125,16 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
             x = p.softcap * std::tanh(x / p.softcap);
           }
           s(j) = x;
-          m = std::max(m, x);
+          // A NaN score makes the row NaN (as in any kernel's softmax); std::max would pass over
+          // it, and a row whose every score is NaN would come out as one that sees no key. Only
+          // a diagnosis meets one: its changed problems (bytes read in the wrong fp8 format)
+          // hold what the checked inputs never do.
+          m = std::isnan(x) || x > m ? x : m;
         }
         double* out = &res.out[qoff];
         double* size = &res.out_size[qoff];
         double& lse = res.lse[std::size_t(row) * H + h];
-        if (m == kNegInf) { // no visible key
+        if (hi == 0) { // no visible key
           std::fill(out, out + D, 0.0);
           std::fill(size, size + D, 0.0);
           lse = kNegInf;

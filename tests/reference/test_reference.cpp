@@ -721,6 +721,31 @@ TEST(Reference, EmptyRowsGiveZeroOutAndMinusInfinityLse) {
   check(make_prefill_problem(capped, {3, 0, 2}, {1, 4, 0}, {.seed = 5}), {0, 1, 3, 4}, "softcap");
 }
 
+// A row whose scores are NaN comes out NaN (out and lse), as a kernel's softmax does, and not as
+// a row that sees no key: the diagnosis's changed problems (fp8 bytes read in the wrong format)
+// hold such keys, and were judged against zeros. A row that sees no key stays empty.
+TEST(Reference, NanScoresGiveANanRowNotAnEmptyOne) {
+  Problem pr = make_decode_problem(small_params(4, 2, 8), {3, 0, 17}, {.seed = 6});
+  for (std::size_t i = 0; i < std::size_t(pr.key_cache.numel()); ++i) {
+    pr.key_cache.set(i, std::numeric_limits<float>::quiet_NaN());
+  }
+  const ReferenceResult ref = reference_attention(pr);
+  const int H = ref.heads, D = ref.head_dim;
+  for (int r = 0; r < ref.rows; ++r) {
+    for (int h = 0; h < H; ++h) {
+      const double lse = ref.lse[std::size_t(r) * H + h];
+      const double out = ref.out[(std::size_t(r) * H + h) * D];
+      if (r == 1) {
+        EXPECT_EQ(lse, -kInf);
+        EXPECT_EQ(out, 0.0);
+      } else {
+        EXPECT_TRUE(std::isnan(lse)) << "row " << r << " head " << h << ": " << lse;
+        EXPECT_TRUE(std::isnan(out)) << "row " << r << " head " << h << ": " << out;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Split-KV algebra.
 

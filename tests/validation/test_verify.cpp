@@ -557,6 +557,12 @@ TEST(Verify, Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake) {
   // rounding with them; the mistake still explains every failure.
   check_causes(verify_fp8(Fp8Mistake::v_scale_ignored, {Family::decode_v1}, DType::f32),
                "v_scale is ignored (taken as 1)", /*only=*/true);
+  // fp32 queries with a small k_scale put saturated E4M3 bytes (448) in the keys, NaN when read
+  // as E5M2: every score of such a row is NaN, and the mistake's reference must come out NaN
+  // there too, not as a row that sees no key (it was named "NaN or infinite output" before).
+  check_causes(
+      verify_fp8(Fp8Mistake::e4m3_read_as_e5m2, {Family::decode_v1, Family::prefill}, DType::f32),
+      "the fp8_e4m3 cache is read as fp8_e5m2", /*only=*/true);
 }
 // The shapes and batches an outside audit's planted bugs passed through: at every intensity,
 // for both phases, GQA ratios that are no power of two, more than 32 heads, an empty sequence
