@@ -44,6 +44,25 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+// The KV-cache dtype `name` stands for, or `otherwise` when it names none.
+DType parse_kv_dtype_or(const std::string& name, DType otherwise) {
+  try {
+    return parse_kv_dtype(name, DType::f32);
+  } catch (const InputError&) {
+    return otherwise;
+  }
+}
+
+// A comma-separated list option given with no name in it ("--kv-dtypes ''") is refused rather
+// than taken as the option left out (all).
+CLI::Validator names_given() {
+  return CLI::Validator(
+      [](std::string& s) {
+        return split_list(s).empty() ? std::string("needs at least one name") : std::string();
+      },
+      "LIST");
+}
+
 // "what the failures look like": for each device and configuration with failures, the
 // explanations verify found (diagnose_failure, errors, faults) and how many cases each covers,
 // most frequent first, so that a reader sees the defects without reading every line.
@@ -114,6 +133,12 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   if (!o.dtypes.empty()) {
     vo.dtypes.clear();
     for (const auto& d : split_list(o.dtypes)) {
+      if (is_fp8(parse_kv_dtype_or(d, DType::f32))) {
+        throw InputError("--dtypes: '" + d +
+                         "' is a KV-cache dtype (queries and outputs are fp32, "
+                         "fp16 or bf16): check fp8 caches with --kv-dtypes " +
+                         d);
+      }
       vo.dtypes.push_back(parse_dtype(d));
     }
   }
@@ -125,11 +150,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
         vo.plain_cache = true;
         continue;
       }
-      DType t = DType::f32;
-      try {
-        t = parse_kv_dtype(k, DType::f32);
-      } catch (const InputError&) {
-      }
+      const DType t = parse_kv_dtype_or(k, DType::f32);
       if (!is_fp8(t)) {
         throw InputError("--kv-dtypes: '" + k + "' is not auto, fp8_e4m3 (or fp8) or fp8_e5m2");
       }
@@ -153,13 +174,16 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
     for (DType kv : o.kv_dtypes.empty() ? std::vector<DType>{} : vo.fp8) {
       if (std::none_of(vo.families.begin(), vo.families.end(),
                        [&](Family f) { return plugin->family(f)->reads_kv(kv); })) {
-        throw InputError(
-            "--kv-dtypes " + std::string(dtype_name(kv)) + ": plugin " + plugin->identity().name +
-            " declares no family that reads " + std::string(dtype_name(kv)) +
-            " KV caches (plugin ABI 4's kv_dtypes" +
-            (plugin->identity().abi_version < 4
-                 ? "; it was built for ABI " + std::to_string(plugin->identity().abi_version) + ")"
-                 : ")"));
+        const PluginIdentity& id = plugin->identity();
+        const std::string where =
+            !id.python_module.empty() ? "a family's \"kv_dtypes\" in its declaration"
+            : id.abi_version < 4
+                ? "plugin ABI 4's kv_dtypes; it was built for ABI " + std::to_string(id.abi_version)
+                : "plugin ABI 4's kv_dtypes";
+        throw InputError("--kv-dtypes " + std::string(dtype_name(kv)) + ": " +
+                         (id.python_module.empty() ? "plugin " : "module ") + id.name +
+                         " declares no family that reads " + std::string(dtype_name(kv)) +
+                         " KV caches (" + where + ")");
       }
     }
     if (o.device == "all") {
@@ -317,11 +341,13 @@ Command setup_verify(CLI::App& root) {
   CLI::App* sub = root.add_subcommand(
       "verify", "Check every kernel family and configuration against the reference (a CI gate)");
   sub->add_option("--device", o->device, "0, cuda:N, cpu or all (default: GPU 0, else the CPU)");
-  sub->add_option("--families", o->families, "Comma-separated: decode_v1,decode_v2,prefill");
-  sub->add_option("--dtypes", o->dtypes, "Comma-separated: fp32,fp16,bf16");
+  sub->add_option("--families", o->families, "Comma-separated: decode_v1,decode_v2,prefill")
+      ->check(names_given());
+  sub->add_option("--dtypes", o->dtypes, "Comma-separated: fp32,fp16,bf16")->check(names_given());
   sub->add_option("--kv-dtypes", o->kv_dtypes,
                   "Comma-separated caches to check: auto (the query's dtype), fp8_e4m3, fp8_e5m2 "
-                  "(default: all; fp8 where the kernels read it)");
+                  "(default: all; fp8 where the kernels read it)")
+      ->check(names_given());
   sub->add_option("--junit", o->junit, "Write a JUnit XML report to this file")
       ->check(output_file());
   sub->add_option("--seed", o->seed, "Seed of every case's data (failures print it)")

@@ -81,7 +81,7 @@ attn_cli_test(NAME table_lookup_nearest EXIT 0
               REGEX "using the nearest \\(batch=8 .*\\).*decode_v1 decode_v1\\[\\]|decode_v1 decode_v1\\[\\].*using the nearest \\(batch=8"
               ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 6 --context-len 3000 --num-heads 32
                    --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype float16)
-attn_cli_test(NAME table_lookup_bad_dtype EXIT 2 REGEX "dtype 'fp8' is a KV-cache dtype: queries and outputs are fp32, fp16 or bf16"
+attn_cli_test(NAME table_lookup_bad_dtype EXIT 2 REGEX "--dtype: 'fp8' is a KV-cache dtype \\(queries and outputs are fp32, fp16 or bf16\\): give the cache's with --kv-dtype fp8"
               ARGS table lookup ${ATTN_TABLE_FIXTURE} --batch 1 --context-len 2048 --num-heads 32
                    --num-kv-heads 8 --head-dim 128 --block-size 16 --dtype fp8)
 attn_cli_test(NAME table_lookup_bad_heads EXIT 2 REGEX "not a multiple of --num-kv-heads 8"

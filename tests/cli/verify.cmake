@@ -5,8 +5,12 @@ attn_cli_test(NAME verify_no_such_gpu EXIT 3 REGEX "device unavailable"
               ARGS verify --device cuda:7 --intensity quick)
 attn_cli_test(NAME verify_bad_family EXIT 2 REGEX "unknown kernel family 'decode_v3'"
               ARGS verify --device cpu --families decode_v3)
-attn_cli_test(NAME verify_bad_dtype EXIT 2 REGEX "dtype 'fp8' is a KV-cache dtype"
+attn_cli_test(NAME verify_bad_dtype EXIT 2
+              REGEX "--dtypes: 'fp8' is a KV-cache dtype [^\n]*: check fp8 caches with --kv-dtypes fp8"
               ARGS verify --device cpu --dtypes fp8)
+# A list option given with no name in it is refused, not taken as left out (all).
+attn_cli_test(NAME verify_empty_kv_dtypes EXIT 2 REGEX "--kv-dtypes: needs at least one name"
+              ARGS verify --device cpu --kv-dtypes ,)
 attn_cli_test(NAME verify_bad_kv_dtype EXIT 2
               REGEX "--kv-dtypes: 'bf16' is not auto, fp8_e4m3 \\(or fp8\\) or fp8_e5m2"
               ARGS verify --device cpu --kv-dtypes auto,bf16)
