@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "src/model/errors.h"
@@ -278,6 +280,38 @@ std::string Problem::describe() const {
     s << " max_q=" << max_q_len() << " max_k=" << max_k_len();
   }
   return s.str();
+}
+
+namespace {
+// "k_scale 0.5", "k_scale per KV head 0.5, 2", or "no k_scale (1, as SPEC.md reads one absent)".
+std::string scale_words(const char* name, const std::vector<float>& s) {
+  if (s.empty()) {
+    return std::string("no ") + name + " (1, as SPEC.md reads one absent)";
+  }
+  std::string w = std::string(name) + (s.size() > 1 ? " per KV head" : "");
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i == 8) {
+      w += ", ... (" + std::to_string(s.size()) + " in all)";
+      break;
+    }
+    char buf[32];
+    for (int digits = 6; digits <= 9; ++digits) { // the shortest that reads back as the float
+      std::snprintf(buf, sizeof buf, "%.*g", digits, double(s[i]));
+      if (std::strtof(buf, nullptr) == s[i]) {
+        break;
+      }
+    }
+    w += (i == 0 ? " " : ", ") + std::string(buf);
+  }
+  return w;
+}
+} // namespace
+
+std::string fp8_scale_words(const Problem& pr) {
+  if (!pr.params.fp8_cache()) {
+    return "";
+  }
+  return scale_words("k_scale", pr.k_scale) + ", " + scale_words("v_scale", pr.v_scale);
 }
 
 Problem with_kv_layout(const Problem& pr, KvLayout to) {

@@ -150,6 +150,11 @@ struct Problem {
   [[nodiscard]] std::string describe() const;
 };
 
+// An fp8 problem's scales in words, for the lines that judge it: "k_scale 0.05, v_scale 4",
+// "k_scale per KV head 0.05, 2, v_scale per KV head 4, 0.3" (eight at most, then the count), or
+// "no k_scale (1, as SPEC.md reads one absent)"; empty for a cache of the query's dtype.
+[[nodiscard]] std::string fp8_scale_words(const Problem& pr);
+
 // A copy of `pr` with both caches rearranged into layout `to` (same values, same block tables);
 // a plain copy when it is already in `to`. Throws InputError when the caches do not have the
 // shapes of pr.kv_layout.

@@ -21,9 +21,11 @@ LAYOUTS = ("HND", "NHD", "vllm")
 DTYPES = ("fp32", "fp16", "bf16")
 # The KV cache's storage dtype (plugin ABI 4's attn_kv_dtype, in its order): "auto" is the query's.
 KV_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
-# What a family may list in "kv_dtypes" (vLLM's and torch's names), and the cache each means.
+# What a family may list in "kv_dtypes" (vLLM's and torch's names; the names every other reader
+# of a cache dtype takes, src/model/dtype.h), and the cache each means.
 KV_DTYPE_NAMES = {"fp8_e4m3": "fp8_e4m3", "fp8": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3",
-                  "fp8_e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2"}
+                  "fp8_e4m3fn": "fp8_e4m3", "e4m3": "fp8_e4m3",
+                  "fp8_e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2"}
 # torch's dtype for each fp8 cache, where the module's torch has it (2.1 and later).
 TORCH_FP8 = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
 # The seed engine's config class takes these keywords (its AttnDispatchConfig).

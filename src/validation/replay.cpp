@@ -240,7 +240,7 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
       }
       if (!kv || !is_fp8(*kv)) {
         bad(file, "__metadata__ kv_cache_dtype = '" + it->second +
-                      "' is not auto, fp8_e4m3 or fp8_e5m2");
+                      "' is not auto, fp8_e4m3 (or fp8) or fp8_e5m2");
       }
     } else if (it == f.metadata.end() && k.dtype == v.dtype &&
                (k.dtype == StDType::f8_e4m3 || k.dtype == StDType::f8_e5m2)) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "src/io/safetensors.h"
 #include "src/io/stop_signals.h"
@@ -117,6 +118,23 @@ std::string dump_failure(const Backend& be, const VerifyOptions& opt, const std:
 
 // A verify worker's pass over one kernel set: every case of every family and configuration
 // that earlier workers of this command have not checked, each a checked run.
+// A problem as a failure line names it: its description, and an fp8 cache's scales (a mistake
+// with one, "k_scale is ignored", reads differently where v_scale is 1).
+std::string problem_words(const Problem& pr) {
+  const std::string scales = fp8_scale_words(pr);
+  return pr.describe() + (scales.empty() ? "" : "; " + scales);
+}
+
+// The fp8 format of a case's caches when family f of `be` declares that it reads it (a
+// declaration VerifyTally::judge_declarations holds it to); empty otherwise.
+std::string declared_fp8(const Backend& be, Family f, const AttnParams& p) {
+  const FamilyDecl* fam = be.declaration().family(f);
+  if (!p.fp8_cache() || fam == nullptr || !fam->reads_kv(p.cache_dtype())) {
+    return "";
+  }
+  return std::string(dtype_name(p.cache_dtype()));
+}
+
 void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link) {
   const std::string device = be.info().id;
   link.opened(be);
@@ -196,7 +214,8 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
                                      {"case", c.name()},
                                      {"case_seed", c.seed},
                                      {"probed_size", c.probed_size},
-                                     {"problem", subject.problem().describe()}}};
+                                     {"declared_kv", declared_fp8(be, f, c.params)},
+                                     {"problem", problem_words(subject.problem())}}};
           RunOutput out;
           const std::string pair = cfg.key() + " | " + c.group;
           RunRequest rq = req;
@@ -295,6 +314,17 @@ public:
     }
     VerifyTestcase& tc = rep.testcases[it->second];
     tc.seconds += r.seconds;
+    if (const std::string kv = ctx.value("declared_kv", ""); !kv.empty()) {
+      DeclaredUse& use = declared_[{device, tc.family, kv}];
+      if (r.status == RunStatus::skipped) {
+        use.refused.insert(ctx.value("case", ""));
+        if (use.refusal.empty()) {
+          use.refusal = config + ": " + r.reason;
+        }
+      } else {
+        ++use.taken;
+      }
+    }
     if (r.status == RunStatus::skipped) {
       ++tc.skipped;
       ++rep.skipped;
@@ -347,6 +377,38 @@ public:
     }
   }
 
+  // A family that declares an fp8 format (a plugin's kv_dtypes, a module's) and whose every
+  // configuration refused every case of it: the declaration promises those caches, so the gate
+  // fails rather than passing with them all skipped. One failure per family and format, in a
+  // testcase of its own.
+  void judge_declarations() {
+    for (const auto& [which, use] : declared_) {
+      if (use.taken > 0) {
+        continue;
+      }
+      const auto& [device, family, kv] = which;
+      const std::string line = "FAIL " + device + " " + family + ": it declares " + kv +
+                               " KV caches, yet every configuration refused all " +
+                               std::to_string(use.refused.size()) + " " + kv +
+                               " cases (the first: " + use.refusal + ")";
+      VerifyReport& rep = report(device);
+      VerifyTestcase tc;
+      tc.device = device;
+      tc.family = family;
+      tc.config = family + " (declaration)";
+      tc.group = kv + " caches";
+      tc.failed = 1;
+      tc.failures.push_back(line);
+      ++tc.causes["declares " + kv + " KV caches but refuses every call with one"];
+      rep.testcases.push_back(std::move(tc));
+      ++rep.failed;
+      if (log_) {
+        std::fprintf(log_, "%s\n", line.c_str());
+        std::fflush(log_);
+      }
+    }
+  }
+
   // A note per configuration whose passed 16-bit outputs look truncated toward zero in most of
   // its cases: within the tolerance (SPEC.md judges the error), so no failure, but an engine's
   // final conversion that truncates doubles its error and biases every output toward zero.
@@ -382,6 +444,13 @@ private:
   std::map<std::string, std::size_t> testcase_; // device|config|group -> its testcase
   std::map<std::string, std::pair<int, int>> rounding_; // "device config" -> truncated, of
   std::map<std::string, int> hangs_;            // device|config -> cases that timed out
+  struct DeclaredUse {
+    int taken = 0;                 // cases some configuration ran (passed, failed or faulted)
+    std::set<std::string> refused; // cases a configuration refused
+    std::string refusal;           // the first refusal: "configuration: reason"
+  };
+  // (device, family, fp8 format the family declares) -> how its cases went
+  std::map<std::tuple<std::string, std::string, std::string>, DeclaredUse> declared_;
 };
 
 } // namespace
@@ -434,6 +503,9 @@ std::vector<VerifyReport> run_verify_isolated(const VerifyBackends& backends,
     stopped_by = stop.sig;
     stopped = stop.what();
     in_flight = stop.unit;
+  }
+  if (stopped_by == 0) {
+    tally.judge_declarations(); // (a stopped run did not see every case)
   }
   tally.note_rounding(stderr);
   std::vector<VerifyReport> reports = std::move(tally.reports());

@@ -62,6 +62,29 @@ attn_cli_test(NAME plugin_check_bad_kv_dtypes EXIT 2
               REGEX "declares KV-cache dtype mask 0x42 for decode_v1; its bits are ATTN_KV_DTYPE_BIT"
               ARGS plugin check ${ATTN_INIT_PLUGIN})
 set_tests_properties(cli.plugin_check_bad_kv_dtypes PROPERTIES ENVIRONMENT ATTN_TEST_INIT=decl:kv_dtypes)
+# Declarations the header does not allow, each one line: a family count with no array, a
+# writes_lse that is neither 0 nor 1, a negative parameter count.
+foreach(decl null_families writes_lse negative_params)
+  set(said_null_families "declares 3 families without an array of them \\(api->families is NULL\\)")
+  set(said_writes_lse "declares writes_lse 2 for decode_v1; it is 1 \\(run writes call->lse\\) or 0")
+  set(said_negative_params "declares -1 parameters for decode_v1; the count is 0 \\(one configuration\\) or more")
+  attn_cli_test(NAME plugin_check_decl_${decl} EXIT 2 REGEX "${said_${decl}}"
+                ARGS plugin check ${ATTN_INIT_PLUGIN})
+  set_tests_properties(cli.plugin_check_decl_${decl} PROPERTIES
+                       ENVIRONMENT ATTN_TEST_INIT=decl:${decl})
+endforeach()
+# A family that declares fp8_e4m3 caches and refuses every call with one: plugin check says so
+# under its skipped fp8 cases (their sizes are not aimed at the family's), verify fails the
+# declaration rather than passing with every fp8 case skipped.
+attn_cli_test(NAME plugin_check_fp8_refused EXIT 1
+              REGEX "decode_v1: skipped \\(causal, kv=fp8_e4m3 with k_scale=0.05, v_scale=4\\): no configuration accepts.*decode_v1: skipped \\(causal, kv=fp8_e4m3 with per-head scales\\).*decode_v1: note: it declares fp8_e4m3 KV caches, yet every configuration refused its tiny fp8_e4m3 cases; verify fails it"
+              ARGS plugin check ${ATTN_INIT_PLUGIN})
+attn_cli_test(NAME verify_kernels_fp8_refused EXIT 1
+              REGEX "FAIL cpu decode_v1: it declares fp8_e4m3 KV caches, yet every configuration refused all [1-9][0-9]* fp8_e4m3 cases \\(the first: decode_v1\\[\\]: "
+              ARGS verify --kernels ${ATTN_INIT_PLUGIN} --intensity quick --threads 1
+                   --kv-dtypes fp8_e4m3 --dtypes fp32)
+set_tests_properties(cli.plugin_check_fp8_refused cli.verify_kernels_fp8_refused PROPERTIES
+                     ENVIRONMENT ATTN_TEST_INIT=fp8-refused)
 # An init that refuses before it set a version says why (not "built for plugin ABI 0"); a name
 # with a newline would forge a second line in every message that names the plugin.
 attn_cli_test(NAME plugin_check_init_refuses_early EXIT 2

@@ -12,9 +12,12 @@
  *   decl:WHAT      a declaration with garbage in it: WHAT is families (a pointer to nowhere),
  *                  count (2^30 families behind a pointer to one), negative (-5 families),
  *                  params (a parameter list at a garbage address), name (a name pointer to
- *                  nowhere), newline (a name with a newline in it) or kv_dtypes (an fp8 mask
- *                  with a bit no format has); attn-tune reads
- *                  declarations in its probe, never in its own process
+ *                  nowhere), newline (a name with a newline in it), kv_dtypes (an fp8 mask
+ *                  with a bit no format has), null_families (3 families, no array),
+ *                  writes_lse (2, neither 0 nor 1) or negative_params (-1 parameters);
+ *                  attn-tune reads declarations in its probe, never in its own process
+ *   fp8-refused    declares that decode_v1 reads fp8_e4m3 caches, and refuses every call as the
+ *                  default does: a declaration verify and plugin check hold it to
  *   other   (or unset) declares decode_v1 without parameters, refusing every call, with that
  *           text as its version: a process that sees another value than the declaration probe
  *           saw sees another declaration.
@@ -198,6 +201,26 @@ __attribute__((visibility("default"))) int attn_tune_plugin_init(uint32_t host_a
   if (strcmp(what, "decl:kv_dtypes") == 0) {
     static const uint32_t masks[1] = {ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E4M3) | 0x40u};
     api->kv_dtypes = masks;
+    return 0;
+  }
+  if (strcmp(what, "decl:null_families") == 0) {
+    api->families = NULL;
+    api->num_families = 3;
+    return 0;
+  }
+  if (strcmp(what, "decl:writes_lse") == 0) {
+    static const attn_family_decl lse2[1] = {{ATTN_FAMILY_DECODE_V1, ATTN_KV_HND, 2, NULL, 0}};
+    api->families = lse2;
+    return 0;
+  }
+  if (strcmp(what, "decl:negative_params") == 0) {
+    static const attn_family_decl negative[1] = {{ATTN_FAMILY_DECODE_V1, ATTN_KV_HND, 1, NULL, -1}};
+    api->families = negative;
+    return 0;
+  }
+  if (strcmp(what, "fp8-refused") == 0) {
+    static const uint32_t e4m3[1] = {ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E4M3)};
+    api->kv_dtypes = e4m3;
     return 0;
   }
   const char* colon = strchr(what, ':');

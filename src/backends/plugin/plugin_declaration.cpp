@@ -249,9 +249,13 @@ KernelSetDecl check_plugin_table(const PluginTable& t, const std::string& who, P
   if (!t.has_functions) {
     throw InputError(me + " leaves can_run, workspace_size or run unset");
   }
-  if (t.num_families <= 0 || t.num_families > 3 || int(t.families.size()) != t.num_families) {
+  if (t.num_families <= 0 || t.num_families > 3) {
     throw InputError(me + " declares " + std::to_string(t.num_families) +
                      " families; it must implement 1 to 3 of decode_v1, decode_v2, prefill");
+  }
+  if (int(t.families.size()) != t.num_families) {
+    throw InputError(me + " declares " + std::to_string(t.num_families) +
+                     " families without an array of them (api->families is NULL)");
   }
   std::set<Family> seen;
   for (const PluginTable::Family& d : t.families) {
@@ -271,7 +275,11 @@ KernelSetDecl check_plugin_table(const PluginTable& t, const std::string& who, P
     FamilyDecl pf;
     pf.family = *fam;
     pf.layout = KvLayout(d.kv_layout);
-    pf.writes_lse = d.writes_lse != 0;
+    if (d.writes_lse != 0 && d.writes_lse != 1) {
+      throw InputError(me + " declares writes_lse " + std::to_string(d.writes_lse) + " for " +
+                       fname + "; it is 1 (run writes call->lse) or 0");
+    }
+    pf.writes_lse = d.writes_lse == 1;
     constexpr uint32_t kFp8Bits =
         ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E4M3) | ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E5M2);
     if ((d.kv_dtypes & ~kFp8Bits) != 0) {
@@ -287,7 +295,11 @@ KernelSetDecl check_plugin_table(const PluginTable& t, const std::string& who, P
     if ((d.kv_dtypes & ATTN_KV_DTYPE_BIT(ATTN_KV_DTYPE_FP8_E5M2)) != 0) {
       pf.fp8_kv.push_back(DType::fp8_e5m2);
     }
-    if (d.num_params < 0 || int(d.params.size()) != d.num_params) {
+    if (d.num_params < 0) {
+      throw InputError(me + " declares " + std::to_string(d.num_params) + " parameters for " +
+                       fname + "; the count is 0 (one configuration) or more");
+    }
+    if (int(d.params.size()) != d.num_params) {
       throw InputError(me + " declares " + std::to_string(d.num_params) + " parameters for " +
                        fname + " without an array of them");
     }
