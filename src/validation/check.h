@@ -43,6 +43,12 @@ struct CheckReport {
   bool pass = true;
   bool lse_checked = true;   // false when no lse was given (the family does not write it)
   double norm_rel_err = 0.0; // ||got - ref|| / ||ref|| over the checked rows
+  // ||round(ref) - ref|| / ||ref||: the normwise error of the reference itself rounded into the
+  // output's dtype, the least any answer can have. Far below the tolerance's normwise bound for
+  // values in the dtype's normal range; outputs in its subnormals (a tiny v_scale) lose bits, and
+  // the bound becomes twice this (norm_bound), so that a correctly rounded answer can pass.
+  double rounding_floor = 0.0;
+  double norm_bound = 0.0; // the normwise bound the output was judged with
   double max_abs_err = 0.0;
   double max_lse_err = 0.0; // inf when an lse is infinite where the reference's is finite
   int64_t checked = 0;   // output elements compared

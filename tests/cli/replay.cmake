@@ -16,7 +16,7 @@ set(REPLAY_GOOD
   prefill_causal_gqa_fp32 prefill_chunked_sliding_fp16 prefill_q_longer_than_k_bf16
   prefill_noncausal_windows_fp32 prefill_window_right_only_bf16 prefill_softcap_scale_fp16
   prefill_causal_window_both_fp16 prefill_shared_prefix_bf16
-  prefill_noncausal_q_longer_than_k_fp32)
+  prefill_noncausal_q_longer_than_k_fp32 decode_subnormal_values_fp16)
 # One value far outside tolerance: exit 1, and the bad element is listed.
 set(REPLAY_WRONG
   wrong_decode_out_fp16 wrong_decode_out_fp32 wrong_prefill_out_bf16
@@ -49,6 +49,7 @@ set(REPLAY_BAD
   "bad_nan_query|reads a value that is not finite: query\\[0, 1, 3\\] is NaN"
   "bad_meta_softcap_range|softcap = '1e40' does not fit an fp32"
   "bad_output_past_range|exact output is 448000 at out.row=0, head=0, dim=0., past fp16's range"
+  "bad_lse_past_range|exact lse is -?[0-9.]+e\\+40 at lse.row=0, head=0., past fp32's range"
   "bad_inf_visible_key|reads a value that is not finite: key 5 of sequence 0, KV head 0, dim 2 \\(block 0\\) is inf")
 
 if(NOT ATTN_DUMPS_PYTHON)

@@ -202,6 +202,11 @@ CASES = {
     "prefill_noncausal_q_longer_than_k_fp32": dict(
         phase="prefill", dtype="fp32", h=2, kvh=1, d=32, bs=16, q=[9, 5], k=[4, 0],
         meta={"causal": "false"}, with_lse=True),
+    # Values in fp16's subnormals (outputs about 1e-6, a few bits each): the correctly rounded
+    # answer is further from the exact one, normwise, than fp16's 2e-3, and must still match.
+    "decode_subnormal_values_fp16": dict(
+        phase="decode", dtype="fp16", h=4, kvh=2, d=64, bs=16, k=[5, 40, 17], meta=None,
+        v_mult=1e-6),
 }
 
 
@@ -222,6 +227,8 @@ def build(name, seed, dtype=None):
     q_lens = c["q"] if c["phase"] == "prefill" else [1] * len(k_lens)
     q, kc, vc, tables = make_problem(rng, c["dtype"], c["h"], c["kvh"], c["d"], c["bs"], q_lens,
                                      k_lens, c.get("shared", 0))
+    if "v_mult" in c:
+        vc = round_to(vc * c["v_mult"], c["dtype"])
     out, lse = attention(q, kc, vc, tables, q_lens, k_lens, **options(c["meta"], c["d"]))
     dt = c["dtype"]
     tensors = {"query": storage(q, dt), "key_cache": storage(kc, dt), "value_cache": storage(vc, dt),
@@ -376,6 +383,10 @@ def write_bad(outdir, written):
         base, query=("F16", q16.shape, q16.tobytes()), key_cache=("U8", kc.shape, ones.tobytes()),
         value_cache=("U8", kc.shape, big.tobytes()),
         v_scale=("F32", (), np.array(1000.0, np.float32).tobytes())))
+    # Keys of 448 * 1e38: every score, and so the lse (fp32 at every dtype), is past fp32's range.
+    variant("bad_lse_past_range", metadata={"kv_cache_dtype": "fp8_e4m3"}, tensors=dict(
+        base, key_cache=("U8", kc.shape, big.tobytes()), value_cache=("U8", kc.shape, ones.tobytes()),
+        k_scale=("F32", (), np.array(1e38, np.float32).tobytes())))
     # An lse without out: not judged, and said so.
     lse1 = np.zeros((1, 2), np.float32)
     variant("noout_lse_alone", tensors=dict(base, lse=("F32", lse1.shape, lse1.tobytes())))

@@ -183,6 +183,43 @@ TEST(Check, NormwiseErrorFailsEvenWhenEveryElementIsInside) {
   EXPECT_FALSE(r.pass);
 }
 
+// Outputs in the output dtype's subnormals (a tiny v_scale) keep few bits: the reference rounded
+// into the dtype is further from itself, normwise, than the tolerance allows. That answer, the
+// best there is, passes (the bound becomes twice the rounding's error, and the report says so);
+// one a few subnormal steps off in every element still fails.
+TEST(Check, OutputsInTheSubnormalsAreJudgedAgainstTheirOwnRounding) {
+  for (DType t : {DType::f16, DType::bf16, DType::f32}) {
+    Fixture f(t);
+    const double tiny = t == DType::f16 ? 1e-6 : t == DType::bf16 ? 1e-39 : 1e-43;
+    const double step = t == DType::f16 ? 0x1p-24 : t == DType::bf16 ? 0x1p-133 : 0x1p-149;
+    for (double& x : f.ref.out) {
+      x *= tiny;
+    }
+    for (double& x : f.ref.out_size) {
+      x *= tiny;
+    }
+    f.out = exact_out(f.ref, t);
+    const CheckReport r = check_output(f.out, nullptr, f.ref, f.tol);
+    EXPECT_GT(2 * r.rounding_floor, f.tol.norm_rel) << dtype_name(t);
+    EXPECT_GT(r.norm_rel_err, f.tol.norm_rel) << dtype_name(t) << " " << r.summary();
+    EXPECT_TRUE(r.pass) << dtype_name(t) << " " << r.summary();
+    EXPECT_NE(r.summary().find("the output dtype's rounding of the reference leaves"),
+              std::string::npos)
+        << r.summary();
+    for (std::size_t i = 0; i < f.ref.out.size(); ++i) {
+      if (f.ref.computed[i / std::size_t(f.ref.heads * f.ref.head_dim)]) {
+        f.out.set(i, float(f.ref.out[i] + 4 * step));
+      }
+    }
+    const CheckReport off = check_output(f.out, nullptr, f.ref, f.tol);
+    EXPECT_FALSE(off.pass) << dtype_name(t) << " " << off.summary();
+  }
+  // In the normal range the tolerance's own bound stands.
+  const CheckReport normal = Fixture(DType::f16).check();
+  EXPECT_EQ(normal.norm_bound, tolerance_for(DType::f16).norm_rel);
+  EXPECT_EQ(normal.summary().find("rounding of the reference"), std::string::npos);
+}
+
 TEST(Check, LseMismatchesFail) {
   Fixture f(DType::f32);
   const std::size_t finite = std::size_t(0) * 4 + 1; // row 0, head 1: has keys
