@@ -164,6 +164,15 @@ def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+# The largest integer a lookup reads as one (the C++ reader's int): 2^32 + 256 is no window of
+# 256, and a table holding it is refused, not answered from.
+_INT_MAX = 2147483647
+
+
+def _int_in(v, lo, hi=_INT_MAX):
+    return _is_int(v) and lo <= v <= hi
+
+
 def _is_number(v):
     return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
 
@@ -257,18 +266,25 @@ def _field(obj, path, key):
     return obj[key]
 
 
-def _check_config(cfg, path):
+def _check_config(cfg, path, family):
     """A timed configuration's `config` as a lookup returns it: an object with a string `key`
-    and a `params` object, whose `partition` (where there is one) is a positive integer."""
+    and a `params` object of 32-bit integers (what every kernel set declares), whose `partition`
+    (where there is one) is a positive integer, and whose `family` (where written) is the family
+    it is chosen for; as the C++ reader holds it."""
     if not isinstance(cfg, dict):
         _schema_fail(path, "expected an object")
     if not isinstance(_field(cfg, path, "key"), str):
         _schema_fail(path + ".key", "expected a string")
     if not isinstance(_field(cfg, path, "params"), dict):
         _schema_fail(path + ".params", "expected an object")
+    for name, v in cfg["params"].items():
+        if not _int_in(v, -_INT_MAX - 1):
+            _schema_fail(path + ".params." + str(name), "expected a 32-bit integer")
     partition = cfg["params"].get("partition")
-    if partition is not None and (not _is_int(partition) or partition < 1):
+    if partition is not None and partition < 1:
         _schema_fail(path + ".params.partition", "expected a positive integer")
+    if "family" in cfg and cfg["family"] != family:
+        _schema_fail(path + ".family", "expected \"%s\" (the family it is chosen for)" % family)
 
 
 def _point_shape(p):
@@ -324,7 +340,7 @@ def _check_decode_point(p, path, version):
         _schema_fail(path, "expected an object")
     for key in ("batch", "num_heads", "num_kv_heads", "gqa_ratio", "head_dim", "block_size"):
         v = _field(p, path, key)
-        if not _is_int(v) or v < 1:
+        if not _int_in(v, 1):
             _schema_fail(path + "." + key, "expected a positive integer")
     if p["num_heads"] != p["num_kv_heads"] * p["gqa_ratio"]:
         _schema_fail(path + ".num_heads", "expected num_kv_heads x gqa_ratio")
@@ -337,7 +353,7 @@ def _check_decode_point(p, path, version):
         _schema_fail(path + ".causal", "expected true or false")
     for key in ("window_left", "window_right"):
         v = _field(p, path, key)
-        if not _is_int(v) or v < -1:
+        if not _int_in(v, -1):
             _schema_fail(path + "." + key, "expected -1 or a length")
     softcap = _field(p, path, "softcap")
     if not _is_number(softcap) or softcap < 0:
@@ -353,16 +369,16 @@ def _check_decode_point(p, path, version):
                 _schema_fail(where, "expected [from, to]")
             lo, hi = iv
             # Apart: a run that ends where the next begins is one run (attn-tune writes it so).
-            if not _is_int(lo) or lo < 1 or lo <= end:
+            if not _int_in(lo, 1) or lo <= end:
                 _schema_fail(where, "expected a start of at least 1, after the interval before")
-            if hi is not None and (not _is_int(hi) or hi <= lo):
+            if hi is not None and (not _int_in(hi, 1) or hi <= lo):
                 _schema_fail(where, "expected an end after its start, or null")
             if hi is None and k + 1 < len(intervals):
                 _schema_fail(where, "an open interval must be the last")
             end = hi if hi is not None else lo
     if version < 2 or "v2_from" in p:
         v2_from = _field(p, path, "v2_from")
-        if v2_from not in ("always", "never") and (not _is_int(v2_from) or v2_from < 1):
+        if v2_from not in ("always", "never") and not _int_in(v2_from, 1):
             _schema_fail(path + ".v2_from", "expected a context length, \"always\" or \"never\"")
         if version >= 2:
             ivs = p["v2_intervals"]
@@ -379,14 +395,14 @@ def _check_decode_point(p, path, version):
         if not isinstance(m, dict):
             _schema_fail(where, "expected an object")
         c = _field(m, where, "context_len")
-        if not _is_int(c) or c < 1:
+        if not _int_in(c, 1):
             _schema_fail(where + ".context_len", "expected a positive integer")
         for slot in ("v1", "v2"):
             if m.get(slot) is not None:
                 if not isinstance(m[slot], dict):
                     _schema_fail(where + "." + slot, "expected an object or null")
                 _check_config(_field(m[slot], where + "." + slot, "config"),
-                              where + "." + slot + ".config")
+                              where + "." + slot + ".config", "decode_" + slot)
 
 
 def _check_batch_rule(rule, path, points):
@@ -404,8 +420,11 @@ def _check_batch_rule(rule, path, points):
         if not _is_int(_field(rule, path, key)):
             _schema_fail(path + "." + key, "expected an integer")
     for key in ("head_dim", "block_size", "num_kv_heads", "gqa_ratio", "num_heads"):
-        if rule[key] < 1:
+        if not _int_in(rule[key], 1):
             _schema_fail(path + "." + key, "expected a positive integer")
+    for key in ("window_left", "window_right"):
+        if not _int_in(rule[key], -1):
+            _schema_fail(path + "." + key, "expected -1 or a length")
     if not isinstance(_field(rule, path, "causal"), bool):
         _schema_fail(path + ".causal", "expected true or false")
     if not _is_number(_field(rule, path, "softcap")):
@@ -436,9 +455,9 @@ def _check_tree(node, path, depth, points):
     if _field(node, path, "family") not in ("decode_v1", "decode_v2"):
         _schema_fail(path + ".family", 'expected "decode_v1" or "decode_v2"')
     config = _field(node, path, "config")
-    _check_config(config, path + ".config")
     if not isinstance(_field(config, path + ".config", "family"), str):
         _schema_fail(path + ".config.family", "expected a string")
+    _check_config(config, path + ".config", node["family"])
 
 
 def _batch_key(seq_lens):

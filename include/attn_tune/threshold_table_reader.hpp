@@ -161,6 +161,15 @@ public:
     for (std::size_t i = 0; i < t_["decode"].size(); ++i) {
       check_point(t_["decode"][i], "decode[" + std::to_string(i) + "]", version_);
     }
+    if (version_ >= 4 && t_.contains("batch_rules")) {
+      if (!t_["batch_rules"].is_array()) {
+        throw std::runtime_error("threshold table: batch_rules: expected a list");
+      }
+      for (std::size_t i = 0; i < t_["batch_rules"].size(); ++i) {
+        check_rule(t_["batch_rules"][i], "batch_rules[" + std::to_string(i) + "]",
+                   !t_["decode"].empty());
+      }
+    }
     // Each decode point under its exact shape: a lookup of a measured shape is one hash lookup,
     // not a pass over every point, so many lookups in a big table (a report, an engine's
     // warm-up) stay linear. attn-tune writes one point per shape; two (a hand edit, or tables
@@ -279,10 +288,144 @@ public:
     }
     for (std::size_t k = 0; k < p["measured"].size(); ++k) {
       const nlohmann::json& m = p["measured"][k];
+      const std::string where = "measured[" + std::to_string(k) + "]";
       if (!m.is_object() || !m.contains("context_len") || !positive(m["context_len"])) {
-        fail("measured[" + std::to_string(k) + "].context_len", "expected a positive integer");
+        fail(where + ".context_len", "expected a positive integer");
+      }
+      for (const char* slot : {"v1", "v2"}) {
+        if (m.contains(slot) && !m[slot].is_null()) {
+          if (!m[slot].is_object() || !m[slot].contains("config")) {
+            fail(where + "." + slot, "expected an object with a config, or null");
+          }
+          check_config(m[slot]["config"], path + "." + where + "." + slot + ".config",
+                       slot == std::string("v1") ? "decode_v1" : "decode_v2");
+        }
       }
     }
+  }
+
+  // A configuration a lookup returns: a string `key`, `params` of 32-bit integers (what every
+  // kernel set declares) with a positive `partition` where there is one, and `family` (where
+  // written) the family it stands for: a damaged one is refused, not launched.
+  static void check_config(const nlohmann::json& c, const std::string& path, const char* family) {
+    const auto fail = [&](const std::string& field, const std::string& what) {
+      throw std::runtime_error("threshold table: " + path + (field.empty() ? "" : ".") + field +
+                               ": " + what);
+    };
+    if (!c.is_object()) {
+      fail("", "expected an object");
+    }
+    if (!c.contains("key") || !c["key"].is_string()) {
+      fail("key", "expected a string");
+    }
+    if (!c.contains("params") || !c["params"].is_object()) {
+      fail("params", "expected an object");
+    }
+    for (const auto& [name, v] : c["params"].items()) {
+      if (!int_within(v, -2147483648LL, 2147483647LL)) {
+        fail("params." + name, "expected a 32-bit integer");
+      }
+    }
+    if (c["params"].contains("partition") &&
+        !int_within(c["params"]["partition"], 1, 2147483647LL)) {
+      fail("params.partition", "expected a positive integer");
+    }
+    if (c.contains("family") && c["family"] != family) {
+      fail("family", std::string("expected \"") + family + "\" (the family it is chosen for)");
+    }
+  }
+
+  // A `batch_rules` entry (version 4) as attn-tune's own check and the Python reader hold it: a
+  // shape without `batch`, `batches`, and a tree of splits down to leaves that name a
+  // configuration or defer to the decode points (`points`: whether there are any).
+  static void check_rule(const nlohmann::json& r, const std::string& path, bool points) {
+    const auto fail = [&](const std::string& field, const std::string& what) {
+      throw std::runtime_error("threshold table: " + path + (field.empty() ? "" : ".") + field +
+                               ": " + what);
+    };
+    constexpr int64_t kIntMax = 2147483647;
+    if (!r.is_object()) {
+      fail("", "expected an object");
+    }
+    for (const char* key : {"num_heads", "num_kv_heads", "gqa_ratio", "head_dim", "block_size"}) {
+      if (!r.contains(key) || !int_within(r[key], 1, kIntMax)) {
+        fail(key, "expected a positive integer");
+      }
+    }
+    if (r["num_heads"].get<int64_t>() !=
+        r["num_kv_heads"].get<int64_t>() * r["gqa_ratio"].get<int64_t>()) {
+      fail("num_heads", "expected num_kv_heads x gqa_ratio");
+    }
+    if (!r.contains("dtype") ||
+        !(r["dtype"] == "fp32" || r["dtype"] == "fp16" || r["dtype"] == "bf16")) {
+      fail("dtype", "expected \"fp32\", \"fp16\" or \"bf16\"");
+    }
+    if (r.contains("kv_dtype") && !(r["kv_dtype"] == "fp8_e4m3" || r["kv_dtype"] == "fp8_e5m2")) {
+      fail("kv_dtype", "expected \"fp8_e4m3\" or \"fp8_e5m2\"");
+    }
+    if (!r.contains("causal") || !r["causal"].is_boolean()) {
+      fail("causal", "expected true or false");
+    }
+    for (const char* key : {"window_left", "window_right"}) {
+      if (!r.contains(key) || !int_within(r[key], -1, kIntMax)) {
+        fail(key, "expected -1 or a length");
+      }
+    }
+    if (!r.contains("softcap") || !r["softcap"].is_number() || !(r["softcap"].get<double>() >= 0)) {
+      fail("softcap", "expected a number >= 0");
+    }
+    if (!r.contains("batches") || !int_within(r["batches"], 0, kIntMax)) {
+      fail("batches", "expected a count");
+    }
+    if (!r.contains("tree")) {
+      fail("tree", "missing");
+    }
+    check_tree(r["tree"], path + ".tree", 0, points);
+  }
+  static void check_tree(const nlohmann::json& n, const std::string& path, int depth, bool points) {
+    const auto fail = [&](const std::string& field, const std::string& what) {
+      throw std::runtime_error("threshold table: " + path + (field.empty() ? "" : ".") + field +
+                               ": " + what);
+    };
+    if (!n.is_object()) {
+      fail("", "expected a split or a leaf object");
+    }
+    if (depth > 64) {
+      fail("", "deeper than 64");
+    }
+    if (n.contains("feature")) {
+      const nlohmann::json& f = n["feature"];
+      if (f != "batch" && f != "max_len" && f != "sum_len" && f != "mean_len") {
+        fail("feature", "expected \"batch\", \"max_len\", \"sum_len\" or \"mean_len\"");
+      }
+      if (!n.contains("threshold") || !n["threshold"].is_number()) {
+        fail("threshold", "expected a number");
+      }
+      for (const char* side : {"below", "at_or_above"}) {
+        if (!n.contains(side)) {
+          fail(side, "missing");
+        }
+        check_tree(n[side], path + "." + side, depth + 1, points);
+      }
+      return;
+    }
+    if (n.contains("lookup")) {
+      if (n["lookup"] != "points") {
+        fail("lookup", "expected \"points\"");
+      }
+      if (!points) {
+        fail("lookup", "the table has no decode points to read");
+      }
+      return;
+    }
+    if (!n.contains("family") || !(n["family"] == "decode_v1" || n["family"] == "decode_v2")) {
+      fail("family", "expected \"decode_v1\" or \"decode_v2\"");
+    }
+    if (!n.contains("config")) {
+      fail("config", "missing");
+    }
+    check_config(n["config"], path + ".config",
+                 n["family"] == "decode_v1" ? "decode_v1" : "decode_v2");
   }
 
   static ThresholdTableReader from_file(const std::string& path) {
@@ -457,6 +600,7 @@ public:
       throw std::invalid_argument("lookup needs positive batch, context_len, heads, head_dim "
                                   "and block_size");
     }
+    check_query_mask(q);
     const nlohmann::json& pts = t_["decode"];
     const nlohmann::json* best = nullptr;
     double best_d = 0.0;
@@ -527,6 +671,7 @@ private:
     if (q.num_heads < 1 || q.num_kv_heads < 1 || q.head_dim < 1 || q.block_size < 1) {
       throw std::invalid_argument("lookup needs positive heads, head_dim and block_size");
     }
+    check_query_mask(q);
     const nlohmann::json* best = nullptr;
     double best_d = 0.0;
     for (const auto& r : t_["batch_rules"]) {
@@ -584,6 +729,20 @@ private:
     return c;
   }
 
+  // What `table lookup` and the Python reader refuse in a query besides its sizes: heads that
+  // are no multiple of the KV heads, a window below -1, a soft cap below 0 or not finite.
+  static void check_query_mask(const Query& q) {
+    if (q.num_heads % q.num_kv_heads != 0) {
+      throw std::invalid_argument("lookup needs num_heads a multiple of num_kv_heads");
+    }
+    if (q.window_left < -1 || q.window_right < -1) {
+      throw std::invalid_argument("lookup needs window_left and window_right of -1 (none) or more");
+    }
+    if (!(q.softcap >= 0) || !std::isfinite(q.softcap)) {
+      throw std::invalid_argument("lookup needs a softcap of 0 (none) or more");
+    }
+  }
+
   // "fp16" where the cache has the query's dtype, else "fp16+fp8_e4m3".
   [[nodiscard]] static std::string category(const std::string& dtype, const std::string& cache) {
     return cache == dtype ? dtype : dtype + "+" + cache;
@@ -595,8 +754,9 @@ private:
                                              bool causal, int window_left, int window_right,
                                              double softcap) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%.17g|%.17g|%.17g|%.17g|%.17g|%d|%d|%d|%.17g|", batch, kvh,
-                  gqa, head_dim, block_size, causal ? 1 : 0, window_left, window_right, softcap);
+    std::snprintf(buf, sizeof buf, "%.17g|%.17g|%.17g|%.17g|%.17g|%d|%d|%d|%.17g|", batch, kvh, gqa,
+                  head_dim, block_size, causal ? 1 : 0, window_left, window_right,
+                  softcap + 0.0); // (-0.0 + 0.0 is 0.0: a soft cap of -0 is none, as 0 is)
     return buf + dtypes;
   }
 

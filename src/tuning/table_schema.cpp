@@ -130,19 +130,30 @@ struct SchemaCheck {
     if (fam != "decode_v1" && fam != "decode_v2") {
       fail(path + ".family", "expected \"decode_v1\" or \"decode_v2\"");
     }
-    const json& c = object(n, path, "config");
-    str(c, path + ".config", "family");
-    object(c, path + ".config", "params");
-    str(c, path + ".config", "key");
+    config(object(n, path, "config"), path + ".config", fam.get<std::string>());
   }
-  static void timed(const json& t, const std::string& path) {
+  // A configuration a lookup returns: `family` (the one it is chosen for, where one is: the
+  // readers hold it so), `key`, and `params` of 32-bit integers with a positive `partition`
+  // where there is one, as the C++ and Python readers check them.
+  static void config(const json& c, const std::string& path, const std::string& family_for) {
+    str(c, path, "family");
+    if (!family_for.empty() && c["family"] != family_for) {
+      fail(path + ".family", "expected \"" + family_for + "\" (the family it is chosen for)");
+    }
+    const json& params = object(c, path, "params");
+    for (const auto& [name, v] : params.items()) {
+      integer(params, path + ".params", name.c_str());
+    }
+    if (params.contains("partition")) {
+      integer(params, path + ".params", "partition", 1);
+    }
+    str(c, path, "key");
+  }
+  static void timed(const json& t, const std::string& path, const std::string& family_for) {
     if (!t.is_object()) {
       fail(path, "expected an object with config and median_s");
     }
-    const json& c = object(t, path, "config");
-    str(c, path + ".config", "family");
-    object(c, path + ".config", "params");
-    str(c, path + ".config", "key");
+    config(object(t, path, "config"), path + ".config", family_for);
     number(t, path, "median_s", 0.0);
   }
   static void optional_number(const json& obj, const std::string& path, const char* key) {
@@ -152,11 +163,11 @@ struct SchemaCheck {
   }
   static void entry(const json& m, const std::string& path, int version) {
     integer(m, path, "context_len", 1, kMaxContextLen);
-    timed(field(m, path, "best"), path + ".best");
+    timed(field(m, path, "best"), path + ".best", "");
     for (const char* slot : {"v1", "v2"}) {
       const json& v = field(m, path, slot);
       if (!v.is_null()) {
-        timed(v, sub(path, slot));
+        timed(v, sub(path, slot), std::string("decode_") + slot);
       }
     }
     if (version >= 2) {
@@ -345,7 +356,7 @@ void validate_table(const nlohmann::json& t) {
     S::shape(prefill[i], path);
     S::integer(prefill[i], path, "q_len", 1, kMaxContextLen);
     S::integer(prefill[i], path, "k_len", 1, kMaxContextLen);
-    S::timed(S::field(prefill[i], path, "best"), path + ".best");
+    S::timed(S::field(prefill[i], path, "best"), path + ".best", "prefill");
   }
   const json& held = S::array(t, "", "held_out");
   for (std::size_t i = 0; i < held.size(); ++i) {

@@ -285,6 +285,17 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
                  "`out`, its lse `lse`, the fp8 scales `k_scale` and `v_scale`)\n",
                  o.file.c_str(), names.c_str());
   }
+  for (const char* scale : {"k_scale", "v_scale"}) {
+    // A scale written as metadata rather than as its tensor would judge the call with 1.
+    const std::string name = scale;
+    if (rf.problem.params.fp8_cache() && rf.metadata.count(name) != 0 &&
+        (name == "k_scale" ? rf.problem.k_scale : rf.problem.v_scale).empty()) {
+      std::fprintf(stderr,
+                   "replay: warning: %s has __metadata__ %s, which is not read: a scale is an F32 "
+                   "tensor of that name (shape [] or [num_kv_heads]); judged with %s 1\n",
+                   o.file.c_str(), scale, scale);
+    }
+  }
   // The configuration asked for is checked here, before any worker: a typo is exit 2 at once.
   // A plugin without --config runs every configuration it declares for the phase.
   std::vector<KernelConfig> asked;

@@ -57,7 +57,7 @@ if(NOT ATTN_DUMPS_PYTHON)
                   "(scripts/install-deps.sh installs what they need)")
 else()
   set(replay_names ${REPLAY_GOOD} ${REPLAY_WRONG} noout_prefill_q_longer_than_k_fp16
-                   noout_nan_unread noout_misnamed_answer noout_lse_alone)
+                   noout_nan_unread noout_misnamed_answer noout_lse_alone noout_scale_in_metadata)
   foreach(entry ${REPLAY_BAD})
     string(REGEX REPLACE "\\|.*" "" name "${entry}")
     list(APPEND replay_names ${name})
@@ -96,6 +96,11 @@ else()
                 REGEX "holds tensors attn-tune does not read: output \\(the answer is `out`"
                 ARGS replay ${REPLAY_DUMPS}/noout_misnamed_answer.safetensors)
   set_tests_properties(cli.replay.misnamed_answer PROPERTIES FIXTURES_REQUIRED replay_dumps)
+
+  attn_cli_test(NAME replay.scale_in_metadata EXIT 0
+                REGEX "has __metadata__ k_scale, which is not read: a scale is an F32 tensor of that name .*; judged with k_scale 1"
+                ARGS replay ${REPLAY_DUMPS}/noout_scale_in_metadata.safetensors)
+  set_tests_properties(cli.replay.scale_in_metadata PROPERTIES FIXTURES_REQUIRED replay_dumps)
 
   attn_cli_test(NAME replay.lse_alone EXIT 0
                 REGEX "file holds lse but no out.*holds lse but no out: an answer is judged by its out"

@@ -387,6 +387,10 @@ def write_bad(outdir, written):
     variant("bad_lse_past_range", metadata={"kv_cache_dtype": "fp8_e4m3"}, tensors=dict(
         base, key_cache=("U8", kc.shape, big.tobytes()), value_cache=("U8", kc.shape, ones.tobytes()),
         k_scale=("F32", (), np.array(1e38, np.float32).tobytes())))
+    # A scale written as metadata, not as its tensor: judged with 1, and a warning says so.
+    variant("noout_scale_in_metadata", metadata={"kv_cache_dtype": "fp8_e4m3", "k_scale": "0.5"},
+            tensors=dict(base, key_cache=("U8", kc.shape, ones.tobytes()),
+                         value_cache=("U8", kc.shape, ones.tobytes())))
     # An lse without out: not judged, and said so.
     lse1 = np.zeros((1, 2), np.float32)
     variant("noout_lse_alone", tensors=dict(base, lse=("F32", lse1.shape, lse1.tobytes())))

@@ -455,6 +455,97 @@ TEST(TableReader, RefusesWhatItWouldReadWrongly) {
   std::remove(deep.c_str());
 }
 
+// What a second audit (2026-12-06, evening) found this reader answering from where attn-tune's
+// check and the Python reader refuse: a configuration whose partition is 0, negative, past 32 bits
+// (2^32 + 512 was launched as 512) or no integer, or whose family is not the one it is chosen
+// for; batch rules that are no list or whose leaves name another family or a partition of 0; a
+// soft cap of -0 beside the same point with 0 (answered by file order); and queries the others
+// refuse (a window below -1, a negative soft cap, heads no multiple of the KV heads).
+TEST(TableReader, RefusesDamagedConfigurationsRulesAndQueriesAsTheOtherReadersDo) {
+  const json good = json::parse(std::ifstream(kFixture));
+  const auto refused = [](const json& t, const std::string& words) {
+    try {
+      attn_tune::ThresholdTableReader{t};
+      ADD_FAILURE() << "taken; expected: " << words;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  // The first timed v2 configuration of the fixture.
+  std::size_t pi = 0, mi = 0;
+  bool found = false;
+  for (pi = 0; pi < good["decode"].size() && !found; ++pi) {
+    const json& ms = good["decode"][pi]["measured"];
+    for (mi = 0; mi < ms.size() && !found; ++mi) {
+      found = ms[mi].contains("v2") && ms[mi]["v2"].is_object() &&
+              ms[mi]["v2"]["config"]["params"].contains("partition");
+    }
+  }
+  ASSERT_TRUE(found);
+  --pi;
+  --mi;
+  const std::string at =
+      "decode[" + std::to_string(pi) + "].measured[" + std::to_string(mi) + "].v2.config.";
+  const auto with_partition = [&](const json& v) {
+    json t = good;
+    t["decode"][pi]["measured"][mi]["v2"]["config"]["params"]["partition"] = v;
+    return t;
+  };
+  refused(with_partition(0), at + "params.partition: expected a positive integer");
+  refused(with_partition(-512), at + "params.partition: expected a positive integer");
+  refused(with_partition((int64_t(1) << 32) + 512), at + "params.partition: expected a 32-bit");
+  refused(with_partition(512.5), at + "params.partition: expected a 32-bit integer");
+  refused(with_partition("512"), at + "params.partition: expected a 32-bit integer");
+  json t = good;
+  t["decode"][pi]["measured"][mi]["v2"]["config"]["family"] = "decode_v1";
+  refused(t, at + "family: expected \"decode_v2\"");
+  t = good;
+  t["decode"][pi]["measured"][mi]["v2"]["config"].erase("key");
+  refused(t, at + "key: expected a string");
+
+  const json rules = json::parse(
+      std::ifstream(std::string(ATTN_SOURCE_DIR) + "/python/testdata/table_v4_batch_rules.json"));
+  EXPECT_NO_THROW(attn_tune::ThresholdTableReader{rules});
+  t = rules;
+  t["batch_rules"] = json::object();
+  refused(t, "batch_rules: expected a list");
+  t = rules;
+  json& leaf = t["batch_rules"][0]["tree"]["at_or_above"]["at_or_above"];
+  ASSERT_EQ(leaf["family"], "decode_v2");
+  leaf["family"] = "decode_v3";
+  refused(t, "batch_rules[0].tree.at_or_above.at_or_above.family: expected \"decode_v1\" or");
+  leaf["family"] = "decode_v1";
+  refused(t, "batch_rules[0].tree.at_or_above.at_or_above.config.family: expected \"decode_v1\"");
+  leaf["family"] = "decode_v2";
+  leaf["config"]["params"]["partition"] = 0;
+  refused(t, "batch_rules[0].tree.at_or_above.at_or_above.config.params.partition: expected a "
+             "positive integer");
+  t = rules;
+  t["batch_rules"][0]["tree"]["at_or_above"]["at_or_above"] = json{{"lookup", "points"}};
+  EXPECT_NO_THROW(attn_tune::ThresholdTableReader{t});
+  t["decode"] = json::array();
+  refused(t, "at_or_above.at_or_above.lookup: the table has no decode points to read");
+
+  t = good;
+  json twin = good["decode"][0];
+  t["decode"][0]["softcap"] = -0.0;
+  t["decode"].push_back(twin);
+  refused(t, "the shape and mask of decode[0] again");
+
+  const auto r = attn_tune::ThresholdTableReader::from_file(kFixture);
+  attn_tune::Query q = query(4, 3000);
+  EXPECT_NO_THROW((void)r.lookup(q));
+  q.window_left = -2;
+  EXPECT_THROW((void)r.lookup(q), std::invalid_argument);
+  q = query(4, 3000);
+  q.softcap = -1.0;
+  EXPECT_THROW((void)r.lookup(q), std::invalid_argument);
+  q = query(4, 3000, /*kvh=*/4, /*heads=*/6);
+  EXPECT_THROW((void)r.lookup(q), std::invalid_argument);
+  q.seq_lens = {100, 2000};
+  EXPECT_THROW((void)r.lookup(q), std::invalid_argument);
+}
+
 // A batch of a shape without a batch rule, where the decode points have that shape (block size
 // 48, whose batches all ran v1: no rule was fitted), is answered by its decode points, not by the
 // nearest rule of another shape, whose leaf named a partition (1024) that is no multiple of 48.
