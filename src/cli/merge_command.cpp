@@ -46,6 +46,11 @@ int run_merge(const MergeOptions& o) {
   std::printf("merge: %d measurements from %zu folders (%d shards%s, %d duplicate keys)\n",
               s.measurements, s.folders.size(), s.shard_count,
               s.complete ? ", complete" : ", INCOMPLETE", s.duplicates);
+  if (s.replaced_own > 0) {
+    std::printf("merge: replaced the %d measurement%s of the sweep whose folder this was (its own "
+                "results, not an earlier merge's)\n",
+                s.replaced_own, s.replaced_own == 1 ? "" : "s");
+  }
   std::printf("merge: results %s\nmerge: table %s\n", s.results_path.c_str(), s.table_path.c_str());
   std::fputs(report_said.c_str(), report_said.rfind("merge: warning", 0) == 0 ? stderr : stdout);
   return kExitOk;

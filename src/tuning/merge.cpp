@@ -284,14 +284,17 @@ void refuse_foreign_workloads(const std::vector<Folder>& folders) {
 
 // A merge replaces OUT's results and table: an earlier merge's, or a sweep's of the same profile
 // (the shards measured that sweep's plan again). Results of another profile there are another
-// sweep's, not the merge's to remove: refused, as a sweep refuses to mix runs.
-void refuse_to_replace_other_results(const std::string& out_dir, const json& shards_header) {
+// sweep's, not the merge's to remove: refused, as a sweep refuses to mix runs. Returns how many
+// measurements of a sweep's own (not a merge's) results it replaces, for the command to say (an
+// outside audit saw a merge discard a finished sweep's without a word).
+int refuse_to_replace_other_results(const std::string& out_dir, const json& shards_header) {
   const fs::path existing = fs::path(out_dir) / "results.jsonl";
   std::error_code ec;
   if (!fs::exists(existing, ec)) {
-    return;
+    return 0;
   }
-  const json header = read_results(existing.string()).header;
+  const ResultsFile rf = read_results(existing.string());
+  const json& header = rf.header;
   if (header.value("profile_hash", std::string()) !=
       shards_header.value("profile_hash", std::string())) {
     throw InputError("'" + out_dir + "' holds the results of another profile (" +
@@ -300,6 +303,7 @@ void refuse_to_replace_other_results(const std::string& out_dir, const json& sha
                      ") than the shards, which a merge would replace: merge into another "
                      "folder");
   }
+  return header.contains("merged") ? 0 : int(rf.lines.size());
 }
 
 } // namespace
@@ -347,8 +351,9 @@ MergeSummary merge_shards(const std::string& out_dir, const std::vector<std::str
     throw InputError("no shard folder holds a measurement yet: nothing to merge");
   }
   refuse_foreign_workloads(folders);
-  refuse_to_replace_other_results(out_dir, folders.front().header);
+  const int replaced_own = refuse_to_replace_other_results(out_dir, folders.front().header);
   MergeSummary sum;
+  sum.replaced_own = replaced_own;
   sum.shard_count = folders.front().info.shard.count;
 
   // One line per key: the better of the folders' lines, in first-seen order.

@@ -43,6 +43,9 @@ struct MergeSummary {
   bool complete = false;    // every shard present and complete
   int measurements = 0;     // lines in the merged results.jsonl
   int duplicates = 0;       // keys found in more than one folder
+  // Measurements of a sweep's own results (not an earlier merge's) that OUT held and the merge
+  // replaced: OUT was that sweep's folder.
+  int replaced_own = 0;
   std::string results_path; // OUT/results.jsonl
   std::string table_path;   // OUT/threshold_table.json
   nlohmann::json table;

@@ -62,5 +62,8 @@ echo "<!-- the sweep's own page -->" >> running/report.html
   fail "the merge into the finished sweep's folder failed: $(cat merge2.err)"
 grep -q "^merge: report .*running/report.html (drawn again)$" merge2.out ||
   fail "the merge did not say it drew the report again: $(cat merge2.out)"
+# ... and says that it replaced the sweep's own measurements (8 decode ones here).
+grep -q "^merge: replaced the $((want - 1)) measurements of the sweep whose folder this was" merge2.out ||
+  fail "the merge did not say it replaced the sweep's own results: $(cat merge2.out)"
 grep -q "the sweep's own page" running/report.html && fail "the merge left the sweep's page"
 echo "merge_into_running_sweep: refused with exit 2 naming pid $sweep; the sweep finished whole"

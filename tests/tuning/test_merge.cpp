@@ -459,6 +459,8 @@ TEST_F(Merge, IntoABusyFolderIsRefusedAndResultsAndTableSwitchTogether) {
   fs::remove(out / "results.jsonl");
   const MergeSummary s1 = merge_shards(out.string(), dirs, {});
   const MergeSummary s2 = merge_shards(out.string(), dirs, {});
+  EXPECT_EQ(s1.replaced_own, 0);
+  EXPECT_EQ(s2.replaced_own, 0); // an earlier merge's results
   EXPECT_EQ(s2.measurements, s1.measurements);
   EXPECT_TRUE(fs::is_symlink(out / "results.jsonl"));
   EXPECT_TRUE(fs::is_symlink(out / "threshold_table.json"));
