@@ -136,7 +136,13 @@ FolderLock::FolderLock(const std::string& dir) {
     // conflicts too, and closing another descriptor of the file does not drop it.
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
-      const std::string pid = holder_pid(fd_);
+      std::string pid = holder_pid(fd_);
+      // A holder that took the lock an instant ago may not have written its pid yet (two sweeps
+      // started together): a moment for it, so that the refusal names it.
+      for (int i = 0; err == EWOULDBLOCK && pid.empty() && i < 25; ++i) {
+        ::usleep(4000);
+        pid = holder_pid(fd_);
+      }
       ::close(fd_);
       fd_ = -1;
       if (err == EWOULDBLOCK) {
