@@ -116,8 +116,6 @@ std::string dump_failure(const Backend& be, const VerifyOptions& opt, const std:
   return path;
 }
 
-// A verify worker's pass over one kernel set: every case of every family and configuration
-// that earlier workers of this command have not checked, each a checked run.
 // A problem as a failure line names it: its description, and an fp8 cache's scales (a mistake
 // with one, "k_scale is ignored", reads differently where v_scale is 1).
 std::string problem_words(const Problem& pr) {
@@ -135,6 +133,8 @@ std::string declared_fp8(const Backend& be, Family f, const AttnParams& p) {
   return std::string(dtype_name(p.cache_dtype()));
 }
 
+// A verify worker's pass over one kernel set: every case of every family and configuration
+// that earlier workers of this command have not checked, each a checked run.
 void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link) {
   const std::string device = be.info().id;
   link.opened(be);
@@ -445,7 +445,7 @@ private:
   std::map<std::string, std::pair<int, int>> rounding_; // "device config" -> truncated, of
   std::map<std::string, int> hangs_;            // device|config -> cases that timed out
   struct DeclaredUse {
-    int taken = 0;                 // cases some configuration ran (passed, failed or faulted)
+    int taken = 0;                 // runs a configuration made (passed, failed or faulted)
     std::set<std::string> refused; // cases a configuration refused
     std::string refusal;           // the first refusal: "configuration: reason"
   };
