@@ -34,11 +34,18 @@ struct Temporary {
 // folder, so that the rename cannot cross file systems).
 Temporary write_temporary(const std::string& path, const void* bytes, std::size_t size) {
   std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
+  int fd = -1;
+  std::unique_ptr<RemovedOnStop> guard;
+  {
+    const StopSignalsHeld held; // made and registered as one step
+    fd = ::mkstemp(tmp.data());
+    if (fd >= 0) {
+      guard = std::make_unique<RemovedOnStop>(tmp);
+    }
+  }
   if (fd < 0) {
     throw InputError("cannot create a file next to " + path + ": " + std::strerror(errno));
   }
-  auto guard = std::make_unique<RemovedOnStop>(tmp);
   ::fchmod(fd, 0644); // mkstemp makes it private; a result file is meant to be shared
   auto fail = [&](const char* what, bool close_fd) {
     const std::string reason = std::strerror(errno);

@@ -161,6 +161,17 @@ void set_stop_note(const std::string& note) {
   g_note.store(next);
 }
 
+StopSignalsHeld::StopSignalsHeld() {
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (const int sig : kStopSignals) {
+    sigaddset(&stop, sig);
+  }
+  ::pthread_sigmask(SIG_BLOCK, &stop, &before_);
+}
+
+StopSignalsHeld::~StopSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
+
 RemovedOnStop::RemovedOnStop(const std::string& path) {
   if (path.size() >= sizeof Slot::path) {
     return;
