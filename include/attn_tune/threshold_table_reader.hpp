@@ -202,23 +202,19 @@ public:
     return v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
   }
 
-  // A decode point's fields the lookup reads, held as attn-tune's own check holds them (and the
-  // Python reader): std::runtime_error "threshold table: PATH.FIELD: what", so that a damaged
-  // table is refused rather than answered from.
-  static void check_point(const nlohmann::json& p, const std::string& path, int version) {
+  // A decode point's or a batch rule's shape (heads, head_dim, block_size, dtypes) and mask, as
+  // the lookup compares them with a query's.
+  static void check_shape_and_mask(const nlohmann::json& p, const std::string& path) {
     const auto fail = [&](const std::string& field, const std::string& what) {
       throw std::runtime_error("threshold table: " + path + (field.empty() ? "" : ".") + field +
                                ": " + what);
     };
-    // Every integer the lookup reads as an int is one: 2^32 + 256 is no window of 256.
     constexpr int64_t kIntMax = 2147483647;
-    const auto positive = [](const nlohmann::json& v) { return int_within(v, 1, kIntMax); };
     if (!p.is_object()) {
       fail("", "expected an object");
     }
-    for (const char* key :
-         {"batch", "num_heads", "num_kv_heads", "gqa_ratio", "head_dim", "block_size"}) {
-      if (!p.contains(key) || !positive(p[key])) {
+    for (const char* key : {"num_heads", "num_kv_heads", "gqa_ratio", "head_dim", "block_size"}) {
+      if (!p.contains(key) || !int_within(p[key], 1, kIntMax)) {
         fail(key, "expected a positive integer");
       }
     }
@@ -244,6 +240,23 @@ public:
     if (!p.contains("softcap") || !p["softcap"].is_number() || !(p["softcap"].get<double>() >= 0)) {
       fail("softcap", "expected a number >= 0");
     }
+  }
+
+  // A decode point's fields the lookup reads, held as attn-tune's own check holds them (and the
+  // Python reader): std::runtime_error "threshold table: PATH.FIELD: what", so that a damaged
+  // table is refused rather than answered from.
+  static void check_point(const nlohmann::json& p, const std::string& path, int version) {
+    const auto fail = [&](const std::string& field, const std::string& what) {
+      throw std::runtime_error("threshold table: " + path + (field.empty() ? "" : ".") + field +
+                               ": " + what);
+    };
+    // Every integer the lookup reads as an int is one: 2^32 + 256 is no window of 256.
+    constexpr int64_t kIntMax = 2147483647;
+    const auto positive = [](const nlohmann::json& v) { return int_within(v, 1, kIntMax); };
+    if (p.is_object() && (!p.contains("batch") || !positive(p["batch"]))) {
+      fail("batch", "expected a positive integer");
+    }
+    check_shape_and_mask(p, path);
     if (version >= 2) {
       if (!p.contains("v2_intervals") || !p["v2_intervals"].is_array()) {
         fail("v2_intervals", "expected a list");
@@ -343,38 +356,8 @@ public:
       throw std::runtime_error("threshold table: " + path + (field.empty() ? "" : ".") + field +
                                ": " + what);
     };
-    constexpr int64_t kIntMax = 2147483647;
-    if (!r.is_object()) {
-      fail("", "expected an object");
-    }
-    for (const char* key : {"num_heads", "num_kv_heads", "gqa_ratio", "head_dim", "block_size"}) {
-      if (!r.contains(key) || !int_within(r[key], 1, kIntMax)) {
-        fail(key, "expected a positive integer");
-      }
-    }
-    if (r["num_heads"].get<int64_t>() !=
-        r["num_kv_heads"].get<int64_t>() * r["gqa_ratio"].get<int64_t>()) {
-      fail("num_heads", "expected num_kv_heads x gqa_ratio");
-    }
-    if (!r.contains("dtype") ||
-        !(r["dtype"] == "fp32" || r["dtype"] == "fp16" || r["dtype"] == "bf16")) {
-      fail("dtype", "expected \"fp32\", \"fp16\" or \"bf16\"");
-    }
-    if (r.contains("kv_dtype") && !(r["kv_dtype"] == "fp8_e4m3" || r["kv_dtype"] == "fp8_e5m2")) {
-      fail("kv_dtype", "expected \"fp8_e4m3\" or \"fp8_e5m2\"");
-    }
-    if (!r.contains("causal") || !r["causal"].is_boolean()) {
-      fail("causal", "expected true or false");
-    }
-    for (const char* key : {"window_left", "window_right"}) {
-      if (!r.contains(key) || !int_within(r[key], -1, kIntMax)) {
-        fail(key, "expected -1 or a length");
-      }
-    }
-    if (!r.contains("softcap") || !r["softcap"].is_number() || !(r["softcap"].get<double>() >= 0)) {
-      fail("softcap", "expected a number >= 0");
-    }
-    if (!r.contains("batches") || !int_within(r["batches"], 0, kIntMax)) {
+    check_shape_and_mask(r, path);
+    if (!r.contains("batches") || !int_within(r["batches"], 0, 2147483647LL)) {
       fail("batches", "expected a count");
     }
     if (!r.contains("tree")) {

@@ -403,6 +403,16 @@ TEST(TableReader, RejectsWhatIsNotATable) {
   }
 }
 
+// That the reader refuses table `t` with a message holding `words`.
+void refused(const json& t, const std::string& words) {
+  try {
+    attn_tune::ThresholdTableReader{t};
+    ADD_FAILURE() << "taken; expected: " << words;
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
 // What an independent audit (2026-12-06) found this reader answering from, each refused naming
 // the field: integers past int's range (narrowed, 2^40 + 5 was version 5 and 2^32 + 256 a window
 // of 256), v2 runs that touch or a v2_from the intervals contradict (attn-tune's check refuses
@@ -410,14 +420,6 @@ TEST(TableReader, RejectsWhatIsNotATable) {
 // overflowed the stack.
 TEST(TableReader, RefusesWhatItWouldReadWrongly) {
   const json good = json::parse(std::ifstream(kFixture));
-  const auto refused = [](const json& t, const std::string& words) {
-    try {
-      attn_tune::ThresholdTableReader{t};
-      ADD_FAILURE() << "taken; expected: " << words;
-    } catch (const std::runtime_error& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-    }
-  };
   json t = good;
   t["version"] = (uint64_t(1) << 40) + 5;
   refused(t, "unsupported threshold table version 1099511627781");
@@ -463,14 +465,6 @@ TEST(TableReader, RefusesWhatItWouldReadWrongly) {
 // refuse (a window below -1, a negative soft cap, heads no multiple of the KV heads).
 TEST(TableReader, RefusesDamagedConfigurationsRulesAndQueriesAsTheOtherReadersDo) {
   const json good = json::parse(std::ifstream(kFixture));
-  const auto refused = [](const json& t, const std::string& words) {
-    try {
-      attn_tune::ThresholdTableReader{t};
-      ADD_FAILURE() << "taken; expected: " << words;
-    } catch (const std::runtime_error& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-    }
-  };
   // The first timed v2 configuration of the fixture.
   std::size_t pi = 0, mi = 0;
   bool found = false;
