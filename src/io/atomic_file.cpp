@@ -198,7 +198,19 @@ std::string link_target(const fs::path& p) {
 void replace_files_together(const std::string& dir_text,
                             const std::vector<std::pair<std::string, std::string>>& files) {
   const fs::path dir(dir_text);
-  const std::string gen = make_generation(dir);
+  // Until the switch, a stop removes the new generation: its files, then the folder (a merge
+  // stopped midway left it for the next merge to remove, an outside audit saw).
+  std::string gen;
+  std::vector<std::unique_ptr<RemovedOnStop>> until_switch;
+  {
+    const StopSignalsHeld held; // made and registered as one step
+    gen = make_generation(dir);
+    until_switch.push_back(
+        std::make_unique<RemovedOnStop>((dir / gen).string(), RemovedOnStop::Kind::folder));
+  }
+  for (const auto& f : files) {
+    until_switch.push_back(std::make_unique<RemovedOnStop>((dir / gen / f.first).string()));
+  }
   try {
     for (const auto& [name, bytes] : files) {
       write_file_atomically((dir / gen / name).string(), bytes);
@@ -235,8 +247,12 @@ void replace_files_together(const std::string& dir_text,
       }
     }
   }
-  // The switch: every name now shows the new generation.
-  switch_link(dir, kCurrent, gen);
+  // The switch: every name now shows the new generation, which a stop then leaves in place.
+  {
+    const StopSignalsHeld held;
+    switch_link(dir, kCurrent, gen);
+    until_switch.clear();
+  }
   fsync_dir(dir);
 
   // What earlier writers killed midway left: older generations, and the temporary links and

@@ -16,9 +16,10 @@ namespace {
 
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
-// One temporary file looked after: free (0), being filled or emptied (1), ready (2).
+// One temporary file (or folder) looked after: free (0), being filled or emptied (1), ready (2).
 struct Slot {
   std::atomic<int> state{0};
+  bool folder = false; // removed with rmdir, after every file (it must be empty by then)
   char path[4096] = {};
 };
 Slot g_slots[16];
@@ -86,9 +87,11 @@ extern "C" void on_stop(int sig) {
     }
   }
   if (::getpid() == g_owner.load()) {
-    for (Slot& s : g_slots) {
-      if (s.state.load() == 2) {
-        ::unlink(s.path);
+    for (const bool folders : {false, true}) {
+      for (Slot& s : g_slots) {
+        if (s.state.load() == 2 && s.folder == folders) {
+          (void)(folders ? ::rmdir(s.path) : ::unlink(s.path));
+        }
       }
     }
     put("attn-tune: stopped by ");
@@ -172,7 +175,7 @@ StopSignalsHeld::StopSignalsHeld() {
 
 StopSignalsHeld::~StopSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
 
-RemovedOnStop::RemovedOnStop(const std::string& path) {
+RemovedOnStop::RemovedOnStop(const std::string& path, Kind kind) {
   if (path.size() >= sizeof Slot::path) {
     return;
   }
@@ -180,6 +183,7 @@ RemovedOnStop::RemovedOnStop(const std::string& path) {
     int free = 0;
     if (g_slots[i].state.compare_exchange_strong(free, 1)) {
       std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
+      g_slots[i].folder = kind == Kind::folder;
       g_slots[i].state.store(2);
       slot_ = i;
       return;

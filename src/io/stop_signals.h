@@ -57,10 +57,13 @@ private:
 };
 
 // A temporary file being written: a stop signal that arrives while this object lives removes it.
-// At most 16 at a time are looked after; more are left to the next run's clean-up.
+// A folder (Kind::folder) is removed after every file, so it goes where the files registered
+// in it were all it held. At most 16 at a time are looked after; more are left to the next run's
+// clean-up.
 class RemovedOnStop {
 public:
-  explicit RemovedOnStop(const std::string& path);
+  enum class Kind { file, folder };
+  explicit RemovedOnStop(const std::string& path, Kind kind = Kind::file);
   ~RemovedOnStop();
   RemovedOnStop(const RemovedOnStop&) = delete;
   RemovedOnStop& operator=(const RemovedOnStop&) = delete;

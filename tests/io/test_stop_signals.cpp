@@ -100,6 +100,31 @@ TEST(StopSignals, AStopWhileAFileIsMadeWaitsForItsRegistrationAndRemovesIt) {
   fs::remove(tmp);
 }
 
+// A folder registered before the files in it (a merge's new generation) goes too: the files
+// first, whatever order they were registered in, then the folder.
+TEST(StopSignals, AStopRemovesARegisteredFolderAfterItsFiles) {
+  const fs::path gen = scratch("gen");
+  const auto [text, status] = in_fork([&] {
+    install_stop_handlers();
+    fs::create_directories(gen);
+    const RemovedOnStop folder(gen.string(), RemovedOnStop::Kind::folder);
+    const RemovedOnStop table((gen / "threshold_table.json").string());
+    const RemovedOnStop results((gen / "results.jsonl").string());
+    for (const char* name : {"threshold_table.json", "results.jsonl"}) {
+      std::FILE* f = std::fopen((gen / name).c_str(), "w");
+      if (f == nullptr) {
+        ::_exit(3);
+      }
+      std::fclose(f);
+    }
+    std::raise(SIGTERM);
+    ::_exit(4);
+  });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_FALSE(fs::exists(gen));
+  fs::remove_all(gen);
+}
+
 TEST(StopSignals, AForkedChildEndsSilentlyByTheSignal) {
   const auto [text, status] = in_fork([] {
     install_stop_handlers();
