@@ -237,12 +237,7 @@ int run_table_lookup(const TableOptions& o) {
     q.dtype = attn_tune::ThresholdTableReader::canonical_dtype(o.q.dtype);
     q.kv_dtype = attn_tune::ThresholdTableReader::canonical_kv_dtype(o.q.kv_dtype, q.dtype);
   } catch (const std::invalid_argument& e) {
-    bool fp8 = false; // an fp8 name given as the query's dtype: say which option takes it
-    try {
-      fp8 = is_fp8(parse_kv_dtype(o.q.dtype, DType::f32));
-    } catch (const InputError&) {
-    }
-    if (fp8) {
+    if (fp8_named(o.q.dtype)) { // an fp8 name given as the query's dtype: say which option takes it
       throw InputError("--dtype: '" + o.q.dtype +
                        "' is a KV-cache dtype (queries and outputs are "
                        "fp32, fp16 or bf16): give the cache's with --kv-dtype " +

@@ -44,15 +44,6 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-// The KV-cache dtype `name` stands for, or `otherwise` when it names none.
-DType parse_kv_dtype_or(const std::string& name, DType otherwise) {
-  try {
-    return parse_kv_dtype(name, DType::f32);
-  } catch (const InputError&) {
-    return otherwise;
-  }
-}
-
 // A comma-separated list option given with no name in it ("--kv-dtypes ''") is refused rather
 // than taken as the option left out (all).
 CLI::Validator names_given() {
@@ -133,7 +124,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   if (!o.dtypes.empty()) {
     vo.dtypes.clear();
     for (const auto& d : split_list(o.dtypes)) {
-      if (is_fp8(parse_kv_dtype_or(d, DType::f32))) {
+      if (fp8_named(d)) {
         throw InputError("--dtypes: '" + d +
                          "' is a KV-cache dtype (queries and outputs are fp32, "
                          "fp16 or bf16): check fp8 caches with --kv-dtypes " +
@@ -150,12 +141,12 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
         vo.plain_cache = true;
         continue;
       }
-      const DType t = parse_kv_dtype_or(k, DType::f32);
-      if (!is_fp8(t)) {
+      const std::optional<DType> t = fp8_named(k);
+      if (!t) {
         throw InputError("--kv-dtypes: '" + k + "' is not auto, fp8_e4m3 (or fp8) or fp8_e5m2");
       }
-      if (std::find(vo.fp8.begin(), vo.fp8.end(), t) == vo.fp8.end()) {
-        vo.fp8.push_back(t);
+      if (std::find(vo.fp8.begin(), vo.fp8.end(), *t) == vo.fp8.end()) {
+        vo.fp8.push_back(*t);
       }
     }
   }

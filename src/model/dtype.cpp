@@ -45,16 +45,23 @@ DType parse_dtype(std::string_view name) {
   throw InputError("unknown dtype '" + std::string(name) + "' (expected fp32, fp16 or bf16)");
 }
 
-DType parse_kv_dtype(std::string_view name, DType query) {
-  if (name == "auto" || name == dtype_name(query)) {
-    return query;
-  }
+std::optional<DType> fp8_named(std::string_view name) {
   if (name == "fp8" || name == "fp8_e4m3" || name == "e4m3" || name == "float8_e4m3fn" ||
       name == "fp8_e4m3fn") {
     return DType::fp8_e4m3;
   }
   if (name == "fp8_e5m2" || name == "e5m2" || name == "float8_e5m2") {
     return DType::fp8_e5m2;
+  }
+  return std::nullopt;
+}
+
+DType parse_kv_dtype(std::string_view name, DType query) {
+  if (name == "auto" || name == dtype_name(query)) {
+    return query;
+  }
+  if (const std::optional<DType> fp8 = fp8_named(name)) {
+    return *fp8;
   }
   throw InputError("unknown KV-cache dtype '" + std::string(name) + "' (expected auto, fp8, " +
                    "fp8_e4m3 or fp8_e5m2, or the query dtype " + std::string(dtype_name(query)) +

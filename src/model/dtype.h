@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,9 @@ enum class DType { f32, f16, bf16, fp8_e4m3, fp8_e5m2 };
 // `query`), "fp8" or "fp8_e4m3" (also "e4m3", "float8_e4m3fn"), "fp8_e5m2" (also "e5m2",
 // "float8_e5m2"), or the query dtype's own name; throws InputError otherwise.
 [[nodiscard]] DType parse_kv_dtype(std::string_view name, DType query);
+// The fp8 format one of those names stands for ("fp8", "float8_e5m2", ...); nullopt for any other
+// name, so that a caller can tell an fp8 name given where a query dtype belongs.
+[[nodiscard]] std::optional<DType> fp8_named(std::string_view name);
 [[nodiscard]] constexpr bool is_fp8(DType t) {
   return t == DType::fp8_e4m3 || t == DType::fp8_e5m2;
 }

@@ -322,7 +322,7 @@ public:
           use.refusal = config + ": " + r.reason;
         }
       } else {
-        ++use.taken;
+        use.ran = true;
       }
     }
     if (r.status == RunStatus::skipped) {
@@ -383,7 +383,7 @@ public:
   // testcase of its own.
   void judge_declarations() {
     for (const auto& [which, use] : declared_) {
-      if (use.taken > 0) {
+      if (use.ran) {
         continue;
       }
       const auto& [device, family, kv] = which;
@@ -445,7 +445,7 @@ private:
   std::map<std::string, std::pair<int, int>> rounding_; // "device config" -> truncated, of
   std::map<std::string, int> hangs_;            // device|config -> cases that timed out
   struct DeclaredUse {
-    int taken = 0;                 // runs a configuration made (passed, failed or faulted)
+    bool ran = false;              // a configuration ran a case (passed, failed or faulted)
     std::set<std::string> refused; // cases a configuration refused
     std::string refusal;           // the first refusal: "configuration: reason"
   };
