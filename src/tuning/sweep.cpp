@@ -585,10 +585,15 @@ public:
       check_can_write((fs::path(opt.out_dir) / name).string());
     }
     sum_.results_path = (fs::path(opt.out_dir) / "results.jsonl").string();
-    set_stop_note(!opt.stop_note.empty()
-                      ? opt.stop_note
-                      : "the measurements made so far are in " + sum_.results_path +
-                            ": the same command with --resume carries on");
+    // Until a worker has opened the results file (its plan says so), a stop leaves none to
+    // point at: the line says nothing was measured rather than naming a file that is not there.
+    if (!opt.stop_note.empty()) {
+      set_stop_note(opt.stop_note);
+    } else if (fs::exists(sum_.results_path, ec)) {
+      set_stop_note(resume_note());
+    } else {
+      set_stop_note("nothing was measured (" + opt.out_dir + " holds no results yet)");
+    }
   }
 
   // A sweep that stopped before its first measurement (a device it cannot use or may not wait
@@ -628,6 +633,12 @@ public:
   SweepSession(const SweepSession&) = delete;
   SweepSession& operator=(const SweepSession&) = delete;
 
+  // What a stop keeps once the results file is there, and how to go on.
+  [[nodiscard]] std::string resume_note() const {
+    return "the measurements made so far are in " + sum_.results_path +
+           ": the same command with --resume carries on";
+  }
+
   void opened(const OpenedMsg& m) {
     device_ = m.device.to_json();
     kernels_ = m.kernels;
@@ -642,6 +653,9 @@ public:
       return;
     }
     started_ = true;
+    if (opt_.stop_note.empty()) {
+      set_stop_note(resume_note()); // the worker opened the results file before its plan
+    }
     if (progress_) {
       progress_->finish();
     }

@@ -1,6 +1,7 @@
 #!/bin/sh
-# A sweep told to stop (SIGTERM: a CI job's timeout, `kill`) says so in one line, naming where its
-# measurements are and how to go on, ends by that signal (exit status 143), takes its worker with
+# A sweep told to stop (SIGTERM: a CI job's timeout, `kill`) says so in one line, saying what it
+# keeps (before its first measurement: nothing; once a results file was there: where its
+# measurements are and how to go on), ends by that signal (exit status 143), takes its worker with
 # it, and leaves its folder for `--resume`, which then finishes the profile.
 # The sweep is made to stay running without timing tricks: util-linux flock holds this host's
 # device lock (in a private lock folder), so the sweep holds its folder and waits for the device.
@@ -32,9 +33,22 @@ kill "$holder" 2> /dev/null || true
 wait "$holder" 2> /dev/null || true
 [ "$rc" -eq 143 ] || fail "the stopped sweep exited $rc, not 143 (SIGTERM): $(cat sweep.log)"
 [ "$(grep -c 'stopped by' sweep.log)" -eq 1 ] || fail "not one stop line: $(cat sweep.log)"
+grep -q "^attn-tune: stopped by SIGTERM; nothing was measured (stopped holds no results yet)$" sweep.log ||
+  fail "the stop line of a sweep that measured nothing does not say so: $(cat sweep.log)"
+ls stopped/*.tmp.* > /dev/null 2>&1 && fail "temporary files left: $(ls stopped)"
+
+# A sweep that finds a results file (here --resume of the one above) points at it when stopped.
+start_waiting_sweep 30 stopped --resume
+kill -TERM "$sweep"
+set +e
+wait "$sweep"
+rc=$?
+set -e
+kill "$holder" 2> /dev/null || true
+wait "$holder" 2> /dev/null || true
+[ "$rc" -eq 143 ] || fail "the stopped --resume sweep exited $rc, not 143: $(cat sweep.log)"
 grep -q "^attn-tune: stopped by SIGTERM; the measurements made so far are in .*stopped/results.jsonl: the same command with --resume carries on$" sweep.log ||
   fail "the stop line does not say where the measurements are: $(cat sweep.log)"
-ls stopped/*.tmp.* > /dev/null 2>&1 && fail "temporary files left: $(ls stopped)"
 
 # Its worker went with it (it held the folder's lock open no longer), so the resume starts at once
 # and measures the whole profile.

@@ -2,10 +2,13 @@
 # device lock (in a private lock folder) for SECONDS, so a sweep started into OUT holds its folder
 # and waits for the device. Uses $tool, $flock, $device_lock, $profile and fail(); sets $holder
 # (the flock process: killing it lets the lock go) and $sweep (the sweep's pid; its output in
-# sweep.log).
-#   start_waiting_sweep SECONDS OUT
+# sweep.log). Arguments after OUT are passed to the sweep.
+#   start_waiting_sweep SECONDS OUT [SWEEP ARGUMENTS...]
 start_waiting_sweep() {
-  "$flock" -o "$device_lock" sleep "$1" > /dev/null 2>&1 &
+  seconds=$1
+  out=$2
+  shift 2
+  "$flock" -o "$device_lock" sleep "$seconds" > /dev/null 2>&1 &
   holder=$!
   tries=0
   while "$flock" -n "$device_lock" true 2> /dev/null; do
@@ -13,7 +16,7 @@ start_waiting_sweep() {
     [ "$tries" -lt 100 ] || fail "flock never took $device_lock"
     sleep 0.05
   done
-  "$tool" sweep --device cpu --profile "$profile" --threads 2 --no-report --out "$2" \
+  "$tool" sweep --device cpu --profile "$profile" --threads 2 --no-report --out "$out" "$@" \
     > sweep.log 2>&1 &
   sweep=$!
   # The sweep has its folder once it waits for the device.
