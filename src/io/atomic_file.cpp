@@ -247,11 +247,23 @@ void replace_files_together(const std::string& dir_text,
       }
     }
   }
-  // The switch: every name now shows the new generation, which a stop then leaves in place.
+  // The switch: every name now shows the new generation, which a stop then leaves in place, and
+  // the one they showed before is removed below; a stop during that removal finishes it (its
+  // files, then its folder), so it is not left for the next writer.
+  std::vector<std::unique_ptr<RemovedOnStop>> after_switch;
   {
     const StopSignalsHeld held;
+    const std::string old = link_target(dir / kCurrent);
     switch_link(dir, kCurrent, gen);
     until_switch.clear();
+    if (old.rfind(kGenPrefix, 0) == 0 && old.find('/') == std::string::npos && old != gen) {
+      after_switch.push_back(
+          std::make_unique<RemovedOnStop>((dir / old).string(), RemovedOnStop::Kind::folder));
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(dir / old, ec)) {
+        after_switch.push_back(std::make_unique<RemovedOnStop>(e.path().string()));
+      }
+    }
   }
   fsync_dir(dir);
 

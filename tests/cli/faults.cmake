@@ -114,8 +114,9 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                      ${CMAKE_CURRENT_BINARY_DIR}/cli_work/merge_running/work)
     set_tests_properties(cli.merge_into_running_sweep PROPERTIES LABELS "cli"
                          ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/merge_running/locks")
-    # A sweep told to stop (SIGTERM) says where its measurements are in one line, ends by the
-    # signal, and leaves its folder to --resume, with no worker behind holding it.
+    # A sweep told to stop (SIGTERM) says what it keeps in one line (nothing, or where its
+    # measurements are), ends by the signal, and leaves its folder to --resume, with no worker
+    # behind holding it.
     add_test(NAME cli.sweep_stopped_by_sigterm
              COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/stop_running_sweep.sh
                      $<TARGET_FILE:attn-tune> ${ATTN_FLOCK}
@@ -124,6 +125,13 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                      ${CMAKE_CURRENT_BINARY_DIR}/cli_work/stop_running/work)
     set_tests_properties(cli.sweep_stopped_by_sigterm PROPERTIES LABELS "cli"
                          ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/stop_running/locks")
+    # Merges stopped at random moments leave one whole generation behind the folder's names.
+    add_test(NAME cli.merges_stopped_anywhere
+             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/stop_merges.sh
+                     $<TARGET_FILE:attn-tune> ${ATTN_CLI_DATA}/faults_profile.json
+                     ${CMAKE_CURRENT_BINARY_DIR}/cli_work/stop_merges/work)
+    set_tests_properties(cli.merges_stopped_anywhere PROPERTIES LABELS "cli"
+                         ENVIRONMENT "ATTN_TUNE_LOCK_DIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/stop_merges/locks")
   endif()
 endif()
 
