@@ -268,7 +268,13 @@ int adaptive_worker(Backend& be, const Profile& prof, const SweepOptions& opt,
                     const WorkerLink& link) {
   SearchObservations obs;
   for (const json& l : log.lines) {
-    if (log.done.count(record_key(l.value("workload_key", ""), l.value("config_key", "")))) {
+    const std::string key = record_key(l.value("workload_key", ""), l.value("config_key", ""));
+    // A fault this command already ran again (--retry-faults; the worker it crashed was
+    // replaced by this one) stands: asked for once more, the search would crash each new
+    // worker on it without end, as an outside audit's plugin that aborts showed.
+    const bool retried = l.value("status", "") == "fault" &&
+                         link.finished(key + (line_stage(l) == SearchStage::race ? " | race" : ""));
+    if (log.done.count(key) || retried) {
       observe(obs, l);
     }
   }

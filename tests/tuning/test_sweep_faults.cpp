@@ -143,11 +143,34 @@ TEST(SweepFaults, AnAdaptiveSearchRecordsFaultsAndGoesOn) {
   ASSERT_EQ(s.table["decode"].size(), 1u);
   EXPECT_FALSE(s.table["decode"][0]["measured"][0]["v1"].is_null());
   EXPECT_FALSE(s.table["decode"][0]["measured"][0]["v2"].is_null());
-  const std::size_t before = rf.lines.size();
+  std::size_t before = rf.lines.size();
 
   o.resume = true;
   o.search.reset(); // the folder's search
   o.retry_faults = true;
+  // --retry-faults with the faults still there: each runs again once, faults again and stands,
+  // and the sweep ends. (A fault retried and crashing its worker again was asked for again by
+  // each new worker, without end, until 2026-12-06.)
+  {
+    const FaultEnv env;
+    const SweepSummary still = run_sweep_isolated(cpu_maker(), prof, o);
+    EXPECT_EQ(still.faults, 6);
+    EXPECT_EQ(still.table.at("measurement_counts").value("fault", 0), 6);
+  }
+  const ResultsFile retried = read_results(s.results_path);
+  std::map<std::string, int> runs_again; // pair and stage -> its lines of this command
+  for (std::size_t i = before; i < retried.lines.size(); ++i) {
+    const json& l = retried.lines[i];
+    EXPECT_EQ(l.value("status", ""), "fault") << l.dump();
+    ++runs_again[l.value("workload_key", "") + " " + l.value("config_key", "") + " " +
+                 l["search"].value("stage", "")];
+  }
+  EXPECT_EQ(runs_again.size(), 6u);
+  for (const auto& [run, n] : runs_again) {
+    EXPECT_EQ(n, 1) << run;
+  }
+  before = retried.lines.size();
+
   const SweepSummary fixed = run_sweep_isolated(cpu_maker(), prof, o);
   EXPECT_EQ(fixed.search, SearchMode::adaptive);
   EXPECT_EQ(fixed.table.at("measurement_counts").value("fault", 0), 0);
