@@ -55,16 +55,26 @@ struct Sizes {
   int max_len;     // longest ragged length in the edge groups
   int prefill_len; // longest prefill sequence
   std::vector<int> long_lens;
+  // The long sequence of the mixed batches (short chats beside one long document): at least
+  // this, and (0: no such rule) past `mixed_partitions` partitions of the largest declared one.
+  int mixed_len;
+  int mixed_partitions;
 };
 
 Sizes sizes_for(Intensity in) {
   switch (in) {
   case Intensity::quick:
-    return {{64, 128}, {16}, 1100, 96, {2049}};
+    return {{64, 128}, {16}, 1100, 96, {2049}, 4097, 0};
   case Intensity::full:
-    return {{64, 80, 96, 112, 128, 192, 256}, {8, 16, 32, 64, 128}, 4100, 600, {32768, 16385}};
+    return {{64, 80, 96, 112, 128, 192, 256},
+            {8, 16, 32, 64, 128},
+            4100,
+            600,
+            {32768, 16385},
+            33001,
+            64};
   default:
-    return {{64, 96, 128, 256}, {8, 16, 32}, 2100, 300, {8193, 4097}};
+    return {{64, 96, 128, 256}, {8, 16, 32}, 2100, 300, {8193, 4097}, 20001, 32};
   }
 }
 
@@ -98,6 +108,12 @@ constexpr MaskVariant kMaskVariants[] = {
     {"softcap", true, -1, -1, 5.0, 1.0},
     {"softcap-window", true, 100, -1, 30.0, 0.0},
     {"scale", true, -1, -1, 0.0, 0.3},
+    // Windows of zero keys on a side: 0 is a bound (SPEC.md: a causal window_left of W sees W + 1
+    // keys, here each row itself alone), not "no window"; an engine API that reads 0 as unbounded
+    // passed every case before these (an outside audit's prefill plugin).
+    {"window-zero", true, 0, -1, 0.0, 0.0},
+    {"window-left-zero", false, 0, -1, 0.0, 0.0},
+    {"window-right-zero", false, -1, 0, 0.0, 0.0},
 };
 
 AttnParams with_mask(AttnParams p, const MaskVariant& m) {
@@ -251,6 +267,14 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
   const std::vector<int> partitions = aim.partitions.empty() && !aim.kernel_splits
                                           ? std::vector<int>{256, 512, 1024}
                                           : aim.partitions;
+  const auto mixed_long_len = [&] {
+    int len = sz.mixed_len;
+    if (sz.mixed_partitions > 0 && !partitions.empty()) {
+      const int largest = *std::max_element(partitions.begin(), partitions.end());
+      len = std::max(len, sz.mixed_partitions * largest + 1);
+    }
+    return std::min(len, 65537); // a kernel set of huge partitions: bounded memory and time
+  };
   const auto add_fp8_groups = [&] {
     for (DType kv : aim.fp8) {
       for (int home : homes) {
@@ -425,6 +449,11 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
       add("long" + tag, base_params(dt, 8, 1, d0, home), {}, sz.long_lens);
     }
     add_coverage_groups();
+    // A long document beside short chats in one batch, as engines run them: past 16384 keys at
+    // the default intensity, and past 32 partitions of the largest declared partition (a
+    // reduction sized for 32 partitions, or a bug in lengths the other groups never reach, or
+    // in a batch whose lengths differ by that much, passed every case before this group).
+    add("mixed-long", base_params(dt, 8, 2, d0, bs0), {}, {30, mixed_long_len(), 1, 513});
     add_fp8_groups();
     return cases;
   }
@@ -503,6 +532,9 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
     last->nan_tails = true;
   }
   add_coverage_groups();
+  // A chunk of a long document's prefill beside a short chat's whole prompt (the query rows few:
+  // the reference's work is rows x keys).
+  add("mixed-long", base_params(dt, 8, 2, d0, bs0), {5, 30}, {mixed_long_len(), 30});
   add_fp8_groups();
   return cases;
 }
