@@ -538,7 +538,17 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
     return w == Winner::v1 ? "v1" : w == Winner::v2 ? "v2" : w == Winner::tie ? "a tie" : "none";
   };
   std::map<int, std::string> want; // axis index -> why
-  // Reuse: the lengths where the previous batch switched winner, when it did on this axis.
+  // Which family wins below the shortest length wanted and above the longest, as far as anything
+  // says: the previous batch's winners at its shortest and longest measured lengths, else v1
+  // below and v2 above (v1's one pass wins short contexts, v2's partitions long ones, on most
+  // devices). The other order is real (v2 at short contexts, where partitions fill the SMs, v1
+  // at long ones): a search that took v1 below for granted carried a batch's v1 to the short end
+  // where v2 won by 2.2x (an outside audit's plugin, 2026-12-06).
+  Winner below = Winner::v1;
+  Winner above = Winner::v2;
+  // Reuse: the lengths where the previous batch switched winner (each switch it had: one
+  // search that took the first alone missed a v1 island between two v2 stretches), when both
+  // of a switch's lengths are on this axis.
   if (s > 0) {
     const std::vector<std::size_t>& prev = group[s - 1].by_context;
     std::vector<std::size_t> seen_prev;
@@ -547,7 +557,13 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
         seen_prev.push_back(j);
       }
     }
-    for (std::size_t k = 0; k + 1 < seen_prev.size() && want.empty(); ++k) {
+    if (!seen_prev.empty()) {
+      const Winner first = winner(seen_prev.front(), obs);
+      const Winner last = winner(seen_prev.back(), obs);
+      below = first == Winner::v1 || first == Winner::v2 ? first : below;
+      above = last == Winner::v1 || last == Winner::v2 ? last : above;
+    }
+    for (std::size_t k = 0; k + 1 < seen_prev.size(); ++k) {
       const Winner a = winner(seen_prev[k], obs);
       const Winner b = winner(seen_prev[k + 1], obs);
       if (a == b || a == Winner::none || b == Winner::none) {
@@ -555,14 +571,15 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
       }
       const int lo = points_[seen_prev[k]].workload.context_len;
       const int hi = points_[seen_prev[k + 1]].workload.context_len;
+      std::map<int, std::string> pair;
       for (int q = 0; q < n; ++q) {
         if (ctx(q) == lo || ctx(q) == hi) {
-          want[q] = "batch " + std::to_string(group[s - 1].batch) + " switched from " + word(a) +
+          pair[q] = "batch " + std::to_string(group[s - 1].batch) + " switched from " + word(a) +
                     " to " + word(b) + " between " + ctx_words(lo) + " and " + ctx_words(hi);
         }
       }
-      if (want.size() != 2) {
-        want.clear(); // this axis lacks one of those lengths
+      if (pair.size() == 2) { // else this axis lacks one of those lengths
+        want.insert(pair.begin(), pair.end());
       }
     }
     // Past the switch, the previous batch's best configuration may have changed along its axis
@@ -691,13 +708,13 @@ AdaptiveSearch::wanted(const std::vector<Shape>& group, std::size_t s,
         }
       }
     }
-    if (ks.front() > 0 && winner(axis[ks.front()], obs) != Winner::v1) {
+    if (ks.front() > 0 && winner(axis[ks.front()], obs) != below) {
       more[0] = ctx_words(ctx(ks.front())) + " had " + word(winner(axis[ks.front()], obs)) +
-                ": the switch may lie below it";
+                ", not " + word(below) + ": a switch may lie below it";
     }
-    if (ks.back() < n - 1 && winner(axis[ks.back()], obs) != Winner::v2) {
+    if (ks.back() < n - 1 && winner(axis[ks.back()], obs) != above) {
       more[n - 1] = ctx_words(ctx(ks.back())) + " had " + word(winner(axis[ks.back()], obs)) +
-                    ": the switch may lie above it";
+                    ", not " + word(above) + ": a switch may lie above it";
     }
     bool added = false;
     for (auto& [k, why] : more) {

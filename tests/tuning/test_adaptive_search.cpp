@@ -376,6 +376,54 @@ TEST(AdaptiveSearch, BisectsToThePlantedSwitchAndReusesItForTheNextBatch) {
   }
 }
 
+// Batches 1 and 4 where `v2_wins(batch, ctx)` says which family is faster (v2 by 30%, or v1 by
+// 40%), in either order along the axis and with as many switches as it has.
+Planted planted_by(const std::function<bool(int batch, int ctx)>& v2_wins) {
+  Planted p;
+  for (int batch : {1, 4}) {
+    for (int ctx : kGrid) {
+      const Workload w = decode(batch, ctx);
+      p.points.push_back({w, configs()});
+      for (const KernelConfig& c : configs()) {
+        double t = cost(w, c, 0.0); // v2 half of v1, before the family factor below
+        if (c.family == Family::decode_v2) {
+          t *= v2_wins(batch, ctx) ? 1.4 : 2.8;
+        }
+        json l = line_of(w, c, t);
+        p.measured[record_key(w.key(), c.key())] = l;
+        p.lines.push_back(l);
+      }
+    }
+  }
+  return p;
+}
+
+// The switches a batch reuses from the one before are taken whatever their order and however
+// many: v2 at short contexts and v1 at long ones (partitions that fill the SMs), each batch with
+// its own switch, and a v1 stretch between two v2 ones. An outside audit's plugin found both
+// missed (2026-12-06): the search took v1 below a switch for granted, carrying batch 2's v1 to
+// the short end where v2 won by 2.2x, and took the first switch alone, choosing v2 over a v1
+// stretch that batch 1 had found.
+TEST(AdaptiveSearch, ReusesEverySwitchOfTheBatchBeforeInEitherOrder) {
+  const std::map<std::string, std::function<bool(int, int)>> cases = {
+      {"v2 below, batch 4's switch far lower",
+       [](int batch, int ctx) { return ctx < (batch == 1 ? 3000 : 300); }},
+      {"v2 below, batch 4's switch far higher",
+       [](int batch, int ctx) { return ctx < (batch == 1 ? 300 : 6000); }},
+      {"a v1 stretch between two v2 ones",
+       [](int, int ctx) { return (ctx >= 400 && ctx < 1500) || ctx >= 6000; }},
+      {"a v2 stretch between two v1 ones", [](int, int ctx) { return ctx >= 400 && ctx < 3000; }},
+  };
+  for (const auto& [name, v2_wins] : cases) {
+    const Planted p = planted_by(v2_wins);
+    const AdaptiveSearch search(p.points);
+    const std::vector<json> lines = replay_search(search, p.measured);
+    const TableJudgement j = judge_table(to_records(p.lines), table_of(p.lines), table_of(lines));
+    EXPECT_EQ(j.family_agree, j.points) << name;
+    EXPECT_LT(j.worst_regret, 1e-9) << name << ": worst at " << j.worst_point;
+  }
+}
+
 // The planted sweep of a switch at 1500 keys with one held-out point (no table holds it): batch
 // 2 at 3000 tokens, where v2 wins.
 Planted planted_with_held_out(Workload& held_out) {
