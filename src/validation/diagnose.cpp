@@ -30,14 +30,6 @@ struct Alternative {
 
 const std::vector<Alternative>& alternatives() {
   static const std::vector<Alternative> alts = {
-      {"the sliding window and the softcap are ignored",
-       [](const AttnParams& p) {
-         return (p.window_left >= 0 || p.window_right >= 0) && p.softcap > 0;
-       },
-       [](AttnParams& p) {
-         p.window_left = p.window_right = -1;
-         p.softcap = 0;
-       }},
       {"the sliding window is ignored",
        [](const AttnParams& p) { return p.window_left >= 0 || p.window_right >= 0; },
        [](AttnParams& p) { p.window_left = p.window_right = -1; }},
@@ -49,6 +41,16 @@ const std::vector<Alternative>& alternatives() {
        [](AttnParams& p) { p.window_right = -1; }},
       {"the softcap is ignored", [](const AttnParams& p) { return p.softcap > 0; },
        [](AttnParams& p) { p.softcap = 0; }},
+      // After each alone: where the window covers every key, ignoring it changes nothing, and a
+      // kernel that ignores only the softcap was said to ignore both (an outside audit).
+      {"the sliding window and the softcap are ignored",
+       [](const AttnParams& p) {
+         return (p.window_left >= 0 || p.window_right >= 0) && p.softcap > 0;
+       },
+       [](AttnParams& p) {
+         p.window_left = p.window_right = -1;
+         p.softcap = 0;
+       }},
       {"every mask is ignored (full attention where a causal window was asked)",
        [](const AttnParams& p) { return p.causal && (p.window_left >= 0 || p.window_right >= 0); },
        [](AttnParams& p) {
@@ -65,6 +67,18 @@ const std::vector<Alternative>& alternatives() {
          return p.scale && std::abs(*p.scale - 1.0 / std::sqrt(double(p.head_dim))) > 1e-9;
        },
        [](AttnParams& p) { p.scale.reset(); }},
+      // The scale mistakes an outside audit's plugin made, which failed unexplained: the scale
+      // applied twice (to q and again to the scores), not at all, and 1/sqrt(num_heads *
+      // head_dim) (a hidden size where the head's belongs).
+      {"the scale is applied twice (scale squared)",
+       [](const AttnParams& p) { return std::abs(p.effective_scale() - 1.0) > 1e-9; },
+       [](AttnParams& p) { p.scale = p.effective_scale() * p.effective_scale(); }},
+      {"no scale is applied (the scores are the plain dot products)",
+       [](const AttnParams& p) { return std::abs(p.effective_scale() - 1.0) > 1e-9; },
+       [](AttnParams& p) { p.scale = 1.0; }},
+      {"the scale is 1/sqrt(num_heads * head_dim), not 1/sqrt(head_dim)",
+       [](const AttnParams& p) { return !p.scale && p.num_heads > 1; },
+       [](AttnParams& p) { p.scale = 1.0 / std::sqrt(double(p.num_heads) * p.head_dim); }},
       {"window_left is one key too wide", [](const AttnParams& p) { return p.window_left >= 0; },
        [](AttnParams& p) { p.window_left += 1; }},
       {"window_left is one key too narrow", [](const AttnParams& p) { return p.window_left >= 1; },
@@ -516,9 +530,14 @@ std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg, 
   // a pointer an earlier call's buffers had) or races answers at random.
   const RunOutput twice = run_once(be, pr, cfg);
   if (!same_output(twice.out, got.out, tol)) {
+    // A read past the tensors handed over (a block number past num_blocks, a row past the
+    // sequence) meets whatever memory is there, which changes between calls too: an outside
+    // audit's kernels that indexed blocks as if contiguous, with no state and no threads, got
+    // only the first two causes named.
     found.emplace_back("the output changes from one call of the same problem to the next (state "
-                       "kept between calls, such as a plan cached by a pointer or a length, or a "
-                       "race between threads)");
+                       "kept between calls, such as a plan cached by a pointer or a length, a "
+                       "race between threads, or a read outside the tensors handed over, such as "
+                       "a block past num_blocks)");
     return found;
   }
   // Does the kernel read the cache at all?

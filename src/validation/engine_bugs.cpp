@@ -626,7 +626,10 @@ std::optional<std::string> shifted_end_pattern(const Problem& pr, const RunOutpu
     lo_shift = std::min(lo_shift, *e - r.hi);
     hi_shift = std::max(hi_shift, *e - r.hi);
     ends.insert(*e);
-    top_left = top_left && pr.k_len(b) > pr.q_len(b) && *e == std::min(r.hi, i);
+    // Top-left: row i's limit placed at i (causal) or i + window_right (a non-causal call's right
+    // window), not at its position k_len - q_len + i.
+    top_left = top_left && pr.k_len(b) > pr.q_len(b) &&
+               *e == std::min(r.hi, i + (pr.params.causal ? 0 : pr.params.window_right));
     later_row = later_row || i > 0;
     first_len = first_len && b > 0 && *e == pr.k_len(0) - 1;
     previous_len = previous_len && b > 0 && *e == pr.k_len(b - 1) - 1;
@@ -652,6 +655,11 @@ std::optional<std::string> shifted_end_pattern(const Problem& pr, const RunOutpu
                        "up to k_len - q_len + i (the cached keys before the query left out of "
                        "its position)");
   }
+  if (top_left && later_row && !pr.params.causal) {
+    return std::string("window_right is aligned top-left: query row i sees keys up to i + "
+                       "window_right, not up to k_len - q_len + i + window_right (the cached keys "
+                       "before the query left out of its position)");
+  }
   if (ends.size() == 1 && hi_shift < 0 && *ends.begin() >= 0) {
     // Every wrong row stops at the same key, whatever its length and position: a bound on the
     // keys read, not an offset. The bound is its own diagnosis (a fixed buffer), so it is named.
@@ -660,26 +668,35 @@ std::optional<std::string> shifted_end_pattern(const Problem& pr, const RunOutpu
            "of " +
            std::to_string(*ends.begin() + 1) + " keys)";
   }
-  // One wording per kind, whatever the counts (the summary groups failures by it).
+  // One wording per kind, whatever the counts (the summary groups failures by it). A non-causal
+  // call's upper limit is its right window's (an outside audit saw a causal limit named on one).
+  const bool causal = pr.params.causal;
+  const std::string limit = causal ? "the causal limit" : "window_right's limit";
+  const std::string offset = causal ? " (a causal offset computed from the wrong length or tile)"
+                                    : " (the right window's offset computed from the wrong length "
+                                      "or tile, or not applied)";
   if (lo_shift == -1 && hi_shift == -1) {
-    return std::string("the causal limit is one key early: each row misses the key at its own "
-                       "position (< where <= belongs)");
+    return causal ? std::string("the causal limit is one key early: each row misses the key at "
+                                "its own position (< where <= belongs)")
+                  : std::string("window_right's limit is one key early: each row misses the key "
+                                "window_right past its position (< where <= belongs)");
   }
   if (lo_shift == 1 && hi_shift == 1) {
-    return std::string("the causal limit is one key late: each row also sees the key after its "
-                       "own position");
+    return causal ? std::string("the causal limit is one key late: each row also sees the key "
+                                "after its own position")
+                  : std::string("window_right's limit is one key late: each row also sees the "
+                                "key after the last its right window allows");
   }
   if (hi_shift < 0) {
-    return std::string("the causal limit is early: rows see their keys only up to some keys "
-                       "before the last one they should (a causal offset computed from the wrong "
-                       "length or tile)");
+    return limit +
+           " is early: rows see their keys only up to some keys before the last one "
+           "they should" +
+           offset;
   }
   if (lo_shift > 0) {
-    return std::string("the causal limit is late: rows see keys past the last one they should (a "
-                       "causal offset computed from the wrong length or tile)");
+    return limit + " is late: rows see keys past the last one they should" + offset;
   }
-  return std::string("the causal limit is misplaced, early in some rows and late in others (a "
-                     "causal offset computed from the wrong length or tile)");
+  return limit + " is misplaced, early in some rows and late in others" + offset;
 }
 
 // Rows whose output is attention over their window from another first key than the mask's, up
