@@ -32,10 +32,12 @@ std::vector<std::string> diagnose_answer(const Problem& pr, const RunOutput& got
   return diagnose_failure(*be, cfg, pr, got, ref, tol, wrong, /*ref_threads=*/1);
 }
 
-// A kernel's answer: `r`'s output, element i times factor(i).
+// A kernel's answer: `r`'s output, element i times factor(i), and no lse (as a kernel that
+// writes none hands back).
 RunOutput answer(const Problem& pr, const ReferenceResult& r,
                  const std::function<double(std::size_t)>& factor) {
   RunOutput got;
+  got.lse_written = false;
   got.out = HostTensor(pr.params.dtype, {pr.num_rows(), pr.params.num_heads, pr.params.head_dim});
   for (std::size_t i = 0; i < r.out.size(); ++i) {
     got.out.set(i, float(r.out[i] * factor(i)));
@@ -119,6 +121,47 @@ TEST(Diagnose, CausalFalseIgnoredIsNamed) {
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0], "causal output where non-causal was asked (causal=false is ignored: the "
                       "kernel always masks)");
+}
+
+// The scale mistakes of an outside audit's decode plugin, each named: applied twice, not at all,
+// and 1/sqrt(num_heads * head_dim).
+TEST(Diagnose, ScaleMistakesAreNamed) {
+  const AttnParams a = test::params(8, 2, 64, 16, DType::f32);
+  const Problem pr = make_decode_problem(a, {40, 97, 5}, test::gen(21));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const double s = a.effective_scale();
+  const std::vector<std::pair<double, std::string>> mistakes = {
+      {s * s, "the scale is applied twice (scale squared)"},
+      {1.0, "no scale is applied (the scores are the plain dot products)"},
+      {1.0 / std::sqrt(8.0 * 64.0),
+       "the scale is 1/sqrt(num_heads * head_dim), not 1/sqrt(head_dim)"},
+  };
+  for (const auto& [scale, what] : mistakes) {
+    Problem mistaken = pr;
+    mistaken.params.scale = scale;
+    const RunOutput got =
+        answer(pr, reference_attention(mistaken, {1, {}}), [](std::size_t) { return 1.0; });
+    const auto found = diagnose_answer(pr, got, ref);
+    ASSERT_EQ(found.size(), 1u) << what;
+    EXPECT_EQ(found[0], what);
+  }
+}
+
+// A softcap ignored where the window covers every key: the softcap is named alone, not with the
+// window that changes nothing there.
+TEST(Diagnose, ASoftcapIgnoredUnderAWindowThatCoversEveryKeyIsNamedAlone) {
+  AttnParams a = test::params(4, 2, 32, 16, DType::f32);
+  a.window_left = 100;
+  a.softcap = 5.0;
+  a.scale = 1.0;
+  const Problem pr = make_prefill_problem(a, {5, 9}, {40, 9}, test::gen(22));
+  Problem mistaken = pr;
+  mistaken.params.softcap = 0.0;
+  const RunOutput got =
+      answer(pr, reference_attention(mistaken, {1, {}}), [](std::size_t) { return 1.0; });
+  const auto found = diagnose_answer(pr, got, reference_attention(pr, {1, {}}), Family::prefill);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], "the softcap is ignored");
 }
 
 } // namespace

@@ -292,6 +292,46 @@ TEST(EngineBugs, AMisplacedCausalLimitIsNamed) {
   EXPECT_EQ(found[0].rfind("no key past key 20 is read", 0), 0u) << found[0];
 }
 
+// The same shifts on a non-causal call with a right window of 3 keys: its upper limit is the
+// window's, and is named so (an outside audit's plugin was told "the causal limit is late" on a
+// call with no causal mask).
+TEST(EngineBugs, AMisplacedRightWindowOfANonCausalCallIsNamedAsSuch) {
+  AttnParams a = test::params(4, 2, 32, 16, DType::f32);
+  a.causal = false;
+  a.window_right = 3;
+  const Problem pr = make_prefill_problem(a, {5, 7}, {40, 12}, test::gen(5));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  const KernelConfig cfg;
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  auto with_ends = [&](const std::function<int(int b, int i)>& end) {
+    RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+    for (int r = 0; r < pr.num_rows(); ++r) {
+      const int b = sequence_of_row(pr, r);
+      const int i = r - pr.q_start(b);
+      for (int h = 0; h < H; ++h) {
+        const std::vector<double> v = attend_up_to(pr, r, h, end(b, i));
+        for (int d = 0; d < D; ++d) {
+          o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
+        }
+      }
+    }
+    return explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  };
+  // Top-left: row i sees keys up to i + 3.
+  auto found = with_ends([](int, int i) { return i + 3; });
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("window_right is aligned top-left", 0), 0u) << found[0];
+  // Early by 2 keys in every row of sequence 0, right in sequence 1.
+  found = with_ends([&](int b, int i) {
+    const int last = std::min(pr.k_len(b) - 1, pr.k_len(b) - pr.q_len(b) + i + 3);
+    return b == 0 ? last - 2 : last;
+  });
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("window_right's limit is early", 0), 0u) << found[0];
+}
+
 // Decode sequences read with another sequence's length (an audit's module, 2026-12-06): sequence
 // 0's for all, or the one before each; with sequence 0 one key long, that was called "aligned
 // top-left", which a decode row (one query) cannot be.
