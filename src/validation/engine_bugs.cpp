@@ -373,7 +373,31 @@ std::optional<std::string> other_sequence_pattern(const Problem& pr, const RunOu
         return m;
       });
   if (reads.empty()) {
-    return std::nullopt;
+    // The block-table row alone taken from another sequence, each its own length (a row pointer
+    // not offset by the sequence: an outside audit's prefill and decode plugins read row 0 for
+    // every sequence, and failed unexplained).
+    const std::map<int, int> rows = choice_per_group(
+        pr, got, wrong, tol, pr.batch,
+        [&](const WrongPair& w) { return sequence_of_row(pr, w.row); },
+        [&](const WrongPair& w, int c) -> std::optional<BugModel> {
+          if (c == sequence_of_row(pr, w.row)) {
+            return std::nullopt;
+          }
+          BugModel m;
+          m.table_of = c;
+          return m;
+        });
+    if (rows.empty()) {
+      return std::nullopt;
+    }
+    if (std::all_of(rows.begin(), rows.end(), [](const auto& bc) { return bc.second == 0; })) {
+      return std::string("wrong block table: every sequence reads its keys through sequence 0's "
+                         "block-table row (at its own length): the row not offset by the "
+                         "sequence");
+    }
+    return std::string("wrong block table: some sequences read their keys through another "
+                       "sequence's block-table row (at their own length), each always the same "
+                       "one");
   }
   // A work list that skips empty sequences, indexed by its own position: each sequence after an
   // empty one reads the sequence as many places before it as there are empty ones before it.
@@ -1061,7 +1085,8 @@ std::optional<std::string> unwritten_pattern(const Problem& pr, const RunOutput&
 // Output that is NaN or infinite where attention is finite, and right elsewhere: a launch grid
 // that leaves heads, query rows of a sequence or sequences from some index on to whatever the
 // kernel writes there. Said with that index where the wrong pairs are exactly those past it.
-std::optional<std::string> nonfinite_pattern(const Problem& pr, const RunOutput& got,
+std::optional<std::string> nonfinite_pattern(const Problem& pr, const KernelConfig& cfg,
+                                             const RunOutput& got,
                                              const std::vector<WrongPair>& wrong) {
   if (!every_wrong_output(wrong, [&](const WrongPair& w) { return none_finite(pr, got, w); })) {
     return std::nullopt;
@@ -1103,6 +1128,27 @@ std::optional<std::string> nonfinite_pattern(const Problem& pr, const RunOutput&
     return "query rows from " + std::to_string(r0) + " on in a sequence" + what +
            std::to_string(r0) + " rows of a sequence)";
   }
+  // Split-KV: exactly the sequences with fewer partitions than the batch's longest (vLLM's
+  // grid launches as many for every sequence; each past a sequence's end must be left out, and
+  // its 0/0 partial folded in makes the row NaN). An outside audit's plugin that did so was named
+  // a launch grid of one sequence, the longest being first.
+  if (const int p = cfg.get("partition", 0); p > 0 && pr.batch > 1) {
+    const auto parts = [&](int b) { return (pr.k_len(b) + p - 1) / p; };
+    int most = 0;
+    for (int b = 0; b < pr.batch; ++b) {
+      most = std::max(most, parts(b));
+    }
+    const auto fewer = [&](int r, int) {
+      const int b = sequence_of_row(pr, r);
+      return pr.k_len(b) > 0 && parts(b) < most ? 1 : 0;
+    };
+    if (most > 1 && from(fewer) == 1) {
+      return std::string("sequences with fewer partitions (") + std::to_string(p) +
+             " keys) than the batch's longest come out NaN or infinite: the partitions past a "
+             "sequence's end, launched for the longest, are folded in (their empty partial, 0/0) "
+             "where they should be left out";
+    }
+  }
   if (const int s0 = from([&](int r, int) { return sequence_of_row(pr, r); }); s0 > 0) {
     return "sequences from " + std::to_string(s0) + " on" + what + std::to_string(s0) +
            " sequences)";
@@ -1128,6 +1174,7 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
   const int i = row - pr.q_start(own);
   const int b = m.keys_of >= 0 ? m.keys_of : own; // whose keys, block table and length
   const int k = pr.k_len(b);
+  const int rows_of = m.table_of >= 0 ? m.table_of : b; // whose block-table row
   const int table_keys = pr.max_blocks_per_seq * bs;
   const int n = m.length ? m.length(k, bs, table_keys, m.partition) : k;
   if (n < 0 || n > table_keys) {
@@ -1147,10 +1194,10 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
       page += m.page_shift;
     }
     if (m.table_stride > 0) {
-      const int64_t flat = int64_t(b) * m.table_stride + page;
+      const int64_t flat = int64_t(rows_of) * m.table_stride + page;
       return {int(flat / pr.max_blocks_per_seq), int(flat % pr.max_blocks_per_seq) * bs + slot};
     }
-    return {b, page * bs + slot};
+    return {rows_of, page * bs + slot};
   };
   // Every block-table entry the model reads (one per page of its keys) must be a block of the
   // pool.
@@ -1284,7 +1331,7 @@ explain_engine_bug(const Problem& pr, const KernelConfig& cfg, const RunOutput& 
       [&] { return other_sequence_pattern(pr, got, wrong, tol); },
       [&] { return lse_pattern(pr, got, ref, wrong, tol, false); },
       [&] { return unwritten_pattern(pr, got, ref, wrong, tol); },
-      [&] { return nonfinite_pattern(pr, got, wrong); },
+      [&] { return nonfinite_pattern(pr, cfg, got, wrong); },
   };
   for (const auto& pattern : patterns) {
     if (auto why = pattern(); why && (!confirm || confirm(*why))) {

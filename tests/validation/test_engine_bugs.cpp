@@ -393,6 +393,54 @@ TEST(EngineBugs, NanOnPartitionMultiplesIsAnEmptyLastPartition) {
   EXPECT_NE(found[0].find("multiple of the partition (256) come out NaN"), std::string::npos);
 }
 
+// NaN in exactly the sequences with fewer partitions than the batch's longest (the first here):
+// partitions launched for the longest, past a shorter sequence's end, folded in. Not "a launch
+// grid that covers 1 sequence", which the same rows also fit (an outside audit's plugin).
+TEST(EngineBugs, NanInTheSequencesWithFewerPartitionsThanTheLongestIsNamed) {
+  const Problem pr = make_decode_problem(test::params(4, 2, 32, 16, DType::f32),
+                                         {600, 100, 300, 520}, test::gen(23));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  KernelConfig cfg;
+  cfg.family = Family::decode_v2;
+  cfg.params["partition"] = 256;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  for (int r : {1, 2}) { // 1 and 2 partitions of 256 keys, against 3 for 600 and 520
+    for (int i = 0; i < H * D; ++i) {
+      o.out.set(std::size_t(r) * H * D + i, NAN);
+    }
+  }
+  const auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("sequences with fewer partitions (256 keys) than the batch's longest "
+                           "come out NaN",
+                           0),
+            0u)
+      << found[0];
+}
+
+// Every sequence's keys read through sequence 0's block-table row, at its own length (a row
+// pointer not offset by the sequence): named, where it failed unexplained in outside audits.
+TEST(EngineBugs, KeysReadThroughSequenceZerosBlockTableRowAreNamed) {
+  const Problem pr = make_decode_problem(test::params(4, 2, 32, 16, DType::f32), {300, 40, 17, 200},
+                                         test::gen(24));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  BugModel m;
+  m.table_of = 0;
+  const RunOutput o = output_of(pr, m, ref);
+  const auto found =
+      explain_engine_bug(pr, KernelConfig{}, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("wrong block table: every sequence reads its keys through sequence "
+                           "0's block-table row",
+                           0),
+            0u)
+      << found[0];
+}
+
 // A kernel that leaves part of its output unwritten is told so (not "the cache is not read", not
 // NaN tails): its poison is a NaN pattern, which the NaN patterns must not take for computed NaN.
 TEST(EngineBugs, UnwrittenOutputIsNamedAsSuch) {
