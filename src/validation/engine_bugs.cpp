@@ -362,21 +362,10 @@ std::optional<std::string> other_sequence_pattern(const Problem& pr, const RunOu
   if (pr.batch < 2) {
     return std::nullopt;
   }
-  const std::map<int, int> reads = choice_per_group(
-      pr, got, wrong, tol, pr.batch, [&](const WrongPair& w) { return sequence_of_row(pr, w.row); },
-      [&](const WrongPair& w, int c) -> std::optional<BugModel> {
-        if (c == sequence_of_row(pr, w.row)) {
-          return std::nullopt;
-        }
-        BugModel m;
-        m.keys_of = c;
-        return m;
-      });
-  if (reads.empty()) {
-    // The block-table row alone taken from another sequence, each its own length (a row pointer
-    // not offset by the sequence: an outside audit's prefill and decode plugins read row 0 for
-    // every sequence, and failed unexplained).
-    const std::map<int, int> rows = choice_per_group(
+  // Per wrong sequence, the other sequence c whose `field` (keys_of, table_of) set to c gives
+  // its output, the same for all its rows.
+  const auto other_per_sequence = [&](int BugModel::*field) {
+    return choice_per_group(
         pr, got, wrong, tol, pr.batch,
         [&](const WrongPair& w) { return sequence_of_row(pr, w.row); },
         [&](const WrongPair& w, int c) -> std::optional<BugModel> {
@@ -384,9 +373,16 @@ std::optional<std::string> other_sequence_pattern(const Problem& pr, const RunOu
             return std::nullopt;
           }
           BugModel m;
-          m.table_of = c;
+          m.*field = c;
           return m;
         });
+  };
+  const std::map<int, int> reads = other_per_sequence(&BugModel::keys_of);
+  if (reads.empty()) {
+    // The block-table row alone taken from another sequence, each its own length (a row pointer
+    // not offset by the sequence: an outside audit's prefill and decode plugins read row 0 for
+    // every sequence, and failed unexplained).
+    const std::map<int, int> rows = other_per_sequence(&BugModel::table_of);
     if (rows.empty()) {
       return std::nullopt;
     }

@@ -22,15 +22,19 @@ rm -rf "$work"
 mkdir -p "$work" "$(dirname "$device_lock")"
 cd "$work"
 
-start_waiting_sweep 30 stopped
+# Stops the waiting sweep with SIGTERM and lets the device lock go; the sweep's exit status in $rc.
+stop_waiting_sweep() {
+  kill -TERM "$sweep"
+  set +e
+  wait "$sweep"
+  rc=$?
+  set -e
+  kill "$holder" 2> /dev/null || true
+  wait "$holder" 2> /dev/null || true
+}
 
-kill -TERM "$sweep"
-set +e
-wait "$sweep"
-rc=$?
-set -e
-kill "$holder" 2> /dev/null || true
-wait "$holder" 2> /dev/null || true
+start_waiting_sweep 30 stopped
+stop_waiting_sweep
 [ "$rc" -eq 143 ] || fail "the stopped sweep exited $rc, not 143 (SIGTERM): $(cat sweep.log)"
 [ "$(grep -c 'stopped by' sweep.log)" -eq 1 ] || fail "not one stop line: $(cat sweep.log)"
 grep -q "^attn-tune: stopped by SIGTERM; nothing was measured (stopped holds no results yet)$" sweep.log ||
@@ -39,13 +43,7 @@ ls stopped/*.tmp.* > /dev/null 2>&1 && fail "temporary files left: $(ls stopped)
 
 # A sweep that finds a results file (here --resume of the one above) points at it when stopped.
 start_waiting_sweep 30 stopped --resume
-kill -TERM "$sweep"
-set +e
-wait "$sweep"
-rc=$?
-set -e
-kill "$holder" 2> /dev/null || true
-wait "$holder" 2> /dev/null || true
+stop_waiting_sweep
 [ "$rc" -eq 143 ] || fail "the stopped --resume sweep exited $rc, not 143: $(cat sweep.log)"
 grep -q "^attn-tune: stopped by SIGTERM; the measurements made so far are in .*stopped/results.jsonl: the same command with --resume carries on$" sweep.log ||
   fail "the stop line does not say where the measurements are: $(cat sweep.log)"

@@ -84,25 +84,31 @@ struct Planted {
   std::vector<json> lines; // the exhaustive sweep's, in plan order
 };
 
-// Batches 1 and 4 with the planted crossover at `keys_at` keys per sequence; `factor` (when
-// given) multiplies each configuration's cost at a length.
-Planted planted(double keys_at,
-                const std::function<double(const KernelConfig&, int ctx)>& factor = nullptr) {
+// The exhaustive sweep of batches 1 and 4 over kGrid, each configuration timed as `time` says.
+Planted planted_times(const std::function<double(const Workload&, const KernelConfig&)>& time) {
   Planted p;
   for (int batch : {1, 4}) {
     for (int ctx : kGrid) {
       const Workload w = decode(batch, ctx);
       p.points.push_back({w, configs()});
       for (const KernelConfig& c : configs()) {
-        // v2's fixed cost scales with the batch so that the switch stays at keys_at per sequence.
-        json l =
-            line_of(w, c, cost(w, c, 0.5e-9 * keys_at * batch) * (factor ? factor(c, ctx) : 1.0));
+        json l = line_of(w, c, time(w, c));
         p.measured[record_key(w.key(), c.key())] = l;
         p.lines.push_back(l);
       }
     }
   }
   return p;
+}
+
+// Batches 1 and 4 with the planted crossover at `keys_at` keys per sequence; `factor` (when
+// given) multiplies each configuration's cost at a length.
+Planted planted(double keys_at,
+                const std::function<double(const KernelConfig&, int ctx)>& factor = nullptr) {
+  return planted_times([&](const Workload& w, const KernelConfig& c) {
+    // v2's fixed cost scales with the batch so that the switch stays at keys_at per sequence.
+    return cost(w, c, 0.5e-9 * keys_at * w.batch) * (factor ? factor(c, w.context_len) : 1.0);
+  });
 }
 
 json table_of(const std::vector<json>& lines) {
@@ -379,23 +385,10 @@ TEST(AdaptiveSearch, BisectsToThePlantedSwitchAndReusesItForTheNextBatch) {
 // Batches 1 and 4 where `v2_wins(batch, ctx)` says which family is faster (v2 by 30%, or v1 by
 // 40%), in either order along the axis and with as many switches as it has.
 Planted planted_by(const std::function<bool(int batch, int ctx)>& v2_wins) {
-  Planted p;
-  for (int batch : {1, 4}) {
-    for (int ctx : kGrid) {
-      const Workload w = decode(batch, ctx);
-      p.points.push_back({w, configs()});
-      for (const KernelConfig& c : configs()) {
-        double t = cost(w, c, 0.0); // v2 half of v1, before the family factor below
-        if (c.family == Family::decode_v2) {
-          t *= v2_wins(batch, ctx) ? 1.4 : 2.8;
-        }
-        json l = line_of(w, c, t);
-        p.measured[record_key(w.key(), c.key())] = l;
-        p.lines.push_back(l);
-      }
-    }
-  }
-  return p;
+  return planted_times([&](const Workload& w, const KernelConfig& c) {
+    const double t = cost(w, c, 0.0); // v2 half of v1, before the family factor
+    return c.family == Family::decode_v2 ? t * (v2_wins(w.batch, w.context_len) ? 1.4 : 2.8) : t;
+  });
 }
 
 // The switches a batch reuses from the one before are taken whatever their order and however

@@ -250,30 +250,36 @@ std::vector<double> attend_up_to(const Problem& pr, int r, int h, int e) {
   return out;
 }
 
+// What explain_engine_bug says of a prefill answer in which row i of sequence b attends over
+// that sequence's keys 0 .. end(b, i): an upper limit placed as `end` says.
+std::vector<std::string> explained_with_ends(const Problem& pr,
+                                             const std::function<int(int b, int i)>& end) {
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  for (int r = 0; r < pr.num_rows(); ++r) {
+    const int b = sequence_of_row(pr, r);
+    const int i = r - pr.q_start(b);
+    for (int h = 0; h < H; ++h) {
+      const std::vector<double> v = attend_up_to(pr, r, h, end(b, i));
+      for (int d = 0; d < D; ++d) {
+        o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
+      }
+    }
+  }
+  return explain_engine_bug(pr, KernelConfig{}, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+}
+
 // A causal limit placed wrong in prefill: aligned top-left (row i sees keys up to i, the
 // cached prefix left out of its position), or early by a different count per row (the audit's
 // b20, a last query tile's offset taken as if the tile were full). Both named, as the shift.
 TEST(EngineBugs, AMisplacedCausalLimitIsNamed) {
   const Problem pr =
       make_prefill_problem(test::params(4, 2, 32, 16, DType::f32), {5, 7}, {40, 9}, test::gen(5));
-  const ReferenceResult ref = reference_attention(pr, {1, {}});
-  const Tolerance tol = tolerance_for(DType::f32);
-  const KernelConfig cfg;
-  const int H = pr.params.num_heads;
-  const int D = pr.params.head_dim;
-  auto with_ends = [&](const std::function<int(int b, int i)>& end) {
-    RunOutput o = output_of(pr, BugModel{"exact"}, ref);
-    for (int r = 0; r < pr.num_rows(); ++r) {
-      const int b = sequence_of_row(pr, r);
-      const int i = r - pr.q_start(b);
-      for (int h = 0; h < H; ++h) {
-        const std::vector<double> v = attend_up_to(pr, r, h, end(b, i));
-        for (int d = 0; d < D; ++d) {
-          o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
-        }
-      }
-    }
-    return explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  const auto with_ends = [&](const std::function<int(int b, int i)>& end) {
+    return explained_with_ends(pr, end);
   };
   // Top-left: sequence 0 (5 queries over 40 keys) sees keys up to i; sequence 1 (7 over 9) too.
   auto found = with_ends([](int, int i) { return i; });
@@ -300,24 +306,8 @@ TEST(EngineBugs, AMisplacedRightWindowOfANonCausalCallIsNamedAsSuch) {
   a.causal = false;
   a.window_right = 3;
   const Problem pr = make_prefill_problem(a, {5, 7}, {40, 12}, test::gen(5));
-  const ReferenceResult ref = reference_attention(pr, {1, {}});
-  const Tolerance tol = tolerance_for(DType::f32);
-  const KernelConfig cfg;
-  const int H = pr.params.num_heads;
-  const int D = pr.params.head_dim;
-  auto with_ends = [&](const std::function<int(int b, int i)>& end) {
-    RunOutput o = output_of(pr, BugModel{"exact"}, ref);
-    for (int r = 0; r < pr.num_rows(); ++r) {
-      const int b = sequence_of_row(pr, r);
-      const int i = r - pr.q_start(b);
-      for (int h = 0; h < H; ++h) {
-        const std::vector<double> v = attend_up_to(pr, r, h, end(b, i));
-        for (int d = 0; d < D; ++d) {
-          o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
-        }
-      }
-    }
-    return explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  const auto with_ends = [&](const std::function<int(int b, int i)>& end) {
+    return explained_with_ends(pr, end);
   };
   // Top-left: row i sees keys up to i + 3.
   auto found = with_ends([](int, int i) { return i + 3; });
