@@ -163,26 +163,34 @@ TEST(EngineBugs, AnLseThatIsTheLargestScoreOrOtherwiseWrongIsNamed) {
   EXPECT_EQ(found[0].rfind("the lse alone is wrong (the output is right)", 0), 0u) << found[0];
 }
 
+// What explain_engine_bug says of a decode_v2 answer (partition `partition`) that is right but
+// for `rows`, every element of which is NaN.
+std::vector<std::string> explained_with_nan_rows(const Problem& pr, std::initializer_list<int> rows,
+                                                 int partition) {
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  KernelConfig cfg;
+  cfg.family = Family::decode_v2;
+  cfg.params["partition"] = partition;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  for (int r : rows) {
+    for (int i = 0; i < H * D; ++i) {
+      o.out.set(std::size_t(r) * H * D + i, NAN);
+    }
+  }
+  return explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+}
+
 // Rows whose window leaves a whole partition without a key come out NaN: the empty partition's
 // partial was folded in (the audit's b03). Told as such, not left unexplained.
 TEST(EngineBugs, NanWhereAPartitionIsMaskedIsNamed) {
   AttnParams a = test::params(8, 2, 32, 16, DType::f32);
   a.window_left = 100;
   const Problem pr = make_decode_problem(a, {255, 256, 257, 511, 512, 513, 17, 100}, test::gen(11));
-  const ReferenceResult ref = reference_attention(pr, {1, {}});
-  const Tolerance tol = tolerance_for(DType::f32);
-  KernelConfig cfg;
-  cfg.family = Family::decode_v2;
-  cfg.params["partition"] = 256;
-  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
-  const int H = pr.params.num_heads;
-  const int D = pr.params.head_dim;
-  for (int r : {3, 4, 5}) { // contexts 511 to 513: keys 0 to 255 lie outside the window
-    for (int i = 0; i < H * D; ++i) {
-      o.out.set(std::size_t(r) * H * D + i, NAN);
-    }
-  }
-  const auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  // Contexts 511 to 513: keys 0 to 255 lie outside the window.
+  const auto found = explained_with_nan_rows(pr, {3, 4, 5}, 256);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].rfind("split-KV: rows with a partition (256) in which the mask leaves them "
                            "no key come out NaN",
@@ -364,21 +372,7 @@ TEST(EngineBugs, LengthsTakenFromAnotherSequenceAreNamed) {
 // NaN exactly in the rows whose context is a multiple of the partition.
 TEST(EngineBugs, NanOnPartitionMultiplesIsAnEmptyLastPartition) {
   const Problem pr = around_partition();
-  const ReferenceResult ref = reference_attention(pr, {1, {}});
-  const Tolerance tol = tolerance_for(DType::f32);
-  KernelConfig cfg;
-  cfg.family = Family::decode_v2;
-  cfg.params["partition"] = 256;
-  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
-  const int H = pr.params.num_heads;
-  const int D = pr.params.head_dim;
-  for (int r : {1, 4}) { // contexts 256 and 512
-    for (int i = 0; i < H * D; ++i) {
-      o.out.set(std::size_t(r) * H * D + i, NAN);
-    }
-  }
-  const auto found =
-      explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  const auto found = explained_with_nan_rows(pr, {1, 4}, 256); // contexts 256 and 512
   ASSERT_EQ(found.size(), 1u);
   EXPECT_NE(found[0].find("multiple of the partition (256) come out NaN"), std::string::npos);
 }
@@ -389,20 +383,8 @@ TEST(EngineBugs, NanOnPartitionMultiplesIsAnEmptyLastPartition) {
 TEST(EngineBugs, NanInTheSequencesWithFewerPartitionsThanTheLongestIsNamed) {
   const Problem pr = make_decode_problem(test::params(4, 2, 32, 16, DType::f32),
                                          {600, 100, 300, 520}, test::gen(23));
-  const ReferenceResult ref = reference_attention(pr, {1, {}});
-  const Tolerance tol = tolerance_for(DType::f32);
-  KernelConfig cfg;
-  cfg.family = Family::decode_v2;
-  cfg.params["partition"] = 256;
-  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
-  const int H = pr.params.num_heads;
-  const int D = pr.params.head_dim;
-  for (int r : {1, 2}) { // 1 and 2 partitions of 256 keys, against 3 for 600 and 520
-    for (int i = 0; i < H * D; ++i) {
-      o.out.set(std::size_t(r) * H * D + i, NAN);
-    }
-  }
-  const auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  // Sequences 1 and 2: 1 and 2 partitions of 256 keys, against 3 for 600 and 520.
+  const auto found = explained_with_nan_rows(pr, {1, 2}, 256);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].rfind("sequences with fewer partitions (256 keys) than the batch's longest "
                            "come out NaN",
