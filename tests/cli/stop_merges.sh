@@ -23,7 +23,7 @@ for i in 0 1; do
 done
 "$tool" merge m s0 s1 > merge.log 2>&1 || fail "the first merge: $(cat merge.log)"
 # The stops are drawn within the time a whole merge takes on this machine (three timed, the
-# longest; GNU date's nanoseconds), so that most land part way however fast the machine is.
+# longest; GNU date's nanoseconds), so that about half land part way however fast the machine is.
 span=1000
 for i in 1 2 3; do
   t0=$(date +%s%N)
