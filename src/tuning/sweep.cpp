@@ -567,6 +567,12 @@ int sweep_worker(Backend& be, const Profile& prof, const SweepOptions& opt, Sear
 
 namespace {
 
+// What a sweep that stops with its results file in `out_dir` keeps, and how to go on.
+std::string resume_note(const std::string& out_dir) {
+  return "the measurements made so far are in " + (fs::path(out_dir) / "results.jsonl").string() +
+         ": the same command with --resume carries on";
+}
+
 // The supervisor's side of a sweep: holds the output folder, turns the runs' results into
 // progress and a tally, records faults, and builds the table from everything in results.jsonl
 // (earlier runs included) once the last worker is done.
@@ -596,7 +602,7 @@ public:
     if (!opt.stop_note.empty()) {
       set_stop_note(opt.stop_note);
     } else if (fs::exists(sum_.results_path, ec)) {
-      set_stop_note(resume_note());
+      set_stop_note(resume_note(opt.out_dir));
     } else {
       set_stop_note("nothing was measured (" + opt.out_dir + " holds no results yet)");
     }
@@ -639,12 +645,6 @@ public:
   SweepSession(const SweepSession&) = delete;
   SweepSession& operator=(const SweepSession&) = delete;
 
-  // What a stop keeps once the results file is there, and how to go on.
-  [[nodiscard]] std::string resume_note() const {
-    return "the measurements made so far are in " + sum_.results_path +
-           ": the same command with --resume carries on";
-  }
-
   void opened(const OpenedMsg& m) {
     device_ = m.device.to_json();
     kernels_ = m.kernels;
@@ -660,7 +660,7 @@ public:
     }
     started_ = true;
     if (opt_.stop_note.empty()) {
-      set_stop_note(resume_note()); // the worker opened the results file before its plan
+      set_stop_note(resume_note(opt_.out_dir)); // the worker opened the results file before its plan
     }
     if (progress_) {
       progress_->finish();
@@ -882,11 +882,8 @@ SweepSummary supervised_sweep(const std::function<Backend&(const WorkerLink&)>& 
       // Its workers failing (twice in a row, outside any configuration) ends the sweep with its
       // measurements safe: the line that says so says where they are and how to carry on.
       throw std::runtime_error(std::string(e.what()) + "; " +
-                               (!opt.stop_note.empty()
-                                    ? opt.stop_note
-                                    : "the measurements made so far are in " +
-                                          (fs::path(opt.out_dir) / "results.jsonl").string() +
-                                          ": the same command with --resume carries on"));
+                               (!opt.stop_note.empty() ? opt.stop_note
+                                                       : resume_note(opt.out_dir)));
     }
     if (!run.teardown_failure.empty()) {
       tally.teardown_failed(run.teardown_failure);
