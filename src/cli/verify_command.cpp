@@ -248,6 +248,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
   int passed = 0;
   int failed = 0;
   int skipped = 0;
+  int not_run = 0;
   std::string first_device;
   std::string teardown_failure;
   for (const auto& r : reports) {
@@ -257,6 +258,7 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
     passed += r.passed;
     failed += r.failed;
     skipped += r.skipped;
+    not_run += r.not_run;
     if (first_device.empty() && !r.testcases.empty()) {
       first_device = r.testcases.front().device;
     }
@@ -292,7 +294,8 @@ int run_verify(const VerifyOptions& o, const BackendFactory& factory, std::FILE*
         o.families.c_str(), o.dtypes.empty() ? "" : " --dtypes ", o.dtypes.c_str(),
         o.kv_dtypes.empty() ? "" : " --kv-dtypes ", o.kv_dtypes.c_str());
   }
-  std::fprintf(out, "%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  std::fprintf(out, "%d passed, %d failed, %d skipped%s\n", passed, failed, skipped,
+               not_run > 0 ? (", " + std::to_string(not_run) + " " + kNotRunWhy).c_str() : "");
   std::fflush(out);
   // After the summary: a report that cannot be written (a full disk, exit 4) does not take the
   // gate's outcome with it.

@@ -80,6 +80,7 @@ void write_junit(const std::string& path, const std::vector<VerifyReport>& repor
       x << "      <system-out>" << tc.passed << " passed, " << tc.failed << " failed, "
         << tc.skipped << " skipped"
         << (tc.skipped > 0 ? xml_escape(" (" + tc.skip_reason + ")") : std::string())
+        << (tc.not_run > 0 ? ", " + std::to_string(tc.not_run) + " " + kNotRunWhy : std::string())
         << "</system-out>\n";
       x << "    </testcase>\n";
     }

@@ -85,6 +85,9 @@ std::string failure_line(const json& ctx, const CheckedRunResult& r, uint64_t ru
 // that tells workers not to dump any more.
 constexpr const char* kDumpsStopped = "(failure dumps stopped) ";
 
+// The reason given for each case of such a configuration, which the totals count as not run.
+constexpr const char* kNotRun = "not run: its configuration hung on earlier cases";
+
 // The key that tells workers a configuration is not to be run on its device any more.
 std::string abandoned_key(const std::string& device, const std::string& config) {
   return "abandoned|" + device + "|" + config;
@@ -183,10 +186,28 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
         std::vector<std::pair<Family, KernelConfig>> todo;
         for (Family f : fams) {
           for (const KernelConfig& cfg : be.config_space(f, c.params)) {
-            if (!link.finished(check_key(device, cfg, c)) &&
-                !link.finished(abandoned_key(device, cfg.key()))) {
-              todo.emplace_back(f, cfg);
+            const std::string key = check_key(device, cfg, c);
+            if (link.finished(key)) {
+              continue;
             }
+            if (!link.finished(abandoned_key(device, cfg.key()))) {
+              todo.emplace_back(f, cfg);
+              continue;
+            }
+            // A case of a configuration given up on after its hangs: counted as not run, so that
+            // the totals still add up to every case of the gate.
+            CheckedRunResult r;
+            r.status = RunStatus::skipped;
+            r.reason = kNotRun;
+            link.result(RunIdentity{key, cfg,
+                                    json{{"device", device},
+                                         {"family", family_name(f)},
+                                         {"config", cfg.key()},
+                                         {"group", c.group},
+                                         {"case", c.name()},
+                                         {"case_seed", c.seed},
+                                         {"not_run", true}}},
+                        r);
           }
         }
         if (!todo.empty()) {
@@ -324,6 +345,14 @@ public:
       } else {
         use.ran = true;
       }
+    }
+    if (r.status == RunStatus::skipped && ctx.value("not_run", false)) {
+      ++tc.not_run;
+      ++rep.not_run;
+      if (tc.skip_reason.empty()) {
+        tc.skip_reason = r.reason; // what JUnit says of a testcase with no case run
+      }
+      return;
     }
     if (r.status == RunStatus::skipped) {
       ++tc.skipped;

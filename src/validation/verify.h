@@ -39,6 +39,7 @@ struct VerifyTestcase {
   int failed = 0;
   int skipped = 0;
   int faults = 0; // of the failed: a crash, hang or error rather than a wrong result
+  int not_run = 0; // cases left out because the configuration hung on earlier ones
   double seconds = 0.0;
   std::vector<std::string> failures; // one line per failing case
   // What the failing cases look like (diagnose_failure) and in how many cases each.
@@ -49,11 +50,16 @@ struct VerifyTestcase {
   bool interruption = false;
 };
 
+// How the totals and JUnit name the cases of a configuration that verify gave up on after it
+// hung (each hang costs the case's whole deadline): "N not run (...)".
+inline constexpr const char* kNotRunWhy = "not run (their configuration hung on earlier cases)";
+
 struct VerifyReport {
   std::vector<VerifyTestcase> testcases;
   int passed = 0;
   int failed = 0;
   int skipped = 0;
+  int not_run = 0;                 // cases of configurations given up on after their hangs
   std::vector<std::string> dumped; // replay files written
   // What the kernels' teardown did after the work (a plugin's destroy that crashed or hung its
   // worker); empty when it ended normally. A gate with one fails.
