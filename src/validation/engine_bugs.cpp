@@ -114,6 +114,15 @@ std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& c
       all.push_back(std::move(m));
     }
   }
+  // An online softmax over the configuration's declared key tiles ("k_tile", docs/plugins.md)
+  // that forgets the rescale: its sums keep each earlier tile's weights taken against the
+  // maximum of its time.
+  if (const int t = cfg.get("k_tile", 0); t > 0) {
+    all.push_back({"online softmax: what earlier key tiles added to the output and its sum is not "
+                   "rescaled when a later tile raises the row's maximum (key tiles of " +
+                       std::to_string(t) + ")",
+                   t, Combine::tiles_not_rescaled});
+  }
   if (a.softcap > 0 && a.effective_scale() != 1.0) {
     BugModel m{"soft cap before the scale: scale * softcap * tanh(q.k / softcap) instead of "
                "softcap * tanh(scale * q.k / softcap)"};
@@ -944,8 +953,8 @@ std::optional<std::string> nan_tail_pattern(const Problem& pr, const RunOutput& 
 }
 
 // What is wrong with an lse whose output is right.
-std::optional<std::string> lse_pattern(const Problem& pr, const RunOutput& got,
-                                       const ReferenceResult& ref,
+std::optional<std::string> lse_pattern(const Problem& pr, const KernelConfig& cfg,
+                                       const RunOutput& got, const ReferenceResult& ref,
                                        const std::vector<WrongPair>& wrong, const Tolerance& tol,
                                        bool output_off) {
   if (!got.lse_written || wrong.empty()) {
@@ -987,6 +996,24 @@ std::optional<std::string> lse_pattern(const Problem& pr, const RunOutput& got,
   if (max_only) {
     return std::string("lse is the row's largest score: the log of the weights' sum is left out "
                        "(lse = m + log l)");
+  }
+  // The online softmax that does not rescale earlier key tiles (engine_bug_models), where the
+  // output stays within tolerance and its sum does not: every wrong lse is the model's.
+  for (const BugModel& m : engine_bug_models(pr, cfg)) {
+    if (m.combine != Combine::tiles_not_rescaled) {
+      continue;
+    }
+    const bool fits = std::all_of(wrong.begin(), wrong.end(), [&](const WrongPair& w) {
+      double model_lse = 0.0;
+      const std::vector<double> o = model_output(pr, m, w.row, w.head, &model_lse);
+      const double g = got.lse[std::size_t(w.row) * H + w.head];
+      return !o.empty() && std::isfinite(model_lse) && std::abs(g - model_lse) <= 2 * tol.lse_atol;
+    });
+    if (fits) {
+      return m.what + (output_off ? " (seen in the lse and the normwise error: every output "
+                                    "element is within tolerance)"
+                                  : " (seen in the lse: the output is within tolerance)");
+    }
   }
   // The output is right and the lse is not, in none of the ways above: said as such, not counted
   // with the wrong outputs nothing explains. An output whose normwise error is over its bound is
@@ -1161,7 +1188,8 @@ bool rests_on_reads_past_length(const std::string& cause) {
   return cause.starts_with(kPastLengthCause);
 }
 
-std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, int head) {
+std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, int head,
+                                 double* lse) {
   const AttnParams& a = pr.params;
   const int D = a.head_dim;
   const int bs = a.block_size;
@@ -1240,19 +1268,25 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
   double top = kNegInf; // the largest max (exact, rescaled) or lse (the lse models)
   for (const Part& part : parts) {
     if (part.l > 0) {
-      top = std::max(top, m.combine == Combine::exact || m.combine == Combine::maxima_not_rescaled
-                              ? part.m
-                              : part.m + std::log(part.l));
+      top = std::max(top,
+                     m.combine == Combine::lse_in_base_2 || m.combine == Combine::lse_read_as_base_2
+                         ? part.m + std::log(part.l)
+                         : part.m);
     }
   }
   std::vector<double> out(static_cast<std::size_t>(D), 0.0);
   double wsum = 0.0;
+  double running = kNegInf; // the largest max of the parts so far, in key order
   for (const Part& part : parts) {
     if (part.l <= 0) {
       continue;
     }
+    running = std::max(running, part.m);
     double w = 0.0;
     switch (m.combine) {
+    case Combine::tiles_not_rescaled: // each tile's weights taken against the running maximum
+      w = part.l * std::exp(part.m - running);
+      break;
     case Combine::exact:
       w = part.l * std::exp(part.m - top);
       break;
@@ -1275,6 +1309,9 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     for (double& o : out) {
       o /= wsum;
     }
+  }
+  if (lse != nullptr) {
+    *lse = wsum > 0 ? running + std::log(wsum) : kNegInf;
   }
   return out;
 }
@@ -1303,7 +1340,7 @@ explain_engine_bug(const Problem& pr, const KernelConfig& cfg, const RunOutput& 
     }
   }
   if (output_off) {
-    if (auto why = lse_pattern(pr, got, ref, wrong, tol, true)) {
+    if (auto why = lse_pattern(pr, cfg, got, ref, wrong, tol, true)) {
       found.push_back(*why);
     } else {
       found.push_back("small errors everywhere: every element is within tolerance but the "
@@ -1325,7 +1362,7 @@ explain_engine_bug(const Problem& pr, const KernelConfig& cfg, const RunOutput& 
       [&] { return value_tail_pattern(pr, got, ref, wrong, tol); },
       [&] { return kv_head_pattern(pr, got, wrong, tol); },
       [&] { return other_sequence_pattern(pr, got, wrong, tol); },
-      [&] { return lse_pattern(pr, got, ref, wrong, tol, false); },
+      [&] { return lse_pattern(pr, cfg, got, ref, wrong, tol, false); },
       [&] { return unwritten_pattern(pr, got, ref, wrong, tol); },
       [&] { return nonfinite_pattern(pr, cfg, got, wrong); },
   };

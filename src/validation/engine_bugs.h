@@ -51,7 +51,15 @@ explain_engine_bug(const Problem& pr, const KernelConfig& cfg, const RunOutput& 
 // times, reads kv head `kv_head(h)`, and when `partition` > 0 combines per-partition partial
 // results with `combine`. Exposed for the tests, which check each model against the reference
 // where the model changes nothing.
-enum class Combine { exact, maxima_not_rescaled, lse_in_base_2, lse_read_as_base_2 };
+// tiles_not_rescaled: an online softmax over key tiles of `partition` keys (from key 0) that
+// raises its running maximum but never rescales what earlier tiles added to its sums.
+enum class Combine {
+  exact,
+  maxima_not_rescaled,
+  lse_in_base_2,
+  lse_read_as_base_2,
+  tiles_not_rescaled
+};
 struct BugModel {
   std::string what;
   int partition = 0;
@@ -74,8 +82,10 @@ struct BugModel {
 // the configuration's "partition"; the GQA one a group of more than one head).
 [[nodiscard]] std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& cfg);
 // The output of (row, head) under `m`, or empty when the model would read a block-table entry
-// that is not there or not a block of the pool.
+// that is not there or not a block of the pool. `lse`, when given, receives the lse such a kernel
+// writes (its final maximum plus the log of its sum; -inf for a row that sees no key), for the
+// combines that keep one maximum (exact, tiles_not_rescaled).
 [[nodiscard]] std::vector<double> model_output(const Problem& pr, const BugModel& m, int row,
-                                               int head);
+                                               int head, double* lse = nullptr);
 
 } // namespace attn

@@ -808,3 +808,84 @@ TEST(EngineBugs, AnOutputAllNanIsSaidToBeAllNan) {
   ASSERT_EQ(found.size(), 1u);
   EXPECT_NE(found[0].find("every output comes out NaN or infinite"), std::string::npos) << found[0];
 }
+
+// A prefill kernel's online softmax over key tiles of `tile` (from key 0) that raises its running
+// maximum but never rescales what earlier tiles added (an outside audit's planted bug, which
+// verify failed as "none of the usual mistakes"): row r, head h of a causal call, written here
+// as such a loop, apart from the model in engine_bugs.cpp. `lse` gets its m + log l.
+std::vector<double> tiles_without_rescale(const Problem& pr, int r, int h, int tile, double& lse) {
+  const int D = pr.params.head_dim;
+  const int b = sequence_of_row(pr, r);
+  const int last = pr.k_len(b) - pr.q_len(b) + (r - pr.q_start(b)); // the causal limit
+  std::vector<double> acc(std::size_t(D), 0.0);
+  double m = -INFINITY;
+  double l = 0.0;
+  for (int t0 = 0; t0 <= last; t0 += tile) {
+    const int t1 = std::min(t0 + tile - 1, last);
+    std::vector<double> s;
+    for (int j = t0; j <= t1; ++j) {
+      double dot = 0.0;
+      for (int d = 0; d < D; ++d) {
+        dot += double(pr.query.get((std::size_t(r) * pr.params.num_heads + h) * D + d)) *
+               pr.key_cache.get(std::size_t(pr.key_index(b, h / pr.params.group_size(), j, d)));
+      }
+      s.push_back(pr.params.effective_scale() * dot);
+    }
+    m = std::max(m, *std::max_element(s.begin(), s.end())); // (acc and l not rescaled)
+    for (int j = t0; j <= t1; ++j) {
+      const double w = std::exp(s[std::size_t(j - t0)] - m);
+      l += w;
+      for (int d = 0; d < D; ++d) {
+        acc[std::size_t(d)] +=
+            w *
+            pr.value_cache.get(std::size_t(pr.value_index(b, h / pr.params.group_size(), j, d)));
+      }
+    }
+  }
+  lse = m + std::log(l);
+  for (double& o : acc) {
+    o /= l;
+  }
+  return acc;
+}
+
+TEST(EngineBugs, AnOnlineSoftmaxThatDoesNotRescaleEarlierTilesIsNamed) {
+  const Problem pr = make_prefill_problem(test::params(4, 2, 32, 16, DType::f32), {40, 9},
+                                          {100, 70}, test::gen(7));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  KernelConfig cfg;
+  cfg.family = Family::prefill;
+  cfg.params["k_tile"] = 32;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  RunOutput lse_only = o; // the right output, with the lse such a kernel writes
+  for (int r = 0; r < pr.num_rows(); ++r) {
+    for (int h = 0; h < H; ++h) {
+      double lse = 0.0;
+      const std::vector<double> v = tiles_without_rescale(pr, r, h, 32, lse);
+      for (int d = 0; d < D; ++d) {
+        o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
+      }
+      o.lse[std::size_t(r) * H + h] = float(lse);
+      lse_only.lse[std::size_t(r) * H + h] = float(lse);
+    }
+  }
+  const std::string what = "online softmax: what earlier key tiles added to the output and its "
+                           "sum is not rescaled when a later tile raises the row's maximum (key "
+                           "tiles of 32)";
+  auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], what);
+  found = explain_engine_bug(pr, cfg, lse_only, ref, tol,
+                             wrong_pairs(lse_only.out, &lse_only.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], what + " (seen in the lse: the output is within tolerance)");
+  // Tiles of 64 (another configuration's) do not explain it.
+  cfg.params["k_tile"] = 64;
+  found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  for (const std::string& f : found) {
+    EXPECT_EQ(f.find("online softmax"), std::string::npos) << f;
+  }
+}
