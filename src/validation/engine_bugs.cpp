@@ -464,15 +464,40 @@ bool none_finite(const Problem& pr, const RunOutput& got, const WrongPair& w) {
   return true;
 }
 
+// Whether every computed row for which `has` holds has a wrong output: a mistake tied to a
+// property of the row (its length, its mask) shows in every row that has it, so one such row
+// that came out right rules it out (an outside audit's kernel that left the last sequence
+// unwritten was named an empty last partition where that sequence's context happened to be a
+// multiple of the partition, and another's was not).
+bool every_row_with(const Problem& pr, const ReferenceResult& ref,
+                    const std::vector<WrongPair>& wrong, const std::function<bool(int row)>& has) {
+  std::set<int> rows;
+  for (const WrongPair& w : wrong) {
+    if (w.out_wrong) {
+      rows.insert(w.row);
+    }
+  }
+  for (int r = 0; r < pr.num_rows(); ++r) {
+    if (ref.computed[std::size_t(r)] && !rows.count(r) && has(r)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Rows that come out NaN or unwritten exactly where the context is a multiple of the partition.
 std::optional<std::string> empty_partition_pattern(const Problem& pr, const KernelConfig& cfg,
-                                                   const RunOutput& got,
+                                                   const RunOutput& got, const ReferenceResult& ref,
                                                    const std::vector<WrongPair>& wrong) {
   const int p = cfg.get("partition", 0);
-  if (p <= 0 || !every_wrong_output(wrong, [&](const WrongPair& w) {
-        const int k = pr.k_len(sequence_of_row(pr, w.row));
-        return k > 0 && k % p == 0 && none_finite(pr, got, w);
-      })) {
+  const auto multiple = [&](int row) {
+    const int k = pr.k_len(sequence_of_row(pr, row));
+    return k > 0 && k % p == 0;
+  };
+  if (p <= 0 ||
+      !every_wrong_output(
+          wrong, [&](const WrongPair& w) { return multiple(w.row) && none_finite(pr, got, w); }) ||
+      !every_row_with(pr, ref, wrong, multiple)) {
     return std::nullopt;
   }
   return "split-KV: rows whose context is a multiple of the partition (" + std::to_string(p) +
@@ -503,11 +528,14 @@ bool has_masked_partition(const Problem& pr, int row, int p) {
 // with a zero weight (0 * NaN is NaN), where it should be left out.
 std::optional<std::string> masked_partition_pattern(const Problem& pr, const KernelConfig& cfg,
                                                     const RunOutput& got,
+                                                    const ReferenceResult& ref,
                                                     const std::vector<WrongPair>& wrong) {
   const int p = cfg.get("partition", 0);
-  if (p <= 0 || !every_wrong_output(wrong, [&](const WrongPair& w) {
-        return none_finite(pr, got, w) && has_masked_partition(pr, w.row, p);
-      })) {
+  const auto masked = [&](int row) { return has_masked_partition(pr, row, p); };
+  if (p <= 0 ||
+      !every_wrong_output(
+          wrong, [&](const WrongPair& w) { return none_finite(pr, got, w) && masked(w.row); }) ||
+      !every_row_with(pr, ref, wrong, masked)) {
     return std::nullopt;
   }
   return "split-KV: rows with a partition (" + std::to_string(p) +
@@ -1066,6 +1094,24 @@ std::optional<std::string> past_length_pattern(const Problem& pr, const RunOutpu
          "out wrong (a valid length one too long, or the whole last block read)";
 }
 
+// The least value `of` takes over the wrong (row, head) pairs `bad`, when they are exactly the
+// pairs where `of` reaches it; -1 otherwise (or when it is 0: everything is wrong).
+int first_wrong_from(const Problem& pr, const std::set<std::pair<int, int>>& bad,
+                     const std::function<int(int row, int head)>& of) {
+  int least = std::numeric_limits<int>::max();
+  for (const auto& [r, h] : bad) {
+    least = std::min(least, of(r, h));
+  }
+  for (int r = 0; r < pr.num_rows(); ++r) {
+    for (int h = 0; h < pr.params.num_heads; ++h) {
+      if ((of(r, h) >= least) != (bad.count({r, h}) > 0)) {
+        return -1;
+      }
+    }
+  }
+  return least > 0 ? least : -1;
+}
+
 // Wrong output pairs whose only wrong elements are ones the kernel never wrote (the poison the
 // output was filled with is still there): a kernel that skips a head, a row or a tail of
 // head_dim. Unwritten elements among written wrong ones are the other mistake's to explain.
@@ -1075,10 +1121,12 @@ std::optional<std::string> unwritten_pattern(const Problem& pr, const RunOutput&
                                              const Tolerance& tol) {
   std::size_t unwritten = 0;
   int pairs = 0;
+  std::set<std::pair<int, int>> bad; // (row, head)
   for (const WrongPair& w : wrong) {
     if (!w.out_wrong) {
       continue;
     }
+    bad.emplace(w.row, w.head);
     for (int d = 0; d < pr.params.head_dim; ++d) {
       const std::size_t i = out_index(pr, w, d);
       const ElementVerdict v = judge_element(got.out, i, ref.out[i], tol);
@@ -1100,9 +1148,55 @@ std::optional<std::string> unwritten_pattern(const Problem& pr, const RunOutput&
                        "handed (a kernel that writes into another buffer, or returns before "
                        "writing)");
   }
+  // Exactly the pairs from some sequence or head on, unwritten whole: a loop or launch grid that
+  // stops short. The last sequence alone has one wording whatever the batch (the summary groups
+  // failures by it).
+  if (unwritten == std::size_t(pairs) * std::size_t(pr.params.head_dim)) {
+    const std::string what = " left unwritten, and what the kernel wrote is right: a loop over ";
+    if (const int s0 =
+            first_wrong_from(pr, bad, [&](int r, int) { return sequence_of_row(pr, r); });
+        s0 > 0) {
+      return s0 == pr.batch - 1
+                 ? "the last sequence's output" + what +
+                       "the sequences (or a launch grid) that stops one short"
+                 : "the output of sequences from " + std::to_string(s0) + " on" + what +
+                       "the sequences (or a launch grid) that covers " + std::to_string(s0);
+    }
+    if (const int h0 = first_wrong_from(pr, bad, [](int, int h) { return h; }); h0 > 0) {
+      return "the output of query heads from " + std::to_string(h0) + " on" + what +
+             "the heads (or a launch grid) that covers " + std::to_string(h0);
+    }
+  }
   // One wording for every count (the summary groups failures by it; `unwritten=` counts them).
   return std::string("output left unwritten: the wrong (row, head) pairs still hold the fill "
                      "the kernel was handed where it wrote nothing, and what it wrote is right");
+}
+
+// Rows that see no key (an empty context, or a mask that leaves them none), which SPEC.md makes
+// zeros, come out NaN or infinite, and every other row is right: the division by the row's sum
+// of weights is not guarded (0 / 0). Unwritten outputs are another mistake.
+std::optional<std::string> empty_row_nan_pattern(const Problem& pr, const RunOutput& got,
+                                                 const ReferenceResult& ref,
+                                                 const std::vector<WrongPair>& wrong) {
+  const int H = pr.params.num_heads;
+  const bool fits = every_wrong_output(wrong, [&](const WrongPair& w) {
+    if (ref.lse[std::size_t(w.row) * H + w.head] != kNegInf) {
+      return false;
+    }
+    for (int d = 0; d < pr.params.head_dim; ++d) {
+      const std::size_t i = out_index(pr, w, d);
+      if (is_poison(got.out, i) || std::isfinite(got.out.get(i))) {
+        return false;
+      }
+    }
+    return true;
+  });
+  if (!fits) {
+    return std::nullopt;
+  }
+  return std::string("rows that see no key (an empty context, or a mask that leaves them none) "
+                     "come out NaN or infinite where they should be zeros: the division by the "
+                     "row's sum of weights is not guarded (0 / 0)");
 }
 
 // Output that is NaN or infinite where attention is finite, and right elsewhere: a launch grid
@@ -1126,21 +1220,8 @@ std::optional<std::string> nonfinite_pattern(const Problem& pr, const KernelConf
                        "(nothing is right)");
   }
   const auto in_sequence = [&](int row) { return row - pr.q_start(sequence_of_row(pr, row)); };
-  // The least value `of` takes over the wrong pairs, when the wrong pairs are exactly those
-  // (row, head) where `of` reaches it; -1 otherwise (or when it is 0: everything is wrong).
   const auto from = [&](const std::function<int(int row, int head)>& of) {
-    int least = std::numeric_limits<int>::max();
-    for (const auto& [r, h] : bad) {
-      least = std::min(least, of(r, h));
-    }
-    for (int r = 0; r < pr.num_rows(); ++r) {
-      for (int h = 0; h < H; ++h) {
-        if ((of(r, h) >= least) != (bad.count({r, h}) > 0)) {
-          return -1;
-        }
-      }
-    }
-    return least > 0 ? least : -1;
+    return first_wrong_from(pr, bad, of);
   };
   const std::string what = " come out NaN or infinite where attention is finite (a launch grid "
                            "that covers ";
@@ -1351,8 +1432,8 @@ explain_engine_bug(const Problem& pr, const KernelConfig& cfg, const RunOutput& 
   }
   // The patterns, most specific first; the first that fits (and that `confirm` holds) answers.
   const std::vector<std::function<std::optional<std::string>()>> patterns = {
-      [&] { return empty_partition_pattern(pr, cfg, got, wrong); },
-      [&] { return masked_partition_pattern(pr, cfg, got, wrong); },
+      [&] { return empty_partition_pattern(pr, cfg, got, ref, wrong); },
+      [&] { return masked_partition_pattern(pr, cfg, got, ref, wrong); },
       [&] { return nan_tail_pattern(pr, got, wrong); },
       [&] { return past_length_pattern(pr, got, wrong); },
       [&] { return no_key_pattern(pr, got, ref, wrong); },
@@ -1364,6 +1445,7 @@ explain_engine_bug(const Problem& pr, const KernelConfig& cfg, const RunOutput& 
       [&] { return other_sequence_pattern(pr, got, wrong, tol); },
       [&] { return lse_pattern(pr, cfg, got, ref, wrong, tol, false); },
       [&] { return unwritten_pattern(pr, got, ref, wrong, tol); },
+      [&] { return empty_row_nan_pattern(pr, got, ref, wrong); },
       [&] { return nonfinite_pattern(pr, cfg, got, wrong); },
   };
   for (const auto& pattern : patterns) {

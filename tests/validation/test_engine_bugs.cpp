@@ -889,3 +889,68 @@ TEST(EngineBugs, AnOnlineSoftmaxThatDoesNotRescaleEarlierTilesIsNamed) {
     EXPECT_EQ(f.find("online softmax"), std::string::npos) << f;
   }
 }
+
+// A split-KV explanation tied to the row's length or mask shows in every row that has it: NaN in
+// the row of context 256 while 512 (a multiple of 256 too) is right is no empty last partition,
+// and NaN in one row whose window empties a partition while others with one are right is no
+// masked partition.
+TEST(EngineBugs, ASplitKvPatternIsRuledOutByARightRowThatHasItsCause) {
+  const Problem pr = around_partition();
+  auto found = explained_with_nan_rows(pr, {1}, 256);
+  for (const std::string& f : found) {
+    EXPECT_EQ(f.find("split-KV"), std::string::npos) << f;
+  }
+  AttnParams a = test::params(8, 2, 32, 16, DType::f32);
+  a.window_left = 100;
+  const Problem windowed =
+      make_decode_problem(a, {255, 256, 257, 511, 512, 513, 17, 100}, test::gen(11));
+  found = explained_with_nan_rows(windowed, {3}, 256);
+  for (const std::string& f : found) {
+    EXPECT_EQ(f.find("split-KV"), std::string::npos) << f;
+  }
+}
+
+// A loop over the sequences one short leaves the last sequence unwritten (an outside audit's
+// plugin, named "output left unwritten", and an empty last partition where that sequence's
+// context was a multiple of the partition); the sequences from some index on are named too.
+TEST(EngineBugs, TheLastSequenceLeftUnwrittenIsNamed) {
+  const Problem pr = make_decode_problem(test::params(4, 2, 32, 16, DType::f32),
+                                         {100, 256, 300, 512}, test::gen(25));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  KernelConfig cfg;
+  cfg.family = Family::decode_v2;
+  cfg.params["partition"] = 256;
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  const auto unwritten_from = [&](int s0) {
+    RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+    HostTensor fill(DType::f32, {pr.num_rows() - s0, H, D});
+    poison(fill);
+    std::memcpy(static_cast<char*>(o.out.raw()) + std::size_t(s0) * H * D * 4, fill.raw(),
+                std::size_t(fill.numel()) * 4);
+    const auto found =
+        explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+    return found.empty() ? std::string() : found.front();
+  };
+  EXPECT_EQ(unwritten_from(3).rfind("the last sequence's output left unwritten", 0), 0u)
+      << unwritten_from(3);
+  EXPECT_EQ(unwritten_from(2).rfind("the output of sequences from 2 on left unwritten", 0), 0u)
+      << unwritten_from(2);
+}
+
+// Rows that see no key (an empty sequence, a query row whose window holds no key) come out NaN
+// where SPEC.md makes them zeros: 0 / 0, named as such (an outside audit's plugin was told "a
+// launch grid that covers 4 sequences", its empty sequences being last).
+TEST(EngineBugs, RowsThatSeeNoKeyComingOutNanAreNamed) {
+  const Problem pr =
+      make_decode_problem(test::params(4, 2, 32, 16, DType::f32), {100, 0, 37, 0}, test::gen(26));
+  const auto found = explained_with_nan_rows(pr, {1, 3}, 0);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("rows that see no key", 0), 0u) << found[0];
+  // NaN in a row that sees keys as well is not that.
+  const auto other = explained_with_nan_rows(pr, {1, 2, 3}, 0);
+  for (const std::string& f : other) {
+    EXPECT_EQ(f.find("rows that see no key"), std::string::npos) << f;
+  }
+}
