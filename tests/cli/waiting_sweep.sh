@@ -16,6 +16,10 @@ start_waiting_sweep() {
     [ "$tries" -lt 100 ] || fail "flock never took $device_lock"
     sleep 0.05
   done
+  # The log of an earlier sweep goes first: the new one's redirection truncates it only once that
+  # process runs, and the wait below could read "waiting for" from the old one (CI stopped a
+  # --resume sweep 0.2 s in, before it had a handler, that way).
+  rm -f sweep.log
   "$tool" sweep --device cpu --profile "$profile" --threads 2 --no-report --out "$out" "$@" \
     > sweep.log 2>&1 &
   sweep=$!
