@@ -97,6 +97,13 @@ std::string check_key(const std::string& device, const KernelConfig& cfg, const 
   return device + " | " + cfg.key() + " | " + c.name();
 }
 
+// What a run's result says of the case it checked (the tally reads it back).
+json case_context(const std::string& device, Family f, const KernelConfig& cfg,
+                  const VerifyCase& c) {
+  return {{"device", device}, {"family", family_name(f)}, {"config", cfg.key()},
+          {"group", c.group}, {"case", c.name()},         {"case_seed", c.seed}};
+}
+
 // Writes a failed case with the kernel's answer as a replay file; its path.
 std::string dump_failure(const Backend& be, const VerifyOptions& opt, const std::string& device,
                          const KernelConfig& cfg, const VerifyCase& c, const Problem& pr,
@@ -199,15 +206,9 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
             CheckedRunResult r;
             r.status = RunStatus::skipped;
             r.reason = kNotRun;
-            link.result(RunIdentity{key, cfg,
-                                    json{{"device", device},
-                                         {"family", family_name(f)},
-                                         {"config", cfg.key()},
-                                         {"group", c.group},
-                                         {"case", c.name()},
-                                         {"case_seed", c.seed},
-                                         {"not_run", true}}},
-                        r);
+            json ctx = case_context(device, f, cfg, c);
+            ctx["not_run"] = true;
+            link.result(RunIdentity{key, cfg, std::move(ctx)}, r);
           }
         }
         if (!todo.empty()) {
@@ -227,16 +228,11 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
       for (const auto& [c, todo] : work) {
         CheckSubject subject(c.name(), c.make(), {}, opt.reference_threads);
         for (const auto& [f, cfg] : todo) {
-          const RunIdentity run{check_key(device, cfg, c), cfg,
-                                json{{"device", device},
-                                     {"family", family_name(f)},
-                                     {"config", cfg.key()},
-                                     {"group", c.group},
-                                     {"case", c.name()},
-                                     {"case_seed", c.seed},
-                                     {"probed_size", c.probed_size},
-                                     {"declared_kv", declared_fp8(be, f, c.params)},
-                                     {"problem", problem_words(subject.problem())}}};
+          json ctx = case_context(device, f, cfg, c);
+          ctx["probed_size"] = c.probed_size;
+          ctx["declared_kv"] = declared_fp8(be, f, c.params);
+          ctx["problem"] = problem_words(subject.problem());
+          const RunIdentity run{check_key(device, cfg, c), cfg, std::move(ctx)};
           RunOutput out;
           const std::string pair = cfg.key() + " | " + c.group;
           RunRequest rq = req;
