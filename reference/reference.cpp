@@ -177,6 +177,26 @@ ReferenceResult reference_attention(const Problem& pr, const ReferenceOptions& o
   return res;
 }
 
+int64_t reference_peak_bytes(const Problem& pr, int threads) {
+  const AttnParams& p = pr.params;
+  const int64_t tasks = int64_t(pr.batch) * p.num_kv_heads;
+  const int64_t workers = std::min<int64_t>(
+      tasks, threads > 0 ? threads : int64_t(std::max(1u, std::thread::hardware_concurrency())));
+  std::vector<int64_t> lens;
+  for (int b = 0; b < pr.batch; ++b) {
+    lens.push_back(pr.k_len(b));
+  }
+  // The longest sequences, one per concurrent task (a sequence's KV heads count as tasks too).
+  std::sort(lens.rbegin(), lens.rend());
+  int64_t keys = 0;
+  for (int64_t w = 0; w < workers && !lens.empty(); ++w) {
+    keys += lens[std::size_t(w / p.num_kv_heads) % lens.size()];
+  }
+  const int64_t outputs = int64_t(pr.num_rows()) * p.num_heads;
+  return keys * p.head_dim * 3 * int64_t(sizeof(double)) +
+         outputs * (2 * int64_t(p.head_dim) + 1) * int64_t(sizeof(double));
+}
+
 Partial reference_partial(const Eigen::VectorXd& scores, const Eigen::MatrixXd& v, int begin,
                           int end) {
   Partial part;

@@ -32,6 +32,12 @@ struct ReferenceResult {
 [[nodiscard]] ReferenceResult reference_attention(const Problem& pr,
                                                   const ReferenceOptions& opt = {});
 
+// About the most memory reference_attention(pr, {threads}) holds at once, in bytes: each of its
+// concurrent (sequence, KV head) tasks gathers that sequence's K, V and |V| as doubles (24 bytes
+// per key and dimension; the longest sequences counted), and the result keeps out, out_size and
+// lse for every row. What `replay` weighs against the memory it has before it starts.
+[[nodiscard]] int64_t reference_peak_bytes(const Problem& pr, int threads);
+
 // Whether key j is visible to query row i of a sequence with q_len rows and k_len keys.
 [[nodiscard]] bool reference_visible(const AttnParams& p, int q_len, int k_len, int i, int j);
 

@@ -2,17 +2,21 @@
 // every dimension is derived from them and cross-checked before Problem::validate() runs.
 #include "src/validation/replay.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <climits>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 
 #include "reference/reference.h"
+#include "src/io/memory_left.h"
 #include "src/model/errors.h"
+#include "src/model/workload.h"
 
 namespace attn {
 
@@ -168,11 +172,79 @@ std::optional<std::string> nonfinite_read(const Problem& pr) {
   return std::nullopt;
 }
 
+// The metadata keys of `f` that look meant for one attn-tune reads (replay.h, `misnamed`): the
+// names other libraries give the same parameters, and any key that differs from one only in case.
+std::vector<std::string> misnamed_keys(const SafetensorsFile& f) {
+  static const std::map<std::string, std::string> kOther = {
+      {"window_size_left", "window_left"},
+      {"window_size_right", "window_right"},
+      {"window_size", "window_left and window_right"},
+      {"sliding_window", "window_left"},
+      {"logits_soft_cap", "softcap"},
+      {"logit_softcap", "softcap"},
+      {"soft_cap", "softcap"},
+      {"softcapping", "softcap"},
+      {"attn_logit_softcapping", "softcap"},
+      {"softmax_scale", "scale"},
+      {"sm_scale", "scale"},
+      {"is_causal", "causal"},
+      {"kv_cache_layout", "kv_layout"},
+      {"layout", "kv_layout"},
+      {"cache_dtype", "kv_cache_dtype"},
+      {"kv_dtype", "kv_cache_dtype"}};
+  static const std::set<std::string> kRead = {
+      "causal", "scale", "window_left", "window_right", "softcap", "kv_layout", "kv_cache_dtype"};
+  const auto lower = [](std::string s) {
+    for (char& c : s) {
+      c = char(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return s;
+  };
+  std::vector<std::string> out;
+  for (const auto& [key, value] : f.metadata) {
+    if (kRead.count(key)) {
+      continue;
+    }
+    const std::string low = lower(key);
+    if (const auto it = kOther.find(low); it != kOther.end()) {
+      out.push_back(key + " (attn-tune reads " + it->second + ")");
+    } else if (kRead.count(low)) {
+      out.push_back(key + " (attn-tune reads " + low + ", in lower case)");
+    }
+  }
+  return out;
+}
+
+// A replay file holds a call to what a profile may ask for (src/model/workload.h): past that, a
+// small file (one block shared by every page of a table) could ask the reference for a context of
+// two billion keys or a billion heads.
+void refuse_past_limits(const Problem& pr, const std::string& file) {
+  const AttnParams& p = pr.params;
+  const auto over = [&](const std::string& what, int64_t n, int64_t most) {
+    if (n > most) {
+      bad(file, what + " " + std::to_string(n) + " is past the " + std::to_string(most) +
+                    " a profile may ask for");
+    }
+  };
+  over("batch", pr.batch, kMaxBatch);
+  over("num_heads", p.num_heads, kMaxHeads);
+  for (int b = 0; b < pr.batch; ++b) {
+    over("sequence " + std::to_string(b) + "'s key length", pr.k_len(b), kMaxContextLen);
+    over("sequence " + std::to_string(b) + "'s query length", pr.q_len(b), kMaxContextLen);
+  }
+  if (p.softcap > 0 && p.softcap < double(std::numeric_limits<float>::min())) {
+    bad(file, "__metadata__ softcap = " + format_double(p.softcap) +
+                  " is below fp32's smallest normal number (1.2e-38): the kernels' fp32 cap "
+                  "would be a subnormal; a profile asks for 0 (off) or at least that");
+  }
+}
+
 } // namespace
 
 ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
   ReplayFile rf;
   rf.metadata = f.metadata;
+  rf.misnamed = misnamed_keys(f);
   static const std::set<std::string> kRead = {
       "query",        "key_cache", "value_cache", "block_tables", "context_lens", "cu_seqlens_q",
       "cu_seqlens_k", "out",       "lse",         "k_scale",      "v_scale"};
@@ -240,7 +312,8 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
       }
       if (!kv || !is_fp8(*kv)) {
         bad(file, "__metadata__ kv_cache_dtype = '" + it->second +
-                      "' is not auto, fp8_e4m3 (or fp8) or fp8_e5m2");
+                      "' is not auto, fp8_e4m3 (or fp8, fp8_e4m3fn, float8_e4m3fn, e4m3) or "
+                      "fp8_e5m2 (or float8_e5m2, e5m2), in lower case (docs/fp8.md)");
       }
     } else if (it == f.metadata.end() && k.dtype == v.dtype &&
                (k.dtype == StDType::f8_e4m3 || k.dtype == StDType::f8_e5m2)) {
@@ -343,6 +416,17 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
         (std::string(name) == "cu_seqlens_q" ? pr.cu_seqlens_q : pr.cu_seqlens_k) =
             to_int32(cu, name);
       }
+      for (const auto* cu : {&pr.cu_seqlens_q, &pr.cu_seqlens_k}) {
+        // A decrease first: it is the mistake, and the end it leads to only a consequence.
+        for (std::size_t i = 1; i < cu->size(); ++i) {
+          if ((*cu)[i] < (*cu)[i - 1]) {
+            bad(file, std::string(cu == &pr.cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_k") +
+                          " decreases at index " + std::to_string(i) + " (" +
+                          std::to_string((*cu)[i - 1]) + " -> " + std::to_string((*cu)[i]) +
+                          "), a negative length");
+          }
+        }
+      }
       if (!pr.cu_seqlens_q.empty() && pr.cu_seqlens_q.back() != rows) {
         bad(file, "cu_seqlens_q ends at " + std::to_string(pr.cu_seqlens_q.back()) +
                       " but query has " + std::to_string(rows) + " rows");
@@ -402,20 +486,25 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
       (std::string(name) == "k_scale" ? pr.k_scale : pr.v_scale) = to_float32(t, name);
     }
 
-    if (layout == KvLayout::HND) {
+    // Caches of another layout can have a plausible shape in this one (NHD read as HND, the
+    // default, swaps block_size and num_kv_heads): a refusal about those says where they came
+    // from.
+    try {
       pr.validate();
-    } else {
-      // Caches of another layout can have a plausible shape in this one (HND read as NHD swaps
-      // block_size and num_kv_heads): say where the dimensions came from.
-      try {
-        pr.validate();
-      } catch (const InputError& e) {
-        bad(file, std::string(e.what()) + " (num_kv_heads " + std::to_string(p.num_kv_heads) +
-                      " and block_size " + std::to_string(p.block_size) + " read from key_cache " +
-                      shape_str(ks) + " as kv_layout " + kv_layout_name(layout) + " " +
-                      key_cache_shape_pattern(layout) + ")");
+    } catch (const InputError& e) {
+      const std::string why = e.what();
+      if (why.find("num_kv_heads") == std::string::npos &&
+          why.find("block_size") == std::string::npos) {
+        throw;
       }
+      bad(file,
+          why + " (num_kv_heads " + std::to_string(p.num_kv_heads) + " and block_size " +
+              std::to_string(p.block_size) + " read from key_cache " + shape_str(ks) +
+              " as kv_layout " + kv_layout_name(layout) + " " + key_cache_shape_pattern(layout) +
+              (f.metadata.count("kv_layout") ? ")" : ", the default: no __metadata__ kv_layout)"));
     }
+    refuse_past_limits(pr, file);
+    refuse_past_memory(pr, 1, file); // before the scan below reads every key the call does
     if (const auto where = nonfinite_read(pr)) {
       bad(file, "the call reads a value that is not finite: " + *where +
                     "; attention is defined on finite inputs (SPEC.md), so no answer can be "
@@ -450,6 +539,25 @@ ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& file) {
     bad(file, msg);
   }
   return rf;
+}
+
+void refuse_past_memory(const Problem& pr, int threads, const std::string& file) {
+  const std::optional<int64_t> left = memory_left_bytes();
+  const int64_t need = reference_peak_bytes(pr, threads);
+  if (!left || need <= *left) {
+    return;
+  }
+  const auto gib = [](int64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(int64_t(1) << 30));
+    return std::string(buf);
+  };
+  const int64_t one = reference_peak_bytes(pr, 1);
+  bad(file, "the reference needs about " + gib(need) +
+                " for this call (as doubles: K, V and |V| of the longest sequences, " +
+                "one per worker thread, and every output), more than the " + gib(*left) +
+                " of memory left here" +
+                (one < need && one <= *left ? "; --threads 1 needs " + gib(one) : ""));
 }
 
 ReplayFile load_replay(const std::string& path) {

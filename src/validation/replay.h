@@ -20,6 +20,10 @@ struct ReplayFile {
   std::map<std::string, std::string> metadata; // as stored, including keys attn-tune ignores
   // Tensors the file holds that attn-tune does not read (a typo such as `output` for `out`).
   std::vector<std::string> unread;
+  // Metadata keys that look meant for a parameter attn-tune reads under another name (another
+  // library's spelling, another case), each as "key (attn-tune reads name)": ignored, so the call
+  // takes that parameter's default.
+  std::vector<std::string> misnamed;
 };
 
 // Reads and validates a replay file; every problem is an InputError naming the file.
@@ -27,6 +31,13 @@ struct ReplayFile {
 // The same from an already parsed file (`name` stands for the file in messages); taken by value
 // so that a caller who moves it in does not hold the tensors twice.
 [[nodiscard]] ReplayFile replay_from_safetensors(SafetensorsFile f, const std::string& name);
+
+// Refuses (InputError naming `file`) a call whose reference, with `threads` workers, would need
+// more memory than is left here (memory_left_bytes), in one line with the figures, where it would
+// otherwise end part way in std::bad_alloc: a file of half a megabyte can hold a call of a
+// million keys (one block shared by every page of its table). Loading checks one worker's need
+// before it reads the keys; `replay` checks its --threads' before it starts.
+void refuse_past_memory(const Problem& pr, int threads, const std::string& file);
 
 // The replay file image of a problem, optionally with an answer (out in the problem's dtype,
 // lse F32). Metadata holds every attention parameter; scale only when it is set explicitly.

@@ -251,6 +251,7 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
   }
   const ReplayFile rf = load_replay(o.file);
   const Problem& pr = rf.problem;
+  refuse_past_memory(pr, o.threads, o.file);
   if (plugin == nullptr && (o.backend == "cpu" || o.backend.starts_with("cpu:"))) {
     // The CPU kernels' forcing variables, refused before the file's first line rather than by
     // the worker after it: a usage error is one line.
@@ -283,6 +284,20 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
     std::fprintf(stderr,
                  "replay: warning: %s holds tensors attn-tune does not read: %s (the answer is "
                  "`out`, its lse `lse`, the fp8 scales `k_scale` and `v_scale`)\n",
+                 o.file.c_str(), names.c_str());
+  }
+  if (!rf.misnamed.empty()) {
+    // A window or cap under another library's name would otherwise judge the call without it.
+    std::string names;
+    for (std::string n : rf.misnamed) {
+      for (char& c : n) { // a name from the file: the warning stays one line
+        c = static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+      }
+      names += (names.empty() ? "" : ", ") + n;
+    }
+    std::fprintf(stderr,
+                 "replay: warning: %s has __metadata__ keys attn-tune does not read: %s; the "
+                 "call is judged with those parameters' defaults (SPEC.md \"Replay files\")\n",
                  o.file.c_str(), names.c_str());
   }
   for (const char* scale : {"k_scale", "v_scale"}) {

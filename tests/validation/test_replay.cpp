@@ -479,3 +479,79 @@ TEST(Replay, BadKvLayoutValueIsOneLineNamingIt) {
                           "' is not a KV-cache layout (HND, NHD or vllm)");
   }
 }
+
+// A small file can hold a call past what a profile may ask for (one block shared by every page of
+// a long table, a billion heads over no rows): refused in one line naming the limit, where the
+// reference would run for hours or end in std::bad_alloc (an outside writer's files). And a call
+// whose reference needs more memory than is left here says so with the figures.
+TEST(Replay, CallsPastTheProfilesLimitsOrTheMemoryLeftAreRefused) {
+  const Problem dec = make_decode_problem(decode_params(), {9, 30}, {});
+  const SafetensorsFile base = replay_to_safetensors(dec, nullptr, nullptr);
+  // 10,000,001 keys of one sequence, every page its table's block 0.
+  const int keys = 10'000'001;
+  const int pages = (keys + 15) / 16;
+  {
+    SafetensorsFile f = base;
+    f.tensors["block_tables"] =
+        to_st(std::vector<int32_t>(std::size_t(2) * pages, 0), {2, int64_t(pages)});
+    f.tensors["context_lens"] = to_st(std::vector<int32_t>{keys, 30}, {2});
+    expect_refused(f,
+                   "sequence 0's key length 10000001 is past the 10000000 a profile may ask for");
+  }
+  {
+    SafetensorsFile f = base;
+    f.metadata["softcap"] = "1e-40";
+    expect_refused(f, "softcap = 1e-40 is below fp32's smallest normal number");
+  }
+  // Within the limits, the memory the reference would hold is weighed against what is left.
+  Problem big = dec;
+  big.context_lens = {10'000'000, 30};
+  big.max_blocks_per_seq = 625'000;
+  big.block_tables.assign(std::size_t(2) * big.max_blocks_per_seq, 0);
+  // K, V and |V| of 10M keys x 32 dims as doubles for one worker: about 7.2 GiB.
+  EXPECT_GT(reference_peak_bytes(big, 1), int64_t(7) << 30);
+  EXPECT_LT(reference_peak_bytes(big, 1), int64_t(8) << 30);
+  // Two workers, two KV heads: both on the longest sequence.
+  EXPECT_GT(reference_peak_bytes(big, 2), int64_t(14) << 30);
+  try {
+    refuse_past_memory(big, 1, "dump.safetensors");
+    // (a machine with more than 7.2 GiB left accepts it)
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("dump.safetensors: the reference needs about 7."),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Metadata keys under another library's name or case are ignored, so the call takes those
+// parameters' defaults: each is listed for the warning replay prints. Unknown keys of the engine's
+// own (format, versions) are not.
+TEST(Replay, MetadataUnderAnotherNameIsListed) {
+  SafetensorsFile f =
+      replay_to_safetensors(make_decode_problem(decode_params(), {9}, {}), nullptr, nullptr);
+  f.metadata["window_size_left"] = "20";
+  f.metadata["logits_soft_cap"] = "12.5";
+  f.metadata["Causal"] = "false";
+  f.metadata["format"] = "pt";
+  const ReplayFile rf = replay_from_safetensors(f, "x");
+  EXPECT_EQ(rf.misnamed,
+            (std::vector<std::string>{"Causal (attn-tune reads causal, in lower case)",
+                                      "logits_soft_cap (attn-tune reads softcap)",
+                                      "window_size_left (attn-tune reads window_left)"}));
+}
+
+// cu_seqlens that decrease are named so, not by the end the decrease leads to; caches of another
+// layout read as the default HND say the layout was the default.
+TEST(Replay, ADecreasingCuSeqlensAndADefaultLayoutAreNamed) {
+  const Problem pre = make_prefill_problem(prefill_params(), {9, 4}, {9, 4}, {});
+  {
+    SafetensorsFile f = replay_to_safetensors(pre, nullptr, nullptr);
+    f.tensors["cu_seqlens_q"] = to_st(std::vector<int32_t>{0, 9, 4}, {3});
+    expect_refused(f, "cu_seqlens_q decreases at index 2 (9 -> 4), a negative length");
+  }
+  const Problem hnd = make_decode_problem(decode_params(), {9, 30}, {});
+  SafetensorsFile f = replay_to_safetensors(with_kv_layout(hnd, KvLayout::NHD), nullptr, nullptr);
+  f.metadata.erase("kv_layout");
+  expect_refused(f, "as kv_layout HND [num_blocks, num_kv_heads, block_size, head_dim], the "
+                    "default: no __metadata__ kv_layout)");
+}
