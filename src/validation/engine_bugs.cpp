@@ -70,6 +70,10 @@ int twice_partition_first(int j, int, int p) { return j > 0 && j % p == 0 ? 2 : 
 int twice_partition_last(int j, int k, int p) { return j % p == p - 1 && j + 1 < k ? 2 : 1; }
 int drop_last_partition(int j, int k, int p) { return k > p && j >= (k - 1) / p * p ? 0 : 1; }
 int twice_lone_last_key(int j, int k, int p) { return k > p && k % p == 1 && j == k - 1 ? 2 : 1; }
+// A full last block (p = block_size) left out while the mask stays where the length puts it.
+int full_last_block_hidden(int j, int k, int p) {
+  return k >= p && k % p == 0 && j >= k - p ? 0 : 1;
+}
 
 std::vector<BugModel> split_models(int p) {
   const std::string P = std::to_string(p);
@@ -117,11 +121,24 @@ std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& c
   // An online softmax over the configuration's declared key tiles ("k_tile", docs/plugins.md)
   // that forgets the rescale: its sums keep each earlier tile's weights taken against the
   // maximum of its time.
+  // A configuration that declares none (a decode kernel's tiles usually go unnamed) is tried with
+  // the usual tile sizes: an outside audit's decode module with 64-key tiles went unexplained.
+  const std::string tiles = "online softmax: what earlier key tiles added to the output and its "
+                            "sum is not rescaled when a later tile raises the row's maximum (key "
+                            "tiles of ";
   if (const int t = cfg.get("k_tile", 0); t > 0) {
-    all.push_back({"online softmax: what earlier key tiles added to the output and its sum is not "
-                   "rescaled when a later tile raises the row's maximum (key tiles of " +
-                       std::to_string(t) + ")",
-                   t, Combine::tiles_not_rescaled});
+    all.push_back({tiles + std::to_string(t) + ")", t, Combine::tiles_not_rescaled});
+  } else {
+    int longest = 0;
+    for (int b = 0; b < pr.batch; ++b) {
+      longest = std::max(longest, pr.k_len(b));
+    }
+    for (const int t : {16, 32, 64, 128, 256}) {
+      if (t < longest) {
+        all.push_back({tiles + std::to_string(t) + "; the configuration declares no k_tile)", t,
+                       Combine::tiles_not_rescaled});
+      }
+    }
   }
   if (a.softcap > 0 && a.effective_scale() != 1.0) {
     BugModel m{"soft cap before the scale: scale * softcap * tanh(q.k / softcap) instead of "
@@ -187,9 +204,15 @@ std::vector<BugModel> engine_bug_models(const Problem& pr, const KernelConfig& c
     m.table_stride = pr.max_blocks_per_seq - 1;
     all.push_back(m);
   }
-  all.push_back({"last block: a full last block is read as empty (its valid length taken as "
-                 "k_len % block_size)",
-                 0, Combine::exact, full_last_block_empty});
+  const std::string full_empty = "last block: a full last block is read as empty (its valid "
+                                 "length taken as k_len % block_size)";
+  all.push_back({full_empty, 0, Combine::exact, full_last_block_empty});
+  // The same with the mask placed by the true length (the block's keys hidden, the query's
+  // position unmoved): under a sliding window it hides every key some rows see, where the model
+  // above moves the window back (an outside audit's module, named "the mask hides every key").
+  if (a.window_left >= 0 || a.window_right >= 0 || (pr.phase == Phase::prefill && a.causal)) {
+    all.push_back({full_empty, a.block_size, Combine::exact, nullptr, full_last_block_hidden});
+  }
   // Under a causal mask alone (bottom-right aligned), a length one short moves every row's limit
   // one key back: the same output as a causal limit one early, which no model can tell apart.
   all.push_back({a.causal && a.window_left < 0 && a.window_right < 0
@@ -485,6 +508,32 @@ bool every_row_with(const Problem& pr, const ReferenceResult& ref,
   return true;
 }
 
+// Whether the wrong pairs are every pair of the last sequence (of more than one) and nothing of
+// them was written: a loop over the sequences one short (unwritten_pattern). The split-KV patterns
+// leave it to that one where the last sequence's length or mask would fit theirs too (an outside
+// audit's module saw its skipped last sequence named an empty last partition).
+bool last_sequence_unwritten(const Problem& pr, const RunOutput& got,
+                             const std::vector<WrongPair>& wrong) {
+  if (pr.batch < 2) {
+    return false;
+  }
+  const int last = pr.batch - 1;
+  std::size_t pairs = 0;
+  const bool all = every_wrong_output(wrong, [&](const WrongPair& w) {
+    ++pairs;
+    if (sequence_of_row(pr, w.row) != last) {
+      return false;
+    }
+    for (int d = 0; d < pr.params.head_dim; ++d) {
+      if (!is_poison(got.out, out_index(pr, w, d))) {
+        return false;
+      }
+    }
+    return true;
+  });
+  return all && pairs == std::size_t(pr.q_len(last)) * std::size_t(pr.params.num_heads);
+}
+
 // Rows that come out NaN or unwritten exactly where the context is a multiple of the partition.
 std::optional<std::string> empty_partition_pattern(const Problem& pr, const KernelConfig& cfg,
                                                    const RunOutput& got, const ReferenceResult& ref,
@@ -497,7 +546,7 @@ std::optional<std::string> empty_partition_pattern(const Problem& pr, const Kern
   if (p <= 0 ||
       !every_wrong_output(
           wrong, [&](const WrongPair& w) { return multiple(w.row) && none_finite(pr, got, w); }) ||
-      !every_row_with(pr, ref, wrong, multiple)) {
+      !every_row_with(pr, ref, wrong, multiple) || last_sequence_unwritten(pr, got, wrong)) {
     return std::nullopt;
   }
   return "split-KV: rows whose context is a multiple of the partition (" + std::to_string(p) +
@@ -535,7 +584,7 @@ std::optional<std::string> masked_partition_pattern(const Problem& pr, const Ker
   if (p <= 0 ||
       !every_wrong_output(
           wrong, [&](const WrongPair& w) { return none_finite(pr, got, w) && masked(w.row); }) ||
-      !every_row_with(pr, ref, wrong, masked)) {
+      !every_row_with(pr, ref, wrong, masked) || last_sequence_unwritten(pr, got, wrong)) {
     return std::nullopt;
   }
   return "split-KV: rows with a partition (" + std::to_string(p) +
@@ -694,6 +743,16 @@ std::optional<std::string> shifted_end_pattern(const Problem& pr, const RunOutpu
   });
   if (!fits) {
     return std::nullopt;
+  }
+  if (pr.phase == Phase::decode && pr.params.causal && pr.params.window_right < 0 &&
+      ends == std::set<int>{0}) {
+    // A decode query's causal limit aligned top-left: its one row sees key 0 alone (before the
+    // first-length reading, which a first sequence of one key also fits: an outside audit's
+    // module was told that).
+    return std::string("every wrong row reads key 0 alone: the causal mask aligned top-left (the "
+                       "decode query's position taken as 0, not k_len - 1), ") +
+           (first_len ? "or the first sequence's length (1 key) used for every sequence, " : "") +
+           "or a bound of one key";
   }
   if (first_len) {
     // One wording whatever the length (the summary groups failures by it).

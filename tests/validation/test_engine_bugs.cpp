@@ -353,12 +353,20 @@ TEST(EngineBugs, LengthsTakenFromAnotherSequenceAreNamed) {
     return explain_engine_bug(pr, KernelConfig{}, o, ref, tol,
                               wrong_pairs(o.out, &o.lse, ref, tol));
   };
-  const std::vector<int> rising = {1, 20, 45, 70};
+  const std::vector<int> rising = {3, 20, 45, 70};
   auto found = explain(rising, [&](int) { return rising[0] - 1; });
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].rfind("every wrong sequence is read only as far as the first sequence's", 0),
             0u)
       << found[0];
+  // A first sequence of one key: its length read for every sequence and a decode query's causal
+  // limit aligned top-left both leave key 0 alone (an outside audit's top-left module was told
+  // the first), so both are named.
+  found = explain({1, 20, 45, 70}, [](int) { return 0; });
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], "every wrong row reads key 0 alone: the causal mask aligned top-left (the "
+                      "decode query's position taken as 0, not k_len - 1), or the first "
+                      "sequence's length (1 key) used for every sequence, or a bound of one key");
   found = explain(rising,
                   [&](int b) { return b == 0 ? rising[0] - 1 : rising[std::size_t(b) - 1] - 1; });
   ASSERT_EQ(found.size(), 1u);
@@ -937,6 +945,20 @@ TEST(EngineBugs, TheLastSequenceLeftUnwrittenIsNamed) {
       << unwritten_from(3);
   EXPECT_EQ(unwritten_from(2).rfind("the output of sequences from 2 on left unwritten", 0), 0u)
       << unwritten_from(2);
+  // The last sequence alone a multiple of the partition (512): the empty-last-partition reading
+  // fits too, and the unwritten last sequence is named first.
+  const Problem alone =
+      make_decode_problem(test::params(4, 2, 32, 16, DType::f32), {100, 300, 512}, test::gen(25));
+  const ReferenceResult ref2 = reference_attention(alone, {1, {}});
+  RunOutput o = output_of(alone, BugModel{"exact"}, ref2);
+  HostTensor fill(DType::f32, {1, H, D});
+  poison(fill);
+  std::memcpy(static_cast<char*>(o.out.raw()) + std::size_t(2) * H * D * 4, fill.raw(),
+              std::size_t(H) * D * 4);
+  const auto found =
+      explain_engine_bug(alone, cfg, o, ref2, tol, wrong_pairs(o.out, &o.lse, ref2, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rfind("the last sequence's output left unwritten", 0), 0u) << found[0];
 }
 
 // Rows that see no key (an empty sequence, a query row whose window holds no key) come out NaN
@@ -953,4 +975,59 @@ TEST(EngineBugs, RowsThatSeeNoKeyComingOutNanAreNamed) {
   for (const std::string& f : other) {
     EXPECT_EQ(f.find("rows that see no key"), std::string::npos) << f;
   }
+}
+
+// A decode kernel whose tiles go undeclared (no k_tile) and that forgets the rescale: the usual
+// tile sizes are tried (an outside audit's module with 64-key tiles went unexplained).
+TEST(EngineBugs, AnUndeclaredTileWithoutRescaleIsFoundByTrying) {
+  const Problem pr =
+      make_decode_problem(test::params(4, 2, 32, 16, DType::f32), {300, 150, 90}, test::gen(27));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  for (int r = 0; r < pr.num_rows(); ++r) {
+    for (int h = 0; h < H; ++h) {
+      double lse = 0.0;
+      const std::vector<double> v = tiles_without_rescale(pr, r, h, 64, lse);
+      for (int d = 0; d < D; ++d) {
+        o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
+      }
+    }
+  }
+  KernelConfig cfg;
+  cfg.family = Family::decode_v1;
+  const auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], "online softmax: what earlier key tiles added to the output and its sum is "
+                      "not rescaled when a later tile raises the row's maximum (key tiles of 64; "
+                      "the configuration declares no k_tile)");
+}
+
+// A full last block left out with the mask placed by the true length: under a sliding window of 8
+// keys the rows whose length is a multiple of the block see nothing (zeros), which the model that
+// moves the length (and the window with it) does not give; named as the last block all the same
+// (an outside audit's module was told "the mask hides every key").
+TEST(EngineBugs, AFullLastBlockLeftOutUnderAWindowIsNamed) {
+  AttnParams a = test::params(4, 2, 32, 16, DType::f32);
+  a.window_left = 7;
+  const Problem pr = make_decode_problem(a, {64, 40, 32, 17}, test::gen(28));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  for (int b : {0, 2}) { // contexts 64 and 32: their last block holds the window's every key
+    for (int h = 0; h < H; ++h) {
+      for (int d = 0; d < D; ++d) {
+        o.out.set((std::size_t(b) * H + h) * D + d, 0.0f);
+      }
+    }
+  }
+  const auto found =
+      explain_engine_bug(pr, KernelConfig{}, o, ref, tol, wrong_pairs(o.out, nullptr, ref, tol));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], "last block: a full last block is read as empty (its valid length taken as "
+                      "k_len % block_size)");
 }
