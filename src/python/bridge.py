@@ -230,7 +230,17 @@ def _family(name, decl, who):
                                    % (who, name, kv, ", ".join(sorted(KV_DTYPE_NAMES))))
         if KV_DTYPE_NAMES[kv] not in caches:
             caches.append(KV_DTYPE_NAMES[kv])
-    return Family(name, layout, bool(_get(decl, "writes_lse", False)), params, run, can_run,
+    # A boolean (numpy's too), not any truthy value: "False" from a config file would be True.
+    writes_lse = _get(decl, "writes_lse", False)
+    if writes_lse is None:
+        writes_lse = False
+    if not isinstance(writes_lse, (bool, int)) and type(writes_lse).__name__ != "bool_":
+        raise DeclarationError("%s: family %s declares writes_lse %r; it is True or False"
+                               % (who, name, writes_lse))
+    if isinstance(writes_lse, int) and not isinstance(writes_lse, bool) and writes_lse not in (0, 1):
+        raise DeclarationError("%s: family %s declares writes_lse %r; it is True or False"
+                               % (who, name, writes_lse))
+    return Family(name, layout, bool(writes_lse), params, run, can_run,
                   _get(decl, "prepare"), _get(decl, "workspace"), caches)
 
 

@@ -168,6 +168,12 @@ attn_python_test(python_misspelt_keys 0 "${misspelt_keys_re}"
 set_tests_properties(cli.python_misspelt_keys PROPERTIES
                      FAIL_REGULAR_EXPRESSION "'engine_rul' is not one.*'engine_rul' is not one")
 
+# writes_lse is True or False: the string "False" (true to Python) is refused, not read as True
+# (tests/python/writes_lse_string.py).
+attn_python_test(python_writes_lse_string 2
+                 "family decode_v1 declares writes_lse 'False'; it is True or False"
+                 plugin check python:writes_lse_string --threads 1)
+
 # The same for a declaration made of objects (tests/python/misspelt_attributes.py): a misspelt
 # data attribute, and a method whose name is a near miss of one the object lacks; the family's
 # helper methods of its own are not warned about.
