@@ -272,33 +272,30 @@ int judge_replay(const ReplayJudgeOptions& o, const PluginLibrary* plugin,
                  "its lse beside it), so this lse is not judged\n",
                  o.file.c_str());
   }
-  if (!rf.unread.empty()) {
-    // A misnamed answer would otherwise be judged as no answer at all.
+  // Names from the file, joined for a warning that stays one line.
+  const auto listed = [](const std::vector<std::string>& from) {
     std::string names;
-    for (std::string n : rf.unread) {
-      for (char& c : n) { // a name from the file: the warning stays one line
+    for (std::string n : from) {
+      for (char& c : n) {
         c = static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
       }
       names += (names.empty() ? "" : ", ") + n;
     }
+    return names;
+  };
+  if (!rf.unread.empty()) {
+    // A misnamed answer would otherwise be judged as no answer at all.
     std::fprintf(stderr,
                  "replay: warning: %s holds tensors attn-tune does not read: %s (the answer is "
                  "`out`, its lse `lse`, the fp8 scales `k_scale` and `v_scale`)\n",
-                 o.file.c_str(), names.c_str());
+                 o.file.c_str(), listed(rf.unread).c_str());
   }
   if (!rf.misnamed.empty()) {
     // A window or cap under another library's name would otherwise judge the call without it.
-    std::string names;
-    for (std::string n : rf.misnamed) {
-      for (char& c : n) { // a name from the file: the warning stays one line
-        c = static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
-      }
-      names += (names.empty() ? "" : ", ") + n;
-    }
     std::fprintf(stderr,
                  "replay: warning: %s has __metadata__ keys attn-tune does not read: %s; the "
                  "call is judged with those parameters' defaults (SPEC.md \"Replay files\")\n",
-                 o.file.c_str(), names.c_str());
+                 o.file.c_str(), listed(rf.misnamed).c_str());
   }
   for (const char* scale : {"k_scale", "v_scale"}) {
     // A scale written as metadata rather than as its tensor would judge the call with 1.

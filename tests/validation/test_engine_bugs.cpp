@@ -857,29 +857,35 @@ std::vector<double> tiles_without_rescale(const Problem& pr, int r, int h, int t
   return acc;
 }
 
+// Every row and head of `pr` as tiles_without_rescale computes them, out and lse.
+RunOutput tiled_output(const Problem& pr, const ReferenceResult& ref, int tile) {
+  const int H = pr.params.num_heads;
+  const int D = pr.params.head_dim;
+  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
+  for (int r = 0; r < pr.num_rows(); ++r) {
+    for (int h = 0; h < H; ++h) {
+      double lse = 0.0;
+      const std::vector<double> v = tiles_without_rescale(pr, r, h, tile, lse);
+      for (int d = 0; d < D; ++d) {
+        o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
+      }
+      o.lse[std::size_t(r) * H + h] = float(lse);
+    }
+  }
+  return o;
+}
+
 TEST(EngineBugs, AnOnlineSoftmaxThatDoesNotRescaleEarlierTilesIsNamed) {
   const Problem pr = make_prefill_problem(test::params(4, 2, 32, 16, DType::f32), {40, 9},
                                           {100, 70}, test::gen(7));
   const ReferenceResult ref = reference_attention(pr, {1, {}});
   const Tolerance tol = tolerance_for(DType::f32);
-  const int H = pr.params.num_heads;
-  const int D = pr.params.head_dim;
   KernelConfig cfg;
   cfg.family = Family::prefill;
   cfg.params["k_tile"] = 32;
-  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
-  RunOutput lse_only = o; // the right output, with the lse such a kernel writes
-  for (int r = 0; r < pr.num_rows(); ++r) {
-    for (int h = 0; h < H; ++h) {
-      double lse = 0.0;
-      const std::vector<double> v = tiles_without_rescale(pr, r, h, 32, lse);
-      for (int d = 0; d < D; ++d) {
-        o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
-      }
-      o.lse[std::size_t(r) * H + h] = float(lse);
-      lse_only.lse[std::size_t(r) * H + h] = float(lse);
-    }
-  }
+  const RunOutput o = tiled_output(pr, ref, 32);
+  RunOutput lse_only = output_of(pr, BugModel{"exact"}, ref); // right, with such a kernel's lse
+  lse_only.lse = o.lse;
   const std::string what = "online softmax: what earlier key tiles added to the output and its "
                            "sum is not rescaled when a later tile raises the row's maximum (key "
                            "tiles of 32)";
@@ -984,18 +990,7 @@ TEST(EngineBugs, AnUndeclaredTileWithoutRescaleIsFoundByTrying) {
       make_decode_problem(test::params(4, 2, 32, 16, DType::f32), {300, 150, 90}, test::gen(27));
   const ReferenceResult ref = reference_attention(pr, {1, {}});
   const Tolerance tol = tolerance_for(DType::f32);
-  const int H = pr.params.num_heads;
-  const int D = pr.params.head_dim;
-  RunOutput o = output_of(pr, BugModel{"exact"}, ref);
-  for (int r = 0; r < pr.num_rows(); ++r) {
-    for (int h = 0; h < H; ++h) {
-      double lse = 0.0;
-      const std::vector<double> v = tiles_without_rescale(pr, r, h, 64, lse);
-      for (int d = 0; d < D; ++d) {
-        o.out.set((std::size_t(r) * H + h) * D + d, float(v[std::size_t(d)]));
-      }
-    }
-  }
+  const RunOutput o = tiled_output(pr, ref, 64);
   KernelConfig cfg;
   cfg.family = Family::decode_v1;
   const auto found = explain_engine_bug(pr, cfg, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
