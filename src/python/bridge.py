@@ -232,12 +232,9 @@ def _family(name, decl, who):
             caches.append(KV_DTYPE_NAMES[kv])
     # A boolean (numpy's too), not any truthy value: "False" from a config file would be True.
     writes_lse = _get(decl, "writes_lse", False)
-    if writes_lse is None:
-        writes_lse = False
-    if not isinstance(writes_lse, (bool, int)) and type(writes_lse).__name__ != "bool_":
-        raise DeclarationError("%s: family %s declares writes_lse %r; it is True or False"
-                               % (who, name, writes_lse))
-    if isinstance(writes_lse, int) and not isinstance(writes_lse, bool) and writes_lse not in (0, 1):
+    boolean = (writes_lse is None or type(writes_lse).__name__ in ("bool", "bool_")
+               or (isinstance(writes_lse, int) and writes_lse in (0, 1)))
+    if not boolean:
         raise DeclarationError("%s: family %s declares writes_lse %r; it is True or False"
                                % (who, name, writes_lse))
     return Family(name, layout, bool(writes_lse), params, run, can_run,
