@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "src/model/errors.h"
@@ -358,8 +359,24 @@ Problem with_kv_layout(const Problem& pr, KvLayout to) {
 }
 
 void negate_elements(std::byte* data, std::size_t bytes, std::size_t element_bytes) {
-  for (std::size_t i = element_bytes - 1; i < bytes; i += element_bytes) {
-    data[i] ^= std::byte{0x80}; // little-endian: the top byte holds the sign
+  // Little-endian: the top byte of each element holds the sign. Eight bytes at a time hold whole
+  // elements (1, 2 or 4 bytes each), so one mask flips every sign in them: a byte at a time, this
+  // loop was a tenth of verify's CPU time (it negates whole caches, spare blocks included).
+  std::size_t i = 0;
+  if (element_bytes > 0 && element_bytes <= 8 && 8 % element_bytes == 0) {
+    uint64_t mask = 0;
+    for (std::size_t b = element_bytes - 1; b < 8; b += element_bytes) {
+      mask |= uint64_t{0x80} << (8 * b);
+    }
+    for (; i + 8 <= bytes; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, data + i, 8);
+      w ^= mask;
+      std::memcpy(data + i, &w, 8);
+    }
+  }
+  for (i += element_bytes - 1; i < bytes; i += element_bytes) {
+    data[i] ^= std::byte{0x80};
   }
 }
 

@@ -1,6 +1,7 @@
 #include "src/validation/check.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -101,97 +102,188 @@ void require_shapes(const HostTensor& out, const std::vector<float>* lse,
 
 } // namespace
 
+namespace {
+
+// How check_output reads the output's elements: its raw bits, the poison test on them, their
+// value, and a float rounded into the output's dtype, with the dtype fixed at compile time. Read
+// through HostTensor::get and is_poison, with frexp and ldexp for the half-ulp counts, the check
+// took a third of verify's CPU time on the CPU backend, more than the kernels it checks.
+template <class Raw, Raw kPoison, float (*kValue)(Raw), float (*kRound)(float), int kBits,
+          int kLowest>
+struct OutElements {
+  const Raw* raw;
+  static constexpr bool kCountsUlps = kBits > 0; // the 16-bit dtypes
+  static constexpr int kUlpBits = kBits;         // the significand's explicit bits
+  static constexpr int kUlpLowest = kLowest;     // the exponent of the smallest normal
+  [[nodiscard]] bool poisoned(std::size_t i) const { return raw[i] == kPoison; }
+  [[nodiscard]] float value(std::size_t i) const { return kValue(raw[i]); }
+  [[nodiscard]] float round(float f) const { return kRound(f); }
+};
+// Any other dtype, element by element (an output is fp32, fp16 or bf16: Problem::dtype).
+struct AnyElements {
+  const HostTensor* t;
+  static constexpr bool kCountsUlps = false;
+  static constexpr int kUlpBits = 0;
+  static constexpr int kUlpLowest = 0;
+  [[nodiscard]] bool poisoned(std::size_t i) const { return is_poison(*t, i); }
+  [[nodiscard]] float value(std::size_t i) const { return t->get(i); }
+  [[nodiscard]] float round(float f) const { return round_to(t->dtype, f); }
+};
+float f32_value(uint32_t u) { return std::bit_cast<float>(u); }
+float f32_round(float f) { return f; }
+float f16_round(float f) { return half_to_float(float_to_half(f)); }
+float bf16_round(float f) { return bf16_to_float(float_to_bf16(f)); }
+using F32Elements = OutElements<uint32_t, kPoisonF32, f32_value, f32_round, 0, 0>;
+using F16Elements = OutElements<uint16_t, kPoisonF16, half_to_float, f16_round, 10, -14>;
+using BF16Elements = OutElements<uint16_t, kPoisonBF16, bf16_to_float, bf16_round, 7, -126>;
+
+// 0.55 of the ulp of a 16-bit dtype with `bits` explicit significand bits and smallest normal
+// exponent `lowest` at `want` (its subnormal spacing below that): 0.55 * 2^(max(e - 1, lowest) -
+// bits), where want = m * 2^e with m in [0.5, 1) (frexp's e), read from the double's exponent
+// field; the rare infinity or NaN goes through frexp and ldexp.
+double half_ulp_at(double want, int bits, int lowest) {
+  const auto u = std::bit_cast<uint64_t>(want);
+  const int field = int((u >> 52) & 0x7ff);
+  if (field == 0x7ff) {
+    int ex = 0;
+    (void)std::frexp(want, &ex);
+    return 0.55 * std::ldexp(1.0, std::max(ex - 1, lowest) - bits);
+  }
+  // A double subnormal lies far below any 16-bit dtype's smallest normal: e - 1 < lowest.
+  const int ex = field == 0 ? lowest : field - 1022;
+  const int k = std::max(ex - 1, lowest) - bits; // within a double's normal exponents
+  return 0.55 * std::bit_cast<double>(uint64_t(k + 1023) << 52);
+}
+
+// The sums check_output keeps over the elements.
+struct CheckSums {
+  double err2 = 0.0;
+  double ref2 = 0.0;
+  double floor2 = 0.0; // (round(ref) - ref)^2 summed
+};
+
+void note_problem(CheckReport& rep, int row, int head, int dim, double got, double want,
+                  ElementVerdict v) {
+  if (rep.first.size() < std::size_t(kMaxListedMismatches)) {
+    rep.first.push_back({row, head, dim, got, want, verdict_name(v)});
+  }
+}
+
+// The elements of one (row, head) pair: judge_element's verdict for each, and the figures.
+template <class Out>
+void check_pair(const Out& out, const ReferenceResult& ref, const Tolerance& tol, int r, int h,
+                CheckReport& rep, CheckSums& sums) {
+  const int D = ref.head_dim;
+  const std::size_t base = (std::size_t(r) * ref.heads + h) * D;
+  for (int d = 0; d < D; ++d) {
+    const std::size_t i = base + d;
+    const double want = ref.out[i];
+    ++rep.checked;
+    if (out.poisoned(i)) {
+      ++rep.unwritten;
+      note_problem(rep, r, h, d, std::nan(""), want, ElementVerdict::unwritten);
+      continue;
+    }
+    const double got = out.value(i);
+    if (!std::isfinite(got)) {
+      ++rep.nonfinite;
+      note_problem(rep, r, h, d, got, want,
+                   std::isnan(got) ? ElementVerdict::nan : ElementVerdict::inf);
+      continue;
+    }
+    // judge_element's bound.
+    const double size = element_size(ref, i);
+    const double e = std::abs(got - want);
+    const bool mismatch =
+        !std::isfinite(want) || e > tol.atol * std::max(1.0, size) + tol.rtol * std::abs(want);
+    if constexpr (Out::kCountsUlps) {
+      if (want != 0.0) {
+        const double half_ulp = half_ulp_at(want, Out::kUlpBits, Out::kUlpLowest);
+        if (std::abs(got) < std::abs(want) - half_ulp && got * want >= 0.0) {
+          ++rep.short_by_half_ulp;
+        } else if (std::abs(got) > std::abs(want) + half_ulp) {
+          ++rep.long_by_half_ulp;
+        }
+      }
+    }
+    sums.err2 += e * e;
+    sums.ref2 += want * want;
+    const double best = out.round(float(want));
+    if (std::isfinite(best)) { // (past the dtype's range no answer is finite: nonfinite)
+      sums.floor2 += (best - want) * (best - want);
+    }
+    rep.max_abs_err = std::max(rep.max_abs_err, e);
+    if (mismatch) {
+      ++rep.bad;
+      note_problem(rep, r, h, d, got, want, ElementVerdict::mismatch);
+    }
+  }
+}
+
+void check_lse(const std::vector<float>& lse, const ReferenceResult& ref, const Tolerance& tol,
+               int r, int h, CheckReport& rep) {
+  const std::size_t i = std::size_t(r) * ref.heads + h;
+  const float g = lse[i];
+  const double want = ref.lse[i];
+  const ElementVerdict v = judge_lse(g, want, tol);
+  if (v == ElementVerdict::unwritten) {
+    ++rep.unwritten;
+  }
+  if (v != ElementVerdict::unwritten && !std::isnan(g)) {
+    // -inf against a finite value (or the reverse) is an infinite error, not none.
+    double e = 0.0;
+    if (std::isinf(want) || std::isinf(g)) {
+      e = v == ElementVerdict::ok ? 0.0 : std::numeric_limits<double>::infinity();
+    } else {
+      e = std::abs(double(g) - want);
+    }
+    rep.max_lse_err = std::max(rep.max_lse_err, e);
+  }
+  if (v != ElementVerdict::ok) {
+    ++rep.lse_bad;
+    note_problem(rep, r, h, -1, v == ElementVerdict::unwritten ? std::nan("") : double(g), want, v);
+  }
+}
+
+template <class Out>
+void check_rows(const Out& out, const std::vector<float>* lse, const ReferenceResult& ref,
+                const Tolerance& tol, CheckReport& rep, CheckSums& sums) {
+  for (int r = 0; r < ref.rows; ++r) {
+    if (!ref.computed[std::size_t(r)]) {
+      continue;
+    }
+    for (int h = 0; h < ref.heads; ++h) {
+      check_pair(out, ref, tol, r, h, rep, sums);
+      if (lse) {
+        check_lse(*lse, ref, tol, r, h, rep);
+      }
+    }
+  }
+}
+
+} // namespace
+
 CheckReport check_output(const HostTensor& out, const std::vector<float>* lse,
                          const ReferenceResult& ref, const Tolerance& tol) {
   require_shapes(out, lse, ref);
   CheckReport rep;
   rep.lse_checked = lse != nullptr;
-  const int H = ref.heads;
-  const int D = ref.head_dim;
-  double err2 = 0.0;
-  double ref2 = 0.0;
-  double floor2 = 0.0;                // (round(ref) - ref)^2 summed
-  HostTensor rounded(out.dtype, {1}); // one element of the output's dtype, to round into
-  auto note = [&](int row, int head, int dim, double got, double want, ElementVerdict v) {
-    if (rep.first.size() < std::size_t(kMaxListedMismatches)) {
-      rep.first.push_back({row, head, dim, got, want, verdict_name(v)});
-    }
-  };
-  for (int r = 0; r < ref.rows; ++r) {
-    if (!ref.computed[std::size_t(r)]) {
-      continue;
-    }
-    for (int h = 0; h < H; ++h) {
-      for (int d = 0; d < D; ++d) {
-        const std::size_t i = (std::size_t(r) * H + h) * D + d;
-        const double want = ref.out[i];
-        ++rep.checked;
-        const ElementVerdict v = judge_element(out, i, want, tol, element_size(ref, i));
-        if (v == ElementVerdict::unwritten) {
-          ++rep.unwritten;
-          note(r, h, d, std::nan(""), want, v);
-          continue;
-        }
-        const double got = out.get(i);
-        if (v == ElementVerdict::nan || v == ElementVerdict::inf) {
-          ++rep.nonfinite;
-          note(r, h, d, got, want, v);
-          continue;
-        }
-        const double e = std::abs(got - want);
-        if ((out.dtype == DType::f16 || out.dtype == DType::bf16) && want != 0.0) {
-          // The output dtype's ulp at the reference value (fp16's subnormal spacing below 2^-14).
-          int ex = 0;
-          (void)std::frexp(want, &ex);
-          const int bits = out.dtype == DType::f16 ? 10 : 7;
-          const int lowest = out.dtype == DType::f16 ? -14 : -126;
-          const double half_ulp = 0.55 * std::ldexp(1.0, std::max(ex - 1, lowest) - bits);
-          if (std::abs(got) < std::abs(want) - half_ulp && got * want >= 0.0) {
-            ++rep.short_by_half_ulp;
-          } else if (std::abs(got) > std::abs(want) + half_ulp) {
-            ++rep.long_by_half_ulp;
-          }
-        }
-        err2 += e * e;
-        ref2 += want * want;
-        rounded.set(0, float(want));
-        const double best = rounded.get(0);
-        if (std::isfinite(best)) { // (past the dtype's range no answer is finite: nonfinite)
-          floor2 += (best - want) * (best - want);
-        }
-        rep.max_abs_err = std::max(rep.max_abs_err, e);
-        if (v == ElementVerdict::mismatch) {
-          ++rep.bad;
-          note(r, h, d, got, want, v);
-        }
-      }
-      if (lse) {
-        const std::size_t i = std::size_t(r) * H + h;
-        const float g = (*lse)[i];
-        const double want = ref.lse[i];
-        const ElementVerdict v = judge_lse(g, want, tol);
-        if (v == ElementVerdict::unwritten) {
-          ++rep.unwritten;
-        }
-        if (v != ElementVerdict::unwritten && !std::isnan(g)) {
-          // -inf against a finite value (or the reverse) is an infinite error, not none.
-          double e = 0.0;
-          if (std::isinf(want) || std::isinf(g)) {
-            e = v == ElementVerdict::ok ? 0.0 : std::numeric_limits<double>::infinity();
-          } else {
-            e = std::abs(double(g) - want);
-          }
-          rep.max_lse_err = std::max(rep.max_lse_err, e);
-        }
-        if (v != ElementVerdict::ok) {
-          ++rep.lse_bad;
-          note(r, h, -1, v == ElementVerdict::unwritten ? std::nan("") : double(g), want, v);
-        }
-      }
-    }
+  CheckSums sums;
+  switch (out.dtype) {
+  case DType::f32:
+    check_rows(F32Elements{static_cast<const uint32_t*>(out.raw())}, lse, ref, tol, rep, sums);
+    break;
+  case DType::f16:
+    check_rows(F16Elements{static_cast<const uint16_t*>(out.raw())}, lse, ref, tol, rep, sums);
+    break;
+  case DType::bf16:
+    check_rows(BF16Elements{static_cast<const uint16_t*>(out.raw())}, lse, ref, tol, rep, sums);
+    break;
+  default:
+    check_rows(AnyElements{&out}, lse, ref, tol, rep, sums);
   }
-  rep.norm_rel_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-  rep.rounding_floor = ref2 > 0 ? std::sqrt(floor2 / ref2) : 0.0;
+  rep.norm_rel_err = sums.ref2 > 0 ? std::sqrt(sums.err2 / sums.ref2) : std::sqrt(sums.err2);
+  rep.rounding_floor = sums.ref2 > 0 ? std::sqrt(sums.floor2 / sums.ref2) : 0.0;
   // A kernel rounds its fp32 result, not the exact one: up to about twice the floor.
   rep.norm_bound = std::max(tol.norm_rel, 2.0 * rep.rounding_floor);
   rep.pass = rep.bad == 0 && rep.unwritten == 0 && rep.nonfinite == 0 && rep.lse_bad == 0 &&

@@ -265,3 +265,27 @@ TEST(Counts, VisiblePairsMatchTheReferenceMask) {
 }
 
 } // namespace
+
+// negate_elements flips each element's sign bit (its top byte, little-endian) and nothing else,
+// for every element size and for lengths that end inside the word-at-a-time loop's last word.
+TEST(NegateElements, FlipsTheTopBitOfEachElementOnly) {
+  for (std::size_t element : {1u, 2u, 4u}) {
+    for (std::size_t n : {0u, 1u, 3u, 7u, 8u, 9u, 31u, 64u, 67u}) {
+      const std::size_t bytes = n * element;
+      std::vector<std::byte> data(bytes);
+      for (std::size_t i = 0; i < bytes; ++i) {
+        data[i] = std::byte(uint8_t(i * 37 + 11));
+      }
+      std::vector<std::byte> want = data;
+      for (std::size_t i = element - 1; i < bytes; i += element) {
+        want[i] ^= std::byte{0x80};
+      }
+      negate_elements(data.data(), bytes, element);
+      EXPECT_EQ(data, want) << element << "-byte elements, " << n << " of them";
+      negate_elements(data.data(), bytes, element);
+      for (std::size_t i = 0; i < bytes; ++i) {
+        ASSERT_EQ(data[i], std::byte(uint8_t(i * 37 + 11))) << "twice is the identity";
+      }
+    }
+  }
+}
