@@ -25,12 +25,15 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok
 # python3-dev and python3-torch: the Python bridge (--kernels python:MODULE) embeds Debian's
 # /usr/bin/python3 and its tests run attn-tune's PyTorch kernels (python/attn_tune_torch) on it.
 # chromium: the report's headless screenshot test (label `browser`; about 40 s to install).
+# libopenblas0-serial: Debian's python3-torch does its matrix products through the system BLAS,
+# which is otherwise the reference one (netlib, unvectorised): a third of the Python kernels'
+# verify time went to its sgemm. The serial build starts no threads beside the tests'.
 # ninja-build: the README's build commands use Ninja (it schedules a clean build's two passes
 # better than make: about 40 s less per pass on 2 cores).
 # The shellcheck package: every script under scripts/ and .ci/run must pass it (the test
 # scripts.shellcheck).
 for pkg in cmake g++ make ninja-build libcli11-dev libeigen3-dev nlohmann-json3-dev libgtest-dev libxml2-utils \
-           python3-dev python3-torch chromium shellcheck; do
+           python3-dev python3-torch libopenblas0-serial chromium shellcheck; do
   have_pkg "$pkg" || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then
