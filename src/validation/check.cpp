@@ -45,6 +45,18 @@ double element_size(const ReferenceResult& ref, std::size_t i) {
   return i < ref.out_size.size() && std::isfinite(ref.out_size[i]) ? ref.out_size[i] : 1.0;
 }
 
+namespace {
+
+// Whether `got` (finite) is wrong against `want` for an element averaging values of `size`:
+// outside atol * max(1, size) + rtol * |want|, or against a non-finite expectation (a bug model's
+// output that read a NaN slot), which |got - want| > bound would pass.
+bool outside_tolerance(double got, double want, const Tolerance& tol, double size) {
+  return !std::isfinite(want) ||
+         std::abs(got - want) > tol.atol * std::max(1.0, size) + tol.rtol * std::abs(want);
+}
+
+} // namespace
+
 ElementVerdict judge_element(const HostTensor& out, std::size_t i, double want,
                              const Tolerance& tol, double size) {
   if (is_poison(out, i)) {
@@ -54,13 +66,7 @@ ElementVerdict judge_element(const HostTensor& out, std::size_t i, double want,
   if (!std::isfinite(got)) {
     return std::isnan(got) ? ElementVerdict::nan : ElementVerdict::inf;
   }
-  if (!std::isfinite(want)) {
-    // A finite answer never matches a NaN or infinite expectation (a bug model's output that
-    // read a NaN slot): |got - NaN| > tol is false, which would pass it.
-    return ElementVerdict::mismatch;
-  }
-  const double bound = tol.atol * std::max(1.0, size) + tol.rtol * std::abs(want);
-  return std::abs(got - want) > bound ? ElementVerdict::mismatch : ElementVerdict::ok;
+  return outside_tolerance(got, want, tol, size) ? ElementVerdict::mismatch : ElementVerdict::ok;
 }
 
 double lse_bound(const Tolerance& tol, double want) {
@@ -191,11 +197,8 @@ void check_pair(const Out& out, const ReferenceResult& ref, const Tolerance& tol
                    std::isnan(got) ? ElementVerdict::nan : ElementVerdict::inf);
       continue;
     }
-    // judge_element's bound.
-    const double size = element_size(ref, i);
     const double e = std::abs(got - want);
-    const bool mismatch =
-        !std::isfinite(want) || e > tol.atol * std::max(1.0, size) + tol.rtol * std::abs(want);
+    const bool mismatch = outside_tolerance(got, want, tol, element_size(ref, i));
     if constexpr (Out::kCountsUlps) {
       if (want != 0.0) {
         const double half_ulp = half_ulp_at(want, Out::kUlpBits, Out::kUlpLowest);

@@ -455,3 +455,56 @@ TEST(Check, AtolGrowsWithTheSizeOfTheValuesAveraged) {
   }
   EXPECT_NEAR(uref.out_size[3], direct, 1e-12);
 }
+
+// The counts of answers shorter and longer than the expectation by over 0.55 of the output
+// dtype's ulp follow frexp's definition (check.h, CheckReport::short_by_half_ulp) across each
+// 16-bit dtype's range: powers of two and their neighbours, the dtype's subnormals, a double
+// subnormal, answers a little and far off either way, of the other sign, and past the range.
+TEST(Check, HalfUlpCountsFollowFrexpAcrossTheRange) {
+  for (DType t : {DType::f16, DType::bf16}) {
+    const int bits = t == DType::f16 ? 10 : 7;
+    const int lowest = t == DType::f16 ? -14 : -126;
+    std::vector<double> wants = {4.9e-324, -1e-310, 70000.0, 3.0e38};
+    for (int e = -140; e <= 20; e += 3) {
+      for (double m : {1.0, 1.0 + 1e-9, 1.5, 1.999}) {
+        wants.push_back(std::ldexp(m, e));
+        wants.push_back(-std::ldexp(m, e));
+      }
+    }
+    const double factors[] = {1.0, 1.0 - 1.0 / 512, 1.0 + 1.0 / 512, 0.5, 2.0, -1.0};
+    ReferenceResult ref;
+    ref.rows = 1;
+    ref.heads = 1;
+    ref.head_dim = int(wants.size() * std::size(factors));
+    ref.computed = {1};
+    ref.lse = {0.0};
+    HostTensor out(t, {1, 1, ref.head_dim});
+    int64_t want_short = 0;
+    int64_t want_long = 0;
+    std::size_t i = 0;
+    for (double w : wants) {
+      for (double f : factors) {
+        out.set(i, float(w * f));
+        ref.out.push_back(w);
+        const double got = out.get(i);
+        ++i;
+        if (!std::isfinite(got) || w == 0.0) {
+          continue;
+        }
+        int ex = 0;
+        (void)std::frexp(w, &ex);
+        const double half_ulp = 0.55 * std::ldexp(1.0, std::max(ex - 1, lowest) - bits);
+        if (std::abs(got) < std::abs(w) - half_ulp && got * w >= 0.0) {
+          ++want_short;
+        } else if (std::abs(got) > std::abs(w) + half_ulp) {
+          ++want_long;
+        }
+      }
+    }
+    const CheckReport rep = check_output(out, nullptr, ref, tolerance_for(t));
+    EXPECT_EQ(rep.short_by_half_ulp, want_short) << dtype_name(t);
+    EXPECT_EQ(rep.long_by_half_ulp, want_long) << dtype_name(t);
+    EXPECT_GT(want_short, 0) << dtype_name(t);
+    EXPECT_GT(want_long, 0) << dtype_name(t);
+  }
+}
