@@ -56,7 +56,10 @@ skips=(
   cli.sweep_planted_crossover
   cli.sweep_planted_crossover_adaptive
   # Whole verify passes over the built-in kernels, and the JUnit file of one: the same verify code
-  # runs in Verify.CpuBackendPassesQuickDecode and Host/Conformance.PassesTheVerifyCases/cpu.
+  # runs in Verify.CpuBackendPassesQuickDecode and two more Verify.* unit tests (the groups each
+  # configuration gets, aiming without building), and the kernels, decode, prefill and fp8,
+  # against the reference in the CpuBackend grids.
+  Host/Conformance.PassesTheVerifyCases/cpu
   cli.verify_cpu_quick
   cli.verify_junit_schema
   cli.verify_all_without_gpu
@@ -106,6 +109,11 @@ skips=(
   # merge CLI tests (cli.merges_stopped_anywhere, cli.sweep_kernels_crash, ...). The sweeps that
   # set up other tests' tables stay (cli.sweep_faults, cli.sweep_kernels_cpu_example,
   # cli.search_check_cpu): a test whose fixture is left out would fail for that alone.
+  # An adaptive search stopped at every point, and one that records faults: resuming stays
+  # instrumented in AdaptiveSearch.AResumedSearchReplaysTheSameDecisions and
+  # Merge.AdaptiveShardsMergeWhenEachFinishedItsSearch, faults in SweepFaults.CrashesAndHangs...
+  Sweep.AnAdaptiveSearchStoppedAnywhereResumesToTheSameRuns
+  SweepFaults.AnAdaptiveSearchRecordsFaultsAndGoesOn
   cli.sweep_own_splits
   cli.table_show_own_splits
   cli.table_lookup_own_splits
@@ -117,10 +125,11 @@ skips=(
   cli.traffic_profile_batches
   cli.traffic_trace
   # Faults from plugins and from outside: the supervisor stays instrumented in test_supervisor,
-  # Verify.CrashingConfigurationIsAFailedCaseAndTheRunGoesOn, SweepFaults.*, cli.verify_fault and
+  # SweepFaults.CrashesAndHangsAreFaultsAndTheSweepGoesOn, cli.verify_fault and
   # cli.sweep_kernels_crash. Verify giving up on a hanging configuration waits out three 10 s
   # deadlines, the same instrumented or not.
   fuzz.hostile_plugins
+  Verify.CrashingConfigurationIsAFailedCaseAndTheRunGoesOn
   cli.verify_kernels_crash
   cli.verify_kernels_destroy_crash
   cli.sweep_kernels_destroy_crash
