@@ -157,7 +157,7 @@ for entry in "${skips[@]}"; do
   alternatives+=("$escaped")
 done
 exclude="^($(IFS='|'; echo "${alternatives[*]}"))\$"
-total=$(ctest --test-dir "$BUILD" -N | awk '/^Total Tests:/ {print $3}')
+total=$(grep -c . <<<"$names")
 kept=$(ctest --test-dir "$BUILD" -N -E "$exclude" | awk '/^Total Tests:/ {print $3}')
 if [ "$kept" -ge "$total" ]; then
   echo "test-sanitizers.sh: the -E expression excludes none of the $total tests" >&2

@@ -114,16 +114,14 @@ namespace {
 // value, and a float rounded into the output's dtype, with the dtype fixed at compile time. Read
 // through HostTensor::get and is_poison, with frexp and ldexp for the half-ulp counts, the check
 // took a third of verify's CPU time on the CPU backend, more than the kernels it checks.
-template <class Raw, Raw kPoison, float (*kValue)(Raw), float (*kRound)(float), int kBits,
-          int kLowest>
-struct OutElements {
+template <class Raw, Raw kPoison, DType kType, int kBits, int kLowest> struct OutElements {
   const Raw* raw;
   static constexpr bool kCountsUlps = kBits > 0; // the 16-bit dtypes
   static constexpr int kUlpBits = kBits;         // the significand's explicit bits
   static constexpr int kUlpLowest = kLowest;     // the exponent of the smallest normal
   [[nodiscard]] bool poisoned(std::size_t i) const { return raw[i] == kPoison; }
-  [[nodiscard]] float value(std::size_t i) const { return kValue(raw[i]); }
-  [[nodiscard]] float round(float f) const { return kRound(f); }
+  [[nodiscard]] float value(std::size_t i) const { return load_as_float(kType, raw, i); }
+  [[nodiscard]] float round(float f) const { return round_to(kType, f); }
 };
 // Any other dtype, element by element (an output is fp32, fp16 or bf16: Problem::dtype).
 struct AnyElements {
@@ -135,13 +133,9 @@ struct AnyElements {
   [[nodiscard]] float value(std::size_t i) const { return t->get(i); }
   [[nodiscard]] float round(float f) const { return round_to(t->dtype, f); }
 };
-float f32_value(uint32_t u) { return std::bit_cast<float>(u); }
-float f32_round(float f) { return f; }
-float f16_round(float f) { return half_to_float(float_to_half(f)); }
-float bf16_round(float f) { return bf16_to_float(float_to_bf16(f)); }
-using F32Elements = OutElements<uint32_t, kPoisonF32, f32_value, f32_round, 0, 0>;
-using F16Elements = OutElements<uint16_t, kPoisonF16, half_to_float, f16_round, 10, -14>;
-using BF16Elements = OutElements<uint16_t, kPoisonBF16, bf16_to_float, bf16_round, 7, -126>;
+using F32Elements = OutElements<uint32_t, kPoisonF32, DType::f32, 0, 0>;
+using F16Elements = OutElements<uint16_t, kPoisonF16, DType::f16, 10, -14>;
+using BF16Elements = OutElements<uint16_t, kPoisonBF16, DType::bf16, 7, -126>;
 
 // 0.55 of the ulp of a 16-bit dtype with `bits` explicit significand bits and smallest normal
 // exponent `lowest` at `want` (its subnormal spacing below that): 0.55 * 2^(max(e - 1, lowest) -
