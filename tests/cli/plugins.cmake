@@ -135,8 +135,11 @@ attn_cli_test(NAME plugin_check_mask_bug EXIT 1
 # The example plugin passes and skips exactly what the built-in CPU backend does.
 add_test(NAME cli.verify_kernels_same_as_builtin
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune> -DPLUGIN=${ATTN_CPU_EXAMPLE_PLUGIN}
+                 -DBUILTIN_JUNIT=${CMAKE_CURRENT_BINARY_DIR}/cli_work/verify_cpu_quick/verify.xml
+                 -DWORK=${plugins_work}/same_as_builtin
                  -P ${CMAKE_CURRENT_SOURCE_DIR}/plugins/verify_same_as_builtin.cmake)
-set_tests_properties(cli.verify_kernels_same_as_builtin PROPERTIES LABELS "cli")
+set_tests_properties(cli.verify_kernels_same_as_builtin PROPERTIES LABELS "cli"
+                     FIXTURES_REQUIRED verify_cpu_quick_out)
 
 # The planted mask bug: exit 1, failures only in windowed cases, dumps that replay the mismatch.
 add_test(NAME cli.verify_kernels_mask_bug
