@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The CPU-side tests (unit and CLI) again, from a second build instrumented with AddressSanitizer
-# and UndefinedBehaviorSanitizer (ATTN_SANITIZE=ON) in build-asan/; the first finding fails.
+# and UndefinedBehaviorSanitizer (ATTN_SANITIZE=ON) in build-asan/; the first finding fails. The
+# code under test is instrumented (libraries, attn-tune, test plugins), the test programs' own
+# files are not (tests/CMakeLists.txt), though they run with both runtimes.
 # Left out: the NVRTC compile sweeps (label nvrtc_sweep: NVRTC's own code, not ours, and the
 # longest tests) and the GPU tests (label gpu). Called by the README's test command after ctest.
 set -euo pipefail

@@ -9,7 +9,7 @@ namespace attn::test {
 // its report and exits 1 ("exited with status 1"). scripts/test-sanitizers.sh sets
 // handle_segv=0, so there the signal arrives as in the normal build.
 inline bool says_sigsegv(const std::string& reason) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(ATTN_SANITIZED_BUILD)
   if (reason.find("exited with status") != std::string::npos) {
     return true;
   }
