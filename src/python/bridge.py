@@ -116,6 +116,9 @@ def _parse_spec(spec):
     if factory and not factory.isidentifier():
         raise DeclarationError("'%s' names factory '%s', which is not a Python identifier"
                                % ("python:" + spec, factory))
+    if not factory and spec.endswith(":"):
+        raise DeclarationError("'%s' ends with ':' but names no factory (python:MODULE, or "
+                               "python:MODULE:FACTORY)" % ("python:" + spec))
     return module_name, factory
 
 
@@ -346,15 +349,17 @@ def _kernels(spec, attn_python_dir):
     except Exception as e:
         raise DeclarationError("importing %s failed: %s" % (module_name, describe(e))) from None
     who = "python:" + spec
-    if factory:
-        if not hasattr(module, factory):
-            raise DeclarationError("%s: module %s has no '%s'" % (who, module_name, factory))
-        target = getattr(module, factory)
+    if factory and not hasattr(module, factory):
+        raise DeclarationError("%s: module %s has no '%s'" % (who, module_name, factory))
+    name = factory or ("attn_tune_kernels" if hasattr(module, "attn_tune_kernels") else None)
+    if name:
+        target = getattr(module, name)
         decl = target() if callable(target) else target
-        return _declared_kernels(module, decl, spec)
-    if hasattr(module, "attn_tune_kernels"):
-        target = module.attn_tune_kernels
-        decl = target() if callable(target) else target
+        if decl is None:
+            raise DeclarationError("%s: %s.%s%s is None, not a declaration (a dict or an object "
+                                   "with 'families', docs/python-kernels.md; does the factory "
+                                   "return it?)" % (who, module_name, name,
+                                                    "()" if callable(target) else ""))
         return _declared_kernels(module, decl, spec)
     if callable(getattr(module, "dispatch_prefill", None)) and \
             callable(getattr(module, "dispatch_decode", None)):

@@ -127,6 +127,14 @@ attn_python_test(python_no_kernels 2 "python:json declares no kernels"
                  plugin check python:json)
 attn_python_test(python_no_factory 2 "module attn_tune_torch has no 'nope'"
                  verify --kernels python:attn_tune_torch:nope)
+attn_python_test(python_empty_factory 2 "'python:attn_tune_torch:' ends with ':' but names no factory"
+                 verify --kernels python:attn_tune_torch:)
+attn_python_test(python_factory_returns_none 2
+                 "python:factory_none: factory_none.attn_tune_kernels\\(\\) is None, not a declaration"
+                 plugin check python:factory_none)
+attn_python_test(python_named_factory_returns_none 2
+                 "python:factory_none:nothing: factory_none.nothing is None, not a declaration"
+                 plugin check python:factory_none:nothing)
 
 # A small sweep through the bridge writes a table whose provenance names the module.
 add_test(NAME cli.python_sweep_table
