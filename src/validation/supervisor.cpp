@@ -324,8 +324,10 @@ SupervisedRun supervise(const SupervisorHooks& hooks, bool in_process) {
     const bool kernels_unit = end.unit && end.unit->fault_unit && end.stopped_s == 0;
     if (kernels_unit && !end.unit->run) {
       // A phase that calls into the kernels (a plugin's can_run over every size): the kernels
-      // ended the worker, and would again.
-      throw KernelFault("the kernels ended the worker while " + end.unit->key + ": " + reason);
+      // ended the worker, or raised an error that ended the phase, and would again.
+      throw KernelFault(std::string(end.error ? "the kernels raised an error while "
+                                              : "the kernels ended the worker while ") +
+                        end.unit->key + ": " + reason);
     }
     if (kernels_unit && end.unit->run && killed_from_outside(end) && killed_run != end.unit->key) {
       killed_run = end.unit->key;

@@ -163,6 +163,14 @@ attn_python_test(python_can_run_raises 1 "can_run raised ValueError: no tile for
 attn_python_test(python_plugin_check_can_run_raises 1
                  "while asking the decode kernels which block sizes they accept: .*can_run raised KeyError: 'oops'"
                  plugin check python:can_run_raising:attn_tune_kernels_v2)
+# verify asks the same before its cases: the line says the kernels raised an error there (the
+# worker did not die of them) and names it.
+attn_python_test(python_verify_can_run_raises_while_asking 1
+                 "the kernels raised an error while asking .* which block and head sizes its decode kernels accept: .*can_run raised KeyError: 'oops'"
+                 verify --kernels python:can_run_raising:attn_tune_kernels_v2 --device cpu
+                 --intensity quick --threads 1 --dtypes fp32)
+set_tests_properties(cli.python_verify_can_run_raises_while_asking PROPERTIES
+                     FAIL_REGULAR_EXPRESSION "ended the worker")
 
 # A misspelt key of a declaration dict is warned about, naming the key it most likely meant
 # (tests/python/misspelt_keys.py); the kernels still pass as declared without it.
