@@ -388,6 +388,11 @@ public:
           why = "error: " + why.substr(colon + 3);
         }
       }
+      // Each hang's deadline comes from its own case's expected time, so the seconds differ from
+      // case to case: the summary counts hangs as one cause (each case's line keeps its seconds).
+      if (why.starts_with("fault: timeout: no result after ")) {
+        why = "fault: timeout: no result within the case's deadline (from its expected time)";
+      }
       if (why.size() > 300) {
         why = why.substr(0, 297) + "...";
       }
