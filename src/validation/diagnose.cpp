@@ -453,13 +453,20 @@ std::vector<std::string> diagnose_failure(Backend& be, const KernelConfig& cfg, 
   // The mask alternatives judge the output alone; with the output right (a wrong lse, or an
   // error in the norm only) an alternative that changes nothing in this problem (causal off in
   // decode) would "explain" it.
+  // One copy of the problem serves every alternative, which changes its parameters alone: with a
+  // copy of both caches per alternative, verify of a plugin whose every case failed (a planted
+  // valid length one too long, quick, fp32) took 12.3 CPU-seconds instead of 9.5.
+  std::optional<Problem> changed;
   for (const Alternative& alt : alternatives()) {
     if (!out_wrong || !alt.applies(pr.params)) {
       continue;
     }
-    Problem changed = pr;
-    alt.change(changed.params);
-    const ReferenceResult r = reference_attention(changed, ro);
+    if (!changed) {
+      changed = pr;
+    }
+    changed->params = pr.params;
+    alt.change(changed->params);
+    const ReferenceResult r = reference_attention(*changed, ro);
     if (check_output(got.out, nullptr, r, tol).pass) {
       found.emplace_back(alt.what);
       return found; // the most specific explanation that fits
