@@ -25,8 +25,7 @@ namespace {
 // keys: the kind of bug a wrong partition bound produces. Two configurations of the CPU backend's
 // six (split 0 and 1), so that the test diagnoses and dumps a third of the failures it did when
 // every decode_v2 run was wrong (54 s of test time on 2 cores), and checks that verify blames
-// those configurations alone.
-// Exists only in this test.
+// those configurations alone. Exists only in this test.
 constexpr int kFaultyPartition = 512;
 
 class FaultyRun : public PreparedRun {
