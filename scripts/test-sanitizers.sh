@@ -73,8 +73,9 @@ skips=(
   # Verify passes through plugins: the plugin boundary stays instrumented in test_plugin_backend,
   # cli.verify_fault, the old-ABI and prepare plugins' verify passes (cli.verify_kernels_abi1,
   # cli.verify_kernels_prepare: structs of another size, prepared copies made and released) and
-  # the shorter plugin CLI tests (plugin check, ABI 3, workspaces); the diagnosis of a plugin's wrong output in test_diagnose,
-  # test_engine_bugs and cli.verify_planted_bug_fp8_scales_swapped, the one planted bug kept.
+  # the shorter plugin CLI tests (plugin check, ABI 3, workspaces); the diagnosis of a plugin's
+  # wrong output in test_diagnose, test_engine_bugs and
+  # cli.verify_planted_bug_fp8_scales_swapped, the one planted bug kept.
   Host/Conformance.PassesTheVerifyCases/cpu_example_plugin
   cli.verify_kernels_same_as_builtin
   cli.verify_kernels_mask_bug

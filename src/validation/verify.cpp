@@ -270,6 +270,11 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
 // quick intensity with a 10 s deadline). plugin check stops a family after as many crashes.
 constexpr int kHangsPerConfig = 3;
 
+// Whether `r` is a hang: the supervisor stopped its run at the deadline.
+bool is_hang(const CheckedRunResult& r) {
+  return r.status == RunStatus::fault && r.reason.starts_with("timeout:");
+}
+
 // The supervisor's side of verify: one report per device, built from the runs' results (faults
 // included), with each failure printed to `log` as it arrives.
 class VerifyTally {
@@ -283,7 +288,7 @@ public:
   // Whether `r` was the kHangsPerConfig-th hang of its configuration on its device: then the
   // configuration's testcase says its other cases were not run.
   [[nodiscard]] bool gives_up_after(const RunIdentity& run, const CheckedRunResult& r) {
-    if (r.status != RunStatus::fault || !r.reason.starts_with("timeout:")) {
+    if (!is_hang(r)) {
       return false;
     }
     const json& ctx = run.context;
@@ -390,7 +395,7 @@ public:
       }
       // Each hang's deadline comes from its own case's expected time, so the seconds differ from
       // case to case: the summary counts hangs as one cause (each case's line keeps its seconds).
-      if (why.starts_with("fault: timeout: no result after ")) {
+      if (is_hang(r)) {
         why = "fault: timeout: no result within the case's deadline (from its expected time)";
       }
       if (why.size() > 300) {
