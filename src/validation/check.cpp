@@ -47,12 +47,26 @@ double element_size(const ReferenceResult& ref, std::size_t i) {
 
 namespace {
 
+// The smallest positive value of an output dtype, its subnormals' spacing: rounding a result
+// into the subnormals errs by up to half of it, however small the values it averages.
+constexpr double smallest_step(DType t) {
+  switch (t) {
+  case DType::f16:
+    return 0x1p-24;
+  case DType::bf16:
+    return 0x1p-133;
+  default:
+    return 0x1p-149;
+  }
+}
+
 // Whether `got` (finite) is wrong against `want` for an element averaging values of `size`:
-// outside atol * max(1, size) + rtol * |want|, or against a non-finite expectation (a bug model's
-// output that read a NaN slot), which |got - want| > bound would pass.
-bool outside_tolerance(double got, double want, const Tolerance& tol, double size) {
+// outside atol * size + rtol * |want| + the output dtype's smallest step, or against a
+// non-finite expectation (a bug model's output that read a NaN slot), which |got - want| > bound
+// would pass.
+bool outside_tolerance(double got, double want, const Tolerance& tol, double size, double step) {
   return !std::isfinite(want) ||
-         std::abs(got - want) > tol.atol * std::max(1.0, size) + tol.rtol * std::abs(want);
+         std::abs(got - want) > tol.atol * size + tol.rtol * std::abs(want) + step;
 }
 
 } // namespace
@@ -66,7 +80,9 @@ ElementVerdict judge_element(const HostTensor& out, std::size_t i, double want,
   if (!std::isfinite(got)) {
     return std::isnan(got) ? ElementVerdict::nan : ElementVerdict::inf;
   }
-  return outside_tolerance(got, want, tol, size) ? ElementVerdict::mismatch : ElementVerdict::ok;
+  return outside_tolerance(got, want, tol, size, smallest_step(out.dtype))
+             ? ElementVerdict::mismatch
+             : ElementVerdict::ok;
 }
 
 double lse_bound(const Tolerance& tol, double want) {
@@ -122,6 +138,7 @@ template <class Raw, Raw kPoison, DType kType, int kBits, int kLowest> struct Ou
   [[nodiscard]] bool poisoned(std::size_t i) const { return raw[i] == kPoison; }
   [[nodiscard]] float value(std::size_t i) const { return load_as_float(kType, raw, i); }
   [[nodiscard]] float round(float f) const { return round_to(kType, f); }
+  [[nodiscard]] static constexpr double step() { return smallest_step(kType); }
 };
 // Any other dtype, element by element (an output is fp32, fp16 or bf16: Problem::dtype).
 struct AnyElements {
@@ -132,6 +149,7 @@ struct AnyElements {
   [[nodiscard]] bool poisoned(std::size_t i) const { return is_poison(*t, i); }
   [[nodiscard]] float value(std::size_t i) const { return t->get(i); }
   [[nodiscard]] float round(float f) const { return round_to(t->dtype, f); }
+  [[nodiscard]] double step() const { return smallest_step(t->dtype); }
 };
 using F32Elements = OutElements<uint32_t, kPoisonF32, DType::f32, 0, 0>;
 using F16Elements = OutElements<uint16_t, kPoisonF16, DType::f16, 10, -14>;
@@ -192,7 +210,7 @@ void check_pair(const Out& out, const ReferenceResult& ref, const Tolerance& tol
       continue;
     }
     const double e = std::abs(got - want);
-    const bool mismatch = outside_tolerance(got, want, tol, element_size(ref, i));
+    const bool mismatch = outside_tolerance(got, want, tol, element_size(ref, i), out.step());
     if constexpr (Out::kCountsUlps) {
       if (want != 0.0) {
         const double half_ulp = half_ulp_at(want, Out::kUlpBits, Out::kUlpLowest);

@@ -10,12 +10,15 @@
 
 namespace attn {
 
-// An element passes when |got - ref| <= atol * max(1, size) + rtol * |ref|, where size is the
-// reference's out_size for the element (the values it averages, sum_j p_j |v_j[d]|): a kernel's
-// rounding error grows with the values, and where they cancel |ref| is far below them, so atol is
-// for values of size 1 and up scales with them. The whole output passes when every element does
-// and ||got - ref|| / ||ref|| <= norm_rel. lse passes within lse_bound: lse_atol plus
-// kLseRelative of its size. Values and their reasons are in README.md "Accuracy".
+// An element passes when |got - ref| <= atol * size + rtol * |ref| + step, where size is the
+// reference's out_size for the element (the values it averages, sum_j p_j |v_j[d]|) and step the
+// output dtype's smallest positive value: a kernel's rounding error grows and shrinks with the
+// values, and where they cancel |ref| is far below them, so atol is for values of size 1 and
+// scales with them either way (a head whose values are a thousand times smaller is judged a
+// thousand times more finely); step is the rounding of results in the dtype's subnormals. The
+// whole output passes when every element does and ||got - ref|| / ||ref|| <= norm_rel. lse passes
+// within lse_bound: lse_atol plus kLseRelative of its size. Values and their reasons are in
+// README.md "Accuracy".
 struct Tolerance {
   double atol;
   double rtol;
@@ -86,7 +89,7 @@ inline constexpr int kMaxListedMismatches = 8;
 enum class ElementVerdict { ok, mismatch, unwritten, nan, inf };
 [[nodiscard]] const char* verdict_name(ElementVerdict v);
 // Output element i of `out` against `want`, an element averaging values of `size` (atol scales
-// with it above 1).
+// with it; the diagnosis's comparisons with a mistake's output leave it at 1).
 [[nodiscard]] ElementVerdict judge_element(const HostTensor& out, std::size_t i, double want,
                                            const Tolerance& tol, double size = 1.0);
 // The size of the values reference element i averages (ReferenceResult::out_size), 1 when the

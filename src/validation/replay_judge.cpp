@@ -74,7 +74,7 @@ std::string reference_summary(const ReferenceResult& ref) {
 std::string check_lines(const std::string& what, const CheckReport& rep, const Tolerance& tol) {
   char buf[600];
   std::snprintf(buf, sizeof buf,
-                "%s: %s %s (tolerance atol=%g x max(1, size of the values averaged) rtol=%g "
+                "%s: %s %s (tolerance atol=%g x the size of the values averaged, rtol=%g "
                 "norm_rel=%g lse_atol=%g + 2^-21 |lse|)",
                 what.c_str(), rep.pass ? "MATCH" : "MISMATCH", rep.summary().c_str(), tol.atol,
                 tol.rtol, tol.norm_rel, tol.lse_atol);

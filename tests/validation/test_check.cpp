@@ -133,9 +133,10 @@ TEST(Check, ComputedNanAndInfFailAndAreToldApartFromPoison) {
 
 TEST(Check, ElementErrorsBeyondAtolPlusRtolFail) {
   Fixture f(DType::f32);
-  const std::size_t i = f.index(4, 1, 9);
+  // Row 5 is the first of sequence 2 (rows 3 and 4 see no key, and must be exactly 0).
+  const std::size_t i = f.index(5, 1, 9);
   const double want = f.ref.out[i];
-  const double limit = f.tol.atol + f.tol.rtol * std::abs(want);
+  const double limit = f.tol.atol * element_size(f.ref, i) + f.tol.rtol * std::abs(want);
   f.out.set(i, float(want + 0.9 * limit));
   CheckReport r = f.check();
   EXPECT_TRUE(r.pass) << r.summary();
@@ -148,13 +149,13 @@ TEST(Check, ElementErrorsBeyondAtolPlusRtolFail) {
   EXPECT_EQ(r.bad, 1);
   ASSERT_EQ(r.first.size(), 1u);
   EXPECT_EQ(r.first[0].what, "mismatch");
-  EXPECT_EQ(r.first[0].row, 4);
+  EXPECT_EQ(r.first[0].row, 5);
   EXPECT_EQ(r.first[0].head, 1);
   EXPECT_EQ(r.first[0].dim, 9);
   EXPECT_NEAR(r.first[0].want, want, 0.0);
   EXPECT_NEAR(r.first[0].got, want - 1.2 * limit, 1e-7);
   // details() lists it with its indices, summary() counts it.
-  EXPECT_NE(r.details().find("out[row=4, head=1, dim=9]"), std::string::npos) << r.details();
+  EXPECT_NE(r.details().find("out[row=5, head=1, dim=9]"), std::string::npos) << r.details();
   EXPECT_NE(r.summary().find("bad=1"), std::string::npos) << r.summary();
 }
 
@@ -169,11 +170,11 @@ TEST(Check, EmptyRowsMustBeZero) {
 
 TEST(Check, NormwiseErrorFailsEvenWhenEveryElementIsInside) {
   // Every element off by 90% of its own allowance: no single element fails, but the normwise
-  // error (about 0.9 * (atol * sqrt(n) / ||ref|| + rtol)) is beyond norm_rel.
+  // error (about 0.9 * (atol * ||size|| / ||ref|| + rtol)) is beyond norm_rel.
   Fixture f(DType::f32);
   for (std::size_t i = 0; i < f.ref.out.size(); ++i) {
     const double want = f.ref.out[i];
-    const double limit = f.tol.atol + f.tol.rtol * std::abs(want);
+    const double limit = f.tol.atol * element_size(f.ref, i) + f.tol.rtol * std::abs(want);
     f.out.set(i, float(want + (i % 2 ? 0.9 : -0.9) * limit));
   }
   const CheckReport r = f.check();
@@ -454,6 +455,59 @@ TEST(Check, AtolGrowsWithTheSizeOfTheValuesAveraged) {
     }
   }
   EXPECT_NEAR(uref.out_size[3], direct, 1e-12);
+}
+
+// The other way: a KV head whose values are a thousand times smaller than the rest is judged a
+// thousand times more finely. Before 2026-12-07 atol did not shrink below values of size 1, and
+// those heads' query heads could come out all zero and pass in bf16 and fp16 (|0 - ref| under
+// 8e-3), where a kernel that lost them (read the wrong head's scale, flushed them) is wrong.
+TEST(Check, AtolShrinksWithTheSizeOfTheValuesAveraged) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    Problem pr = small_problem(t);
+    const KvCacheGeometry g = pr.kv_geometry();
+    for (int64_t blk = 0; blk < pr.num_blocks; ++blk) {
+      for (int s = 0; s < pr.params.block_size; ++s) {
+        for (int d = 0; d < pr.params.head_dim; ++d) {
+          const auto i = std::size_t(g.value_index(blk, 1, s, d));
+          pr.value_cache.set(i, pr.value_cache.get(i) * 1e-3f);
+        }
+      }
+    }
+    const ReferenceResult ref = reference_attention(pr);
+    const Tolerance tol = tolerance_for(t);
+    const HostTensor exact = exact_out(ref, t);
+    EXPECT_TRUE(check_output(exact, nullptr, ref, tol).pass) << dtype_name(t);
+    // Query heads 2 and 3 read KV head 1: written as 0, or each element off by twice its
+    // allowance for values of this size, they fail; off by half of it, they pass.
+    const auto small_heads = [&](auto&& value_of) {
+      HostTensor o = exact;
+      for (int r = 0; r < ref.rows; ++r) {
+        for (int h = 2; h < 4; ++h) {
+          for (int d = 0; d < ref.head_dim; ++d) {
+            const std::size_t i = (std::size_t(r) * ref.heads + h) * ref.head_dim + d;
+            if (ref.computed[std::size_t(r)] && ref.out_size[i] > 0) {
+              o.set(i, float(value_of(i)));
+            }
+          }
+        }
+      }
+      return check_output(o, nullptr, ref, tol);
+    };
+    const auto allowance = [&](std::size_t i) {
+      return tol.atol * ref.out_size[i] + tol.rtol * std::abs(ref.out[i]);
+    };
+    const CheckReport zero = small_heads([](std::size_t) { return 0.0; });
+    EXPECT_FALSE(zero.pass) << dtype_name(t) << " " << zero.summary();
+    EXPECT_GT(zero.bad, 0) << dtype_name(t) << ": each zeroed element is wrong by itself";
+    const CheckReport far =
+        small_heads([&](std::size_t i) { return ref.out[i] + 2.0 * allowance(i); });
+    EXPECT_GT(far.bad, 0) << dtype_name(t) << " " << far.summary();
+    if (t == DType::f32) { // 16-bit outputs round half an allowance away
+      const CheckReport near =
+          small_heads([&](std::size_t i) { return ref.out[i] + 0.5 * allowance(i); });
+      EXPECT_EQ(near.bad, 0) << near.summary();
+    }
+  }
 }
 
 // The counts of answers shorter and longer than the expectation by over 0.55 of the output
