@@ -385,6 +385,26 @@ std::optional<std::string> kv_head_pattern(const Problem& pr, const RunOutput& g
                      "h / (num_heads / num_kv_heads), each always the same one");
 }
 
+// Sequences read through their own block-table rows as far as another sequence's length (the
+// choice per wrong sequence of other_sequence_pattern, empty when none fits): where that length
+// is longer than a sequence's own, past its end, through the rest of its row (the generator
+// fills unused entries with valid block ids). shifted_end_pattern names sequence 0's length
+// where every wrong sequence is longer than it; this names it where some are shorter (an outside
+// audit's module was named only when sequence 0 was the batch's shortest).
+std::optional<std::string> other_length_pattern(const std::map<int, int>& lengths) {
+  if (lengths.empty()) {
+    return std::nullopt;
+  }
+  if (std::all_of(lengths.begin(), lengths.end(), [](const auto& bc) { return bc.second == 0; })) {
+    return std::string("every wrong sequence is read as far as the first sequence's length, past "
+                       "its own end through the rest of its block-table row where it is shorter: "
+                       "sequence 0's length used for every sequence");
+  }
+  return std::string("some sequences are read as far as another sequence's length (through their "
+                     "own block-table rows, past their end where that is longer), each always "
+                     "the same one: the lengths read from the wrong place");
+}
+
 // Sequences whose rows attend over another sequence's keys (its block table and length), each
 // always the same one: a batch launched in chunks whose table and length pointers do not move,
 // a sequence index that wraps.
@@ -394,8 +414,8 @@ std::optional<std::string> other_sequence_pattern(const Problem& pr, const RunOu
   if (pr.batch < 2) {
     return std::nullopt;
   }
-  // Per wrong sequence, the other sequence c whose `field` (keys_of, table_of) set to c gives
-  // its output, the same for all its rows.
+  // Per wrong sequence, the other sequence c whose `field` (keys_of, table_of, length_of) set to
+  // c gives its output, the same for all its rows.
   const auto other_per_sequence = [&](int BugModel::*field) {
     return choice_per_group(
         pr, got, wrong, tol, pr.batch,
@@ -416,7 +436,7 @@ std::optional<std::string> other_sequence_pattern(const Problem& pr, const RunOu
     // every sequence, and failed unexplained).
     const std::map<int, int> rows = other_per_sequence(&BugModel::table_of);
     if (rows.empty()) {
-      return std::nullopt;
+      return other_length_pattern(other_per_sequence(&BugModel::length_of));
     }
     if (std::all_of(rows.begin(), rows.end(), [](const auto& bc) { return bc.second == 0; })) {
       return std::string("wrong block table: every sequence reads its keys through sequence 0's "
@@ -1337,7 +1357,7 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
   const int ql = pr.q_len(own);
   const int i = row - pr.q_start(own);
   const int b = m.keys_of >= 0 ? m.keys_of : own; // whose keys, block table and length
-  const int k = pr.k_len(b);
+  const int k = pr.k_len(m.length_of >= 0 ? m.length_of : b);
   const int rows_of = m.table_of >= 0 ? m.table_of : b; // whose block-table row
   const int table_keys = pr.max_blocks_per_seq * bs;
   const int n = m.length ? m.length(k, bs, table_keys, m.partition) : k;

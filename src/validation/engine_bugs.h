@@ -70,6 +70,8 @@ struct BugModel {
   int kv_head = -1;        // >= 0: every query head reads this kv head
   int keys_of = -1;        // >= 0: the keys (block table, length) of this sequence are read
   int table_of = -1; // >= 0: keys read through this sequence's block-table row, at one's own length
+  int length_of =
+      -1; // >= 0: this sequence's length taken as one's own (keys through one's own row)
   int score_dims = 0;      // > 0: the q.k product stops after this many dimensions
   bool softcap_first = false; // scale * softcap * tanh(q.k / softcap): the cap before the scale
   int slot_mask = 0;          // > 0: key j is read from slot j & (slot_mask - 1) of its block

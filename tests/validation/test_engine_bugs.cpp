@@ -377,6 +377,38 @@ TEST(EngineBugs, LengthsTakenFromAnotherSequenceAreNamed) {
       << found[0];
 }
 
+// Sequence 0's length taken for every sequence where it is not the shortest: the shorter
+// sequences are read past their end, through the rest of their block-table rows (an outside
+// audit's module was named only when sequence 0 was the shortest). Longest first, and in the
+// middle (some sequences read short, some long); in prefill too, where the masks follow the
+// length taken.
+TEST(EngineBugs, SequenceZerosLengthIsNamedWhereOthersAreShorter) {
+  BugModel first;
+  first.length_of = 0;
+  const auto explain = [&](const Problem& pr) {
+    const ReferenceResult ref = reference_attention(pr, {1, {}});
+    const Tolerance tol = tolerance_for(DType::f32);
+    const RunOutput o = output_of(pr, first, ref);
+    return explain_engine_bug(pr, KernelConfig{}, o, ref, tol,
+                              wrong_pairs(o.out, &o.lse, ref, tol));
+  };
+  const std::string said = "every wrong sequence is read as far as the first sequence's length, "
+                           "past its own end through the rest of its block-table row where it is "
+                           "shorter: sequence 0's length used for every sequence";
+  for (const std::vector<int>& lens :
+       {std::vector<int>{70, 20, 45, 3}, std::vector<int>{45, 20, 70, 3}}) {
+    const auto found =
+        explain(make_decode_problem(test::params(4, 2, 32, 16, DType::f32), lens, test::gen(7)));
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0], said) << lens[0];
+  }
+  AttnParams p = test::params(4, 2, 32, 16, DType::f32);
+  p.causal = true;
+  const auto found = explain(make_prefill_problem(p, {4, 3, 5}, {60, 9, 33}, test::gen(8)));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], said);
+}
+
 // NaN exactly in the rows whose context is a multiple of the partition.
 TEST(EngineBugs, NanOnPartitionMultiplesIsAnEmptyLastPartition) {
   const Problem pr = around_partition();
