@@ -619,6 +619,9 @@ std::optional<std::string> no_key_pattern(const Problem& pr, const RunOutput& go
                                           const ReferenceResult& ref,
                                           const std::vector<WrongPair>& wrong) {
   const int H = pr.params.num_heads;
+  // Whether every wrong row is of a later sequence than an empty sequence 0, whose length (no
+  // key) taken for every sequence gives the same zeros.
+  bool first_len = pr.batch > 1 && pr.k_len(0) == 0;
   const bool fits = every_wrong_output(wrong, [&](const WrongPair& w) {
     const std::size_t at = std::size_t(w.row) * H + w.head;
     if (!std::isfinite(ref.lse[at]) || (got.lse_written && got.lse[at] != kNegInf)) {
@@ -630,13 +633,15 @@ std::optional<std::string> no_key_pattern(const Problem& pr, const RunOutput& go
         return false;
       }
     }
+    first_len = first_len && sequence_of_row(pr, w.row) > 0;
     return true;
   });
   if (!fits) {
     return std::nullopt;
   }
   return std::string("rows that see keys come out as rows that see none (zeros): the mask hides "
-                     "every key from them (a causal offset or window start computed wrong)");
+                     "every key from them (a causal offset or window start computed wrong") +
+         (first_len ? ", or the first sequence's length (no key) used for every sequence)" : ")");
 }
 
 // The last key a row of sequence b sees under the mask (its start is `lo`): -1 with no limit.

@@ -250,6 +250,16 @@ foreach(bug "heads_over_32|many-heads" "batch_over_16|many-seqs" "after_empty|em
                    --threads 2 --dtypes fp32)
 endforeach()
 
+# Sequence 0's length used for every sequence: named where sequence 0 is longer than others too
+# (read past their end through their block-table rows), which verify's ragged batches have; once
+# only where it was the shortest. Every failure explained.
+attn_python_test(python_planted_first_length 1
+                 "  [0-9]+  every wrong sequence is read as far as the first sequence's length, past"
+                 verify --kernels python:planted_coverage_bugs:first_length --intensity quick
+                 --threads 2 --dtypes fp32)
+set_tests_properties(cli.python_planted_first_length PROPERTIES
+                     FAIL_REGULAR_EXPRESSION "none of the usual mistakes explains")
+
 # An exception whose message holds a lone surrogate ("\udcff", from a surrogateescape-decoded
 # path; tests/python/surrogate_raising.py) is a failure line with its type and the surrogate
 # escaped, not a crash of the worker.

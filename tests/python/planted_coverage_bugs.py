@@ -11,7 +11,9 @@ these passing it). `verify --intensity quick` must fail every one:
 - window_block_edge: the output is halved where a window's first visible key is a block's first
   key, (context_len - 1 - window_left) % block_size == 0;
 - fp8_scale_two_heads: per-KV-head fp8 scales read as scale[kv_head & 1] (every case had two KV
-  heads)."""
+  heads);
+- first_length: sequence 0's length used for every sequence (verify failed it, but named the
+  mistake only where sequence 0 was the batch's shortest)."""
 
 from attn_tune_torch import attn_tune_kernels as _torch_kernels
 
@@ -83,3 +85,15 @@ def fp8_scale_two_heads():
                 for h in range(2, flat.numel()):
                     flat[h] = flat[h & 1]
     return _kernels("fp8-scale-two-heads", before=before)
+
+
+def first_length():
+    saved = []
+
+    def before(call):
+        saved[:] = [call.context_lens.clone()]
+        call.context_lens[:] = saved[0][0]
+
+    def after(call):
+        call.context_lens.copy_(saved[0])
+    return _kernels("first-length", after=after, before=before)
