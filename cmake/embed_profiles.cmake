@@ -1,5 +1,6 @@
-# Compiles profiles/*.json into the binary and records a hash of the kernel sources (kernels/),
-# regenerated whenever one of those files changes. Included from CMakeLists.txt after attn_io
+# Compiles profiles/*.json into the binary and records a hash of the built-in kernels' sources
+# (kernels/, src/backends/cpu/, src/backends/cuda/) and their names, regenerated whenever one of
+# those files changes. Included from CMakeLists.txt after attn_io
 # exists; run in script mode (-P) by the build to write the generated source.
 if(CMAKE_SCRIPT_MODE_FILE)
   file(GLOB profiles "${SRC}/profiles/*.json")
@@ -20,17 +21,24 @@ if(CMAKE_SCRIPT_MODE_FILE)
   if(i EQUAL 0)
     message(FATAL_ERROR "no profiles found under ${SRC}/profiles")
   endif()
-  file(GLOB_RECURSE kernel_files RELATIVE "${SRC}" "${SRC}/kernels/*")
+  # The built-in kernels' code: the CUDA kernels (kernels/), the CPU backend's kernels, plan and
+  # threads, and the CUDA backend's launch and compile code. A table names these files beside
+  # their hash (kKernelSourceFiles), and `sweep --resume` refuses results of other sources.
+  file(GLOB_RECURSE kernel_files RELATIVE "${SRC}" "${SRC}/kernels/*" "${SRC}/src/backends/cpu/*"
+       "${SRC}/src/backends/cuda/*")
   list(SORT kernel_files)
   set(lines "")
+  set(names "")
   foreach(k ${kernel_files})
     file(SHA256 "${SRC}/${k}" h)
     string(APPEND lines "${k}:${h}\n")
+    string(APPEND names "${k}\\n")
   endforeach()
   string(SHA256 kernels_hash "${lines}")
   string(APPEND body "const EmbeddedFile kEmbeddedProfiles[] = {\n${table}};\n")
   string(APPEND body "const std::size_t kEmbeddedProfileCount = ${i};\n")
-  string(APPEND body "const char* const kKernelSourcesSha256 = \"${kernels_hash}\";\n\n} // namespace attn::generated\n")
+  string(APPEND body "const char* const kKernelSourcesSha256 = \"${kernels_hash}\";\n")
+  string(APPEND body "const char* const kKernelSourceFiles = \"${names}\";\n\n} // namespace attn::generated\n")
   # Write only when the content changes, so an unrelated rebuild does not recompile it.
   set(old "")
   if(EXISTS "${OUT}")
@@ -43,7 +51,8 @@ if(CMAKE_SCRIPT_MODE_FILE)
 endif()
 
 file(GLOB ATTN_PROFILE_FILES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/profiles/*.json)
-file(GLOB_RECURSE ATTN_KERNEL_FILES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/kernels/*)
+file(GLOB_RECURSE ATTN_KERNEL_FILES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/kernels/*
+     ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cpu/* ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/*)
 set(ATTN_EMBEDDED_CPP ${CMAKE_CURRENT_BINARY_DIR}/generated/embedded_data.cpp)
 add_custom_command(
   OUTPUT ${ATTN_EMBEDDED_CPP}

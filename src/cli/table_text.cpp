@@ -56,6 +56,32 @@ std::string engine_rule_line(const json& t) {
 }
 
 // Where, when and with what the table was measured, and how many measurements it rests on.
+// " (sources sha256 ABCD over 31 files in kernels/, src/backends/cpu/, src/backends/cuda/)" for
+// built-in kernels whose provenance lists the files hashed (tables since 2026-12-07), else "".
+std::string builtin_sources_words(const json& pv) {
+  const json k = pv.value("kernels", json::object());
+  if (!k.is_object() || !k.contains("source_files") || !k["source_files"].is_array()) {
+    return "";
+  }
+  std::vector<std::string> folders;
+  for (const json& f : k["source_files"]) {
+    if (!f.is_string()) {
+      return "";
+    }
+    const std::string path = f.get<std::string>();
+    const std::string folder = path.substr(0, path.rfind('/') + 1);
+    if (std::find(folders.begin(), folders.end(), folder) == folders.end()) {
+      folders.push_back(folder);
+    }
+  }
+  std::string in;
+  for (const auto& f : folders) {
+    in += (in.empty() ? "" : ", ") + (f.empty() ? std::string("./") : f);
+  }
+  return " (sources sha256 " + pv.value("kernel_sources_sha256", "?").substr(0, 16) + " over " +
+         std::to_string(k["source_files"].size()) + " files in " + in + ")";
+}
+
 void describe_provenance(std::ostringstream& s, const json& t) {
   const json& pv = t.at("provenance");
   const json& dev = pv.at("device");
@@ -86,7 +112,7 @@ void describe_provenance(std::ostringstream& s, const json& t) {
         << k.value("library_sha256", "?").substr(0, 16) << ")\n";
     }
   } else {
-    s << "kernels:  built-in attn-tune kernels\n";
+    s << "kernels:  built-in attn-tune kernels" << builtin_sources_words(pv) << "\n";
   }
   s << engine_rule_line(t);
   s << "made:     " << pv.value("created_utc", "?")

@@ -17,8 +17,11 @@ namespace generated {
 
 extern const EmbeddedFile kEmbeddedProfiles[];
 extern const std::size_t kEmbeddedProfileCount;
-// SHA-256 over "relative/path:sha256-of-file\n" lines of every file under kernels/, sorted.
+// SHA-256 over "relative/path:sha256-of-file\n" lines of every file under kernels/,
+// src/backends/cpu/ and src/backends/cuda/ (the built-in kernels, their launch and their plans),
+// sorted; and those relative paths, each ended by a newline.
 extern const char* const kKernelSourcesSha256;
+extern const char* const kKernelSourceFiles;
 
 } // namespace generated
 } // namespace attn

@@ -6,6 +6,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "build_info.h"
@@ -13,6 +14,17 @@
 #include "src/io/embedded.h"
 
 namespace attn {
+
+nlohmann::json builtin_kernel_source_files() {
+  nlohmann::json files = nlohmann::json::array();
+  const std::string_view all = generated::kKernelSourceFiles;
+  for (std::size_t at = 0; at < all.size();) {
+    const std::size_t end = all.find('\n', at);
+    files.push_back(std::string(all.substr(at, end - at)));
+    at = end == std::string_view::npos ? all.size() : end + 1;
+  }
+  return files;
+}
 
 using nlohmann::json;
 
@@ -193,13 +205,18 @@ json table_provenance(const json& header, const std::vector<MeasurementRecord>& 
   // The kernels' sources: the embedded kernel files, or the plugin library that was timed.
   const json kernels = header.value("kernels", json::object());
   const bool plugin = kernels.value("source", "") == "plugin";
-  const json k = kernels.is_object() && !kernels.empty()
-                     ? kernels
-                     : json{{"source", "built-in"}, {"name", "attn-tune"}};
+  json k = kernels.is_object() && !kernels.empty()
+               ? kernels
+               : json{{"source", "built-in"}, {"name", "attn-tune"}};
   std::string sources = header.value("kernel_sources_sha256", "");
   if (sources.empty()) {
     sources =
         plugin ? kernels.value("library_sha256", "") : std::string(generated::kKernelSourcesSha256);
+  }
+  // The files the built-in kernels' hash covers, where it is this binary's (a merge of folders
+  // from another build keeps their hash, and names no files).
+  if (!plugin && sources == generated::kKernelSourcesSha256) {
+    k["source_files"] = builtin_kernel_source_files();
   }
   json pv = {{"device", header.at("device")},
              {"tool",

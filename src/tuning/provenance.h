@@ -12,6 +12,10 @@
 
 namespace attn {
 
+// The files kKernelSourcesSha256 hashes (src/io/embedded.h), relative to the source tree, as the
+// built-in kernels' provenance lists them ("source_files").
+[[nodiscard]] nlohmann::json builtin_kernel_source_files();
+
 // The timing options as the results header and the provenance record them.
 [[nodiscard]] nlohmann::json timing_options_json(const TimingOptions& t);
 

@@ -16,8 +16,11 @@
 #include "include/attn_tune/threshold_table_reader.hpp"
 #include "reference/reference.h"
 #include "src/backends/registry.h"
+#include "src/io/embedded.h"
 #include "src/io/folder_lock.h"
+#include "src/io/sha256.h"
 #include "src/model/errors.h"
+#include "src/tuning/provenance.h"
 #include "src/tuning/sweep.h"
 #include "tests/support/files.h"
 
@@ -296,7 +299,27 @@ TEST(Sweep, RecordsEveryMeasurementAndBuildsTheTable) {
   EXPECT_EQ(t["provenance"]["profile"]["name"], "formula");
   EXPECT_EQ(t["provenance"]["timing_method"], "synthetic formula (test double)");
   EXPECT_EQ(t["provenance"]["kernel_sources_sha256"].get<std::string>().size(), 64u);
+  EXPECT_EQ(t["provenance"]["kernels"]["source_files"], builtin_kernel_source_files());
   fs::remove_all(o.out_dir);
+}
+
+// The built-in kernels' hash is over the files the table names, "path:sha256\n" each: the CUDA
+// kernels and the CPU backend's (before 2026-12-07 it covered kernels/ alone, so a CPU table's
+// hash did not change with the CPU kernels it timed).
+TEST(Sweep, TheKernelSourcesHashIsOverTheFilesItNames) {
+  std::string lines;
+  std::set<std::string> named;
+  for (const json& f : builtin_kernel_source_files()) {
+    const std::string path = f.get<std::string>();
+    named.insert(path);
+    lines += path + ":" + sha256_file(std::string(ATTN_SOURCE_DIR) + "/" + path) + "\n";
+  }
+  for (const char* want :
+       {"kernels/decode.cuh", "kernels/prefill.cuh", "src/backends/cpu/cpu_kernels.cpp",
+        "src/backends/cpu/cpu_plan.cpp", "src/backends/cuda/decode_launch.cpp"}) {
+    EXPECT_EQ(named.count(want), 1u) << want;
+  }
+  EXPECT_EQ(sha256_hex(lines), generated::kKernelSourcesSha256);
 }
 
 TEST(Sweep, CompilesThePlanBeforeTheFirstTiming) {
