@@ -31,6 +31,10 @@ void print_declarations(const PluginLibrary& lib) {
   if (!id.python_module.empty()) {
     std::printf("Python module %s (%s), sources sha256 %s\n", id.python_module.c_str(),
                 id.python_file.c_str(), id.library_sha256.c_str());
+    if (!id.python_sources.empty()) {
+      std::printf("  over %s\n",
+                  source_files_words(id.python_sources, id.python_sources.size(), 16).c_str());
+    }
   } else {
     std::printf("library %s, sha256 %s\n", id.path.c_str(), id.library_sha256.c_str());
   }

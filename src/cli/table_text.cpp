@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/backends/plugin/plugin_declaration.h"
 #include "src/tuning/provenance.h"
 #include "src/tuning/regret.h"
 #include "src/tuning/sweep.h" // kRemeasureFactor
@@ -82,6 +83,24 @@ std::string builtin_sources_words(const json& pv) {
          std::to_string(k["source_files"].size()) + " files in " + in + ")";
 }
 
+// " over 2 files: helper.py, main.py" for Python kernels whose provenance names the files their
+// sources sha256 is over (tables since 2026-12-07), else "".
+std::string python_sources_words(const json& k) {
+  if (!k.contains("source_files") || !k["source_files"].is_array()) {
+    return "";
+  }
+  std::vector<std::string> names;
+  for (const json& f : k["source_files"]) {
+    if (f.is_string()) {
+      names.push_back(f.get<std::string>());
+    }
+  }
+  const json count = k.value("source_file_count", json(names.size()));
+  return " over " +
+         source_files_words(
+             names, count.is_number_unsigned() ? count.get<std::size_t>() : names.size(), 8);
+}
+
 void describe_provenance(std::ostringstream& s, const json& t) {
   const json& pv = t.at("provenance");
   const json& dev = pv.at("device");
@@ -105,7 +124,7 @@ void describe_provenance(std::ostringstream& s, const json& t) {
     if (k.value("bridge", "") == "python") {
       s << "kernels:  Python kernels " << k.value("name", "?") << " " << k.value("version", "")
         << " (python:" << k.value("module", "?") << ", sources sha256 "
-        << k.value("library_sha256", "?").substr(0, 16) << ")\n";
+        << k.value("library_sha256", "?").substr(0, 16) << python_sources_words(k) << ")\n";
     } else {
       s << "kernels:  plugin " << k.value("name", "?") << " " << k.value("version", "") << " ("
         << k.value("library", "?") << ", plugin ABI " << k.value("abi_version", 0) << ", sha256 "

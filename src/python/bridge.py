@@ -401,10 +401,11 @@ def _sources_sha256(module):
     .py file of its top-level package, as "relative/path:sha256\n" lines, sorted; with the
     modules it imported from the same folder (a helper beside a single-file module, a module
     beside the package) added as lines too. A single file that imports nothing beside it is
-    hashed alone, as sha256sum would."""
+    hashed alone, as sha256sum would. Returns (sha256, the file or package folder shown, the
+    relative paths hashed, sorted)."""
     path = getattr(module, "__file__", None)
     if not path:
-        return hashlib.sha256(module.__name__.encode()).hexdigest(), ""
+        return hashlib.sha256(module.__name__.encode()).hexdigest(), "", []
     top = sys.modules.get(module.__name__.split(".")[0], module)
     top_file = getattr(top, "__file__", None) or path
     lines = []
@@ -423,12 +424,14 @@ def _sources_sha256(module):
         skip, shown = None, path
     extra = [f for f in _imported_beside(beside, skip) if f != os.path.abspath(path)]
     if not lines and not extra:
-        return _file_sha256(path), shown
+        return _file_sha256(path), shown, [os.path.basename(path)]
     if not lines:
         lines.append("%s:%s\n" % (os.path.basename(path), _file_sha256(path)))
     for f in extra:
         lines.append("%s:%s\n" % (os.path.relpath(f, beside), _file_sha256(f)))
-    return hashlib.sha256("".join(sorted(lines)).encode()).hexdigest(), shown
+    lines.sort()
+    return (hashlib.sha256("".join(lines).encode()).hexdigest(), shown,
+            [line.rsplit(":", 1)[0] for line in lines])
 
 
 _KERNELS = None
@@ -437,7 +440,7 @@ _KERNELS = None
 def load(spec, attn_python_dir):
     """Imports the module and returns its declaration for the C side:
     (name, version, device, [(family, layout, writes_lse, [(param, [values])], kv_dtypes)], sha256,
-    path, engine_rule, has_prepare), family and layout as their numbers in the plugin ABI (their
+    path, engine_rule, has_prepare, [the files the sha256 is over]), family and layout as their numbers in the plugin ABI (their
     places in FAMILIES and LAYOUTS), kv_dtypes as the ABI's mask of the fp8 caches the family
     reads (bit i for KV_DTYPES[i]). Raises DeclarationError (its message is the reason) or any
     import error."""
@@ -446,12 +449,12 @@ def load(spec, attn_python_dir):
     _declaration_said = spec in os.environ.get("ATTN_TUNE_PYTHON_DECLARED", "").split("\n")
     k = _kernels(spec, attn_python_dir)
     _KERNELS = k
-    sha, path = _sources_sha256(k.module)
+    sha, path, files = _sources_sha256(k.module)
     fams = [(FAMILIES.index(f.name), LAYOUTS.index(f.kv_layout), f.writes_lse, f.params,
              sum(1 << KV_DTYPES.index(kv) for kv in f.kv_dtypes))
             for f in k.families]
     has_prepare = any(f.prepare is not None for f in k.families)
-    return (k.name, k.version, k.device, fams, sha, path, k.engine_rule, has_prepare)
+    return (k.name, k.version, k.device, fams, sha, path, k.engine_rule, has_prepare, files)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -59,9 +59,16 @@ bool take_declaration(PyObject* decl, const std::string& spec, std::string& err)
   g_cuda = str_of(PyTuple_GetItem(decl, 2)) == "cuda";
   g_decl.engine_rule = str_of(PyTuple_GetItem(decl, 6));
   g_decl.has_prepare = PyObject_IsTrue(PyTuple_GetItem(decl, 7)) == 1;
+  // The files the sources sha256 is over, as a JSON array of their relative paths.
+  std::string files;
+  PyObject* hashed = PyTuple_GetItem(decl, 8);
+  for (Py_ssize_t i = 0; i < PyList_Size(hashed); ++i) {
+    files += std::string(i == 0 ? "" : ", ") + "\"" +
+             json_escape(str_of(PyList_GetItem(hashed, i))) + "\"";
+  }
   g_identity = "{\"module\": \"" + json_escape(spec) + "\", \"sources_sha256\": \"" +
                json_escape(str_of(PyTuple_GetItem(decl, 4))) + "\", \"file\": \"" +
-               json_escape(str_of(PyTuple_GetItem(decl, 5))) + "\"}";
+               json_escape(str_of(PyTuple_GetItem(decl, 5))) + "\", \"files\": [" + files + "]}";
   const Py_ssize_t nf = PyList_Size(fams);
   // Reserve first: the declaration points into these vectors.
   std::size_t total_params = 0;

@@ -42,3 +42,11 @@ message("${out}${err}")
 if(NOT rc EQUAL 0 OR NOT out MATCHES "kernels:  Python kernels [^\n]*\\(python:${MODULE}[,)]")
   message(FATAL_ERROR "table show does not name the Python kernels")
 endif()
+# The files that sha256 is over, named in the provenance and by table show.
+string(JSON nfiles GET "${table}" provenance kernels source_file_count)
+string(JSON first GET "${table}" provenance kernels source_files 0)
+if(NOT nfiles GREATER 0 OR NOT first MATCHES "\\.py$" OR
+   NOT out MATCHES "sources sha256 [0-9a-f]+ over ${nfiles} files?: ${first}")
+  message(FATAL_ERROR "the provenance names ${nfiles} source files (the first '${first}'), and "
+                      "table show does not say so")
+endif()

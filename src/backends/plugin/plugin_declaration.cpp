@@ -66,6 +66,18 @@ const std::vector<std::string>& known_engine_rules() {
   return rules;
 }
 
+std::string source_files_words(const std::vector<std::string>& names, std::size_t total,
+                               std::size_t shown) {
+  std::string s = std::to_string(total) + (total == 1 ? " file" : " files");
+  for (std::size_t i = 0; i < names.size() && i < shown; ++i) {
+    s += (i == 0 ? ": " : ", ") + names[i];
+  }
+  if (total > std::min(names.size(), shown) && !names.empty()) {
+    s += " and " + std::to_string(total - std::min(names.size(), shown)) + " more";
+  }
+  return s;
+}
+
 nlohmann::json PluginIdentity::to_json() const {
   const bool py = !python_module.empty();
   nlohmann::json j = {
@@ -79,6 +91,10 @@ nlohmann::json PluginIdentity::to_json() const {
   if (py) {
     j["bridge"] = "python";
     j["module"] = python_module;
+    const std::size_t listed = std::min(python_sources.size(), kMaxListedSourceFiles);
+    j["source_files"] = std::vector<std::string>(python_sources.begin(),
+                                                 python_sources.begin() + std::ptrdiff_t(listed));
+    j["source_file_count"] = python_sources.size();
   }
   return j;
 }
@@ -147,13 +163,21 @@ nlohmann::json PluginTable::to_json() const {
                     {"params", params},
                     {"kv_dtypes", f.kv_dtypes}});
   }
-  return {{"init_rc", init_rc},           {"init_message", init_message},
-          {"abi_version", abi_version},   {"api_size", api_size},
-          {"name", text_json(name)},      {"version", text_json(version)},
-          {"device_kind", device_kind},   {"has_functions", has_functions},
-          {"engine_rule", text_json(engine_rule)}, {"has_prepare", has_prepare},
-          {"num_families", num_families}, {"families", fams},
-          {"python_file", python_file},   {"python_sources_sha256", python_sources_sha256}};
+  return {{"init_rc", init_rc},
+          {"init_message", init_message},
+          {"abi_version", abi_version},
+          {"api_size", api_size},
+          {"name", text_json(name)},
+          {"version", text_json(version)},
+          {"device_kind", device_kind},
+          {"has_functions", has_functions},
+          {"engine_rule", text_json(engine_rule)},
+          {"has_prepare", has_prepare},
+          {"num_families", num_families},
+          {"families", fams},
+          {"python_file", python_file},
+          {"python_sources_sha256", python_sources_sha256},
+          {"python_sources", python_sources}};
 }
 
 PluginTable PluginTable::from_json(const nlohmann::json& j) {
@@ -183,6 +207,7 @@ PluginTable PluginTable::from_json(const nlohmann::json& j) {
   }
   t.python_file = j.at("python_file").get<std::string>();
   t.python_sources_sha256 = j.at("python_sources_sha256").get<std::string>();
+  t.python_sources = j.value("python_sources", std::vector<std::string>{});
   return t;
 }
 

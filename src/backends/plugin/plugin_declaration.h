@@ -16,6 +16,15 @@
 namespace attn {
 
 // What a table and a results file record about the kernels a plugin holds.
+// How many of a Python module's source files a table lists by name (a package can hold
+// thousands; the count is given beside them).
+inline constexpr std::size_t kMaxListedSourceFiles = 64;
+
+// "3 files: a.py, b.py, pkg/c.py", the first `shown` names of a module's `total` source files
+// and "and N more" past them.
+[[nodiscard]] std::string source_files_words(const std::vector<std::string>& names,
+                                             std::size_t total, std::size_t shown);
+
 struct PluginIdentity {
   std::string path;    // as given on the command line
   std::string name;    // the plugin's own name
@@ -27,8 +36,10 @@ struct PluginIdentity {
   // and its source file or package folder; library_sha256 is then the SHA-256 of its sources.
   std::string python_module;
   std::string python_file;
+  std::vector<std::string> python_sources; // the files library_sha256 is over, relative paths
   // {"source": "plugin", "name", "version", "abi_version", "library_sha256", "library",
-  //  "device_kind"}, plus {"bridge": "python", "module"} for Python kernels
+  //  "device_kind"}, plus {"bridge": "python", "module", "source_files" (the first
+  //  kMaxListedSourceFiles of python_sources), "source_file_count"} for Python kernels
   [[nodiscard]] nlohmann::json to_json() const;
 };
 
@@ -62,9 +73,10 @@ struct PluginTable {
     uint32_t kv_dtypes = 0;
   };
   std::vector<Family> families; // read only when the array is there and 1 to 3 long
-  // Python kernels: the bridge's {"file", "sources_sha256"} for the module it imported.
+  // Python kernels: the bridge's {"file", "sources_sha256", "files"} for the module it imported.
   std::string python_file;
   std::string python_sources_sha256;
+  std::vector<std::string> python_sources;
 
   [[nodiscard]] nlohmann::json to_json() const;
   // Throws nlohmann::json::exception on a document that is not one of to_json's.

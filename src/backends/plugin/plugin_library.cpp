@@ -170,6 +170,13 @@ InitResult load_and_init(const std::string& path, const std::string& who) {
     if (id.is_object()) {
       out.table.python_file = id.value("file", "");
       out.table.python_sources_sha256 = id.value("sources_sha256", "");
+      if (const auto files = id.find("files"); files != id.end() && files->is_array()) {
+        for (const auto& f : *files) {
+          if (f.is_string()) {
+            out.table.python_sources.push_back(f.get<std::string>());
+          }
+        }
+      }
     }
   }
   return out;
@@ -296,6 +303,7 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
   lib->has_prepare_ = t.has_prepare;
   if (!lib->id_.python_module.empty()) {
     lib->id_.python_file = t.python_file;
+    lib->id_.python_sources = t.python_sources;
     lib->id_.library_sha256 = t.python_sources_sha256;
   }
   return lib;
