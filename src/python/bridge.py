@@ -440,9 +440,9 @@ _KERNELS = None
 def load(spec, attn_python_dir):
     """Imports the module and returns its declaration for the C side:
     (name, version, device, [(family, layout, writes_lse, [(param, [values])], kv_dtypes)], sha256,
-    path, engine_rule, has_prepare, [the files the sha256 is over]), family and layout as their numbers in the plugin ABI (their
-    places in FAMILIES and LAYOUTS), kv_dtypes as the ABI's mask of the fp8 caches the family
-    reads (bit i for KV_DTYPES[i]). Raises DeclarationError (its message is the reason) or any
+    path, engine_rule, has_prepare, [the files the sha256 is over]), family and layout as their
+    numbers in the plugin ABI (their places in FAMILIES and LAYOUTS), kv_dtypes as the ABI's mask
+    of the fp8 caches the family reads (bit i for KV_DTYPES[i]). Raises DeclarationError (its message is the reason) or any
     import error."""
     global _KERNELS, _declaration_said
     _quiet_repeated_logging()

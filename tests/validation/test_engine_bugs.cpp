@@ -407,6 +407,21 @@ TEST(EngineBugs, SequenceZerosLengthIsNamedWhereOthersAreShorter) {
   const auto found = explain(make_prefill_problem(p, {4, 3, 5}, {60, 9, 33}, test::gen(8)));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0], said);
+  // Each sequence read as far as the one before it, longer than its own or shorter.
+  const Problem pr =
+      make_decode_problem(test::params(4, 2, 32, 16, DType::f32), {70, 20, 45, 3}, test::gen(9));
+  const ReferenceResult ref = reference_attention(pr, {1, {}});
+  const Tolerance tol = tolerance_for(DType::f32);
+  const RunOutput o = output_with(pr, ref, [](int row, int) {
+    BugModel m;
+    m.length_of = row - 1; // decode: row b is sequence b; -1 (sequence 0) is its own length
+    return m;
+  });
+  const auto previous =
+      explain_engine_bug(pr, KernelConfig{}, o, ref, tol, wrong_pairs(o.out, &o.lse, ref, tol));
+  ASSERT_EQ(previous.size(), 1u);
+  EXPECT_EQ(previous[0].rfind("some sequences are read as far as another sequence's length", 0), 0u)
+      << previous[0];
 }
 
 // NaN exactly in the rows whose context is a multiple of the partition.
