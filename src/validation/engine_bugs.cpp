@@ -391,11 +391,16 @@ std::optional<std::string> kv_head_pattern(const Problem& pr, const RunOutput& g
 // fills unused entries with valid block ids). shifted_end_pattern names sequence 0's length
 // where every wrong sequence is longer than it; this names it where some are shorter (an outside
 // audit's module was named only when sequence 0 was the batch's shortest).
+// Whether every wrong sequence's choice (other_sequence_pattern) is sequence 0.
+bool all_choose_sequence_zero(const std::map<int, int>& choices) {
+  return std::all_of(choices.begin(), choices.end(), [](const auto& bc) { return bc.second == 0; });
+}
+
 std::optional<std::string> other_length_pattern(const std::map<int, int>& lengths) {
   if (lengths.empty()) {
     return std::nullopt;
   }
-  if (std::all_of(lengths.begin(), lengths.end(), [](const auto& bc) { return bc.second == 0; })) {
+  if (all_choose_sequence_zero(lengths)) {
     return std::string("every wrong sequence is read as far as the first sequence's length, past "
                        "its own end through the rest of its block-table row where it is shorter: "
                        "sequence 0's length used for every sequence");
@@ -438,7 +443,7 @@ std::optional<std::string> other_sequence_pattern(const Problem& pr, const RunOu
     if (rows.empty()) {
       return other_length_pattern(other_per_sequence(&BugModel::length_of));
     }
-    if (std::all_of(rows.begin(), rows.end(), [](const auto& bc) { return bc.second == 0; })) {
+    if (all_choose_sequence_zero(rows)) {
       return std::string("wrong block table: every sequence reads its keys through sequence 0's "
                          "block-table row (at its own length): the row not offset by the "
                          "sequence");
