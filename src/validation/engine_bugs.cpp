@@ -28,33 +28,58 @@ struct Part {
   std::vector<double> acc;
 };
 
-// The score query row `row`, head `head` gives key j of sequence b through KV head kvh: the scaled
-// dot product, soft-capped, in double precision from the problem's own cache (fp8 scales applied).
-// A model may stop the product after `dims` dimensions (0: all), apply the soft cap before the
-// scale (`cap_first`) or read a vllm-layout key cache as packed by another x (`key_x`).
-double score(const Problem& pr, int row, int head, int b, int kvh, int j, int dims = 0,
-             bool cap_first = false, int key_x = 0) {
-  const AttnParams& a = pr.params;
-  KvCacheGeometry g = pr.kv_geometry();
-  g.x = key_x > 0 ? key_x : g.x;
-  const int64_t blk = pr.physical_block(b, j);
-  double dot = 0.0;
-  for (int d = 0; d < (dims > 0 ? dims : a.head_dim); ++d) {
-    dot += double(pr.query.get((std::size_t(row) * a.num_heads + head) * a.head_dim + d)) *
-           pr.key_scale(kvh) *
-           pr.key_cache.get(std::size_t(g.key_index(blk, kvh, j % a.block_size, d)));
+// What query row `row`, head `head` reads through KV head kvh, in double precision from the
+// problem's own caches (fp8 scales applied): score(b, j), the scaled dot product with key j of
+// sequence b, soft-capped; value(b, j, d), element d of that key's value. A model may stop the
+// product after `dims` dimensions (0: all), apply the soft cap before the scale (`cap_first`) or
+// read a vllm-layout key cache as packed by another x (`key_x`). The caches' geometry, the query
+// row and the scales are taken once: Problem::key_index and value_index work the geometry out
+// for every element, and with the per-element dtype dispatch that was most of a diagnosis's time.
+class KvReader {
+public:
+  KvReader(const Problem& pr, int row, int head, int kvh, int dims = 0, bool cap_first = false,
+           int key_x = 0)
+      : pr_(pr), kvh_(kvh), cap_first_(cap_first), kg_(pr.kv_geometry()), vg_(kg_),
+        ks_(pr.key_scale(kvh)), vs_(pr.value_scale(kvh)) {
+    const AttnParams& a = pr.params;
+    kg_.x = key_x > 0 ? key_x : kg_.x;
+    q_.resize(std::size_t(dims > 0 ? dims : a.head_dim));
+    for (std::size_t d = 0; d < q_.size(); ++d) {
+      q_[d] = double(pr.query.get((std::size_t(row) * a.num_heads + head) * a.head_dim + d));
+    }
   }
-  if (cap_first && a.softcap > 0) {
-    return a.effective_scale() * a.softcap * std::tanh(dot / a.softcap);
+  [[nodiscard]] double score(int b, int j) const {
+    const AttnParams& a = pr_.params;
+    const int64_t blk = pr_.physical_block(b, j);
+    const int slot = j % a.block_size;
+    double dot = 0.0;
+    for (std::size_t d = 0; d < q_.size(); ++d) {
+      dot += q_[d] * ks_ * load(pr_.key_cache, kg_.key_index(blk, kvh_, slot, int(d)));
+    }
+    if (cap_first_ && a.softcap > 0) {
+      return a.effective_scale() * a.softcap * std::tanh(dot / a.softcap);
+    }
+    const double x = a.effective_scale() * dot;
+    return a.softcap > 0 ? a.softcap * std::tanh(x / a.softcap) : x;
   }
-  const double x = a.effective_scale() * dot;
-  return a.softcap > 0 ? a.softcap * std::tanh(x / a.softcap) : x;
-}
+  [[nodiscard]] double value(int b, int j, int d) const {
+    const int64_t blk = pr_.physical_block(b, j);
+    return vs_ * load(pr_.value_cache, vg_.value_index(blk, kvh_, j % pr_.params.block_size, d));
+  }
 
-// Element d of the value key j of sequence b holds through KV head kvh, its fp8 scale applied.
-double value(const Problem& pr, int b, int kvh, int j, int d) {
-  return pr.value_scale(kvh) * pr.value_cache.get(std::size_t(pr.value_index(b, kvh, j, d)));
-}
+private:
+  static float load(const HostTensor& t, int64_t i) {
+    return t.dtype == DType::f32 ? static_cast<const float*>(t.raw())[i] : t.get(std::size_t(i));
+  }
+  const Problem& pr_;
+  int kvh_;
+  bool cap_first_;
+  KvCacheGeometry kg_; // the keys' (x as the model reads them)
+  KvCacheGeometry vg_;
+  float ks_;
+  float vs_;
+  std::vector<double> q_;
+};
 
 // The key lengths a kernel may believe in.
 int one_short(int k, int, int, int) { return std::max(k - 1, 0); }
@@ -689,6 +714,7 @@ std::optional<int> matching_bound(const Problem& pr, const RunOutput& got, const
   const int b = sequence_of_row(pr, w.row);
   const int k = pr.k_len(b);
   const int kvh = w.head / a.group_size();
+  const KvReader rd(pr, w.row, w.head, kvh);
   const RowKeys r = row_keys(pr, w.row);
   const bool up = which == Bound::last;
   const int own = up ? r.hi : r.lo;
@@ -712,7 +738,7 @@ std::optional<int> matching_bound(const Problem& pr, const RunOutput& got, const
   };
   consider(up ? r.lo - 1 : r.hi + 1);
   for (int j = up ? r.lo : r.hi; up ? j < k : j >= 0; j += up ? 1 : -1) {
-    const double x = score(pr, w.row, w.head, b, kvh, j);
+    const double x = rd.score(b, j);
     if (x > m) {
       const double f = std::exp(m - x);
       l *= f;
@@ -724,7 +750,7 @@ std::optional<int> matching_bound(const Problem& pr, const RunOutput& got, const
     const double wt = std::exp(x - m);
     l += wt;
     for (int d = 0; d < D; ++d) {
-      acc[std::size_t(d)] += wt * value(pr, b, kvh, j, d);
+      acc[std::size_t(d)] += wt * rd.value(b, j, d);
     }
     consider(j);
   }
@@ -902,10 +928,11 @@ std::optional<int> dropped_key(const Problem& pr, const RunOutput& got, const Wr
   if (r.hi < r.lo + 1) {
     return std::nullopt; // one key or none: leaving it out is the no-key pattern's
   }
+  const KvReader rd(pr, w.row, w.head, kvh);
   std::vector<double> s(std::size_t(r.hi - r.lo + 1));
   double m = kNegInf;
   for (int j = r.lo; j <= r.hi; ++j) {
-    s[std::size_t(j - r.lo)] = score(pr, w.row, w.head, b, kvh, j);
+    s[std::size_t(j - r.lo)] = rd.score(b, j);
     m = std::max(m, s[std::size_t(j - r.lo)]);
   }
   std::vector<double> acc(std::size_t(D), 0.0);
@@ -914,7 +941,7 @@ std::optional<int> dropped_key(const Problem& pr, const RunOutput& got, const Wr
     const double wt = std::exp(s[std::size_t(j - r.lo)] - m);
     l += wt;
     for (int d = 0; d < D; ++d) {
-      acc[std::size_t(d)] += wt * value(pr, b, kvh, j, d);
+      acc[std::size_t(d)] += wt * rd.value(b, j, d);
     }
   }
   for (int j = r.lo; j <= r.hi; ++j) {
@@ -925,7 +952,7 @@ std::optional<int> dropped_key(const Problem& pr, const RunOutput& got, const Wr
     bool fits = true;
     for (int d = 0; d < D && fits; ++d) {
       fits = judge_element(got.out, out_index(pr, w, d),
-                           (acc[std::size_t(d)] - wt * value(pr, b, kvh, j, d)) / (l - wt),
+                           (acc[std::size_t(d)] - wt * rd.value(b, j, d)) / (l - wt),
                            tol) == ElementVerdict::ok;
     }
     if (fits) {
@@ -1011,10 +1038,11 @@ double row_max_score(const Problem& pr, int row, int head) {
   const int i = row - pr.q_start(b);
   const int k = pr.k_len(b);
   const int kvh = head / a.group_size();
+  const KvReader rd(pr, row, head, kvh);
   double top = kNegInf;
   for (int j = 0; j < k; ++j) {
     if (reference_visible(a, ql, k, i, j)) {
-      top = std::max(top, score(pr, row, head, b, kvh, j));
+      top = std::max(top, rd.score(b, j));
     }
   }
   return top;
@@ -1377,6 +1405,7 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
   const int kvh = m.kv_head >= 0 ? m.kv_head
                   : m.gqa_modulo ? head % a.num_kv_heads
                                  : head / a.group_size();
+  const KvReader rd(pr, row, head, kvh, m.score_dims, m.softcap_first, m.key_x);
   const int p = m.partition > 0 ? m.partition : std::max(n, 1);
   // Where key j is read from, as (sequence, position) through that sequence's block-table row:
   // its own slot, the one a slot mask makes of it, the same slot of another page, or the entry a
@@ -1417,7 +1446,7 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
       continue;
     }
     const auto [rb, rj] = read_at(j);
-    const double x = score(pr, row, head, rb, kvh, rj, m.score_dims, m.softcap_first, m.key_x);
+    const double x = rd.score(rb, rj);
     s[std::size_t(j)] = x;
     Part& part = parts[std::size_t(j / p)];
     part.m = std::max(part.m, x);
@@ -1431,7 +1460,7 @@ std::vector<double> model_output(const Problem& pr, const BugModel& m, int row, 
     const auto [rb, rj] = read_at(j);
     part.l += w;
     for (int d = 0; d < D; ++d) {
-      part.acc[std::size_t(d)] += w * value(pr, rb, kvh, rj, d);
+      part.acc[std::size_t(d)] += w * rd.value(rb, rj, d);
     }
   }
   // The reduction: each partition's normalised output weighted as the model says.
