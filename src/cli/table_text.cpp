@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -56,20 +57,31 @@ std::string engine_rule_line(const json& t) {
          "), the kernel set's own rule in the regret below\n";
 }
 
-// Where, when and with what the table was measured, and how many measurements it rests on.
+// The string entries of provenance.kernels.source_files (tables since 2026-12-07); nullopt where
+// the kernels list none.
+std::optional<std::vector<std::string>> source_file_names(const json& k) {
+  if (!k.is_object() || !k.contains("source_files") || !k["source_files"].is_array()) {
+    return std::nullopt;
+  }
+  std::vector<std::string> names;
+  for (const json& f : k["source_files"]) {
+    if (f.is_string()) {
+      names.push_back(f.get<std::string>());
+    }
+  }
+  return names;
+}
+
 // " (sources sha256 ABCD over 31 files in kernels/, src/backends/cpu/, src/backends/cuda/)" for
-// built-in kernels whose provenance lists the files hashed (tables since 2026-12-07), else "".
+// built-in kernels whose provenance lists the files hashed, else "".
 std::string builtin_sources_words(const json& pv) {
   const json k = pv.value("kernels", json::object());
-  if (!k.is_object() || !k.contains("source_files") || !k["source_files"].is_array()) {
+  const auto names = source_file_names(k);
+  if (!names || names->size() != k["source_files"].size()) {
     return "";
   }
   std::vector<std::string> folders;
-  for (const json& f : k["source_files"]) {
-    if (!f.is_string()) {
-      return "";
-    }
-    const std::string path = f.get<std::string>();
+  for (const std::string& path : *names) {
     const std::string folder = path.substr(0, path.rfind('/') + 1);
     if (std::find(folders.begin(), folders.end(), folder) == folders.end()) {
       folders.push_back(folder);
@@ -80,27 +92,23 @@ std::string builtin_sources_words(const json& pv) {
     in += (in.empty() ? "" : ", ") + (f.empty() ? std::string("./") : f);
   }
   return " (sources sha256 " + pv.value("kernel_sources_sha256", "?").substr(0, 16) + " over " +
-         std::to_string(k["source_files"].size()) + " files in " + in + ")";
+         std::to_string(names->size()) + " files in " + in + ")";
 }
 
 // " over 2 files: helper.py, main.py" for Python kernels whose provenance names the files their
-// sources sha256 is over (tables since 2026-12-07), else "".
+// sources sha256 is over, else "".
 std::string python_sources_words(const json& k) {
-  if (!k.contains("source_files") || !k["source_files"].is_array()) {
+  const auto names = source_file_names(k);
+  if (!names) {
     return "";
   }
-  std::vector<std::string> names;
-  for (const json& f : k["source_files"]) {
-    if (f.is_string()) {
-      names.push_back(f.get<std::string>());
-    }
-  }
-  const json count = k.value("source_file_count", json(names.size()));
+  const json count = k.value("source_file_count", json(names->size()));
   return " over " +
          source_files_words(
-             names, count.is_number_unsigned() ? count.get<std::size_t>() : names.size(), 8);
+             *names, count.is_number_unsigned() ? count.get<std::size_t>() : names->size(), 8);
 }
 
+// Where, when and with what the table was measured, and how many measurements it rests on.
 void describe_provenance(std::ostringstream& s, const json& t) {
   const json& pv = t.at("provenance");
   const json& dev = pv.at("device");
