@@ -89,6 +89,25 @@ doubles_to_halves_f16c(const double* src, uint16_t* dst, std::size_t n) {
   return i;
 }
 
+// Eight at a time; returns how many it stored (the rest, from a group holding a NaN on, is left
+// to the scalar loop).
+__attribute__((target("avx,f16c"))) std::size_t halves_to_floats_f16c(const uint16_t* src,
+                                                                      float* dst, std::size_t n) {
+  const __m128i magnitude = _mm_set1_epi16(0x7fff);
+  const __m128i infinity = _mm_set1_epi16(0x7c00);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    // |h| above infinity's bits, compared as signed 16-bit numbers (both are non-negative): NaN.
+    const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, magnitude), infinity);
+    if (_mm_movemask_epi8(nan) != 0) {
+      break;
+    }
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  return i;
+}
+
 bool has_f16c() {
   static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
   return yes;
@@ -106,6 +125,18 @@ void doubles_to_halves(const double* src, uint16_t* dst, std::size_t n) {
 #endif
   for (; i < n; ++i) {
     dst[i] = float_to_half(float(src[i]));
+  }
+}
+
+void halves_to_floats(const uint16_t* src, float* dst, std::size_t n) {
+  std::size_t i = 0;
+#if ATTN_DTYPE_F16C
+  if (has_f16c()) {
+    i = halves_to_floats_f16c(src, dst, n);
+  }
+#endif
+  for (; i < n; ++i) {
+    dst[i] = half_to_float(src[i]);
   }
 }
 

@@ -115,6 +115,10 @@ enum class DType { f32, f16, bf16, fp8_e4m3, fp8_e5m2 };
 // infinity as float_to_half; a group holding a NaN, whose payload F16C keeps differently, goes
 // element by element). Test data is stored this way, hundreds of millions of values a sweep.
 void doubles_to_halves(const double* src, uint16_t* dst, std::size_t n);
+// dst[i] = half_to_float(src[i]) for i < n: the same bits, eight at a time through F16C where the
+// processor has it (a group holding a NaN, whose payload F16C makes quiet, goes element by
+// element).
+void halves_to_floats(const uint16_t* src, float* dst, std::size_t n);
 
 // Round a float to the precision of `t` (identity for fp32).
 [[nodiscard]] inline float round_to(DType t, float f) {

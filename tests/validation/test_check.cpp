@@ -12,6 +12,7 @@
 #include "src/model/errors.h"
 #include "src/model/problem.h"
 #include "src/model/problem_gen.h"
+#include "src/model/rng.h"
 #include "src/validation/check.h"
 
 using namespace attn;
@@ -506,6 +507,126 @@ TEST(Check, AtolShrinksWithTheSizeOfTheValuesAveraged) {
       const CheckReport near =
           small_heads([&](std::size_t i) { return ref.out[i] + 0.5 * allowance(i); });
       EXPECT_EQ(near.bad, 0) << near.summary();
+    }
+  }
+}
+
+// check_output's figures are those of judging each element in turn, bit for bit: the sums in
+// element order, the half-ulp counts, the largest error, and the first problems listed in order,
+// for pairs with nothing to note (its fast loop) and pairs holding an unwritten, a NaN, an
+// infinite or a wrong element, in every output dtype.
+TEST(Check, FiguresAreThoseOfEachElementInTurn) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    ReferenceResult ref;
+    ref.rows = 5;
+    ref.heads = 3;
+    ref.head_dim = 40;
+    ref.computed = {1, 1, 0, 1, 1};
+    const std::size_t n = std::size_t(ref.rows) * ref.heads * ref.head_dim;
+    Rng rng(11);
+    HostTensor out(t, {ref.rows, ref.heads, ref.head_dim});
+    poison(out);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double want = rng.normal() * (i % 7 == 0 ? 1e-6 : 0.5);
+      ref.out.push_back(want);
+      ref.out_size.push_back(i % 5 == 0 ? 1e-3 : 1.0);
+      if (i % 97 != 3) { // a few elements stay unwritten
+        out.set(i, float(want * (1.0 + (t == DType::f32 ? 1e-6 : 1e-3) * rng.normal())));
+      }
+    }
+    // Row 3, head 1 (every third element of it) and row 4, head 2 hold NaN, infinity and
+    // far-off values.
+    const auto at = [&](int r, int h, int d) {
+      return (std::size_t(r) * ref.heads + h) * ref.head_dim + d;
+    };
+    out.set(at(3, 1, 0), std::numeric_limits<float>::quiet_NaN());
+    out.set(at(3, 1, 3), std::numeric_limits<float>::infinity());
+    out.set(at(3, 1, 6), 100.0f);
+    out.set(at(4, 2, 39), -7.0f);
+    ref.lse.assign(std::size_t(ref.rows) * ref.heads, 0.0);
+    const Tolerance tol = tolerance_for(t);
+    const CheckReport rep = check_output(out, nullptr, ref, tol);
+
+    int64_t checked = 0;
+    int64_t unwritten = 0;
+    int64_t nonfinite = 0;
+    int64_t bad = 0;
+    int64_t short_by = 0;
+    int64_t long_by = 0;
+    double err2 = 0.0;
+    double ref2 = 0.0;
+    double floor2 = 0.0;
+    double max_abs = 0.0;
+    std::vector<std::size_t> listed;
+    for (int r = 0; r < ref.rows; ++r) {
+      if (!ref.computed[std::size_t(r)]) {
+        continue;
+      }
+      for (int h = 0; h < ref.heads; ++h) {
+        for (int d = 0; d < ref.head_dim; ++d) {
+          const std::size_t i = at(r, h, d);
+          const double want = ref.out[i];
+          ++checked;
+          const ElementVerdict v = judge_element(out, i, want, tol, element_size(ref, i));
+          if (v != ElementVerdict::ok && listed.size() < std::size_t(kMaxListedMismatches)) {
+            listed.push_back(i);
+          }
+          if (v == ElementVerdict::unwritten) {
+            ++unwritten;
+            continue;
+          }
+          const double got = out.get(i);
+          if (!std::isfinite(got)) {
+            ++nonfinite;
+            continue;
+          }
+          bad += v == ElementVerdict::mismatch;
+          const double e = std::abs(got - want);
+          if (t != DType::f32 && want != 0.0) {
+            int ex = 0;
+            (void)std::frexp(want, &ex);
+            const int lowest = t == DType::f16 ? -14 : -126;
+            const int bits = t == DType::f16 ? 10 : 7;
+            const double half_ulp = 0.55 * std::ldexp(1.0, std::max(ex - 1, lowest) - bits);
+            if (std::abs(got) < std::abs(want) - half_ulp && got * want >= 0.0) {
+              ++short_by;
+            } else if (std::abs(got) > std::abs(want) + half_ulp) {
+              ++long_by;
+            }
+          }
+          err2 += e * e;
+          ref2 += want * want;
+          const double best = round_to(t, float(want));
+          if (std::isfinite(best)) {
+            floor2 += (best - want) * (best - want);
+          }
+          max_abs = std::max(max_abs, e);
+        }
+      }
+    }
+    const std::string what(dtype_name(t));
+    EXPECT_EQ(rep.checked, checked) << what;
+    EXPECT_EQ(rep.unwritten, unwritten) << what;
+    EXPECT_EQ(rep.nonfinite, nonfinite) << what;
+    EXPECT_EQ(rep.bad, bad) << what;
+    EXPECT_GT(unwritten, 0) << what;
+    EXPECT_EQ(nonfinite, 2) << what;
+    EXPECT_GE(bad, 2) << what;
+    EXPECT_LT(bad, 20) << what; // most pairs have nothing to note
+    EXPECT_EQ(rep.short_by_half_ulp, short_by) << what;
+    EXPECT_EQ(rep.long_by_half_ulp, long_by) << what;
+    EXPECT_EQ(rep.max_abs_err, max_abs) << what;
+    EXPECT_EQ(rep.norm_rel_err, std::sqrt(err2 / ref2)) << what;
+    EXPECT_EQ(rep.rounding_floor, std::sqrt(floor2 / ref2)) << what;
+    ASSERT_EQ(rep.first.size(), listed.size()) << what;
+    for (std::size_t k = 0; k < listed.size(); ++k) {
+      const std::size_t i = listed[k];
+      const int r = int(i / std::size_t(ref.heads * ref.head_dim));
+      const int h = int(i / std::size_t(ref.head_dim) % std::size_t(ref.heads));
+      const int d = int(i % std::size_t(ref.head_dim));
+      EXPECT_EQ(rep.first[k].row, r) << what << " " << k;
+      EXPECT_EQ(rep.first[k].head, h) << what << " " << k;
+      EXPECT_EQ(rep.first[k].dim, d) << what << " " << k;
     }
   }
 }
