@@ -89,8 +89,8 @@ doubles_to_halves_f16c(const double* src, uint16_t* dst, std::size_t n) {
   return i;
 }
 
-// Eight at a time; returns how many it stored (the rest, from a group holding a NaN on, is left
-// to the scalar loop).
+// The same for the widening: a group holding a NaN, whose payload F16C would make quiet, and the
+// rest go to the scalar loop.
 __attribute__((target("avx,f16c"))) std::size_t halves_to_floats_f16c(const uint16_t* src,
                                                                       float* dst, std::size_t n) {
   const __m128i magnitude = _mm_set1_epi16(0x7fff);
@@ -112,30 +112,23 @@ bool has_f16c() {
   static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
   return yes;
 }
+#else
+// No F16C loop in this build: every element goes through the scalar conversion.
+bool has_f16c() { return false; }
+std::size_t doubles_to_halves_f16c(const double*, uint16_t*, std::size_t) { return 0; }
+std::size_t halves_to_floats_f16c(const uint16_t*, float*, std::size_t) { return 0; }
 #endif
 
 } // namespace
 
 void doubles_to_halves(const double* src, uint16_t* dst, std::size_t n) {
-  std::size_t i = 0;
-#if ATTN_DTYPE_F16C
-  if (has_f16c()) {
-    i = doubles_to_halves_f16c(src, dst, n);
-  }
-#endif
-  for (; i < n; ++i) {
+  for (std::size_t i = has_f16c() ? doubles_to_halves_f16c(src, dst, n) : 0; i < n; ++i) {
     dst[i] = float_to_half(float(src[i]));
   }
 }
 
 void halves_to_floats(const uint16_t* src, float* dst, std::size_t n) {
-  std::size_t i = 0;
-#if ATTN_DTYPE_F16C
-  if (has_f16c()) {
-    i = halves_to_floats_f16c(src, dst, n);
-  }
-#endif
-  for (; i < n; ++i) {
+  for (std::size_t i = has_f16c() ? halves_to_floats_f16c(src, dst, n) : 0; i < n; ++i) {
     dst[i] = half_to_float(src[i]);
   }
 }
