@@ -224,31 +224,15 @@ void note_problem(CheckReport& rep, int row, int head, int dim, double got, doub
   }
 }
 
-// The figures of one (row, head) pair (`got`, `best`: the pair's values from buf) in locals,
-// with no call in its loop, so that the sums stay in registers (the SysV ABI saves no
-// floating-point register across a call). They are added element by element in the same order as
-// check_pair's loop below; false, with `rep` and `sums` untouched, where an element is unwritten,
-// not finite or outside the tolerance: check_pair then goes through the pair again and notes them.
-template <class Out>
-bool check_clean_pair(const Out& out, const ReferenceResult& ref, const Tolerance& tol,
-                      std::size_t base, const PairBuffers& buf, CheckReport& rep, CheckSums& sums) {
-  const int D = ref.head_dim;
-  const double* want_at = ref.out.data() + base;
-  const double step = out.step();
-  double err2 = sums.err2;
-  double ref2 = sums.ref2;
-  double floor2 = sums.floor2;
-  double max_abs = rep.max_abs_err;
-  int64_t short_by = 0;
-  int64_t long_by = 0;
-  bool clean = true;
-  for (int d = 0; d < D; ++d) {
-    const std::size_t i = base + std::size_t(d);
-    const double want = want_at[d];
-    const double got = buf.got[std::size_t(d)];
+// check_output's running figures over the written, finite elements, added one element at a time
+// in index order: both loops below keep them in this local copy and store it back after the pair.
+template <class Out> struct RunningFigures {
+  RunningFigures(const CheckReport& rep, const CheckSums& sums)
+      : err2(sums.err2), ref2(sums.ref2), floor2(sums.floor2), max_abs(rep.max_abs_err),
+        short_by(rep.short_by_half_ulp), long_by(rep.long_by_half_ulp) {}
+  // `best`: want rounded into the output's dtype.
+  [[gnu::always_inline]] void add(double got, double want, double best) {
     const double e = std::abs(got - want);
-    clean &= !out.poisoned(i) & std::isfinite(got) &
-             !outside_tolerance(got, want, tol, element_size(ref, i), step);
     if constexpr (Out::kCountsUlps) {
       // Without branches: which side of the half ulp a right answer falls on is a coin toss,
       // which a branch predictor loses half the time.
@@ -260,20 +244,50 @@ bool check_clean_pair(const Out& out, const ReferenceResult& ref, const Toleranc
     }
     err2 += e * e;
     ref2 += want * want;
-    const double best = buf.best[std::size_t(d)];
     // (past the dtype's range no answer is finite: nonfinite)
     floor2 += std::isfinite(best) ? (best - want) * (best - want) : 0.0;
     max_abs = std::max(max_abs, e);
   }
+  void store(CheckReport& rep, CheckSums& sums) const {
+    sums.err2 = err2;
+    sums.ref2 = ref2;
+    sums.floor2 = floor2;
+    rep.max_abs_err = max_abs;
+    rep.short_by_half_ulp = short_by;
+    rep.long_by_half_ulp = long_by;
+  }
+  double err2;
+  double ref2;
+  double floor2;
+  double max_abs;
+  int64_t short_by;
+  int64_t long_by;
+};
+
+// The figures of one (row, head) pair (`got`, `best`: the pair's values from buf), with no call
+// in its loop, so that they stay in registers (the SysV ABI saves no floating-point register
+// across a call); false, with `rep` and `sums` untouched, where an element is unwritten, not
+// finite or outside the tolerance: check_pair then goes through the pair again and notes them.
+template <class Out>
+bool check_clean_pair(const Out& out, const ReferenceResult& ref, const Tolerance& tol,
+                      std::size_t base, const PairBuffers& buf, CheckReport& rep, CheckSums& sums) {
+  const int D = ref.head_dim;
+  const double* want_at = ref.out.data() + base;
+  const double step = out.step();
+  RunningFigures<Out> run(rep, sums);
+  bool clean = true;
+  for (int d = 0; d < D; ++d) {
+    const std::size_t i = base + std::size_t(d);
+    const double want = want_at[d];
+    const double got = buf.got[std::size_t(d)];
+    clean &= !out.poisoned(i) & std::isfinite(got) &
+             !outside_tolerance(got, want, tol, element_size(ref, i), step);
+    run.add(got, want, buf.best[std::size_t(d)]);
+  }
   if (!clean) {
     return false;
   }
-  sums.err2 = err2;
-  sums.ref2 = ref2;
-  sums.floor2 = floor2;
-  rep.max_abs_err = max_abs;
-  rep.short_by_half_ulp += short_by;
-  rep.long_by_half_ulp += long_by;
+  run.store(rep, sums);
   rep.checked += D;
   return true;
 }
@@ -294,6 +308,7 @@ void check_pair(const Out& out, const ReferenceResult& ref, const Tolerance& tol
   if (check_clean_pair(out, ref, tol, base, buf, rep, sums)) {
     return;
   }
+  RunningFigures<Out> run(rep, sums);
   for (int d = 0; d < D; ++d) {
     const std::size_t i = base + d;
     const double want = ref.out[i];
@@ -310,30 +325,13 @@ void check_pair(const Out& out, const ReferenceResult& ref, const Tolerance& tol
                    std::isnan(got) ? ElementVerdict::nan : ElementVerdict::inf);
       continue;
     }
-    const double e = std::abs(got - want);
-    const bool mismatch = outside_tolerance(got, want, tol, element_size(ref, i), out.step());
-    if constexpr (Out::kCountsUlps) {
-      if (want != 0.0) {
-        const double half_ulp = half_ulp_at(want, Out::kUlpBits, Out::kUlpLowest);
-        if (std::abs(got) < std::abs(want) - half_ulp && got * want >= 0.0) {
-          ++rep.short_by_half_ulp;
-        } else if (std::abs(got) > std::abs(want) + half_ulp) {
-          ++rep.long_by_half_ulp;
-        }
-      }
-    }
-    sums.err2 += e * e;
-    sums.ref2 += want * want;
-    const double best = buf.best[std::size_t(d)];
-    if (std::isfinite(best)) { // (past the dtype's range no answer is finite: nonfinite)
-      sums.floor2 += (best - want) * (best - want);
-    }
-    rep.max_abs_err = std::max(rep.max_abs_err, e);
-    if (mismatch) {
+    run.add(got, want, buf.best[std::size_t(d)]);
+    if (outside_tolerance(got, want, tol, element_size(ref, i), out.step())) {
       ++rep.bad;
       note_problem(rep, r, h, d, got, want, ElementVerdict::mismatch);
     }
   }
+  run.store(rep, sums);
 }
 
 void check_lse(const std::vector<float>& lse, const ReferenceResult& ref, const Tolerance& tol,
