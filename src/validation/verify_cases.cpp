@@ -3,6 +3,7 @@
 #include "src/validation/verify_cases.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -312,6 +313,54 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
         add_fp8(kv, base_params(dt, 8, 4, d0, bs0), {}, {1, 70, bs0 + 1, 300}, ks, vs);
       } else {
         add_fp8(kv, base_params(dt, 8, 4, d0, bs0), {5, 17, 1}, {40, 17, 90}, ks, vs);
+      }
+      // And over sixteen, no two the same: with four heads, a kernel that reads the scales
+      // through a vector of 4 or 8 lanes (head j gets head j % 4's, or j % 8's) gives the right
+      // answer (an outside audit's module did, at every intensity). After the case above, so
+      // that every earlier case keeps its seed.
+      std::vector<float> ks16;
+      for (int j = 0; j < 16; ++j) {
+        ks16.push_back(std::ldexp(1.0f + 0.125f * float(j % 4), j % 5 - 2)); // 0.25 to 5
+      }
+      const std::vector<float> vs16(ks16.rbegin(), ks16.rend());
+      if (phase == Phase::decode) {
+        add_fp8(kv, base_params(dt, 32, 16, d0, bs0), {}, {1, 90, 2 * bs0 + 3}, ks16, vs16);
+      } else {
+        add_fp8(kv, base_params(dt, 32, 16, d0, bs0), {9, 1}, {30, 64}, ks16, vs16);
+      }
+      // The other block and head sizes the intensity's edge groups cross (and every accepted
+      // block size that is no power of two, at every intensity). The cases above run at the
+      // home block sizes and two head sizes: an outside audit's plugin whose fp8 path addressed
+      // blocks as 16 slots passed all of them, at full too.
+      std::set<int> fp8_blocks, fp8_dims;
+      for (const VerifyCase& c : cases) {
+        if (c.params.kv_dtype == kv) {
+          fp8_blocks.insert(c.params.block_size);
+          fp8_dims.insert(c.params.head_dim);
+        }
+      }
+      for (int bs : edge_blocks) {
+        if (fp8_blocks.count(bs) != 0) {
+          continue;
+        }
+        if (phase == Phase::decode) {
+          add_fp8(kv, base_params(dt, 4, 2, d0, bs), {}, {1, bs - 1, bs, bs + 1, 2 * bs + 1},
+                  {0.37f}, {4.0f});
+        } else {
+          add_fp8(kv, base_params(dt, 4, 2, d0, bs), {3, bs + 1}, {bs + 2, 2 * bs + 1}, {0.37f},
+                  {4.0f});
+        }
+        last->probed_size = !power_of_two(bs);
+      }
+      for (int d : edge_dims) {
+        if (fp8_dims.count(d) != 0) {
+          continue;
+        }
+        if (phase == Phase::decode) {
+          add_fp8(kv, base_params(dt, 4, 2, d, bs0), {}, {1, bs0 + 1, 77}, {4.0f}, {0.37f});
+        } else {
+          add_fp8(kv, base_params(dt, 4, 2, d, bs0), {5, 1}, {21, 40}, {4.0f}, {0.37f});
+        }
       }
     }
   };

@@ -433,7 +433,10 @@ enum class Fp8Mistake {
   scales_swapped,
   e4m3_read_as_e5m2,
   subnormals_zero,
-  scales_two_lanes
+  scales_two_lanes,
+  scales_four_lanes,
+  scales_eight_lanes,
+  v_scale_ignored_off_home // only where the block size is not 16, the groups' home size
 };
 
 class Fp8Planted : public Backend {
@@ -458,6 +461,11 @@ protected:
       case Fp8Mistake::v_scale_ignored:
         q.v_scale.clear();
         break;
+      case Fp8Mistake::v_scale_ignored_off_home:
+        if (q.params.block_size != 16) {
+          q.v_scale.clear();
+        }
+        break;
       case Fp8Mistake::scales_swapped:
         std::swap(q.k_scale, q.v_scale);
         break;
@@ -467,13 +475,19 @@ protected:
           q.key_cache.dtype = q.value_cache.dtype = DType::fp8_e5m2;
         }
         break;
-      case Fp8Mistake::scales_two_lanes: // per-head scales read through a vector of 2 lanes
+      case Fp8Mistake::scales_two_lanes: // per-head scales read through a vector of n lanes
+      case Fp8Mistake::scales_four_lanes:
+      case Fp8Mistake::scales_eight_lanes: {
+        const std::size_t n = mistake_ == Fp8Mistake::scales_two_lanes    ? 2
+                              : mistake_ == Fp8Mistake::scales_four_lanes ? 4
+                                                                          : 8;
         for (auto* sc : {&q.k_scale, &q.v_scale}) {
-          for (std::size_t j = 2; j < sc->size(); ++j) {
-            (*sc)[j] = (*sc)[j % 2];
+          for (std::size_t j = n; j < sc->size(); ++j) {
+            (*sc)[j] = (*sc)[j % n];
           }
         }
         break;
+      }
       case Fp8Mistake::subnormals_zero: {
         const unsigned man_mask = q.params.cache_dtype() == DType::fp8_e4m3 ? 0x07u : 0x03u;
         for (HostTensor* t : {&q.key_cache, &q.value_cache}) {
@@ -548,7 +562,15 @@ TEST(Verify, Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake) {
       {Fp8Mistake::e4m3_read_as_e5m2, "the fp8_e4m3 cache is read as fp8_e5m2"},
       {Fp8Mistake::subnormals_zero, "fp8 subnormal numbers are read as 0 (flushed to zero)"},
       {Fp8Mistake::scales_two_lanes, "per-KV-head scales: KV head j uses the scale of head j % 2 "
-                                     "(the scales read as a vector of 2 lanes)"}};
+                                     "(the scales read as a vector of 2 lanes)"},
+      // Over four KV heads these two read the right scales: the cases over sixteen catch them.
+      {Fp8Mistake::scales_four_lanes, "per-KV-head scales: KV head j uses the scale of head j % 4 "
+                                      "(the scales read as a vector of 4 lanes)"},
+      {Fp8Mistake::scales_eight_lanes, "per-KV-head scales: KV head j uses the scale of head j % 8 "
+                                       "(the scales read as a vector of 8 lanes)"},
+      // A mistake at other block sizes only: the fp8 cases at the edge groups' block sizes
+      // (48 at quick, which the CPU kernels accept) catch it.
+      {Fp8Mistake::v_scale_ignored_off_home, "v_scale is ignored (taken as 1)"}};
   for (const auto& [m, cause] : planted) {
     const VerifyReport rep = verify_fp8(m, {Family::decode_v1});
     check_causes(rep, cause);
@@ -568,8 +590,8 @@ TEST(Verify, Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake) {
 // for both phases, GQA ratios that are no power of two, more than 32 heads, an empty sequence
 // before non-empty ones, more than 16 sequences (even where a declared partition shortens the
 // edge batch), every head size the set accepts, windows whose first visible key is a block's
-// and a partition's first key at every edge block size, fp8 scales over four KV heads and
-// (prefill) keys past 1024.
+// and a partition's first key at every edge block size, fp8 scales over four and over sixteen KV
+// heads and (prefill) keys past 1024.
 TEST(VerifyCases, ShapesBatchesAndWindowEdgesThePlantedBugsNeeded) {
   KernelTargets aim;
   aim.partitions = {384};
@@ -581,7 +603,7 @@ TEST(VerifyCases, ShapesBatchesAndWindowEdgesThePlantedBugsNeeded) {
     for (Intensity in : {Intensity::quick, Intensity::standard, Intensity::full}) {
       const auto cases = verify_cases(ph, DType::f32, in, 5, aim);
       bool odd_gqa = false, many_heads = false, empty_first = false, many_seqs = false;
-      bool fp8_four = false, long_keys = ph == Phase::decode;
+      bool fp8_four = false, fp8_sixteen = false, long_keys = ph == Phase::decode;
       std::set<int> dims;
       std::set<int> window_blocks;
       bool window_on_partition = ph == Phase::prefill;
@@ -593,6 +615,7 @@ TEST(VerifyCases, ShapesBatchesAndWindowEdgesThePlantedBugsNeeded) {
         many_seqs |= c.k_lens.size() > 16;
         dims.insert(p.head_dim);
         fp8_four |= p.fp8_cache() && p.num_kv_heads >= 4 && c.k_scale.size() >= 4;
+        fp8_sixteen |= p.fp8_cache() && c.k_scale.size() >= 16;
         for (std::size_t b = 0; b + 1 < c.k_lens.size(); ++b) {
           empty_first |= c.k_lens[b] == 0 && c.k_lens[b + 1] > 0;
         }
@@ -607,14 +630,56 @@ TEST(VerifyCases, ShapesBatchesAndWindowEdgesThePlantedBugsNeeded) {
         }
       }
       const std::string at = std::string(phase_name(ph)) + " " + std::to_string(int(in));
-      EXPECT_TRUE(odd_gqa && many_heads && empty_first && many_seqs && fp8_four && long_keys)
+      EXPECT_TRUE(odd_gqa && many_heads && empty_first && many_seqs && fp8_four && fp8_sixteen &&
+                  long_keys)
           << at << ": " << odd_gqa << many_heads << empty_first << many_seqs << fp8_four
-          << long_keys;
+          << fp8_sixteen << long_keys;
       for (int d : aim.head_dims) {
         EXPECT_TRUE(dims.count(d)) << at << ": head_dim " << d << " unchecked";
       }
       EXPECT_TRUE(window_blocks.count(16) && window_blocks.count(48)) << at;
       EXPECT_TRUE(window_on_partition) << at;
+    }
+  }
+}
+
+// The fp8 groups cross the block and head sizes the intensity's edge groups cross (every
+// accepted block size that is no power of two at every intensity), not only the home block size
+// and the two head sizes their other cases use: an outside audit's plugin whose fp8 path
+// addressed every block as 16 slots passed them all, at full.
+TEST(VerifyCases, Fp8GroupsCrossTheEdgeBlockAndHeadSizes) {
+  KernelTargets aim;
+  aim.block_sizes = {8, 16, 32, 48, 64, 128};
+  aim.head_dims = {64, 80, 96, 112, 128, 192, 256};
+  aim.fp8 = {DType::fp8_e4m3, DType::fp8_e5m2};
+  const std::pair<Intensity, std::set<int>> want_blocks[] = {
+      {Intensity::quick, {16, 48}},
+      {Intensity::standard, {8, 16, 32, 48}},
+      {Intensity::full, {8, 16, 32, 48, 64, 128}}};
+  const std::pair<Intensity, std::set<int>> want_dims[] = {
+      {Intensity::quick, {64, 128}},
+      {Intensity::standard, {64, 96, 128, 256}},
+      {Intensity::full, {64, 80, 96, 112, 128, 192, 256}}};
+  for (Phase ph : {Phase::decode, Phase::prefill}) {
+    for (std::size_t i = 0; i < std::size(want_blocks); ++i) {
+      const Intensity in = want_blocks[i].first;
+      std::map<DType, std::set<int>> blocks, dims;
+      for (const auto& c : verify_cases(ph, DType::f16, in, 5, aim)) {
+        if (c.params.fp8_cache()) {
+          blocks[c.params.cache_dtype()].insert(c.params.block_size);
+          dims[c.params.cache_dtype()].insert(c.params.head_dim);
+        }
+      }
+      for (DType kv : aim.fp8) {
+        const std::string at = std::string(phase_name(ph)) + " " + std::to_string(int(in)) + " " +
+                               std::string(dtype_name(kv));
+        for (int bs : want_blocks[i].second) {
+          EXPECT_TRUE(blocks[kv].count(bs)) << at << ": block size " << bs << " unchecked";
+        }
+        for (int d : want_dims[i].second) {
+          EXPECT_TRUE(dims[kv].count(d)) << at << ": head_dim " << d << " unchecked";
+        }
+      }
     }
   }
 }
