@@ -1,6 +1,11 @@
 #include "src/backends/deadline.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "src/model/errors.h"
 
 namespace attn {
 
@@ -19,6 +24,20 @@ constexpr double kCpuBase = 10.0;
 constexpr double kGpuBase = 30.0;
 } // namespace
 
+double unit_grace_s(const DeviceInfo& dev) {
+  constexpr const char* kVar = "ATTN_TUNE_UNIT_GRACE";
+  const char* env = std::getenv(kVar);
+  if (env == nullptr || *env == '\0') {
+    return dev.backend == "cuda" ? kGpuBase : kCpuBase;
+  }
+  char* end = nullptr;
+  const double s = std::strtod(env, &end);
+  if (end == env || *end != '\0' || !std::isfinite(s) || s <= 0.0) {
+    throw InputError(std::string(kVar) + "='" + env + "' is not a number of seconds above 0");
+  }
+  return s;
+}
+
 double pessimistic_launch_s(const Problem& pr, const DeviceInfo& dev) {
   const bool gpu = dev.backend == "cuda";
   const double flops = 4.0 * double(pr.visible_pairs()) * pr.params.head_dim;
@@ -30,7 +49,7 @@ double unit_deadline_s(const Problem& pr, const DeviceInfo& dev, const TimingOpt
                        bool rewritten_call) {
   const double one = pessimistic_launch_s(pr, dev);
   const bool gpu = dev.backend == "cuda";
-  double base = gpu ? kGpuBase : kCpuBase;
+  double base = unit_grace_s(dev);
   if (rewritten_call) { // the second launch, and the inputs negated and back (twice each way)
     const auto inputs = double(pr.input_bytes());
     base += 2 * one + (gpu ? 4 * inputs / kGpuCopyBytes : 2 * inputs / kCpuBytes);

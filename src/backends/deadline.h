@@ -9,6 +9,14 @@ namespace attn {
 // rates far below any machine attn-tune runs on (a slow 2-core CPU, an old GPU).
 [[nodiscard]] double pessimistic_launch_s(const Problem& pr, const DeviceInfo& dev);
 
+// The seconds every unit is allowed on top of what its launches should take: startup the launch
+// count does not cover (allocation and upload, a module load, the check). 10 on the CPU, 30 on a
+// GPU, or $ATTN_TUNE_UNIT_GRACE seconds: lower for a CI run that plants hangs on purpose, where
+// each hang costs its whole deadline; higher for kernels whose first call is slow (a Python module
+// that compiles on first use). InputError when the variable is set and not a number of seconds
+// above 0.
+[[nodiscard]] double unit_grace_s(const DeviceInfo& dev);
+
 // The deadline of a unit that prepares `pr`, runs it once to check it (and, with
 // `rewritten_call`, once more after negating its inputs in place and back, RunRequest) and, when
 // `timing` is given, times it under those options. No kernel of ours should take seconds, so a

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "build_info.h"
+#include "src/backends/deadline.h"
 #include "src/cli/commands.h"
 #include "src/cli/exit_codes.h"
 #include "src/io/stop_signals.h"
@@ -101,7 +102,11 @@ int main(int argc, char** argv) {
   }
   for (auto& c : commands) {
     if (c.app->parsed()) {
-      const int rc = cli::run_reporting_errors("attn-tune", c.run);
+      const int rc = cli::run_reporting_errors("attn-tune", [&] {
+        // Read here, not first in a worker: a bad value is the command's usage error.
+        (void)unit_grace_s(DeviceInfo{});
+        return c.run();
+      });
       // What was printed must have arrived (a full disk, /dev/full): a lost report is no success.
       // A reader that left the pipe early (`| head -1`) chose to drop the rest: the work is done
       // and saved, so that is not a failure.

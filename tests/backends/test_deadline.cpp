@@ -2,7 +2,10 @@
 // with what the unit does.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "src/backends/deadline.h"
+#include "src/model/errors.h"
 #include "src/model/problem_gen.h"
 #include "tests/support/problems.h"
 
@@ -26,6 +29,33 @@ TEST(Deadline, ARewrittenCallAddsItsLaunchAndItsCopies) {
     if (dev.backend == "cuda") {
       EXPECT_NEAR(rewritten - plain, 2 * one + 4 * inputs / 1e9, 1e-9);
     }
+  }
+}
+
+// $ATTN_TUNE_UNIT_GRACE replaces the startup allowance alone: what the launches and the timing
+// ask for still comes on top. A value that is not a number of seconds above 0 is an input error.
+TEST(Deadline, TheGraceVariableReplacesTheStartupAllowanceOnly) {
+  const Problem pr = make_decode_problem(test::params(8, 2, 128), {4096, 4096}, {.seed = 1});
+  TimingOptions timing;
+  for (const char* backend : {"cpu", "cuda"}) {
+    SCOPED_TRACE(backend);
+    DeviceInfo dev;
+    dev.backend = backend;
+    ::unsetenv("ATTN_TUNE_UNIT_GRACE");
+    const double grace = unit_grace_s(dev);
+    EXPECT_EQ(grace, dev.backend == "cuda" ? 30.0 : 10.0);
+    const double plain = unit_deadline_s(pr, dev, nullptr);
+    const double timed = unit_deadline_s(pr, dev, &timing, true);
+    ::setenv("ATTN_TUNE_UNIT_GRACE", "0.5", 1);
+    EXPECT_EQ(unit_grace_s(dev), 0.5);
+    EXPECT_NEAR(unit_deadline_s(pr, dev, nullptr), plain - grace + 0.5, 1e-9);
+    EXPECT_NEAR(unit_deadline_s(pr, dev, &timing, true), timed - grace + 0.5, 1e-9);
+    for (const char* bad : {"0", "-1", "abc", "2s", "inf", "nan"}) {
+      SCOPED_TRACE(bad);
+      ::setenv("ATTN_TUNE_UNIT_GRACE", bad, 1);
+      EXPECT_THROW((void)unit_grace_s(dev), InputError);
+    }
+    ::unsetenv("ATTN_TUNE_UNIT_GRACE");
   }
 }
 

@@ -20,7 +20,9 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/cpu/cpu_backend.cpp)
                 REGEX "sweep: 8 measurements \\(0 from an earlier run\\): 5 timed, .* 3 faults.*--retry-faults"
                 ARGS sweep --device cpu --profile ${ATTN_CLI_DATA}/faults_profile.json --threads 2
                      --quiet --out ${faults_out})
-  set_tests_properties(cli.sweep_faults PROPERTIES ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=${ATTN_FAULTS}"
+  # (ATTN_TUNE_UNIT_GRACE: the planted hang costs 2 s of grace instead of 10.)
+  set_tests_properties(cli.sweep_faults PROPERTIES
+                       ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=${ATTN_FAULTS};ATTN_TUNE_UNIT_GRACE=2"
                        FIXTURES_REQUIRED faults_clean FIXTURES_SETUP faults_table
                        RESOURCE_LOCK cpu_timing)
   # The faults stand on --resume (the hook is still armed: a retry would fault again).
@@ -150,8 +152,8 @@ attn_cli_test(NAME sweep_out_unwritable_before_measuring EXIT 2
                    --out ${long_out})
 
 # A configuration that hangs is not run on verify's other cases after three hangs (each costs its
-# whole deadline, 10 s on the CPU): the gate fails naming it, in about half a minute instead of
-# a deadline per case. The totals still add up to every case (92 at quick for decode_v1 in fp32,
+# whole deadline, at least 10 s on the CPU): the gate fails naming it, in three deadlines instead
+# of one per case (with ATTN_TUNE_UNIT_GRACE=2 here, about 2 s each). The totals still add up to every case (92 at quick for decode_v1 in fp32,
 # 46 per configuration): the cases left out are counted as not run.
 # Its summary counts the three hangs as one cause, whatever each one's deadline was.
 attn_cli_test(NAME verify_gives_up_on_a_hanging_config EXIT 1
@@ -159,7 +161,7 @@ attn_cli_test(NAME verify_gives_up_on_a_hanging_config EXIT 1
               ARGS verify --device cpu --intensity quick --families decode_v1 --dtypes fp32
                    --kv-dtypes auto --threads 2)
 set_tests_properties(cli.verify_gives_up_on_a_hanging_config PROPERTIES
-                     ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=hang:decode_v1[split=1]")
+                     ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=hang:decode_v1[split=1];ATTN_TUNE_UNIT_GRACE=2")
 
 # merge refuses a shard line pasted in from another sweep (another workload, another seed's data).
 add_test(NAME cli.merge_foreign_line

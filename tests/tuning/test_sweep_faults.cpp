@@ -34,13 +34,18 @@ constexpr const char* kSegv = "decode_v2[partition=256,split=0]";
 constexpr const char* kAbort = "decode_v1[split=1]";
 constexpr const char* kHang = "decode_v2[partition=1024,split=1]";
 
+// The planted hang costs its deadline: 2 s of grace (ATTN_TUNE_UNIT_GRACE) instead of 10.
 struct FaultEnv {
   explicit FaultEnv(bool hang = true) {
     const std::string spec = std::string("segv:") + kSegv + ";abort:" + kAbort +
                              (hang ? std::string(";hang:") + kHang : std::string());
     ::setenv("ATTN_TUNE_TEST_FAULTS", spec.c_str(), 1);
+    ::setenv("ATTN_TUNE_UNIT_GRACE", "2", 1);
   }
-  ~FaultEnv() { ::unsetenv("ATTN_TUNE_TEST_FAULTS"); }
+  ~FaultEnv() {
+    ::unsetenv("ATTN_TUNE_TEST_FAULTS");
+    ::unsetenv("ATTN_TUNE_UNIT_GRACE");
+  }
 };
 
 BackendMaker cpu_maker() {
