@@ -163,6 +163,13 @@ attn_cli_test(NAME verify_gives_up_on_a_hanging_config EXIT 1
 set_tests_properties(cli.verify_gives_up_on_a_hanging_config PROPERTIES
                      ENVIRONMENT "ATTN_TUNE_TEST_FAULTS=hang:decode_v1[split=1];ATTN_TUNE_UNIT_GRACE=2")
 
+# ATTN_TUNE_UNIT_GRACE that is not a number of seconds above 0 is the command's usage error, read
+# before any work (not first in a worker).
+attn_cli_test(NAME unit_grace_not_seconds EXIT 2
+              REGEX "^attn-tune: error: ATTN_TUNE_UNIT_GRACE='2s' is not a number of seconds above 0\n$"
+              ARGS verify --device cpu --intensity quick --families decode_v1 --dtypes fp32)
+set_tests_properties(cli.unit_grace_not_seconds PROPERTIES ENVIRONMENT "ATTN_TUNE_UNIT_GRACE=2s")
+
 # merge refuses a shard line pasted in from another sweep (another workload, another seed's data).
 add_test(NAME cli.merge_foreign_line
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/merge_foreign_line.sh $<TARGET_FILE:attn-tune>
