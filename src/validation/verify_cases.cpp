@@ -362,6 +362,16 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
           add_fp8(kv, base_params(dt, 4, 2, d, bs0), {5, 1}, {21, 40}, {4.0f}, {0.37f});
         }
       }
+      // A long document beside short chats (as mixed-long), over an fp8 cache: an fp8 element
+      // is one byte, so a kernel's offsets into a long fp8 cache are not its 16-bit path's, and
+      // the longest context above is two partitions and a key.
+      if (phase == Phase::decode) {
+        add_fp8(kv, base_params(dt, 8, 2, d0, bs0), {}, {30, mixed_long_len(), 1, 513}, {0.37f},
+                {4.0f});
+      } else {
+        add_fp8(kv, base_params(dt, 8, 2, d0, bs0), {5, 30}, {mixed_long_len(), 30}, {0.37f},
+                {4.0f});
+      }
     }
   };
 

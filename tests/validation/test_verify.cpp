@@ -646,7 +646,8 @@ TEST(VerifyCases, ShapesBatchesAndWindowEdgesThePlantedBugsNeeded) {
 // The fp8 groups cross the block and head sizes the intensity's edge groups cross (every
 // accepted block size that is no power of two at every intensity), not only the home block size
 // and the two head sizes their other cases use: an outside audit's plugin whose fp8 path
-// addressed every block as 16 slots passed them all, at full.
+// addressed every block as 16 slots passed them all, at full. And they hold a long document
+// beside short chats.
 TEST(VerifyCases, Fp8GroupsCrossTheEdgeBlockAndHeadSizes) {
   KernelTargets aim;
   aim.block_sizes = {8, 16, 32, 48, 64, 128};
@@ -664,10 +665,14 @@ TEST(VerifyCases, Fp8GroupsCrossTheEdgeBlockAndHeadSizes) {
     for (std::size_t i = 0; i < std::size(want_blocks); ++i) {
       const Intensity in = want_blocks[i].first;
       std::map<DType, std::set<int>> blocks, dims;
+      std::map<DType, bool> mixed_long; // a long document beside a short chat
       for (const auto& c : verify_cases(ph, DType::f16, in, 5, aim)) {
         if (c.params.fp8_cache()) {
           blocks[c.params.cache_dtype()].insert(c.params.block_size);
           dims[c.params.cache_dtype()].insert(c.params.head_dim);
+          mixed_long[c.params.cache_dtype()] |=
+              *std::max_element(c.k_lens.begin(), c.k_lens.end()) >= 4097 &&
+              std::find(c.k_lens.begin(), c.k_lens.end(), 30) != c.k_lens.end();
         }
       }
       for (DType kv : aim.fp8) {
@@ -679,6 +684,7 @@ TEST(VerifyCases, Fp8GroupsCrossTheEdgeBlockAndHeadSizes) {
         for (int d : want_dims[i].second) {
           EXPECT_TRUE(dims[kv].count(d)) << at << ": head_dim " << d << " unchecked";
         }
+        EXPECT_TRUE(mixed_long[kv]) << at << ": no long document beside a short chat";
       }
     }
   }
