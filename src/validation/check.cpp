@@ -449,6 +449,13 @@ std::string CheckReport::summary() const {
                 norm_rel_err, max_abs_err, lse_part, (long long)checked, (long long)bad,
                 (long long)unwritten, (long long)nonfinite, (long long)lse_bad);
   std::string line = buf;
+  if (unwritten + nonfinite > 0) {
+    // The errors leave those elements out: an output all NaN would read as an error of 0.
+    char over[120];
+    std::snprintf(over, sizeof over, " (the errors are over the %lld written, finite elements)",
+                  (long long)(checked - unwritten - nonfinite));
+    line += over;
+  }
   if (norm_bound > 0 && rounding_floor * 2.0 >= norm_bound) {
     // The bound the tolerance gives was below what rounding into the output dtype leaves.
     char why[200];

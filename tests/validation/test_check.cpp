@@ -129,7 +129,14 @@ TEST(Check, ComputedNanAndInfFailAndAreToldApartFromPoison) {
     EXPECT_EQ(r.first[1].what, "inf");
     EXPECT_EQ(r.first[2].what, "inf");
     EXPECT_FALSE(std::isnan(r.norm_rel_err)) << "non-finite values stay out of the norm";
+    // And the summary says so, so that an output all NaN does not read as an error of 0.
+    EXPECT_NE(r.summary().find(" (the errors are over the " + std::to_string(r.checked - 3) +
+                               " written, finite elements)"),
+              std::string::npos)
+        << r.summary();
   }
+  Fixture clean(DType::f16);
+  EXPECT_EQ(clean.check().summary().find("written, finite"), std::string::npos);
 }
 
 TEST(Check, ElementErrorsBeyondAtolPlusRtolFail) {
