@@ -24,18 +24,21 @@ constexpr double kCpuBase = 10.0;
 constexpr double kGpuBase = 30.0;
 } // namespace
 
-double unit_grace_s(const DeviceInfo& dev) {
-  constexpr const char* kVar = "ATTN_TUNE_UNIT_GRACE";
-  const char* env = std::getenv(kVar);
+double seconds_from_env(const char* var, double fallback) {
+  const char* env = std::getenv(var);
   if (env == nullptr || *env == '\0') {
-    return dev.backend == "cuda" ? kGpuBase : kCpuBase;
+    return fallback;
   }
   char* end = nullptr;
   const double s = std::strtod(env, &end);
   if (end == env || *end != '\0' || !std::isfinite(s) || s <= 0.0) {
-    throw InputError(std::string(kVar) + "='" + env + "' is not a number of seconds above 0");
+    throw InputError(std::string(var) + "='" + env + "' is not a number of seconds above 0");
   }
   return s;
+}
+
+double unit_grace_s(const DeviceInfo& dev) {
+  return seconds_from_env("ATTN_TUNE_UNIT_GRACE", dev.backend == "cuda" ? kGpuBase : kCpuBase);
 }
 
 double pessimistic_launch_s(const Problem& pr, const DeviceInfo& dev) {

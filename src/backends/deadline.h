@@ -9,6 +9,10 @@ namespace attn {
 // rates far below any machine attn-tune runs on (a slow 2-core CPU, an old GPU).
 [[nodiscard]] double pessimistic_launch_s(const Problem& pr, const DeviceInfo& dev);
 
+// $var as a number of seconds, `fallback` where it is unset or empty; InputError naming it when it
+// is not a number above 0.
+[[nodiscard]] double seconds_from_env(const char* var, double fallback);
+
 // The seconds every unit is allowed on top of what its launches should take: startup the launch
 // count does not cover (allocation and upload, a module load, the check). 10 on the CPU, 30 on a
 // GPU, or $ATTN_TUNE_UNIT_GRACE seconds: lower for a CI run that plants hangs on purpose, where

@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 
+#include "src/backends/deadline.h"
 #include "src/io/child_process.h"
 #include "src/io/sha256.h"
 #include "src/model/errors.h"
@@ -71,17 +71,8 @@ std::string attn_python_dir() {
 } // namespace
 
 double plugin_probe_timeout_s() {
-  constexpr const char* kVar = "ATTN_TUNE_PLUGIN_PROBE_TIMEOUT";
-  const char* env = std::getenv(kVar);
-  if (env == nullptr || *env == '\0') {
-    return 300.0; // a Python module importing torch and a CUDA stack takes seconds, not minutes
-  }
-  char* end = nullptr;
-  const double s = std::strtod(env, &end);
-  if (end == env || *end != '\0' || !std::isfinite(s) || s <= 0.0) {
-    throw InputError(std::string(kVar) + "='" + env + "' is not a number of seconds above 0");
-  }
-  return s;
+  // A Python module importing torch and a CUDA stack takes seconds, not minutes.
+  return seconds_from_env("ATTN_TUNE_PLUGIN_PROBE_TIMEOUT", 300.0);
 }
 
 namespace {
