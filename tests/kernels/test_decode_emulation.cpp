@@ -214,6 +214,54 @@ namespace cfg8 {
 namespace cfg9 {
 #include "kernels/decode.cuh"
 }
+#undef DTYPE
+#undef KV_DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef THREADS
+#undef VEC
+#undef GROUP
+#undef GQA
+#undef PARTITION
+
+// 10 and 11: fp8 caches at the block and head sizes verify's fp8 groups reach beyond 16 and
+// 64/128 (since 2026-12-07): fp16 over fp8_e5m2, d=256 (32 chunks of 8 bytes), 8-token pages, v2
+// per KV head with 2 heads and 64-token partitions; bf16 over fp8_e4m3, d=96, 48-token pages (no
+// power of two), v1 per query head.
+#define DTYPE 1
+#define KV_DTYPE 2
+#define HEAD_DIM 256
+#define BLOCK_SIZE 8
+#define THREADS 128
+#define VEC 8
+#define GROUP 1
+#define GQA 2
+#define PARTITION 64
+namespace cfg10 {
+#include "kernels/decode.cuh"
+}
+#undef DTYPE
+#undef KV_DTYPE
+#undef HEAD_DIM
+#undef BLOCK_SIZE
+#undef THREADS
+#undef VEC
+#undef GROUP
+#undef GQA
+#undef PARTITION
+
+#define DTYPE 2
+#define KV_DTYPE 1
+#define HEAD_DIM 96
+#define BLOCK_SIZE 48
+#define THREADS 64
+#define VEC 8
+#define GROUP 0
+#define GQA 1
+#define PARTITION 0
+namespace cfg11 {
+#include "kernels/decode.cuh"
+}
 
 using namespace attn;
 
@@ -474,6 +522,26 @@ TEST(CudaKernelEmulation, V2Fp32OverE4m3PartialRows) {
       },
       91);
 }
+TEST(CudaKernelEmulation, V2Fp16OverE5m2HeadDim256Block8) {
+  const Case c{DType::f16, 256, 8, 128, 8, 1, 2, 64, DType::fp8_e5m2};
+  check_case(
+      c,
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
+        return run_v2<uint16_t, uint8_t>(cfg10::decode_v2, cfg10::decode_v2_reduce, pr, v);
+      },
+      101);
+}
+
+TEST(CudaKernelEmulation, V1Bf16OverE4m3HeadDim96Block48) {
+  const Case c{DType::bf16, 96, 48, 64, 8, 0, 1, 0, DType::fp8_e4m3};
+  check_case(
+      c,
+      [](const Problem& pr, const cuda::DecodeVariant& v) {
+        return run_v1<uint16_t, uint8_t>(cfg11::decode_v1, pr, v);
+      },
+      111);
+}
+
 TEST(CudaKernelEmulation, SpecialValueAtTheLastKeyStaysExact) {
   check_special_values({DType::f16, 64, 16, 64, 8, 0, 1, 0},
                        [](const Problem& pr, const cuda::DecodeVariant& v) {
