@@ -55,6 +55,8 @@
  *   SPLIT_FP8_E4M3_AS_E5M2     an fp8_e4m3 cache's bytes are decoded as fp8_e5m2.
  *   SPLIT_FP8_SCALES_SWAPPED   keys are scaled by v_scale and values by k_scale.
  *   SPLIT_FP8_SIGN_IGNORED     each byte's sign bit is dropped: every value read as its magnitude.
+ *   SPLIT_FP8_E4M3_AS_FNUZ     an fp8_e4m3 cache's bytes are decoded as e4m3fnuz (bias 8, 0x80
+ * NaN).
  *
  * Builds of the correct kernels that exercise the ABI rather than plant a bug:
  *   SPLIT_ABI1     built against plugin ABI 1's header (tests/plugins/abi1): an old plugin,
@@ -101,7 +103,8 @@
      defined(SPLIT_BUG_SECOND_CONFIG) + defined(SPLIT_OWN_SPLITS) +                                \
      defined(SPLIT_BUG_ZERO_WEIGHT_TAIL) + defined(SPLIT_FP8_SCALE_IGNORED) +                      \
      defined(SPLIT_FP8_SCALE_TWICE) + defined(SPLIT_FP8_E4M3_AS_E5M2) +                            \
-     defined(SPLIT_FP8_SCALES_SWAPPED) + defined(SPLIT_FP8_SIGN_IGNORED)) > 1
+     defined(SPLIT_FP8_SCALES_SWAPPED) + defined(SPLIT_FP8_SIGN_IGNORED) +                         \
+     defined(SPLIT_FP8_E4M3_AS_FNUZ)) > 1
 #error "define at most one SPLIT_BUG_*, SPLIT_FP8_* or SPLIT_OWN_SPLITS"
 #endif
 
@@ -109,7 +112,7 @@
 #if ATTN_PLUGIN_ABI_VERSION >= 4 &&                                                                \
     (defined(SPLIT_FP8_SCALE_IGNORED) || defined(SPLIT_FP8_SCALE_TWICE) ||                         \
      defined(SPLIT_FP8_E4M3_AS_E5M2) || defined(SPLIT_FP8_SCALES_SWAPPED) ||                       \
-     defined(SPLIT_FP8_SIGN_IGNORED) ||                                                            \
+     defined(SPLIT_FP8_SIGN_IGNORED) || defined(SPLIT_FP8_E4M3_AS_FNUZ) ||                         \
      !(defined(SPLIT_BUG_DROP_LAST_KEY) || defined(SPLIT_BUG_OVERLAP) ||                           \
        defined(SPLIT_BUG_LAST_PARTITION) || defined(SPLIT_BUG_MAX_NOT_RESCALED) ||                 \
        defined(SPLIT_BUG_LSE_BASE2) || defined(SPLIT_BUG_GQA_MOD) ||                               \
@@ -154,6 +157,8 @@
 #define SPLIT_NAME "split-kv-fp8-scales-swapped"
 #elif defined(SPLIT_FP8_SIGN_IGNORED)
 #define SPLIT_NAME "split-kv-fp8-sign-ignored"
+#elif defined(SPLIT_FP8_E4M3_AS_FNUZ)
+#define SPLIT_NAME "split-kv-fp8-e4m3-as-fnuz"
 #elif defined(SPLIT_ABI3)
 #define SPLIT_NAME "split-kv-abi3"
 #elif defined(SPLIT_SPIN)
@@ -317,6 +322,22 @@ static double fp8_value(int e4m3, uint8_t byte) {
   return sign * ldexp((double)((1 << mbits) + mantissa), exponent - bias - mbits);
 }
 
+#if defined(SPLIT_FP8_E4M3_AS_FNUZ)
+/* One byte's value as AMD's e4m3fnuz: bias 8, no negative zero (0x80 is the one NaN), no
+ * infinity. */
+static double fnuz_value(uint8_t byte) {
+  const int exponent = (byte & 0x7fu) >> 3;
+  const int mantissa = byte & 7;
+  double v;
+  if (byte == 0x80u) {
+    return NAN;
+  }
+  v = exponent == 0 ? ldexp((double)mantissa, 1 - 8 - 3)
+                    : ldexp((double)(8 + mantissa), exponent - 8 - 3);
+  return (byte & 0x80u) ? -v : v;
+}
+#endif
+
 /* KV head kvh's dequantisation scale of the keys (value == 0) or the values. */
 static double fp8_scale(const attn_call* a, int value, int kvh) {
   const int at = a->num_kv_scales == 1 ? 0 : kvh;
@@ -355,6 +376,8 @@ static void load_kv(const attn_call* a, int value, int kvh, size_t index, int n,
     for (i = 0; i < n; ++i) {
 #if defined(SPLIT_FP8_SIGN_IGNORED)
       dst[i] = fp8_value(e4m3, (uint8_t)(p[i] & 0x7f)) * s;
+#elif defined(SPLIT_FP8_E4M3_AS_FNUZ)
+      dst[i] = (e4m3 ? fnuz_value(p[i]) : fp8_value(0, p[i])) * s;
 #else
       dst[i] = fp8_value(e4m3, p[i]) * s;
 #endif

@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
 
 #include "src/backends/cpu/cpu_backend.h"
+#include "src/model/fp8.h"
 #include "src/validation/kernel_targets.h"
 #include "src/validation/verify.h"
 
@@ -436,6 +439,8 @@ enum class Fp8Mistake {
   scales_two_lanes,
   scales_four_lanes,
   scales_eight_lanes,
+  k_scale_for_v,
+  e4m3_read_as_fnuz,
   v_scale_ignored_off_home // only where the block size is not 16, the groups' home size
 };
 
@@ -468,6 +473,39 @@ protected:
         break;
       case Fp8Mistake::scales_swapped:
         std::swap(q.k_scale, q.v_scale);
+        break;
+      case Fp8Mistake::k_scale_for_v:
+        q.v_scale = q.k_scale;
+        break;
+      case Fp8Mistake::e4m3_read_as_fnuz:
+        // Each byte's e4m3fnuz value (bias 8, 0x80 NaN), written back as E4M3 at twice its
+        // value under halved scales (exact: a power of two).
+        if (q.params.cache_dtype() == DType::fp8_e4m3) {
+          const auto fnuz = [](unsigned b) {
+            if (b == 0x80u) {
+              return std::numeric_limits<float>::quiet_NaN();
+            }
+            const int e = int(b >> 3) & 15;
+            const int m = int(b & 7u);
+            const float mag =
+                e == 0 ? std::ldexp(float(m), 1 - 8 - 3) : std::ldexp(float(8 + m), e - 8 - 3);
+            return (b & 0x80u) != 0 ? -mag : mag;
+          };
+          for (HostTensor* t : {&q.key_cache, &q.value_cache}) {
+            for (std::byte& b : t->data) {
+              b = std::byte{
+                  float_to_fp8(Fp8Format::e4m3, 2.0f * fnuz(std::to_integer<unsigned>(b)))};
+            }
+          }
+          for (auto* sc : {&q.k_scale, &q.v_scale}) {
+            if (sc->empty()) {
+              sc->push_back(1.0f);
+            }
+            for (float& x : *sc) {
+              x *= 0.5f;
+            }
+          }
+        }
         break;
       case Fp8Mistake::e4m3_read_as_e5m2:
         if (q.params.cache_dtype() == DType::fp8_e4m3) {
@@ -568,6 +606,11 @@ TEST(Verify, Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake) {
                                       "(the scales read as a vector of 4 lanes)"},
       {Fp8Mistake::scales_eight_lanes, "per-KV-head scales: KV head j uses the scale of head j % 8 "
                                        "(the scales read as a vector of 8 lanes)"},
+      // (Not its mirror, v_scale for K: where v_scale is 1, that is k_scale ignored, named first.)
+      {Fp8Mistake::k_scale_for_v, "k_scale is used for V as well (v_scale ignored)"},
+      {Fp8Mistake::e4m3_read_as_fnuz,
+       "the fp8_e4m3 cache is read as e4m3fnuz (AMD's E4M3: bias 8, so every value is halved, "
+       "and 0x80, a negative zero here, is its NaN)"},
       // A mistake at other block sizes only: the fp8 cases at the edge groups' block sizes
       // (48 at quick, which the CPU kernels accept) catch it.
       {Fp8Mistake::v_scale_ignored_off_home, "v_scale is ignored (taken as 1)"}};
