@@ -440,6 +440,7 @@ enum class Fp8Mistake {
   scales_four_lanes,
   scales_eight_lanes,
   k_scale_for_v,
+  v_scale_for_k,
   e4m3_read_as_fnuz,
   v_scale_ignored_off_home // only where the block size is not 16, the groups' home size
 };
@@ -476,6 +477,9 @@ protected:
         break;
       case Fp8Mistake::k_scale_for_v:
         q.v_scale = q.k_scale;
+        break;
+      case Fp8Mistake::v_scale_for_k:
+        q.k_scale = q.v_scale;
         break;
       case Fp8Mistake::e4m3_read_as_fnuz:
         // Each byte's e4m3fnuz value (bias 8, 0x80 NaN), written back as E4M3 at twice its
@@ -606,7 +610,6 @@ TEST(Verify, Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake) {
                                       "(the scales read as a vector of 4 lanes)"},
       {Fp8Mistake::scales_eight_lanes, "per-KV-head scales: KV head j uses the scale of head j % 8 "
                                        "(the scales read as a vector of 8 lanes)"},
-      // (Not its mirror, v_scale for K: where v_scale is 1, that is k_scale ignored, named first.)
       {Fp8Mistake::k_scale_for_v, "k_scale is used for V as well (v_scale ignored)"},
       {Fp8Mistake::e4m3_read_as_fnuz,
        "the fp8_e4m3 cache is read as e4m3fnuz (AMD's E4M3: bias 8, so every value is halved, "
@@ -617,6 +620,20 @@ TEST(Verify, Fp8GroupsPassTheCpuKernelsAndNameEachPlantedMistake) {
   for (const auto& [m, cause] : planted) {
     const VerifyReport rep = verify_fp8(m, {Family::decode_v1});
     check_causes(rep, cause);
+  }
+  // v_scale used for K: where v_scale is 1, that is k_scale ignored, which is named first.
+  {
+    const VerifyReport rep = verify_fp8(Fp8Mistake::v_scale_for_k, {Family::decode_v1});
+    const std::string cause = "v_scale is used for K as well (k_scale ignored)";
+    int named = 0;
+    for (const VerifyTestcase& tc : rep.testcases) {
+      named += int(tc.causes.count(cause));
+      for (const auto& [c, n] : tc.causes) {
+        EXPECT_TRUE(c == cause || c == "k_scale is ignored (taken as 1)")
+            << tc.group << " " << tc.config << ": " << c;
+      }
+    }
+    EXPECT_GT(named, 0);
   }
   // fp32 queries: a scale ignored makes the outputs 1/scale times larger, and the kernel's
   // rounding with them; the mistake still explains every failure.
