@@ -316,6 +316,10 @@ const std::vector<CacheMistake>& cache_mistakes() {
       {"per-KV-head scales: KV head j uses the scale of head j % 8 (the scales read as a vector "
        "of 8 lanes)",
        [](const Problem& p) { return wraps_scales(p, 8); }, [](Problem& p) { wrap_scales(p, 8); }},
+      {"per-KV-head scales: KV head j uses the scale of head j % 16 (the scales staged in a table "
+       "of 16)",
+       [](const Problem& p) { return wraps_scales(p, 16); },
+       [](Problem& p) { wrap_scales(p, 16); }},
       {"fp8 subnormal numbers are read as 0 (flushed to zero)", has_fp8_subnormals,
        [](Problem& p) {
          const DType f = p.params.cache_dtype();

@@ -343,12 +343,15 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
         if (fp8_blocks.count(bs) != 0) {
           continue;
         }
+        // Per-KV-head scales, as at the edge head sizes below: the cases above hold them at
+        // the home block and head sizes only (an outside audit's plugin that honoured them only
+        // at head size 128 passed every case at every intensity).
         if (phase == Phase::decode) {
           add_fp8(kv, base_params(dt, 4, 2, d0, bs), {}, {1, bs - 1, bs, bs + 1, 2 * bs + 1},
-                  {0.37f}, {4.0f});
+                  {0.37f, 2.5f}, {4.0f, 0.75f});
         } else {
-          add_fp8(kv, base_params(dt, 4, 2, d0, bs), {3, bs + 1}, {bs + 2, 2 * bs + 1}, {0.37f},
-                  {4.0f});
+          add_fp8(kv, base_params(dt, 4, 2, d0, bs), {3, bs + 1}, {bs + 2, 2 * bs + 1},
+                  {0.37f, 2.5f}, {4.0f, 0.75f});
         }
         last->probed_size = !power_of_two(bs);
       }
@@ -357,9 +360,10 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
           continue;
         }
         if (phase == Phase::decode) {
-          add_fp8(kv, base_params(dt, 4, 2, d, bs0), {}, {1, bs0 + 1, 77}, {4.0f}, {0.37f});
+          add_fp8(kv, base_params(dt, 4, 2, d, bs0), {}, {1, bs0 + 1, 77}, {4.0f, 0.5f},
+                  {0.37f, 3.0f});
         } else {
-          add_fp8(kv, base_params(dt, 4, 2, d, bs0), {5, 1}, {21, 40}, {4.0f}, {0.37f});
+          add_fp8(kv, base_params(dt, 4, 2, d, bs0), {5, 1}, {21, 40}, {4.0f, 0.5f}, {0.37f, 3.0f});
         }
       }
       // A long document beside short chats (as mixed-long), over an fp8 cache: an fp8 element
@@ -373,6 +377,28 @@ std::vector<VerifyCase> verify_cases(Phase phase, DType dt, Intensity in, uint64
       } else {
         add_fp8(kv, base_params(dt, 2, 1, d_part, bs0), {5, 30}, {mixed_long_len(), 30}, {0.37f},
                 {4.0f});
+      }
+      // The shapes the cases above leave out, each of which an outside audit's plugin got wrong
+      // over fp8 caches alone and passed them (2026-12-08): a GQA group of one (a path for
+      // multi-head attention that ignored the scales) over 32 KV heads, each with its own scale
+      // (scales staged in a table of 16, head h reading entry h % 16); per-KV-head scales under
+      // a window and a softcap (a masked path that read head 0's); and, in prefill, without the
+      // causal mask (a non-causal path that dropped them).
+      std::vector<float> ks32;
+      for (int j = 0; j < 32; ++j) {
+        ks32.push_back(std::ldexp(1.0f + 0.125f * float(j % 8), j % 7 - 3)); // 1/8 to 15, all apart
+      }
+      const std::vector<float> vs32(ks32.rbegin(), ks32.rend());
+      if (phase == Phase::decode) {
+        add_fp8(kv, base_params(dt, 32, 32, d_part, bs0), {}, {1, 40, 2 * bs0 + 3}, ks32, vs32);
+        add_fp8(kv, with_mask(base_params(dt, 8, 4, d_mask, bs0), kMaskVariants[8]), {},
+                {150, 33, 1}, ks, vs);
+      } else {
+        add_fp8(kv, base_params(dt, 32, 32, d_part, bs0), {5, 1}, {30, 40}, ks32, vs32);
+        add_fp8(kv, with_mask(base_params(dt, 8, 4, d_mask, bs0), kMaskVariants[8]), {20, 3},
+                {150, 40}, ks, vs);
+        add_fp8(kv, with_mask(base_params(dt, 8, 4, d_mask, bs0), kMaskVariants[0]), {9, 3},
+                {40, 70}, vs, ks);
       }
     }
   };

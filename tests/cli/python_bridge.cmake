@@ -39,7 +39,7 @@ attn_python_test(python_verify_torch_vllm 0 " 0 failed, 0 skipped"
 # How fp8 caches reach a Python kernel (fp8_arrival.py checks every call): this torch (1.13) has
 # no float8 dtypes, so the bytes arrive as uint8; engine.vllm_cpu.fp8_float8_view checks the
 # float8 view under torch 2.x.
-attn_python_test(python_verify_fp8_arrival 0 "192 passed, 0 failed, 0 skipped.*fp8 caches as uint8"
+attn_python_test(python_verify_fp8_arrival 0 "246 passed, 0 failed, 0 skipped.*fp8 caches as uint8"
                  verify --kernels python:fp8_arrival --intensity quick --threads 1
                  --kv-dtypes fp8_e4m3,fp8_e5m2)
 attn_python_test(python_verify_seed_fixed 0 " 0 failed, 0 skipped"

@@ -70,7 +70,7 @@ foreach(layout IN ITEMS hnd vllm)
   add_test(NAME engine.vllm_cpu.fp8_float8_view_${layout}
            COMMAND ${in_venv} ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:attn-tune>
                    "-DARGS=verify|--kernels|${factory}|--intensity|quick|--threads|1|--kv-dtypes|fp8_e4m3,fp8_e5m2"
-                   -DEXIT=0 "-DREGEX=192 passed, 0 failed, 0 skipped.*fp8 caches as float8"
+                   -DEXIT=0 "-DREGEX=246 passed, 0 failed, 0 skipped.*fp8 caches as float8"
                    -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR}/cli_work/fp8_float8_view_${layout}
                    -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.cmake)
   set_tests_properties(engine.vllm_cpu.fp8_float8_view_${layout} PROPERTIES
