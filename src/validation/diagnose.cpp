@@ -320,6 +320,27 @@ const std::vector<CacheMistake>& cache_mistakes() {
        "of 16)",
        [](const Problem& p) { return wraps_scales(p, 16); },
        [](Problem& p) { wrap_scales(p, 16); }},
+      {"the per-tensor scales are read as one per KV head (k_scale[kv_head], v_scale[kv_head]: "
+       "past their one element, where the host lays NaN)",
+       [](const Problem& p) { return p.num_kv_scales() == 1 && p.params.num_kv_heads > 1; },
+       [](Problem& p) {
+         // NaN scales do not validate: NaN bytes in every K and V element of KV heads 1 and up
+         // give the same answer (a NaN times any scale).
+         const AttnParams& a = p.params;
+         const KvCacheGeometry g = kv_cache_geometry(p.kv_layout, a.cache_dtype(), a.num_kv_heads,
+                                                     a.block_size, a.head_dim);
+         const int64_t blocks = int64_t(p.key_cache.data.size()) / g.block_elems();
+         for (int64_t blk = 0; blk < blocks; ++blk) {
+           for (int h = 1; h < a.num_kv_heads; ++h) {
+             for (int s = 0; s < a.block_size; ++s) {
+               for (int d = 0; d < a.head_dim; ++d) {
+                 p.key_cache.data[std::size_t(g.key_index(blk, h, s, d))] = std::byte{0x7f};
+                 p.value_cache.data[std::size_t(g.value_index(blk, h, s, d))] = std::byte{0x7f};
+               }
+             }
+           }
+         }
+       }},
       {"fp8 subnormal numbers are read as 0 (flushed to zero)", has_fp8_subnormals,
        [](Problem& p) {
          const DType f = p.params.cache_dtype();

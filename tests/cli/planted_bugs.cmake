@@ -61,3 +61,5 @@ attn_planted_bug_test(FP8_SIGN_IGNORED KV_DTYPES fp8_e4m3,fp8_e5m2
                       REGEX "the fp8 sign bit is ignored")
 attn_planted_bug_test(FP8_E4M3_AS_FNUZ KV_DTYPES fp8_e4m3,fp8_e5m2
                       REGEX "the fp8_e4m3 cache is read as e4m3fnuz")
+attn_planted_bug_test(FP8_SCALE_PER_HEAD KV_DTYPES fp8_e4m3,fp8_e5m2
+                      REGEX "the per-tensor scales are read as one per KV head")

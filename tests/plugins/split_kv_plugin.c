@@ -55,8 +55,9 @@
  *   SPLIT_FP8_E4M3_AS_E5M2     an fp8_e4m3 cache's bytes are decoded as fp8_e5m2.
  *   SPLIT_FP8_SCALES_SWAPPED   keys are scaled by v_scale and values by k_scale.
  *   SPLIT_FP8_SIGN_IGNORED     each byte's sign bit is dropped: every value read as its magnitude.
- *   SPLIT_FP8_E4M3_AS_FNUZ     an fp8_e4m3 cache's bytes are decoded as e4m3fnuz (bias 8, 0x80
- * NaN).
+ *   SPLIT_FP8_E4M3_AS_FNUZ     an fp8_e4m3 cache's bytes are decoded as e4m3fnuz (bias 8,
+ *                              0x80 NaN).
+ *   SPLIT_FP8_SCALE_PER_HEAD   the scales are read at the KV head's index, per tensor ones too.
  *
  * Builds of the correct kernels that exercise the ABI rather than plant a bug:
  *   SPLIT_ABI1     built against plugin ABI 1's header (tests/plugins/abi1): an old plugin,
@@ -104,7 +105,7 @@
      defined(SPLIT_BUG_ZERO_WEIGHT_TAIL) + defined(SPLIT_FP8_SCALE_IGNORED) +                      \
      defined(SPLIT_FP8_SCALE_TWICE) + defined(SPLIT_FP8_E4M3_AS_E5M2) +                            \
      defined(SPLIT_FP8_SCALES_SWAPPED) + defined(SPLIT_FP8_SIGN_IGNORED) +                         \
-     defined(SPLIT_FP8_E4M3_AS_FNUZ)) > 1
+     defined(SPLIT_FP8_E4M3_AS_FNUZ) + defined(SPLIT_FP8_SCALE_PER_HEAD)) > 1
 #error "define at most one SPLIT_BUG_*, SPLIT_FP8_* or SPLIT_OWN_SPLITS"
 #endif
 
@@ -113,6 +114,7 @@
     (defined(SPLIT_FP8_SCALE_IGNORED) || defined(SPLIT_FP8_SCALE_TWICE) ||                         \
      defined(SPLIT_FP8_E4M3_AS_E5M2) || defined(SPLIT_FP8_SCALES_SWAPPED) ||                       \
      defined(SPLIT_FP8_SIGN_IGNORED) || defined(SPLIT_FP8_E4M3_AS_FNUZ) ||                         \
+     defined(SPLIT_FP8_SCALE_PER_HEAD) ||                                                          \
      !(defined(SPLIT_BUG_DROP_LAST_KEY) || defined(SPLIT_BUG_OVERLAP) ||                           \
        defined(SPLIT_BUG_LAST_PARTITION) || defined(SPLIT_BUG_MAX_NOT_RESCALED) ||                 \
        defined(SPLIT_BUG_LSE_BASE2) || defined(SPLIT_BUG_GQA_MOD) ||                               \
@@ -159,6 +161,8 @@
 #define SPLIT_NAME "split-kv-fp8-sign-ignored"
 #elif defined(SPLIT_FP8_E4M3_AS_FNUZ)
 #define SPLIT_NAME "split-kv-fp8-e4m3-as-fnuz"
+#elif defined(SPLIT_FP8_SCALE_PER_HEAD)
+#define SPLIT_NAME "split-kv-fp8-scale-per-head"
 #elif defined(SPLIT_ABI3)
 #define SPLIT_NAME "split-kv-abi3"
 #elif defined(SPLIT_SPIN)
@@ -340,7 +344,11 @@ static double fnuz_value(uint8_t byte) {
 
 /* KV head kvh's dequantisation scale of the keys (value == 0) or the values. */
 static double fp8_scale(const attn_call* a, int value, int kvh) {
+#if defined(SPLIT_FP8_SCALE_PER_HEAD)
+  const int at = kvh;
+#else
   const int at = a->num_kv_scales == 1 ? 0 : kvh;
+#endif
 #if defined(SPLIT_FP8_SCALES_SWAPPED)
   value = !value;
 #endif

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "src/backends/deadline.h"
@@ -511,6 +512,14 @@ attn_call plugin_call_shape(const Problem& pr, Family f, KvLayout layout, int th
     c.num_kv_scales = pr.num_kv_scales();
     arrays.k_scale = pr.kernel_key_scales();
     arrays.v_scale = pr.kernel_value_scales();
+    if (c.num_kv_scales == 1) {
+      // Past a per-tensor scale, NaN where a per-head one would go (as in the cache slots past
+      // each length): a kernel that reads k_scale[kv_head] meets NaN there, which verify names,
+      // not whatever the heap holds (an outside audit's plugin that did was named "the causal
+      // limit is early").
+      arrays.k_scale.resize(std::size_t(p.num_kv_heads), std::numeric_limits<float>::quiet_NaN());
+      arrays.v_scale.resize(std::size_t(p.num_kv_heads), std::numeric_limits<float>::quiet_NaN());
+    }
   }
   c.family = abi_family(f);
   c.dtype = p.dtype == DType::f32   ? ATTN_DTYPE_F32
