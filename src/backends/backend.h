@@ -4,11 +4,13 @@
 // problem in its memory, launches, times and downloads. The checked run (src/validation) is the
 // one caller that runs it.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -76,6 +78,17 @@ public:
   // same. False where this run cannot: a plugin whose prepare step may have laid out its own copy
   // of the cache, which the plugin ABI allows.
   virtual bool negate_inputs() { return false; }
+  // With negate_inputs, for an fp8 problem with both scales: the query halved and the scales
+  // doubled (back: undone) where the kernel reads them, in place (rescale_inputs in problem.h),
+  // which doubles the exact output. False where this run cannot (the CUDA runs, whose scales
+  // live in device buffers, do not yet) or the problem has no such scales.
+  virtual bool rescale_inputs(bool /*back*/) { return false; }
+  // A digest of each input the kernel reads where this run holds it in host memory, named ("the
+  // query", "the key cache", ...): a kernel may only read them, and checked_run compares them
+  // before and after a call. Empty where the run cannot (the CUDA runs).
+  [[nodiscard]] virtual std::vector<std::pair<std::string, uint64_t>> input_digests() const {
+    return {};
+  }
 };
 
 // One (problem shape, configuration) pair of a sweep's plan: what prepare_plan gets ready.

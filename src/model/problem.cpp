@@ -380,6 +380,22 @@ void negate_elements(std::byte* data, std::size_t bytes, std::size_t element_byt
   }
 }
 
+bool rescale_inputs(Problem& p, bool back) {
+  if (!p.params.fp8_cache() || p.k_scale.empty() || p.v_scale.empty()) {
+    return false;
+  }
+  const float to_query = back ? 2.0f : 0.5f;
+  for (std::size_t i = 0; i < std::size_t(p.query.numel()); ++i) {
+    p.query.set(i, p.query.get(i) * to_query);
+  }
+  for (auto* s : {&p.k_scale, &p.v_scale}) {
+    for (float& x : *s) {
+      x /= to_query;
+    }
+  }
+  return true;
+}
+
 void negate_inputs(Problem& p) {
   for (HostTensor* t : {&p.query, &p.key_cache, &p.value_cache}) {
     negate_elements(t->data.data(), t->data.size(), dtype_size(t->dtype));

@@ -165,6 +165,12 @@ struct Problem {
 // output is the old one negated and whose lse is the old one (each score is (-q).(-k) = q.k).
 // The fp8 scales stay. Applied twice it restores the problem.
 void negate_inputs(Problem& p);
+// Where an fp8 problem holds both scales (k_scale and v_scale given): the query halved and both
+// scales doubled (back: the query doubled, the scales halved), in place, as an engine that
+// recalibrates its scales writes them into the same buffers. Each score is (q / 2).(2 k) = q.k,
+// so the exact output is the old one doubled, the lse the old one (a query element that is an
+// fp16 subnormal may round: within any tolerance). False, and nothing changed, elsewhere.
+bool rescale_inputs(Problem& p, bool back);
 // The same sign flip over raw elements of `element_bytes` each (little-endian: each element's
 // top byte), for a copy of a problem's buffer held elsewhere (a device buffer brought back).
 void negate_elements(std::byte* data, std::size_t bytes, std::size_t element_bytes);

@@ -465,6 +465,9 @@ std::string CheckReport::summary() const {
                   norm_bound, rounding_floor);
     line += why;
   }
+  if (!inputs_written.empty()) {
+    line += " wrote into its inputs: " + inputs_written;
+  }
   return overrun.empty() ? line : line + " wrote past the end: " + overrun;
 }
 

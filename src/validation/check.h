@@ -62,6 +62,9 @@ struct CheckReport {
   // What the kernel wrote past the end of out or lse (RunOutput::overrun): a failure whatever
   // the values; empty when nothing was.
   std::string overrun;
+  // The inputs the kernel wrote into during the call ("the query, the key cache"; checked_run,
+  // PreparedRun::input_digests): a failure whatever the values; empty when it wrote none.
+  std::string inputs_written;
   // 16-bit outputs: elements more than 0.55 of the output dtype's ulp shorter in magnitude than
   // the reference, and longer. Rounded to nearest, neither happens beyond an fp32 kernel's own
   // error; truncated, about half the elements are short and none long.

@@ -92,9 +92,18 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
       }
       const ReferenceResult& ref = subject.reference(link);
       auto prepared = be.prepare(subject.problem_in(family_layout(be, cfg, pr)), cfg);
+      const auto inputs_before = prepared->input_digests();
       prepared->poison_outputs();
       prepared->run();
       RunOutput got = prepared->download();
+      // What the call changed of what it reads: "the query, the key cache".
+      std::string inputs_written;
+      const auto inputs_after = prepared->input_digests();
+      for (std::size_t i = 0; i < inputs_before.size() && i < inputs_after.size(); ++i) {
+        if (inputs_before[i].second != inputs_after[i].second) {
+          inputs_written += (inputs_written.empty() ? "" : ", ") + inputs_before[i].first;
+        }
+      }
       const Tolerance tol = subject.tolerance();
       // One launch's figures against a reference (`values`: whether its values are right); memory
       // the caller owns written past out or lse is a failure, whatever the values.
@@ -114,32 +123,50 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
       };
       bool values_right = false;
       CheckFigures fig = figures(got, ref, values_right);
+      if (!inputs_written.empty()) {
+        fig.report.inputs_written = inputs_written;
+        fig.report.pass = false;
+      }
       bool pass = fig.report.pass;
       r.check = std::move(fig);
       std::optional<ReferenceResult> negated; // the reference of the rewritten call
       if (pass && req.rewritten_call && prepared->negate_inputs()) {
+        // And the fp8 scales, where there are both and the run can: an engine recalibrates
+        // them in the same buffers (vLLM's calculate_kv_scales, on the first forward).
+        const bool rescaled = prepared->rescale_inputs(false);
         negated = ref;
         for (double& x : negated->out) {
-          x = -x;
+          x = rescaled ? -2.0 * x : -x;
         }
         prepared->poison_outputs();
         prepared->run();
         RunOutput again = prepared->download();
         bool values_again = false;
         CheckFigures fig2 = figures(again, *negated, values_again);
+        if (rescaled) {
+          (void)prepared->rescale_inputs(true);
+        }
         (void)prepared->negate_inputs(); // back to the subject's problem, for the timing
         if (!fig2.report.pass) {
           pass = values_right = false;
           r.check = std::move(fig2);
           r.inputs_negated = true;
+          r.inputs_rescaled = rescaled;
           // Within the tolerance of the first call's reference: the call before's answer.
           const bool stale = check_output(again.out, again.checked_lse(), ref, tol).pass;
           r.causes.push_back(
-              std::string("after the query and the K/V cache were rewritten in place (the same "
-                          "buffers and shapes, every element's sign flipped, which negates the "
-                          "exact output), the answer is wrong: the kernel keeps something from "
-                          "the call before, keyed by its buffers (a converted copy of the cache, a "
-                          "plan, an output), where an engine rewrites them every decode step") +
+              std::string(rescaled
+                              ? "after the query, the K/V cache and the fp8 scales were rewritten "
+                                "in place (the same buffers and shapes, every element's sign "
+                                "flipped, the query halved and k_scale and v_scale doubled, "
+                                "which makes the exact output -2 times the first)"
+                              : "after the query and the K/V cache were rewritten in place (the "
+                                "same buffers and shapes, every element's sign flipped, which "
+                                "negates the exact output)") +
+              ", the answer is wrong: the kernel keeps something from the call before, keyed by "
+              "its buffers (a converted copy of the cache, a plan, an output" +
+              (rescaled ? ", the scales" : "") +
+              "), where an engine rewrites them every decode step" +
               (stale ? "; it answered with the call before's output" : ""));
           got = std::move(again);
         }
@@ -154,6 +181,14 @@ CheckedRunResult checked_run(const WorkerLink& link, Backend& be, CheckSubject& 
         if (req.diagnose && !values_right && !r.inputs_negated) {
           r.causes =
               diagnose_failure(be, cfg, pr, got, ref, tol, wrong, subject.reference_threads());
+        }
+        if (!inputs_written.empty()) {
+          // One wording per set of inputs (the summary groups failures by it).
+          r.causes.insert(r.causes.begin(),
+                          "the kernel writes into its inputs (" + inputs_written +
+                              " changed during the call): memory an engine reads again, the "
+                              "cache at every later step" +
+                              (values_right ? "; the values it wrote are right" : ""));
         }
         if (!got.overrun.empty()) {
           // One wording whatever the bytes (the summary groups failures by it).

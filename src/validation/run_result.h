@@ -67,6 +67,8 @@ struct CheckedRunResult {
   // The failure is the call after the inputs were rewritten (RunRequest::rewritten_call): its
   // problem is the subject's with negate_inputs applied. Known in the worker only.
   bool inputs_negated = false;
+  // And its query halved and fp8 scales doubled besides (rescale_inputs). Worker only, too.
+  bool inputs_rescaled = false;
 };
 
 } // namespace attn

@@ -107,7 +107,7 @@ json case_context(const std::string& device, Family f, const KernelConfig& cfg,
 // Writes a failed case with the kernel's answer as a replay file; its path.
 std::string dump_failure(const Backend& be, const VerifyOptions& opt, const std::string& device,
                          const KernelConfig& cfg, const VerifyCase& c, const Problem& pr,
-                         const RunOutput& out, bool rewritten) {
+                         const RunOutput& out, bool rewritten, bool rescaled) {
   const std::string path =
       opt.dump_dir + "/" + slug(device + "_" + cfg.key() + "_" + c.name()) + ".safetensors";
   std::map<std::string, std::string> meta = {
@@ -118,7 +118,8 @@ std::string dump_failure(const Backend& be, const VerifyOptions& opt, const std:
       {"attn_tune_run_seed", std::to_string(opt.seed)}};
   if (rewritten) { // the second call's: its inputs rewritten in place after a first that passed
     meta["attn_tune_rewritten_call"] =
-        "after a first call that passed, the inputs negated in place";
+        std::string("after a first call that passed, the inputs negated in place") +
+        (rescaled ? ", the query halved and the fp8 scales doubled" : "");
   }
   SafetensorsFile file = replay_to_safetensors(pr, &out.out, out.checked_lse());
   file.metadata.insert(meta.begin(), meta.end());
@@ -251,9 +252,13 @@ void verify_worker(Backend& be, const VerifyOptions& opt, const WorkerLink& link
               std::optional<Problem> negated;
               if (r.inputs_negated) {
                 negate_inputs(negated.emplace(subject.problem()));
+                if (r.inputs_rescaled) {
+                  (void)rescale_inputs(*negated, false);
+                }
               }
-              r.saved = dump_failure(be, opt, device, cfg, c,
-                                     negated ? *negated : subject.problem(), out, r.inputs_negated);
+              r.saved =
+                  dump_failure(be, opt, device, cfg, c, negated ? *negated : subject.problem(), out,
+                               r.inputs_negated, r.inputs_rescaled);
             } catch (const std::exception& e) {
               link.say(std::string(kDumpsStopped) + e.what());
             }

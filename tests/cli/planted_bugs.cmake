@@ -43,6 +43,7 @@ attn_planted_bug_test(ONE_PAST REGEX "the valid length is one too long")
 attn_planted_bug_test(STALE_BLOCK REGEX "the whole last block is read")
 attn_planted_bug_test(LSE_LOG2 REGEX "lse is written in base 2")
 attn_planted_bug_test(ZERO_WEIGHT_TAIL REGEX "stale slots folded in with a zero weight")
+attn_planted_bug_test(WRITES_QUERY REGEX "the kernel writes into its inputs \\(the query changed during the call\\)[^\n]*the values it wrote are right")
 attn_planted_bug_test(SECOND_CONFIG REGEX "partition=768\\]: [0-9]+ failed[^[]*\\(k\\*768-1\\) is dropped"
                       ABSENT "partition=384")
 
@@ -63,3 +64,7 @@ attn_planted_bug_test(FP8_E4M3_AS_FNUZ KV_DTYPES fp8_e4m3,fp8_e5m2
                       REGEX "the fp8_e4m3 cache is read as e4m3fnuz")
 attn_planted_bug_test(FP8_SCALE_PER_HEAD KV_DTYPES fp8_e4m3,fp8_e5m2
                       REGEX "the per-tensor scales are read as one per KV head")
+# Scales kept by their buffers' addresses: the call made again with the inputs rewritten in
+# place doubles them there.
+attn_planted_bug_test(FP8_SCALES_CACHED KV_DTYPES fp8_e4m3,fp8_e5m2
+                      REGEX "the fp8 scales were rewritten in place.*the scales\\), where an engine")

@@ -2,6 +2,7 @@
 // generator's own tests are in test_problem_gen.cpp).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <initializer_list>
 #include <set>
@@ -288,4 +289,43 @@ TEST(NegateElements, FlipsTheTopBitOfEachElementOnly) {
       }
     }
   }
+}
+
+// rescale_inputs: over an fp8 cache with both scales, the query halved and the scales doubled,
+// which doubles the reference's output and keeps its lse; back undoes it; without both scales
+// (or fp8) nothing changes.
+TEST(RescaleInputs, DoublesTheOutputAndKeepsTheLse) {
+  AttnParams p = params(8, 2, 64, 16, DType::f32);
+  p.kv_dtype = DType::fp8_e4m3;
+  GenOptions o = gen(5);
+  o.k_scale = {0.5f, 4.0f};
+  o.v_scale = {0.25f};
+  const Problem first = make_decode_problem(p, {1, 40, 17}, o);
+  Problem pr = first;
+  ASSERT_TRUE(rescale_inputs(pr, false));
+  EXPECT_EQ(pr.k_scale, (std::vector<float>{1.0f, 8.0f}));
+  EXPECT_EQ(pr.v_scale, (std::vector<float>{0.5f}));
+  const ReferenceResult a = reference_attention(first, {});
+  const ReferenceResult b = reference_attention(pr, {});
+  ASSERT_EQ(a.out.size(), b.out.size());
+  for (std::size_t i = 0; i < a.out.size(); ++i) {
+    ASSERT_NEAR(b.out[i], 2.0 * a.out[i], 1e-12 * (1.0 + std::abs(a.out[i]))) << i;
+  }
+  for (std::size_t i = 0; i < a.lse.size(); ++i) {
+    ASSERT_NEAR(b.lse[i], a.lse[i], 1e-12) << i;
+  }
+  ASSERT_TRUE(rescale_inputs(pr, true));
+  EXPECT_EQ(pr.query.data, first.query.data) << "fp32: halving and doubling are exact";
+  EXPECT_EQ(pr.k_scale, first.k_scale);
+  EXPECT_EQ(pr.v_scale, first.v_scale);
+
+  Problem no_v = first;
+  no_v.v_scale.clear();
+  EXPECT_FALSE(rescale_inputs(no_v, false));
+  EXPECT_EQ(no_v.query.data, first.query.data);
+  EXPECT_EQ(no_v.k_scale, first.k_scale);
+  Problem plain = make_decode_problem(params(8, 2, 64, 16, DType::f32), {1, 40}, gen(5));
+  const Problem plain_before = plain;
+  EXPECT_FALSE(rescale_inputs(plain, false));
+  EXPECT_EQ(plain.query.data, plain_before.query.data);
 }

@@ -45,6 +45,8 @@
  *                              added with weight 0 (acc += 0 * v), harmless until they hold NaN
  *                              (vllm-project/vllm issue 641).
  *   SPLIT_BUG_SECOND_CONFIG    v2 with partition 768 only: SPLIT_BUG_DROP_LAST_KEY's bug.
+ *   SPLIT_BUG_WRITES_QUERY     both: out and lse are right, but each query row is left halved in
+ *                              the caller's buffer after it is read (a scale folded in place).
  *
  * fp8 caches (plugin ABI 4, SPEC.md "fp8 KV caches"): the correct build (no definition) and the
  * SPLIT_FP8_* builds declare that both families read fp8_e4m3 and fp8_e5m2, decoding each byte
@@ -58,6 +60,9 @@
  *   SPLIT_FP8_E4M3_AS_FNUZ     an fp8_e4m3 cache's bytes are decoded as e4m3fnuz (bias 8,
  *                              0x80 NaN).
  *   SPLIT_FP8_SCALE_PER_HEAD   the scales are read at the KV head's index, per tensor ones too.
+ *   SPLIT_FP8_SCALES_CACHED    the scales are copied once per call shape and buffers (keyed by
+ *                              their addresses, the caches', the lengths), so scales an engine
+ *                              rewrites in the same buffers are not seen.
  *
  * Builds of the correct kernels that exercise the ABI rather than plant a bug:
  *   SPLIT_ABI1     built against plugin ABI 1's header (tests/plugins/abi1): an old plugin,
@@ -103,9 +108,10 @@
      defined(SPLIT_BUG_STALE_BLOCK) + defined(SPLIT_BUG_LSE_LOG2) +                                \
      defined(SPLIT_BUG_SECOND_CONFIG) + defined(SPLIT_OWN_SPLITS) +                                \
      defined(SPLIT_BUG_ZERO_WEIGHT_TAIL) + defined(SPLIT_FP8_SCALE_IGNORED) +                      \
-     defined(SPLIT_FP8_SCALE_TWICE) + defined(SPLIT_FP8_E4M3_AS_E5M2) +                            \
-     defined(SPLIT_FP8_SCALES_SWAPPED) + defined(SPLIT_FP8_SIGN_IGNORED) +                         \
-     defined(SPLIT_FP8_E4M3_AS_FNUZ) + defined(SPLIT_FP8_SCALE_PER_HEAD)) > 1
+     defined(SPLIT_BUG_WRITES_QUERY) + defined(SPLIT_FP8_SCALE_TWICE) +                            \
+     defined(SPLIT_FP8_E4M3_AS_E5M2) + defined(SPLIT_FP8_SCALES_SWAPPED) +                         \
+     defined(SPLIT_FP8_SIGN_IGNORED) + defined(SPLIT_FP8_E4M3_AS_FNUZ) +                           \
+     defined(SPLIT_FP8_SCALE_PER_HEAD) + defined(SPLIT_FP8_SCALES_CACHED)) > 1
 #error "define at most one SPLIT_BUG_*, SPLIT_FP8_* or SPLIT_OWN_SPLITS"
 #endif
 
@@ -114,14 +120,14 @@
     (defined(SPLIT_FP8_SCALE_IGNORED) || defined(SPLIT_FP8_SCALE_TWICE) ||                         \
      defined(SPLIT_FP8_E4M3_AS_E5M2) || defined(SPLIT_FP8_SCALES_SWAPPED) ||                       \
      defined(SPLIT_FP8_SIGN_IGNORED) || defined(SPLIT_FP8_E4M3_AS_FNUZ) ||                         \
-     defined(SPLIT_FP8_SCALE_PER_HEAD) ||                                                          \
+     defined(SPLIT_FP8_SCALE_PER_HEAD) || defined(SPLIT_FP8_SCALES_CACHED) ||                      \
      !(defined(SPLIT_BUG_DROP_LAST_KEY) || defined(SPLIT_BUG_OVERLAP) ||                           \
        defined(SPLIT_BUG_LAST_PARTITION) || defined(SPLIT_BUG_MAX_NOT_RESCALED) ||                 \
        defined(SPLIT_BUG_LSE_BASE2) || defined(SPLIT_BUG_GQA_MOD) ||                               \
        defined(SPLIT_BUG_FULL_LAST_BLOCK) || defined(SPLIT_BUG_ONE_PAST) ||                        \
        defined(SPLIT_BUG_STALE_BLOCK) || defined(SPLIT_BUG_LSE_LOG2) ||                            \
        defined(SPLIT_BUG_SECOND_CONFIG) || defined(SPLIT_BUG_ZERO_WEIGHT_TAIL) ||                  \
-       defined(SPLIT_OWN_SPLITS)))
+       defined(SPLIT_BUG_WRITES_QUERY) || defined(SPLIT_OWN_SPLITS)))
 #define SPLIT_READS_FP8 1
 #endif
 
@@ -147,6 +153,8 @@
 #define SPLIT_NAME "split-kv-lse-log2"
 #elif defined(SPLIT_BUG_SECOND_CONFIG)
 #define SPLIT_NAME "split-kv-second-config"
+#elif defined(SPLIT_BUG_WRITES_QUERY)
+#define SPLIT_NAME "split-kv-writes-query"
 #elif defined(SPLIT_BUG_ZERO_WEIGHT_TAIL)
 #define SPLIT_NAME "split-kv-zero-weight-tail"
 #elif defined(SPLIT_FP8_SCALE_IGNORED)
@@ -163,6 +171,8 @@
 #define SPLIT_NAME "split-kv-fp8-e4m3-as-fnuz"
 #elif defined(SPLIT_FP8_SCALE_PER_HEAD)
 #define SPLIT_NAME "split-kv-fp8-scale-per-head"
+#elif defined(SPLIT_FP8_SCALES_CACHED)
+#define SPLIT_NAME "split-kv-fp8-scales-cached"
 #elif defined(SPLIT_ABI3)
 #define SPLIT_NAME "split-kv-abi3"
 #elif defined(SPLIT_SPIN)
@@ -342,6 +352,38 @@ static double fnuz_value(uint8_t byte) {
 }
 #endif
 
+#if defined(SPLIT_FP8_SCALES_CACHED)
+/* The scales as first read for a call of these buffers and lengths (no threads: no lock). */
+static struct {
+  const void *k_scale, *key_cache, *value_cache;
+  long long lens;
+  float k[1024], v[1024];
+} g_scales;
+
+static double cached_scale(const attn_call* a, int value, int at) {
+  long long lens = 0;
+  int b;
+  double s;
+  for (b = 0; b < a->batch; ++b) {
+    lens = lens * 31 + a->seq_k_lens[b];
+  }
+  if (g_scales.k_scale != (const void*)a->k_scale || g_scales.key_cache != a->key_cache ||
+      g_scales.value_cache != a->value_cache || g_scales.lens != lens) {
+    int i;
+    for (i = 0; i < a->num_kv_scales && i < 1024; ++i) {
+      g_scales.k[i] = a->k_scale[i];
+      g_scales.v[i] = a->v_scale[i];
+    }
+    g_scales.k_scale = a->k_scale;
+    g_scales.key_cache = a->key_cache;
+    g_scales.value_cache = a->value_cache;
+    g_scales.lens = lens;
+  }
+  s = value ? g_scales.v[at] : g_scales.k[at];
+  return s;
+}
+#endif
+
 /* KV head kvh's dequantisation scale of the keys (value == 0) or the values. */
 static double fp8_scale(const attn_call* a, int value, int kvh) {
 #if defined(SPLIT_FP8_SCALE_PER_HEAD)
@@ -361,6 +403,8 @@ static double fp8_scale(const attn_call* a, int value, int kvh) {
     const double s = value ? a->v_scale[at] : a->k_scale[at];
     return s * s;
   }
+#elif defined(SPLIT_FP8_SCALES_CACHED)
+  return cached_scale(a, value, at);
 #else
   return value ? a->v_scale[at] : a->k_scale[at];
 #endif
@@ -531,6 +575,16 @@ static void write_row(const attn_call* a, size_t row, double l, double* acc, dou
 
 static void load_query(const attn_call* a, size_t row, double* q) {
   load_row(a->dtype, a->query, row * (size_t)a->head_dim, a->head_dim, q);
+#if defined(SPLIT_BUG_WRITES_QUERY)
+  {
+    double half[MAX_HEAD_DIM];
+    int d;
+    for (d = 0; d < a->head_dim; ++d) {
+      half[d] = 0.5 * q[d];
+    }
+    store_row(a->dtype, (void*)(uintptr_t)a->query, row * (size_t)a->head_dim, a->head_dim, half);
+  }
+#endif
 }
 
 /* ---- decode_v1 ------------------------------------------------------------------------------ */

@@ -265,6 +265,35 @@ bool HostRun::negate_inputs() {
   return true;
 }
 
+bool HostRun::rescale_inputs(bool back) { return attn::rescale_inputs(pr_, back); }
+
+uint64_t input_digest(const void* data, std::size_t bytes) {
+  const auto* b = static_cast<const unsigned char*>(data);
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ bytes;
+  std::size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, b + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  for (; i < bytes; ++i) {
+    h = (h ^ b[i]) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::vector<std::pair<std::string, uint64_t>> HostRun::input_digests() const {
+  const auto of = [](const auto& v) { return input_digest(v.data(), v.size() * sizeof(v[0])); };
+  return {
+      {"the query", of(pr_.query.data)},
+      {"the key cache", of(pr_.key_cache.data)},
+      {"the value cache", of(pr_.value_cache.data)},
+      {"the block tables", of(pr_.block_tables)},
+      {"the lengths", of(pr_.context_lens) ^ of(pr_.cu_seqlens_q) * 3 ^ of(pr_.cu_seqlens_k) * 5},
+      {"the fp8 scales", of(pr_.k_scale) ^ of(pr_.v_scale) * 3}};
+}
+
 void HostRun::poison_outputs() {
   auto* out = static_cast<unsigned char*>(out_mem_.get());
   std::memcpy(out, out_.raw(), out_.data.size());

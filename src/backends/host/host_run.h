@@ -60,6 +60,9 @@ private:
 
 // A problem held in host memory with one configuration: the run's own copy of the problem (the
 // "upload"), out and lse, and scratch the subclass declares. Subclasses launch.
+// A digest of `bytes` bytes at `data` (input_digests): not cryptographic, fast.
+[[nodiscard]] uint64_t input_digest(const void* data, std::size_t bytes);
+
 class HostRun : public PreparedRun {
 public:
   ~HostRun() override; // leaves its copy's memory to the next run (host_run.cpp)
@@ -70,6 +73,11 @@ public:
   [[nodiscard]] RunOutput download() override;
   // The problem's copy the kernel reads, negated where it lies.
   bool negate_inputs() override;
+  // The same copy's query and fp8 scales (the CPU kernels read pr_'s scales in place).
+  bool rescale_inputs(bool back) override;
+  // The query, both caches (unread slots included), the block tables, the lengths and the fp8
+  // scales of the copy the kernel reads.
+  [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> input_digests() const override;
   // A steady clock around run(), with the problem, out, lse and the scratch flushed before each
   // rep (time_host_call).
   [[nodiscard]] TimingResult time(const TimingOptions& opt) override;

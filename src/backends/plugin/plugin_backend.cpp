@@ -66,6 +66,27 @@ public:
   void run() override { lib_->run(cfg_, call_, ws_->get(), ws_bytes_, nullptr); }
   // Not after a prepare step: the plugin may read its own copy of the cache, laid out there.
   bool negate_inputs() override { return !lib_->has_prepare() && HostRun::negate_inputs(); }
+  // The lengths and scales the call points at are arrays_'.
+  [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> input_digests() const override {
+    auto d = HostRun::input_digests();
+    const auto of = [](const auto& v) { return input_digest(v.data(), v.size() * sizeof(v[0])); };
+    d.emplace_back("the lengths the call points at", of(arrays_.q) ^ of(arrays_.k) * 3);
+    d.emplace_back("the fp8 scales the call points at",
+                   of(arrays_.k_scale) ^ of(arrays_.v_scale) * 3);
+    return d;
+  }
+  // The scales the call points at are arrays_' (NaN past per-tensor ones stays NaN).
+  bool rescale_inputs(bool back) override {
+    if (lib_->has_prepare() || !HostRun::rescale_inputs(back)) {
+      return false;
+    }
+    for (auto* s : {&arrays_.k_scale, &arrays_.v_scale}) {
+      for (float& x : *s) {
+        x = back ? x * 0.5f : x * 2.0f;
+      }
+    }
+    return true;
+  }
 
 private:
   int call_threads() const override { return threads_; } // what the call offers it (host_threads)
