@@ -58,11 +58,11 @@ private:
   std::vector<Line> lines_;
 };
 
-// A problem held in host memory with one configuration: the run's own copy of the problem (the
-// "upload"), out and lse, and scratch the subclass declares. Subclasses launch.
 // A digest of `bytes` bytes at `data` (input_digests): not cryptographic, fast.
 [[nodiscard]] uint64_t input_digest(const void* data, std::size_t bytes);
 
+// A problem held in host memory with one configuration: the run's own copy of the problem (the
+// "upload"), out and lse, and scratch the subclass declares. Subclasses launch.
 class HostRun : public PreparedRun {
 public:
   ~HostRun() override; // leaves its copy's memory to the next run (host_run.cpp)
