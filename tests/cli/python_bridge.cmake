@@ -150,6 +150,11 @@ set_tests_properties(cli.python_sweep_table PROPERTIES LABELS "cli;python" RESOU
 attn_python_test(python_verify_prepared 0 " 0 failed, "
                  verify --kernels python:prepared_kernels --intensity quick --threads 1
                  --dtypes fp32 --families decode_v1,decode_v2)
+# The workspace without a prepare step: each new case is a new Call, and a workspace that came
+# back at the call before's address reached it as None until 2026-12-08 (most cases failed).
+attn_python_test(python_verify_workspace_only 0 " 0 failed, "
+                 verify --kernels python:prepared_kernels:attn_tune_kernels_workspace_only
+                 --intensity quick --threads 1 --dtypes fp32 --families decode_v1,decode_v2)
 
 # A can_run that raises is an error, not a refusal (tests/python/can_run_raising.py raises for
 # head_dim 128 only): verify ends with exit 1 naming the exception, where a refusal would let the
