@@ -60,6 +60,10 @@ private:
 
 // A digest of `bytes` bytes at `data` (input_digests): not cryptographic, fast.
 [[nodiscard]] uint64_t input_digest(const void* data, std::size_t bytes);
+// The same over a vector's elements.
+template <class V> [[nodiscard]] uint64_t input_digest(const V& v) {
+  return input_digest(v.data(), v.size() * sizeof(v[0]));
+}
 
 // A problem held in host memory with one configuration: the run's own copy of the problem (the
 // "upload"), out and lse, and scratch the subclass declares. Subclasses launch.

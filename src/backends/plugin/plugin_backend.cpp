@@ -69,10 +69,10 @@ public:
   // The lengths and scales the call points at are arrays_'.
   [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> input_digests() const override {
     auto d = HostRun::input_digests();
-    const auto of = [](const auto& v) { return input_digest(v.data(), v.size() * sizeof(v[0])); };
-    d.emplace_back("the lengths the call points at", of(arrays_.q) ^ of(arrays_.k) * 3);
+    d.emplace_back("the lengths the call points at",
+                   input_digest(arrays_.q) ^ input_digest(arrays_.k) * 3);
     d.emplace_back("the fp8 scales the call points at",
-                   of(arrays_.k_scale) ^ of(arrays_.v_scale) * 3);
+                   input_digest(arrays_.k_scale) ^ input_digest(arrays_.v_scale) * 3);
     return d;
   }
   // The scales the call points at are arrays_' (NaN past per-tensor ones stays NaN).
